@@ -1,0 +1,251 @@
+// Package dag is the functional core of the engine: it validates workflow
+// shapes and decides every state transition of a run. It does no I/O and reads
+// no clock; stores load a run, apply a transition here, and persist what
+// changed, atomically. Because both stores run the same decisions, a behaviour
+// cannot differ between them except through persistence bugs, which the
+// conformance suite catches.
+package dag
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+	"unicode/utf8"
+
+	"github.com/effectivelabs/durable/store"
+)
+
+// Errors of shape validation. They are wrapped in a *ShapeError naming the
+// step at fault.
+var (
+	ErrEmptyWorkflow   = errors.New("workflow has no steps")
+	ErrInvalidName     = errors.New("invalid name")
+	ErrDuplicateStep   = errors.New("duplicate step name")
+	ErrUnknownParent   = errors.New("parent is not an earlier step of the workflow")
+	ErrDuplicateParent = errors.New("parent listed twice")
+	ErrInvalidSleep    = errors.New("sleep duration must be positive")
+	ErrInvalidRetry    = errors.New("invalid retry policy")
+)
+
+// MaxNameLen is the longest workflow or step name, in bytes.
+const MaxNameLen = 128
+
+// ShapeError is a validation error of one step of a shape.
+type ShapeError struct {
+	Step   string // empty for errors of the whole shape
+	Err    error  // one of the Err* sentinels
+	Detail string // optional
+}
+
+func (e *ShapeError) Error() string {
+	msg := e.Err.Error()
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	if e.Step != "" {
+		return fmt.Sprintf("step %q: %s", e.Step, msg)
+	}
+	return msg
+}
+
+func (e *ShapeError) Unwrap() error { return e.Err }
+
+// ValidName reports whether s is a valid workflow or step name: 1 to
+// MaxNameLen bytes of letters, digits and "_-.:/", starting with a letter or
+// digit.
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > MaxNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && (c == '_' || c == '-' || c == '.' || c == ':' || c == '/'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// MaxTenantLen is the longest tenant ID, in bytes.
+const MaxTenantLen = 200
+
+// ValidTenant reports whether s is a valid tenant ID: 1 to MaxTenantLen bytes
+// of valid UTF-8 without control characters.
+func ValidTenant(s string) bool {
+	if len(s) == 0 || len(s) > MaxTenantLen || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateRetry checks a recorded retry policy.
+func ValidateRetry(p store.RetryPolicy) error {
+	switch {
+	case p.MaxAttempts < 1:
+		return fmt.Errorf("%w: max attempts %d < 1", ErrInvalidRetry, p.MaxAttempts)
+	case p.InitialDelay < 0:
+		return fmt.Errorf("%w: negative initial delay", ErrInvalidRetry)
+	case p.MaxDelay < 0:
+		return fmt.Errorf("%w: negative max delay", ErrInvalidRetry)
+	case p.Factor < 1 || math.IsInf(p.Factor, 0) || math.IsNaN(p.Factor):
+		return fmt.Errorf("%w: factor %v must be a finite number >= 1", ErrInvalidRetry, p.Factor)
+	case p.Jitter < 0 || p.Jitter > 1 || math.IsNaN(p.Jitter):
+		return fmt.Errorf("%w: jitter %v outside [0, 1]", ErrInvalidRetry, p.Jitter)
+	}
+	return nil
+}
+
+// Compiled is a validated shape with its indexes built.
+type Compiled struct {
+	Shape    *store.Shape
+	index    map[string]int
+	parents  [][]int
+	children [][]int
+}
+
+// Compile validates a shape and indexes it. Parents must be declared before
+// their children, which rules out cycles by construction.
+func Compile(s *store.Shape) (*Compiled, error) {
+	if s == nil || len(s.Steps) == 0 {
+		return nil, &ShapeError{Err: ErrEmptyWorkflow}
+	}
+	c := &Compiled{
+		Shape:    s,
+		index:    make(map[string]int, len(s.Steps)),
+		parents:  make([][]int, len(s.Steps)),
+		children: make([][]int, len(s.Steps)),
+	}
+	for i, st := range s.Steps {
+		if !ValidName(st.Name) {
+			return nil, &ShapeError{Step: st.Name, Err: ErrInvalidName,
+				Detail: "use 1-128 letters, digits or _-.:/ starting with a letter or digit"}
+		}
+		if _, dup := c.index[st.Name]; dup {
+			return nil, &ShapeError{Step: st.Name, Err: ErrDuplicateStep}
+		}
+		if st.Sleep < 0 {
+			return nil, &ShapeError{Step: st.Name, Err: ErrInvalidSleep}
+		}
+		if err := ValidateRetry(st.Retry); err != nil {
+			return nil, &ShapeError{Step: st.Name, Err: ErrInvalidRetry, Detail: trimSentinel(err, ErrInvalidRetry)}
+		}
+		seen := make(map[int]bool, len(st.Parents))
+		for _, p := range st.Parents {
+			pi, ok := c.index[p]
+			if !ok {
+				return nil, &ShapeError{Step: st.Name, Err: ErrUnknownParent, Detail: fmt.Sprintf("%q", p)}
+			}
+			if seen[pi] {
+				return nil, &ShapeError{Step: st.Name, Err: ErrDuplicateParent, Detail: fmt.Sprintf("%q", p)}
+			}
+			seen[pi] = true
+			c.parents[i] = append(c.parents[i], pi)
+			c.children[pi] = append(c.children[pi], i)
+		}
+		c.index[st.Name] = i
+	}
+	if s.OnFailure != nil {
+		if err := ValidateRetry(s.OnFailure.Retry); err != nil {
+			return nil, &ShapeError{Step: store.OnFailureTask, Err: ErrInvalidRetry, Detail: trimSentinel(err, ErrInvalidRetry)}
+		}
+	}
+	return c, nil
+}
+
+func trimSentinel(err, sentinel error) string {
+	msg, prefix := err.Error(), sentinel.Error()+": "
+	if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
+		return msg[len(prefix):]
+	}
+	return msg
+}
+
+// Len is the number of steps.
+func (c *Compiled) Len() int { return len(c.Shape.Steps) }
+
+// Index returns the task index of a step name; the on-failure task has index
+// Len().
+func (c *Compiled) Index(name string) (int, bool) {
+	if name == store.OnFailureTask {
+		return c.Len(), c.Shape.OnFailure != nil
+	}
+	i, ok := c.index[name]
+	return i, ok
+}
+
+// Name returns the task name at index i.
+func (c *Compiled) Name(i int) string {
+	if i == c.Len() {
+		return store.OnFailureTask
+	}
+	return c.Shape.Steps[i].Name
+}
+
+// Kind returns the kind of task i.
+func (c *Compiled) Kind(i int) store.TaskKind {
+	switch {
+	case i == c.Len():
+		return store.KindOnFailure
+	case c.Shape.Steps[i].Sleep > 0:
+		return store.KindSleep
+	}
+	return store.KindStep
+}
+
+// Retry returns the retry policy of task i.
+func (c *Compiled) Retry(i int) store.RetryPolicy {
+	if i == c.Len() {
+		return c.Shape.OnFailure.Retry
+	}
+	return c.Shape.Steps[i].Retry
+}
+
+// Parents returns the parent indexes of step i.
+func (c *Compiled) Parents(i int) []int {
+	if i == c.Len() {
+		return nil
+	}
+	return c.parents[i]
+}
+
+// Children returns the child indexes of step i.
+func (c *Compiled) Children(i int) []int {
+	if i == c.Len() {
+		return nil
+	}
+	return c.children[i]
+}
+
+// RetryDelay returns how long to wait before the attempt after attempt
+// (1-based) failed: InitialDelay·Factor^(attempt-1), capped at MaxDelay, with
+// the Jitter fraction of it randomised downwards by rand in [0, 1).
+func RetryDelay(p store.RetryPolicy, attempt int, rand float64) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	factor := p.Factor
+	if factor < 1 {
+		factor = 1
+	}
+	d := float64(p.InitialDelay) * math.Pow(factor, float64(attempt-1))
+	limit := float64(math.MaxInt64 / 2)
+	if p.MaxDelay > 0 && d > float64(p.MaxDelay) {
+		d = float64(p.MaxDelay)
+	}
+	if d > limit || math.IsNaN(d) {
+		d = limit
+	}
+	if p.Jitter > 0 {
+		d -= d * p.Jitter * rand
+	}
+	return time.Duration(d)
+}

@@ -1,0 +1,464 @@
+// Package store is the port between the durable engine and its storage.
+//
+// A Store is shaped by transitions, not tables: "finish this claimed task with
+// this output" is one call that atomically records the output, resolves the
+// task's children, enqueues the ones that became ready, appends events and
+// settles the run when everything is terminal. Every method that changes state
+// is one atomic unit: a process may die before or after it, never inside it.
+//
+// Two implementations ship with the module: memstore (in memory, for tests and
+// demos) and pgstore (PostgreSQL). Both pass the same conformance suite in
+// store/storetest, which is what makes them substitutable.
+//
+// Methods take a params struct and return a result, so fields can be added
+// without breaking callers. Every params struct carries Now: the zero value
+// means "the store's own clock" (time.Now in memory, now() in PostgreSQL);
+// tests pass explicit times to get deterministic results.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Store is the set of transitions and reads the engine needs.
+type Store interface {
+	// CreateRuns records new runs with their tasks, recording each run's
+	// shape, and makes every root task ready (or asleep, for a sleep root).
+	// All runs are created in one atomic unit. A run whose ID already exists
+	// fails the whole call with ErrRunExists.
+	CreateRuns(ctx context.Context, p *CreateRunsParams) error
+
+	// ClaimTasks claims up to Limit ready tasks in fair order for a worker:
+	// each becomes RUNNING with its attempt number incremented and a fresh
+	// claim token. Tasks of workflows not listed in Workflows are left for
+	// other workers.
+	ClaimTasks(ctx context.Context, p *ClaimTasksParams) ([]*ClaimedTask, error)
+
+	// FinishTasks applies the outcomes of claimed tasks. Each outcome is
+	// checked against its claim token: an outcome from a claim that is no
+	// longer current is rejected (FinishStale) and changes nothing; replaying
+	// an outcome that was already recorded reports FinishDuplicate. The whole
+	// batch is one atomic unit.
+	FinishTasks(ctx context.Context, p *FinishTasksParams) ([]FinishResult, error)
+
+	// Heartbeat records that a worker is alive and reports which of the
+	// claims it believes it holds are no longer current.
+	Heartbeat(ctx context.Context, p *HeartbeatParams) (*HeartbeatResult, error)
+
+	// FireTimers fires due timers: a sleeping task completes and its children
+	// are resolved; a task waiting out a retry backoff becomes ready. It
+	// reports how long until the next timer is due.
+	FireTimers(ctx context.Context, p *FireTimersParams) (*FireTimersResult, error)
+
+	// RescueTasks finds RUNNING tasks whose worker has not heartbeated for
+	// DeadAfter and treats each as a failed attempt: retried while attempts
+	// remain, failed otherwise.
+	RescueTasks(ctx context.Context, p *RescueTasksParams) (*RescueTasksResult, error)
+
+	// GetRun returns a run, or ErrRunNotFound.
+	GetRun(ctx context.Context, id uuid.UUID) (*Run, error)
+
+	// ListTasks returns the tasks of a run in the order of its shape, the
+	// on-failure task (if it was created) last, or ErrRunNotFound.
+	ListTasks(ctx context.Context, id uuid.UUID) ([]*Task, error)
+
+	// ListEvents returns the events of a run in the order they happened, or
+	// ErrRunNotFound.
+	ListEvents(ctx context.Context, id uuid.UUID) ([]*Event, error)
+}
+
+// Listener is implemented by stores that push notifications, so that
+// engines react to new work at once instead of waiting for their next poll.
+type Listener interface {
+	// Listen delivers notifications until ctx is done. After it connects (and
+	// after every reconnect, when notifications may have been missed) it
+	// delivers a TopicResync notification. deliver must not block.
+	Listen(ctx context.Context, deliver func(Notification)) error
+}
+
+// Elector is implemented by stores that elect one leader among the engines
+// sharing them. Leader duties (firing timers, rescuing dead tasks) are safe to
+// run twice at once, since every transition is atomic and conditional;
+// leadership only avoids the duplicated work.
+type Elector interface {
+	// Lead blocks until ctx is done. Whenever the caller becomes leader it
+	// calls lead with a context that is cancelled when leadership is lost;
+	// lead must return soon after its context is cancelled.
+	Lead(ctx context.Context, id string, lead func(ctx context.Context)) error
+}
+
+// TxCreator is implemented by stores that can create runs inside a
+// transaction the caller controls (pgx.Tx for pgstore), so that saving an
+// order and starting its workflow commit or roll back together.
+type TxCreator interface {
+	CreateRunsTx(ctx context.Context, tx any, p *CreateRunsParams) error
+}
+
+// Topic names a kind of notification.
+type Topic string
+
+const (
+	// TopicReady: tasks were enqueued; idle workers should claim.
+	TopicReady Topic = "ready"
+	// TopicTimer: a timer was created; the leader should re-check when the
+	// next one is due.
+	TopicTimer Topic = "timer"
+	// TopicRun: a run settled; the payload is its ID.
+	TopicRun Topic = "run"
+	// TopicResync: notifications may have been lost; re-check everything.
+	TopicResync Topic = "resync"
+)
+
+// Notification is one message from a Listener.
+type Notification struct {
+	Topic   Topic
+	Payload string
+}
+
+// RunStatus is the status of a run.
+type RunStatus string
+
+const (
+	RunRunning   RunStatus = "RUNNING"
+	RunCompleted RunStatus = "COMPLETED"
+	RunFailed    RunStatus = "FAILED"
+	RunCancelled RunStatus = "CANCELLED"
+)
+
+// TaskState is the state of one task (one step of one run).
+//
+// A task waiting out a retry backoff is QUEUED with a DueAt in the future: it
+// is durable state, and becomes claimable when its timer fires.
+type TaskState string
+
+const (
+	TaskPending   TaskState = "PENDING"
+	TaskQueued    TaskState = "QUEUED"
+	TaskRunning   TaskState = "RUNNING"
+	TaskSleeping  TaskState = "SLEEPING"
+	TaskCompleted TaskState = "COMPLETED"
+	TaskFailed    TaskState = "FAILED"
+	TaskSkipped   TaskState = "SKIPPED"
+	TaskCancelled TaskState = "CANCELLED"
+)
+
+// Terminal reports whether no further transition can leave the state.
+func (s TaskState) Terminal() bool {
+	switch s {
+	case TaskCompleted, TaskFailed, TaskSkipped, TaskCancelled:
+		return true
+	}
+	return false
+}
+
+// TaskKind tells what a task does when it becomes ready.
+type TaskKind string
+
+const (
+	// KindStep runs user code.
+	KindStep TaskKind = "step"
+	// KindSleep waits durably for its duration, then completes.
+	KindSleep TaskKind = "sleep"
+	// KindOnFailure runs the workflow's on-failure handler after the run failed.
+	KindOnFailure TaskKind = "on_failure"
+)
+
+// OnFailureTask is the task name of a run's on-failure handler. Step names
+// cannot contain '@', so it never collides with a step.
+const OnFailureTask = "@on_failure"
+
+// EventType is the kind of an event in a run's log.
+type EventType string
+
+const (
+	EventQueued    EventType = "QUEUED"
+	EventStarted   EventType = "STARTED"
+	EventCompleted EventType = "COMPLETED"
+	EventFailed    EventType = "FAILED"
+	EventRetrying  EventType = "RETRYING"
+	EventSkipped   EventType = "SKIPPED"
+	EventSleeping  EventType = "SLEEPING"
+	EventWoken     EventType = "WOKEN"
+	EventCancelled EventType = "CANCELLED"
+)
+
+// Shape is the DAG of a workflow as recorded with each run at trigger time,
+// so that a deploy that changes the workflow does not break runs in flight.
+type Shape struct {
+	// Steps in declaration order; a step's parents come before it.
+	Steps []StepSpec `json:"steps"`
+	// OnFailure is set when the workflow has an on-failure handler.
+	OnFailure *OnFailureSpec `json:"on_failure,omitempty"`
+}
+
+// StepSpec is one step of a Shape.
+type StepSpec struct {
+	Name    string   `json:"name"`
+	Parents []string `json:"parents,omitempty"`
+	// Sleep, when positive, makes this a durable sleep step.
+	Sleep time.Duration `json:"sleep,omitempty"`
+	Retry RetryPolicy   `json:"retry"`
+}
+
+// OnFailureSpec describes a workflow's on-failure handler.
+type OnFailureSpec struct {
+	Retry RetryPolicy `json:"retry"`
+}
+
+// RetryPolicy is the retry policy recorded for a task.
+type RetryPolicy struct {
+	// MaxAttempts counts every attempt, the first included (at least 1).
+	MaxAttempts int `json:"max_attempts"`
+	// InitialDelay is the wait before the second attempt.
+	InitialDelay time.Duration `json:"initial_delay,omitempty"`
+	// Factor multiplies the delay after each further attempt (at least 1).
+	Factor float64 `json:"factor,omitempty"`
+	// MaxDelay caps the delay (0: no cap).
+	MaxDelay time.Duration `json:"max_delay,omitempty"`
+	// Jitter is the fraction of the delay that is randomised, in [0, 1].
+	Jitter float64 `json:"jitter,omitempty"`
+}
+
+// NewRun is one run to create.
+type NewRun struct {
+	ID       uuid.UUID
+	Workflow string
+	Tenant   string
+	Input    []byte
+	Shape    *Shape
+}
+
+// CreateRunsParams are the parameters of Store.CreateRuns.
+type CreateRunsParams struct {
+	Now  time.Time
+	Runs []NewRun
+}
+
+// ClaimTasksParams are the parameters of Store.ClaimTasks.
+type ClaimTasksParams struct {
+	Now      time.Time
+	WorkerID string
+	// Limit is the most tasks to claim.
+	Limit int
+	// Workflows lists the workflows this worker can run.
+	Workflows []string
+	// TenantLimit, when positive, caps the RUNNING tasks of one tenant across
+	// all workers; ready tasks of a tenant at its cap are left queued.
+	TenantLimit int
+}
+
+// ClaimedTask is a task claimed for execution, with what is needed to run it.
+type ClaimedTask struct {
+	RunID    uuid.UUID
+	Workflow string
+	Tenant   string
+	Step     string
+	Kind     TaskKind
+	Attempt  int
+	// Token identifies this claim; outcomes and heartbeats must present it.
+	Token int64
+	Retry RetryPolicy
+	Input []byte
+	// ParentOutputs holds the outputs of the parents that COMPLETED, by
+	// name. A skipped parent is absent.
+	ParentOutputs map[string][]byte
+	// FailedStep and Error describe the run's failure; set for KindOnFailure.
+	FailedStep string
+	Error      string
+}
+
+// Ref returns the claim's TaskRef.
+func (c *ClaimedTask) Ref() TaskRef {
+	return TaskRef{RunID: c.RunID, Step: c.Step, Token: c.Token}
+}
+
+// TaskRef names one claim of one task.
+type TaskRef struct {
+	RunID uuid.UUID
+	Step  string
+	Token int64
+}
+
+// OutcomeKind is what happened to a claimed task.
+type OutcomeKind int
+
+const (
+	// OutcomeComplete: the step returned an output.
+	OutcomeComplete OutcomeKind = iota + 1
+	// OutcomeFail: the step returned an error; retried while attempts remain
+	// unless Terminal.
+	OutcomeFail
+	// OutcomeSkip: a skip condition of the step fired.
+	OutcomeSkip
+	// OutcomeRelease: the worker gave the task back without running it to
+	// the end (shutdown); the attempt does not count.
+	OutcomeRelease
+)
+
+// Outcome is the result of one claimed task.
+type Outcome struct {
+	Task TaskRef
+	Kind OutcomeKind
+	// Output is the encoded output (OutcomeComplete).
+	Output []byte
+	// Error is the error message (OutcomeFail); Reason why it was skipped
+	// (OutcomeSkip).
+	Error  string
+	Reason string
+	// Terminal marks a failure that must not be retried.
+	Terminal bool
+	// Rand is a random number in [0, 1) used for retry jitter.
+	Rand float64
+}
+
+// FinishTasksParams are the parameters of Store.FinishTasks.
+type FinishTasksParams struct {
+	Now      time.Time
+	Outcomes []Outcome
+}
+
+// FinishStatus tells what FinishTasks did with one outcome.
+type FinishStatus int
+
+const (
+	// FinishApplied: the outcome was recorded.
+	FinishApplied FinishStatus = iota + 1
+	// FinishDuplicate: this claim's outcome had already been recorded.
+	FinishDuplicate
+	// FinishStale: the claim is no longer current (the task was rescued,
+	// released or cancelled); nothing changed.
+	FinishStale
+)
+
+func (s FinishStatus) String() string {
+	switch s {
+	case FinishApplied:
+		return "applied"
+	case FinishDuplicate:
+		return "duplicate"
+	case FinishStale:
+		return "stale"
+	}
+	return "unknown"
+}
+
+// FinishResult is the result of one outcome, in the order of the outcomes.
+type FinishResult struct {
+	Status FinishStatus
+}
+
+// HeartbeatParams are the parameters of Store.Heartbeat.
+type HeartbeatParams struct {
+	Now      time.Time
+	WorkerID string
+	// Tasks are the claims the worker believes it holds.
+	Tasks []TaskRef
+}
+
+// HeartbeatResult is the result of Store.Heartbeat.
+type HeartbeatResult struct {
+	// Lost lists claims that are no longer current, or whose run is no
+	// longer running; the worker should stop working on them.
+	Lost []TaskRef
+}
+
+// FireTimersParams are the parameters of Store.FireTimers.
+type FireTimersParams struct {
+	Now time.Time
+	// Limit is the most timers to fire in one call.
+	Limit int
+}
+
+// FireTimersResult is the result of Store.FireTimers.
+type FireTimersResult struct {
+	Fired int
+	// Next is the time until the next pending timer is due, measured on the
+	// store's clock; meaningful only when HasNext.
+	Next    time.Duration
+	HasNext bool
+}
+
+// RescueTasksParams are the parameters of Store.RescueTasks.
+type RescueTasksParams struct {
+	Now time.Time
+	// DeadAfter is how long a worker may go without heartbeating before its
+	// RUNNING tasks are considered dead.
+	DeadAfter time.Duration
+	Limit     int
+	// Rand is a random number in [0, 1) used for retry jitter.
+	Rand float64
+}
+
+// RescueTasksResult is the result of Store.RescueTasks.
+type RescueTasksResult struct {
+	Rescued []TaskRef
+}
+
+// Run is a stored run.
+type Run struct {
+	ID       uuid.UUID
+	Workflow string
+	Tenant   string
+	Status   RunStatus
+	Input    []byte
+	// FailedStep and Error describe the failure that failed the run.
+	FailedStep string
+	Error      string
+	CreatedAt  time.Time
+	// FinishedAt is set once the run has settled: every task is terminal,
+	// the on-failure handler included.
+	FinishedAt time.Time
+}
+
+// Settled reports whether the run is finished and nothing more will happen.
+func (r *Run) Settled() bool { return !r.FinishedAt.IsZero() }
+
+// Task is a stored task.
+type Task struct {
+	RunID   uuid.UUID
+	Name    string
+	Kind    TaskKind
+	State   TaskState
+	Attempt int
+	// Token is the current claim's token (RUNNING), or the token of the
+	// claim that finished the task.
+	Token  int64
+	Worker string
+	// DueAt is when a SLEEPING task wakes, or when a QUEUED task waiting out
+	// a retry backoff becomes ready; zero otherwise.
+	DueAt      time.Time
+	Output     []byte
+	Error      string
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// Event is one entry of a run's event log.
+type Event struct {
+	ID      int64
+	RunID   uuid.UUID
+	Step    string
+	Type    EventType
+	Attempt int
+	At      time.Time
+	// Detail is the error of a FAILED or RETRYING event, or the reason of a
+	// SKIPPED, CANCELLED or QUEUED one.
+	Detail string
+	// DueAt is the wake-up time of a SLEEPING event and the next attempt's
+	// time of a RETRYING one.
+	DueAt time.Time
+}
+
+var (
+	// ErrRunNotFound is returned for an unknown run ID.
+	ErrRunNotFound = errors.New("durable/store: run not found")
+	// ErrRunExists is returned when creating a run whose ID is taken.
+	ErrRunExists = errors.New("durable/store: run already exists")
+	// ErrTooManyTenants is returned when the fair queue has no group left
+	// for a new tenant.
+	ErrTooManyTenants = errors.New("durable/store: too many tenants for the fair queue")
+)
