@@ -186,14 +186,23 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) err
 		if !dag.ValidTenant(nr.Tenant) {
 			return fmt.Errorf("memstore: run %s: invalid tenant %q", nr.ID, nr.Tenant)
 		}
-		if !s.tenants.Ensure(nr.Tenant) {
-			return fmt.Errorf("memstore: run %s: %w", nr.ID, store.ErrTooManyTenants)
-		}
 		if _, ok := s.runs[nr.ID]; ok || seen[nr.ID] {
 			return fmt.Errorf("memstore: run %s: %w", nr.ID, store.ErrRunExists)
 		}
 		seen[nr.ID] = true
 		shapes[i] = c
+	}
+	// New tenants get their groups in ascending name order, as in PostgreSQL
+	// (which locks tenant rows in that order).
+	names := make([]string, 0, len(p.Runs))
+	for i := range p.Runs {
+		names = append(names, p.Runs[i].Tenant)
+	}
+	slices.Sort(names)
+	for _, name := range slices.Compact(names) {
+		if !s.tenants.Ensure(name) {
+			return fmt.Errorf("memstore: tenant %q: %w", name, store.ErrTooManyTenants)
+		}
 	}
 	for i := range p.Runs {
 		nr := &p.Runs[i]
