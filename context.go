@@ -1,0 +1,75 @@
+package durable
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable/store"
+)
+
+// Context is the context a step (or on-failure handler) runs with. It is a
+// context.Context, cancelled when the engine stops hard, when the step's
+// claim is lost (another worker took the step over after this one missed its
+// heartbeats) or when its run is over; context.Cause then tells which
+// (ErrEngineStopped, ErrClaimLost). Pass it on to database calls and HTTP
+// requests so they stop too.
+type Context interface {
+	context.Context
+	// RunID is the ID of the run.
+	RunID() uuid.UUID
+	// Workflow is the workflow's name.
+	Workflow() string
+	// TenantID is the tenant the run was started for.
+	TenantID() string
+	// StepName is the name of the running step.
+	StepName() string
+	// Attempt is the attempt number, starting at 1.
+	Attempt() int
+	// Heartbeat tells the store that this worker is alive and checks that
+	// the step's claim is still current. The engine heartbeats running steps
+	// on its own every Config.HeartbeatInterval; a long step may call
+	// Heartbeat to learn early that its claim was lost, in which case it
+	// returns ErrClaimLost and the context is cancelled.
+	Heartbeat() error
+}
+
+type stepContextKey struct{}
+
+type stepContext struct {
+	context.Context
+	e       *Engine
+	claim   *store.ClaimedTask
+	parents map[*stepDef]any
+	cancel  context.CancelCauseFunc
+}
+
+var _ Context = (*stepContext)(nil)
+
+func (c *stepContext) Value(key any) any {
+	if _, ok := key.(stepContextKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+func (c *stepContext) RunID() uuid.UUID { return c.claim.RunID }
+func (c *stepContext) Workflow() string { return c.claim.Workflow }
+func (c *stepContext) TenantID() string { return c.claim.Tenant }
+func (c *stepContext) StepName() string { return c.claim.Step }
+func (c *stepContext) Attempt() int     { return c.claim.Attempt }
+
+func (c *stepContext) Heartbeat() error {
+	res, err := c.e.store.Heartbeat(c, &store.HeartbeatParams{
+		Now: c.e.now(), WorkerID: c.e.cfg.WorkerID, Tasks: []store.TaskRef{c.claim.Ref()},
+	})
+	if err != nil {
+		return fmt.Errorf("durable: heartbeat: %w", err)
+	}
+	if len(res.Lost) > 0 {
+		c.cancel(ErrClaimLost)
+		return ErrClaimLost
+	}
+	return nil
+}

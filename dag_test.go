@@ -1,0 +1,212 @@
+package durable_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/memstore"
+)
+
+type order struct {
+	ID     string `json:"id"`
+	Amount int    `json:"amount"`
+}
+
+func TestLinearOutputsFlow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var inputs []order
+		var mu sync.Mutex
+		record := func(in order) {
+			mu.Lock()
+			inputs = append(inputs, in)
+			mu.Unlock()
+		}
+		wf := durable.NewWorkflow[order]("linear")
+		a := durable.Step(wf, "a", func(ctx durable.Context, in order) (string, error) {
+			record(in)
+			return "A(" + in.ID + ")", nil
+		})
+		b := durable.Step(wf, "b", func(ctx durable.Context, in order) (string, error) {
+			record(in)
+			prev, ok := a.Output(ctx)
+			if !ok {
+				return "", fmt.Errorf("no output from a")
+			}
+			return prev + "->B", nil
+		}, durable.After(a))
+		c := durable.Step(wf, "c", func(ctx durable.Context, in order) (int, error) {
+			record(in)
+			prev, _ := b.Output(ctx)
+			if _, ok := a.Output(ctx); ok {
+				return 0, fmt.Errorf("a is not a parent of c, its output must not be visible")
+			}
+			return len(prev) + in.Amount, nil
+		}, durable.After(b))
+
+		e := startEngine(t, memstore.New(), durable.Config{}, wf)
+		in := order{ID: "o-1", Amount: 100}
+		res, err := wf.Run(context.Background(), e, "tenant-1", in)
+		require.NoError(t, err)
+		require.Equal(t, durable.RunCompleted, res.Status)
+		require.True(t, res.Done())
+		require.Nil(t, res.Err)
+		require.Equal(t, []order{in, in, in}, inputs, "every step receives the run's input")
+
+		outA, err := a.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, "A(o-1)", outA)
+		outB, err := b.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, "A(o-1)->B", outB)
+		outC, err := c.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, len("A(o-1)->B")+100, outC)
+		for _, s := range res.Steps {
+			require.Equal(t, durable.StepCompleted, s.State, s.Name)
+			require.Equal(t, 1, s.Attempts, s.Name)
+		}
+	})
+}
+
+func TestRunNoWaitThenWaitAndGet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		wf := durable.NewWorkflow[int]("nowait")
+		a := durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) {
+			<-release
+			return in * 2, nil
+		})
+		e := startEngine(t, memstore.New(), durable.Config{}, wf)
+		ctx := context.Background()
+		id, err := wf.RunNoWait(ctx, e, "t", 21)
+		require.NoError(t, err)
+		require.NotEqual(t, uuid.Nil, id)
+		synctest.Wait()
+		res, err := e.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, durable.RunRunning, res.Status)
+		require.False(t, res.Done())
+		s, ok := res.Step("a")
+		require.True(t, ok)
+		require.Equal(t, durable.StepRunning, s.State)
+
+		close(release)
+		res, err = e.Wait(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, durable.RunCompleted, res.Status)
+		v, err := a.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, 42, v)
+
+		_, err = e.Get(ctx, uuid.New())
+		require.ErrorIs(t, err, durable.ErrRunNotFound)
+		_, err = e.Wait(ctx, uuid.New())
+		require.ErrorIs(t, err, durable.ErrRunNotFound)
+	})
+}
+
+func TestDiamond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wf := durable.NewWorkflow[int]("diamond")
+		a := durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) { return in, nil })
+		b := durable.Step(wf, "b", func(ctx durable.Context, in int) (int, error) {
+			v, _ := a.Output(ctx)
+			return v + 1, nil
+		}, durable.After(a))
+		c := durable.Step(wf, "c", func(ctx durable.Context, in int) (int, error) {
+			v, _ := a.Output(ctx)
+			return v * 10, nil
+		}, durable.After(a))
+		d := durable.Step(wf, "d", func(ctx durable.Context, in int) ([2]int, error) {
+			vb, okb := b.Output(ctx)
+			vc, okc := c.Output(ctx)
+			if !okb || !okc {
+				return [2]int{}, fmt.Errorf("missing parent output")
+			}
+			return [2]int{vb, vc}, nil
+		}, durable.After(b, c))
+		e := startEngine(t, memstore.New(), durable.Config{}, wf)
+		res, err := wf.Run(context.Background(), e, "t", 5)
+		require.NoError(t, err)
+		out, err := d.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, [2]int{6, 50}, out)
+	})
+}
+
+// TestWideFanOutRunsInParallel proves that the four middle steps run at the
+// same time: each waits until all four have started, which would deadlock
+// (and fail the synctest bubble) if they ran one after another.
+func TestWideFanOutRunsInParallel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var started sync.WaitGroup
+		started.Add(4)
+		wf := durable.NewWorkflow[int]("wide")
+		a := durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) { return in, nil })
+		var mids []durable.Parent
+		var midRefs []*durable.StepRef[int]
+		for i := range 4 {
+			r := durable.Step(wf, fmt.Sprintf("m%d", i), func(ctx durable.Context, in int) (int, error) {
+				started.Done()
+				started.Wait()
+				v, _ := a.Output(ctx)
+				return v + i, nil
+			}, durable.After(a))
+			mids = append(mids, r)
+			midRefs = append(midRefs, r)
+		}
+		f := durable.Step(wf, "f", func(ctx durable.Context, in int) (int, error) {
+			sum := 0
+			for _, r := range midRefs {
+				v, ok := r.Output(ctx)
+				if !ok {
+					return 0, fmt.Errorf("missing %s", r.Name())
+				}
+				sum += v
+			}
+			return sum, nil
+		}, durable.After(mids...))
+		e := startEngine(t, memstore.New(), durable.Config{}, wf)
+		res, err := wf.Run(context.Background(), e, "t", 10)
+		require.NoError(t, err)
+		sum, err := f.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, 10+11+12+13, sum)
+	})
+}
+
+func TestTwoRoots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var running atomic.Int32
+		both := make(chan struct{})
+		root := func(ctx durable.Context, in int) (int, error) {
+			if running.Add(1) == 2 {
+				close(both)
+			}
+			<-both // both roots start without waiting for each other
+			return in, nil
+		}
+		wf := durable.NewWorkflow[int]("roots")
+		a := durable.Step(wf, "a", root)
+		b := durable.Step(wf, "b", root)
+		j := durable.Step(wf, "join", func(ctx durable.Context, in int) (int, error) {
+			va, _ := a.Output(ctx)
+			vb, _ := b.Output(ctx)
+			return va + vb, nil
+		}, durable.After(a, b))
+		e := startEngine(t, memstore.New(), durable.Config{}, wf)
+		res, err := wf.Run(context.Background(), e, "t", 7)
+		require.NoError(t, err)
+		v, err := j.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, 14, v)
+	})
+}

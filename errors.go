@@ -1,0 +1,125 @@
+package durable
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// Definition errors, reported by Engine.Register (and by triggering an
+// invalid workflow) inside a *DefinitionError. Match them with errors.Is.
+var (
+	ErrEmptyWorkflow      = dag.ErrEmptyWorkflow
+	ErrInvalidName        = dag.ErrInvalidName
+	ErrDuplicateStep      = dag.ErrDuplicateStep
+	ErrInvalidSleep       = dag.ErrInvalidSleep
+	ErrInvalidRetryPolicy = dag.ErrInvalidRetry
+	ErrDuplicateParent    = dag.ErrDuplicateParent
+	ErrDuplicateWorkflow  = errors.New("duplicate workflow name")
+	ErrForeignParent      = errors.New("parent belongs to another workflow")
+	ErrSkipNotParent      = errors.New("skip condition is on a step that is not a parent")
+	ErrNilFunc            = errors.New("function is nil")
+	ErrInvalidOption      = errors.New("option does not apply here")
+	ErrWorkflowFrozen     = errors.New("workflow changed after it was registered or run")
+)
+
+// Errors of triggering and running.
+var (
+	// ErrInvalidTenant: a tenant ID must be 1 to 200 bytes of UTF-8 without
+	// control characters.
+	ErrInvalidTenant = errors.New("durable: invalid tenant id")
+	// ErrEncode: the codec could not encode a value, or the encoded value
+	// does not decode back into its type.
+	ErrEncode = errors.New("durable: cannot encode value")
+	// ErrDecode: a stored input or output does not decode into its type.
+	ErrDecode = errors.New("durable: cannot decode value")
+	// ErrRunFailed is matched by the *RunError that Run and Wait return for a
+	// run that failed.
+	ErrRunFailed = errors.New("durable: run failed")
+	// ErrRunNotFound: no run has this ID.
+	ErrRunNotFound = store.ErrRunNotFound
+	// ErrNoOutput: the step has no output (it did not complete).
+	ErrNoOutput = errors.New("durable: step has no output")
+	// ErrClaimLost: this worker no longer owns the step's claim (it was
+	// rescued after missed heartbeats), or the run is over. It is the cause
+	// of a step context cancelled for that reason.
+	ErrClaimLost = errors.New("durable: claim lost")
+	// ErrEngineStopped is the cause of step contexts cancelled by Stop, and
+	// the error of operations on a stopped engine.
+	ErrEngineStopped = errors.New("durable: engine stopped")
+	// ErrAlreadyStarted: Start was called twice.
+	ErrAlreadyStarted = errors.New("durable: engine already started")
+	// ErrTxUnsupported: the store cannot start runs inside a caller's
+	// transaction.
+	ErrTxUnsupported = errors.New("durable: store does not support transactions")
+	// ErrUnknownStep: a claimed task names a step (or handler) that the
+	// workflow registered in this process does not have, usually because a
+	// deploy changed the workflow while the run was in flight.
+	ErrUnknownStep = errors.New("durable: step not in the registered workflow")
+)
+
+// DefinitionError is an error in a workflow definition.
+type DefinitionError struct {
+	Workflow string
+	Step     string // empty when the error is about the whole workflow
+	Err      error  // one of the definition errors above
+	Detail   string
+}
+
+func (e *DefinitionError) Error() string {
+	msg := "durable: workflow " + fmt.Sprintf("%q", e.Workflow)
+	if e.Step != "" {
+		msg += fmt.Sprintf(": step %q", e.Step)
+	}
+	msg += ": " + e.Err.Error()
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
+}
+
+func (e *DefinitionError) Unwrap() error { return e.Err }
+
+// TerminalError marks a step error that must not be retried: the step fails
+// at once and fails its run. Create one with Terminal.
+type TerminalError struct {
+	Err error
+}
+
+func (e *TerminalError) Error() string {
+	if e.Err == nil {
+		return "terminal error"
+	}
+	return e.Err.Error()
+}
+
+func (e *TerminalError) Unwrap() error { return e.Err }
+
+// Terminal wraps err so that the step returning it is not retried.
+func Terminal(err error) error { return &TerminalError{Err: err} }
+
+// IsTerminal reports whether err is, or wraps, a *TerminalError.
+func IsTerminal(err error) bool {
+	var te *TerminalError
+	return errors.As(err, &te)
+}
+
+// RunError is the error of a run that failed: the step that failed it and
+// that step's error message. It matches ErrRunFailed.
+type RunError struct {
+	RunID    uuid.UUID
+	Workflow string
+	Step     string
+	Message  string
+}
+
+func (e *RunError) Error() string {
+	return fmt.Sprintf("durable: run %s of %q failed: step %q: %s", e.RunID, e.Workflow, e.Step, e.Message)
+}
+
+// Is makes errors.Is(err, ErrRunFailed) true.
+func (e *RunError) Is(target error) bool { return target == ErrRunFailed }

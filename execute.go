@@ -1,0 +1,138 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+
+	"github.com/effectivelabs/durable/store"
+)
+
+// maxErrorLen bounds the error message recorded for a step.
+const maxErrorLen = 8 << 10
+
+func randFloat() float64 { return rand.Float64() }
+
+// runStep runs one claimed task and returns its outcome. Nothing it does can
+// panic the worker: user code runs under recover, and bad data (an input or
+// output that does not decode, a step this process does not know) fails the
+// step with a clear, non-retried error.
+func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, c *store.ClaimedTask) store.Outcome {
+	o := store.Outcome{Task: c.Ref()}
+	terminal := func(err error) store.Outcome {
+		o.Kind, o.Error, o.Terminal = store.OutcomeFail, truncate(err.Error()), true
+		return o
+	}
+	d := e.workflow(c.Workflow)
+	if d == nil {
+		return terminal(fmt.Errorf("%w: workflow %q is not registered", ErrUnknownStep, c.Workflow))
+	}
+	in, err := d.decodeInput(e.cfg.Codec, c.Input)
+	if err != nil {
+		return terminal(fmt.Errorf("%w: input of workflow %q: %w", ErrDecode, c.Workflow, err))
+	}
+	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel}
+	log := e.log.With("run_id", c.RunID.String(), "step", c.Step, "attempt", c.Attempt)
+
+	if c.Kind == store.KindOnFailure {
+		h := d.onFailure
+		if h == nil {
+			return terminal(fmt.Errorf("%w: workflow %q has no on-failure handler", ErrUnknownStep, c.Workflow))
+		}
+		err := protect(func() error { return h.onFailure(sc, in, Failure{Step: c.FailedStep, Error: c.Error}) })
+		if err != nil {
+			log.Warn("durable: on-failure handler failed", "error", err)
+			return e.failed(ctx, o, err)
+		}
+		o.Kind = store.OutcomeComplete
+		return o
+	}
+
+	s := d.byName[c.Step]
+	if s == nil || s.run == nil {
+		return terminal(fmt.Errorf("%w: step %q of workflow %q is not a step in this process's definition", ErrUnknownStep, c.Step, c.Workflow))
+	}
+	sc.parents = make(map[*stepDef]any, len(s.parents))
+	for _, p := range s.parents {
+		b, ok := c.ParentOutputs[p.name]
+		if !ok {
+			continue // skipped (or not a parent in the run's recorded shape)
+		}
+		v, err := p.decodeOutput(e.cfg.Codec, b)
+		if err != nil {
+			return terminal(fmt.Errorf("%w: output of parent %q: %w", ErrDecode, p.name, err))
+		}
+		sc.parents[p] = v
+	}
+	for _, cond := range s.skips {
+		v, ok := sc.parents[cond.parent]
+		if !ok {
+			continue
+		}
+		var fire bool
+		if err := protect(func() error { fire = cond.pred(v); return nil }); err != nil {
+			return terminal(fmt.Errorf("skip condition on %q: %w", cond.parent.name, err))
+		}
+		if fire {
+			o.Kind, o.Reason = store.OutcomeSkip, fmt.Sprintf("skip condition on %q fired", cond.parent.name)
+			return o
+		}
+	}
+
+	var out any
+	err = protect(func() error {
+		var err error
+		out, err = s.run(sc, in)
+		return err
+	})
+	if err != nil {
+		log.Debug("durable: step failed", "error", err)
+		return e.failed(ctx, o, err)
+	}
+	b, err := e.cfg.Codec.Marshal(out)
+	if err != nil {
+		return terminal(fmt.Errorf("%w: output of step %q: %w", ErrEncode, c.Step, err))
+	}
+	if _, err := s.decodeOutput(e.cfg.Codec, b); err != nil {
+		return terminal(fmt.Errorf("%w: output of step %q does not decode back into its type: %w", ErrEncode, c.Step, err))
+	}
+	o.Kind, o.Output = store.OutcomeComplete, b
+	return o
+}
+
+// failed turns a step error into an outcome: a retryable or terminal
+// failure, or a release when the engine cancelled the step on a hard stop.
+func (e *Engine) failed(ctx context.Context, o store.Outcome, err error) store.Outcome {
+	if errors.Is(context.Cause(ctx), ErrEngineStopped) {
+		o.Kind = store.OutcomeRelease
+		return o
+	}
+	o.Kind, o.Error, o.Terminal, o.Rand = store.OutcomeFail, truncate(err.Error()), IsTerminal(err), randFloat()
+	return o
+}
+
+// errPanic wraps a panic in user code.
+type errPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *errPanic) Error() string { return fmt.Sprintf("panic: %v\n%s", p.value, p.stack) }
+
+func protect(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &errPanic{value: r, stack: debug.Stack()}
+		}
+	}()
+	return fn()
+}
+
+func truncate(s string) string {
+	if len(s) <= maxErrorLen {
+		return s
+	}
+	return s[:maxErrorLen] + "... (truncated)"
+}

@@ -1,0 +1,269 @@
+package dag
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable/store"
+)
+
+func once() store.RetryPolicy { return store.RetryPolicy{MaxAttempts: 1, Factor: 1} }
+
+func st(name string, parents ...string) store.StepSpec {
+	return store.StepSpec{Name: name, Parents: parents, Retry: once()}
+}
+
+func TestCompileErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		shape *store.Shape
+		want  error
+		step  string
+	}{
+		{"nil", nil, ErrEmptyWorkflow, ""},
+		{"empty", &store.Shape{}, ErrEmptyWorkflow, ""},
+		{"bad name", &store.Shape{Steps: []store.StepSpec{st("a b")}}, ErrInvalidName, "a b"},
+		{"reserved name", &store.Shape{Steps: []store.StepSpec{st(store.OnFailureTask)}}, ErrInvalidName, store.OnFailureTask},
+		{"duplicate", &store.Shape{Steps: []store.StepSpec{st("a"), st("a")}}, ErrDuplicateStep, "a"},
+		{"unknown parent", &store.Shape{Steps: []store.StepSpec{st("a", "zz")}}, ErrUnknownParent, "a"},
+		{"parent declared later (a cycle needs one)", &store.Shape{Steps: []store.StepSpec{st("a", "b"), st("b", "a")}}, ErrUnknownParent, "a"},
+		{"self parent", &store.Shape{Steps: []store.StepSpec{st("a", "a")}}, ErrUnknownParent, "a"},
+		{"duplicate parent", &store.Shape{Steps: []store.StepSpec{st("a"), st("b", "a", "a")}}, ErrDuplicateParent, "b"},
+		{"negative sleep", &store.Shape{Steps: []store.StepSpec{{Name: "a", Sleep: -1, Retry: once()}}}, ErrInvalidSleep, "a"},
+		{"zero attempts", &store.Shape{Steps: []store.StepSpec{{Name: "a", Retry: store.RetryPolicy{Factor: 1}}}}, ErrInvalidRetry, "a"},
+		{"factor below one", &store.Shape{Steps: []store.StepSpec{{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 2, Factor: 0.5}}}}, ErrInvalidRetry, "a"},
+		{"NaN jitter", &store.Shape{Steps: []store.StepSpec{{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 2, Factor: 1, Jitter: math.NaN()}}}}, ErrInvalidRetry, "a"},
+		{"bad on-failure retry", &store.Shape{Steps: []store.StepSpec{st("a")}, OnFailure: &store.OnFailureSpec{}}, ErrInvalidRetry, store.OnFailureTask},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Compile(tt.shape)
+			require.ErrorIs(t, err, tt.want)
+			var se *ShapeError
+			require.True(t, errors.As(err, &se))
+			require.Equal(t, tt.step, se.Step)
+		})
+	}
+}
+
+func TestCompileIndexes(t *testing.T) {
+	t.Parallel()
+	c, err := Compile(&store.Shape{
+		Steps:     []store.StepSpec{st("a"), st("b", "a"), st("c", "a"), {Name: "nap", Parents: []string{"b"}, Sleep: time.Hour, Retry: once()}, st("d", "nap", "c")},
+		OnFailure: &store.OnFailureSpec{Retry: once()},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 5, c.Len())
+	require.Equal(t, []int{1, 2}, c.Children(0))
+	require.Equal(t, []int{3, 2}, c.Parents(4))
+	require.Equal(t, store.KindSleep, c.Kind(3))
+	require.Equal(t, store.KindStep, c.Kind(4))
+	i, ok := c.Index(store.OnFailureTask)
+	require.True(t, ok)
+	require.Equal(t, 5, i)
+	require.Equal(t, store.KindOnFailure, c.Kind(i))
+	require.Equal(t, store.OnFailureTask, c.Name(i))
+	_, ok = c.Index("nope")
+	require.False(t, ok)
+}
+
+func TestValidNames(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]bool{
+		"a": true, "order-processing": true, "v2.charge:card/eu_1": true, "A1": true,
+		"": false, "-a": false, "a b": false, "@x": false, "é": false, strings.Repeat("a", 129): false,
+		strings.Repeat("a", 128): true,
+	} {
+		require.Equal(t, want, ValidName(name), "%q", name)
+	}
+	for tenant, want := range map[string]bool{
+		"customer-123": true, "Ünïcode tenant": true, strings.Repeat("x", 200): true,
+		"": false, strings.Repeat("x", 201): false, "a\nb": false, "\x7f": false, "\xff": false,
+	} {
+		require.Equal(t, want, ValidTenant(tenant), "%q", tenant)
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	t.Parallel()
+	p := store.RetryPolicy{MaxAttempts: 10, InitialDelay: time.Second, Factor: 2, MaxDelay: 5 * time.Second}
+	tests := []struct {
+		attempt int
+		want    time.Duration
+	}{{1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {4, 5 * time.Second}, {60, 5 * time.Second}}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, RetryDelay(p, tt.attempt, 0.5), "attempt %d", tt.attempt)
+	}
+	noCap := store.RetryPolicy{MaxAttempts: 10, InitialDelay: time.Second, Factor: 10}
+	require.Positive(t, RetryDelay(noCap, 1000, 0), "a huge exponent saturates, it does not overflow")
+	j := store.RetryPolicy{MaxAttempts: 2, InitialDelay: 10 * time.Second, Factor: 1, Jitter: 0.5}
+	require.Equal(t, 10*time.Second, RetryDelay(j, 1, 0))
+	require.Equal(t, 7500*time.Millisecond, RetryDelay(j, 1, 0.5))
+	require.Greater(t, RetryDelay(j, 1, 0.999999), 5*time.Second)
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func start(t *testing.T, shape *store.Shape) *Run {
+	t.Helper()
+	c, err := Compile(shape)
+	require.NoError(t, err)
+	return Start(store.Run{ID: uuid.New(), Workflow: "wf", Tenant: "t"}, c, t0)
+}
+
+func (r *Run) stateOf(name string) store.TaskState {
+	i, _ := r.Shape.Index(name)
+	return r.Tasks[i].State
+}
+
+func (r *Run) states() map[string]store.TaskState {
+	m := map[string]store.TaskState{}
+	for _, t := range r.Tasks {
+		m[t.Name] = t.State
+	}
+	return m
+}
+
+// claimAndFinish claims a ready task and applies an outcome to it.
+func claimAndFinish(t *testing.T, r *Run, name string, kind store.OutcomeKind, token int64) store.FinishStatus {
+	t.Helper()
+	i, _ := r.Shape.Index(name)
+	require.True(t, r.Claim(i, token, "w", t0), "claim %s", name)
+	return r.Finish(i, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: name, Token: token}, Kind: kind, Output: []byte("1"), Error: "e"}, t0)
+}
+
+func TestReadinessAndCascade(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		name string
+		kind store.OutcomeKind
+	}
+	diamond := &store.Shape{Steps: []store.StepSpec{st("a"), st("b", "a"), st("c", "a"), st("d", "b", "c")}}
+	chain := &store.Shape{Steps: []store.StepSpec{st("a"), st("b", "a"), st("c", "b"), st("d", "c")}}
+	tests := []struct {
+		name  string
+		shape *store.Shape
+		steps []step
+		want  map[string]store.TaskState
+		run   store.RunStatus
+	}{
+		{"roots are ready, the rest pending", diamond, nil,
+			map[string]store.TaskState{"a": store.TaskQueued, "b": store.TaskPending, "c": store.TaskPending, "d": store.TaskPending}, store.RunRunning},
+		{"fan-out after the root completes", diamond, []step{{"a", store.OutcomeComplete}},
+			map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskQueued, "c": store.TaskQueued, "d": store.TaskPending}, store.RunRunning},
+		{"fan-in waits for every parent", diamond, []step{{"a", store.OutcomeComplete}, {"b", store.OutcomeComplete}},
+			map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskCompleted, "c": store.TaskQueued, "d": store.TaskPending}, store.RunRunning},
+		{"a skipped parent counts as resolved at a merge", diamond, []step{{"a", store.OutcomeComplete}, {"b", store.OutcomeSkip}, {"c", store.OutcomeComplete}},
+			map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskSkipped, "c": store.TaskCompleted, "d": store.TaskQueued}, store.RunRunning},
+		{"all parents skipped cascades", diamond, []step{{"a", store.OutcomeComplete}, {"b", store.OutcomeSkip}, {"c", store.OutcomeSkip}},
+			map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskSkipped, "c": store.TaskSkipped, "d": store.TaskSkipped}, store.RunCompleted},
+		{"a chain cascades to the end", chain, []step{{"a", store.OutcomeSkip}},
+			map[string]store.TaskState{"a": store.TaskSkipped, "b": store.TaskSkipped, "c": store.TaskSkipped, "d": store.TaskSkipped}, store.RunCompleted},
+		{"permanent failure cancels the rest", diamond, []step{{"a", store.OutcomeComplete}, {"b", store.OutcomeFail}},
+			map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskFailed, "c": store.TaskCancelled, "d": store.TaskCancelled}, store.RunFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := start(t, tt.shape)
+			for k, s := range tt.steps {
+				require.Equal(t, store.FinishApplied, claimAndFinish(t, r, s.name, s.kind, int64(k+1)))
+			}
+			require.Equal(t, tt.want, r.states())
+			require.Equal(t, tt.run, r.Rec.Status)
+			require.Equal(t, tt.run != store.RunRunning, r.Rec.Settled())
+		})
+	}
+}
+
+func TestFailureWithRunningSiblingAndOnFailure(t *testing.T) {
+	t.Parallel()
+	r := start(t, &store.Shape{Steps: []store.StepSpec{st("a"), st("b")}, OnFailure: &store.OnFailureSpec{Retry: once()}})
+	require.True(t, r.Claim(0, 1, "w", t0))
+	require.True(t, r.Claim(1, 2, "w", t0))
+	r.Events, r.Enqueued = nil, nil
+	require.Equal(t, store.FinishApplied, r.Finish(0, &store.Outcome{Task: store.TaskRef{Step: "a", Token: 1}, Kind: store.OutcomeFail, Error: "x"}, t0))
+	require.Equal(t, store.RunFailed, r.Rec.Status)
+	require.Equal(t, "a", r.Rec.FailedStep)
+	require.False(t, r.Rec.Settled(), "b is still running")
+	require.True(t, r.OnFailureCreated)
+	require.Equal(t, store.TaskRunning, r.stateOf("b"))
+	require.Equal(t, store.TaskQueued, r.stateOf(store.OnFailureTask))
+	require.Equal(t, []int{2}, r.Enqueued)
+	require.False(t, r.Current(1, 2), "b's claim is no longer wanted")
+	require.True(t, r.Claim(2, 3, "w", t0))
+	require.True(t, r.Current(2, 3), "the handler runs in a failed run")
+
+	// b fails after the run did: it is cancelled, and does not fail anything again.
+	require.Equal(t, store.FinishApplied, r.Finish(1, &store.Outcome{Task: store.TaskRef{Step: "b", Token: 2}, Kind: store.OutcomeFail, Error: "late"}, t0))
+	require.Equal(t, store.TaskCancelled, r.stateOf("b"))
+	require.Equal(t, "a", r.Rec.FailedStep)
+	require.False(t, r.Rec.Settled())
+	require.Equal(t, store.FinishApplied, r.Finish(2, &store.Outcome{Task: store.TaskRef{Step: store.OnFailureTask, Token: 3}, Kind: store.OutcomeComplete}, t0.Add(time.Second)))
+	require.True(t, r.Settled)
+	require.True(t, r.Rec.FinishedAt.Equal(t0.Add(time.Second)))
+}
+
+func TestClaimTokens(t *testing.T) {
+	t.Parallel()
+	r := start(t, &store.Shape{Steps: []store.StepSpec{{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Second, Factor: 2}}}})
+	out := func(tok int64, kind store.OutcomeKind) *store.Outcome {
+		return &store.Outcome{Task: store.TaskRef{Step: "a", Token: tok}, Kind: kind, Error: "e"}
+	}
+	require.Equal(t, store.FinishStale, r.Finish(0, out(0, store.OutcomeComplete), t0), "an unclaimed task accepts nothing")
+	require.True(t, r.Claim(0, 10, "w", t0))
+	require.False(t, r.Claim(0, 11, "w", t0), "a running task is not claimed again")
+	require.Equal(t, store.FinishStale, r.Finish(0, out(9, store.OutcomeComplete), t0))
+	require.Equal(t, store.FinishApplied, r.Finish(0, out(10, store.OutcomeFail), t0))
+	require.Equal(t, store.FinishDuplicate, r.Finish(0, out(10, store.OutcomeFail), t0), "a replayed outcome is a duplicate")
+	require.True(t, r.Tasks[0].DueAt.Equal(t0.Add(time.Second)))
+	require.False(t, r.Claim(0, 12, "w", t0), "a backoff is not claimable")
+	require.False(t, r.Wake(0, t0.Add(999*time.Millisecond)))
+	require.True(t, r.Wake(0, t0.Add(time.Second)))
+	require.True(t, r.Claim(0, 12, "w", t0))
+	require.True(t, r.Rescue(0, "worker lost", 0, t0.Add(time.Minute)))
+	require.Equal(t, store.FinishStale, r.Finish(0, out(12, store.OutcomeComplete), t0), "a rescued claim is stale")
+	require.Equal(t, 2, r.Tasks[0].Attempt)
+	require.True(t, r.Wake(0, t0.Add(time.Hour)))
+	require.True(t, r.Claim(0, 13, "w", t0))
+	require.Equal(t, store.FinishApplied, r.Finish(0, out(13, store.OutcomeRelease), t0))
+	require.Equal(t, 2, r.Tasks[0].Attempt, "a release gives the attempt back")
+	require.True(t, r.Claim(0, 14, "w", t0))
+	require.Equal(t, 3, r.Tasks[0].Attempt)
+	require.Equal(t, store.FinishApplied, r.Finish(0, out(14, store.OutcomeFail), t0))
+	require.Equal(t, store.TaskFailed, r.Tasks[0].State, "the third failure is the last")
+	require.Equal(t, store.RunFailed, r.Rec.Status)
+}
+
+func TestSleepWake(t *testing.T) {
+	t.Parallel()
+	r := start(t, &store.Shape{Steps: []store.StepSpec{{Name: "nap", Sleep: 90 * time.Minute, Retry: once()}, st("b", "nap")}})
+	require.Equal(t, store.TaskSleeping, r.stateOf("nap"))
+	require.True(t, r.TimerSet)
+	require.True(t, r.Tasks[0].DueAt.Equal(t0.Add(90*time.Minute)))
+	require.False(t, r.Wake(0, t0.Add(time.Hour)))
+	require.True(t, r.Wake(0, t0.Add(2*time.Hour)))
+	require.Equal(t, store.TaskCompleted, r.stateOf("nap"))
+	require.Equal(t, store.TaskQueued, r.stateOf("b"))
+	require.False(t, r.Wake(0, t0.Add(3*time.Hour)), "a timer fires once")
+}
+
+func TestLoadChecksTasks(t *testing.T) {
+	t.Parallel()
+	c, err := Compile(&store.Shape{Steps: []store.StepSpec{st("a"), st("b")}})
+	require.NoError(t, err)
+	_, err = Load(store.Run{}, c, []store.Task{{Name: "a"}})
+	require.Error(t, err)
+	_, err = Load(store.Run{}, c, []store.Task{{Name: "b"}, {Name: "a"}})
+	require.Error(t, err)
+	_, err = Load(store.Run{}, c, []store.Task{{Name: "a"}, {Name: "b"}})
+	require.NoError(t, err)
+}

@@ -1,0 +1,124 @@
+package durable
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable/store"
+)
+
+// RunStatus is the status of a run: RUNNING, then COMPLETED or FAILED.
+type RunStatus = store.RunStatus
+
+// Run statuses.
+const (
+	RunRunning   = store.RunRunning
+	RunCompleted = store.RunCompleted
+	RunFailed    = store.RunFailed
+)
+
+// StepState is the state of one step of a run.
+type StepState = store.TaskState
+
+// Step states. A step waiting out a retry backoff is QUEUED with a DueAt.
+const (
+	StepPending   = store.TaskPending
+	StepQueued    = store.TaskQueued
+	StepRunning   = store.TaskRunning
+	StepSleeping  = store.TaskSleeping
+	StepCompleted = store.TaskCompleted
+	StepFailed    = store.TaskFailed
+	StepSkipped   = store.TaskSkipped
+	StepCancelled = store.TaskCancelled
+)
+
+// EventType is the kind of an event in a run's log.
+type EventType = store.EventType
+
+// Event types.
+const (
+	EventQueued    = store.EventQueued
+	EventStarted   = store.EventStarted
+	EventCompleted = store.EventCompleted
+	EventFailed    = store.EventFailed
+	EventRetrying  = store.EventRetrying
+	EventSkipped   = store.EventSkipped
+	EventSleeping  = store.EventSleeping
+	EventWoken     = store.EventWoken
+	EventCancelled = store.EventCancelled
+)
+
+// Event is one entry of a run's event log.
+type Event = store.Event
+
+// OnFailureStep is the step name under which a run's on-failure handler
+// appears in results and events.
+const OnFailureStep = store.OnFailureTask
+
+// RunResult is the state of a run: its status, the error of the step that
+// failed it, and every step. Read typed outputs with StepRef.Result.
+type RunResult struct {
+	ID       uuid.UUID
+	Workflow string
+	Tenant   string
+	Status   RunStatus
+	// Err is the *RunError of a FAILED run, nil otherwise.
+	Err        error
+	CreatedAt  time.Time
+	FinishedAt time.Time // zero until the run has settled
+	// Steps lists every step in declaration order; the on-failure handler,
+	// once it exists, comes last under the name OnFailureStep.
+	Steps []StepResult
+
+	codec Codec
+}
+
+// Done reports whether the run has settled: it is COMPLETED or FAILED and
+// every step, on-failure handler included, is finished.
+func (r *RunResult) Done() bool { return !r.FinishedAt.IsZero() }
+
+// Step returns the step with the given name.
+func (r *RunResult) Step(name string) (*StepResult, bool) {
+	for i := range r.Steps {
+		if r.Steps[i].Name == name {
+			return &r.Steps[i], true
+		}
+	}
+	return nil, false
+}
+
+// StepResult is the state of one step of a run.
+type StepResult struct {
+	Name  string
+	Kind  store.TaskKind
+	State StepState
+	// Attempts is the number of the latest attempt (0 if it never ran).
+	Attempts int
+	// Error is the latest error of the step, if any.
+	Error string
+	// DueAt is when a sleeping step wakes or a retry backoff ends.
+	DueAt      time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	// Output is the encoded output of a COMPLETED step.
+	Output []byte
+}
+
+func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
+	res := &RunResult{
+		ID: run.ID, Workflow: run.Workflow, Tenant: run.Tenant, Status: run.Status,
+		CreatedAt: run.CreatedAt, FinishedAt: run.FinishedAt, codec: codec,
+	}
+	if run.Status == store.RunFailed {
+		res.Err = &RunError{RunID: run.ID, Workflow: run.Workflow, Step: run.FailedStep, Message: run.Error}
+	}
+	res.Steps = make([]StepResult, len(tasks))
+	for i, t := range tasks {
+		res.Steps[i] = StepResult{
+			Name: t.Name, Kind: t.Kind, State: t.State, Attempts: t.Attempt, Error: t.Error,
+			DueAt: t.DueAt, StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Output: t.Output,
+		}
+	}
+	return res
+}

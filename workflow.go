@@ -1,0 +1,427 @@
+package durable
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// Workflow is a DAG of steps with a typed input I. Declare it once, at
+// program start: NewWorkflow, then Step and Sleep for each step (a step's
+// parents must be declared before it), then optionally OnFailure. Mistakes
+// are reported by Engine.Register as *DefinitionError values.
+//
+// A Workflow is immutable once it has been registered or run, and safe for
+// concurrent use from then on.
+type Workflow[I any] struct {
+	def *workflowDef
+}
+
+// NewWorkflow starts the definition of a workflow. The name identifies the
+// workflow in the store: runs started under it are executed by the engines
+// that registered a workflow of that name.
+func NewWorkflow[I any](name string) *Workflow[I] {
+	def := &workflowDef{name: name, byName: map[string]*stepDef{}}
+	def.decodeInput = func(c Codec, b []byte) (any, error) {
+		var in I
+		if err := c.Unmarshal(b, &in); err != nil {
+			return nil, err
+		}
+		return in, nil
+	}
+	return &Workflow[I]{def: def}
+}
+
+// Name returns the workflow's name.
+func (w *Workflow[I]) Name() string { return w.def.name }
+
+func (w *Workflow[I]) definition() *workflowDef { return w.def }
+
+// Definition is a workflow definition that an Engine can register: any
+// *Workflow[I].
+type Definition interface {
+	definition() *workflowDef
+}
+
+// StepRef refers to a declared step whose output has type O. Pass it to After
+// to make the step a parent of another, to SkipIf to skip on its output, and
+// read its output with Output inside a child step or with Result from a
+// finished run.
+type StepRef[O any] struct {
+	def *stepDef
+}
+
+// Name returns the step's name.
+func (r *StepRef[O]) Name() string { return r.def.name }
+
+func (r *StepRef[O]) stepDef() *stepDef { return r.def }
+
+// Output returns the output of this step as seen by a running child step:
+// ok is false if this step was skipped, or is not a parent of the step
+// running in ctx.
+func (r *StepRef[O]) Output(ctx interface{ Value(any) any }) (O, bool) {
+	var zero O
+	sc, _ := ctx.Value(stepContextKey{}).(*stepContext)
+	if sc == nil {
+		return zero, false
+	}
+	v, ok := sc.parents[r.def]
+	if !ok {
+		return zero, false
+	}
+	o, ok := v.(O)
+	return o, ok
+}
+
+// Result decodes this step's output from a run's result. It returns an error
+// matching ErrNoOutput when the step did not complete (it was skipped,
+// failed, cancelled, or has not run yet).
+func (r *StepRef[O]) Result(res *RunResult) (O, error) {
+	var out O
+	s, ok := res.Step(r.def.name)
+	if !ok || s.State != store.TaskCompleted {
+		state := "absent"
+		if ok {
+			state = string(s.State)
+		}
+		return out, fmt.Errorf("%w: step %q is %s", ErrNoOutput, r.def.name, state)
+	}
+	if r.def.sleep > 0 {
+		return out, nil
+	}
+	if err := res.codec.Unmarshal(s.Output, &out); err != nil {
+		return out, fmt.Errorf("%w: output of step %q: %w", ErrDecode, r.def.name, err)
+	}
+	return out, nil
+}
+
+// Parent is a step that other steps can depend on: any *StepRef[O].
+type Parent interface {
+	stepDef() *stepDef
+}
+
+// StepOption configures a step. See After, SkipIf and WithRetry.
+type StepOption interface {
+	apply(s *stepDef, onFailure bool)
+}
+
+type optionFunc func(s *stepDef, onFailure bool)
+
+func (f optionFunc) apply(s *stepDef, onFailure bool) { f(s, onFailure) }
+
+// After makes the given steps parents of the step being declared: it becomes
+// ready when each parent has completed or been skipped. If every parent was
+// skipped, the step is skipped too.
+func After(parents ...Parent) StepOption {
+	return optionFunc(func(s *stepDef, onFailure bool) {
+		if onFailure {
+			s.fail(ErrInvalidOption, "After does not apply to an on-failure handler")
+			return
+		}
+		for _, p := range parents {
+			if p == nil || reflect.ValueOf(p).IsNil() {
+				s.fail(ErrForeignParent, "nil parent")
+				continue
+			}
+			s.parents = append(s.parents, p.stepDef())
+		}
+	})
+}
+
+// SkipIf skips the step being declared when pred returns true for the
+// output of parent, which must also be one of its parents (After). Several
+// conditions on one step are ORed: any one that fires skips the step. A
+// condition on a parent that was itself skipped does not fire. Conditions
+// run on the worker before the step, with the parent's decoded output; a
+// panicking condition fails the step without retry.
+func SkipIf[O any](parent *StepRef[O], pred func(O) bool) StepOption {
+	return optionFunc(func(s *stepDef, onFailure bool) {
+		switch {
+		case onFailure:
+			s.fail(ErrInvalidOption, "SkipIf does not apply to an on-failure handler")
+		case parent == nil:
+			s.fail(ErrSkipNotParent, "nil parent")
+		case pred == nil:
+			s.fail(ErrNilFunc, "skip condition")
+		default:
+			s.skips = append(s.skips, skipCond{parent: parent.def, pred: func(v any) bool { return pred(v.(O)) }})
+		}
+	})
+}
+
+// WithRetry sets the step's retry policy. Without it a step is not retried.
+func WithRetry(p RetryPolicy) StepOption {
+	return optionFunc(func(s *stepDef, _ bool) {
+		s.retry = p
+	})
+}
+
+// Step declares a step of w named name that runs fn, and returns a
+// reference to its output. fn receives the run's input; it reads its
+// parents' outputs through their references (ref.Output(ctx)).
+//
+// fn must be safe to run more than once for the same run: a step runs at
+// least once, and again when its worker dies before recording the result.
+// Its output is recorded exactly once.
+func Step[I, O any](w *Workflow[I], name string, fn func(ctx Context, in I) (O, error), opts ...StepOption) *StepRef[O] {
+	s := w.def.add(name, opts, false)
+	if fn == nil {
+		s.fail(ErrNilFunc, "step function")
+	} else {
+		s.run = func(ctx Context, in any) (any, error) { return fn(ctx, in.(I)) }
+	}
+	s.decodeOutput = func(c Codec, b []byte) (any, error) {
+		var out O
+		if err := c.Unmarshal(b, &out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	return &StepRef[O]{def: s}
+}
+
+// Sleep declares a durable sleep step: once its parents are resolved it
+// waits for d, holding no worker and surviving restarts, then completes. d
+// must be positive.
+func Sleep[I any](w *Workflow[I], name string, d time.Duration, opts ...StepOption) *StepRef[struct{}] {
+	s := w.def.add(name, opts, false)
+	s.sleep = d
+	if d <= 0 {
+		s.fail(ErrInvalidSleep, d.String())
+	}
+	s.decodeOutput = func(Codec, []byte) (any, error) { return struct{}{}, nil }
+	return &StepRef[struct{}]{def: s}
+}
+
+// Failure describes why a run failed, for an on-failure handler.
+type Failure struct {
+	// Step is the step that failed the run.
+	Step string
+	// Error is that step's error message.
+	Error string
+}
+
+// OnFailure sets the handler that runs once after the run has failed, with
+// the run's input and the failure. Like a step it runs at least once and its
+// result is recorded once; WithRetry is the only option that applies (by
+// default it is not retried).
+func (w *Workflow[I]) OnFailure(fn func(ctx Context, in I, f Failure) error, opts ...StepOption) {
+	d := w.def
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.frozen {
+		d.errs = append(d.errs, &DefinitionError{Workflow: d.name, Err: ErrWorkflowFrozen, Detail: "OnFailure"})
+		return
+	}
+	h := &stepDef{wf: d, name: store.OnFailureTask}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(h, true)
+		}
+	}
+	if fn == nil {
+		h.fail(ErrNilFunc, "on-failure handler")
+	} else {
+		h.onFailure = func(ctx Context, in any, f Failure) error { return fn(ctx, in.(I), f) }
+	}
+	if d.onFailure != nil {
+		d.errs = append(d.errs, &DefinitionError{Workflow: d.name, Err: ErrInvalidOption, Detail: "OnFailure set twice"})
+	}
+	d.onFailure = h
+}
+
+// RetryPolicy says how often and how soon a failed step is retried. The
+// delay before retry n (n = 1, 2, ...) is InitialDelay·Factor^(n-1), capped
+// at MaxDelay, minus a random part of up to Jitter of it. Backoffs are
+// durable: a retry waiting for its delay survives restarts.
+type RetryPolicy struct {
+	// MaxRetries is how many times a failed step is retried after its first
+	// attempt. Defaults to 0.
+	MaxRetries int
+	// InitialDelay is the wait before the first retry. Defaults to 1s.
+	InitialDelay time.Duration
+	// Factor multiplies the delay for each further retry; at least 1.
+	// Defaults to 2.
+	Factor float64
+	// MaxDelay caps the delay. Defaults to 1m, or InitialDelay if larger.
+	MaxDelay time.Duration
+	// Jitter is the fraction of each delay that is randomised, in [0, 1];
+	// it spreads retries of many runs failing together. Defaults to 0.
+	Jitter float64
+}
+
+func (p RetryPolicy) record() (store.RetryPolicy, error) {
+	if p.MaxRetries < 0 || p.InitialDelay < 0 || p.MaxDelay < 0 || p.Factor < 0 {
+		return store.RetryPolicy{}, fmt.Errorf("negative field in %+v", p)
+	}
+	r := store.RetryPolicy{
+		MaxAttempts: p.MaxRetries + 1, InitialDelay: p.InitialDelay, Factor: p.Factor,
+		MaxDelay: p.MaxDelay, Jitter: p.Jitter,
+	}
+	if r.InitialDelay == 0 {
+		r.InitialDelay = time.Second
+	}
+	if r.Factor == 0 {
+		r.Factor = 2
+	}
+	if r.MaxDelay == 0 {
+		r.MaxDelay = max(time.Minute, r.InitialDelay)
+	}
+	if err := dag.ValidateRetry(r); err != nil {
+		return store.RetryPolicy{}, err
+	}
+	return r, nil
+}
+
+// workflowDef is the untyped definition behind a Workflow[I].
+type workflowDef struct {
+	name        string
+	steps       []*stepDef
+	byName      map[string]*stepDef
+	onFailure   *stepDef
+	decodeInput func(Codec, []byte) (any, error)
+
+	mu     sync.Mutex
+	frozen bool
+	errs   []error
+	shape  *store.Shape
+	err    error
+}
+
+type stepDef struct {
+	wf           *workflowDef
+	name         string
+	parents      []*stepDef
+	skips        []skipCond
+	retry        RetryPolicy
+	sleep        time.Duration
+	run          func(ctx Context, in any) (any, error)
+	onFailure    func(ctx Context, in any, f Failure) error
+	decodeOutput func(Codec, []byte) (any, error)
+	errs         []error
+}
+
+type skipCond struct {
+	parent *stepDef
+	pred   func(any) bool
+}
+
+func (s *stepDef) fail(err error, detail string) {
+	s.errs = append(s.errs, &DefinitionError{Workflow: s.wf.name, Step: s.name, Err: err, Detail: detail})
+}
+
+func (d *workflowDef) add(name string, opts []StepOption, onFailure bool) *stepDef {
+	s := &stepDef{wf: d, name: name}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(s, onFailure)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.frozen {
+		d.errs = append(d.errs, &DefinitionError{Workflow: d.name, Step: name, Err: ErrWorkflowFrozen})
+		return s
+	}
+	d.steps = append(d.steps, s)
+	return s
+}
+
+// freeze validates the definition once and records its shape; later calls
+// return the same result.
+func (d *workflowDef) freeze() (*store.Shape, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.frozen {
+		d.frozen = true
+		d.shape, d.err = d.build()
+	}
+	if len(d.errs) > 0 {
+		return nil, errors.Join(append(slices.Clone(d.errs), d.err)...)
+	}
+	return d.shape, d.err
+}
+
+func (d *workflowDef) build() (*store.Shape, error) {
+	var errs []error
+	wfErr := func(err error, detail string) {
+		errs = append(errs, &DefinitionError{Workflow: d.name, Err: err, Detail: detail})
+	}
+	if !dag.ValidName(d.name) {
+		wfErr(ErrInvalidName, "use 1-128 letters, digits or _-.:/ starting with a letter or digit")
+	}
+	if len(d.steps) == 0 {
+		wfErr(ErrEmptyWorkflow, "")
+	}
+	shape := &store.Shape{}
+	declared := map[*stepDef]bool{}
+	for _, s := range d.steps {
+		errs = append(errs, s.errs...)
+		stepErr := func(err error, detail string) {
+			errs = append(errs, &DefinitionError{Workflow: d.name, Step: s.name, Err: err, Detail: detail})
+		}
+		switch {
+		case !dag.ValidName(s.name):
+			stepErr(ErrInvalidName, "use 1-128 letters, digits or _-.:/ starting with a letter or digit")
+		case d.byName[s.name] != nil:
+			stepErr(ErrDuplicateStep, "")
+		default:
+			d.byName[s.name] = s
+		}
+		spec := store.StepSpec{Name: s.name, Sleep: s.sleep}
+		seen := map[*stepDef]bool{}
+		for _, p := range s.parents {
+			switch {
+			case p.wf != d:
+				stepErr(ErrForeignParent, fmt.Sprintf("%q is a step of workflow %q", p.name, p.wf.name))
+			case !declared[p]:
+				stepErr(ErrForeignParent, fmt.Sprintf("%q is not declared before this step", p.name))
+			case seen[p]:
+				stepErr(ErrDuplicateParent, fmt.Sprintf("%q", p.name))
+			default:
+				seen[p] = true
+				spec.Parents = append(spec.Parents, p.name)
+			}
+		}
+		for _, c := range s.skips {
+			if !seen[c.parent] {
+				stepErr(ErrSkipNotParent, fmt.Sprintf("%q is not a parent; add it with After", c.parent.name))
+			}
+		}
+		if s.sleep > 0 && len(s.skips) > 0 {
+			stepErr(ErrInvalidOption, "a sleep step cannot have skip conditions")
+		}
+		r, err := s.retry.record()
+		if err != nil {
+			stepErr(ErrInvalidRetryPolicy, err.Error())
+		}
+		spec.Retry = r
+		shape.Steps = append(shape.Steps, spec)
+		declared[s] = true
+	}
+	if h := d.onFailure; h != nil {
+		errs = append(errs, h.errs...)
+		r, err := h.retry.record()
+		if err != nil {
+			errs = append(errs, &DefinitionError{Workflow: d.name, Step: h.name, Err: ErrInvalidRetryPolicy, Detail: err.Error()})
+		}
+		shape.OnFailure = &store.OnFailureSpec{Retry: r}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if _, err := dag.Compile(shape); err != nil { // the core's own check, as a backstop
+		var se *dag.ShapeError
+		if errors.As(err, &se) {
+			return nil, &DefinitionError{Workflow: d.name, Step: se.Step, Err: se.Err, Detail: se.Detail}
+		}
+		return nil, err
+	}
+	return shape, nil
+}
