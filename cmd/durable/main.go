@@ -1,0 +1,76 @@
+// Command durable is the command-line companion of the durable library: a
+// demo, and (with PostgreSQL) migrations, workers, triggers, run inspection
+// and benchmarks.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `durable runs durable DAG workflows on PostgreSQL (or in memory).
+
+Usage:
+  durable <command> [flags]
+
+Commands:
+  demo      run the order-processing demo workflow and watch it
+  help      show this help
+
+Run "durable <command> -h" for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// exitUsage is the exit code for bad command lines.
+const exitUsage = 2
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) int{
+		"demo": demoCmd,
+	}
+	switch name := args[0]; name {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		cmd, ok := cmds[name]
+		if !ok {
+			fmt.Fprintf(stderr, "durable: unknown command %q\n\n%s", name, usage)
+			return exitUsage
+		}
+		return cmd(ctx, args[1:], stdout, stderr)
+	}
+}
+
+// parseFlags parses a command's flags; it returns -1 to continue, or the
+// exit code (0 for -h, 2 for bad flags or stray arguments).
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, maxArgs int) int {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	if fs.NArg() > maxArgs {
+		fmt.Fprintf(stderr, "durable %s: unexpected argument %q\n", fs.Name(), fs.Arg(maxArgs))
+		fs.Usage()
+		return exitUsage
+	}
+	return -1
+}
