@@ -331,11 +331,8 @@ func TestSleepSurvivesEngineRestart(t *testing.T) {
 		}
 		s := memstore.New()
 		ctx := context.Background()
-		first, err := durable.New(s, durable.Config{Logger: quiet})
-		require.NoError(t, err)
 		wf := build()
-		require.NoError(t, first.Register(wf))
-		require.NoError(t, first.Start(ctx))
+		first := launch(t, s, durable.Config{}, wf)
 		id, err := wf.RunNoWait(ctx, first, "t", 1)
 		require.NoError(t, err)
 		synctest.Wait()

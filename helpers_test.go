@@ -15,9 +15,8 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// startEngine starts an engine on s with the given workflows; it is stopped
-// when the test (or synctest bubble) ends.
-func startEngine(t *testing.T, s *memstore.Store, cfg durable.Config, wfs ...durable.Definition) *durable.Engine {
+// launch starts an engine on s with the given workflows; the test stops it.
+func launch(t *testing.T, s *memstore.Store, cfg durable.Config, wfs ...durable.Definition) *durable.Engine {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
@@ -26,6 +25,14 @@ func startEngine(t *testing.T, s *memstore.Store, cfg durable.Config, wfs ...dur
 	require.NoError(t, err)
 	require.NoError(t, e.Register(wfs...))
 	require.NoError(t, e.Start(context.Background()))
+	return e
+}
+
+// startEngine starts an engine on s with the given workflows; it is stopped
+// when the test (or synctest bubble) ends.
+func startEngine(t *testing.T, s *memstore.Store, cfg durable.Config, wfs ...durable.Definition) *durable.Engine {
+	t.Helper()
+	e := launch(t, s, cfg, wfs...)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

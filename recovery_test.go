@@ -194,11 +194,8 @@ func TestGracefulStopDrains(t *testing.T) {
 			return in, nil
 		})
 		s := memstore.New()
-		e, err := durable.New(s, durable.Config{Logger: quiet})
-		require.NoError(t, err)
-		require.NoError(t, e.Register(wf))
+		e := launch(t, s, durable.Config{}, wf)
 		ctx := context.Background()
-		require.NoError(t, e.Start(ctx))
 		first, err := wf.RunNoWait(ctx, e, "t", 1)
 		require.NoError(t, err)
 		<-started
@@ -241,11 +238,8 @@ func TestHardStopReleasesTheStep(t *testing.T) {
 			return ctx.Attempt(), nil
 		})
 		s := memstore.New()
-		e, err := durable.New(s, durable.Config{Logger: quiet})
-		require.NoError(t, err)
-		require.NoError(t, e.Register(wf))
+		e := launch(t, s, durable.Config{}, wf)
 		ctx := context.Background()
-		require.NoError(t, e.Start(ctx))
 		id, err := wf.RunNoWait(ctx, e, "t", 1)
 		require.NoError(t, err)
 		synctest.Wait()
