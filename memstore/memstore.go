@@ -288,13 +288,12 @@ func (s *Store) ClaimTasks(_ context.Context, p *store.ClaimTasksParams) ([]*sto
 	defer s.mu.Unlock()
 	var claimed []*store.ClaimedTask
 	var skipped []readyEntry
-	taken := make(map[string]int)
 	for len(claimed) < p.Limit && s.ready.Len() > 0 {
 		e := heap.Pop(&s.ready).(readyEntry)
 		if id, ok := s.queued[e.key]; !ok || id != e.id {
 			continue // dequeued or re-enqueued since
 		}
-		if !served[e.workflow] || (p.TenantLimit > 0 && s.inFlight[e.tenant]+taken[e.tenant] >= p.TenantLimit) {
+		if !served[e.workflow] || (p.TenantLimit > 0 && s.inFlight[e.tenant] >= p.TenantLimit) {
 			skipped = append(skipped, e)
 			continue
 		}
@@ -305,7 +304,6 @@ func (s *Store) ClaimTasks(_ context.Context, p *store.ClaimTasksParams) ([]*sto
 		if !r.Claim(e.key.task, e.id, p.WorkerID, t) {
 			continue
 		}
-		taken[e.tenant]++
 		var n notes
 		if err := s.apply(rs, r, &n); err != nil {
 			return nil, err

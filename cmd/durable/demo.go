@@ -21,10 +21,13 @@ import (
 func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	window := fs.Duration("fraud-window", 2*time.Second, "length of the durable fraud-window sleep")
+	var db dbFlags
+	db.register(fs, false)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: durable demo [flags]\n\n"+
-			"Runs the order-processing workflow for one valid and one invalid order on the\n"+
-			"in-memory store, showing each step's state changes as they happen.\n"+
+			"Runs the order-processing workflow for one valid and one invalid order, on the\n"+
+			"in-memory store or (with --database-url) on PostgreSQL, migrating the schema if\n"+
+			"needed, and shows each step's state changes as they happen.\n"+
 			"Exits 0 when both orders end as expected.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
@@ -35,7 +38,16 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "durable demo: --fraud-window must be positive, got %s\n", *window)
 		return exitUsage
 	}
-	return runDemo(ctx, memstore.New(), "the in-memory store", *window, stdout, stderr)
+	if db.url == "" {
+		return runDemo(ctx, memstore.New(), "the in-memory store", *window, stdout, stderr)
+	}
+	s, pool, err := db.openStore(ctx, 10)
+	if err != nil {
+		fmt.Fprintf(stderr, "durable demo: %v\n", err)
+		return 1
+	}
+	defer pool.Close()
+	return runDemo(ctx, s, fmt.Sprintf("PostgreSQL (schema %s)", db.schema), *window, stdout, stderr)
 }
 
 type demoOrder struct {

@@ -21,6 +21,7 @@ Usage:
 
 Commands:
   demo      run the order-processing demo workflow and watch it
+  migrate   create or update the PostgreSQL schema (up, down, status, sql)
   help      show this help
 
 Run "durable <command> -h" for a command's flags.
@@ -41,7 +42,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) int{
-		"demo": demoCmd,
+		"demo":    demoCmd,
+		"migrate": migrateCmd,
 	}
 	switch name := args[0]; name {
 	case "help", "-h", "-help", "--help":

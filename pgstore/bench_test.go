@@ -1,0 +1,133 @@
+package pgstore_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/pgstore"
+	"github.com/effectivelabs/durable/store"
+)
+
+// Batch sizes of the benchmarks, as an engine would use them.
+const (
+	benchCreateBatch = 1000
+	benchClaimBatch  = 100
+	benchWorkers     = 4
+)
+
+func benchStore(b *testing.B) *pgstore.Store {
+	b.Helper()
+	pool := pgtest.Pool(b)
+	s, err := pgstore.New(pool, &pgstore.Config{Schema: pgtest.Schema(b, pool)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// createRuns creates n runs of a shape in batches, spread over tenants.
+func createRuns(b *testing.B, s store.Store, n, batch, tenants int, sh *store.Shape) {
+	b.Helper()
+	for done := 0; done < n; {
+		k := min(batch, n-done)
+		runs := make([]store.NewRun, k)
+		for i := range runs {
+			runs[i] = store.NewRun{ID: uuid.New(), Workflow: "wf", Tenant: fmt.Sprintf("t%d", (done+i)%tenants),
+				Input: []byte(`{"n":1}`), Shape: sh}
+		}
+		if err := s.CreateRuns(ctx, &store.CreateRunsParams{Runs: runs}); err != nil {
+			b.Fatal(err)
+		}
+		done += k
+	}
+}
+
+// work runs workers that claim and complete tasks until total tasks have
+// been completed.
+func work(b *testing.B, s store.Store, workers, batch int, total int64) {
+	b.Helper()
+	var finished atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			id := fmt.Sprintf("w%d", w)
+			idle := 0
+			for finished.Load() < total {
+				cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{WorkerID: id, Limit: batch, Workflows: []string{"wf"}})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if len(cs) == 0 {
+					// Another worker holds the last tasks; they enqueue more.
+					idle++
+					time.Sleep(time.Duration(min(idle, 10)) * 100 * time.Microsecond)
+					continue
+				}
+				idle = 0
+				outs := make([]store.Outcome, len(cs))
+				for i, c := range cs {
+					outs[i] = store.Outcome{Task: c.Ref(), Kind: store.OutcomeComplete, Output: []byte(`{"ok":true}`)}
+				}
+				if _, err := s.FinishTasks(ctx, &store.FinishTasksParams{Outcomes: outs}); err != nil {
+					b.Error(err)
+					return
+				}
+				finished.Add(int64(len(cs)))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkCreateClaimFinish: b.N one-step runs created in batches of 1000,
+// then claimed and finished in batches of 100 by 4 concurrent workers.
+// Reports creation, claim+finish and overall rates.
+func BenchmarkCreateClaimFinish(b *testing.B) {
+	s := benchStore(b)
+	sh := &store.Shape{Steps: []store.StepSpec{{Name: "only", Retry: store.RetryPolicy{MaxAttempts: 3, Factor: 2, InitialDelay: time.Second}}}}
+	b.ResetTimer()
+	start := time.Now()
+	createRuns(b, s, b.N, benchCreateBatch, 10, sh)
+	created := time.Now()
+	work(b, s, benchWorkers, benchClaimBatch, int64(b.N))
+	end := time.Now()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/created.Sub(start).Seconds(), "created/s")
+	b.ReportMetric(float64(b.N)/end.Sub(created).Seconds(), "worked/s")
+	b.ReportMetric(float64(b.N)/end.Sub(start).Seconds(), "tasks/s")
+}
+
+// BenchmarkDAG: b.N tasks of runs shaped root -> 8 parallel steps -> join
+// (10 steps), created in batches of 100 runs, claimed and finished in
+// batches of 100 by 4 concurrent workers.
+func BenchmarkDAG(b *testing.B) {
+	s := benchStore(b)
+	steps := []store.StepSpec{{Name: "root", Retry: store.RetryPolicy{MaxAttempts: 1, Factor: 1}}}
+	var mids []string
+	for i := range 8 {
+		name := fmt.Sprintf("fan%d", i)
+		mids = append(mids, name)
+		steps = append(steps, store.StepSpec{Name: name, Parents: []string{"root"}, Retry: store.RetryPolicy{MaxAttempts: 1, Factor: 1}})
+	}
+	steps = append(steps, store.StepSpec{Name: "join", Parents: mids, Retry: store.RetryPolicy{MaxAttempts: 1, Factor: 1}})
+	sh := &store.Shape{Steps: steps}
+	runs := max(b.N/len(steps), 1)
+	total := int64(runs * len(steps))
+	b.ResetTimer()
+	start := time.Now()
+	createRuns(b, s, runs, 100, 10, sh)
+	created := time.Now()
+	work(b, s, benchWorkers, benchClaimBatch, total)
+	end := time.Now()
+	b.StopTimer()
+	b.ReportMetric(float64(runs)/created.Sub(start).Seconds(), "runs-created/s")
+	b.ReportMetric(float64(total)/end.Sub(created).Seconds(), "worked/s")
+	b.ReportMetric(float64(total)/end.Sub(start).Seconds(), "tasks/s")
+}

@@ -1,0 +1,284 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// ClaimTasks implements store.Store. Without a tenant cap it is one
+// statement; with one it is a short transaction that takes a transaction
+// advisory lock per candidate tenant (skipping tenants another claimer holds),
+// counts their RUNNING tasks and claims within the caps.
+func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*store.ClaimedTask, error) {
+	if p.Limit <= 0 || len(p.Workflows) == 0 {
+		return nil, nil
+	}
+	now := stamp(nowOf(p.Now))
+	var (
+		claimed []*store.ClaimedTask
+		shapeOf []uuid.UUID
+		idxs    []int
+		err     error
+	)
+	if p.TenantLimit <= 0 {
+		rows, qerr := s.pool.Query(ctx, s.q.claim, p.Workflows, p.Limit, p.WorkerID, now)
+		claimed, shapeOf, idxs, err = scanClaimed(rows, qerr)
+	} else {
+		claimed, shapeOf, idxs, err = s.claimCapped(ctx, p, now)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	if len(claimed) == 0 {
+		return nil, nil
+	}
+	return claimed, s.completeClaims(ctx, claimed, shapeOf, idxs)
+}
+
+func scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int, _ error) {
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		c := &store.ClaimedTask{}
+		var idx int32
+		var kind string
+		var shapeID uuid.UUID
+		if err := rows.Scan(p16(&c.RunID), &c.Step, &idx, &kind, &c.Attempt, &c.Token, &c.Workflow, &c.Tenant,
+			&c.Input, p16(&shapeID), &c.FailedStep, &c.Error); err != nil {
+			return nil, nil, nil, err
+		}
+		c.Kind = store.TaskKind(kind)
+		if c.Kind != store.KindOnFailure {
+			c.FailedStep, c.Error = "", ""
+		}
+		claimed = append(claimed, c)
+		shapeOf = append(shapeOf, shapeID)
+		idxs = append(idxs, int(idx))
+	}
+	return claimed, shapeOf, idxs, rows.Err()
+}
+
+// completeClaims fills in what the shapes say (retry policy) and the outputs
+// of completed parents. Parent outputs never change once written, so reading
+// them after the claim committed is safe.
+func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int) error {
+	shapes, err := s.shapesFor(ctx, s.pool, shapeOf)
+	if err != nil {
+		return err
+	}
+	var pRuns []uuid.UUID
+	var pNames []string
+	want := make(map[uuid.UUID][]int) // run -> claims needing its parents
+	for k, c := range claimed {
+		sh := shapes[shapeOf[k]]
+		c.Retry = sh.Retry(idxs[k])
+		for _, pi := range sh.Parents(idxs[k]) {
+			pRuns = append(pRuns, c.RunID)
+			pNames = append(pNames, sh.Name(pi))
+		}
+		if len(sh.Parents(idxs[k])) > 0 {
+			want[c.RunID] = append(want[c.RunID], k)
+		}
+	}
+	if len(pRuns) == 0 {
+		return nil
+	}
+	rows, err := s.pool.Query(ctx, s.q.parentOutputs, u16(pRuns), pNames)
+	if err != nil {
+		return fmt.Errorf("pgstore: parent outputs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var run uuid.UUID
+		var name string
+		var out []byte
+		if err := rows.Scan(p16(&run), &name, &out); err != nil {
+			return fmt.Errorf("pgstore: parent outputs: %w", err)
+		}
+		for _, k := range want[run] {
+			sh := shapes[shapeOf[k]]
+			pi, ok := sh.Index(name)
+			if !ok || !slices.Contains(sh.Parents(idxs[k]), pi) {
+				continue
+			}
+			c := claimed[k]
+			if c.ParentOutputs == nil {
+				c.ParentOutputs = make(map[string][]byte)
+			}
+			c.ParentOutputs[name] = out
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgstore: parent outputs: %w", err)
+	}
+	return nil
+}
+
+// claimCapped claims under a per-tenant cap on RUNNING tasks. Ready rows are
+// scanned in fair order with SKIP LOCKED; each newly seen tenant is locked
+// with pg_try_advisory_xact_lock (in name order; a tenant another claimer
+// holds is skipped) and its RUNNING tasks counted once locked, so that
+// concurrent claimers never overshoot the cap. Rows of tenants at their cap
+// are passed over, as memstore does.
+func (s *Store) claimCapped(ctx context.Context, p *store.ClaimTasksParams, now pgtype.Timestamptz) (
+	claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int, err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+
+	room := make(map[string]int) // tenant -> claims left under the cap
+	excluded := []string{}       // tenants locked elsewhere or at their cap
+	var chosen []int64
+	after := int64(0)
+	for len(chosen) < p.Limit {
+		need := p.Limit - len(chosen)
+		type cand struct {
+			id     int64
+			tenant string
+		}
+		var cands []cand
+		rows, err := tx.Query(ctx, s.q.claimCandidate, p.Workflows, excluded, after, need)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for rows.Next() {
+			var c cand
+			if err := rows.Scan(&c.id, &c.tenant); err != nil {
+				rows.Close()
+				return nil, nil, nil, err
+			}
+			cands = append(cands, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, nil, err
+		}
+		if len(cands) == 0 {
+			break
+		}
+		after = cands[len(cands)-1].id
+
+		// Lock and count the tenants seen for the first time.
+		var fresh []string
+		for _, c := range cands {
+			if _, ok := room[c.tenant]; !ok && !slices.Contains(fresh, c.tenant) && !slices.Contains(excluded, c.tenant) {
+				fresh = append(fresh, c.tenant)
+			}
+		}
+		if len(fresh) > 0 {
+			slices.Sort(fresh)
+			if err := s.lockTenantsForCap(ctx, tx, fresh, p.TenantLimit, room, &excluded); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		for _, c := range cands {
+			if len(chosen) == p.Limit {
+				break
+			}
+			if n, ok := room[c.tenant]; ok && n > 0 {
+				chosen = append(chosen, c.id)
+				room[c.tenant] = n - 1
+				if n == 1 {
+					excluded = append(excluded, c.tenant)
+				}
+			}
+		}
+		if len(cands) < need {
+			break // the queue is exhausted
+		}
+	}
+	if len(chosen) == 0 {
+		return nil, nil, nil, tx.Commit(ctx)
+	}
+	rows, qerr := tx.Query(ctx, s.q.claimIDs, chosen, 0, p.WorkerID, now)
+	claimed, shapeOf, idxs, err = scanClaimed(rows, qerr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	return claimed, shapeOf, idxs, nil
+}
+
+// lockTenantsForCap try-locks tenants and sets their room under the cap;
+// tenants it cannot lock or that are at their cap are excluded.
+func (s *Store) lockTenantsForCap(ctx context.Context, tx pgx.Tx, names []string, limit int, room map[string]int, excluded *[]string) error {
+	keys := make([]int64, len(names))
+	for i, n := range names {
+		keys[i] = lockKey("tenant", s.schema, n)
+	}
+	var locked []string
+	rows, err := tx.Query(ctx, s.q.tryTenantLocks, names, keys)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var name string
+		var ok bool
+		if err := rows.Scan(&name, &ok); err != nil {
+			rows.Close()
+			return err
+		}
+		if ok {
+			locked = append(locked, name)
+		} else {
+			*excluded = append(*excluded, name)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(locked) == 0 {
+		return nil
+	}
+	// A new statement, so a new snapshot: it sees every claim committed by
+	// the previous holders of these locks.
+	running := make(map[string]int, len(locked))
+	rows, err = tx.Query(ctx, s.q.runningCounts, locked)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var name string
+		var n int
+		if err := rows.Scan(&name, &n); err != nil {
+			rows.Close()
+			return err
+		}
+		running[name] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, name := range locked {
+		n := max(limit-running[name], 0)
+		room[name] = n
+		if n == 0 {
+			*excluded = append(*excluded, name)
+		}
+	}
+	return nil
+}
+
+// current reports whether a claim is current, by dag.Run.Current on a run
+// holding just the task in question.
+func current(sh *dag.Compiled, status store.RunStatus, i int, state store.TaskState, token, ref int64) bool {
+	r := &dag.Run{Rec: store.Run{Status: status}, Shape: sh, Tasks: make([]store.Task, sh.Len()+1)}
+	r.Tasks[i] = store.Task{State: state, Token: token}
+	return r.Current(i, ref)
+}

@@ -1,0 +1,65 @@
+package pgstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Reconnection backoff of the listener and the elector.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+// connect opens a dedicated connection, outside the pool, with the pool's
+// connection settings. role names it in pg_stat_activity.application_name.
+func (s *Store) connect(ctx context.Context, role string) (*pgx.Conn, error) {
+	cfg := s.pool.Config().ConnConfig.Copy()
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = make(map[string]string)
+	}
+	cfg.RuntimeParams["application_name"] = ApplicationName(s.schema, role)
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// ApplicationName is the application_name of the store's dedicated
+// connections for a role ("listener" or "elector"), so that operators (and
+// tests) can find them in pg_stat_activity.
+func ApplicationName(schema, role string) string {
+	name := "durable-" + role + ":" + schema
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	return name
+}
+
+// closeConn closes a dedicated connection, giving it a moment even when ctx
+// is already done.
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	conn.Close(ctx) //nolint:errcheck // the connection is discarded either way
+}
+
+// backoff waits before reconnecting; it reports false when ctx is done.
+type backoff struct{ d time.Duration }
+
+func (b *backoff) reset() { b.d = 0 }
+
+func (b *backoff) wait(ctx context.Context) bool {
+	if b.d == 0 {
+		b.d = minBackoff
+	} else {
+		b.d = min(2*b.d, maxBackoff)
+	}
+	t := time.NewTimer(b.d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,236 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// TxTypeError is returned by CreateRunsTx when its tx is not a pgx.Tx.
+type TxTypeError struct {
+	// Got is the value passed as the transaction.
+	Got any
+}
+
+// Error implements error.
+func (e *TxTypeError) Error() string {
+	return fmt.Sprintf("pgstore: CreateRunsTx needs a pgx.Tx, got %T", e.Got)
+}
+
+// CreateRuns implements store.Store.
+func (s *Store) CreateRuns(ctx context.Context, p *store.CreateRunsParams) error {
+	prep, err := s.prepareCreate(p)
+	if err != nil || prep == nil {
+		return err
+	}
+	err = s.createOwnTx(ctx, prep)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" && pgErr.ConstraintName == "runs_shape_id_fkey" {
+		// A shape this process believed stored is gone (the schema was
+		// recreated): forget what it knew and try again.
+		s.mu.Lock()
+		clear(s.stored)
+		s.mu.Unlock()
+		err = s.createOwnTx(ctx, prep)
+	}
+	return err
+}
+
+// CreateRunsTx implements store.TxCreator: it creates the runs inside tx,
+// which must be a pgx.Tx, and neither commits nor rolls it back. Runs that
+// already exist are reported with ErrRunExists without aborting tx, except
+// when a concurrent transaction creates the same run at the same moment.
+func (s *Store) CreateRunsTx(ctx context.Context, tx any, p *store.CreateRunsParams) error {
+	ptx, ok := tx.(pgx.Tx)
+	if !ok || ptx == nil {
+		return &TxTypeError{Got: tx}
+	}
+	prep, err := s.prepareCreate(p)
+	if err != nil || prep == nil {
+		return err
+	}
+	// The caller's transaction may still roll back: insert the shapes
+	// whether or not this process has stored them before.
+	_, err = s.create(ctx, ptx, nil, prep, true)
+	return err
+}
+
+// createPrep is a validated CreateRuns call.
+type createPrep struct {
+	p        *store.CreateRunsParams
+	shapes   []*dag.Compiled
+	shapeIDs []uuid.UUID
+	js       map[uuid.UUID][]byte
+	wf       map[uuid.UUID]string
+	ids      []uuid.UUID
+	tenants  []string // sorted, distinct
+}
+
+func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
+	if len(p.Runs) == 0 {
+		return nil, nil
+	}
+	prep := &createPrep{
+		p:        p,
+		shapes:   make([]*dag.Compiled, len(p.Runs)),
+		shapeIDs: make([]uuid.UUID, len(p.Runs)),
+		js:       make(map[uuid.UUID][]byte),
+		wf:       make(map[uuid.UUID]string),
+		ids:      make([]uuid.UUID, len(p.Runs)),
+	}
+	seen := make(map[uuid.UUID]bool, len(p.Runs))
+	type cached struct {
+		id uuid.UUID
+		c  *dag.Compiled
+	}
+	byPtr := make(map[*store.Shape]cached)
+	for i := range p.Runs {
+		nr := &p.Runs[i]
+		sc, ok := byPtr[nr.Shape]
+		if !ok {
+			id, js, c, err := s.compileShape(nr.Shape)
+			if err != nil {
+				return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, err)
+			}
+			sc = cached{id, c}
+			byPtr[nr.Shape] = sc
+			if _, ok := prep.js[id]; !ok {
+				prep.js[id] = js
+				prep.wf[id] = nr.Workflow
+			}
+		}
+		if !dag.ValidTenant(nr.Tenant) {
+			return nil, fmt.Errorf("pgstore: run %s: invalid tenant %q", nr.ID, nr.Tenant)
+		}
+		if seen[nr.ID] {
+			return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, store.ErrRunExists)
+		}
+		seen[nr.ID] = true
+		prep.shapes[i], prep.shapeIDs[i], prep.ids[i] = sc.c, sc.id, nr.ID
+		prep.tenants = append(prep.tenants, nr.Tenant)
+	}
+	slices.Sort(prep.tenants)
+	prep.tenants = slices.Compact(prep.tenants)
+	return prep, nil
+}
+
+func (s *Store) createOwnTx(ctx context.Context, prep *createPrep) error {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	newShapes, err := s.create(ctx, nil, b, prep, false)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for _, id := range newShapes {
+		s.stored[id] = true
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// create creates the runs. With tx nil it sends b (which begins a
+// transaction) on the pool and commits; otherwise it works inside tx. It
+// returns the shapes it inserted.
+func (s *Store) create(ctx context.Context, tx pgx.Tx, b *pgx.Batch, prep *createPrep, allShapes bool) ([]uuid.UUID, error) {
+	own := tx == nil
+	if b == nil {
+		b = &pgx.Batch{}
+	}
+	now := nowOf(prep.p.Now)
+	if now.IsZero() {
+		b.Queue(s.q.now).QueryRow(func(row pgx.Row) error { return row.Scan(&now) })
+	}
+
+	// Shapes not known to be stored.
+	var sIDs []uuid.UUID
+	var sWfs, sJS []string
+	s.mu.Lock()
+	for id, js := range prep.js {
+		if allShapes || !s.stored[id] {
+			sIDs = append(sIDs, id)
+			sWfs = append(sWfs, prep.wf[id])
+			sJS = append(sJS, string(js))
+		}
+	}
+	s.mu.Unlock()
+	if len(sIDs) > 0 {
+		b.Queue(s.q.insertShapes, u16(sIDs), sWfs, sJS)
+	}
+	var existing []uuid.UUID
+	b.Queue(s.q.runsExist, u16(prep.ids)).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id uuid.UUID
+			if err := rows.Scan(p16(&id)); err != nil {
+				return err
+			}
+			existing = append(existing, id)
+		}
+		return rows.Err()
+	})
+	b.Queue(s.q.ensureTenants, prep.tenants, u16(prep.ids))
+
+	// Lock the batch's tenants (in name order) and read the frontier in the
+	// same round trip; the fair ids are assigned once the runs have started.
+	c := newChange(now)
+	c.created = true
+	c.queueTenantLock(&s.q, b, prep.tenants)
+
+	var br pgx.BatchResults
+	if own {
+		br = s.pool.SendBatch(ctx, b)
+		tx = br.Tx()
+		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	} else {
+		br = tx.SendBatch(ctx, b)
+	}
+	if err := br.Close(); err != nil {
+		return nil, s.createError(err)
+	}
+	if len(existing) > 0 {
+		return nil, fmt.Errorf("pgstore: run %s: %w", existing[0], store.ErrRunExists)
+	}
+	// Start the runs. Fair ids are assigned in run order, each run's tasks
+	// in the order the core enqueued them.
+	c.now = now
+	c.shapeIDs = make(map[*dag.Run]uuid.UUID, len(prep.p.Runs))
+	for i := range prep.p.Runs {
+		nr := &prep.p.Runs[i]
+		rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: nr.Input}
+		r := dag.Start(rec, prep.shapes[i], now)
+		c.shapeIDs[r] = prep.shapeIDs[i]
+		c.add(r)
+		c.record(r)
+	}
+	if err := s.persist(ctx, tx, c, nil); err != nil {
+		return nil, s.createError(err)
+	}
+	if own {
+		if err := tx.Commit(ctx); err != nil {
+			return nil, s.createError(err)
+		}
+	}
+	return sIDs, nil
+}
+
+// createError maps database errors of CreateRuns to the store's errors.
+func (s *Store) createError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "23505" && pgErr.ConstraintName == "runs_pkey":
+			return fmt.Errorf("pgstore: %s: %w", pgErr.Detail, store.ErrRunExists)
+		case pgErr.Code == "2200H": // sequence_generator_limit_exceeded
+			return fmt.Errorf("pgstore: %w", store.ErrTooManyTenants)
+		}
+	}
+	return fmt.Errorf("pgstore: create runs: %w", err)
+}

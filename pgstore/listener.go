@@ -1,0 +1,56 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/effectivelabs/durable/store"
+)
+
+// Listen implements store.Listener. It holds one dedicated connection (not
+// from the pool) that LISTENs on the schema's channel. When the connection is
+// lost it reconnects with backoff (100ms doubling to 5s); after every
+// (re)connection, the first included, it delivers TopicResync, since
+// notifications sent meanwhile are lost. It returns ctx.Err() once ctx is
+// done.
+func (s *Store) Listen(ctx context.Context, deliver func(store.Notification)) error {
+	var b backoff
+	for {
+		s.listenOnce(ctx, deliver, &b) //nolint:errcheck // lost connections are retried
+		if ctx.Err() != nil || !b.wait(ctx) {
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context, deliver func(store.Notification), b *backoff) error {
+	conn, err := s.connect(ctx, "listener")
+	if err != nil {
+		return fmt.Errorf("pgstore: listener connect: %w", err)
+	}
+	defer closeConn(conn)
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		return fmt.Errorf("pgstore: listen: %w", err)
+	}
+	b.reset()
+	deliver(store.Notification{Topic: store.TopicResync})
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("pgstore: wait for notification: %w", err)
+		}
+		deliver(parseNotification(n.Payload))
+	}
+}
+
+// parseNotification maps a payload sent by the store ("ready", "timer",
+// "run:<id>") to a Notification.
+func parseNotification(payload string) store.Notification {
+	if id, ok := strings.CutPrefix(payload, string(store.TopicRun)+":"); ok {
+		return store.Notification{Topic: store.TopicRun, Payload: id}
+	}
+	return store.Notification{Topic: store.Topic(payload)}
+}

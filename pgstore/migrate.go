@@ -1,0 +1,315 @@
+package pgstore
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Direction is the direction of a migration.
+type Direction int
+
+const (
+	// Up applies migrations.
+	Up Direction = iota + 1
+	// Down reverts migrations.
+	Down
+)
+
+// String returns "up" or "down".
+func (d Direction) String() string {
+	switch d {
+	case Up:
+		return "up"
+	case Down:
+		return "down"
+	}
+	return "unknown"
+}
+
+// ParseDirection parses "up" or "down".
+func ParseDirection(s string) (Direction, error) {
+	switch s {
+	case "up":
+		return Up, nil
+	case "down":
+		return Down, nil
+	}
+	return 0, fmt.Errorf("pgstore: unknown migration direction %q (want up or down)", s)
+}
+
+// MigrateConfig configures Migrate.
+type MigrateConfig struct {
+	// Schema is the schema to migrate; it is created if missing. Defaults to
+	// durable.
+	Schema string
+	// Direction is Up or Down. Defaults to Up.
+	Direction Direction
+	// Steps is the most migrations to apply or revert; 0 means all.
+	Steps int
+}
+
+// MigrateResult reports what Migrate did.
+type MigrateResult struct {
+	Direction Direction
+	// Versions lists the migrations applied (Up) or reverted (Down), in the
+	// order it ran them; empty when there was nothing to do.
+	Versions []int
+}
+
+// MigrationState is the state of one migration in a schema.
+type MigrationState struct {
+	Version int
+	Name    string
+	Applied bool
+	// AppliedAt is when it was applied; zero when not applied.
+	AppliedAt time.Time
+}
+
+// migration is one numbered migration with its SQL templates.
+type migration struct {
+	version  int
+	name     string
+	up, down string
+}
+
+// migrations returns the embedded migrations in version order.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: read migrations: %w", err)
+	}
+	byVersion := make(map[int]*migration)
+	for _, e := range entries {
+		base := e.Name()
+		stem, dir, ok := strings.Cut(strings.TrimSuffix(base, ".sql"), ".")
+		num, name, ok2 := strings.Cut(stem, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || !ok2 || err != nil || (dir != "up" && dir != "down") {
+			return nil, fmt.Errorf("pgstore: bad migration file name %q", base)
+		}
+		body, err := migrationFS.ReadFile(path.Join("migrations", base))
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: read migration %s: %w", base, err)
+		}
+		m := byVersion[v]
+		if m == nil {
+			m = &migration{version: v, name: name}
+			byVersion[v] = m
+		}
+		if dir == "up" {
+			m.up = string(body)
+		} else {
+			m.down = string(body)
+		}
+	}
+	var out []migration
+	for _, m := range byVersion {
+		if m.up == "" || m.down == "" {
+			return nil, fmt.Errorf("pgstore: migration %03d lacks its up or down file", m.version)
+		}
+		out = append(out, *m)
+	}
+	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
+	for i, m := range out {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("pgstore: migrations are not numbered 1, 2, ...: found %03d at position %d", m.version, i+1)
+		}
+	}
+	return out, nil
+}
+
+const versionTableSQL = `CREATE TABLE IF NOT EXISTS {{schema}}.migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// Migrate applies or reverts migrations of a schema in one transaction,
+// under a transaction advisory lock derived from the schema name: concurrent
+// migrators of one schema run one after the other, and the later ones find
+// nothing left to do. Applying when everything is applied is a no-op.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg *MigrateConfig) (*MigrateResult, error) {
+	if cfg == nil {
+		cfg = &MigrateConfig{}
+	}
+	schema, err := checkSchema(cfg.Schema)
+	if err != nil {
+		return nil, err
+	}
+	dir := cfg.Direction
+	if dir == 0 {
+		dir = Up
+	}
+	if dir != Up && dir != Down {
+		return nil, fmt.Errorf("pgstore: invalid migration direction %d", dir)
+	}
+	if cfg.Steps < 0 {
+		return nil, fmt.Errorf("pgstore: negative migration steps %d", cfg.Steps)
+	}
+	all, err := migrations()
+	if err != nil {
+		return nil, err
+	}
+	res := &MigrateResult{Direction: dir}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey("migrate", schema)); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+			return fmt.Errorf("create schema: %w", err)
+		}
+		if _, err := tx.Exec(ctx, render(schema, versionTableSQL)); err != nil {
+			return fmt.Errorf("create version table: %w", err)
+		}
+		applied, err := appliedVersions(ctx, tx, schema)
+		if err != nil {
+			return err
+		}
+		var todo []migration
+		if dir == Up {
+			for _, m := range all {
+				if _, ok := applied[m.version]; !ok {
+					todo = append(todo, m)
+				}
+			}
+		} else {
+			for _, m := range slices.Backward(all) {
+				if _, ok := applied[m.version]; ok {
+					todo = append(todo, m)
+				}
+			}
+		}
+		if cfg.Steps > 0 && len(todo) > cfg.Steps {
+			todo = todo[:cfg.Steps]
+		}
+		for _, m := range todo {
+			if err := runMigration(ctx, tx, schema, m, dir); err != nil {
+				return err
+			}
+			res.Versions = append(res.Versions, m.version)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: migrate %s %s: %w", schema, dir, err)
+	}
+	return res, nil
+}
+
+func runMigration(ctx context.Context, tx pgx.Tx, schema string, m migration, dir Direction) error {
+	body, book := m.up, render(schema, `INSERT INTO {{schema}}.migrations (version, name) VALUES ($1, $2)`)
+	args := []any{m.version, m.name}
+	if dir == Down {
+		body, book = m.down, render(schema, `DELETE FROM {{schema}}.migrations WHERE version = $1`)
+		args = args[:1]
+	}
+	// Without arguments pgx uses the simple protocol, which runs a
+	// multi-statement script.
+	if _, err := tx.Exec(ctx, render(schema, body)); err != nil {
+		return fmt.Errorf("migration %03d_%s %s: %w", m.version, m.name, dir, err)
+	}
+	if _, err := tx.Exec(ctx, book, args...); err != nil {
+		return fmt.Errorf("record migration %03d: %w", m.version, err)
+	}
+	return nil
+}
+
+func appliedVersions(ctx context.Context, q querier, schema string) (map[int]time.Time, error) {
+	rows, err := q.Query(ctx, render(schema, `SELECT version, applied_at FROM {{schema}}.migrations`))
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[int]time.Time)
+	for rows.Next() {
+		var v int
+		var at time.Time
+		if err := rows.Scan(&v, &at); err != nil {
+			return nil, fmt.Errorf("read applied migrations: %w", err)
+		}
+		out[v] = at
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	return out, nil
+}
+
+// MigrationStatus reports every known migration and whether it is applied
+// to schema ("" means durable). A schema never migrated reports none applied.
+func MigrationStatus(ctx context.Context, pool *pgxpool.Pool, schema string) ([]MigrationState, error) {
+	schema, err := checkSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	all, err := migrations()
+	if err != nil {
+		return nil, err
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`,
+		pgx.Identifier{schema, "migrations"}.Sanitize()).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("pgstore: migration status: %w", err)
+	}
+	applied := map[int]time.Time{}
+	if exists {
+		if applied, err = appliedVersions(ctx, pool, schema); err != nil {
+			return nil, fmt.Errorf("pgstore: migration status: %w", err)
+		}
+	}
+	out := make([]MigrationState, len(all))
+	for i, m := range all {
+		at, ok := applied[m.version]
+		out[i] = MigrationState{Version: m.version, Name: m.name, Applied: ok, AppliedAt: at}
+	}
+	return out, nil
+}
+
+// MigrationSQL returns the SQL of every migration in one direction, for
+// users who run their own migration tool: Up creates the schema and applies
+// all migrations in order, Down reverts them all in reverse order. Both keep
+// the version table current, so Migrate and MigrationStatus agree with a
+// database migrated this way.
+func MigrationSQL(schema string, dir Direction) (string, error) {
+	schema, err := checkSchema(schema)
+	if err != nil {
+		return "", err
+	}
+	all, err := migrations()
+	if err != nil {
+		return "", err
+	}
+	q := pgx.Identifier{schema}.Sanitize()
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "-- durable migrations for schema %s (%s)\n\n", q, dir)
+	switch dir {
+	case Up:
+		fmt.Fprintf(&sb, "CREATE SCHEMA IF NOT EXISTS %s;\n\n%s;\n", q, render(schema, versionTableSQL))
+		for _, m := range all {
+			fmt.Fprintf(&sb, "\n-- %03d_%s.up.sql\n%s\nINSERT INTO %s.migrations (version, name) VALUES (%d, '%s');\n",
+				m.version, m.name, strings.TrimSpace(render(schema, m.up)), q, m.version, m.name)
+		}
+	case Down:
+		for _, m := range slices.Backward(all) {
+			fmt.Fprintf(&sb, "\n-- %03d_%s.down.sql\n%s\nDELETE FROM %s.migrations WHERE version = %d;\n",
+				m.version, m.name, strings.TrimSpace(render(schema, m.down)), q, m.version)
+		}
+	default:
+		return "", errors.New("pgstore: migration direction must be up or down")
+	}
+	return sb.String(), nil
+}

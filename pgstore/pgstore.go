@@ -1,0 +1,291 @@
+// Package pgstore is the PostgreSQL implementation of the durable store.
+//
+// Every transition is one transaction that locks the rows it changes in a
+// fixed order (runs by id, then ready-queue rows, then tenants by name), loads
+// the runs it touches, lets the functional core (internal/dag) decide what
+// happens, and writes exactly what the core changed with a handful of
+// array-valued statements pipelined in one round trip. Claims are the only
+// transition decided in SQL: one statement takes ready rows with FOR UPDATE
+// SKIP LOCKED, in fair-queue order, and starts their tasks.
+//
+// The schema lives in its own PostgreSQL schema (Config.Schema) and is
+// created by Migrate; New never changes the database.
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// DefaultSchema is the schema used when Config.Schema is empty.
+const DefaultSchema = "durable"
+
+// Config configures a Store.
+type Config struct {
+	// Schema is the PostgreSQL schema holding the store's tables. It must
+	// match ^[a-z_][a-z0-9_]{0,62}$. Defaults to durable.
+	Schema string
+}
+
+// Store is a store.Store backed by PostgreSQL. It is safe for concurrent
+// use; create it with New.
+type Store struct {
+	pool    *pgxpool.Pool
+	schema  string
+	channel string
+	q       queries
+
+	mu     sync.Mutex
+	shapes map[uuid.UUID]*dag.Compiled // decoded and compiled shapes; immutable
+	stored map[uuid.UUID]bool          // shapes known to be committed in the database
+}
+
+var (
+	_ store.Store     = (*Store)(nil)
+	_ store.Listener  = (*Store)(nil)
+	_ store.Elector   = (*Store)(nil)
+	_ store.TxCreator = (*Store)(nil)
+)
+
+var schemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// ErrInvalidSchema is returned for a schema name that does not match
+// ^[a-z_][a-z0-9_]{0,62}$.
+var ErrInvalidSchema = errors.New("pgstore: invalid schema name")
+
+func checkSchema(schema string) (string, error) {
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	if !schemaRE.MatchString(schema) {
+		return "", fmt.Errorf("%w %q: use 1-63 lowercase letters, digits or underscores, not starting with a digit", ErrInvalidSchema, schema)
+	}
+	return schema, nil
+}
+
+// New returns a Store using pool. It does not touch the database: run
+// Migrate first to create the schema.
+func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("pgstore: nil pool")
+	}
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	schema, err := checkSchema(cfg.Schema)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{
+		pool:    pool,
+		schema:  schema,
+		channel: Channel(schema),
+		q:       newQueries(schema),
+		shapes:  make(map[uuid.UUID]*dag.Compiled),
+		stored:  make(map[uuid.UUID]bool),
+	}, nil
+}
+
+// Schema returns the schema the store uses.
+func (s *Store) Schema() string { return s.schema }
+
+// Channel returns the LISTEN/NOTIFY channel of a schema: "durable:<schema>",
+// shortened with a hash when that exceeds PostgreSQL's 63-byte identifiers.
+func Channel(schema string) string {
+	c := "durable:" + schema
+	if len(c) <= 63 {
+		return c
+	}
+	sum := sha256.Sum256([]byte(schema))
+	return fmt.Sprintf("durable:%s:%x", schema[:38], sum[:8])
+}
+
+// lockKey derives a 64-bit advisory lock key for a purpose within a schema.
+func lockKey(purpose, schema string, extra ...string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("durable/" + purpose + "/" + schema))
+	for _, e := range extra {
+		h.Write([]byte{0})
+		h.Write([]byte(e))
+	}
+	return int64(h.Sum64())
+}
+
+// render substitutes the quoted schema name into a SQL template.
+func render(schema, sql string) string {
+	return strings.ReplaceAll(sql, "{{schema}}", pgx.Identifier{schema}.Sanitize())
+}
+
+// ---- shapes -----------------------------------------------------------------
+
+// shapeID is the identity of a shape: the first 16 bytes of the SHA-256 of
+// its canonical JSON.
+func shapeID(js []byte) uuid.UUID {
+	sum := sha256.Sum256(js)
+	var id uuid.UUID
+	copy(id[:], sum[:16])
+	return id
+}
+
+// compileShape validates a shape and returns its identity, canonical JSON
+// and compiled form, from the cache when possible.
+func (s *Store) compileShape(sh *store.Shape) (uuid.UUID, []byte, *dag.Compiled, error) {
+	if sh == nil {
+		_, err := dag.Compile(nil)
+		return uuid.UUID{}, nil, nil, err
+	}
+	js, err := json.Marshal(sh)
+	if err != nil {
+		return uuid.UUID{}, nil, nil, fmt.Errorf("encode shape: %w", err)
+	}
+	id := shapeID(js)
+	s.mu.Lock()
+	c, ok := s.shapes[id]
+	s.mu.Unlock()
+	if ok {
+		return id, js, c, nil
+	}
+	// Compile a private copy so that later changes by the caller cannot
+	// reach the cache.
+	var cp store.Shape
+	if err := json.Unmarshal(js, &cp); err != nil {
+		return uuid.UUID{}, nil, nil, fmt.Errorf("decode shape: %w", err)
+	}
+	c, err = dag.Compile(&cp)
+	if err != nil {
+		return uuid.UUID{}, nil, nil, err
+	}
+	s.mu.Lock()
+	if prev, ok := s.shapes[id]; ok {
+		c = prev
+	} else {
+		s.shapes[id] = c
+	}
+	s.mu.Unlock()
+	return id, js, c, nil
+}
+
+// shapesFor returns the compiled shapes of ids, loading the ones not cached.
+func (s *Store) shapesFor(ctx context.Context, q querier, ids []uuid.UUID) (map[uuid.UUID]*dag.Compiled, error) {
+	out := make(map[uuid.UUID]*dag.Compiled, len(ids))
+	var missing []uuid.UUID
+	s.mu.Lock()
+	for _, id := range ids {
+		if _, done := out[id]; done {
+			continue
+		}
+		if c, ok := s.shapes[id]; ok {
+			out[id] = c
+		} else {
+			out[id] = nil
+			missing = append(missing, id)
+		}
+	}
+	s.mu.Unlock()
+	if len(missing) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, s.q.loadShapes, u16(missing))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: load shapes: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var js []byte
+		if err := rows.Scan(p16(&id), &js); err != nil {
+			return nil, fmt.Errorf("pgstore: load shapes: %w", err)
+		}
+		var sh store.Shape
+		if err := json.Unmarshal(js, &sh); err != nil {
+			return nil, fmt.Errorf("pgstore: decode shape %s: %w", id, err)
+		}
+		c, err := dag.Compile(&sh)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: compile stored shape %s: %w", id, err)
+		}
+		s.mu.Lock()
+		if prev, ok := s.shapes[id]; ok {
+			c = prev
+		} else {
+			s.shapes[id] = c
+		}
+		s.stored[id] = true
+		s.mu.Unlock()
+		out[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: load shapes: %w", err)
+	}
+	for id, c := range out {
+		if c == nil {
+			return nil, fmt.Errorf("pgstore: shape %s not found", id)
+		}
+	}
+	return out, nil
+}
+
+// querier is what pgx.Tx, *pgx.Conn and *pgxpool.Pool have in common.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// ---- value helpers ----------------------------------------------------------
+
+// stamp is a nullable timestamptz parameter: NULL for the zero time.
+func stamp(t time.Time) pgtype.Timestamptz {
+	if t.IsZero() {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: t, Valid: true}
+}
+
+// u16 and p16 pass UUIDs to pgx as [16]byte, which it encodes and decodes
+// in binary; uuid.UUID would go through its driver.Valuer and sql.Scanner
+// methods, in text, at several times the cost.
+func u16(ids []uuid.UUID) [][16]byte {
+	out := make([][16]byte, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
+func p16(id *uuid.UUID) *[16]byte { return (*[16]byte)(id) }
+
+// tm converts a scanned nullable timestamptz.
+func tm(t pgtype.Timestamptz) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time
+}
+
+// nowOf returns the transition time of a params struct: its Now truncated
+// to microseconds, or the zero time to mean the database's now().
+func nowOf(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return dag.Timestamp(t)
+}

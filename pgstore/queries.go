@@ -1,0 +1,213 @@
+package pgstore
+
+import (
+	"strconv"
+
+	"github.com/effectivelabs/durable/internal/fairq"
+)
+
+// queries holds the store's SQL with the schema substituted once, at New.
+// Statements take arrays and unnest them, so that one statement writes a
+// whole batch; pgx prepares and caches each of them per connection.
+type queries struct {
+	now          string
+	loadShapes   string
+	insertShapes string
+
+	runsExist      string
+	ensureTenants  string
+	lockTenants    string
+	readFrontier   string
+	updateTenants  string
+	lockRuns       string
+	loadTasks      string
+	lockReady      string
+	deleteReady    string
+	insertRuns     string
+	updateRuns     string
+	insertTasks    string
+	updateTasks    string
+	insertReady    string
+	insertEvents   string
+	notify         string
+	nextTimer      string
+	dueTimers      string
+	deadTasks      string
+	heartbeats     string
+	upsertWorker   string
+	heartbeatTasks string
+
+	claim          string
+	claimIDs       string
+	claimCandidate string
+	tryTenantLocks string
+	runningCounts  string
+	parentOutputs  string
+
+	getRun     string
+	listTasks  string
+	listEvents string
+	runExists  string
+}
+
+func newQueries(schema string) queries {
+	r := func(sql string) string { return render(schema, sql) }
+	return queries{
+		now:        `SELECT now()`,
+		loadShapes: r(`SELECT id, shape FROM {{schema}}.shapes WHERE id = ANY($1::uuid[])`),
+		insertShapes: r(`
+INSERT INTO {{schema}}.shapes (id, workflow, shape)
+SELECT id, workflow, shape::jsonb FROM unnest($1::uuid[], $2::text[], $3::text[]) AS s(id, workflow, shape)
+ON CONFLICT (id) DO NOTHING`),
+
+		runsExist: r(`SELECT id FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) LIMIT 1`),
+		// New tenants get their groups in the order of $1 (sorted by the
+		// caller), and only when the batch will not fail on an existing run,
+		// so that sequential calls leave no gaps in the groups.
+		ensureTenants: r(`
+INSERT INTO {{schema}}.tenants (name, grp)
+SELECT n.name, nextval('{{schema}}.tenant_groups')
+FROM unnest($1::text[]) WITH ORDINALITY AS n(name, ord)
+WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.tenants t WHERE t.name = n.name)
+  AND NOT EXISTS (SELECT 1 FROM {{schema}}.runs WHERE id = ANY($2::uuid[]))
+ORDER BY n.ord
+ON CONFLICT (name) DO NOTHING`),
+		lockTenants:  r(`SELECT name, grp, last_block FROM {{schema}}.tenants WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`),
+		readFrontier: r(`SELECT block FROM {{schema}}.frontier`),
+		updateTenants: r(`
+UPDATE {{schema}}.tenants t SET last_block = u.last_block
+FROM unnest($1::text[], $2::bigint[]) AS u(name, last_block)
+WHERE t.name = u.name`),
+		lockRuns: r(`
+SELECT id, workflow, tenant, shape_id, status, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at
+FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`),
+		// Outputs are not loaded: the core never reads them, and a task's
+		// output is written once, when it completes (see updateTasks).
+		loadTasks: r(`
+SELECT run_id, name, idx, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at
+FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) ORDER BY run_id, idx`),
+		lockReady: r(`SELECT id FROM {{schema}}.ready WHERE run_id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`),
+		deleteReady: r(`
+DELETE FROM {{schema}}.ready r USING unnest($1::uuid[], $2::text[]) AS d(run_id, name)
+WHERE r.run_id = d.run_id AND r.name = d.name`),
+		insertRuns: r(`
+INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at)
+SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[])
+  AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at)`),
+		updateRuns: r(`
+UPDATE {{schema}}.runs r
+SET status = u.status, failed_step = nullif(u.failed_step, ''), error = nullif(u.error, ''), finished_at = u.finished_at
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u(id, status, failed_step, error, finished_at)
+WHERE r.id = u.id`),
+		insertTasks: r(`
+INSERT INTO {{schema}}.tasks (run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at)
+SELECT run_id, name, tenant, idx, kind, state, attempt, token, nullif(worker, ''), due_at, output, nullif(error, ''), started_at, finished_at
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::int[], $8::bigint[], $9::text[],
+            $10::timestamptz[], $11::bytea[], $12::text[], $13::timestamptz[], $14::timestamptz[])
+  AS u(run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at)`),
+		updateTasks: r(`
+UPDATE {{schema}}.tasks t
+SET state = u.state, attempt = u.attempt, token = u.token, worker = nullif(u.worker, ''), due_at = u.due_at,
+    output = CASE WHEN u.state = 'COMPLETED' THEN u.output ELSE t.output END,
+    error = nullif(u.error, ''), started_at = u.started_at, finished_at = u.finished_at
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::timestamptz[], $8::bytea[],
+            $9::text[], $10::timestamptz[], $11::timestamptz[])
+  AS u(run_id, name, state, attempt, token, worker, due_at, output, error, started_at, finished_at)
+WHERE t.run_id = u.run_id AND t.name = u.name`),
+		insertReady: r(`
+INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant)
+SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[])`),
+		// WITH ORDINALITY and ORDER BY make identity order the list order.
+		insertEvents: r(`
+INSERT INTO {{schema}}.events (run_id, step, type, attempt, at, detail, due_at)
+SELECT run_id, step, type, attempt, at, nullif(detail, ''), due_at
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::text[], $7::timestamptz[])
+  WITH ORDINALITY AS u(run_id, step, type, attempt, at, detail, due_at, ord)
+ORDER BY ord`),
+		notify:    `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`,
+		nextTimer: r(`SELECT min(due_at) FROM {{schema}}.tasks WHERE due_at IS NOT NULL`),
+		dueTimers: r(`
+SELECT run_id, idx FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND due_at <= coalesce($1, now())
+ORDER BY due_at, run_id, idx LIMIT $2`),
+		deadTasks: r(`
+SELECT t.run_id, t.idx, t.token FROM {{schema}}.tasks t LEFT JOIN {{schema}}.workers w ON w.id = t.worker
+WHERE t.state = 'RUNNING'
+  AND greatest(t.started_at, w.heartbeat_at) <= coalesce($1, now()) - $2::bigint * interval '1 microsecond'
+ORDER BY t.run_id, t.idx LIMIT $3`),
+		heartbeats: r(`SELECT id, heartbeat_at FROM {{schema}}.workers WHERE id = ANY($1::text[])`),
+		upsertWorker: r(`
+INSERT INTO {{schema}}.workers (id, heartbeat_at) VALUES ($1, coalesce($2, now()))
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`),
+		heartbeatTasks: r(`
+SELECT u.ord, t.idx, t.state, t.token, r.status, r.shape_id
+FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS u(run_id, name, ord)
+JOIN {{schema}}.tasks t ON t.run_id = u.run_id AND t.name = u.name
+JOIN {{schema}}.runs r ON r.id = u.run_id`),
+
+		// array_position rather than = ANY: the planner cannot estimate its
+		// selectivity, so it keeps walking the primary key in fair order
+		// instead of sorting the whole queue when statistics are missing or
+		// the plan is generic.
+		claim:    r(claimSQL("SELECT ctid, id FROM {{schema}}.ready WHERE array_position($1::text[], workflow) > 0 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED")),
+		claimIDs: r(claimSQL("SELECT ctid, id FROM {{schema}}.ready WHERE id = ANY($1::bigint[]) AND $2::int IS NOT NULL")),
+		claimCandidate: r(`
+SELECT id, tenant FROM {{schema}}.ready
+WHERE array_position($1::text[], workflow) > 0 AND tenant <> ALL($2::text[]) AND id > $3
+ORDER BY id LIMIT $4 FOR UPDATE SKIP LOCKED`),
+		tryTenantLocks: `SELECT k.name, pg_try_advisory_xact_lock(k.key) FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS k(name, key, ord) ORDER BY k.ord`,
+		runningCounts: r(`
+SELECT tenant, count(*) FROM {{schema}}.tasks WHERE state = 'RUNNING' AND tenant = ANY($1::text[]) GROUP BY tenant`),
+		parentOutputs: r(`
+SELECT t.run_id, t.name, t.output FROM {{schema}}.tasks t
+JOIN unnest($1::uuid[], $2::text[]) AS u(run_id, name) ON t.run_id = u.run_id AND t.name = u.name
+WHERE t.state = 'COMPLETED'`),
+
+		getRun: r(`
+SELECT id, workflow, tenant, status, input, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at
+FROM {{schema}}.runs WHERE id = $1`),
+		listTasks: r(`
+SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, output, coalesce(error, ''), started_at, finished_at
+FROM {{schema}}.tasks WHERE run_id = $1 ORDER BY idx`),
+		listEvents: r(`
+SELECT id, run_id, step, type, attempt, at, coalesce(detail, ''), due_at
+FROM {{schema}}.events WHERE run_id = $1 ORDER BY id`),
+		runExists: r(`SELECT EXISTS (SELECT 1 FROM {{schema}}.runs WHERE id = $1)`),
+	}
+}
+
+// claimSQL is the claim statement around a query picking (and locking)
+// ready rows, by ctid (stable while locked: deleting by it spares an index
+// descent per row) and id; its
+// parameters are $1 and $2 of pick, then $3 the worker and $4 the time
+// (NULL for now()). It mirrors dag.Run.Claim: the ready rows are deleted,
+// their QUEUED tasks become RUNNING with the attempt incremented and the fair
+// id as claim token, STARTED events are appended in token order and the
+// frontier advances to the highest block claimed.
+func claimSQL(pick string) string {
+	return `
+WITH picked AS (` + pick + `),
+deleted AS (
+  DELETE FROM {{schema}}.ready r WHERE r.ctid = ANY (ARRAY (SELECT p.ctid FROM picked p)) RETURNING r.id, r.run_id, r.name
+),
+claimed AS (
+  UPDATE {{schema}}.tasks t
+  SET state = 'RUNNING', attempt = t.attempt + 1, token = d.id, worker = $3, started_at = coalesce($4, now()), finished_at = NULL
+  FROM deleted d
+  WHERE t.run_id = d.run_id AND t.name = d.name AND t.state = 'QUEUED' AND t.due_at IS NULL
+  RETURNING t.run_id, t.name, t.idx, t.kind, t.attempt, t.token, t.started_at
+),
+started AS (
+  INSERT INTO {{schema}}.events (run_id, step, type, attempt, at)
+  SELECT run_id, name, 'STARTED', attempt, started_at FROM claimed ORDER BY token
+),
+advanced AS (
+  UPDATE {{schema}}.frontier SET block = m.block
+  FROM (SELECT max(id) / ` + strconv.FormatInt(fairq.BlockLength, 10) + ` AS block FROM deleted) m
+  WHERE m.block IS NOT NULL AND frontier.block < m.block
+)
+SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.tenant, r.input, r.shape_id,
+       coalesce(r.failed_step, ''), coalesce(r.error, '')
+FROM claimed c JOIN {{schema}}.runs r ON r.id = c.run_id
+ORDER BY c.token`
+}

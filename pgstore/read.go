@@ -1,0 +1,93 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/effectivelabs/durable/store"
+)
+
+// GetRun implements store.Store.
+func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
+	var r store.Run
+	var status string
+	var fin pgtype.Timestamptz
+	err := s.pool.QueryRow(ctx, s.q.getRun, [16]byte(id)).Scan(p16(&r.ID), &r.Workflow, &r.Tenant, &status, &r.Input,
+		&r.FailedStep, &r.Error, &r.CreatedAt, &fin)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrRunNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: get run: %w", err)
+	}
+	r.Status = store.RunStatus(status)
+	r.FinishedAt = tm(fin)
+	return &r, nil
+}
+
+// ListTasks implements store.Store.
+func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, error) {
+	rows, err := s.pool.Query(ctx, s.q.listTasks, [16]byte(id))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Task
+	for rows.Next() {
+		t := &store.Task{}
+		var kind, state string
+		var due, start, fin pgtype.Timestamptz
+		if err := rows.Scan(p16(&t.RunID), &t.Name, &kind, &state, &t.Attempt, &t.Token, &t.Worker, &due, &t.Output,
+			&t.Error, &start, &fin); err != nil {
+			return nil, fmt.Errorf("pgstore: list tasks: %w", err)
+		}
+		t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)
+		t.DueAt, t.StartedAt, t.FinishedAt = tm(due), tm(start), tm(fin)
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: list tasks: %w", err)
+	}
+	if len(out) == 0 { // every run has tasks
+		return nil, store.ErrRunNotFound
+	}
+	return out, nil
+}
+
+// ListEvents implements store.Store.
+func (s *Store) ListEvents(ctx context.Context, id uuid.UUID) ([]*store.Event, error) {
+	rows, err := s.pool.Query(ctx, s.q.listEvents, [16]byte(id))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list events: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Event
+	for rows.Next() {
+		e := &store.Event{}
+		var typ string
+		var due pgtype.Timestamptz
+		if err := rows.Scan(&e.ID, p16(&e.RunID), &e.Step, &typ, &e.Attempt, &e.At, &e.Detail, &due); err != nil {
+			return nil, fmt.Errorf("pgstore: list events: %w", err)
+		}
+		e.Type, e.DueAt = store.EventType(typ), tm(due)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: list events: %w", err)
+	}
+	if len(out) == 0 {
+		var ok bool
+		if err := s.pool.QueryRow(ctx, s.q.runExists, [16]byte(id)).Scan(&ok); err != nil {
+			return nil, fmt.Errorf("pgstore: list events: %w", err)
+		}
+		if !ok {
+			return nil, store.ErrRunNotFound
+		}
+	}
+	return out, nil
+}
