@@ -27,6 +27,8 @@ type Context interface {
 	StepName() string
 	// Attempt is the attempt number, starting at 1.
 	Attempt() int
+	// WorkerID is the ID of the engine running the step.
+	WorkerID() string
 	// Heartbeat tells the store that this worker is alive and checks that
 	// the step's claim is still current. The engine heartbeats running steps
 	// on its own every Config.HeartbeatInterval; a long step may call
@@ -59,6 +61,7 @@ func (c *stepContext) Workflow() string { return c.claim.Workflow }
 func (c *stepContext) TenantID() string { return c.claim.Tenant }
 func (c *stepContext) StepName() string { return c.claim.Step }
 func (c *stepContext) Attempt() int     { return c.claim.Attempt }
+func (c *stepContext) WorkerID() string { return c.e.cfg.WorkerID }
 
 func (c *stepContext) Heartbeat() error {
 	res, err := c.e.store.Heartbeat(c, &store.HeartbeatParams{

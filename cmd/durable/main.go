@@ -22,6 +22,7 @@ Usage:
 Commands:
   demo      run the order-processing demo workflow and watch it
   migrate   create or update the PostgreSQL schema (up, down, status, sql)
+  worker    serve the built-in workflows until SIGTERM, then drain
   help      show this help
 
 Run "durable <command> -h" for a command's flags.
@@ -44,6 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) int{
 		"demo":    demoCmd,
 		"migrate": migrateCmd,
+		"worker":  workerCmd,
 	}
 	switch name := args[0]; name {
 	case "help", "-h", "-help", "--help":

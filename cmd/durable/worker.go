@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/workloads"
+)
+
+const workerUsage = `Usage: durable worker --database-url URL [flags]
+
+Runs an engine that serves the built-in workflows (order-processing, the
+bench-* benchmark workflows and chaos) until SIGTERM or SIGINT, then stops
+claiming and lets running steps finish for up to --drain-timeout. The schema is
+migrated up first if needed.
+
+Flags:
+`
+
+// workerOptions are the flags of `durable worker`.
+type workerOptions struct {
+	db                dbFlags
+	workerID          string
+	concurrency       int
+	drainTimeout      time.Duration
+	heartbeatInterval time.Duration
+	deadAfter         time.Duration
+	pollInterval      time.Duration
+	tenantLimit       int
+	fraudWindow       time.Duration
+	recordExecutions  bool
+	logFormat         string
+	logLevel          string
+}
+
+func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	var o workerOptions
+	o.db.register(fs, true)
+	fs.StringVar(&o.workerID, "worker-id", "", "unique id of this worker (default <hostname>-<pid>-<random>)")
+	fs.IntVar(&o.concurrency, "concurrency", 100, "most steps running at once")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "how long running steps may finish after SIGTERM before they are cancelled")
+	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", 5*time.Second, "how often running steps are reported alive")
+	fs.DurationVar(&o.deadAfter, "dead-after", 30*time.Second, "missed-heartbeat time after which a worker's steps are rescued")
+	fs.DurationVar(&o.pollInterval, "poll-interval", time.Second, "fallback polling interval when no notification arrives")
+	fs.IntVar(&o.tenantLimit, "tenant-limit", 0, "most running steps per tenant across all workers (0: no cap)")
+	fs.DurationVar(&o.fraudWindow, "fraud-window", 2*time.Second, "the order-processing demo's sleep, for runs triggered by this process")
+	fs.BoolVar(&o.recordExecutions, "record-executions", false, "record every execution of a chaos step in <schema>.chaos_executions (for crash tests)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), workerUsage)
+		fs.PrintDefaults()
+	}
+	if code := parseFlags(fs, args, stderr, 0); code >= 0 {
+		return code
+	}
+	logger, err := newLogger(stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "durable worker: %v\n", err)
+		return exitUsage
+	}
+	if o.db.url == "" {
+		fmt.Fprintf(stderr, "durable worker: --database-url (or $%s) is required\n", envDatabaseURL)
+		return exitUsage
+	}
+	if err := runWorker(ctx, &o, logger); err != nil {
+		logger.Error("durable worker: " + err.Error())
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+func runWorker(ctx context.Context, o *workerOptions, logger *slog.Logger) error {
+	s, pool, err := o.db.openStore(ctx, int32(min(o.concurrency/4+4, 32)))
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	var record workloads.Recorder
+	if o.recordExecutions {
+		if record, err = executionRecorder(ctx, pool, o.db.schema); err != nil {
+			return err
+		}
+	}
+	set := workloads.New(workloads.Options{FraudWindow: o.fraudWindow, Record: record})
+	e, err := durable.New(s, durable.Config{
+		WorkerID: o.workerID, Concurrency: o.concurrency, HeartbeatInterval: o.heartbeatInterval,
+		DeadAfter: o.deadAfter, PollInterval: o.pollInterval, TenantLimit: o.tenantLimit, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	if err := e.Register(set.All()...); err != nil {
+		return err
+	}
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	logger.Info("durable worker: serving", "schema", o.db.schema, "worker", e.WorkerID())
+	<-ctx.Done()
+	logger.Info("durable worker: draining", "timeout", o.drainTimeout)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.drainTimeout)
+	defer cancel()
+	if err := e.Stop(stopCtx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			logger.Warn("durable worker: drain timeout reached; running steps were cancelled and given back")
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// executionRecorder creates <schema>.chaos_executions if needed and returns
+// a recorder inserting one row per chaos step execution.
+func executionRecorder(ctx context.Context, pool *pgxpool.Pool, schema string) (workloads.Recorder, error) {
+	table := pgx.Identifier{schema, "chaos_executions"}.Sanitize()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, table); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
+			run_id uuid NOT NULL, step text NOT NULL, attempt int NOT NULL, worker text NOT NULL,
+			at timestamptz NOT NULL DEFAULT clock_timestamp())`)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating %s: %w", table, err)
+	}
+	insert := `INSERT INTO ` + table + ` (run_id, step, attempt, worker) VALUES ($1, $2, $3, $4)`
+	return func(sc durable.Context) error {
+		_, err := pool.Exec(sc, insert, sc.RunID(), sc.StepName(), sc.Attempt(), sc.WorkerID())
+		return err
+	}, nil
+}
