@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -183,6 +184,15 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, b *pgx.Batch, prep *creat
 	c := newChange(now)
 	c.created = true
 	c.queueTenantLock(&s.q, b, prep.tenants)
+	b.Queue(s.q.eventBlock).QueryRow(func(row pgx.Row) error {
+		var block int64
+		var clock time.Time
+		if err := row.Scan(&block, &clock); err != nil {
+			return err
+		}
+		c.eventBase = block * eventBlockSize
+		return nil
+	})
 
 	var br pgx.BatchResults
 	if own {

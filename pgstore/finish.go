@@ -208,6 +208,8 @@ func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 			now:       nowOf(p.Now),
 			lockReady: lockReady,
 			pick: func(b *pgx.Batch) {
+				// Claimers' frontier rows below the highest are obsolete.
+				b.Queue(s.q.pruneFrontier)
 				// Times are whole microseconds, so "now - last >= DeadAfter"
 				// is "last <= now - DeadAfter rounded up to a microsecond".
 				micros := (p.DeadAfter + time.Microsecond - 1) / time.Microsecond

@@ -150,7 +150,7 @@ func TestSchemaConstraints(t *testing.T) {
 		fmt.Sprintf(`UPDATE %s.tasks SET state = 'BOGUS' WHERE run_id = $1`, q),
 		fmt.Sprintf(`UPDATE %s.tasks SET kind = 'nap' WHERE run_id = $1`, q),
 		fmt.Sprintf(`UPDATE %s.runs SET status = 'DONE' WHERE id = $1`, q),
-		fmt.Sprintf(`INSERT INTO %s.events (run_id, step, type, attempt, at) VALUES ($1, 'a', 'EXPLODED', 0, now())`, q),
+		fmt.Sprintf(`INSERT INTO %s.events (run_id, id, step, type, attempt, at) VALUES ($1, 1, 'a', 'EXPLODED', 0, now())`, q),
 	} {
 		_, err := pool.Exec(ctx, stmt, r.ID)
 		var pgErr *pgconn.PgError

@@ -18,6 +18,8 @@ type queries struct {
 	ensureTenants  string
 	lockTenants    string
 	readFrontier   string
+	pruneFrontier  string
+	eventBlock     string
 	updateTenants  string
 	lockRuns       string
 	loadTasks      string
@@ -72,8 +74,12 @@ WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.tenants t WHERE t.name = n.name)
   AND NOT EXISTS (SELECT 1 FROM {{schema}}.runs WHERE id = ANY($2::uuid[]))
 ORDER BY n.ord
 ON CONFLICT (name) DO NOTHING`),
-		lockTenants:  r(`SELECT name, grp, last_block FROM {{schema}}.tenants WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`),
-		readFrontier: r(`SELECT block FROM {{schema}}.frontier`),
+		lockTenants:   r(`SELECT name, grp, last_block FROM {{schema}}.tenants WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`),
+		readFrontier:  r(`SELECT max(block) FROM {{schema}}.frontier`),
+		pruneFrontier: r(`DELETE FROM {{schema}}.frontier WHERE block < (SELECT max(block) FROM {{schema}}.frontier)`),
+		// Taken after the runs are locked, so that event ids and times follow
+		// the order in which transitions of a run commit.
+		eventBlock: r(`SELECT nextval('{{schema}}.event_blocks'), clock_timestamp()`),
 		updateTenants: r(`
 UPDATE {{schema}}.tenants t SET last_block = u.last_block
 FROM unnest($1::text[], $2::bigint[]) AS u(name, last_block)
@@ -84,7 +90,8 @@ FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`),
 		// Outputs are not loaded: the core never reads them, and a task's
 		// output is written once, when it completes (see updateTasks).
 		loadTasks: r(`
-SELECT run_id, name, idx, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at
+SELECT run_id, name, idx, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
+       coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0)
 FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) ORDER BY run_id, idx`),
 		lockReady: r(`SELECT id FROM {{schema}}.ready WHERE run_id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`),
 		deleteReady: r(`
@@ -101,30 +108,36 @@ SET status = u.status, failed_step = nullif(u.failed_step, ''), error = nullif(u
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u(id, status, failed_step, error, finished_at)
 WHERE r.id = u.id`),
 		insertTasks: r(`
-INSERT INTO {{schema}}.tasks (run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at)
-SELECT run_id, name, tenant, idx, kind, state, attempt, token, nullif(worker, ''), due_at, output, nullif(error, ''), started_at, finished_at
+INSERT INTO {{schema}}.tasks (run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
+                              q_id, q_at, q_attempt, s_id, c_id)
+SELECT run_id, name, tenant, idx, kind, state, attempt, token, nullif(worker, ''), due_at, output, nullif(error, ''), started_at, finished_at,
+       nullif(q_id, 0), q_at, CASE WHEN q_id = 0 THEN NULL ELSE q_attempt END, nullif(s_id, 0), nullif(c_id, 0)
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::int[], $8::bigint[], $9::text[],
-            $10::timestamptz[], $11::bytea[], $12::text[], $13::timestamptz[], $14::timestamptz[])
-  AS u(run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at)`),
+            $10::timestamptz[], $11::bytea[], $12::text[], $13::timestamptz[], $14::timestamptz[],
+            $15::bigint[], $16::timestamptz[], $17::int[], $18::bigint[], $19::bigint[])
+  AS u(run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
+       q_id, q_at, q_attempt, s_id, c_id)`),
 		updateTasks: r(`
 UPDATE {{schema}}.tasks t
 SET state = u.state, attempt = u.attempt, token = u.token, worker = nullif(u.worker, ''), due_at = u.due_at,
     output = CASE WHEN u.state = 'COMPLETED' THEN u.output ELSE t.output END,
-    error = nullif(u.error, ''), started_at = u.started_at, finished_at = u.finished_at
+    error = nullif(u.error, ''), started_at = u.started_at, finished_at = u.finished_at,
+    q_id = nullif(u.q_id, 0), q_at = u.q_at, q_attempt = CASE WHEN u.q_id = 0 THEN NULL ELSE u.q_attempt END,
+    s_id = nullif(u.s_id, 0), c_id = nullif(u.c_id, 0)
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::timestamptz[], $8::bytea[],
-            $9::text[], $10::timestamptz[], $11::timestamptz[])
-  AS u(run_id, name, state, attempt, token, worker, due_at, output, error, started_at, finished_at)
+            $9::text[], $10::timestamptz[], $11::timestamptz[],
+            $12::bigint[], $13::timestamptz[], $14::int[], $15::bigint[], $16::bigint[])
+  AS u(run_id, name, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
+       q_id, q_at, q_attempt, s_id, c_id)
 WHERE t.run_id = u.run_id AND t.name = u.name`),
 		insertReady: r(`
 INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant)
 SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[])`),
-		// WITH ORDINALITY and ORDER BY make identity order the list order.
 		insertEvents: r(`
-INSERT INTO {{schema}}.events (run_id, step, type, attempt, at, detail, due_at)
-SELECT run_id, step, type, attempt, at, nullif(detail, ''), due_at
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::text[], $7::timestamptz[])
-  WITH ORDINALITY AS u(run_id, step, type, attempt, at, detail, due_at, ord)
-ORDER BY ord`),
+INSERT INTO {{schema}}.events (run_id, id, step, type, attempt, at, detail, due_at)
+SELECT run_id, id, step, type, attempt, at, nullif(detail, ''), due_at
+FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::text[], $8::timestamptz[])
+  AS u(run_id, id, step, type, attempt, at, detail, due_at)`),
 		notify:    `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`,
 		nextTimer: r(`SELECT min(due_at) FROM {{schema}}.tasks WHERE due_at IS NOT NULL`),
 		dueTimers: r(`
@@ -169,45 +182,63 @@ FROM {{schema}}.runs WHERE id = $1`),
 		listTasks: r(`
 SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, output, coalesce(error, ''), started_at, finished_at
 FROM {{schema}}.tasks WHERE run_id = $1 ORDER BY idx`),
+		// The log is the events table plus the happy-path events kept in
+		// task rows.
 		listEvents: r(`
-SELECT id, run_id, step, type, attempt, at, coalesce(detail, ''), due_at
-FROM {{schema}}.events WHERE run_id = $1 ORDER BY id`),
+SELECT id, run_id, step, type, attempt, at, coalesce(detail, ''), due_at FROM {{schema}}.events WHERE run_id = $1
+UNION ALL
+SELECT q_id, run_id, name, 'QUEUED', q_attempt, q_at, '', NULL FROM {{schema}}.tasks WHERE run_id = $1 AND q_id IS NOT NULL
+UNION ALL
+SELECT s_id, run_id, name, 'STARTED', attempt, started_at, '', NULL FROM {{schema}}.tasks WHERE run_id = $1 AND s_id IS NOT NULL
+UNION ALL
+SELECT c_id, run_id, name, 'COMPLETED', attempt, finished_at, '', NULL FROM {{schema}}.tasks WHERE run_id = $1 AND c_id IS NOT NULL
+ORDER BY 1`),
 		runExists: r(`SELECT EXISTS (SELECT 1 FROM {{schema}}.runs WHERE id = $1)`),
 	}
 }
 
 // claimSQL is the claim statement around a query picking (and locking)
 // ready rows, by ctid (stable while locked: deleting by it spares an index
-// descent per row) and id; its
-// parameters are $1 and $2 of pick, then $3 the worker and $4 the time
-// (NULL for now()). It mirrors dag.Run.Claim: the ready rows are deleted,
-// their QUEUED tasks become RUNNING with the attempt incremented and the fair
-// id as claim token, STARTED events are appended in token order and the
-// frontier advances to the highest block claimed.
+// descent per row) and id; its parameters are $1 and $2 of pick, then $3 the
+// worker and $4 the time (NULL for now()). It mirrors dag.Run.Claim: the
+// ready rows are deleted, their QUEUED tasks become RUNNING with the attempt
+// incremented and the fair id as claim token, and the worker's frontier row
+// advances to the highest block claimed. The STARTED events, numbered in
+// token order from one event block, are kept in the tasks' s_id (which is
+// empty for a QUEUED task: the transition that requeued it moved its
+// previous STARTED event to events).
 func claimSQL(pick string) string {
 	return `
 WITH picked AS (` + pick + `),
 deleted AS (
   DELETE FROM {{schema}}.ready r WHERE r.ctid = ANY (ARRAY (SELECT p.ctid FROM picked p)) RETURNING r.id, r.run_id, r.name
 ),
+numbered AS (
+  SELECT d.id, d.run_id, d.name, row_number() OVER (ORDER BY d.id) AS k FROM deleted d
+),
+block AS (
+  SELECT nextval('{{schema}}.event_blocks') * ` + strconv.FormatInt(eventBlockSize, 10) + ` AS base
+),
 claimed AS (
   UPDATE {{schema}}.tasks t
-  SET state = 'RUNNING', attempt = t.attempt + 1, token = d.id, worker = $3, started_at = coalesce($4, now()), finished_at = NULL
-  FROM deleted d
-  WHERE t.run_id = d.run_id AND t.name = d.name AND t.state = 'QUEUED' AND t.due_at IS NULL
+  SET state = 'RUNNING', attempt = t.attempt + 1, token = n.id, worker = $3, started_at = coalesce($4, now()),
+      finished_at = NULL, s_id = (SELECT base FROM block) + n.k
+  FROM numbered n
+  WHERE t.run_id = n.run_id AND t.name = n.name AND t.state = 'QUEUED' AND t.due_at IS NULL
   RETURNING t.run_id, t.name, t.idx, t.kind, t.attempt, t.token, t.started_at
 ),
-started AS (
-  INSERT INTO {{schema}}.events (run_id, step, type, attempt, at)
-  SELECT run_id, name, 'STARTED', attempt, started_at FROM claimed ORDER BY token
-),
 advanced AS (
-  UPDATE {{schema}}.frontier SET block = m.block
-  FROM (SELECT max(id) / ` + strconv.FormatInt(fairq.BlockLength, 10) + ` AS block FROM deleted) m
-  WHERE m.block IS NOT NULL AND frontier.block < m.block
+  INSERT INTO {{schema}}.frontier (shard, block)
+  SELECT $3, m.block FROM (SELECT max(id) / ` + strconv.FormatInt(fairq.BlockLength, 10) + ` AS block FROM deleted) m
+  WHERE m.block IS NOT NULL
+  ON CONFLICT (shard) DO UPDATE SET block = excluded.block WHERE frontier.block < excluded.block
 )
 SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.tenant, r.input, r.shape_id,
        coalesce(r.failed_step, ''), coalesce(r.error, '')
 FROM claimed c JOIN {{schema}}.runs r ON r.id = c.run_id
 ORDER BY c.token`
 }
+
+// eventBlockSize is the number of event ids a transaction can number from
+// its event block.
+const eventBlockSize = 1 << 20

@@ -60,6 +60,13 @@ type change struct {
 	frontier int64
 	notes    []string
 
+	// Event ids: eventBase + k for the call's k-th event (see
+	// docs/design.md, "The event log"); cols holds each run's happy-path
+	// events kept in task rows, as loaded and as changed by the call.
+	eventBase int64
+	eventK    int64
+	cols      map[*dag.Run][]eventCols
+
 	shapeIDs map[*dag.Run]uuid.UUID // of new runs
 }
 
@@ -77,7 +84,86 @@ type tenantRow struct {
 }
 
 func newChange(now time.Time) *change {
-	return &change{now: now, byID: make(map[uuid.UUID]*dag.Run), marks: make(map[*dag.Run]int)}
+	return &change{now: now, byID: make(map[uuid.UUID]*dag.Run), marks: make(map[*dag.Run]int),
+		cols: make(map[*dag.Run][]eventCols)}
+}
+
+// eventCols are the events of the happy path a task row holds instead of
+// the events table: its latest QUEUED event without detail, its latest
+// STARTED event (whose time and attempt are the row's started_at and
+// attempt) and its COMPLETED event (finished_at, attempt). Zero ids mean
+// none. attempt and startedAt are the row's values as loaded.
+type eventCols struct {
+	qID       int64
+	qAt       time.Time
+	qAttempt  int
+	sID       int64
+	cID       int64
+	attempt   int
+	startedAt time.Time
+}
+
+// errTooManyEvents: one call produced more events than an event block holds.
+var errTooManyEvents = errors.New("pgstore: too many events in one call")
+
+func (c *change) nextEventID() (int64, error) {
+	if c.eventK >= eventBlockSize {
+		return 0, errTooManyEvents
+	}
+	id := c.eventBase + c.eventK
+	c.eventK++
+	return id, nil
+}
+
+// placeEvents numbers the call's events and decides where each is stored:
+// a QUEUED event without detail and a COMPLETED event go to their task's
+// columns, the rest to the events table. An event a column held is moved to
+// the events table when a newer one takes its place, and a STARTED event
+// when its task goes back to the queue (a retry, rescue or release). It
+// returns the rows to insert.
+func (c *change) placeEvents() ([]store.Event, error) {
+	var rows []store.Event
+	for _, r := range c.runs {
+		cols := c.cols[r]
+		for len(cols) < len(r.Tasks) {
+			cols = append(cols, eventCols{})
+		}
+		c.cols[r] = cols
+		for i := range r.Tasks {
+			t, ec := &r.Tasks[i], &cols[i]
+			// A task going back to the queue will be claimed again, which
+			// overwrites started_at and attempt: its STARTED event moves to
+			// the events table now, so that claims never have to.
+			if ec.sID != 0 && (t.State == store.TaskQueued || t.Attempt != ec.attempt || !t.StartedAt.Equal(ec.startedAt)) {
+				rows = append(rows, store.Event{ID: ec.sID, RunID: r.Rec.ID, Step: t.Name, Type: store.EventStarted,
+					Attempt: ec.attempt, At: ec.startedAt})
+				ec.sID = 0
+			}
+		}
+		for k := range r.Events {
+			e := r.Events[k]
+			id, err := c.nextEventID()
+			if err != nil {
+				return nil, err
+			}
+			e.ID = id
+			i, _ := r.Shape.Index(e.Step)
+			ec := &cols[i]
+			switch {
+			case e.Type == store.EventQueued && e.Detail == "":
+				if ec.qID != 0 {
+					rows = append(rows, store.Event{ID: ec.qID, RunID: e.RunID, Step: e.Step, Type: store.EventQueued,
+						Attempt: ec.qAttempt, At: ec.qAt})
+				}
+				ec.qID, ec.qAt, ec.qAttempt = id, e.At, e.Attempt
+			case e.Type == store.EventCompleted:
+				ec.cID = id
+			default:
+				rows = append(rows, e)
+			}
+		}
+	}
+	return rows, nil
 }
 
 func (c *change) add(r *dag.Run) {
@@ -194,7 +280,9 @@ func (s *Store) persist(ctx context.Context, tx pgx.Tx, c *change, extra func(b 
 		return err
 	}
 	b = &pgx.Batch{}
-	c.queueWrites(&s.q, s.channel, b)
+	if err := c.queueWrites(&s.q, s.channel, b); err != nil {
+		return err
+	}
 	if extra != nil {
 		extra(b)
 	}
@@ -218,6 +306,9 @@ type taskCols struct {
 	workers, errs          []string
 	dues, starts, finishes []pgtype.Timestamptz
 	outputs                [][]byte
+	qIDs, sIDs, cIDs       []int64
+	qAts                   []pgtype.Timestamptz
+	qAttempts              []int32
 }
 
 func newTaskCols(n int) *taskCols {
@@ -227,11 +318,18 @@ func newTaskCols(n int) *taskCols {
 		attempts: make([]int32, 0, n), tokens: make([]int64, 0, n), workers: make([]string, 0, n),
 		errs: make([]string, 0, n), dues: make([]pgtype.Timestamptz, 0, n), starts: make([]pgtype.Timestamptz, 0, n),
 		finishes: make([]pgtype.Timestamptz, 0, n), outputs: make([][]byte, 0, n),
+		qIDs: make([]int64, 0, n), sIDs: make([]int64, 0, n), cIDs: make([]int64, 0, n),
+		qAts: make([]pgtype.Timestamptz, 0, n), qAttempts: make([]int32, 0, n),
 	}
 }
 
-func (tc *taskCols) add(r *dag.Run, i int) {
+func (tc *taskCols) add(r *dag.Run, i int, ec *eventCols) {
 	t := &r.Tasks[i]
+	tc.qIDs = append(tc.qIDs, ec.qID)
+	tc.qAts = append(tc.qAts, stamp(ec.qAt))
+	tc.qAttempts = append(tc.qAttempts, int32(ec.qAttempt))
+	tc.sIDs = append(tc.sIDs, ec.sID)
+	tc.cIDs = append(tc.cIDs, ec.cID)
 	tc.runIDs = append(tc.runIDs, t.RunID)
 	tc.names = append(tc.names, t.Name)
 	tc.tenants = append(tc.tenants, r.Rec.Tenant)
@@ -249,7 +347,11 @@ func (tc *taskCols) add(r *dag.Run, i int) {
 }
 
 // queueWrites queues the statements that write a change.
-func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) {
+func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
+	eventRows, err := c.placeEvents()
+	if err != nil {
+		return err
+	}
 	// Tenants whose last block moved.
 	var tNames []string
 	var tLasts []int64
@@ -295,9 +397,8 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) {
 	}
 
 	// (3) Tasks.
-	nDirty, nEvents := 0, 0
+	nDirty := 0
 	for _, r := range c.runs {
-		nEvents += len(r.Events)
 		for _, dirty := range r.Dirty {
 			if dirty {
 				nDirty++
@@ -316,19 +417,20 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) {
 				continue
 			}
 			if c.created || (r.OnFailureCreated && i == r.Shape.Len()) {
-				ins.add(r, i)
+				ins.add(r, i, &c.cols[r][i])
 			} else {
-				upd.add(r, i)
+				upd.add(r, i, &c.cols[r][i])
 			}
 		}
 	}
 	if len(upd.runIDs) > 0 {
 		b.Queue(q.updateTasks, upd.runIDs, upd.names, upd.states, upd.attempts, upd.tokens, upd.workers,
-			upd.dues, upd.outputs, upd.errs, upd.starts, upd.finishes)
+			upd.dues, upd.outputs, upd.errs, upd.starts, upd.finishes, upd.qIDs, upd.qAts, upd.qAttempts, upd.sIDs, upd.cIDs)
 	}
 	if len(ins.runIDs) > 0 {
 		b.Queue(q.insertTasks, ins.runIDs, ins.names, ins.tenants, ins.idxs, ins.kinds, ins.states, ins.attempts,
-			ins.tokens, ins.workers, ins.dues, ins.outputs, ins.errs, ins.starts, ins.finishes)
+			ins.tokens, ins.workers, ins.dues, ins.outputs, ins.errs, ins.starts, ins.finishes,
+			ins.qIDs, ins.qAts, ins.qAttempts, ins.sIDs, ins.cIDs)
 	}
 
 	// (4) Ready rows, for enqueued tasks the call did not dequeue again.
@@ -354,20 +456,22 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) {
 		b.Queue(q.insertReady, rIDs, rRuns, rNames, rWfs, rTenants)
 	}
 
-	// (5) Events, in the order the core listed them.
-	var (
-		eRuns     = make([][16]byte, 0, nEvents)
-		eSteps    = make([]string, 0, nEvents)
-		eTypes    = make([]string, 0, nEvents)
-		eDet      = make([]string, 0, nEvents)
-		eAttempts = make([]int32, 0, nEvents)
-		eAt       = make([]pgtype.Timestamptz, 0, nEvents)
-		eDue      = make([]pgtype.Timestamptz, 0, nEvents)
-	)
-	for _, r := range c.runs {
-		for k := range r.Events {
-			e := &r.Events[k]
+	// (5) Events that do not live in task rows.
+	if n := len(eventRows); n > 0 {
+		var (
+			eRuns     = make([][16]byte, 0, n)
+			eIDs      = make([]int64, 0, n)
+			eSteps    = make([]string, 0, n)
+			eTypes    = make([]string, 0, n)
+			eDet      = make([]string, 0, n)
+			eAttempts = make([]int32, 0, n)
+			eAt       = make([]pgtype.Timestamptz, 0, n)
+			eDue      = make([]pgtype.Timestamptz, 0, n)
+		)
+		for k := range eventRows {
+			e := &eventRows[k]
 			eRuns = append(eRuns, e.RunID)
+			eIDs = append(eIDs, e.ID)
 			eSteps = append(eSteps, e.Step)
 			eTypes = append(eTypes, string(e.Type))
 			eAttempts = append(eAttempts, int32(e.Attempt))
@@ -375,9 +479,7 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) {
 			eDet = append(eDet, e.Detail)
 			eDue = append(eDue, stamp(e.DueAt))
 		}
-	}
-	if len(eRuns) > 0 {
-		b.Queue(q.insertEvents, eRuns, eSteps, eTypes, eAttempts, eAt, eDet, eDue)
+		b.Queue(q.insertEvents, eRuns, eIDs, eSteps, eTypes, eAttempts, eAt, eDet, eDue)
 	}
 
 	// (6) Runs that changed.
@@ -422,6 +524,7 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) {
 		b.Queue(q.notify, channel, notes)
 	}
 	c.notes = notes
+	return nil
 }
 
 // shapeOf returns the shape id recorded for a new run.
@@ -440,10 +543,15 @@ type runRow struct {
 type loader struct {
 	recs  []runRow
 	tasks map[uuid.UUID][]store.Task
+	cols  map[uuid.UUID][]eventCols
+	// eventBase and clock are read after the locks are taken.
+	eventBase int64
+	clock     time.Time
 }
 
 func (l *loader) queue(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady bool) {
 	l.tasks = make(map[uuid.UUID][]store.Task, len(ids))
+	l.cols = make(map[uuid.UUID][]eventCols, len(ids))
 	b.Queue(q.lockRuns, u16(ids)).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var rr runRow
@@ -469,16 +577,27 @@ func (l *loader) queue(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady bool
 			var t store.Task
 			var idx int32
 			var kind, state string
-			var due, start, fin pgtype.Timestamptz
+			var due, start, fin, qAt pgtype.Timestamptz
+			var ec eventCols
 			if err := rows.Scan(p16(&t.RunID), &t.Name, &idx, &kind, &state, &t.Attempt, &t.Token, &t.Worker,
-				&due, &t.Error, &start, &fin); err != nil {
+				&due, &t.Error, &start, &fin, &ec.qID, &qAt, &ec.qAttempt, &ec.sID, &ec.cID); err != nil {
 				return err
 			}
 			t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)
 			t.DueAt, t.StartedAt, t.FinishedAt = tm(due), tm(start), tm(fin)
+			ec.qAt, ec.attempt, ec.startedAt = tm(qAt), t.Attempt, t.StartedAt
 			l.tasks[t.RunID] = append(l.tasks[t.RunID], t)
+			l.cols[t.RunID] = append(l.cols[t.RunID], ec)
 		}
 		return rows.Err()
+	})
+	b.Queue(q.eventBlock).QueryRow(func(row pgx.Row) error {
+		var block int64
+		if err := row.Scan(&block, &l.clock); err != nil {
+			return err
+		}
+		l.eventBase = block * eventBlockSize
+		return nil
 	})
 }
 
@@ -499,7 +618,9 @@ func (l *loader) build(ctx context.Context, s *Store, q querier, c *change) erro
 			return fmt.Errorf("pgstore: %w", err)
 		}
 		c.add(r)
+		c.cols[r] = l.cols[rr.rec.ID]
 	}
+	c.eventBase = l.eventBase
 	return nil
 }
 
@@ -555,6 +676,11 @@ func (s *Store) transition(ctx context.Context, p *plan) error {
 				return fmt.Errorf("pgstore: load runs: %w", err)
 			}
 		}
+	}
+	if p.now.IsZero() && l.eventBase != 0 {
+		// Transition times are read after the runs are locked, so that they
+		// never go back along a run's history.
+		now = l.clock
 	}
 	c := newChange(now)
 	if err := l.build(ctx, s, tx, c); err != nil {

@@ -49,6 +49,18 @@ CREATE TABLE {{schema}}.tasks (
     error       text,
     started_at  timestamptz,
     finished_at timestamptz,
+    -- The task's latest events of the happy path, kept here instead of in
+    -- events (the row is written by the same transition anyway): the latest
+    -- QUEUED event without detail (id, time, attempt), the latest STARTED
+    -- event (id; its time and attempt are started_at and attempt), and the
+    -- COMPLETED event (id; finished_at, attempt). When a later transition
+    -- supersedes one of them it is moved to events first. See
+    -- docs/design.md, "The event log".
+    q_id        bigint,
+    q_at        timestamptz,
+    q_attempt   integer,
+    s_id        bigint,
+    c_id        bigint,
     PRIMARY KEY (run_id, name)
 ) WITH (fillfactor = 80);
 
@@ -79,18 +91,26 @@ CREATE TABLE {{schema}}.tenants (
 );
 
 -- The highest fair-queue block claimed so far (fairq.FirstBlock initially).
+-- The frontier is the highest block of any row: each claimer advances its
+-- own row, so that claims never wait for each other; the leader prunes rows
+-- below the maximum.
 CREATE TABLE {{schema}}.frontier (
-    singleton boolean PRIMARY KEY DEFAULT true CONSTRAINT frontier_singleton_check CHECK (singleton),
-    block     bigint NOT NULL
+    shard text COLLATE "C" PRIMARY KEY,
+    block bigint NOT NULL
 );
-INSERT INTO {{schema}}.frontier (singleton, block) VALUES (true, 1);
+INSERT INTO {{schema}}.frontier (shard, block) VALUES ('', 1);
+
+-- Event ids: each transaction takes one value after locking its runs, and
+-- numbers its events value·2^20 + k, so ids follow the order of commits on
+-- each run.
+CREATE SEQUENCE {{schema}}.event_blocks AS bigint MINVALUE 1 START 1;
 
 -- No foreign key to runs: claims insert STARTED events while transitions hold
 -- the run row, and the key-share locks of a foreign key check would turn
 -- those row locks into multixacts on the hottest path.
 CREATE TABLE {{schema}}.events (
     run_id  uuid NOT NULL,
-    id      bigint GENERATED ALWAYS AS IDENTITY,
+    id      bigint NOT NULL,
     step    text COLLATE "C" NOT NULL,
     type    text NOT NULL
         CONSTRAINT events_type_check CHECK (type IN ('QUEUED', 'STARTED', 'COMPLETED', 'FAILED', 'RETRYING',
