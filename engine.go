@@ -412,10 +412,15 @@ func (e *Engine) claimLoop(rt *runtime) {
 			}
 		}
 		want := min(free, e.cfg.ClaimBatch)
-		claimed, err := e.store.ClaimTasks(rt.claimCtx, &store.ClaimTasksParams{
+		// A claim in flight is not cancelled by Stop: once it commits, its
+		// tasks are this engine's, and the drain must run (or release) them
+		// rather than leave them RUNNING until a rescue.
+		claimCtx, cancel := context.WithTimeout(context.WithoutCancel(rt.claimCtx), claimTimeout)
+		claimed, err := e.store.ClaimTasks(claimCtx, &store.ClaimTasksParams{
 			Now: e.now(), WorkerID: e.cfg.WorkerID, Limit: want,
 			Workflows: e.workflowNames(), TenantLimit: e.cfg.TenantLimit,
 		})
+		cancel()
 		if err != nil {
 			if rt.claimCtx.Err() != nil {
 				return
@@ -431,6 +436,9 @@ func (e *Engine) claimLoop(rt *runtime) {
 		for _, c := range claimed {
 			rt.slots <- struct{}{}
 			e.startStep(rt, c)
+		}
+		if rt.claimCtx.Err() != nil {
+			return
 		}
 		if len(claimed) == want {
 			interval = e.cfg.PollInterval
@@ -451,6 +459,9 @@ func (e *Engine) claimLoop(rt *runtime) {
 		timer.Stop()
 	}
 }
+
+// claimTimeout bounds one claim call, which Stop does not interrupt.
+const claimTimeout = 30 * time.Second
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

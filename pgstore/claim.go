@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -21,6 +22,7 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 	if p.Limit <= 0 || len(p.Workflows) == 0 {
 		return nil, nil
 	}
+	s.promoteIfNeeded(ctx)
 	now := stamp(nowOf(p.Now))
 	var (
 		claimed []*store.ClaimedTask
@@ -40,7 +42,26 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 	if len(claimed) == 0 {
 		return nil, nil
 	}
-	return claimed, s.completeClaims(ctx, claimed, shapeOf, idxs)
+	if err := s.completeClaims(ctx, claimed, shapeOf, idxs); err != nil {
+		// The claims committed but cannot be run without their parents'
+		// outputs: give them back now instead of leaving them RUNNING until
+		// a rescue counts a failed attempt.
+		s.release(context.WithoutCancel(ctx), claimed)
+		return nil, err
+	}
+	return claimed, nil
+}
+
+// release gives claimed tasks back to the queue without counting the
+// attempt, as far as it can; whatever it cannot release is rescued later.
+func (s *Store) release(ctx context.Context, claimed []*store.ClaimedTask) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	outs := make([]store.Outcome, len(claimed))
+	for i, c := range claimed {
+		outs[i] = store.Outcome{Task: c.Ref(), Kind: store.OutcomeRelease}
+	}
+	_, _ = s.FinishTasks(ctx, &store.FinishTasksParams{Outcomes: outs})
 }
 
 func scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int, _ error) {

@@ -49,6 +49,12 @@ func (s *Store) CreateRuns(ctx context.Context, p *store.CreateRunsParams) error
 // which must be a pgx.Tx, and neither commits nor rolls it back. Runs that
 // already exist are reported with ErrRunExists without aborting tx, except
 // when a concurrent transaction creates the same run at the same moment.
+//
+// The caller's transaction may stay open for long, so nothing it does may
+// hold a lock that the engines need: the runs' shapes are stored beforehand,
+// outside tx (they are immutable, and harmless if tx rolls back), and their
+// root tasks wait in the incoming table, without fair-queue ids, until an
+// engine promotes them after tx commits (see incoming.go).
 func (s *Store) CreateRunsTx(ctx context.Context, tx any, p *store.CreateRunsParams) error {
 	ptx, ok := tx.(pgx.Tx)
 	if !ok || ptx == nil {
@@ -58,10 +64,42 @@ func (s *Store) CreateRunsTx(ctx context.Context, tx any, p *store.CreateRunsPar
 	if err != nil || prep == nil {
 		return err
 	}
-	// The caller's transaction may still roll back: insert the shapes
-	// whether or not this process has stored them before.
-	_, err = s.create(ctx, ptx, nil, prep, true)
-	return err
+	if err := s.storeShapes(ctx, prep); err != nil {
+		return err
+	}
+	if _, err := s.create(ctx, ptx, nil, prep, true); err != nil {
+		return err
+	}
+	s.incoming.Store(true)
+	return nil
+}
+
+// storeShapes inserts the shapes of prep that this process has not stored
+// yet, in a statement of their own.
+func (s *Store) storeShapes(ctx context.Context, prep *createPrep) error {
+	var ids []uuid.UUID
+	var wfs, jss []string
+	s.mu.Lock()
+	for id, js := range prep.js {
+		if !s.stored[id] {
+			ids = append(ids, id)
+			wfs = append(wfs, prep.wf[id])
+			jss = append(jss, string(js))
+		}
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, s.q.insertShapes, u16(ids), wfs, jss); err != nil {
+		return fmt.Errorf("pgstore: store shapes: %w", err)
+	}
+	s.mu.Lock()
+	for _, id := range ids {
+		s.stored[id] = true
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 // createPrep is a validated CreateRuns call.
@@ -139,9 +177,10 @@ func (s *Store) createOwnTx(ctx context.Context, prep *createPrep) error {
 }
 
 // create creates the runs. With tx nil it sends b (which begins a
-// transaction) on the pool and commits; otherwise it works inside tx. It
-// returns the shapes it inserted.
-func (s *Store) create(ctx context.Context, tx pgx.Tx, b *pgx.Batch, prep *createPrep, allShapes bool) ([]uuid.UUID, error) {
+// transaction) on the pool and commits; otherwise it works inside tx, the
+// caller's, and defers the enqueueing of root tasks (deferred), leaving
+// shapes and tenants alone. It returns the shapes it inserted.
+func (s *Store) create(ctx context.Context, tx pgx.Tx, b *pgx.Batch, prep *createPrep, deferred bool) ([]uuid.UUID, error) {
 	own := tx == nil
 	if b == nil {
 		b = &pgx.Batch{}
@@ -156,7 +195,7 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, b *pgx.Batch, prep *creat
 	var sWfs, sJS []string
 	s.mu.Lock()
 	for id, js := range prep.js {
-		if allShapes || !s.stored[id] {
+		if !deferred && !s.stored[id] {
 			sIDs = append(sIDs, id)
 			sWfs = append(sWfs, prep.wf[id])
 			sJS = append(sJS, string(js))
@@ -177,13 +216,16 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, b *pgx.Batch, prep *creat
 		}
 		return rows.Err()
 	})
-	b.Queue(s.q.ensureTenants, prep.tenants, u16(prep.ids))
-
-	// Lock the batch's tenants (in name order) and read the frontier in the
-	// same round trip; the fair ids are assigned once the runs have started.
 	c := newChange(now)
 	c.created = true
-	c.queueTenantLock(&s.q, b, prep.tenants)
+	c.deferred = deferred
+	if !deferred {
+		b.Queue(s.q.ensureTenants, prep.tenants, u16(prep.ids))
+		// Lock the batch's tenants (in name order) and read the frontier in
+		// the same round trip; the fair ids are assigned once the runs have
+		// started.
+		c.queueTenantLock(&s.q, b, prep.tenants)
+	}
 	b.Queue(s.q.eventBlock).QueryRow(func(row pgx.Row) error {
 		var block int64
 		var clock time.Time

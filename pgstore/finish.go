@@ -191,6 +191,11 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 // id and shape order; once their runs are locked each is re-checked against
 // a fresh read of its worker's heartbeat before dag.Run.Rescue.
 func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*store.RescueTasksResult, error) {
+	// The leader's periodic pass is also the fallback for promoting tasks
+	// whose "incoming" notification was lost.
+	if _, err := s.promote(ctx); err != nil {
+		return nil, err
+	}
 	res := &store.RescueTasksResult{}
 	limit := p.Limit
 	if limit <= 0 {

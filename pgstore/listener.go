@@ -36,11 +36,15 @@ func (s *Store) listenOnce(ctx context.Context, deliver func(store.Notification)
 		return fmt.Errorf("pgstore: listen: %w", err)
 	}
 	b.reset()
+	s.incoming.Store(true) // runs may have been created while not listening
 	deliver(store.Notification{Topic: store.TopicResync})
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return fmt.Errorf("pgstore: wait for notification: %w", err)
+		}
+		if n.Payload == payloadIncoming {
+			s.incoming.Store(true)
 		}
 		deliver(parseNotification(n.Payload))
 	}
@@ -51,6 +55,9 @@ func (s *Store) listenOnce(ctx context.Context, deliver func(store.Notification)
 func parseNotification(payload string) store.Notification {
 	if id, ok := strings.CutPrefix(payload, string(store.TopicRun)+":"); ok {
 		return store.Notification{Topic: store.TopicRun, Payload: id}
+	}
+	if payload == payloadIncoming {
+		return store.Notification{Topic: store.TopicReady}
 	}
 	return store.Notification{Topic: store.Topic(payload)}
 }

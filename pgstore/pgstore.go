@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -55,6 +56,9 @@ type Store struct {
 	mu     sync.Mutex
 	shapes map[uuid.UUID]*dag.Compiled // decoded and compiled shapes; immutable
 	stored map[uuid.UUID]bool          // shapes known to be committed in the database
+
+	// incoming is set when the incoming table may hold tasks to promote.
+	incoming atomic.Bool
 }
 
 var (
@@ -93,14 +97,16 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{
+	st := &Store{
 		pool:    pool,
 		schema:  schema,
 		channel: Channel(schema),
 		q:       newQueries(schema),
 		shapes:  make(map[uuid.UUID]*dag.Compiled),
 		stored:  make(map[uuid.UUID]bool),
-	}, nil
+	}
+	st.incoming.Store(true)
+	return st, nil
 }
 
 // Schema returns the schema the store uses.

@@ -30,6 +30,8 @@ type queries struct {
 	insertTasks    string
 	updateTasks    string
 	insertReady    string
+	insertIncoming string
+	takeIncoming   string
 	insertEvents   string
 	notify         string
 	nextTimer      string
@@ -130,6 +132,13 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::tex
   AS u(run_id, name, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
        q_id, q_at, q_attempt, s_id, c_id)
 WHERE t.run_id = u.run_id AND t.name = u.name`),
+		insertIncoming: r(`
+INSERT INTO {{schema}}.incoming (run_id, name, workflow, tenant)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[])`),
+		takeIncoming: r(`
+DELETE FROM {{schema}}.incoming WHERE seq IN (
+  SELECT seq FROM {{schema}}.incoming ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
+RETURNING seq, run_id, name, workflow, tenant`),
 		insertReady: r(`
 INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant)
 SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[])`),

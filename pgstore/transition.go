@@ -47,8 +47,12 @@ func retryRaced(fn func(lockReady bool) error) error {
 type change struct {
 	now     time.Time
 	created bool // the runs are new: insert them and their tasks
-	runs    []*dag.Run
-	byID    map[uuid.UUID]*dag.Run
+	// deferred: enqueued tasks go to the incoming table instead of the ready
+	// queue, and no fair-queue state is touched (runs created inside a
+	// caller's transaction; see incoming.go).
+	deferred bool
+	runs     []*dag.Run
+	byID     map[uuid.UUID]*dag.Run
 
 	// enq lists the tasks enqueued by the call, in the order the core
 	// enqueued them across runs: fair ids are assigned in that order, as in
@@ -265,7 +269,7 @@ func (s *Store) persist(ctx context.Context, tx pgx.Tx, c *change, extra func(b 
 			return nil
 		})
 	}
-	if c.tenants == nil { // CreateRuns locks its tenants up front
+	if c.tenants == nil && !c.deferred { // CreateRuns locks its tenants up front
 		c.queueTenantLock(&s.q, b, c.tenantNames())
 	}
 	if b.Len() > 0 {
@@ -276,8 +280,10 @@ func (s *Store) persist(ctx context.Context, tx pgx.Tx, c *change, extra func(b 
 			return fmt.Errorf("pgstore: lock queue rows: %w", err)
 		}
 	}
-	if err := c.assignIDs(); err != nil {
-		return err
+	if !c.deferred {
+		if err := c.assignIDs(); err != nil {
+			return err
+		}
 	}
 	b = &pgx.Batch{}
 	if err := c.queueWrites(&s.q, s.channel, b); err != nil {
@@ -452,7 +458,11 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 		rWfs = append(rWfs, e.r.Rec.Workflow)
 		rTenants = append(rTenants, e.r.Rec.Tenant)
 	}
-	if len(rIDs) > 0 {
+	switch {
+	case len(rRuns) == 0:
+	case c.deferred:
+		b.Queue(q.insertIncoming, rRuns, rNames, rWfs, rTenants)
+	default:
 		b.Queue(q.insertReady, rIDs, rRuns, rNames, rWfs, rTenants)
 	}
 
@@ -506,7 +516,11 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 
 	// (7) Notifications, delivered on commit.
 	var notes []string
-	if len(rIDs) > 0 {
+	switch {
+	case len(rRuns) == 0:
+	case c.deferred:
+		notes = append(notes, payloadIncoming)
+	default:
 		notes = append(notes, string(store.TopicReady))
 	}
 	for _, r := range c.runs {

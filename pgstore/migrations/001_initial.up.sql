@@ -80,6 +80,17 @@ CREATE TABLE {{schema}}.ready (
     UNIQUE (run_id, name)
 );
 
+-- Root tasks of runs created inside a caller's transaction wait here until
+-- an engine gives them fair-queue ids, in a short transaction of its own, so
+-- that a caller's long transaction never holds fair-queue locks.
+CREATE TABLE {{schema}}.incoming (
+    seq      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_id   uuid NOT NULL,
+    name     text COLLATE "C" NOT NULL,
+    workflow text COLLATE "C" NOT NULL,
+    tenant   text COLLATE "C" NOT NULL
+);
+
 -- Fair-queue groups: one per tenant, assigned in order, at most 2^20.
 CREATE SEQUENCE {{schema}}.tenant_groups AS bigint MINVALUE 0 MAXVALUE 1048575 START 0 NO CYCLE;
 

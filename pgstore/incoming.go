@@ -1,0 +1,125 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/effectivelabs/durable/internal/fairq"
+	"github.com/effectivelabs/durable/store"
+)
+
+// Runs created inside a caller's transaction (CreateRunsTx) must not take
+// locks the engines need while that transaction is open: a tenant's
+// fair-queue row stays locked until commit, and would stall every transition
+// that enqueues for the tenant, and with it the engine's recording of
+// outcomes for all tenants. So their root tasks are written to the incoming
+// table, QUEUED but without fair-queue ids, and promoted to the ready queue
+// afterwards by promote, in a short transaction of the store's own.
+//
+// What prompts a promotion: the caller's commit notifies "incoming" (which
+// engines also hear as "ready"), which sets Store.incoming; ClaimTasks
+// promotes first whenever it is set. The leader also promotes in every
+// rescue pass, in case a notification was lost.
+
+// payloadIncoming is the notification payload of CreateRunsTx.
+const payloadIncoming = "incoming"
+
+// promoteBatch is the most incoming tasks promoted in one transaction.
+const promoteBatch = 1000
+
+// promoteIfNeeded promotes incoming tasks when some may be waiting. Errors
+// leave the flag set, so that the next claim tries again.
+func (s *Store) promoteIfNeeded(ctx context.Context) {
+	if !s.incoming.Swap(false) {
+		return
+	}
+	n, err := s.promote(ctx)
+	if err != nil || n == promoteBatch {
+		s.incoming.Store(true)
+	}
+}
+
+// promote gives fair-queue ids to up to promoteBatch incoming tasks, in the
+// order they arrived, and moves them to the ready queue. It returns how many
+// it moved.
+func (s *Store) promote(ctx context.Context) (int, error) {
+	type row struct {
+		seq      int64
+		runID    [16]byte
+		name     string
+		workflow string
+		tenant   string
+	}
+	var rows []row
+	c := newChange(time.Time{})
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rs, err := tx.Query(ctx, s.q.takeIncoming, promoteBatch)
+		if err != nil {
+			return err
+		}
+		for rs.Next() {
+			var r row
+			if err := rs.Scan(&r.seq, &r.runID, &r.name, &r.workflow, &r.tenant); err != nil {
+				rs.Close()
+				return err
+			}
+			rows = append(rows, r)
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		// Fair ids in arrival order.
+		slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(a.seq, b.seq) })
+		var names []string
+		for _, r := range rows {
+			names = append(names, r.tenant)
+		}
+		slices.Sort(names)
+		names = slices.Compact(names)
+		b := &pgx.Batch{}
+		b.Queue(s.q.ensureTenants, names, [][16]byte{})
+		c.queueTenantLock(&s.q, b, names)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		ids := make([]int64, len(rows))
+		runs := make([][16]byte, len(rows))
+		tasks := make([]string, len(rows))
+		wfs := make([]string, len(rows))
+		tenants := make([]string, len(rows))
+		for i, r := range rows {
+			t := c.tenants[r.tenant]
+			if t == nil {
+				return fmt.Errorf("tenant %q has no fair-queue group", r.tenant)
+			}
+			t.last = fairq.NextBlock(t.last, t.hasLast, c.frontier)
+			t.hasLast, t.dirty = true, true
+			ids[i] = fairq.ID(t.grp, t.last)
+			runs[i], tasks[i], wfs[i], tenants[i] = r.runID, r.name, r.workflow, r.tenant
+		}
+		var tNames []string
+		var tLasts []int64
+		for name, t := range c.tenants {
+			tNames = append(tNames, name)
+			tLasts = append(tLasts, t.last)
+		}
+		b = &pgx.Batch{}
+		b.Queue(s.q.updateTenants, tNames, tLasts)
+		b.Queue(s.q.insertReady, ids, runs, tasks, wfs, tenants)
+		b.Queue(s.q.notify, s.channel, []string{string(store.TopicReady)})
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: promote incoming tasks: %w", err)
+	}
+	return len(rows), nil
+}
