@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable/internal/pgtest"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
@@ -35,6 +37,67 @@ func TestDemo(t *testing.T) {
 		require.Contains(t, out, want)
 	}
 	require.Empty(t, errOut)
+}
+
+// TestDemoOnPostgreSQL runs the demo against a fresh schema (which it
+// migrates) and expects the same outcome as in memory.
+func TestDemoOnPostgreSQL(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	schema := pgtest.NewSchemaName()
+	t.Cleanup(func() {
+		pool := pgtest.Pool(t)
+		_, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		require.NoError(t, err)
+	})
+	code, out, errOut := runCLI(t, "demo", "--fraud-window", "200ms", "--database-url", url, "--schema", schema)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.Contains(t, out, "on PostgreSQL (schema "+schema+")")
+	require.Contains(t, out, "A-1001  fraud-window      WOKEN")
+	require.Contains(t, out, "demo: both orders ended as expected")
+}
+
+func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	schema := pgtest.NewSchemaName()
+	t.Cleanup(func() {
+		_, err := pgtest.Pool(t).Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		require.NoError(t, err)
+	})
+	db := []string{"--database-url", url, "--schema", schema}
+	code, out, errOut := runCLI(t, append([]string{"migrate", "status"}, db...)...)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `001\s+initial\s+no`, out)
+
+	code, out, errOut = runCLI(t, append([]string{"migrate", "up"}, db...)...)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "applied migration 001")
+	code, out, _ = runCLI(t, append([]string{"migrate", "up"}, db...)...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "nothing to do")
+	code, out, _ = runCLI(t, append([]string{"migrate", "status"}, db...)...)
+	require.Equal(t, 0, code)
+	require.NotContains(t, out, " no\n")
+
+	code, out, errOut = runCLI(t, append([]string{"migrate", "down"}, db...)...)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "reverted migration 001")
+
+	code, out, _ = runCLI(t, "migrate", "sql", "--schema", "my_schema")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, `CREATE TABLE IF NOT EXISTS "my_schema".migrations`)
+	require.Contains(t, out, `CREATE TABLE "my_schema".tasks`)
+
+	code, _, errOut = runCLI(t, "migrate", "sideways", "--database-url", url)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `unknown action "sideways"`)
+	code, _, errOut = runCLI(t, "migrate", "up", "--database-url", "")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--database-url")
+	code, _, errOut = runCLI(t, "migrate", "sql", "--direction", "around")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "around")
 }
 
 func TestUsageErrors(t *testing.T) {
