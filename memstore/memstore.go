@@ -36,7 +36,6 @@ type Store struct {
 	timers   map[taskKey]time.Time
 	running  map[taskKey]string // task -> tenant
 	inFlight map[string]int     // tenant -> RUNNING tasks
-	workers  map[string]time.Time
 	eventID  int64
 
 	subMu  sync.Mutex
@@ -74,7 +73,6 @@ func New() *Store {
 		timers:   make(map[taskKey]time.Time),
 		running:  make(map[taskKey]string),
 		inFlight: make(map[string]int),
-		workers:  make(map[string]time.Time),
 		subs:     make(map[int]func(store.Notification)),
 		leader:   make(chan struct{}, 1),
 	}
@@ -379,11 +377,17 @@ func (s *Store) Heartbeat(_ context.Context, p *store.HeartbeatParams) (*store.H
 	t := now(p.Now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.workers[p.WorkerID] = t
 	res := &store.HeartbeatResult{}
 	for _, ref := range p.Tasks {
 		rs, i, ok := s.find(ref)
-		if !ok || !s.load(rs).Current(i, ref.Token) {
+		if !ok {
+			res.Lost = append(res.Lost, ref)
+			continue
+		}
+		if task := &rs.tasks[i]; task.State == store.TaskRunning && task.Token == ref.Token {
+			task.HeartbeatAt = t
+		}
+		if !s.load(rs).Current(i, ref.Token) {
 			res.Lost = append(res.Lost, ref)
 		}
 	}
@@ -445,8 +449,8 @@ func (s *Store) RescueTasks(_ context.Context, p *store.RescueTasksParams) (*sto
 	for k := range s.running {
 		task := &s.runs[k.run].tasks[k.task]
 		last := task.StartedAt
-		if hb, ok := s.workers[task.Worker]; ok && hb.After(last) {
-			last = hb
+		if task.HeartbeatAt.After(last) {
+			last = task.HeartbeatAt
 		}
 		if t.Sub(last) >= p.DeadAfter {
 			dead = append(dead, k)

@@ -69,14 +69,14 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 	}
 	byOrd := make(map[int64]found, len(p.Tasks))
 	b := &pgx.Batch{}
-	b.Queue(s.q.upsertWorker, p.WorkerID, stamp(nowOf(p.Now)))
 	if len(p.Tasks) > 0 {
 		runs := make([]uuid.UUID, len(p.Tasks))
 		names := make([]string, len(p.Tasks))
+		tokens := make([]int64, len(p.Tasks))
 		for i, ref := range p.Tasks {
-			runs[i], names[i] = ref.RunID, ref.Step
+			runs[i], names[i], tokens[i] = ref.RunID, ref.Step, ref.Token
 		}
-		b.Queue(s.q.heartbeatTasks, u16(runs), names).Query(func(rows pgx.Rows) error {
+		b.Queue(s.q.heartbeatTasks, u16(runs), names, tokens, stamp(nowOf(p.Now))).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var ord int64
 				var f found
@@ -239,35 +239,8 @@ func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 				return distinct(ids)
 			},
 			apply: func(ctx context.Context, tx pgx.Tx, c *change) error {
-				if len(dead) == 0 {
-					return nil
-				}
-				// Re-read the heartbeats of the candidates' workers now that
-				// their runs are locked.
-				var workers []string
-				for _, d := range dead {
-					if r := c.byID[d.run]; r != nil && d.idx < len(r.Tasks) && r.Tasks[d.idx].Worker != "" {
-						workers = append(workers, r.Tasks[d.idx].Worker)
-					}
-				}
-				beats := make(map[string]time.Time, len(workers))
-				rows, err := tx.Query(ctx, s.q.heartbeats, workers)
-				if err != nil {
-					return fmt.Errorf("pgstore: read heartbeats: %w", err)
-				}
-				for rows.Next() {
-					var id string
-					var at time.Time
-					if err := rows.Scan(&id, &at); err != nil {
-						rows.Close()
-						return fmt.Errorf("pgstore: read heartbeats: %w", err)
-					}
-					beats[id] = at
-				}
-				rows.Close()
-				if err := rows.Err(); err != nil {
-					return fmt.Errorf("pgstore: read heartbeats: %w", err)
-				}
+				// The candidates' tasks were loaded after their runs were
+				// locked: re-check them with their latest heartbeats.
 				for _, d := range dead {
 					r := c.byID[d.run]
 					if r == nil || d.idx >= len(r.Tasks) {
@@ -278,8 +251,8 @@ func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 						continue
 					}
 					last := task.StartedAt
-					if hb, ok := beats[task.Worker]; ok && hb.After(last) {
-						last = hb
+					if task.HeartbeatAt.After(last) {
+						last = task.HeartbeatAt
 					}
 					if c.now.Sub(last) < p.DeadAfter {
 						continue

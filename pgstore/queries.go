@@ -37,8 +37,6 @@ type queries struct {
 	nextTimer      string
 	dueTimers      string
 	deadTasks      string
-	heartbeats     string
-	upsertWorker   string
 	heartbeatTasks string
 
 	claim          string
@@ -93,7 +91,7 @@ FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`),
 		// output is written once, when it completes (see updateTasks).
 		loadTasks: r(`
 SELECT run_id, name, idx, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
-       coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0)
+       coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at
 FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) ORDER BY run_id, idx`),
 		lockReady: r(`SELECT id FROM {{schema}}.ready WHERE run_id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`),
 		deleteReady: r(`
@@ -152,18 +150,30 @@ FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::int[], $6::tim
 		dueTimers: r(`
 SELECT run_id, idx FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND due_at <= coalesce($1, now())
 ORDER BY due_at, run_id, idx LIMIT $2`),
+		// A RUNNING task is dead when neither its claim nor its last
+		// heartbeat is within DeadAfter. The running-tasks index holds every
+		// candidate.
 		deadTasks: r(`
-SELECT t.run_id, t.idx, t.token FROM {{schema}}.tasks t LEFT JOIN {{schema}}.workers w ON w.id = t.worker
+SELECT t.run_id, t.idx, t.token FROM {{schema}}.tasks t
 WHERE t.state = 'RUNNING'
-  AND greatest(t.started_at, w.heartbeat_at) <= coalesce($1, now()) - $2::bigint * interval '1 microsecond'
+  AND greatest(t.started_at, t.heartbeat_at) <= coalesce($1, now()) - $2::bigint * interval '1 microsecond'
 ORDER BY t.run_id, t.idx LIMIT $3`),
-		heartbeats: r(`SELECT id, heartbeat_at FROM {{schema}}.workers WHERE id = ANY($1::text[])`),
-		upsertWorker: r(`
-INSERT INTO {{schema}}.workers (id, heartbeat_at) VALUES ($1, coalesce($2, now()))
-ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`),
+		// Stamps the listed claims that are current (skipping rows a
+		// transition holds: it is finishing them) and reads them back, as
+		// they were before the statement, to tell which claims are lost.
 		heartbeatTasks: r(`
+WITH u AS (
+  SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[]) WITH ORDINALITY AS u(run_id, name, token, ord)
+),
+stamped AS (
+  UPDATE {{schema}}.tasks t SET heartbeat_at = coalesce($4, now())
+  WHERE t.ctid IN (
+    SELECT t2.ctid FROM {{schema}}.tasks t2 JOIN u ON t2.run_id = u.run_id AND t2.name = u.name
+    WHERE t2.state = 'RUNNING' AND t2.token = u.token
+    FOR UPDATE OF t2 SKIP LOCKED)
+)
 SELECT u.ord, t.idx, t.state, t.token, r.status, r.shape_id
-FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS u(run_id, name, ord)
+FROM u
 JOIN {{schema}}.tasks t ON t.run_id = u.run_id AND t.name = u.name
 JOIN {{schema}}.runs r ON r.id = u.run_id`),
 
@@ -189,7 +199,8 @@ WHERE t.state = 'COMPLETED'`),
 SELECT id, workflow, tenant, status, input, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at
 FROM {{schema}}.runs WHERE id = $1`),
 		listTasks: r(`
-SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, output, coalesce(error, ''), started_at, finished_at
+SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, output, coalesce(error, ''), started_at, finished_at,
+       heartbeat_at
 FROM {{schema}}.tasks WHERE run_id = $1 ORDER BY idx`),
 		// The log is the events table plus the happy-path events kept in
 		// task rows.
@@ -231,7 +242,7 @@ block AS (
 claimed AS (
   UPDATE {{schema}}.tasks t
   SET state = 'RUNNING', attempt = t.attempt + 1, token = n.id, worker = $3, started_at = coalesce($4, now()),
-      finished_at = NULL, s_id = (SELECT base FROM block) + n.k
+      heartbeat_at = NULL, finished_at = NULL, s_id = (SELECT base FROM block) + n.k
   FROM numbered n
   WHERE t.run_id = n.run_id AND t.name = n.name AND t.state = 'QUEUED' AND t.due_at IS NULL
   RETURNING t.run_id, t.name, t.idx, t.kind, t.attempt, t.token, t.started_at

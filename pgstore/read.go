@@ -41,13 +41,13 @@ func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, err
 	for rows.Next() {
 		t := &store.Task{}
 		var kind, state string
-		var due, start, fin pgtype.Timestamptz
+		var due, start, fin, beat pgtype.Timestamptz
 		if err := rows.Scan(p16(&t.RunID), &t.Name, &kind, &state, &t.Attempt, &t.Token, &t.Worker, &due, &t.Output,
-			&t.Error, &start, &fin); err != nil {
+			&t.Error, &start, &fin, &beat); err != nil {
 			return nil, fmt.Errorf("pgstore: list tasks: %w", err)
 		}
 		t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)
-		t.DueAt, t.StartedAt, t.FinishedAt = tm(due), tm(start), tm(fin)
+		t.DueAt, t.StartedAt, t.FinishedAt, t.HeartbeatAt = tm(due), tm(start), tm(fin), tm(beat)
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {

@@ -591,14 +591,14 @@ func (l *loader) queue(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady bool
 			var t store.Task
 			var idx int32
 			var kind, state string
-			var due, start, fin, qAt pgtype.Timestamptz
+			var due, start, fin, qAt, beat pgtype.Timestamptz
 			var ec eventCols
 			if err := rows.Scan(p16(&t.RunID), &t.Name, &idx, &kind, &state, &t.Attempt, &t.Token, &t.Worker,
-				&due, &t.Error, &start, &fin, &ec.qID, &qAt, &ec.qAttempt, &ec.sID, &ec.cID); err != nil {
+				&due, &t.Error, &start, &fin, &ec.qID, &qAt, &ec.qAttempt, &ec.sID, &ec.cID, &beat); err != nil {
 				return err
 			}
 			t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)
-			t.DueAt, t.StartedAt, t.FinishedAt = tm(due), tm(start), tm(fin)
+			t.DueAt, t.StartedAt, t.FinishedAt, t.HeartbeatAt = tm(due), tm(start), tm(fin), tm(beat)
 			ec.qAt, ec.attempt, ec.startedAt = tm(qAt), t.Attempt, t.StartedAt
 			l.tasks[t.RunID] = append(l.tasks[t.RunID], t)
 			l.cols[t.RunID] = append(l.cols[t.RunID], ec)

@@ -45,8 +45,11 @@ type Store interface {
 	// batch is one atomic unit.
 	FinishTasks(ctx context.Context, p *FinishTasksParams) ([]FinishResult, error)
 
-	// Heartbeat records that a worker is alive and reports which of the
-	// claims it believes it holds are no longer current.
+	// Heartbeat vouches for the listed claims: each that is still current
+	// has its heartbeat time set to Now. It reports the claims that are no
+	// longer current. A claim is vouched for only by a heartbeat that lists
+	// it, so a process restarted under the same worker ID never keeps its
+	// dead predecessor's claims alive.
 	Heartbeat(ctx context.Context, p *HeartbeatParams) (*HeartbeatResult, error)
 
 	// FireTimers fires due timers: a sleeping task completes and its children
@@ -54,7 +57,7 @@ type Store interface {
 	// reports how long until the next timer is due.
 	FireTimers(ctx context.Context, p *FireTimersParams) (*FireTimersResult, error)
 
-	// RescueTasks finds RUNNING tasks whose worker has not heartbeated for
+	// RescueTasks finds RUNNING tasks neither claimed nor heartbeated within
 	// DeadAfter and treats each as a failed attempt: retried while attempts
 	// remain, failed otherwise.
 	RescueTasks(ctx context.Context, p *RescueTasksParams) (*RescueTasksResult, error)
@@ -353,9 +356,10 @@ type FinishResult struct {
 
 // HeartbeatParams are the parameters of Store.Heartbeat.
 type HeartbeatParams struct {
-	Now      time.Time
+	Now time.Time
+	// WorkerID names the worker, for diagnostics.
 	WorkerID string
-	// Tasks are the claims the worker believes it holds.
+	// Tasks are the claims the worker holds and vouches for.
 	Tasks []TaskRef
 }
 
@@ -385,8 +389,8 @@ type FireTimersResult struct {
 // RescueTasksParams are the parameters of Store.RescueTasks.
 type RescueTasksParams struct {
 	Now time.Time
-	// DeadAfter is how long a worker may go without heartbeating before its
-	// RUNNING tasks are considered dead.
+	// DeadAfter is how long a RUNNING task may go without a heartbeat (or,
+	// before its first, since its claim) before it is considered dead.
 	DeadAfter time.Duration
 	Limit     int
 	// Rand is a random number in [0, 1) used for retry jitter.
@@ -430,11 +434,14 @@ type Task struct {
 	Worker string
 	// DueAt is when a SLEEPING task wakes, or when a QUEUED task waiting out
 	// a retry backoff becomes ready; zero otherwise.
-	DueAt      time.Time
-	Output     []byte
-	Error      string
-	StartedAt  time.Time
-	FinishedAt time.Time
+	DueAt time.Time
+	// HeartbeatAt is the last heartbeat of the current claim of a RUNNING
+	// task; zero before the first.
+	HeartbeatAt time.Time
+	Output      []byte
+	Error       string
+	StartedAt   time.Time
+	FinishedAt  time.Time
 }
 
 // Event is one entry of a run's event log.

@@ -92,6 +92,7 @@ func (r *Run) Claim(i int, token int64, worker string, now time.Time) bool {
 	t.Token = token
 	t.Worker = worker
 	t.StartedAt = now
+	t.HeartbeatAt = time.Time{}
 	t.FinishedAt = time.Time{}
 	r.touch(i)
 	r.event(i, store.EventStarted, now, "", time.Time{})

@@ -1,5 +1,4 @@
 -- durable: drop the initial schema's objects (the schema itself is kept).
-DROP TABLE IF EXISTS {{schema}}.workers;
 DROP TABLE IF EXISTS {{schema}}.events;
 DROP SEQUENCE IF EXISTS {{schema}}.event_blocks;
 DROP TABLE IF EXISTS {{schema}}.frontier;

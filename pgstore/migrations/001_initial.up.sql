@@ -49,6 +49,9 @@ CREATE TABLE {{schema}}.tasks (
     error       text,
     started_at  timestamptz,
     finished_at timestamptz,
+    -- The last heartbeat of the current claim: a claim is alive while its
+    -- holder vouches for it (see docs/design.md, "Heartbeats").
+    heartbeat_at timestamptz,
     -- The task's latest events of the happy path, kept here instead of in
     -- events (the row is written by the same transition anyway): the latest
     -- QUEUED event without detail (id, time, attempt), the latest STARTED
@@ -131,10 +134,4 @@ CREATE TABLE {{schema}}.events (
     detail  text,
     due_at  timestamptz,
     PRIMARY KEY (run_id, id)
-);
-
--- Liveness of workers: one row per worker, updated by each heartbeat.
-CREATE TABLE {{schema}}.workers (
-    id           text COLLATE "C" PRIMARY KEY,
-    heartbeat_at timestamptz NOT NULL
 );

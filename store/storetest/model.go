@@ -359,6 +359,7 @@ func normTasks(ts []*store.Task) []store.Task {
 		c := *t
 		c.Output = normBytes(c.Output)
 		c.DueAt, c.StartedAt, c.FinishedAt = normTime(c.DueAt), normTime(c.StartedAt), normTime(c.FinishedAt)
+		c.HeartbeatAt = normTime(c.HeartbeatAt)
 		out[i] = c
 	}
 	return out

@@ -56,6 +56,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Release", testRelease},
 		{"HeartbeatAndRescue", testHeartbeatAndRescue},
 		{"RescueExhausted", testRescueExhausted},
+		{"HeartbeatVouchesOnlyForListedClaims", testHeartbeatVouchesOnlyForListedClaims},
 		{"FairnessSmall", testFairnessSmall},
 		{"FairnessBacklog", testFairnessBacklog},
 		{"FairnessReturningAndNewTenant", testFairnessReturningAndNewTenant},
@@ -734,6 +735,31 @@ func testHeartbeatAndRescue(t *testing.T, s store.Store) {
 	require.Equal(t, `"fresh"`, string(tasks(t, s, r.ID)["a"].Output))
 	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
 	require.Equal(t, []string{"QUEUED:0", "STARTED:1", "RETRYING:1", "QUEUED:1", "STARTED:2", "COMPLETED:2"}, stepEvents(t, s, r.ID, "a"))
+}
+
+// testHeartbeatVouchesOnlyForListedClaims: a worker killed mid-step and
+// restarted under the same ID heartbeats for its new claims only; the claim
+// its predecessor left behind still goes stale and is rescued.
+func testHeartbeatVouchesOnlyForListedClaims(t *testing.T, s store.Store) {
+	old := newRun("wf", "t", shape(store.StepSpec{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 2, Factor: 1}}))
+	create(t, s, T0, old)
+	orphan := claimOne(t, s, T0) // then the process dies
+	fresh := newRun("wf", "t", shape(step("a")))
+	create(t, s, at(time.Second), fresh)
+	current := claimOne(t, s, at(time.Second)) // same worker ID, new process
+	for _, sec := range []int{10, 20, 30} {
+		hb, err := s.Heartbeat(ctx, &store.HeartbeatParams{Now: at(time.Duration(sec) * time.Second), WorkerID: worker,
+			Tasks: []store.TaskRef{current.Ref()}})
+		require.NoError(t, err)
+		require.Empty(t, hb.Lost)
+	}
+	requireTime(t, at(30*time.Second), tasks(t, s, fresh.ID)["a"].HeartbeatAt)
+	require.True(t, tasks(t, s, old.ID)["a"].HeartbeatAt.IsZero())
+	res, err := s.RescueTasks(ctx, &store.RescueTasksParams{Now: at(31 * time.Second), DeadAfter: 30 * time.Second, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, res.Rescued, 1, "only the claim nobody vouches for is dead")
+	require.Equal(t, orphan.RunID, res.Rescued[0].RunID)
+	require.Equal(t, store.TaskRunning, states(t, s, fresh.ID)["a"])
 }
 
 func testRescueExhausted(t *testing.T, s store.Store) {
