@@ -23,6 +23,9 @@ Commands:
   demo      run the order-processing demo workflow and watch it
   migrate   create or update the PostgreSQL schema (up, down, status, sql)
   worker    serve the built-in workflows until SIGTERM, then drain
+  bench     measure throughput, latency, fairness and idle cost on PostgreSQL
+  trigger   start runs of a built-in workflow, optionally wait for them
+  runs      inspect a run: "runs show RUN_ID" prints its steps and events
   help      show this help
 
 Run "durable <command> -h" for a command's flags.
@@ -46,6 +49,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"demo":    demoCmd,
 		"migrate": migrateCmd,
 		"worker":  workerCmd,
+		"bench":   benchCmd,
+		"trigger": triggerCmd,
+		"runs":    runsCmd,
 	}
 	switch name := args[0]; name {
 	case "help", "-h", "-help", "--help":

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+
+	"github.com/effectivelabs/durable/internal/bench"
+)
+
+const benchUsage = `Usage: durable bench --database-url URL --scenario NAME [flags]
+
+Measures durable on PostgreSQL and prints the figures next to their goals
+(and, where comparable, River's and Hatchet's figures on the same machine
+kind). Each run works in a fresh schema, durable_bench_<random>, dropped at
+the end unless --keep. Times come from the database's own timestamps.
+
+Scenarios:
+  single    --runs one-step bench-noop runs (100,000) inserted first, then
+            worked: runs/s from the first claim to the last completion
+            (goal ≥ 20,000), and the insert rate
+  dag       --runs bench-dag runs (10,000; root → 8 parallel → join, 10
+            tasks each) inserted first, then worked: tasks/s (goal ≥ 15,000)
+  latency   --runs bench-chain runs (500; a → b) triggered one at a time to
+            idle, listening workers: trigger → first step started and parent
+            completed → child started, p50/p95/p99/max (goals p50 ≤ 2 ms,
+            p99 ≤ 10 ms)
+  fairness  --tenants tenants (10) with backlogs of --tenant-step, 2×, ...
+            runs (100 ... 1,000) worked together: Jain's index over the
+            completions while all are backlogged (goal ≥ 0.99); then tenant B
+            queues --runs runs (10,000) and tenant A one, and one worker with
+            concurrency 1 starts: A's claim position (goal ≤ 2)
+  idle      --workers idle workers (3): statements per second per worker
+            over --duration (goal ≤ 1), on the server (pg_stat_statements if
+            loaded, else pg_stat_database; in a scratch database created for
+            the run, so that other clients do not count) and, in-process, on
+            their connections
+
+Workers run in this process (--processes 0) or as --processes P
+"durable worker" processes of this executable. With --json, stdout is one
+JSON object and the table goes to stderr with the progress lines. Exit
+status: 0 done, 1 failed (runs not completed, database errors), 2 bad flags.
+
+Flags:
+`
+
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var o bench.Options
+	var asJSON bool
+	var cpuProfile string
+	fs.StringVar(&o.DatabaseURL, "database-url", os.Getenv(envDatabaseURL), "PostgreSQL URL, e.g. postgres://user@127.0.0.1:5432/db (default $"+envDatabaseURL+")")
+	fs.StringVar(&o.Schema, "schema", "", "use (and keep) this schema instead of a fresh durable_bench_<random> one; no other workers may serve it")
+	fs.StringVar(&o.Scenario, "scenario", "", "single, dag, latency, fairness or idle (required)")
+	fs.BoolVar(&asJSON, "json", false, "print the report as one JSON object on stdout")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the fresh schema (and idle's scratch database) instead of dropping it")
+	fs.BoolVar(&o.SameDatabase, "same-database", false, "idle: measure in the --database-url database instead of a scratch one created for the run")
+	fs.IntVar(&o.Runs, "runs", 0, "runs: single 100000, dag 10000, latency 500; fairness: tenant B's backlog, 10000 (0: the scenario's default)")
+	fs.IntVar(&o.Processes, "processes", 0, "run the workers as this many \"durable worker\" processes (0: in this process)")
+	fs.IntVar(&o.Workers, "workers", 0, "in-process workers (engines), each with its own pool (0: 3 for idle, 1 otherwise)")
+	fs.IntVar(&o.Concurrency, "concurrency", 100, "steps each worker runs at once")
+	fs.IntVar(&o.ClaimBatch, "claim-batch", 0, "each worker's Config.ClaimBatch (0: the engine's default; in-process only)")
+	fs.IntVar(&o.FinishBatch, "finish-batch", 0, "each worker's Config.FinishBatch (0: the engine's default; in-process only)")
+	fs.IntVar(&o.Tenants, "tenants", 0, "single, dag: spread runs over this many tenants (0: 1); fairness: tenants with skewed backlogs (0: 10)")
+	fs.IntVar(&o.TenantStep, "tenant-step", 100, "fairness: the backlogs are this many runs, twice as many, ...")
+	fs.IntVar(&o.InsertBatch, "insert-batch", 5000, "runs per RunManyNoWait call when inserting")
+	fs.DurationVar(&o.Interval, "interval", 0, "latency: pause between runs (0: 10ms)")
+	fs.DurationVar(&o.Duration, "duration", 0, "idle: how long to measure (0: 60s)")
+	fs.DurationVar(&o.Settle, "settle", 0, "idle: how long the workers idle before measuring, at least 2s (0: 35s, as the idle poll backs off to 30s)")
+	fs.DurationVar(&o.Timeout, "timeout", 0, "give up waiting for the work after this long and fail (0: 10m)")
+	fs.StringVar(&o.WorkerExe, "worker-exe", "", "the durable binary started for --processes (default: this executable)")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (in-process workers included) to this file")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), benchUsage)
+		fs.PrintDefaults()
+	}
+	if code := parseFlags(fs, args, stderr, 0); code >= 0 {
+		return code
+	}
+	if o.DatabaseURL == "" {
+		fmt.Fprintf(stderr, "durable bench: --database-url (or $%s) is required\n", envDatabaseURL)
+		return exitUsage
+	}
+	if o.Processes > 0 && o.WorkerExe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(stderr, "durable bench: finding this executable for --processes: %v\n", err)
+			return 1
+		}
+		o.WorkerExe = exe
+	}
+	o.Log = stderr
+
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "durable bench: --cpuprofile: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "durable bench: --cpuprofile: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	rep, err := bench.Run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "durable bench: %v\n", err)
+		if errors.Is(err, bench.ErrInvalidOptions) {
+			fs.Usage()
+			return exitUsage
+		}
+		return 1
+	}
+	text := stdout
+	if asJSON {
+		text = stderr
+		if err := rep.WriteJSON(stdout); err != nil {
+			fmt.Fprintf(stderr, "durable bench: %v\n", err)
+			return 1
+		}
+	}
+	if err := rep.WriteText(text); err != nil {
+		fmt.Fprintf(stderr, "durable bench: %v\n", err)
+		return 1
+	}
+	if !rep.Verified {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable/internal/pgtest"
+)
+
+func TestBenchUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--database-url", ""}, "--database-url (or $DURABLE_DATABASE_URL) is required"},
+		{[]string{"--database-url", "postgres://x"}, "a scenario is required"},
+		{[]string{"--database-url", "postgres://x", "--scenario", "fast"}, `unknown scenario "fast"`},
+		{[]string{"--database-url", "postgres://x", "--scenario", "single", "--runs", "-5"}, "runs must not be negative"},
+		{[]string{"--database-url", "postgres://x", "--scenario", "single", "--processes", "2", "--claim-batch", "10"}, "need in-process workers"},
+		{[]string{"--database-url", "postgres://x", "--scenario", "idle", "--schema", "Nope"}, `schema "Nope"`},
+		{[]string{"--database-url", "postgres://x", "--scenario", "single", "--runs", "many"}, "invalid value"},
+		{[]string{"--database-url", "postgres://x", "--scenario", "single", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--no-such-flag"}, "Usage: durable bench"},
+	} {
+		code, out, errOut := runCLI(t, append([]string{"bench"}, c.args...)...)
+		require.Equal(t, 2, code, "%v\nstderr:\n%s", c.args, errOut)
+		require.Empty(t, out)
+		require.Contains(t, errOut, c.want, "%v", c.args)
+	}
+	code, _, errOut := runCLI(t, "bench", "-h")
+	require.Equal(t, 0, code)
+	require.Contains(t, errOut, "Usage: durable bench")
+	require.Contains(t, errOut, "-scenario")
+}
+
+// benchJSON runs durable bench with --json and returns the parsed report,
+// requiring exit status 0 and exactly one JSON object on stdout.
+func benchJSON(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	url := pgtest.URL(t)
+	args = append([]string{"bench", "--database-url", url, "--json"}, args...)
+	start := time.Now()
+	code, out, errOut := runCLI(t, args...)
+	t.Logf("%v took %s", args[3:], time.Since(start).Round(time.Millisecond))
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.Equal(t, 1, strings.Count(out, "\n"), "one line of JSON on stdout:\n%s", out)
+	var rep map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	require.Equal(t, true, rep["verified"], "stderr:\n%s", errOut)
+	require.Contains(t, errOut, "FIGURE", "the table goes to stderr with --json")
+	require.Contains(t, errOut, "verified: yes")
+	require.Equal(t, false, rep["schema_kept"])
+	require.True(t, strings.HasPrefix(rep["schema"].(string), "durable_bench_"))
+	return rep
+}
+
+// metric returns a report's metric by key, failing if it is missing.
+func metric(t *testing.T, rep map[string]any, key string) map[string]any {
+	t.Helper()
+	for _, m := range rep["metrics"].([]any) {
+		if mm := m.(map[string]any); mm["key"] == key {
+			return mm
+		}
+	}
+	t.Fatalf("no metric %q in %v", key, rep["metrics"])
+	return nil
+}
+
+func value(t *testing.T, rep map[string]any, key string) float64 {
+	t.Helper()
+	return metric(t, rep, key)["value"].(float64)
+}
+
+func TestBenchSingle(t *testing.T) {
+	t.Parallel()
+	rep := benchJSON(t, "--scenario", "single", "--runs", "200", "--insert-batch", "64", "--tenants", "3")
+	require.Equal(t, "single", rep["scenario"])
+	require.Equal(t, 200.0, value(t, rep, "runs_completed"))
+	require.Equal(t, 200.0, value(t, rep, "tasks_completed"))
+	require.Greater(t, value(t, rep, "runs_per_s"), 0.0)
+	require.Greater(t, value(t, rep, "window_s"), 0.0)
+	require.Greater(t, value(t, rep, "insert_runs_per_s"), 0.0)
+	goal := metric(t, rep, "runs_per_s")["goal"].(map[string]any)
+	require.Equal(t, map[string]any{"op": ">=", "value": 20000.0}, goal)
+	require.Contains(t, metric(t, rep, "runs_per_s"), "met")
+	params := rep["params"].(map[string]any)
+	require.Equal(t, "in-process", params["mode"])
+	require.Equal(t, 200.0, params["runs"])
+	require.Len(t, rep["references"], 3)
+}
+
+// TestBenchUnverified: work that does not complete in time fails the
+// command (exit 1) but still reports what was measured.
+func TestBenchUnverified(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	code, out, errOut := runCLI(t, "bench", "--database-url", url, "--json", "--scenario", "single", "--runs", "3000", "--timeout", "1ms")
+	require.Equal(t, 1, code, "stderr:\n%s", errOut)
+	var rep map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	require.Equal(t, false, rep["verified"])
+	require.Contains(t, rep["failure"], "timed out after 1ms")
+	require.Contains(t, errOut, "verified: NO: timed out")
+}
+
+func TestBenchDAG(t *testing.T) {
+	t.Parallel()
+	rep := benchJSON(t, "--scenario", "dag", "--runs", "20", "--claim-batch", "7", "--finish-batch", "5", "--workers", "2")
+	require.Equal(t, 20.0, value(t, rep, "runs_completed"))
+	require.Equal(t, 200.0, value(t, rep, "tasks_completed"))
+	require.Greater(t, value(t, rep, "tasks_per_s"), 0.0)
+	require.InDelta(t, value(t, rep, "tasks_per_s")/10, value(t, rep, "runs_per_s"), 1e-6)
+	params := rep["params"].(map[string]any)
+	require.Equal(t, 7.0, params["claim_batch"])
+	require.Equal(t, 5.0, params["finish_batch"])
+	require.Equal(t, 2.0, params["workers"])
+}
+
+func TestBenchLatency(t *testing.T) {
+	t.Parallel()
+	rep := benchJSON(t, "--scenario", "latency", "--runs", "20", "--interval", "1ms")
+	require.Equal(t, 20.0, value(t, rep, "runs_completed"))
+	for _, k := range []string{"trigger_to_start", "parent_to_child", "trigger_to_settled", "client_trigger_to_result"} {
+		p50, p95, p99, mx := value(t, rep, k+"_p50_ms"), value(t, rep, k+"_p95_ms"), value(t, rep, k+"_p99_ms"), value(t, rep, k+"_max_ms")
+		require.Greater(t, p50, 0.0, k)
+		require.LessOrEqual(t, p50, p95, k)
+		require.LessOrEqual(t, p95, p99, k)
+		require.LessOrEqual(t, p99, mx, k)
+		require.Less(t, mx, 10_000.0, k)
+	}
+	// A run settles after its first step started and its hand-off.
+	require.Greater(t, value(t, rep, "trigger_to_settled_max_ms"), value(t, rep, "trigger_to_start_p50_ms"))
+	require.Equal(t, map[string]any{"op": "<=", "value": 2.0}, metric(t, rep, "trigger_to_start_p50_ms")["goal"])
+	require.Equal(t, map[string]any{"op": "<=", "value": 10.0}, metric(t, rep, "parent_to_child_p99_ms")["goal"])
+}
+
+func TestBenchFairness(t *testing.T) {
+	t.Parallel()
+	rep := benchJSON(t, "--scenario", "fairness", "--runs", "300", "--tenants", "4", "--tenant-step", "20", "--concurrency", "8")
+	require.Equal(t, 200.0, value(t, rep, "runs_completed"), "20+40+60+80 backlog runs")
+	pos := value(t, rep, "newcomer_claim_position")
+	require.GreaterOrEqual(t, pos, 1.0)
+	require.LessOrEqual(t, pos, 2.0, "block-based fair queuing serves the newcomer within 2 claims")
+	require.GreaterOrEqual(t, value(t, rep, "newcomer_wait_ms"), 0.0)
+	jain := value(t, rep, "jain_index")
+	require.Greater(t, jain, 0.25)
+	require.LessOrEqual(t, jain, 1.0)
+	require.GreaterOrEqual(t, value(t, rep, "window_completions"), 60.0, "4 tenants, about the smallest's 20 each")
+
+	tables := rep["tables"].([]any)
+	require.Len(t, tables, 1)
+	rows := tables[0].(map[string]any)["rows"].([]any)
+	require.Len(t, rows, 4)
+	first := rows[0].([]any)
+	require.Equal(t, "f001", first[0])
+	require.Equal(t, 20.0, first[1])
+	require.Equal(t, 20.0, first[2], "the smallest backlog completes within its own window")
+}
+
+func TestBenchIdle(t *testing.T) {
+	t.Parallel()
+	rep := benchJSON(t, "--scenario", "idle", "--duration", "2s", "--settle", "1s", "--workers", "2")
+	require.GreaterOrEqual(t, value(t, rep, "measured_s"), 2.0)
+	require.GreaterOrEqual(t, value(t, rep, "traced_statements_per_s_per_worker"), 0.0)
+	require.GreaterOrEqual(t, value(t, rep, "round_trips_per_s_per_worker"), 0.0)
+	metric(t, rep, "statements_per_s_per_worker")
+	require.Equal(t, map[string]any{"op": "<=", "value": 1.0}, metric(t, rep, "statements_per_s_per_worker")["goal"])
+	rows := rep["tables"].([]any)[0].(map[string]any)["rows"].([]any)
+	require.Len(t, rows, 2)
+	leaders := 0
+	for _, r := range rows {
+		if r.([]any)[1] == "yes" {
+			leaders++
+		}
+	}
+	require.Equal(t, 1, leaders, "one worker leads")
+	notes := strings.Join(toStrings(rep["notes"].([]any)), "\n")
+	require.Contains(t, notes, "pg_stat_database")
+	if db, ok := rep["database"].(string); ok {
+		require.True(t, strings.HasPrefix(db, "durable_bench_"))
+		require.Equal(t, 0.0, value(t, rep, "other_sessions"), "nobody else uses the scratch database")
+	}
+}
+
+func toStrings(xs []any) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = x.(string)
+	}
+	return out
+}
+
+// TestBenchProcesses runs workers as `durable worker` processes of a
+// freshly built binary.
+func TestBenchProcesses(t *testing.T) {
+	t.Parallel()
+	pgtest.URL(t)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go toolchain to build the worker binary")
+	}
+	exe := filepath.Join(t.TempDir(), "durable")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, goBin, "build", "-o", exe, ".").CombinedOutput()
+	require.NoError(t, err, "go build:\n%s", out)
+
+	rep := benchJSON(t, "--scenario", "single", "--runs", "300", "--processes", "2", "--concurrency", "20", "--worker-exe", exe)
+	require.Equal(t, 300.0, value(t, rep, "runs_completed"))
+	params := rep["params"].(map[string]any)
+	require.Equal(t, "processes", params["mode"])
+	require.Equal(t, 2.0, params["workers"])
+
+	rep = benchJSON(t, "--scenario", "latency", "--runs", "5", "--processes", "1", "--worker-exe", exe)
+	require.Equal(t, 5.0, value(t, rep, "runs_completed"))
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/internal/workloads"
+	"github.com/effectivelabs/durable/pgstore"
+)
+
+// pgEnv is a per-test PostgreSQL schema and the flags that point the CLI at
+// it.
+type pgEnv struct {
+	url    string
+	schema string
+	store  *pgstore.Store
+}
+
+func (p *pgEnv) flags(args ...string) []string {
+	return append(args, "--database-url", p.url, "--schema", p.schema)
+}
+
+// newPGEnv returns a fresh schema, migrated unless migrate is false (then it
+// does not exist yet, and is dropped at the end if the test created it).
+func newPGEnv(t *testing.T, migrate bool) *pgEnv {
+	t.Helper()
+	url := pgtest.URL(t)
+	pool := pgtest.Pool(t)
+	schema := pgtest.EmptySchema(t, pool)
+	if migrate {
+		schema = pgtest.Schema(t, pool)
+	}
+	s, err := pgstore.New(pool, &pgstore.Config{Schema: schema})
+	require.NoError(t, err)
+	return &pgEnv{url: url, schema: schema, store: s}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// client returns an engine on the schema that is never started.
+func (p *pgEnv) client(t *testing.T) *durable.Engine {
+	t.Helper()
+	e, err := durable.New(p.store, durable.Config{Logger: quietLogger()})
+	require.NoError(t, err)
+	return e
+}
+
+// startWorker starts an in-process engine serving the built-in workflows
+// (and extra ones) on the schema, stopped when the test ends.
+func (p *pgEnv) startWorker(t *testing.T, extra ...durable.Definition) *durable.Engine {
+	t.Helper()
+	e, err := durable.New(p.store, durable.Config{Logger: quietLogger(), HeartbeatInterval: time.Second, DeadAfter: 5 * time.Second})
+	require.NoError(t, err)
+	require.NoError(t, e.Register(workloads.New(workloads.Options{}).All()...))
+	require.NoError(t, e.Register(extra...))
+	require.NoError(t, e.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, e.Stop(ctx))
+	})
+	return e
+}
+
+// parseIDs parses the first n lines of out as run IDs.
+func parseIDs(t *testing.T, out string, n int) []uuid.UUID {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.GreaterOrEqual(t, len(lines), n, "output:\n%s", out)
+	ids := make([]uuid.UUID, n)
+	for i := range n {
+		id, err := uuid.Parse(lines[i])
+		require.NoError(t, err, "line %d of:\n%s", i+1, out)
+		ids[i] = id
+	}
+	return ids
+}
+
+func TestTriggerCreatesQueuedRuns(t *testing.T) {
+	t.Parallel()
+	p := newPGEnv(t, false) // trigger migrates the schema itself
+	code, out, errOut := runCLI(t, p.flags("trigger", "--workflow", "bench-noop", "--count", "5", "--tenant", "acme")...)
+	require.Equal(t, 0, code, "stderr:\n%s", errOut)
+	require.Empty(t, errOut)
+	ids := parseIDs(t, out, 5)
+	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 5, "one ID per line, nothing else")
+
+	e := p.client(t)
+	seen := map[uuid.UUID]bool{}
+	for _, id := range ids {
+		require.False(t, seen[id], "IDs are distinct")
+		seen[id] = true
+		res, err := e.Get(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, "bench-noop", res.Workflow)
+		require.Equal(t, "acme", res.Tenant)
+		require.Equal(t, durable.RunRunning, res.Status, "no worker runs them")
+		require.Len(t, res.Steps, 1)
+		require.Equal(t, durable.StepQueued, res.Steps[0].State)
+	}
+}
+
+func TestTriggerInput(t *testing.T) {
+	t.Parallel()
+	p := newPGEnv(t, true)
+	code, out, errOut := runCLI(t, p.flags("trigger", "--workflow", "order-processing",
+		"--input", `{"id":"Z-9","customer":"zoe","cents":0,"items":["pen"]}`)...)
+	require.Equal(t, 0, code, "stderr:\n%s", errOut)
+	id := parseIDs(t, out, 1)[0]
+
+	// The input was stored as given: a worker rejects the order.
+	p.startWorker(t)
+	set := workloads.New(workloads.Options{})
+	res, err := p.client(t).Wait(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, durable.RunCompleted, res.Status)
+	got, err := set.Demo.Reject.Result(res)
+	require.NoError(t, err)
+	require.Equal(t, "order Z-9 rejected: amount must be positive", got)
+}
+
+func TestTriggerWait(t *testing.T) {
+	t.Parallel()
+	p := newPGEnv(t, true)
+	p.startWorker(t)
+
+	code, out, errOut := runCLI(t, p.flags("trigger", "--workflow", "order-processing", "--count", "3",
+		"--fraud-window", "100ms", "--wait", "--timeout", "60s")...)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	ids := parseIDs(t, out, 3)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 6, "3 IDs, then 3 statuses:\n%s", out)
+	for i, id := range ids {
+		require.True(t, strings.HasPrefix(lines[3+i], id.String()+" COMPLETED in "), lines[3+i])
+	}
+	// The fraud window given to trigger is the one the runs sleep.
+	evs, err := p.client(t).Events(context.Background(), ids[0])
+	require.NoError(t, err)
+	var slept bool
+	for _, ev := range evs {
+		if ev.Type == durable.EventSleeping {
+			slept = true
+			require.Equal(t, 100*time.Millisecond, ev.DueAt.Sub(ev.At).Round(time.Millisecond))
+		}
+	}
+	require.True(t, slept)
+
+	code, out, errOut = runCLI(t, p.flags("trigger", "--workflow", "chaos", "--input", `{"n":3}`, "--wait")...)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	id := parseIDs(t, out, 1)[0]
+	res, err := p.client(t).Get(context.Background(), id)
+	require.NoError(t, err)
+	odd, _ := res.Step("odd")
+	even, _ := res.Step("even")
+	require.Equal(t, durable.StepCompleted, odd.State, "n=3 takes the odd branch")
+	require.Equal(t, durable.StepSkipped, even.State)
+}
+
+func TestTriggerWaitTimeout(t *testing.T) {
+	t.Parallel()
+	p := newPGEnv(t, true) // no worker: the run cannot finish
+	code, out, errOut := runCLI(t, p.flags("trigger", "--workflow", "bench-chain", "--wait", "--timeout", "300ms")...)
+	require.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	id := parseIDs(t, out, 1)[0]
+	require.Contains(t, out, id.String()+" RUNNING (not settled after --timeout 300ms; a QUEUED, b PENDING)")
+	require.Contains(t, errOut, "1 of 1 runs did not complete")
+}
+
+func TestTriggerUsageErrors(t *testing.T) {
+	t.Parallel()
+	// Flags are checked before connecting, so no database is needed.
+	db := []string{"--database-url", "postgres://nobody@127.0.0.1:1/none"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workflow", "bench-noop", "--database-url="}, "--database-url (or $DURABLE_DATABASE_URL) is required"},
+		{db, "--workflow is required: one of order-processing, bench-noop, bench-dag, bench-chain, chaos"},
+		{append([]string{"--workflow", "nope"}, db...), `unknown workflow "nope"`},
+		{append([]string{"--workflow", "chaos", "--input", `{"n":`}, db...), "--input for chaos: invalid JSON"},
+		{append([]string{"--workflow", "chaos", "--input", `{"m":1}`}, db...), `unknown field "m"`},
+		{append([]string{"--workflow", "chaos", "--input", `{"n":1} {}`}, db...), "unexpected data after the value"},
+		{append([]string{"--workflow", "bench-noop", "--input", `"x"`}, db...), "--input for bench-noop: invalid JSON"},
+		{append([]string{"--workflow", "bench-noop", "--count", "0"}, db...), "--count must be between 1 and 100000, got 0"},
+		{append([]string{"--workflow", "bench-noop", "--tenant", ""}, db...), `--tenant "": want 1 to 200 bytes`},
+		{append([]string{"--workflow", "bench-noop", "--timeout", "1s"}, db...), "--timeout applies only with --wait"},
+		{append([]string{"--workflow", "bench-noop", "--wait", "--timeout", "-1s"}, db...), "--timeout must not be negative"},
+		{append([]string{"--workflow", "bench-noop", "--count", "many"}, db...), "invalid value"},
+		{append([]string{"--workflow", "bench-noop", "extra"}, db...), `unexpected argument "extra"`},
+	} {
+		code, out, errOut := runCLI(t, append([]string{"trigger"}, tc.args...)...)
+		require.Equal(t, exitUsage, code, "%v: stderr:\n%s", tc.args, errOut)
+		require.Empty(t, out, "%v", tc.args)
+		require.Contains(t, errOut, tc.want, "%v", tc.args)
+	}
+
+	code, _, errOut := runCLI(t, "trigger", "-h")
+	require.Equal(t, 0, code)
+	require.Contains(t, errOut, "Usage: durable trigger")
+
+	// A database that cannot be reached is an error, not a usage error.
+	code, out, errOut := runCLI(t, "trigger", "--workflow", "bench-noop", "--database-url", "postgres://nobody@127.0.0.1:1/none?connect_timeout=5")
+	require.Equal(t, 1, code)
+	require.Empty(t, out)
+	require.Contains(t, errOut, "durable trigger: connecting")
+}

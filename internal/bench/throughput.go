@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/effectivelabs/durable"
+)
+
+// insert starts runs of wf in batches of InsertBatch, the i-th for
+// tenantOf(i), and returns their IDs and how long it took.
+func (b *bencher) insert(ctx context.Context, wf *durable.Workflow[int], n int, tenantOf func(i int) string) (map[uuid.UUID]struct{}, time.Duration, error) {
+	ids := make(map[uuid.UUID]struct{}, n)
+	start := time.Now()
+	last := start
+	for done := 0; done < n; {
+		k := min(b.o.InsertBatch, n-done)
+		trig := make([]durable.Trigger[int], k)
+		for i := range trig {
+			trig[i] = durable.Trigger[int]{Tenant: tenantOf(done + i), Input: done + i}
+		}
+		got, err := wf.RunManyNoWait(ctx, b.client, trig)
+		if err != nil {
+			return nil, 0, fmt.Errorf("inserting runs: %w", err)
+		}
+		for _, id := range got {
+			ids[id] = struct{}{}
+		}
+		done += k
+		if time.Since(last) > 5*time.Second {
+			b.logf("inserted %d of %d runs", done, n)
+			last = time.Now()
+		}
+	}
+	return ids, time.Since(start), nil
+}
+
+// window is what the database recorded about the tasks of some tenants.
+type window struct {
+	tasks, tasksDone int
+	runs, runsDone   int
+	first, last      time.Time // first claim, last completion
+}
+
+func (w window) seconds() float64 { return w.last.Sub(w.first).Seconds() }
+
+func (b *bencher) window(ctx context.Context, tenants string) (window, error) {
+	var w window
+	var first, last pgtype.Timestamptz
+	err := b.monitor.QueryRow(ctx, `
+SELECT count(*), count(*) FILTER (WHERE state = 'COMPLETED'), min(started_at), max(finished_at)
+FROM `+b.table("tasks")+` WHERE tenant LIKE $1`, tenants).Scan(&w.tasks, &w.tasksDone, &first, &last)
+	if err != nil {
+		return w, fmt.Errorf("reading the tasks: %w", err)
+	}
+	w.first, w.last = first.Time, last.Time
+	err = b.monitor.QueryRow(ctx, `
+SELECT count(*), count(*) FILTER (WHERE status = 'COMPLETED' AND finished_at IS NOT NULL)
+FROM `+b.table("runs")+` WHERE tenant LIKE $1`, tenants).Scan(&w.runs, &w.runsDone)
+	if err != nil {
+		return w, fmt.Errorf("reading the runs: %w", err)
+	}
+	return w, nil
+}
+
+// throughput runs the single and dag scenarios: N runs inserted first, then
+// worked; the rate is over the database's window from the first claim to
+// the last completion, as River's bench --num-total-jobs measures it.
+func (b *bencher) throughput(ctx context.Context, rep *Report, dag bool) error {
+	n := b.o.Runs
+	wf, perRun, unit := b.set.Noop, 1, "runs"
+	rep.Description = fmt.Sprintf("%s one-step bench-noop runs inserted first, then worked", FormatNumber(float64(n), 0))
+	if dag {
+		wf, perRun, unit = b.set.DAG, 10, "tasks"
+		rep.Description = fmt.Sprintf("%s bench-dag runs (root → 8 parallel → join: %s tasks) inserted first, then worked",
+			FormatNumber(float64(n), 0), FormatNumber(float64(n*perRun), 0))
+	}
+	tenants := b.o.Tenants
+	w, err := b.watch(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+
+	b.logf("inserting %d %s runs in batches of %d", n, wf.Name(), b.o.InsertBatch)
+	ids, insertTime, err := b.insert(ctx, wf, n, func(i int) string { return b.tenant(fmt.Sprintf("t%d", i%tenants)) })
+	if err != nil {
+		return err
+	}
+	b.logf("inserted %d runs in %.2fs (%.0f runs/s)", n, insertTime.Seconds(), float64(n)/insertTime.Seconds())
+	w.expect(ids)
+
+	f, err := b.startFleet(ctx, workerSpec{n: b.o.Workers, concurrency: b.o.Concurrency,
+		claimBatch: b.o.ClaimBatch, finishBatch: b.o.FinishBatch, name: "w"})
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, b.o.Timeout)
+	settled, waitErr := w.waitAll(wctx, b.tenants(""))
+	cancel()
+	wall := time.Since(started)
+	b.logf("%d of %d runs settled after %.2fs; stopping the workers", settled, n, wall.Seconds())
+	f.stop()
+	if waitErr != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+
+	win, err := b.window(ctx, b.tenants(""))
+	if err != nil {
+		return err
+	}
+	secs := win.seconds()
+	rate := func(k int) float64 {
+		if secs <= 0 {
+			return 0
+		}
+		return float64(k) / secs
+	}
+	if dag {
+		rep.AddGoal("tasks_per_s", "throughput, first claim → last completion", rate(win.tasksDone), "tasks/s", 0, AtLeast(15_000))
+		rep.Add("runs_per_s", "  the same in runs", rate(win.runsDone), "runs/s", 0)
+	} else {
+		rep.AddGoal("runs_per_s", "throughput, first claim → last completion", rate(win.runsDone), "runs/s", 0, AtLeast(20_000))
+	}
+	rep.Add("window_s", "window (database timestamps)", secs, "s", 3)
+	rep.Add("wall_per_s", "wall rate, workers started → last run settled", float64(win.tasksDone)/wall.Seconds(), unit+"/s", 0)
+	rep.Add("insert_runs_per_s", "insert rate (RunManyNoWait, one inserter)", float64(n)/insertTime.Seconds(), "runs/s", 0)
+	if dag {
+		rep.Add("insert_tasks_per_s", "  the same in tasks", float64(n*perRun)/insertTime.Seconds(), "tasks/s", 0)
+	}
+	rep.Add("insert_s", "insert time", insertTime.Seconds(), "s", 3)
+	rep.Add("runs_completed", "runs completed", float64(win.runsDone), "runs", 0)
+	rep.Add("tasks_completed", "tasks completed", float64(win.tasksDone), "tasks", 0)
+
+	if dag {
+		rep.References = []Reference{hatchetDAG, riverInsertedFirst}
+		rep.Note("River's figure is a job queue's (one job = one task, no DAG), the per-task speed to approach")
+	} else {
+		rep.References = []Reference{riverInsertedFirst, riverConcurrent, hatchetSingle}
+	}
+	switch {
+	case errors.Is(waitErr, context.DeadlineExceeded):
+		rep.Verified = false
+		rep.Failure = fmt.Sprintf("timed out after %s: %d of %d runs completed", b.o.Timeout, win.runsDone, n)
+	case waitErr != nil:
+		return waitErr
+	case win.runs != n || win.runsDone != n || win.tasksDone != n*perRun:
+		rep.Verified = false
+		rep.Failure = fmt.Sprintf("%d of %d runs and %d of %d tasks completed", win.runsDone, n, win.tasksDone, n*perRun)
+	}
+	return nil
+}

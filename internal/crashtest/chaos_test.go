@@ -1,0 +1,180 @@
+package crashtest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/workloads"
+)
+
+// Worker settings of the chaos test, and the bound they imply on how long a
+// step of a killed worker waits before it runs again.
+const (
+	chaosDeadAfter = 3 * time.Second
+	// chaosMaxBackoff is the chaos steps' RetryPolicy.MaxDelay: a rescue
+	// counts as a failed attempt and backs off.
+	chaosMaxBackoff = time.Second
+	// recoverySlack covers what the bound leaves out: the rescue, timer and
+	// claim transactions and notifications, on a loaded 2-core machine.
+	recoverySlack = 2 * time.Second
+	recoveryBound = chaosDeadAfter + chaosDeadAfter/4 + chaosMaxBackoff + recoverySlack
+)
+
+// TestChaos runs 500 chaos runs on three worker processes while killing
+// them: a random worker every few seconds, the leader twice, and the
+// busiest one gracefully (SIGTERM), each followed by a restart. Then every
+// run must have completed, with each step's outcome recorded exactly once,
+// and every step of a killed worker must have run again within
+// recoveryBound.
+//
+// Killed workers are restarted under the same worker ID (unless
+// DURABLE_CRASH_NEW_IDS=1). That is the harder case and the common one (a
+// supervisor restarting a process with a fixed identity, a StatefulSet pod):
+// a new ID leaves the dead worker's heartbeat row frozen, so its steps look
+// dead as soon as DeadAfter has passed; with the same ID the new process's
+// heartbeats refresh the very row the dead process's steps are judged by.
+func TestChaos(t *testing.T) {
+	h := newHarness(t)
+	const runs = 500
+	const tenants = 5
+	flags := []string{"--record-executions", "--dead-after", chaosDeadAfter.String(), "--heartbeat-interval", "500ms",
+		"--drain-timeout", "5s", "--concurrency", "25", "--poll-interval", "1s"}
+	newIDs := os.Getenv(envNewIDs) == "1"
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, seed>>1))
+	t.Logf("seed %d, restarts under %s", seed, map[bool]string{false: "the same worker IDs", true: "new worker IDs"}[newIDs])
+
+	ws := []*worker{h.startWorker("w1", flags...), h.startWorker("w2", flags...), h.startWorker("w3", flags...)}
+	begin := time.Now()
+	elapsed := func() string { return fmt.Sprintf("%6.2fs", time.Since(begin).Seconds()) }
+
+	// Trigger at a steady pace, below what the workers can do even with one
+	// of them dead, so that a rescued step is not queued behind a backlog
+	// and the recovery time measures the engine.
+	set := workloads.New(workloads.Options{})
+	triggered := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		tick := time.NewTicker(400 * time.Millisecond)
+		defer tick.Stop()
+		for b := 0; b < runs; b += 10 {
+			ts := make([]durable.Trigger[workloads.ChaosInput], 0, 10)
+			for n := b; n < min(b+10, runs); n++ {
+				ts = append(ts, durable.Trigger[workloads.ChaosInput]{Tenant: fmt.Sprintf("tenant-%d", n%tenants), Input: workloads.ChaosInput{N: n}})
+			}
+			if _, err := set.Chaos.RunManyNoWait(ctx, h.client, ts); err != nil {
+				triggered <- err
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				triggered <- ctx.Err()
+				return
+			}
+		}
+		triggered <- nil
+	}()
+
+	var (
+		orphans                         []orphan
+		kills, leaderKills, terms, idle int
+		triggerDone                     bool
+	)
+	restart := func(w *worker) {
+		if newIDs {
+			w.id = fmt.Sprintf("%s-%d", w.base, w.starts)
+		}
+		w.start()
+	}
+	kill := func(w *worker, why string) {
+		at := w.kill()
+		running := w.runningOf()
+		for _, k := range running {
+			orphans = append(orphans, orphan{attemptKey: k, worker: w.id, killedAt: at})
+		}
+		if len(running) == 0 {
+			idle++
+		}
+		kills++
+		t.Logf("%s SIGKILL %s (%s) with %d steps running", elapsed(), w.id, why, len(running))
+		restart(w)
+	}
+
+	deadline := time.Now().Add(4 * time.Minute)
+	for action := 0; ; action++ {
+		// The chaos's own rhythm, not a synchronisation.
+		pause := time.NewTimer(time.Duration(2000+rng.IntN(1500)) * time.Millisecond)
+	rest:
+		for {
+			select {
+			case err := <-triggered:
+				require.NoError(t, err, "triggering")
+				triggerDone, triggered = true, nil
+				t.Logf("%s all %d runs triggered", elapsed(), runs)
+			case <-pause.C:
+				break rest
+			}
+		}
+		_, settled, err := h.counts(ctx)
+		require.NoError(t, err)
+		if triggerDone && settled >= runs*8/10 && action >= 8 {
+			t.Logf("%s stopping the chaos: %d of %d runs settled", elapsed(), settled, runs)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "chaos for 4 minutes and only %d of %d runs settled", settled, runs)
+		switch action {
+		case 2, 6:
+			leaderKills++
+			kill(h.leader(ws), "the leader")
+		case 4:
+			// The busiest worker, so that the drain has steps to finish.
+			w, running := ws[0], -1
+			for _, c := range ws {
+				if n := len(c.runningOf()); n > running {
+					w, running = c, n
+				}
+			}
+			start := time.Now()
+			code := w.terminate(30 * time.Second)
+			t.Logf("%s SIGTERM %s with %d steps running: exit %d after %s", elapsed(), w.id, running, code,
+				time.Since(start).Round(time.Millisecond))
+			require.Equal(t, 0, code, "a drained worker exits 0")
+			require.Empty(t, w.runningOf(), "a drained worker leaves no step RUNNING")
+			terms++
+			restart(w)
+		default:
+			kill(ws[rng.IntN(len(ws))], "random")
+		}
+	}
+
+	h.waitSettled(runs, 2*time.Minute)
+	t.Logf("%s all runs settled", elapsed())
+	for _, w := range ws {
+		require.Equal(t, 0, w.terminate(30*time.Second), "%s exits 0 on SIGTERM", w.id)
+	}
+
+	s := h.snapshot()
+	rs := verifyRecorded(t, s, runs)
+	es := verifyChaos(t, h, s)
+	rec := measureRecovery(s, orphans, recoveryBound)
+	t.Logf("runs %d (all COMPLETED), tasks %d, recorded outcomes %d, recorded duplicates %d",
+		rs.runs, rs.tasks, rs.outcomes, rs.duplicates)
+	t.Logf("executions %d for %d recorded step outputs: %d re-executions (at least once), 0 outputs recorded twice (exactly once)",
+		es.executions, es.recordedSteps, es.reexecutions)
+	t.Logf("kills %d (leader %d, %d of a worker with nothing running), SIGTERMs %d", kills, leaderKills, idle, terms)
+	t.Logf("recovery of %d orphaned attempts (%d recorded by the dying worker after all): median %s, p90 %s, max %s; bound %s",
+		len(rec.times), rec.raced, rec.percentile(0.5).Round(time.Millisecond), rec.percentile(0.9).Round(time.Millisecond),
+		rec.percentile(1).Round(time.Millisecond), recoveryBound)
+	require.Empty(t, rec.missing, "rescued attempts never started again")
+	require.NotEmpty(t, rec.times, "no kill caught a step running: the test proved nothing about recovery")
+	require.Empty(t, rec.late, "%d of %d orphaned attempts ran again later than %s after the kill", len(rec.late), len(rec.times), recoveryBound)
+}

@@ -1,0 +1,26 @@
+// Package crashtest holds crash proofs that run the real durable CLI as
+// separate worker processes against PostgreSQL, and then kill them, stop
+// them during durable sleeps, and restart PostgreSQL under them.
+//
+// The tests build ./cmd/durable once, give each test its own schema, and
+// check afterwards, from the database alone, that every run completed, that
+// every step's outcome was recorded exactly once, that the event logs are
+// consistent, and how fast the steps of killed workers were run again.
+//
+// They are heavy and one of them restarts the PostgreSQL server, so they
+// skip unless DURABLE_CRASH_TESTS=1, and must not run beside other tests:
+//
+//	DURABLE_CRASH_TESTS=1 DURABLE_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
+//	    go test -count=1 -v ./internal/crashtest/
+//
+// The PostgreSQL restart uses pg_ctlcluster (Debian's postgresql-common)
+// on the cluster the database reports in cluster_name, so it needs a local
+// server and root; without them that test skips (fails under CI=true).
+//
+// DURABLE_CRASH_NEW_IDS=1 makes the chaos test restart killed workers under
+// new worker IDs instead of their own (see TestChaos).
+//
+// When a test fails, the worker processes print their goroutines (SIGQUIT)
+// into their logs, the logs are kept and their paths logged, and with
+// DURABLE_CRASH_KEEP=1 the test's schema is kept too.
+package crashtest

@@ -1,0 +1,455 @@
+package crashtest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/pgstore"
+)
+
+// Environment variables: envEnable turns the crash tests on; envKeep keeps
+// the schema of a failed test; envNewIDs makes TestChaos restart killed
+// workers under new worker IDs.
+const (
+	envEnable = "DURABLE_CRASH_TESTS"
+	envKeep   = "DURABLE_CRASH_KEEP"
+	envNewIDs = "DURABLE_CRASH_NEW_IDS"
+)
+
+// binary is the durable CLI built by TestMain ("" when the tests are off).
+var binary string
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	if os.Getenv(envEnable) != "1" {
+		return m.Run() // every test skips
+	}
+	dir, err := os.MkdirTemp("", "durable-crashtest-bin-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "crashtest: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if binary, err = buildCLI(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "crashtest: %v\n", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// buildCLI builds ./cmd/durable of the module containing the working
+// directory into dir.
+func buildCLI(dir string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "durable")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/durable")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/durable in %s: %w\n%s", root, err, b)
+	}
+	return out, nil
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// harness is one test's schema, its worker processes and a client engine.
+type harness struct {
+	t      *testing.T
+	url    string
+	schema string
+	pool   *pgxpool.Pool
+	client *durable.Engine // never started: triggers and reads runs
+	logDir string
+
+	mu      sync.Mutex
+	workers []*worker
+}
+
+// newHarness skips unless the crash tests are enabled, and returns a harness
+// on a fresh, migrated schema. Worker logs go to a directory that is kept
+// (and named in the test log) when the test fails.
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	if os.Getenv(envEnable) != "1" {
+		t.Skipf("crash tests kill worker processes and restart PostgreSQL, so they run alone: "+
+			"%s=1 %s=postgres://... go test -count=1 -v ./internal/crashtest/", envEnable, pgtest.EnvURL)
+	}
+	url := pgtest.URL(t)
+	require.NotEmpty(t, binary, "the durable CLI was not built")
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.MaxConns = 6
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, pool.Ping(ctx))
+	t.Cleanup(pool.Close)
+	schema := pgtest.NewSchemaName()
+	_, err = pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: schema})
+	require.NoError(t, err)
+	s, err := pgstore.New(pool, &pgstore.Config{Schema: schema})
+	require.NoError(t, err)
+	client, err := durable.New(s, durable.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+
+	logDir, err := os.MkdirTemp("", "durable-crashtest-"+t.Name()+"-")
+	require.NoError(t, err)
+	h := &harness{t: t, url: url, schema: schema, pool: pool, client: client, logDir: logDir}
+	t.Cleanup(h.dropSchema)
+	t.Cleanup(h.cleanup) // runs first: no worker uses the schema when it is dropped
+	return h
+}
+
+// cleanup kills the workers still running, and keeps their logs if the test
+// failed.
+func (h *harness) cleanup() {
+	h.mu.Lock()
+	ws := slices.Clone(h.workers)
+	h.mu.Unlock()
+	for _, w := range ws {
+		if w.running() {
+			if h.t.Failed() {
+				w.dumpGoroutines()
+			}
+			w.kill()
+		}
+	}
+	if h.t.Failed() {
+		h.t.Logf("worker logs kept in %s", h.logDir)
+		for _, w := range ws {
+			h.t.Logf("last lines of %s:\n%s", w.logPath, tail(w.logPath, 25))
+		}
+		return
+	}
+	os.RemoveAll(h.logDir)
+}
+
+// dropSchema drops the test's schema, unless the test failed and
+// DURABLE_CRASH_KEEP=1 asks to keep it for a post-mortem.
+func (h *harness) dropSchema() {
+	if h.t.Failed() && os.Getenv(envKeep) == "1" {
+		h.t.Logf("schema %s kept", h.schema)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := h.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{h.schema}.Sanitize()+" CASCADE"); err != nil {
+		h.t.Errorf("drop schema %s: %v", h.schema, err)
+	}
+}
+
+// table returns the quoted name of a table of the test's schema.
+func (h *harness) table(name string) string {
+	return pgx.Identifier{h.schema, name}.Sanitize()
+}
+
+// worker is one `durable worker` process, restartable.
+type worker struct {
+	h       *harness
+	base    string // the name of its log file
+	id      string // the current --worker-id
+	args    []string
+	logPath string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	state   *os.ProcessState
+	started time.Time
+	starts  int
+}
+
+// startWorker starts a worker process with the given ID and extra flags.
+func (h *harness) startWorker(id string, extra ...string) *worker {
+	h.t.Helper()
+	w := &worker{h: h, base: id, id: id, args: extra, logPath: filepath.Join(h.logDir, id+".log")}
+	h.mu.Lock()
+	h.workers = append(h.workers, w)
+	h.mu.Unlock()
+	w.start()
+	return w
+}
+
+// start runs the process (again) under w.id, and waits until it is up: its
+// elector connection, opened once the engine has started, is visible.
+func (w *worker) start() {
+	t := w.h.t
+	t.Helper()
+	f, err := os.OpenFile(w.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	require.NoError(t, err)
+	defer f.Close()
+	w.mu.Lock()
+	w.starts++
+	fmt.Fprintf(f, "=== crashtest: start #%d as %s at %s\n", w.starts, w.id, time.Now().Format(time.RFC3339Nano))
+	args := append([]string{"worker", "--database-url", w.h.url, "--schema", w.h.schema, "--worker-id", w.id}, w.args...)
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	w.started = time.Now()
+	err = cmd.Start()
+	if err != nil {
+		w.mu.Unlock()
+		require.NoError(t, err)
+	}
+	done := make(chan struct{})
+	w.cmd, w.done, w.state = cmd, done, nil
+	w.mu.Unlock()
+	go func() {
+		_ = cmd.Wait() // the exit status is read from ProcessState
+		w.mu.Lock()
+		w.state = cmd.ProcessState
+		w.mu.Unlock()
+		close(done)
+	}()
+	w.waitUp()
+}
+
+// waitUp waits until the process's elector connection exists.
+func (w *worker) waitUp() {
+	t := w.h.t
+	t.Helper()
+	app := pgstore.ApplicationName(w.h.schema, "elector:"+w.id)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		err := w.h.pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND backend_start >= $2`,
+			app, w.started).Scan(&n)
+		if err == nil && n > 0 {
+			return
+		}
+		if !w.running() {
+			require.Failf(t, "worker exited while starting", "%s: %v\n%s", w.id, w.exitState(), tail(w.logPath, 25))
+		}
+		if time.Now().After(deadline) {
+			require.Failf(t, "worker did not come up", "%s within 30s (last error %v)\n%s", w.id, err, tail(w.logPath, 25))
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition
+	}
+}
+
+func (w *worker) running() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done == nil {
+		return false
+	}
+	select {
+	case <-w.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (w *worker) exitState() *os.ProcessState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state
+}
+
+// kill sends SIGKILL, waits for the process to be gone, and returns when the
+// signal was sent.
+func (w *worker) kill() time.Time {
+	w.mu.Lock()
+	cmd, done := w.cmd, w.done
+	w.mu.Unlock()
+	at := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGKILL) // it may have exited already
+	<-done
+	return at
+}
+
+// dumpGoroutines makes the process print its goroutines to its log (Go
+// does that on SIGQUIT), for the post-mortem of a failed test.
+func (w *worker) dumpGoroutines() {
+	w.mu.Lock()
+	cmd, done := w.cmd, w.done
+	w.mu.Unlock()
+	if err := cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// terminate sends SIGTERM and returns the exit code, failing the test if
+// the process does not exit within timeout.
+func (w *worker) terminate(timeout time.Duration) int {
+	t := w.h.t
+	t.Helper()
+	w.mu.Lock()
+	cmd, done := w.cmd, w.done
+	w.mu.Unlock()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		w.kill()
+		require.Failf(t, "worker did not exit after SIGTERM", "%s within %s\n%s", w.id, timeout, tail(w.logPath, 25))
+	}
+	return w.exitState().ExitCode()
+}
+
+// tail returns the last n log lines of a worker's log file, leaving out
+// goroutine dumps.
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	dump := false
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "SIGQUIT"):
+			dump = true
+		case strings.HasPrefix(line, "=== crashtest"):
+			dump = false
+		}
+		if dump {
+			continue
+		}
+		lines = append(lines, line)
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// leader returns the worker whose elector holds the leader's advisory lock,
+// waiting for there to be exactly one.
+func (h *harness) leader(ws []*worker) *worker {
+	h.t.Helper()
+	byApp := map[string]*worker{}
+	var apps []string
+	for _, w := range ws {
+		app := pgstore.ApplicationName(h.schema, "elector:"+w.id)
+		byApp[app] = w
+		apps = append(apps, app)
+	}
+	var got []string
+	var err error
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		got = got[:0]
+		var rows pgx.Rows
+		rows, err = h.pool.Query(context.Background(), `
+SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = ANY($1)`, apps)
+		if err == nil {
+			got, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err == nil && len(got) == 1 {
+			return byApp[got[0]]
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition
+	}
+	require.Failf(h.t, "no single leader", "leaders %v, error %v", got, err)
+	return nil
+}
+
+// runningOf returns the tasks RUNNING under w's current process: claimed
+// under its worker ID since it started. (Tasks of an earlier process with the
+// same ID may still be RUNNING, waiting to be rescued.)
+func (w *worker) runningOf() []attemptKey {
+	h := w.h
+	h.t.Helper()
+	w.mu.Lock()
+	id, since := w.id, w.started
+	w.mu.Unlock()
+	rows, err := h.pool.Query(context.Background(), `SELECT run_id::text, name, attempt FROM `+h.table("tasks")+
+		` WHERE state = 'RUNNING' AND worker = $1 AND started_at >= $2`, id, since)
+	require.NoError(h.t, err)
+	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (attemptKey, error) {
+		var k attemptKey
+		err := row.Scan(&k.run, &k.step, &k.attempt)
+		return k, err
+	})
+	require.NoError(h.t, err)
+	return keys
+}
+
+// attemptKey is one attempt of one task.
+type attemptKey struct {
+	run     string
+	step    string
+	attempt int
+}
+
+// counts returns how many runs there are and how many have settled. It
+// returns an error instead of failing, for polls that span a PostgreSQL
+// restart.
+func (h *harness) counts(ctx context.Context) (total, settled int, err error) {
+	err = h.pool.QueryRow(ctx, `SELECT count(*), count(finished_at) FROM `+h.table("runs")).Scan(&total, &settled)
+	return total, settled, err
+}
+
+// waitSettled waits until at least want runs exist and all have settled.
+func (h *harness) waitSettled(want int, within time.Duration) {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	var total, settled int
+	var err error
+	for time.Now().Before(deadline) {
+		total, settled, err = h.counts(context.Background())
+		if err == nil && total >= want && settled == total {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition
+	}
+	rows, _ := h.pool.Query(context.Background(), `
+SELECT t.run_id::text || ' ' || t.name || ' ' || t.state || ' attempt ' || t.attempt || ' worker ' || coalesce(t.worker, '-')
+FROM `+h.table("tasks")+` t JOIN `+h.table("runs")+` r ON r.id = t.run_id
+WHERE r.finished_at IS NULL AND t.state NOT IN ('COMPLETED', 'SKIPPED', 'FAILED', 'CANCELLED') LIMIT 20`)
+	open, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.Failf(h.t, "runs did not settle", "%d of %d settled after %s (want %d; last error %v); open tasks:\n%s",
+		settled, total, within, want, err, strings.Join(open, "\n"))
+}
