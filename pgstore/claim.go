@@ -31,8 +31,14 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		err     error
 	)
 	if p.TenantLimit <= 0 {
-		rows, qerr := s.pool.Query(ctx, s.q.claim, p.Workflows, p.Limit, p.WorkerID, now)
-		claimed, shapeOf, idxs, err = scanClaimed(rows, qerr)
+		b := &pgx.Batch{}
+		b.Queue(s.q.genericPlans)
+		b.Queue(s.q.claim, p.Workflows, p.Limit, p.WorkerID, now).Query(func(rows pgx.Rows) error {
+			var err error
+			claimed, shapeOf, idxs, err = scanClaimed(rows, nil)
+			return err
+		})
+		err = s.pool.SendBatch(ctx, b).Close()
 	} else {
 		claimed, shapeOf, idxs, err = s.claimCapped(ctx, p, now)
 	}
@@ -158,6 +164,9 @@ func (s *Store) claimCapped(ctx context.Context, p *store.ClaimTasksParams, now 
 		return nil, nil, nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	if _, err := tx.Exec(ctx, s.q.genericPlans); err != nil {
+		return nil, nil, nil, err
+	}
 
 	room := make(map[string]int) // tenant -> claims left under the cap
 	excluded := []string{}       // tenants locked elsewhere or at their cap

@@ -164,6 +164,7 @@ func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
 func (s *Store) createOwnTx(ctx context.Context, prep *createPrep) error {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
+	b.Queue(s.q.genericPlans)
 	newShapes, err := s.create(ctx, nil, b, prep, false)
 	if err != nil {
 		return err

@@ -69,6 +69,7 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 	}
 	byOrd := make(map[int64]found, len(p.Tasks))
 	b := &pgx.Batch{}
+	b.Queue(s.q.genericPlans)
 	if len(p.Tasks) > 0 {
 		runs := make([]uuid.UUID, len(p.Tasks))
 		names := make([]string, len(p.Tasks))

@@ -10,6 +10,7 @@ import (
 // Statements take arrays and unnest them, so that one statement writes a
 // whole batch; pgx prepares and caches each of them per connection.
 type queries struct {
+	genericPlans string
 	now          string
 	loadShapes   string
 	insertShapes string
@@ -55,8 +56,14 @@ type queries struct {
 func newQueries(schema string) queries {
 	r := func(sql string) string { return render(schema, sql) }
 	return queries{
-		now:        `SELECT now()`,
-		loadShapes: r(`SELECT id, shape FROM {{schema}}.shapes WHERE id = ANY($1::uuid[])`),
+		// The store's statements are prepared once per connection and
+		// executed with array parameters; PostgreSQL's default (auto) keeps
+		// re-planning them as custom plans, which costs as much as running
+		// them. Every transaction the store owns starts with this; a caller's
+		// transaction (CreateRunsTx) is left alone.
+		genericPlans: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`,
+		now:          `SELECT now()`,
+		loadShapes:   r(`SELECT id, shape FROM {{schema}}.shapes WHERE id = ANY($1::uuid[])`),
 		insertShapes: r(`
 INSERT INTO {{schema}}.shapes (id, workflow, shape)
 SELECT id, workflow, shape::jsonb FROM unnest($1::uuid[], $2::text[], $3::text[]) AS s(id, workflow, shape)

@@ -666,6 +666,7 @@ func (s *Store) transition(ctx context.Context, p *plan) error {
 	now := p.now
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
+	b.Queue(s.q.genericPlans)
 	if now.IsZero() {
 		b.Queue(s.q.now).QueryRow(func(row pgx.Row) error { return row.Scan(&now) })
 	}
