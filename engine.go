@@ -199,6 +199,18 @@ func (e *Engine) Register(defs ...Definition) error {
 	return nil
 }
 
+// wakeClaims tells this engine's claim loop, if it is running, that work
+// may have been enqueued.
+func (e *Engine) wakeClaims() {
+	e.mu.Lock()
+	rt := e.rt
+	stopped := e.stopped
+	e.mu.Unlock()
+	if rt != nil && !stopped {
+		signal(rt.readySig)
+	}
+}
+
 func (e *Engine) workflow(name string) *workflowDef {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -526,6 +538,9 @@ func (e *Engine) flush(rt *runtime, batch []store.Outcome) {
 	for {
 		res, err := e.store.FinishTasks(rt.flushCtx, &store.FinishTasksParams{Now: e.now(), Outcomes: batch})
 		if err == nil {
+			// The outcomes may have made children ready: look at once
+			// rather than wait for the store's notification to come back.
+			signal(rt.readySig)
 			for i, r := range res {
 				if r.Status == store.FinishStale {
 					o := batch[i]

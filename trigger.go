@@ -74,6 +74,7 @@ func (w *Workflow[I]) RunManyNoWait(ctx context.Context, e *Engine, triggers []T
 	if err := e.store.CreateRuns(ctx, p); err != nil {
 		return nil, fmt.Errorf("durable: starting runs: %w", err)
 	}
+	e.wakeClaims()
 	ids := make([]uuid.UUID, len(p.Runs))
 	for i := range p.Runs {
 		ids[i] = p.Runs[i].ID
