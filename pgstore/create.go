@@ -67,7 +67,7 @@ func (s *Store) CreateRunsTx(ctx context.Context, tx any, p *store.CreateRunsPar
 	if err := s.storeShapes(ctx, prep); err != nil {
 		return err
 	}
-	if _, err := s.create(ctx, ptx, nil, prep, true); err != nil {
+	if _, err := s.create(ctx, ptx, prep, true); err != nil {
 		return err
 	}
 	s.incoming.Store(true)
@@ -162,10 +162,7 @@ func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
 }
 
 func (s *Store) createOwnTx(ctx context.Context, prep *createPrep) error {
-	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
-	b.Queue(s.q.genericPlans)
-	newShapes, err := s.create(ctx, nil, b, prep, false)
+	newShapes, err := s.create(ctx, nil, prep, false)
 	if err != nil {
 		return err
 	}
@@ -177,15 +174,12 @@ func (s *Store) createOwnTx(ctx context.Context, prep *createPrep) error {
 	return nil
 }
 
-// create creates the runs. With tx nil it sends b (which begins a
-// transaction) on the pool and commits; otherwise it works inside tx, the
-// caller's, and defers the enqueueing of root tasks (deferred), leaving
-// shapes and tenants alone. It returns the shapes it inserted.
-func (s *Store) create(ctx context.Context, tx pgx.Tx, b *pgx.Batch, prep *createPrep, deferred bool) ([]uuid.UUID, error) {
-	own := tx == nil
-	if b == nil {
-		b = &pgx.Batch{}
-	}
+// create creates the runs. With tx nil it works in a transaction of its own,
+// which it commits; otherwise inside tx, the caller's, deferring the
+// enqueueing of root tasks (deferred) and leaving shapes and tenants alone.
+// It returns the shapes it inserted.
+func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferred bool) ([]uuid.UUID, error) {
+	b := &pgx.Batch{}
 	now := nowOf(prep.p.Now)
 	if now.IsZero() {
 		b.Queue(s.q.now).QueryRow(func(row pgx.Row) error { return row.Scan(&now) })
@@ -237,15 +231,17 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, b *pgx.Batch, prep *creat
 		return nil
 	})
 
-	var br pgx.BatchResults
-	if own {
-		br = s.pool.SendBatch(ctx, b)
-		tx = br.Tx()
-		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	} else {
-		br = tx.SendBatch(ctx, b)
+	var q querier = tx
+	var own *ownTx
+	if tx == nil {
+		var err error
+		if own, err = s.beginOwn(ctx, b); err != nil {
+			return nil, fmt.Errorf("pgstore: begin: %w", err)
+		}
+		defer own.close(ctx)
+		q = own
 	}
-	if err := br.Close(); err != nil {
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
 		return nil, s.createError(err)
 	}
 	if len(existing) > 0 {
@@ -263,13 +259,8 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, b *pgx.Batch, prep *creat
 		c.add(r)
 		c.record(r)
 	}
-	if err := s.persist(ctx, tx, c, nil); err != nil {
+	if err := s.persist(ctx, q, c, nil, own); err != nil {
 		return nil, s.createError(err)
-	}
-	if own {
-		if err := tx.Commit(ctx); err != nil {
-			return nil, s.createError(err)
-		}
 	}
 	return sIDs, nil
 }

@@ -32,7 +32,7 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 			now:       nowOf(p.Now),
 			ids:       ids,
 			lockReady: lockReady,
-			apply: func(_ context.Context, _ pgx.Tx, c *change) error {
+			apply: func(_ context.Context, _ querier, c *change) error {
 				for k := range p.Outcomes {
 					o := p.Outcomes[k]
 					r := c.byID[o.Task.RunID]
@@ -154,7 +154,7 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 				}
 				return distinct(ids)
 			},
-			apply: func(_ context.Context, _ pgx.Tx, c *change) error {
+			apply: func(_ context.Context, _ querier, c *change) error {
 				for _, d := range fire {
 					r := c.byID[d.run]
 					if r == nil || d.idx >= len(r.Tasks) {
@@ -239,7 +239,7 @@ func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 				}
 				return distinct(ids)
 			},
-			apply: func(ctx context.Context, tx pgx.Tx, c *change) error {
+			apply: func(ctx context.Context, tx querier, c *change) error {
 				// The candidates' tasks were loaded after their runs were
 				// locked: re-check them with their latest heartbeats.
 				for _, d := range dead {

@@ -258,7 +258,10 @@ func (c *change) dequeues() (runIDs []uuid.UUID, names []string) {
 // assign fair ids; then (3) tasks, (4) ready rows, (5) events, (6) runs and
 // (7) notifications, pipelined in one round trip. extra, when set, queues
 // more statements after them.
-func (s *Store) persist(ctx context.Context, tx pgx.Tx, c *change, extra func(b *pgx.Batch)) error {
+//
+// own, when set, is the store's own transaction: the writes commit in the
+// same round trip. Otherwise tx is a caller's transaction, left open.
+func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b *pgx.Batch), own *ownTx) error {
 	b := &pgx.Batch{}
 	if runIDs, names := c.dequeues(); len(runIDs) > 0 {
 		want := int64(len(runIDs))
@@ -291,6 +294,12 @@ func (s *Store) persist(ctx context.Context, tx pgx.Tx, c *change, extra func(b 
 	}
 	if extra != nil {
 		extra(b)
+	}
+	if own != nil {
+		if err := own.send(ctx, b, true); err != nil {
+			return fmt.Errorf("pgstore: write: %w", err)
+		}
+		return nil
 	}
 	if b.Len() == 0 {
 		return nil
@@ -650,7 +659,7 @@ type plan struct {
 	pick   func(b *pgx.Batch)
 	picked func() []uuid.UUID
 	// apply runs the core's transitions on the loaded runs.
-	apply func(ctx context.Context, tx pgx.Tx, c *change) error
+	apply func(ctx context.Context, tx querier, c *change) error
 	// extra queues statements after the writes, in the same round trip.
 	extra func(b *pgx.Batch, c *change)
 	// lockReady locks the ready rows of the runs before loading their tasks
@@ -659,14 +668,12 @@ type plan struct {
 }
 
 // transition runs one transition in its own transaction: it locks and loads
-// the runs, calls apply, persists the change and commits. It takes three
-// round trips plus the commit (two when pick is unset): begin+load,
-// dequeue+tenant locks, writes.
+// the runs, calls apply, persists the change and commits. It takes two round
+// trips (begin+load, writes+commit), three when the change enqueues or
+// dequeues (tenant locks) or when pick is set (pick, then load).
 func (s *Store) transition(ctx context.Context, p *plan) error {
 	now := p.now
 	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
-	b.Queue(s.q.genericPlans)
 	if now.IsZero() {
 		b.Queue(s.q.now).QueryRow(func(row pgx.Row) error { return row.Scan(&now) })
 	}
@@ -676,10 +683,12 @@ func (s *Store) transition(ctx context.Context, p *plan) error {
 	} else if len(p.ids) > 0 {
 		l.queue(&s.q, b, p.ids, p.lockReady)
 	}
-	br := s.pool.SendBatch(ctx, b)
-	tx := br.Tx()
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	if err := br.Close(); err != nil {
+	tx, err := s.beginOwn(ctx, b)
+	if err != nil {
+		return fmt.Errorf("pgstore: begin: %w", err)
+	}
+	defer tx.close(ctx)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("pgstore: load runs: %w", err)
 	}
 	if p.pick != nil {
@@ -708,11 +717,5 @@ func (s *Store) transition(ctx context.Context, p *plan) error {
 	if p.extra != nil {
 		extra = func(b *pgx.Batch) { p.extra(b, c) }
 	}
-	if err := s.persist(ctx, tx, c, extra); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgstore: commit: %w", err)
-	}
-	return nil
+	return s.persist(ctx, tx, c, extra, tx)
 }
