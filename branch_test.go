@@ -20,42 +20,13 @@ type validation struct {
 	Reason string `json:"reason"`
 }
 
-// tracker records which steps ran.
-type tracker struct {
-	mu  sync.Mutex
-	ran map[string]int
-}
-
-func (tr *tracker) step(name string) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	if tr.ran == nil {
-		tr.ran = map[string]int{}
-	}
-	tr.ran[name]++
-}
-
-func (tr *tracker) count(name string) int {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return tr.ran[name]
-}
-
-func states(res *durable.RunResult) map[string]durable.StepState {
-	m := map[string]durable.StepState{}
-	for _, s := range res.Steps {
-		m[s.Name] = s.State
-	}
-	return m
-}
-
 func TestSingleSkip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var tr tracker
+		var tr counter
 		wf := durable.NewWorkflow[int]("single-skip")
 		a := durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) { return in, nil })
 		b := durable.Step(wf, "b", func(ctx durable.Context, in int) (int, error) {
-			tr.step("b")
+			tr.inc("b")
 			return 1, nil
 		}, durable.After(a), durable.SkipIf(a, func(v int) bool { return v > 10 }))
 		e := startEngine(t, memstore.New(), durable.Config{}, wf)
@@ -66,25 +37,25 @@ func TestSingleSkip(t *testing.T) {
 		require.Equal(t, durable.StepSkipped, states(res)["b"])
 		_, err = b.Result(res)
 		require.ErrorIs(t, err, durable.ErrNoOutput)
-		require.Zero(t, tr.count("b"))
+		require.Zero(t, tr.get("b"))
 
 		res, err = wf.Run(context.Background(), e, "t", 3)
 		require.NoError(t, err)
 		require.Equal(t, durable.StepCompleted, states(res)["b"])
-		require.Equal(t, 1, tr.count("b"))
+		require.Equal(t, 1, tr.get("b"))
 	})
 }
 
 func TestSkipCascadesThreeLevels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var tr tracker
+		var tr counter
 		wf := durable.NewWorkflow[int]("cascade")
 		a := durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) { return in, nil })
-		b := durable.Step(wf, "b", func(ctx durable.Context, in int) (int, error) { tr.step("b"); return 0, nil },
+		b := durable.Step(wf, "b", func(ctx durable.Context, in int) (int, error) { tr.inc("b"); return 0, nil },
 			durable.After(a), durable.SkipIf(a, func(int) bool { return true }))
-		c := durable.Step(wf, "c", func(ctx durable.Context, in int) (int, error) { tr.step("c"); return 0, nil }, durable.After(b))
-		d := durable.Step(wf, "d", func(ctx durable.Context, in int) (int, error) { tr.step("d"); return 0, nil }, durable.After(c))
-		durable.Step(wf, "e", func(ctx durable.Context, in int) (int, error) { tr.step("e"); return 0, nil }, durable.After(d))
+		c := durable.Step(wf, "c", func(ctx durable.Context, in int) (int, error) { tr.inc("c"); return 0, nil }, durable.After(b))
+		d := durable.Step(wf, "d", func(ctx durable.Context, in int) (int, error) { tr.inc("d"); return 0, nil }, durable.After(c))
+		durable.Step(wf, "e", func(ctx durable.Context, in int) (int, error) { tr.inc("e"); return 0, nil }, durable.After(d))
 		e := startEngine(t, memstore.New(), durable.Config{}, wf)
 		res, err := wf.Run(context.Background(), e, "t", 1)
 		require.NoError(t, err)
@@ -93,7 +64,7 @@ func TestSkipCascadesThreeLevels(t *testing.T) {
 			"d": durable.StepSkipped, "e": durable.StepSkipped,
 		}, states(res))
 		for _, s := range []string{"b", "c", "d", "e"} {
-			require.Zero(t, tr.count(s), s)
+			require.Zero(t, tr.get(s), s)
 		}
 		evs, err := e.Events(context.Background(), res.ID)
 		require.NoError(t, err)
@@ -108,76 +79,8 @@ func TestSkipCascadesThreeLevels(t *testing.T) {
 	})
 }
 
-// orderFlow is the seeds' branch: validate -> charge | reject -> finalize.
-func orderFlow(tr *tracker) (*durable.Workflow[int], *durable.StepRef[string]) {
-	wf := durable.NewWorkflow[int]("branch")
-	validate := durable.Step(wf, "validate", func(ctx durable.Context, amount int) (validation, error) {
-		tr.step("validate")
-		if amount <= 0 {
-			return validation{Valid: false, Reason: "non-positive amount"}, nil
-		}
-		return validation{Valid: true}, nil
-	})
-	charge := durable.Step(wf, "charge", func(ctx durable.Context, amount int) (string, error) {
-		tr.step("charge")
-		return fmt.Sprintf("charged %d", amount), nil
-	}, durable.After(validate), durable.SkipIf(validate, func(v validation) bool { return !v.Valid }))
-	ship := durable.Step(wf, "ship", func(ctx durable.Context, amount int) (string, error) {
-		tr.step("ship")
-		c, _ := charge.Output(ctx)
-		return c + ", shipped", nil
-	}, durable.After(charge))
-	reject := durable.Step(wf, "reject", func(ctx durable.Context, amount int) (string, error) {
-		tr.step("reject")
-		v, _ := validate.Output(ctx)
-		return "rejected: " + v.Reason, nil
-	}, durable.After(validate), durable.SkipIf(validate, func(v validation) bool { return v.Valid }))
-	finalize := durable.Step(wf, "finalize", func(ctx durable.Context, amount int) (string, error) {
-		tr.step("finalize")
-		shipped, okShip := ship.Output(ctx)
-		rejected, okReject := reject.Output(ctx)
-		if okShip == okReject {
-			return "", fmt.Errorf("exactly one branch must have run (ship %v, reject %v)", okShip, okReject)
-		}
-		if okShip {
-			return shipped, nil
-		}
-		return rejected, nil
-	}, durable.After(ship, reject))
-	return wf, finalize
-}
-
 func TestBranchComplementaryPredicatesAndMerge(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var tr tracker
-		wf, finalize := orderFlow(&tr)
-		e := startEngine(t, memstore.New(), durable.Config{}, wf)
-
-		res, err := wf.Run(context.Background(), e, "t", 30)
-		require.NoError(t, err)
-		require.Equal(t, map[string]durable.StepState{
-			"validate": durable.StepCompleted, "charge": durable.StepCompleted, "ship": durable.StepCompleted,
-			"reject": durable.StepSkipped, "finalize": durable.StepCompleted,
-		}, states(res))
-		out, err := finalize.Result(res)
-		require.NoError(t, err)
-		require.Equal(t, "charged 30, shipped", out)
-
-		res, err = wf.Run(context.Background(), e, "t", -1)
-		require.NoError(t, err)
-		require.Equal(t, map[string]durable.StepState{
-			"validate": durable.StepCompleted, "charge": durable.StepSkipped, "ship": durable.StepSkipped,
-			"reject": durable.StepCompleted, "finalize": durable.StepCompleted,
-		}, states(res), "the merge point runs after whichever branch ran")
-		out, err = finalize.Result(res)
-		require.NoError(t, err)
-		require.Equal(t, "rejected: non-positive amount", out)
-
-		require.Equal(t, 1, tr.count("charge"))
-		require.Equal(t, 1, tr.count("ship"))
-		require.Equal(t, 1, tr.count("reject"))
-		require.Equal(t, 2, tr.count("finalize"))
-	})
+	synctest.Test(t, func(t *testing.T) { scenarioBranchMerge(context.Background(), t, memStarter(memstore.New())) })
 }
 
 func TestSkipConditionsAreOred(t *testing.T) {

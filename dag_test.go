@@ -21,59 +21,7 @@ type order struct {
 }
 
 func TestLinearOutputsFlow(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var inputs []order
-		var mu sync.Mutex
-		record := func(in order) {
-			mu.Lock()
-			inputs = append(inputs, in)
-			mu.Unlock()
-		}
-		wf := durable.NewWorkflow[order]("linear")
-		a := durable.Step(wf, "a", func(ctx durable.Context, in order) (string, error) {
-			record(in)
-			return "A(" + in.ID + ")", nil
-		})
-		b := durable.Step(wf, "b", func(ctx durable.Context, in order) (string, error) {
-			record(in)
-			prev, ok := a.Output(ctx)
-			if !ok {
-				return "", fmt.Errorf("no output from a")
-			}
-			return prev + "->B", nil
-		}, durable.After(a))
-		c := durable.Step(wf, "c", func(ctx durable.Context, in order) (int, error) {
-			record(in)
-			prev, _ := b.Output(ctx)
-			if _, ok := a.Output(ctx); ok {
-				return 0, fmt.Errorf("a is not a parent of c, its output must not be visible")
-			}
-			return len(prev) + in.Amount, nil
-		}, durable.After(b))
-
-		e := startEngine(t, memstore.New(), durable.Config{}, wf)
-		in := order{ID: "o-1", Amount: 100}
-		res, err := wf.Run(context.Background(), e, "tenant-1", in)
-		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
-		require.True(t, res.Done())
-		require.Nil(t, res.Err)
-		require.Equal(t, []order{in, in, in}, inputs, "every step receives the run's input")
-
-		outA, err := a.Result(res)
-		require.NoError(t, err)
-		require.Equal(t, "A(o-1)", outA)
-		outB, err := b.Result(res)
-		require.NoError(t, err)
-		require.Equal(t, "A(o-1)->B", outB)
-		outC, err := c.Result(res)
-		require.NoError(t, err)
-		require.Equal(t, len("A(o-1)->B")+100, outC)
-		for _, s := range res.Steps {
-			require.Equal(t, durable.StepCompleted, s.State, s.Name)
-			require.Equal(t, 1, s.Attempts, s.Name)
-		}
-	})
+	synctest.Test(t, func(t *testing.T) { scenarioLinear(context.Background(), t, memStarter(memstore.New())) })
 }
 
 func TestRunNoWaitThenWaitAndGet(t *testing.T) {
@@ -114,32 +62,7 @@ func TestRunNoWaitThenWaitAndGet(t *testing.T) {
 }
 
 func TestDiamond(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		wf := durable.NewWorkflow[int]("diamond")
-		a := durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) { return in, nil })
-		b := durable.Step(wf, "b", func(ctx durable.Context, in int) (int, error) {
-			v, _ := a.Output(ctx)
-			return v + 1, nil
-		}, durable.After(a))
-		c := durable.Step(wf, "c", func(ctx durable.Context, in int) (int, error) {
-			v, _ := a.Output(ctx)
-			return v * 10, nil
-		}, durable.After(a))
-		d := durable.Step(wf, "d", func(ctx durable.Context, in int) ([2]int, error) {
-			vb, okb := b.Output(ctx)
-			vc, okc := c.Output(ctx)
-			if !okb || !okc {
-				return [2]int{}, fmt.Errorf("missing parent output")
-			}
-			return [2]int{vb, vc}, nil
-		}, durable.After(b, c))
-		e := startEngine(t, memstore.New(), durable.Config{}, wf)
-		res, err := wf.Run(context.Background(), e, "t", 5)
-		require.NoError(t, err)
-		out, err := d.Result(res)
-		require.NoError(t, err)
-		require.Equal(t, [2]int{6, 50}, out)
-	})
+	synctest.Test(t, func(t *testing.T) { scenarioDiamond(context.Background(), t, memStarter(memstore.New())) })
 }
 
 // TestWideFanOutRunsInParallel proves that the four middle steps run at the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/internal/sleep"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -438,7 +439,7 @@ func (e *Engine) claimLoop(rt *runtime) {
 				return
 			}
 			e.log.Error("durable: claiming tasks", slog.Any("error", err))
-			if !sleepCtx(rt.claimCtx, errDelay) {
+			if !sleep.For(rt.claimCtx, errDelay) {
 				return
 			}
 			errDelay = min(2*errDelay, 5*time.Second)
@@ -474,17 +475,6 @@ func (e *Engine) claimLoop(rt *runtime) {
 
 // claimTimeout bounds one claim call, which Stop does not interrupt.
 const claimTimeout = 30 * time.Second
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
 
 func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 	ctx, cancel := context.WithCancelCause(rt.work)
@@ -556,7 +546,7 @@ func (e *Engine) flush(rt *runtime, batch []store.Outcome) {
 			break
 		}
 		e.log.Error("durable: recording outcomes", slog.Int("outcomes", len(batch)), slog.Any("error", err))
-		if !sleepCtx(rt.flushCtx, delay) {
+		if !sleep.For(rt.flushCtx, delay) {
 			continue // one last attempt is made above, then we give up
 		}
 		delay = min(2*delay, 5*time.Second)
@@ -627,7 +617,7 @@ func (e *Engine) timerLoop(ctx context.Context, rt *runtime) {
 				return
 			}
 			e.log.Error("durable: firing timers", slog.Any("error", err))
-			if !sleepCtx(ctx, errDelay) {
+			if !sleep.For(ctx, errDelay) {
 				return
 			}
 			errDelay = min(2*errDelay, 5*time.Second)
@@ -671,7 +661,7 @@ func (e *Engine) rescueLoop(ctx context.Context) {
 				continue
 			}
 		}
-		if !sleepCtx(ctx, interval) {
+		if !sleep.For(ctx, interval) {
 			return
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,4 +40,43 @@ func startEngine(t *testing.T, s *memstore.Store, cfg durable.Config, wfs ...dur
 		require.NoError(t, e.Stop(ctx))
 	})
 	return e
+}
+
+// memStarter starts engines on the in-memory store s.
+func memStarter(s *memstore.Store) starter {
+	return func(t *testing.T, wfs ...durable.Definition) *durable.Engine {
+		return startEngine(t, s, durable.Config{}, wfs...)
+	}
+}
+
+// counter counts calls by key, safely across goroutines.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) inc(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[key]++
+	return c.n[key]
+}
+
+func (c *counter) get(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[key]
+}
+
+func (c *counter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.n))
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
 }

@@ -109,6 +109,13 @@ func pgStart(t *testing.T, s *pgstore.Store, cfg durable.Config, wfs ...durable.
 }
 
 // pgCtx returns a context that ends after d (and when the test ends).
+// pgStarter starts engines on env's store with pgFast's intervals.
+func pgStarter(env *pgEnv) starter {
+	return func(t *testing.T, wfs ...durable.Definition) *durable.Engine {
+		return pgStart(t, env.store, durable.Config{}, wfs...)
+	}
+}
+
 func pgCtx(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -139,30 +146,6 @@ func pgEventually(t *testing.T, d time.Duration, cond func() bool, msg string, a
 		}
 		<-tick.C
 	}
-}
-
-func pgNoop[I any](durable.Context, I) (int, error) { return 0, nil }
-
-func pgStates(res *durable.RunResult) map[string]durable.StepState {
-	m := map[string]durable.StepState{}
-	for _, s := range res.Steps {
-		m[s.Name] = s.State
-	}
-	return m
-}
-
-// pgEvents returns the events of a run's step as "TYPE/attempt".
-func pgEvents(t *testing.T, e *durable.Engine, id uuid.UUID, step string) []string {
-	t.Helper()
-	evs, err := e.Events(context.Background(), id)
-	require.NoError(t, err)
-	var out []string
-	for _, ev := range evs {
-		if ev.Step == step {
-			out = append(out, fmt.Sprintf("%s/%d", ev.Type, ev.Attempt))
-		}
-	}
-	return out
 }
 
 // pgEvent returns the first event of a step with the given type.
@@ -201,38 +184,6 @@ func pgStepState(t *testing.T, e *durable.Engine, id uuid.UUID, step string) dur
 	s, ok := res.Step(step)
 	require.True(t, ok, "run %s has no step %q", id, step)
 	return s.State
-}
-
-// pgCounter counts calls by key.
-type pgCounter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *pgCounter) inc(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = map[string]int{}
-	}
-	c.n[key]++
-	return c.n[key]
-}
-
-func (c *pgCounter) get(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[key]
-}
-
-func (c *pgCounter) snapshot() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.n))
-	for k, v := range c.n {
-		out[k] = v
-	}
-	return out
 }
 
 // leaderLog is a slog handler that follows the engines' "leading" and "no

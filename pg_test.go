@@ -26,97 +26,16 @@ import (
 	"github.com/effectivelabs/durable/store"
 )
 
-type pgOrder struct {
-	ID     string `json:"id"`
-	Amount int    `json:"amount"`
-}
-
 // ---- 1. the main paths ---------------------------------------------------------
 
 func TestPGLinearOutputsFlow(t *testing.T) {
 	t.Parallel()
-	env := pgSetup(t)
-	var inputs []pgOrder
-	var mu sync.Mutex
-	record := func(in pgOrder) {
-		mu.Lock()
-		inputs = append(inputs, in)
-		mu.Unlock()
-	}
-	wf := durable.NewWorkflow[pgOrder]("linear")
-	a := durable.Step(wf, "a", func(ctx durable.Context, in pgOrder) (string, error) {
-		record(in)
-		return "A(" + in.ID + ")", nil
-	})
-	b := durable.Step(wf, "b", func(ctx durable.Context, in pgOrder) (string, error) {
-		record(in)
-		prev, ok := a.Output(ctx)
-		if !ok {
-			return "", errors.New("no output from a")
-		}
-		return prev + "->B", nil
-	}, durable.After(a))
-	c := durable.Step(wf, "c", func(ctx durable.Context, in pgOrder) (int, error) {
-		record(in)
-		prev, _ := b.Output(ctx)
-		if _, ok := a.Output(ctx); ok {
-			return 0, errors.New("a is not a parent of c, its output must not be visible")
-		}
-		return len(prev) + in.Amount, nil
-	}, durable.After(b))
-	e := pgStart(t, env.store, durable.Config{}, wf)
-
-	in := pgOrder{ID: "o-1", Amount: 100}
-	res, err := wf.Run(pgCtx(t, 30*time.Second), e, "tenant-1", in)
-	require.NoError(t, err)
-	require.Equal(t, durable.RunCompleted, res.Status)
-	require.True(t, res.Done())
-	require.Equal(t, []pgOrder{in, in, in}, inputs, "every step receives the run's input, decoded from the database")
-	outA, err := a.Result(res)
-	require.NoError(t, err)
-	require.Equal(t, "A(o-1)", outA)
-	outB, err := b.Result(res)
-	require.NoError(t, err)
-	require.Equal(t, "A(o-1)->B", outB)
-	outC, err := c.Result(res)
-	require.NoError(t, err)
-	require.Equal(t, len("A(o-1)->B")+100, outC)
-	for _, s := range res.Steps {
-		require.Equal(t, durable.StepCompleted, s.State, s.Name)
-		require.Equal(t, 1, s.Attempts, s.Name)
-		require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, pgEvents(t, e, res.ID, s.Name), s.Name)
-	}
+	scenarioLinear(pgCtx(t, 30*time.Second), t, pgStarter(pgSetup(t)))
 }
 
 func TestPGDiamond(t *testing.T) {
 	t.Parallel()
-	env := pgSetup(t)
-	wf := durable.NewWorkflow[int]("diamond")
-	a := durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) { return in, nil })
-	b := durable.Step(wf, "b", func(ctx durable.Context, in int) (int, error) {
-		v, _ := a.Output(ctx)
-		return v + 1, nil
-	}, durable.After(a))
-	c := durable.Step(wf, "c", func(ctx durable.Context, in int) (int, error) {
-		v, _ := a.Output(ctx)
-		return v * 10, nil
-	}, durable.After(a))
-	d := durable.Step(wf, "d", func(ctx durable.Context, in int) ([2]int, error) {
-		vb, okb := b.Output(ctx)
-		vc, okc := c.Output(ctx)
-		if !okb || !okc {
-			return [2]int{}, errors.New("missing parent output")
-		}
-		return [2]int{vb, vc}, nil
-	}, durable.After(b, c))
-	e := pgStart(t, env.store, durable.Config{}, wf)
-	res, err := wf.Run(pgCtx(t, 30*time.Second), e, "t", 5)
-	require.NoError(t, err)
-	out, err := d.Result(res)
-	require.NoError(t, err)
-	require.Equal(t, [2]int{6, 50}, out)
-	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, pgEvents(t, e, res.ID, "d"),
-		"the join is enqueued once, after both parents")
+	scenarioDiamond(pgCtx(t, 30*time.Second), t, pgStarter(pgSetup(t)))
 }
 
 // TestPGFanOutFanIn: the middle steps run at the same time (each waits until
@@ -126,7 +45,7 @@ func TestPGFanOutFanIn(t *testing.T) {
 	t.Parallel()
 	env := pgSetup(t)
 	const width = 6
-	var once pgCounter
+	var once counter
 	var startedN atomic.Int32
 	allStarted := make(chan struct{})
 	wf := durable.NewWorkflow[int]("wide")
@@ -168,83 +87,12 @@ func TestPGFanOutFanIn(t *testing.T) {
 	sum, err := f.Result(res)
 	require.NoError(t, err)
 	require.Equal(t, width*10+(width*(width-1))/2, sum)
-	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, pgEvents(t, e, res.ID, "f"))
+	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, stepEvents(t, e, res.ID, "f"))
 }
 
-// TestPGBranchMerge: complementary skip conditions pick a branch; the skip
-// cascades down the other branch, and the merge step runs after whichever
-// branch ran.
 func TestPGBranchMerge(t *testing.T) {
 	t.Parallel()
-	env := pgSetup(t)
-	var ran pgCounter
-	type verdict struct {
-		Valid  bool   `json:"valid"`
-		Reason string `json:"reason"`
-	}
-	wf := durable.NewWorkflow[int]("branch")
-	validate := durable.Step(wf, "validate", func(ctx durable.Context, amount int) (verdict, error) {
-		ran.inc("validate")
-		if amount <= 0 {
-			return verdict{Reason: "non-positive amount"}, nil
-		}
-		return verdict{Valid: true}, nil
-	})
-	charge := durable.Step(wf, "charge", func(ctx durable.Context, amount int) (string, error) {
-		ran.inc("charge")
-		return fmt.Sprintf("charged %d", amount), nil
-	}, durable.After(validate), durable.SkipIf(validate, func(v verdict) bool { return !v.Valid }))
-	ship := durable.Step(wf, "ship", func(ctx durable.Context, amount int) (string, error) {
-		ran.inc("ship")
-		c, _ := charge.Output(ctx)
-		return c + ", shipped", nil
-	}, durable.After(charge))
-	reject := durable.Step(wf, "reject", func(ctx durable.Context, amount int) (string, error) {
-		ran.inc("reject")
-		v, _ := validate.Output(ctx)
-		return "rejected: " + v.Reason, nil
-	}, durable.After(validate), durable.SkipIf(validate, func(v verdict) bool { return v.Valid }))
-	finalize := durable.Step(wf, "finalize", func(ctx durable.Context, amount int) (string, error) {
-		ran.inc("finalize")
-		shipped, okShip := ship.Output(ctx)
-		rejected, okReject := reject.Output(ctx)
-		if okShip == okReject {
-			return "", fmt.Errorf("exactly one branch must have run (ship %v, reject %v)", okShip, okReject)
-		}
-		if okShip {
-			return shipped, nil
-		}
-		return rejected, nil
-	}, durable.After(ship, reject))
-	e := pgStart(t, env.store, durable.Config{}, wf)
-	ctx := pgCtx(t, 60*time.Second)
-
-	res, err := wf.Run(ctx, e, "t", 30)
-	require.NoError(t, err)
-	require.Equal(t, map[string]durable.StepState{
-		"validate": durable.StepCompleted, "charge": durable.StepCompleted, "ship": durable.StepCompleted,
-		"reject": durable.StepSkipped, "finalize": durable.StepCompleted,
-	}, pgStates(res))
-	out, err := finalize.Result(res)
-	require.NoError(t, err)
-	require.Equal(t, "charged 30, shipped", out)
-
-	res, err = wf.Run(ctx, e, "t", -1)
-	require.NoError(t, err)
-	require.Equal(t, map[string]durable.StepState{
-		"validate": durable.StepCompleted, "charge": durable.StepSkipped, "ship": durable.StepSkipped,
-		"reject": durable.StepCompleted, "finalize": durable.StepCompleted,
-	}, pgStates(res), "the merge point runs after whichever branch ran")
-	out, err = finalize.Result(res)
-	require.NoError(t, err)
-	require.Equal(t, "rejected: non-positive amount", out)
-	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "SKIPPED/1"}, pgEvents(t, e, res.ID, "charge"),
-		"a skip condition runs on the worker")
-	require.Equal(t, []string{"SKIPPED/0"}, pgEvents(t, e, res.ID, "ship"), "the cascade needs no worker")
-	skipped := pgEvent(t, e, res.ID, "ship", durable.EventSkipped)
-	require.Equal(t, "all parents skipped", skipped.Detail)
-
-	require.Equal(t, map[string]int{"validate": 2, "charge": 1, "ship": 1, "reject": 1, "finalize": 2}, ran.snapshot())
+	scenarioBranchMerge(pgCtx(t, 60*time.Second), t, pgStarter(pgSetup(t)))
 }
 
 // TestPGRetryBackoffThenSuccess: a step failing twice succeeds on its third
@@ -309,16 +157,16 @@ func TestPGTerminalFailureOnFailureOnce(t *testing.T) {
 	env := pgSetup(t)
 	var charges, handled atomic.Int32
 	var got durable.Failure
-	var gotIn pgOrder
+	var gotIn order
 	var mu sync.Mutex
-	build := func() *durable.Workflow[pgOrder] {
-		wf := durable.NewWorkflow[pgOrder]("with-handler")
-		charge := durable.Step(wf, "charge", func(ctx durable.Context, in pgOrder) (int, error) {
+	build := func() *durable.Workflow[order] {
+		wf := durable.NewWorkflow[order]("with-handler")
+		charge := durable.Step(wf, "charge", func(ctx durable.Context, in order) (int, error) {
 			charges.Add(1)
 			return 0, durable.Terminal(fmt.Errorf("card of order %s declined", in.ID))
 		}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 3, InitialDelay: 50 * time.Millisecond}))
-		durable.Step(wf, "ship", pgNoop[pgOrder], durable.After(charge))
-		wf.OnFailure(func(ctx durable.Context, in pgOrder, f durable.Failure) error {
+		durable.Step(wf, "ship", noop[order], durable.After(charge))
+		wf.OnFailure(func(ctx durable.Context, in order, f durable.Failure) error {
 			handled.Add(1)
 			mu.Lock()
 			got, gotIn = f, in
@@ -331,7 +179,7 @@ func TestPGTerminalFailureOnFailureOnce(t *testing.T) {
 	e := pgStart(t, env.store, durable.Config{}, wf)
 	pgStart(t, env.newStore(t), durable.Config{}, build())
 
-	in := pgOrder{ID: "o-9", Amount: 5}
+	in := order{ID: "o-9", Amount: 5}
 	res, err := wf.Run(pgCtx(t, 30*time.Second), e, "t", in)
 	require.ErrorIs(t, err, durable.ErrRunFailed)
 	var runErr *durable.RunError
@@ -348,10 +196,10 @@ func TestPGTerminalFailureOnFailureOnce(t *testing.T) {
 	mu.Unlock()
 	require.Equal(t, map[string]durable.StepState{
 		"charge": durable.StepFailed, "ship": durable.StepCancelled, durable.OnFailureStep: durable.StepCompleted,
-	}, pgStates(res))
-	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "FAILED/1"}, pgEvents(t, e, res.ID, "charge"))
-	require.Equal(t, []string{"CANCELLED/0"}, pgEvents(t, e, res.ID, "ship"))
-	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, pgEvents(t, e, res.ID, durable.OnFailureStep))
+	}, states(res))
+	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "FAILED/1"}, stepEvents(t, e, res.ID, "charge"))
+	require.Equal(t, []string{"CANCELLED/0"}, stepEvents(t, e, res.ID, "ship"))
+	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, stepEvents(t, e, res.ID, durable.OnFailureStep))
 }
 
 // TestPGSleep: a sleep step sleeps durably (SLEEPING with its due time, no
@@ -361,7 +209,7 @@ func TestPGSleep(t *testing.T) {
 	env := pgSetup(t)
 	const nap = 300 * time.Millisecond
 	wf := durable.NewWorkflow[int]("sleepy")
-	a := durable.Step(wf, "before", pgNoop[int])
+	a := durable.Step(wf, "before", noop[int])
 	s := durable.Sleep(wf, "nap", nap, durable.After(a))
 	durable.Step(wf, "after", func(ctx durable.Context, in int) (int, error) {
 		if _, ok := s.Output(ctx); !ok {
@@ -373,7 +221,7 @@ func TestPGSleep(t *testing.T) {
 	res, err := wf.Run(pgCtx(t, 30*time.Second), e, "t", 1)
 	require.NoError(t, err)
 	require.Equal(t, durable.RunCompleted, res.Status)
-	require.Equal(t, []string{"SLEEPING/0", "WOKEN/0"}, pgEvents(t, e, res.ID, "nap"))
+	require.Equal(t, []string{"SLEEPING/0", "WOKEN/0"}, stepEvents(t, e, res.ID, "nap"))
 	sleeping := pgEvent(t, e, res.ID, "nap", durable.EventSleeping)
 	woken := pgEvent(t, e, res.ID, "nap", durable.EventWoken)
 	afterStarted := pgEvent(t, e, res.ID, "after", durable.EventStarted)
@@ -395,7 +243,7 @@ func TestPGSleepWakesOnTime(t *testing.T) {
 	long := durable.NewWorkflow[int]("long-nap")
 	durable.Sleep(long, "nap", time.Hour)
 	short := durable.NewWorkflow[int]("short-nap")
-	first := durable.Step(short, "first", pgNoop[int])
+	first := durable.Step(short, "first", noop[int])
 	durable.Sleep(short, "nap", time.Second, durable.After(first))
 	leaders := newLeaderLog()
 	e := pgStart(t, env.store, durable.Config{WorkerID: "pg-sleeper", Logger: leaders.logger()}, long, short)
@@ -428,10 +276,10 @@ func TestPGSleepWakesOnTime(t *testing.T) {
 func TestPGSleepSurvivesFullStop(t *testing.T) {
 	t.Parallel()
 	env := pgSetup(t)
-	var after pgCounter
+	var after counter
 	build := func() *durable.Workflow[int] {
 		wf := durable.NewWorkflow[int]("restart")
-		a := durable.Step(wf, "a", pgNoop[int])
+		a := durable.Step(wf, "a", noop[int])
 		nap := durable.Sleep(wf, "nap", time.Second, durable.After(a))
 		durable.Step(wf, "after", func(ctx durable.Context, in int) (int, error) {
 			after.inc("after")
@@ -457,7 +305,7 @@ func TestPGSleepSurvivesFullStop(t *testing.T) {
 	client := pgClient(t, env.newStore(t))
 	res, err := client.Get(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, durable.StepSleeping, pgStates(res)["nap"], "no engine runs, so nothing fires the timer")
+	require.Equal(t, durable.StepSleeping, states(res)["nap"], "no engine runs, so nothing fires the timer")
 	require.Zero(t, after.get("after"))
 
 	restarted := time.Now()
@@ -481,8 +329,8 @@ func TestPGManyEnginesOneDatabase(t *testing.T) {
 	t.Parallel()
 	env := pgSetup(t)
 	const runs, width = 200, 4
-	var execs pgCounter
-	var byWorker pgCounter
+	var execs counter
+	var byWorker counter
 	build := func() *durable.Workflow[int] {
 		wf := durable.NewWorkflow[int]("fan")
 		mark := func(ctx durable.Context) {
@@ -603,7 +451,7 @@ func TestPGManyEnginesOneDatabase(t *testing.T) {
 func TestPGRunNoWaitTx(t *testing.T) {
 	t.Parallel()
 	env := pgSetup(t)
-	var ran pgCounter
+	var ran counter
 	wf := durable.NewWorkflow[string]("tx-order")
 	durable.Step(wf, "handle", func(ctx durable.Context, in string) (string, error) {
 		ran.inc(in)
@@ -679,7 +527,7 @@ func TestPGUndecodableInput(t *testing.T) {
 	env := pgSetup(t)
 	ctx := pgCtx(t, 60*time.Second)
 	v1 := durable.NewWorkflow[string]("typed")
-	durable.Step(v1, "a", pgNoop[string])
+	durable.Step(v1, "a", noop[string])
 	client := pgClient(t, env.store)
 	bad, err := v1.RunNoWait(ctx, client, "t", "not a number")
 	require.NoError(t, err)
@@ -702,7 +550,7 @@ func TestPGUndecodableInput(t *testing.T) {
 	require.Contains(t, res.Err.Error(), `input of workflow "typed"`)
 	s, _ := res.Step("a")
 	require.Equal(t, 1, s.Attempts, "bad data is not retried")
-	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "FAILED/1"}, pgEvents(t, e, bad, "a"))
+	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "FAILED/1"}, stepEvents(t, e, bad, "a"))
 	for _, id := range good {
 		require.Equal(t, durable.RunCompleted, pgWait(t, e, id, 20*time.Second).Status)
 	}
@@ -722,7 +570,7 @@ func TestPGUnknownWorkflowWaits(t *testing.T) {
 	orphan := durable.NewWorkflow[int]("orphan")
 	durable.Step(orphan, "a", func(ctx durable.Context, in int) (string, error) { return "adopted by " + ctx.WorkerID(), nil })
 	known := durable.NewWorkflow[int]("known")
-	durable.Step(known, "a", pgNoop[int])
+	durable.Step(known, "a", noop[int])
 
 	client := pgClient(t, env.store)
 	orphanID, err := orphan.RunNoWait(ctx, client, "t", 1)
@@ -736,8 +584,8 @@ func TestPGUnknownWorkflowWaits(t *testing.T) {
 	res, err := client.Get(ctx, orphanID)
 	require.NoError(t, err)
 	require.Equal(t, durable.RunRunning, res.Status)
-	require.Equal(t, durable.StepQueued, pgStates(res)["a"], "left for a process that knows the workflow")
-	require.Equal(t, []string{"QUEUED/0"}, pgEvents(t, client, orphanID, "a"), "never claimed")
+	require.Equal(t, durable.StepQueued, states(res)["a"], "left for a process that knows the workflow")
+	require.Equal(t, []string{"QUEUED/0"}, stepEvents(t, client, orphanID, "a"), "never claimed")
 
 	e2 := pgStart(t, env.newStore(t), durable.Config{WorkerID: "pg-knows-both"}, known, orphan)
 	res = pgWait(t, e2, orphanID, 20*time.Second)
@@ -755,12 +603,12 @@ func TestPGChangedDefinition(t *testing.T) {
 	env := pgSetup(t)
 	ctx := pgCtx(t, 60*time.Second)
 	v1 := durable.NewWorkflow[int]("evolving")
-	durable.Step(v1, "old-step", pgNoop[int])
+	durable.Step(v1, "old-step", noop[int])
 	oldRun, err := v1.RunNoWait(ctx, pgClient(t, env.store), "t", 1)
 	require.NoError(t, err)
 
 	v2 := durable.NewWorkflow[int]("evolving")
-	durable.Step(v2, "new-step", pgNoop[int], durable.WithRetry(durable.RetryPolicy{MaxRetries: 3}))
+	durable.Step(v2, "new-step", noop[int], durable.WithRetry(durable.RetryPolicy{MaxRetries: 3}))
 	e := pgStart(t, env.newStore(t), durable.Config{}, v2)
 	res := pgWait(t, e, oldRun, 20*time.Second)
 	require.Equal(t, durable.RunFailed, res.Status)
@@ -793,14 +641,14 @@ func TestPGPanicIsRetried(t *testing.T) {
 	always := durable.NewWorkflow[int]("panics-always")
 	durable.Step(always, "boom", func(ctx durable.Context, in int) (int, error) { panic("kaboom") })
 	healthy := durable.NewWorkflow[int]("healthy")
-	durable.Step(healthy, "a", pgNoop[int])
+	durable.Step(healthy, "a", noop[int])
 	e := pgStart(t, env.store, durable.Config{}, flaky, always, healthy)
 
 	res, err := flaky.Run(ctx, e, "t", 1)
 	require.NoError(t, err, "a panic is retried like an error")
 	require.EqualValues(t, 2, calls.Load())
 	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "RETRYING/1", "QUEUED/1", "STARTED/2", "COMPLETED/2"},
-		pgEvents(t, e, res.ID, "boom"))
+		stepEvents(t, e, res.ID, "boom"))
 	require.Contains(t, pgEvent(t, e, res.ID, "boom", durable.EventRetrying).Detail, "panic: assignment to entry in nil map")
 
 	res, err = always.Run(ctx, e, "t", 1)
@@ -878,7 +726,7 @@ func TestPGDeadExecutionRescued(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "done by pg-rescuer", out)
 	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "RETRYING/1", "QUEUED/1", "STARTED/2", "COMPLETED/2"},
-		pgEvents(t, e, id, "work"), "the late outcome changed nothing")
+		stepEvents(t, e, id, "work"), "the late outcome changed nothing")
 }
 
 // ---- 8. graceful stop ----------------------------------------------------------
@@ -1133,7 +981,7 @@ func TestPGRunNoWaitTxDoesNotStallOtherTenants(t *testing.T) {
 		}
 		return 1, nil
 	})
-	durable.Step(wf, "b", pgNoop[string], durable.After(a))
+	durable.Step(wf, "b", noop[string], durable.After(a))
 	e := pgStart(t, env.store, durable.Config{}, wf)
 
 	inFlight, err := wf.RunNoWait(ctx, e, "tenant-T", "hold")

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/effectivelabs/durable/internal/sleep"
 )
 
 // Reconnection backoff of the listener and the elector.
@@ -54,12 +56,5 @@ func (b *backoff) wait(ctx context.Context) bool {
 	} else {
 		b.d = min(2*b.d, maxBackoff)
 	}
-	t := time.NewTimer(b.d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return sleep.For(ctx, b.d)
 }

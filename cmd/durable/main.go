@@ -67,6 +67,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// subcommandHelp handles a command with actions ("migrate up", "runs show")
+// called with no action or with -h: it prints the usage and returns the exit
+// code, or -1 when args start with an action.
+func subcommandHelp(fs *flag.FlagSet, args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "-help" {
+		return -1
+	}
+	fs.SetOutput(stderr)
+	fs.Usage()
+	if len(args) == 0 {
+		return exitUsage
+	}
+	return 0
+}
+
 // parseFlags parses a command's flags; it returns -1 to continue, or the
 // exit code (0 for -h, 2 for bad flags or stray arguments).
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, maxArgs int) int {

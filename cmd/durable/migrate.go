@@ -35,13 +35,8 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprint(fs.Output(), migrateUsage)
 		fs.PrintDefaults()
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-		fs.SetOutput(stderr)
-		fs.Usage()
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return 0
+	if code := subcommandHelp(fs, args, stderr); code >= 0 {
+		return code
 	}
 	action := args[0]
 	if code := parseFlags(fs, args[1:], stderr, 0); code >= 0 {

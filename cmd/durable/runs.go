@@ -42,13 +42,8 @@ func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), runsUsage)
 		fs.PrintDefaults()
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-		fs.SetOutput(stderr)
-		fs.Usage()
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return 0
+	if code := subcommandHelp(fs, args, stderr); code >= 0 {
+		return code
 	}
 	if args[0] != "show" {
 		fmt.Fprintf(stderr, "durable runs: unknown action %q\n\n", args[0])

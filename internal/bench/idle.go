@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/effectivelabs/durable/internal/sleep"
 )
 
 // Statement-counting methods of the idle scenario.
@@ -44,7 +46,7 @@ func (b *bencher) idle(ctx context.Context, rep *Report) error {
 		return err
 	}
 	b.logf("workers listening; settling for %s, then measuring for %s (%s)", settle, b.o.Duration, method)
-	if !sleep(ctx, settle) {
+	if !sleep.For(ctx, settle) {
 		return ctx.Err()
 	}
 
@@ -71,7 +73,7 @@ func (b *bencher) idle(ctx context.Context, rep *Report) error {
 		if left > 7*time.Second {
 			d = 5 * time.Second
 		}
-		if !sleep(ctx, d) {
+		if !sleep.For(ctx, d) {
 			return ctx.Err()
 		}
 		if b.o.Duration-time.Since(t0) > 2*time.Second {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/effectivelabs/durable/internal/sleep"
 )
 
 // latency triggers bench-chain runs (a → b) one at a time while the workers
@@ -30,7 +32,7 @@ func (b *bencher) latency(ctx context.Context, rep *Report) error {
 		return err
 	}
 	// Let the workers take their first look at the (empty) queue.
-	if !sleep(ctx, 200*time.Millisecond) {
+	if !sleep.For(ctx, 200*time.Millisecond) {
 		return ctx.Err()
 	}
 
@@ -57,7 +59,7 @@ func (b *bencher) latency(ctx context.Context, rep *Report) error {
 			return err
 		}
 		client = append(client, Millis(time.Since(t)))
-		if !sleep(deadline, b.o.Interval) && ctx.Err() != nil {
+		if !sleep.For(deadline, b.o.Interval) && ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
@@ -119,16 +121,4 @@ WHERE r.tenant = $1 AND r.status = 'COMPLETED' AND c.state = 'COMPLETED'`, tenan
 		rep.Failure = fmt.Sprintf("%d of %d runs completed", len(toStart), n)
 	}
 	return nil
-}
-
-// sleep waits d or until ctx is done; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
