@@ -61,7 +61,16 @@ func newQueries(schema string) queries {
 		// re-planning them as custom plans, which costs as much as running
 		// them. Every transaction the store owns starts with this; a caller's
 		// transaction (CreateRunsTx) is left alone.
-		genericPlans: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`,
+		//
+		// A generic plan lives as long as the connection (or until the
+		// table is next analyzed), so one made while the tables were nearly
+		// empty would keep scanning them whole as they grow. Every statement
+		// here reaches its rows by key, so sequential scans are priced out
+		// (TestGenericPlansUseIndexes checks each plan on an empty schema).
+		// JIT is off: the inflated cost of the few scans that remain (the
+		// one-row-per-claimer frontier) would otherwise compile them at
+		// every execution, for milliseconds each.
+		genericPlans: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`,
 		now:          `SELECT now()`,
 		loadShapes:   r(`SELECT id, shape FROM {{schema}}.shapes WHERE id = ANY($1::uuid[])`),
 		insertShapes: r(`
@@ -69,7 +78,9 @@ INSERT INTO {{schema}}.shapes (id, workflow, shape)
 SELECT id, workflow, shape::jsonb FROM unnest($1::uuid[], $2::text[], $3::text[]) AS s(id, workflow, shape)
 ON CONFLICT (id) DO NOTHING`),
 
-		runsExist: r(`SELECT id FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) LIMIT 1`),
+		// No LIMIT: "LIMIT 1" invites a sequential scan expected to stop
+		// at the first match, which is wrong for a check that finds nothing.
+		runsExist: r(`SELECT id FROM {{schema}}.runs WHERE id = ANY($1::uuid[])`),
 		// New tenants get their groups in the order of $1 (sorted by the
 		// caller), and only when the batch will not fail on an existing run,
 		// so that sequential calls leave no gaps in the groups.

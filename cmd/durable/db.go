@@ -34,7 +34,7 @@ func (d *dbFlags) register(fs *flag.FlagSet, required bool) {
 	if def == "" {
 		def = pgstore.DefaultSchema
 	}
-	fs.StringVar(&d.schema, "schema", def, "PostgreSQL schema holding durable's tables (default $"+envSchema+" or durable)")
+	fs.StringVar(&d.schema, "schema", def, "PostgreSQL schema holding durable's tables (read from $"+envSchema+" if set)")
 }
 
 // open connects a pool; maxConns 0 keeps pgx's default (or the URL's).

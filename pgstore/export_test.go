@@ -1,0 +1,15 @@
+package pgstore
+
+import "reflect"
+
+// Statements returns every statement of the store for schema, by the name of
+// its field in queries, for the tests in pgstore_test.
+func Statements(schema string) map[string]string {
+	q := newQueries(schema)
+	v := reflect.ValueOf(q)
+	out := make(map[string]string, v.NumField())
+	for i := range v.NumField() {
+		out[v.Type().Field(i).Name] = v.Field(i).String()
+	}
+	return out
+}
