@@ -62,7 +62,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&o.Runs, "runs", 0, "runs: single 100000, dag 10000, latency 500; fairness: tenant B's backlog, 10000 (0: the scenario's default)")
 	fs.IntVar(&o.Processes, "processes", 0, "run the workers as this many \"durable worker\" processes (0: in this process)")
 	fs.IntVar(&o.Workers, "workers", 0, "in-process workers (engines), each with its own pool (0: 3 for idle, 1 otherwise)")
-	fs.IntVar(&o.Concurrency, "concurrency", 100, "steps each worker runs at once")
+	fs.IntVar(&o.Concurrency, "concurrency", 0, fmt.Sprintf("steps each worker runs at once (0: %d for single and dag, 100, the engine's default, otherwise)", bench.ThroughputConcurrency))
 	fs.IntVar(&o.ClaimBatch, "claim-batch", 0, "each worker's Config.ClaimBatch (0: the engine's default; in-process only)")
 	fs.IntVar(&o.FinishBatch, "finish-batch", 0, "each worker's Config.FinishBatch (0: the engine's default; in-process only)")
 	fs.IntVar(&o.Tenants, "tenants", 0, "single, dag: spread runs over this many tenants (0: 1); fairness: tenants with skewed backlogs (0: 10)")

@@ -136,7 +136,7 @@ func TestOptions(t *testing.T) {
 	require.NoError(t, o.setDefaults())
 	require.Equal(t, 100_000, o.Runs)
 	require.Equal(t, 1, o.Workers)
-	require.Equal(t, 100, o.Concurrency)
+	require.Equal(t, ThroughputConcurrency, o.Concurrency)
 	require.Equal(t, 5000, o.InsertBatch)
 
 	o = Options{DatabaseURL: "postgres://x", Scenario: Idle}
@@ -148,6 +148,7 @@ func TestOptions(t *testing.T) {
 	require.Equal(t, 2, o.Workers)
 	require.Equal(t, 10, o.Tenants)
 	require.Equal(t, 10_000, o.Runs)
+	require.Equal(t, 100, o.Concurrency)
 
 	for name, mutate := range map[string]func(*Options){
 		"no scenario":       func(o *Options) { o.Scenario = "" },
