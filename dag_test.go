@@ -2,8 +2,6 @@ package durable_test
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -65,44 +63,9 @@ func TestDiamond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) { scenarioDiamond(context.Background(), t, memStarter(memstore.New())) })
 }
 
-// TestWideFanOutRunsInParallel proves that the four middle steps run at the
-// same time: each waits until all four have started, which would deadlock
-// (and fail the synctest bubble) if they ran one after another.
-func TestWideFanOutRunsInParallel(t *testing.T) {
+func TestFanOutFanIn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var started sync.WaitGroup
-		started.Add(4)
-		wf := durable.NewWorkflow[int]("wide")
-		a := durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) { return in, nil })
-		var mids []durable.Parent
-		var midRefs []*durable.StepRef[int]
-		for i := range 4 {
-			r := durable.Step(wf, fmt.Sprintf("m%d", i), func(ctx durable.Context, in int) (int, error) {
-				started.Done()
-				started.Wait()
-				v, _ := a.Output(ctx)
-				return v + i, nil
-			}, durable.After(a))
-			mids = append(mids, r)
-			midRefs = append(midRefs, r)
-		}
-		f := durable.Step(wf, "f", func(ctx durable.Context, in int) (int, error) {
-			sum := 0
-			for _, r := range midRefs {
-				v, ok := r.Output(ctx)
-				if !ok {
-					return 0, fmt.Errorf("missing %s", r.Name())
-				}
-				sum += v
-			}
-			return sum, nil
-		}, durable.After(mids...))
-		e := startEngine(t, memstore.New(), durable.Config{}, wf)
-		res, err := wf.Run(context.Background(), e, "t", 10)
-		require.NoError(t, err)
-		sum, err := f.Result(res)
-		require.NoError(t, err)
-		require.Equal(t, 10+11+12+13, sum)
+		scenarioFanOutFanIn(context.Background(), t, memStarter(memstore.New()))
 	})
 }
 

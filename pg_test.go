@@ -38,56 +38,10 @@ func TestPGDiamond(t *testing.T) {
 	scenarioDiamond(pgCtx(t, 30*time.Second), t, pgStarter(pgSetup(t)))
 }
 
-// TestPGFanOutFanIn: the middle steps run at the same time (each waits until
-// all have started, which cannot happen if they ran one after another) and
-// the join sees every output.
+// TestPGFanOutFanIn: see scenarioFanOutFanIn.
 func TestPGFanOutFanIn(t *testing.T) {
 	t.Parallel()
-	env := pgSetup(t)
-	const width = 6
-	var once counter
-	var startedN atomic.Int32
-	allStarted := make(chan struct{})
-	wf := durable.NewWorkflow[int]("wide")
-	a := durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) { return in, nil })
-	var mids []durable.Parent
-	var refs []*durable.StepRef[int]
-	for i := range width {
-		r := durable.Step(wf, fmt.Sprintf("m%d", i), func(ctx durable.Context, in int) (int, error) {
-			if once.inc(ctx.StepName()) == 1 && startedN.Add(1) == width {
-				close(allStarted)
-			}
-			select {
-			case <-allStarted:
-			case <-ctx.Done():
-				return 0, ctx.Err()
-			case <-time.After(20 * time.Second):
-				return 0, durable.Terminal(errors.New("the middle steps did not run in parallel"))
-			}
-			v, _ := a.Output(ctx)
-			return v + i, nil
-		}, durable.After(a))
-		mids = append(mids, r)
-		refs = append(refs, r)
-	}
-	f := durable.Step(wf, "f", func(ctx durable.Context, in int) (int, error) {
-		sum := 0
-		for _, r := range refs {
-			v, ok := r.Output(ctx)
-			if !ok {
-				return 0, fmt.Errorf("missing %s", r.Name())
-			}
-			sum += v
-		}
-		return sum, nil
-	}, durable.After(mids...))
-	e := pgStart(t, env.store, durable.Config{}, wf)
-	res, err := wf.Run(pgCtx(t, 60*time.Second), e, "t", 10)
-	require.NoError(t, err)
-	sum, err := f.Result(res)
-	require.NoError(t, err)
-	require.Equal(t, width*10+(width*(width-1))/2, sum)
-	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, stepEvents(t, e, res.ID, "f"))
+	scenarioFanOutFanIn(pgCtx(t, 60*time.Second), t, pgStarter(pgSetup(t)))
 }
 
 func TestPGBranchMerge(t *testing.T) {

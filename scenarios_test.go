@@ -2,8 +2,11 @@ package durable_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -95,6 +98,62 @@ func scenarioDiamond(ctx context.Context, t *testing.T, start starter) {
 	require.NoError(t, err)
 	require.Equal(t, [2]int{6, 50}, out)
 	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, stepEvents(t, e, res.ID, "d"))
+}
+
+// scenarioFanOutFanIn: a -> m0..m5 -> f. The middle steps run at the same
+// time: each waits until all have started, which cannot happen if they ran
+// one after another (in a synctest bubble the wait's timeout then passes at
+// once and fails the step). The join sees every output, and each step runs
+// once.
+func scenarioFanOutFanIn(ctx context.Context, t *testing.T, start starter) {
+	const width = 6
+	var ran counter
+	var startedN atomic.Int32
+	allStarted := make(chan struct{})
+	wf := durable.NewWorkflow[int]("wide")
+	a := durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) { return in, nil })
+	var mids []durable.Parent
+	var refs []*durable.StepRef[int]
+	for i := range width {
+		r := durable.Step(wf, fmt.Sprintf("m%d", i), func(ctx durable.Context, in int) (int, error) {
+			if ran.inc(ctx.StepName()) == 1 && startedN.Add(1) == width {
+				close(allStarted)
+			}
+			select {
+			case <-allStarted:
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(20 * time.Second):
+				return 0, durable.Terminal(errors.New("the middle steps did not run in parallel"))
+			}
+			v, _ := a.Output(ctx)
+			return v + i, nil
+		}, durable.After(a))
+		mids = append(mids, r)
+		refs = append(refs, r)
+	}
+	f := durable.Step(wf, "f", func(ctx durable.Context, in int) (int, error) {
+		sum := 0
+		for _, r := range refs {
+			v, ok := r.Output(ctx)
+			if !ok {
+				return 0, fmt.Errorf("missing %s", r.Name())
+			}
+			sum += v
+		}
+		return sum, nil
+	}, durable.After(mids...))
+	e := start(t, wf)
+
+	res, err := wf.Run(ctx, e, "t", 10)
+	require.NoError(t, err)
+	sum, err := f.Result(res)
+	require.NoError(t, err)
+	require.Equal(t, width*10+(width*(width-1))/2, sum)
+	require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, stepEvents(t, e, res.ID, "f"))
+	for i := range width {
+		require.Equal(t, 1, ran.get(fmt.Sprintf("m%d", i)), "m%d ran more than once", i)
+	}
 }
 
 // scenarioBranchMerge is the seeds' branch: validate -> charge -> ship |
