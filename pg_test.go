@@ -305,15 +305,7 @@ func TestPGManyEnginesOneDatabase(t *testing.T) {
 		}
 		durable.Step(wf, "join", func(ctx durable.Context, in int) (int, error) {
 			mark(ctx)
-			sum := 0
-			for _, r := range refs {
-				v, ok := r.Output(ctx)
-				if !ok {
-					return 0, fmt.Errorf("missing %s", r.Name())
-				}
-				sum += v
-			}
-			return sum, nil
+			return sumOutputs(ctx, refs)
 		}, durable.After(mids...))
 		return wf
 	}

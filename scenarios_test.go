@@ -133,15 +133,7 @@ func scenarioFanOutFanIn(ctx context.Context, t *testing.T, start starter) {
 		refs = append(refs, r)
 	}
 	f := durable.Step(wf, "f", func(ctx durable.Context, in int) (int, error) {
-		sum := 0
-		for _, r := range refs {
-			v, ok := r.Output(ctx)
-			if !ok {
-				return 0, fmt.Errorf("missing %s", r.Name())
-			}
-			sum += v
-		}
-		return sum, nil
+		return sumOutputs(ctx, refs)
 	}, durable.After(mids...))
 	e := start(t, wf)
 
@@ -221,6 +213,19 @@ func scenarioBranchMerge(ctx context.Context, t *testing.T, start starter) {
 		"a skip condition runs on the worker")
 	require.Equal(t, []string{"SKIPPED/0"}, stepEvents(t, e, res.ID, "ship"), "the cascade needs no worker")
 	require.Equal(t, map[string]int{"validate": 2, "charge": 1, "ship": 1, "reject": 1, "finalize": 2}, ran.snapshot())
+}
+
+// sumOutputs sums the outputs of parents refs, failing if one is missing.
+func sumOutputs(ctx durable.Context, refs []*durable.StepRef[int]) (int, error) {
+	sum := 0
+	for _, r := range refs {
+		v, ok := r.Output(ctx)
+		if !ok {
+			return 0, fmt.Errorf("missing %s", r.Name())
+		}
+		sum += v
+	}
+	return sum, nil
 }
 
 // stepEvents returns the events of a run's step as "TYPE/attempt".
