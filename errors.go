@@ -64,12 +64,18 @@ var (
 
 // DefinitionError is an error in a workflow definition.
 type DefinitionError struct {
+	// Workflow is the name of the workflow at fault.
 	Workflow string
-	Step     string // empty when the error is about the whole workflow
-	Err      error  // one of the definition errors above
-	Detail   string
+	// Step is the step at fault; empty when the error is about the whole
+	// workflow.
+	Step string
+	// Err is one of the definition errors above (ErrDuplicateStep, ...).
+	Err error
+	// Detail says more, e.g. which parent or which policy field.
+	Detail string
 }
 
+// Error describes the problem, naming the workflow and the step.
 func (e *DefinitionError) Error() string {
 	msg := "durable: workflow " + fmt.Sprintf("%q", e.Workflow)
 	if e.Step != "" {
@@ -82,14 +88,17 @@ func (e *DefinitionError) Error() string {
 	return msg
 }
 
+// Unwrap returns Err, so that errors.Is matches the sentinel.
 func (e *DefinitionError) Unwrap() error { return e.Err }
 
 // TerminalError marks a step error that must not be retried: the step fails
 // at once and fails its run. Create one with Terminal.
 type TerminalError struct {
+	// Err is the step's error.
 	Err error
 }
 
+// Error returns Err's message.
 func (e *TerminalError) Error() string {
 	if e.Err == nil {
 		return "terminal error"
@@ -97,6 +106,7 @@ func (e *TerminalError) Error() string {
 	return e.Err.Error()
 }
 
+// Unwrap returns Err.
 func (e *TerminalError) Unwrap() error { return e.Err }
 
 // Terminal wraps err so that the step returning it is not retried.
@@ -111,12 +121,17 @@ func IsTerminal(err error) bool {
 // RunError is the error of a run that failed: the step that failed it and
 // that step's error message. It matches ErrRunFailed.
 type RunError struct {
-	RunID    uuid.UUID
+	// RunID is the run that failed.
+	RunID uuid.UUID
+	// Workflow is the run's workflow.
 	Workflow string
-	Step     string
-	Message  string
+	// Step is the step whose permanent failure failed the run.
+	Step string
+	// Message is that step's error message, as recorded.
+	Message string
 }
 
+// Error names the run, its workflow, the step that failed and its message.
 func (e *RunError) Error() string {
 	return fmt.Sprintf("durable: run %s of %q failed: step %q: %s", e.RunID, e.Workflow, e.Step, e.Message)
 }

@@ -59,14 +59,20 @@ const OnFailureStep = store.OnFailureTask
 // RunResult is the state of a run: its status, the error of the step that
 // failed it, and every step. Read typed outputs with StepRef.Result.
 type RunResult struct {
-	ID       uuid.UUID
+	// ID is the run's ID.
+	ID uuid.UUID
+	// Workflow is the name of the run's workflow.
 	Workflow string
-	Tenant   string
-	Status   RunStatus
+	// Tenant is the tenant the run belongs to.
+	Tenant string
+	// Status is RUNNING, COMPLETED or FAILED.
+	Status RunStatus
 	// Err is the *RunError of a FAILED run, nil otherwise.
-	Err        error
-	CreatedAt  time.Time
-	FinishedAt time.Time // zero until the run has settled
+	Err error
+	// CreatedAt is when the run was started.
+	CreatedAt time.Time
+	// FinishedAt is when the run settled; zero until then.
+	FinishedAt time.Time
 	// Steps lists every step in declaration order; the on-failure handler,
 	// once it exists, comes last under the name OnFailureStep.
 	Steps []StepResult
@@ -90,16 +96,21 @@ func (r *RunResult) Step(name string) (*StepResult, bool) {
 
 // StepResult is the state of one step of a run.
 type StepResult struct {
-	Name  string
-	Kind  store.TaskKind
+	// Name is the step's name (OnFailureStep for the on-failure handler).
+	Name string
+	// Kind tells a step, a sleep and the on-failure handler apart.
+	Kind store.TaskKind
+	// State is the step's state (PENDING, QUEUED, RUNNING, ...).
 	State StepState
 	// Attempts is the number of the latest attempt (0 if it never ran).
 	Attempts int
 	// Error is the latest error of the step, if any.
 	Error string
 	// DueAt is when a sleeping step wakes or a retry backoff ends.
-	DueAt      time.Time
-	StartedAt  time.Time
+	DueAt time.Time
+	// StartedAt is when the latest attempt started; zero if it never ran.
+	StartedAt time.Time
+	// FinishedAt is when the step reached its final state; zero until then.
 	FinishedAt time.Time
 	// Output is the encoded output of a COMPLETED step.
 	Output []byte

@@ -60,8 +60,10 @@ func (w *Workflow[I]) RunNoWaitTx(ctx context.Context, e *Engine, tx any, tenant
 
 // Trigger is one run to start with RunManyNoWait.
 type Trigger[I any] struct {
+	// Tenant is the tenant the run belongs to (1-200 bytes of UTF-8).
 	Tenant string
-	Input  I
+	// Input is the run's input.
+	Input I
 }
 
 // RunManyNoWait starts many runs of w in one atomic store call (all or

@@ -64,6 +64,7 @@ type MigrateConfig struct {
 
 // MigrateResult reports what Migrate did.
 type MigrateResult struct {
+	// Direction is the direction Migrate was asked for.
 	Direction Direction
 	// Versions lists the migrations applied (Up) or reverted (Down), in the
 	// order it ran them; empty when there was nothing to do.
@@ -72,8 +73,11 @@ type MigrateResult struct {
 
 // MigrationState is the state of one migration in a schema.
 type MigrationState struct {
+	// Version is the migration's number.
 	Version int
-	Name    string
+	// Name is the migration's name, from its file name.
+	Name string
+	// Applied reports whether the schema has it.
 	Applied bool
 	// AppliedAt is when it was applied; zero when not applied.
 	AppliedAt time.Time

@@ -118,18 +118,20 @@ const (
 
 // Notification is one message from a Listener.
 type Notification struct {
-	Topic   Topic
+	// Topic says what happened.
+	Topic Topic
+	// Payload is the topic's detail (e.g. a run ID), or empty.
 	Payload string
 }
 
 // RunStatus is the status of a run.
 type RunStatus string
 
+// Run statuses: RUNNING until the run settles.
 const (
 	RunRunning   RunStatus = "RUNNING"
 	RunCompleted RunStatus = "COMPLETED"
 	RunFailed    RunStatus = "FAILED"
-	RunCancelled RunStatus = "CANCELLED"
 )
 
 // TaskState is the state of one task (one step of one run).
@@ -138,6 +140,7 @@ const (
 // is durable state, and becomes claimable when its timer fires.
 type TaskState string
 
+// Task states; COMPLETED, FAILED, SKIPPED and CANCELLED are final.
 const (
 	TaskPending   TaskState = "PENDING"
 	TaskQueued    TaskState = "QUEUED"
@@ -177,6 +180,7 @@ const OnFailureTask = "@on_failure"
 // EventType is the kind of an event in a run's log.
 type EventType string
 
+// Event types, one per kind of transition of a task.
 const (
 	EventQueued    EventType = "QUEUED"
 	EventStarted   EventType = "STARTED"
@@ -337,6 +341,7 @@ const (
 	FinishStale
 )
 
+// String returns the status's name, e.g. "applied".
 func (s FinishStatus) String() string {
 	switch s {
 	case FinishApplied:
