@@ -18,7 +18,7 @@ CREATE TABLE {{schema}}.runs (
     tenant      text COLLATE "C" NOT NULL,
     shape_id    uuid NOT NULL REFERENCES {{schema}}.shapes (id),
     status      text NOT NULL
-        CONSTRAINT runs_status_check CHECK (status IN ('RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED')),
+        CONSTRAINT runs_status_check CHECK (status IN ('RUNNING', 'COMPLETED', 'FAILED')),
     input       bytea,
     failed_step text,
     error       text,
