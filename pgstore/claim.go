@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/sleep"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -48,7 +49,7 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 	if len(claimed) == 0 {
 		return nil, nil
 	}
-	if err := s.completeClaims(ctx, claimed, shapeOf, idxs); err != nil {
+	if err := s.completeClaimsRetrying(ctx, claimed, shapeOf, idxs); err != nil {
 		// The claims committed but cannot be run without their parents'
 		// outputs: give them back now instead of leaving them RUNNING until
 		// a rescue counts a failed attempt.
@@ -56,6 +57,29 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		return nil, err
 	}
 	return claimed, nil
+}
+
+// completeBudget bounds how long ClaimTasks keeps trying to complete claims
+// that committed when reading their parents' outputs fails transiently (the
+// server restarting, say). Until they are returned nobody heartbeats them,
+// so it must stay well below any sensible DeadAfter (30s by default).
+const completeBudget = 10 * time.Second
+
+// completeClaimsRetrying calls completeClaims until it succeeds, fails for
+// good, or completeBudget runs out. A claim that committed is worth keeping:
+// giving it back needs the database as much as completing it does, and a
+// claim neither completed nor released is only rescued after DeadAfter, as
+// a failed attempt of a live worker.
+func (s *Store) completeClaimsRetrying(ctx context.Context, claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int) error {
+	deadline := time.Now().Add(completeBudget)
+	delay := 50 * time.Millisecond
+	for {
+		err := s.completeClaims(ctx, claimed, shapeOf, idxs)
+		if err == nil || !transient(err) || time.Now().Add(delay).After(deadline) || !sleep.For(ctx, delay) {
+			return err
+		}
+		delay = min(2*delay, time.Second)
+	}
 }
 
 // release gives claimed tasks back to the queue without counting the

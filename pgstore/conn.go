@@ -2,9 +2,14 @@ package pgstore
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/effectivelabs/durable/internal/sleep"
 )
@@ -57,4 +62,24 @@ func (b *backoff) wait(ctx context.Context) bool {
 		b.d = min(2*b.d, maxBackoff)
 	}
 	return sleep.For(ctx, b.d)
+}
+
+// transient reports whether err is worth trying again: the connection
+// failed or was closed, the server is starting or shutting down, or the
+// transaction lost a serialization or deadlock race.
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutdown, crash, starting
+			pgErr.Code == "40001", pgErr.Code == "40P01": // serialization failure, deadlock
+			return true
+		}
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
