@@ -19,16 +19,16 @@ func TestTransient(t *testing.T) {
 		want bool
 	}{
 		"server shutting down (terminated backend)": {pg("57P01"), true},
-		"server starting up":                         {pg("57P03"), true},
-		"connection failure":                         {pg("08006"), true},
-		"deadlock":                                   {pg("40P01"), true},
-		"connection lost mid-read":                   {fmt.Errorf("pgstore: claim: %w", io.ErrUnexpectedEOF), true},
-		"connect refused":                            {&pgconn.ConnectError{}, true},
-		"unique violation":                           {pg("23505"), false},
-		"syntax error":                               {pg("42601"), false},
-		"undecodable shape":                          {fmt.Errorf("pgstore: shape: %w", &json.SyntaxError{}), false},
-		"context canceled":                           {context.Canceled, false},
-		"other":                                      {errors.New("boom"), false},
+		"server starting up":                        {pg("57P03"), true},
+		"connection failure":                        {pg("08006"), true},
+		"deadlock":                                  {pg("40P01"), true},
+		"connection lost mid-read":                  {fmt.Errorf("pgstore: claim: %w", io.ErrUnexpectedEOF), true},
+		"connect refused":                           {&pgconn.ConnectError{}, true},
+		"unique violation":                          {pg("23505"), false},
+		"syntax error":                              {pg("42601"), false},
+		"undecodable shape":                         {fmt.Errorf("pgstore: shape: %w", &json.SyntaxError{}), false},
+		"context canceled":                          {context.Canceled, false},
+		"other":                                     {errors.New("boom"), false},
 	} {
 		if got := transient(c.err); got != c.want {
 			t.Errorf("%s: transient(%v) = %v, want %v", name, c.err, got, c.want)
