@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -69,130 +68,6 @@ func stepEvents(t *testing.T, s store.Store, id uuid.UUID, stepName string) []st
 		}
 	}
 	return out
-}
-
-// TestConcurrentFanIn completes the 8 parents of each of 50 joins from
-// separate goroutines (so separate connections): each join is enqueued
-// exactly once and every run completes.
-func TestConcurrentFanIn(t *testing.T) {
-	t.Parallel()
-	s, _, _ := setup(t)
-	const runsN, parents = 50, 8
-	steps := []store.StepSpec{step("root")}
-	var names []string
-	for i := range parents {
-		names = append(names, fmt.Sprintf("p%d", i))
-		steps = append(steps, step(names[i], "root"))
-	}
-	steps = append(steps, step("join", names...))
-	sh := &store.Shape{Steps: steps}
-	var runs []store.NewRun
-	for i := range runsN {
-		runs = append(runs, newRun("wf", fmt.Sprintf("t%d", i%3), sh))
-	}
-	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Now: t0, Runs: runs}))
-	roots := claimAll(t, s, "wf", 100)
-	require.Len(t, roots, runsN)
-	var outs []store.Outcome
-	for _, c := range roots {
-		outs = append(outs, complete(c))
-	}
-	_, err := s.FinishTasks(ctx, &store.FinishTasksParams{Now: t0, Outcomes: outs})
-	require.NoError(t, err)
-
-	ps := claimAll(t, s, "wf", 100)
-	require.Len(t, ps, runsN*parents)
-	rand.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for _, c := range ps {
-		wg.Go(func() {
-			<-start
-			res, err := s.FinishTasks(ctx, &store.FinishTasksParams{Now: t0, Outcomes: []store.Outcome{complete(c)}})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if res[0].Status != store.FinishApplied {
-				t.Errorf("outcome %v", res[0].Status)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-
-	for _, r := range runs {
-		require.Equal(t, []string{"QUEUED"}, stepEvents(t, s, r.ID, "join"), "join of run %s enqueued once", r.ID)
-	}
-	joins := claimAll(t, s, "wf", 100)
-	require.Len(t, joins, runsN)
-	seen := map[uuid.UUID]bool{}
-	outs = nil
-	for _, c := range joins {
-		require.Equal(t, "join", c.Step)
-		require.Len(t, c.ParentOutputs, parents)
-		require.False(t, seen[c.RunID], "join of run %s claimed twice", c.RunID)
-		seen[c.RunID] = true
-		outs = append(outs, complete(c))
-	}
-	_, err = s.FinishTasks(ctx, &store.FinishTasksParams{Now: t0, Outcomes: outs})
-	require.NoError(t, err)
-	for _, r := range runs {
-		got, err := s.GetRun(ctx, r.ID)
-		require.NoError(t, err)
-		require.Equal(t, store.RunCompleted, got.Status)
-		require.True(t, got.Settled())
-	}
-}
-
-// TestConcurrentClaimers runs 8 claimers over 3000 tasks of many tenants:
-// every task is claimed exactly once, with distinct tokens.
-func TestConcurrentClaimers(t *testing.T) {
-	t.Parallel()
-	s, _, _ := setup(t)
-	const n = 3000
-	sh := &store.Shape{Steps: []store.StepSpec{step("a")}}
-	for b := range n / 1000 {
-		var runs []store.NewRun
-		for i := range 1000 {
-			runs = append(runs, newRun("wf", fmt.Sprintf("t%d", (b*1000+i)%17), sh))
-		}
-		require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Now: t0, Runs: runs}))
-	}
-	var mu sync.Mutex
-	byRun := map[uuid.UUID]int{}
-	tokens := map[int64]bool{}
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 1))
-			for {
-				cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{Now: t0, WorkerID: fmt.Sprintf("w%d", w),
-					Limit: 1 + rng.IntN(40), Workflows: []string{"wf"}})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if len(cs) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, c := range cs {
-					byRun[c.RunID]++
-					if tokens[c.Token] {
-						t.Errorf("token %d claimed twice", c.Token)
-					}
-					tokens[c.Token] = true
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	require.Len(t, byRun, n)
-	for id, k := range byRun {
-		require.Equal(t, 1, k, "run %s claimed %d times", id, k)
-	}
 }
 
 // TestCancellationRace fails runs while other goroutines claim their queued

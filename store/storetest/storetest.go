@@ -9,6 +9,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -900,19 +901,24 @@ func testTenantLimit(t *testing.T, s store.Store) {
 }
 
 func testConcurrentClaims(t *testing.T, s store.Store) {
-	const n = 200
+	// 8 claimers with random batch sizes over 1,000 tasks of 17 tenants:
+	// every task is claimed exactly once, under a token no other claim has.
+	const n = 1000
 	runs := make([]store.NewRun, n)
 	for i := range runs {
-		runs[i] = newRun("wf", fmt.Sprintf("t%d", i%7), shape(step("a")))
+		runs[i] = newRun("wf", fmt.Sprintf("t%d", i%17), shape(step("a")))
 	}
 	create(t, s, T0, runs...)
 	var mu sync.Mutex
 	seen := map[uuid.UUID]int{}
+	tokens := map[int64]bool{}
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
 			for {
-				cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{Now: T0, WorkerID: fmt.Sprintf("w%d", w), Limit: 3, Workflows: []string{"wf"}})
+				cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{Now: T0, WorkerID: fmt.Sprintf("w%d", w),
+					Limit: 1 + rng.IntN(40), Workflows: []string{"wf"}})
 				if err != nil {
 					t.Error(err)
 					return
@@ -923,6 +929,10 @@ func testConcurrentClaims(t *testing.T, s store.Store) {
 				mu.Lock()
 				for _, c := range cs {
 					seen[c.RunID]++
+					if tokens[c.Token] {
+						t.Errorf("token %d claimed twice", c.Token)
+					}
+					tokens[c.Token] = true
 				}
 				mu.Unlock()
 			}
@@ -936,10 +946,12 @@ func testConcurrentClaims(t *testing.T, s store.Store) {
 }
 
 func testConcurrentFanIn(t *testing.T, s store.Store) {
-	// Many parents of one child complete concurrently, in separate calls:
-	// the child is enqueued exactly once, and only after the last parent.
+	// Many parents of one child complete concurrently, in separate calls
+	// (on a database, separate connections) released at once in random
+	// order: the child is enqueued exactly once, and only after the last
+	// parent.
 	const parents = 8
-	const runsN = 20
+	const runsN = 50
 	steps := []store.StepSpec{step("root")}
 	var names []string
 	for i := range parents {
@@ -950,7 +962,7 @@ func testConcurrentFanIn(t *testing.T, s store.Store) {
 	steps = append(steps, step("join", names...))
 	var ids []uuid.UUID
 	for range runsN {
-		r := newRun("wf", "t", shape(steps...))
+		r := newRun("wf", fmt.Sprintf("t%d", len(ids)%3), shape(steps...))
 		ids = append(ids, r.ID)
 		create(t, s, T0, r)
 	}
@@ -959,9 +971,12 @@ func testConcurrentFanIn(t *testing.T, s store.Store) {
 	}
 	cs := claim(t, s, T0, runsN*parents)
 	require.Len(t, cs, runsN*parents)
+	rand.Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
 	var wg sync.WaitGroup
+	start := make(chan struct{})
 	for _, c := range cs {
 		wg.Go(func() {
+			<-start
 			res, err := s.FinishTasks(ctx, &store.FinishTasksParams{Now: T0, Outcomes: []store.Outcome{complete(c, `1`)}})
 			if err != nil {
 				t.Error(err)
@@ -972,6 +987,7 @@ func testConcurrentFanIn(t *testing.T, s store.Store) {
 			}
 		})
 	}
+	close(start)
 	wg.Wait()
 	for _, id := range ids {
 		require.Equal(t, []string{"QUEUED:0"}, stepEvents(t, s, id, "join"), "join enqueued once in run %s", id)
