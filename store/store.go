@@ -101,6 +101,15 @@ type TxCreator interface {
 	CreateRunsTx(ctx context.Context, tx any, p *CreateRunsParams) error
 }
 
+// Checker is implemented by stores that can tell whether they are ready to
+// serve engines: for pgstore, that its schema exists and is migrated to the
+// version the code expects. Engine.Start calls Check and fails with its
+// error, so that a missing or outdated schema is one clear error at start
+// instead of a claim error repeated forever.
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
 // Topic names a kind of notification.
 type Topic string
 
