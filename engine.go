@@ -290,6 +290,11 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if c, ok := e.store.(store.Checker); ok {
+		if err := c.Check(ctx); err != nil {
+			return fmt.Errorf("durable: store not ready: %w", err)
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
