@@ -39,6 +39,11 @@ func applied(t *testing.T, pool *pgxpool.Pool, schema string) []int {
 	return out
 }
 
+// initialTables are the relations migration 001 creates (sequences
+// included); TestMigrateUpDown checks that up creates and down drops each.
+var initialTables = []string{"shapes", "runs", "tasks", "ready", "incoming", "tenant_groups",
+	"tenants", "frontier", "event_blocks", "events"}
+
 func TestMigrateUpDown(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
@@ -49,7 +54,9 @@ func TestMigrateUpDown(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{1}, res.Versions)
 	require.Equal(t, []int{1}, applied(t, pool, schema))
-	require.True(t, tableExists(t, pool, schema, "runs"))
+	for _, table := range initialTables {
+		require.True(t, tableExists(t, pool, schema, table), table)
+	}
 
 	res, err = pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: schema, Direction: pgstore.Up})
 	require.NoError(t, err)
@@ -59,7 +66,7 @@ func TestMigrateUpDown(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{1}, res.Versions)
 	require.Empty(t, applied(t, pool, schema))
-	for _, table := range []string{"shapes", "runs", "tasks", "ready", "tenants", "frontier", "events", "workers"} {
+	for _, table := range initialTables {
 		require.False(t, tableExists(t, pool, schema, table), table)
 	}
 	res, err = pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: schema, Direction: pgstore.Down})
@@ -157,8 +164,18 @@ func TestSchemaConstraints(t *testing.T) {
 		require.True(t, errors.As(err, &pgErr), "%s: %v", stmt, err)
 		require.Equal(t, "23514", pgErr.Code, "check_violation for %s", stmt)
 	}
-	_, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.frontier (singleton, block) VALUES (false, 1)`, q))
-	require.Error(t, err, "the frontier is a singleton")
+	// The frontier has one row per claimer (shard); the migration inserts
+	// the row of shard "", so a second one is a unique violation.
+	_, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.frontier (shard, block) VALUES ('', 1)`, q))
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "a second frontier row for one shard: %v", err)
+	require.Equal(t, "23505", pgErr.Code, "unique_violation: %v", err)
+	require.Equal(t, "frontier_pkey", pgErr.ConstraintName)
+	_, err = pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.frontier (shard, block) VALUES ('w1', NULL)`, q))
+	require.True(t, errors.As(err, &pgErr), "a frontier row without a block: %v", err)
+	require.Equal(t, "23502", pgErr.Code, "not_null_violation: %v", err)
+	_, err = pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.frontier (shard, block) VALUES ('w1', 2)`, q))
+	require.NoError(t, err, "another claimer's row")
 }
 
 func TestInvalidSchema(t *testing.T) {
