@@ -9,7 +9,7 @@ import (
 	"os"
 	"runtime/pprof"
 
-	"github.com/effectivelabs/durable/internal/bench"
+	"github.com/effectivelabs/durable/cmd/durable/internal/bench"
 )
 
 const benchUsage = `Usage: durable bench --database-url URL --scenario NAME [flags]
