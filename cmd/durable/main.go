@@ -26,6 +26,7 @@ Commands:
   bench     measure throughput, latency, fairness and idle cost on PostgreSQL
   trigger   start runs of a built-in workflow, optionally wait for them
   runs      inspect a run: "runs show RUN_ID" prints its steps and events
+  version   print this binary's version, VCS revision and Go version
   help      show this help
 
 Run "durable <command> -h" for a command's flags.
@@ -52,6 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"bench":   benchCmd,
 		"trigger": triggerCmd,
 		"runs":    runsCmd,
+		"version": versionCmd,
 	}
 	switch name := args[0]; name {
 	case "help", "-h", "-help", "--help":
