@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -122,7 +123,14 @@ type recordedStats struct {
 // the task's final state, with the output of a completed step stored.
 func verifyRecorded(t *testing.T, s *snapshot, wantRuns int) recordedStats {
 	t.Helper()
-	var p problems
+	st, p := checkRecorded(s, wantRuns)
+	p.require(t, "recorded state is wrong")
+	return st
+}
+
+// checkRecorded is verifyRecorded on its own: what it finds wrong in s.
+func checkRecorded(s *snapshot, wantRuns int) (recordedStats, *problems) {
+	p := &problems{}
 	st := recordedStats{runs: len(s.runs), tasks: len(s.tasks)}
 	if len(s.runs) < wantRuns {
 		p.add("%d runs in the store, want %d", len(s.runs), wantRuns)
@@ -132,7 +140,8 @@ func verifyRecorded(t *testing.T, s *snapshot, wantRuns int) recordedStats {
 			p.add("run %s (%s) is %s", r.id, r.workflow, r.status)
 		}
 	}
-	for k, task := range s.tasks {
+	for _, k := range sortedKeys(s.tasks) {
+		task := s.tasks[k]
 		outcomes, final, err := replay(s.events[k])
 		st.outcomes += outcomes
 		switch {
@@ -147,13 +156,28 @@ func verifyRecorded(t *testing.T, s *snapshot, wantRuns int) recordedStats {
 			p.add("%s/%s: completed without an output", k.run, k.step)
 		}
 	}
-	for k := range s.events {
+	for _, k := range sortedKeys(s.events) {
 		if _, ok := s.tasks[k]; !ok {
 			p.add("events of %s/%s, which is no task", k.run, k.step)
 		}
 	}
-	p.require(t, "recorded state is wrong")
-	return st
+	return st, p
+}
+
+// sortedKeys returns m's keys in order, so that problems are reported in a
+// stable order.
+func sortedKeys[V any](m map[taskKey]V) []taskKey {
+	keys := make([]taskKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b taskKey) int {
+		if c := strings.Compare(a.run, b.run); c != 0 {
+			return c
+		}
+		return strings.Compare(a.step, b.step)
+	})
+	return keys
 }
 
 // replay checks that a task's events are a valid sequence of transitions
@@ -242,12 +266,12 @@ func logString(evs []eventRow) string {
 type executionStats struct {
 	executions    int // rows in chaos_executions
 	recordedSteps int // completed non-sleep steps
-	reexecutions  int // executions beyond one per recorded attempt
+	reexecutions  int // executions beyond the recorded step outputs and flaky's designed failures
 }
 
 // verifyChaos checks the chaos runs' outputs against their inputs, and the
-// executions the workers recorded against what the store recorded: the
-// attempt that completed a step was executed, a skipped branch never was.
+// executions the workers recorded in chaos_executions against what the store
+// recorded (see checkChaos).
 func verifyChaos(t *testing.T, h *harness, s *snapshot) executionStats {
 	t.Helper()
 	rows, err := h.pool.Query(context.Background(),
@@ -259,19 +283,66 @@ func verifyChaos(t *testing.T, h *harness, s *snapshot) executionStats {
 		return k, err
 	})
 	require.NoError(t, err)
-	byAttempt := map[attemptKey]int{}
-	byTask := map[taskKey]int{}
+	st, p := checkChaos(s, execs)
+	p.require(t, "chaos runs are wrong")
+	return st
+}
+
+// chaosSteps are the chaos workflow's tasks.
+var chaosSteps = []string{"start", "even", "odd", "flaky", "work-0", "work-1", "work-2", "work-3", "nap", "join"}
+
+// checkChaos is verifyChaos on its own, over the snapshot s (whose event
+// logs verifyRecorded has checked) and the rows of chaos_executions: what it
+// finds wrong.
+//
+// An execution row is written by the step's code, in a transaction of its
+// own, before it works; the engine's STARTED event is written when the
+// attempt is claimed, before the code runs. Executions are at least once: a
+// worker killed mid-step leaves an attempt STARTED and RUNNING, which is
+// rescued (RETRYING "no heartbeat") and run again as the next attempt, and a
+// worker that drains gives its running attempts back ("released by its
+// worker"), which runs the same attempt number again. Whether such an
+// attempt wrote its row depends on when the worker died, so an attempt that
+// did not complete may have no row at all; the flaky step's first attempt
+// included, which then never got to fail by design.
+//
+// What is checked, for every executed chaos step:
+//   - its output, against the run's input;
+//   - no attempt number executed more times than the log shows it STARTED
+//     (two rows for one claim of an attempt are a double execution, and a row
+//     for an attempt never started an execution the engine did not know of);
+//   - the attempt that completed the step executed;
+//   - an attempt that failed with the flaky step's error executed, and was
+//     the flaky step's first;
+//   - flaky completed by attempt 2 or later;
+//
+// and that the skipped branch and the sleep never executed, and that every
+// row is of a chaos task.
+func checkChaos(s *snapshot, execs []attemptKey) (executionStats, *problems) {
+	p := &problems{}
+	byTask := map[taskKey]map[int]int{} // executions per task and attempt
 	for _, k := range execs {
-		byAttempt[k]++
-		byTask[taskKey{k.run, k.step}]++
+		tk := taskKey{k.run, k.step}
+		if byTask[tk] == nil {
+			byTask[tk] = map[int]int{}
+		}
+		byTask[tk][k.attempt]++
+	}
+	executions := func(k taskKey) (n int) {
+		for _, c := range byTask[k] {
+			n += c
+		}
+		return n
 	}
 	st := executionStats{executions: len(execs)}
+	chaosTasks := map[taskKey]bool{}
 
-	var p problems
-	steps := []string{"start", "even", "odd", "flaky", "work-0", "work-1", "work-2", "work-3", "nap", "join"}
 	for _, r := range s.runs {
 		if r.workflow != workloads.Chaos {
 			continue
+		}
+		for _, step := range chaosSteps {
+			chaosTasks[taskKey{r.id, step}] = true
 		}
 		var in workloads.ChaosInput
 		if err := json.Unmarshal(r.input, &in); err != nil {
@@ -285,16 +356,14 @@ func verifyChaos(t *testing.T, h *harness, s *snapshot) executionStats {
 		want := map[string]string{
 			"start":  fmt.Sprintf(`{"odd":%v}`, in.N%2 == 1),
 			taken:    fmt.Sprintf(`"%s/%d"`, taken, in.N),
-			other:    "",
 			"flaky":  fmt.Sprintf(`"flaky/%d"`, in.N),
-			"nap":    "",
 			"join":   fmt.Sprintf(`"%s/%d"`, taken, in.N),
 			"work-0": fmt.Sprintf(`"work-0/%d"`, in.N),
 			"work-1": fmt.Sprintf(`"work-1/%d"`, in.N),
 			"work-2": fmt.Sprintf(`"work-2/%d"`, in.N),
 			"work-3": fmt.Sprintf(`"work-3/%d"`, in.N),
 		}
-		for _, step := range steps {
+		for _, step := range chaosSteps {
 			k := taskKey{r.id, step}
 			task, ok := s.tasks[k]
 			switch {
@@ -304,32 +373,70 @@ func verifyChaos(t *testing.T, h *harness, s *snapshot) executionStats {
 				if task.state != "SKIPPED" {
 					p.add("run %s (n=%d): %s is %s, want SKIPPED", r.id, in.N, step, task.state)
 				}
-				if byTask[k] > 0 {
-					p.add("run %s: skipped branch %s was executed %d times", r.id, step, byTask[k])
+				if n := executions(k); n > 0 {
+					p.add("run %s: skipped branch %s was executed %d times", r.id, step, n)
 				}
 			case task.state != "COMPLETED":
 				p.add("run %s: %s is %s", r.id, step, task.state)
 			case step == "nap":
+				if n := executions(k); n > 0 {
+					p.add("run %s: the sleep nap was executed %d times", r.id, n)
+				}
 			default:
 				st.recordedSteps++
 				if got := compactJSON(task.output); got != want[step] {
 					p.add("run %s: %s output %s, want %s", r.id, step, got, want[step])
 				}
-				if byAttempt[attemptKey{r.id, step, task.attempt}] == 0 {
-					p.add("run %s: %s was recorded by attempt %d, which never executed", r.id, step, task.attempt)
-				}
-				if step == "flaky" && (task.attempt < 2 || byAttempt[attemptKey{r.id, step, 1}] == 0) {
-					p.add("run %s: flaky completed by attempt %d without its failing first attempt", r.id, task.attempt)
-				}
-				st.reexecutions += byTask[k] - 1
-				if step == "flaky" {
-					st.reexecutions-- // its first attempt fails by design
-				}
+				designed := checkAttempts(p, k, task, s.events[k], byTask[k])
+				st.reexecutions += executions(k) - 1 - designed
 			}
 		}
 	}
-	p.require(t, "chaos runs are wrong")
-	return st
+	for _, k := range sortedKeys(byTask) {
+		if !chaosTasks[k] {
+			p.add("%d executions of %s/%s, which is no chaos task", executions(k), k.run, k.step)
+		}
+	}
+	return st, p
+}
+
+// checkAttempts checks the executions of a completed chaos step, per
+// attempt, against its event log (see checkChaos), and returns how many of
+// its attempts failed by design (the flaky step's first).
+func checkAttempts(p *problems, k taskKey, task taskRow, evs []eventRow, execs map[int]int) (designed int) {
+	started := map[int]int{} // claims per attempt number
+	for _, ev := range evs {
+		switch ev.typ {
+		case "STARTED":
+			started[ev.attempt]++
+		case "RETRYING", "FAILED":
+			if !strings.Contains(ev.detail, workloads.ErrFlaky.Error()) {
+				continue // a rescue, or an error before or instead of the row
+			}
+			designed++
+			if k.step != "flaky" || ev.attempt != 1 {
+				p.add("run %s: %s attempt %d failed with the flaky step's first-attempt error", k.run, k.step, ev.attempt)
+			}
+			if execs[ev.attempt] == 0 {
+				p.add("run %s: %s attempt %d failed in the step's code, which it never executed; log: %s",
+					k.run, k.step, ev.attempt, logString(evs))
+			}
+		}
+	}
+	for _, a := range slices.Sorted(maps.Keys(execs)) {
+		if n := execs[a]; n > started[a] {
+			p.add("run %s: %s attempt %d executed %d times, started %d times; log: %s",
+				k.run, k.step, a, n, started[a], logString(evs))
+		}
+	}
+	if execs[task.attempt] == 0 {
+		p.add("run %s: %s was recorded by attempt %d, which never executed; log: %s",
+			k.run, k.step, task.attempt, logString(evs))
+	}
+	if k.step == "flaky" && task.attempt < 2 {
+		p.add("run %s: flaky completed by attempt %d, which always fails", k.run, task.attempt)
+	}
+	return designed
 }
 
 func compactJSON(b []byte) string {
