@@ -146,6 +146,12 @@ const versionTableSQL = `CREATE TABLE IF NOT EXISTS {{schema}}.migrations (
 // under a transaction advisory lock derived from the schema name: concurrent
 // migrators of one schema run one after the other, and the later ones find
 // nothing left to do. Applying when everything is applied is a no-op.
+//
+// Up first reads the schema's migrations table, without DDL or locks: when
+// every migration is applied it returns at once, so a role with only USAGE
+// on the schema and SELECT on its tables may call it on a migrated schema.
+// Only when there is work does it create the schema and migrations table if
+// needed, which needs CREATE rights.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg *MigrateConfig) (*MigrateResult, error) {
 	if cfg == nil {
 		cfg = &MigrateConfig{}
@@ -169,6 +175,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg *MigrateConfig) (*Migr
 		return nil, err
 	}
 	res := &MigrateResult{Direction: dir}
+	if dir == Up && upToDate(ctx, pool, schema, all) {
+		return res, nil
+	}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey("migrate", schema)); err != nil {
 			return fmt.Errorf("lock: %w", err)
