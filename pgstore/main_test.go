@@ -13,6 +13,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	pgtest.ClosePool()
+	pgtest.NoteSkipped()
 	if code == 0 {
 		// goleak.Find retries for a while, so closing goroutines can exit.
 		if err := goleak.Find(); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -10,6 +11,13 @@ import (
 
 	"github.com/effectivelabs/durable/internal/pgtest"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.ClosePool()
+	pgtest.NoteSkipped()
+	os.Exit(code)
+}
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()

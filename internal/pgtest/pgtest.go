@@ -5,6 +5,9 @@
 // where they fail: CI must not pass by skipping them. Each test works in its
 // own freshly migrated schema, dropped when the test ends, so tests run in
 // parallel and leave nothing behind.
+//
+// Every package with PostgreSQL tests calls NoteSkipped from its TestMain,
+// so that go test ./... says when they were skipped even without -v.
 package pgtest
 
 import (
@@ -42,6 +45,7 @@ func URL(t testing.TB) string {
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg + " (CI=true: not skipping)")
 		}
+		skipped.Store(true)
 		t.Skip(msg)
 	}
 	return url
