@@ -3,6 +3,8 @@ package durable
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -41,10 +43,35 @@ type stepContextKey struct{}
 
 type stepContext struct {
 	context.Context
-	e       *Engine
-	claim   *store.ClaimedTask
+	e     *Engine
+	claim *store.ClaimedTask
+	step  *stepDef // nil for the on-failure handler
+	// parents holds the decoded outputs of the parents that completed.
 	parents map[*stepDef]any
 	cancel  context.CancelCauseFunc
+	misuse  atomic.Pointer[error]
+}
+
+// isParent reports whether p is a declared parent of the running step.
+func (c *stepContext) isParent(p *stepDef) bool {
+	return c.step != nil && slices.Contains(c.step.parents, p)
+}
+
+// misusedBy records the first misuse of the API by the running step and
+// cancels its context with it as the cause; the step then fails with it,
+// whatever it returns.
+func (c *stepContext) misusedBy(err error) {
+	if c.misuse.CompareAndSwap(nil, &err) {
+		c.cancel(err)
+	}
+}
+
+// misused returns the step's first misuse of the API, or nil.
+func (c *stepContext) misused() error {
+	if p := c.misuse.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 var _ Context = (*stepContext)(nil)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,110 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/effectivelabs/durable/internal/sleep"
 	"github.com/effectivelabs/durable/store"
 )
-
-// Config configures an Engine. The zero value is valid: every field has a
-// documented default.
-type Config struct {
-	// WorkerID identifies this engine in claims and heartbeats; it must be
-	// unique among the engines sharing a store. Defaults to
-	// "<hostname>-<pid>-<random>".
-	WorkerID string
-
-	// Concurrency is the most steps this engine runs at once. Defaults to 100.
-	Concurrency int
-
-	// ClaimBatch is the most tasks claimed in one store call. Defaults to
-	// Concurrency, capped at 200.
-	ClaimBatch int
-
-	// FinishBatch is the most step outcomes recorded in one store call.
-	// Outcomes are batched only when they pile up, so a lone step is
-	// recorded at once. Defaults to 500.
-	FinishBatch int
-
-	// PollInterval is how often an idle engine looks for work it was not
-	// notified of. With a store that sends notifications (both stores do) it
-	// doubles while idle, up to MaxPollInterval. Defaults to 1s.
-	PollInterval time.Duration
-
-	// MaxPollInterval caps PollInterval's idle back-off. Defaults to 30s.
-	MaxPollInterval time.Duration
-
-	// HeartbeatInterval is how often the engine tells the store that its
-	// running steps are alive. Defaults to 5s.
-	HeartbeatInterval time.Duration
-
-	// DeadAfter is how long a worker may miss heartbeats before the leader
-	// treats its running steps as dead and retries them (or fails them when
-	// their retries are used up). It must exceed 2×HeartbeatInterval; the
-	// leader scans every DeadAfter/4, so a dead step is rescued within
-	// 1.25×DeadAfter. Defaults to 30s.
-	DeadAfter time.Duration
-
-	// TenantLimit, when positive, caps the steps of one tenant running at
-	// once across all engines sharing the store. Defaults to 0 (no cap).
-	TenantLimit int
-
-	// Codec encodes inputs and outputs. Defaults to JSONCodec.
-	Codec Codec
-
-	// Logger receives the engine's logs. Defaults to slog.Default().
-	Logger *slog.Logger
-
-	// Clock, when set, supplies the timestamps the engine records. Defaults
-	// to nil: the store's clock, which for PostgreSQL is the database's, so
-	// that workers with skewed clocks agree. Inside a testing/synctest
-	// bubble time.Now is already virtual, so tests rarely need it.
-	Clock func() time.Time
-}
-
-// ErrInvalidConfig is returned by New for a Config it cannot use.
-var ErrInvalidConfig = errors.New("durable: invalid config")
-
-func (c *Config) setDefaults() error {
-	if c.WorkerID == "" {
-		host, _ := os.Hostname()
-		c.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
-	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 100
-	}
-	if c.ClaimBatch == 0 {
-		c.ClaimBatch = min(c.Concurrency, 200)
-	}
-	if c.FinishBatch == 0 {
-		c.FinishBatch = 500
-	}
-	def(&c.PollInterval, time.Second)
-	def(&c.MaxPollInterval, 30*time.Second)
-	def(&c.HeartbeatInterval, 5*time.Second)
-	def(&c.DeadAfter, 30*time.Second)
-	if c.Codec == nil {
-		c.Codec = JSONCodec{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	switch {
-	case c.Concurrency < 0 || c.ClaimBatch < 0 || c.FinishBatch < 0 || c.TenantLimit < 0:
-		return fmt.Errorf("%w: negative count", ErrInvalidConfig)
-	case c.PollInterval < 0 || c.HeartbeatInterval < 0 || c.DeadAfter < 0:
-		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
-	case c.MaxPollInterval < c.PollInterval:
-		return fmt.Errorf("%w: MaxPollInterval %s < PollInterval %s", ErrInvalidConfig, c.MaxPollInterval, c.PollInterval)
-	case c.DeadAfter <= 2*c.HeartbeatInterval:
-		return fmt.Errorf("%w: DeadAfter %s must exceed 2×HeartbeatInterval %s", ErrInvalidConfig, c.DeadAfter, c.HeartbeatInterval)
-	}
-	return nil
-}
 
 // Engine runs workflows on a store. Many engines (in one process or many)
 // can share one store: they claim work fairly, and one of them at a time
@@ -145,7 +42,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidConfig)
 	}
-	if err := cfg.setDefaults(); err != nil {
+	if err := cfg.setDefaults(s); err != nil {
 		return nil, err
 	}
 	return &Engine{
@@ -163,19 +60,26 @@ func (e *Engine) WorkerID() string { return e.cfg.WorkerID }
 // Register validates workflow definitions and makes this engine execute
 // their runs. It reports every definition error it finds (as
 // *DefinitionError values joined together) and registers nothing if there is
-// any. Registering may happen before or after Start.
+// any. Registering may happen before or after Start, not after Stop
+// (ErrEngineStopped).
 func (e *Engine) Register(defs ...Definition) error {
 	var errs []error
 	seen := map[string]bool{}
 	var add []*workflowDef
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.stopped {
+		return ErrEngineStopped
+	}
 	for _, def := range defs {
-		if def == nil {
+		var d *workflowDef
+		if def != nil {
+			d = def.definition()
+		}
+		if d == nil {
 			errs = append(errs, &DefinitionError{Err: ErrNilFunc, Detail: "nil workflow"})
 			continue
 		}
-		d := def.definition()
 		if _, err := d.freeze(); err != nil {
 			errs = append(errs, err)
 			continue
@@ -198,6 +102,13 @@ func (e *Engine) Register(defs ...Definition) error {
 	slices.Sort(names)
 	e.names = names
 	return nil
+}
+
+// isStopped reports whether Stop was called.
+func (e *Engine) isStopped() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stopped
 }
 
 // wakeClaims tells this engine's claim loop, if it is running, that work
@@ -252,7 +163,13 @@ type runtime struct {
 	outcomes  chan outcomeMsg
 
 	flightMu sync.Mutex
-	flights  map[flightKey]*flight
+	flights  map[store.TaskRef]*flight
+
+	// lost counts the outcomes that could not be recorded (their steps are
+	// rescued and run again); lostErr is the last reason.
+	lostMu  sync.Mutex
+	lost    int
+	lostErr error
 
 	execs     sync.WaitGroup // step executors
 	loops     sync.WaitGroup // claim loop, leader
@@ -262,13 +179,11 @@ type runtime struct {
 	aux       sync.WaitGroup // listener
 }
 
-type flightKey struct {
-	run  uuid.UUID
-	step string
-}
-
+// flight is a step this engine runs, keyed by its claim in
+// runtime.flights: a task rescued from this engine and claimed by it again
+// runs twice at once, under two claims, and each is heartbeated, cancelled
+// and forgotten on its own.
 type flight struct {
-	ref    store.TaskRef
 	cancel context.CancelCauseFunc
 }
 
@@ -309,7 +224,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		readySig:  make(chan struct{}, 1),
 		timerSig:  make(chan struct{}, 1),
 		outcomes:  make(chan outcomeMsg, e.cfg.Concurrency),
-		flights:   map[flightKey]*flight{},
+		flights:   map[store.TaskRef]*flight{},
 		completed: make(chan struct{}),
 		hbStop:    make(chan struct{}),
 		hbDone:    make(chan struct{}),
@@ -349,8 +264,12 @@ func (e *Engine) Start(ctx context.Context) error {
 // lets running steps finish until ctx is done, then cancels their contexts
 // (cause ErrEngineStopped) and gives their tasks back to the queue without
 // counting the attempt. It waits for steps to return, so step functions must
-// honour their context. Stop returns nil if every step finished in time, and
-// ctx's error if some had to be cancelled.
+// honour their context. Stop returns nil if every step finished in time and
+// every outcome was recorded; ctx's error if some steps had to be
+// cancelled; and an error matching ErrNotRecorded if the store refused or
+// could not take some outcomes (those steps are rescued and run again).
+// After Stop the engine triggers nothing: Run, RunNoWait, RunManyNoWait,
+// RunNoWaitTx and Register return ErrEngineStopped.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	rt := e.rt
@@ -394,6 +313,12 @@ func (e *Engine) Stop(ctx context.Context) error {
 	rt.aux.Wait()
 	e.wakeAllWaiters()
 	e.log.Info("durable: engine stopped")
+	rt.lostMu.Lock()
+	defer rt.lostMu.Unlock()
+	if rt.lost > 0 {
+		return errors.Join(stopErr, fmt.Errorf("%w: %d step outcomes, their steps will be rescued and run again: %w",
+			ErrNotRecorded, rt.lost, rt.lostErr))
+	}
 	return stopErr
 }
 
@@ -416,258 +341,3 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 	}
 }
 
-func (e *Engine) claimLoop(rt *runtime) {
-	interval := e.cfg.PollInterval
-	errDelay := 100 * time.Millisecond
-	for {
-		free := cap(rt.slots) - len(rt.slots)
-		if free == 0 {
-			select {
-			case <-rt.slotFreed:
-				continue
-			case <-rt.claimCtx.Done():
-				return
-			}
-		}
-		want := min(free, e.cfg.ClaimBatch)
-		// A claim in flight is not cancelled by Stop: once it commits, its
-		// tasks are this engine's, and the drain must run (or release) them
-		// rather than leave them RUNNING until a rescue.
-		claimCtx, cancel := context.WithTimeout(context.WithoutCancel(rt.claimCtx), claimTimeout)
-		claimed, err := e.store.ClaimTasks(claimCtx, &store.ClaimTasksParams{
-			Now: e.now(), WorkerID: e.cfg.WorkerID, Limit: want,
-			Workflows: e.workflowNames(), TenantLimit: e.cfg.TenantLimit,
-		})
-		cancel()
-		if err != nil {
-			if rt.claimCtx.Err() != nil {
-				return
-			}
-			e.log.Error("durable: claiming tasks", slog.Any("error", err))
-			if !sleep.For(rt.claimCtx, errDelay) {
-				return
-			}
-			errDelay = min(2*errDelay, 5*time.Second)
-			continue
-		}
-		errDelay = 100 * time.Millisecond
-		for _, c := range claimed {
-			rt.slots <- struct{}{}
-			e.startStep(rt, c)
-		}
-		if rt.claimCtx.Err() != nil {
-			return
-		}
-		if len(claimed) == want {
-			interval = e.cfg.PollInterval
-			continue
-		}
-		timer := time.NewTimer(interval)
-		select {
-		case <-rt.readySig:
-			interval = e.cfg.PollInterval
-		case <-timer.C:
-			if e.notifying.Load() {
-				interval = min(2*interval, e.cfg.MaxPollInterval)
-			}
-		case <-rt.claimCtx.Done():
-			timer.Stop()
-			return
-		}
-		timer.Stop()
-	}
-}
-
-// claimTimeout bounds one claim call, which Stop does not interrupt.
-const claimTimeout = 30 * time.Second
-
-func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
-	ctx, cancel := context.WithCancelCause(rt.work)
-	f := &flight{ref: c.Ref(), cancel: cancel}
-	key := flightKey{c.RunID, c.Step}
-	rt.flightMu.Lock()
-	rt.flights[key] = f
-	rt.flightMu.Unlock()
-	rt.execs.Go(func() {
-		o := e.runStep(ctx, cancel, c)
-		cancel(nil)
-		rt.outcomes <- outcomeMsg{o: o}
-		<-rt.slots
-		signal(rt.slotFreed)
-	})
-}
-
-// completeLoop records outcomes. Under load outcomes pile up while a batch
-// is being written, and the next batch takes them all at once.
-func (e *Engine) completeLoop(rt *runtime) {
-	defer close(rt.completed)
-	for {
-		m, ok := <-rt.outcomes
-		if !ok {
-			return
-		}
-		batch := []store.Outcome{m.o}
-		open := true
-	drain:
-		for len(batch) < e.cfg.FinishBatch {
-			select {
-			case m, ok := <-rt.outcomes:
-				if !ok {
-					open = false
-					break drain
-				}
-				batch = append(batch, m.o)
-			default:
-				break drain
-			}
-		}
-		e.flush(rt, batch)
-		if !open {
-			return
-		}
-	}
-}
-
-func (e *Engine) flush(rt *runtime, batch []store.Outcome) {
-	delay := 50 * time.Millisecond
-	for {
-		res, err := e.store.FinishTasks(rt.flushCtx, &store.FinishTasksParams{Now: e.now(), Outcomes: batch})
-		if err == nil {
-			// The outcomes may have made children ready: look at once
-			// rather than wait for the store's notification to come back.
-			signal(rt.readySig)
-			for i, r := range res {
-				if r.Status == store.FinishStale {
-					o := batch[i]
-					e.log.Warn("durable: outcome rejected, the claim is no longer current",
-						slog.String("run_id", o.Task.RunID.String()), slog.String("step", o.Task.Step))
-				}
-			}
-			break
-		}
-		if rt.flushCtx.Err() != nil {
-			e.log.Error("durable: giving up recording outcomes; their steps will be rescued and run again",
-				slog.Int("outcomes", len(batch)), slog.Any("error", err))
-			break
-		}
-		e.log.Error("durable: recording outcomes", slog.Int("outcomes", len(batch)), slog.Any("error", err))
-		if !sleep.For(rt.flushCtx, delay) {
-			continue // one last attempt is made above, then we give up
-		}
-		delay = min(2*delay, 5*time.Second)
-	}
-	rt.flightMu.Lock()
-	for _, o := range batch {
-		delete(rt.flights, flightKey{o.Task.RunID, o.Task.Step})
-	}
-	rt.flightMu.Unlock()
-}
-
-func (e *Engine) heartbeatLoop(rt *runtime) {
-	defer close(rt.hbDone)
-	t := time.NewTicker(e.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-rt.hbStop:
-			return
-		}
-		rt.flightMu.Lock()
-		refs := make([]store.TaskRef, 0, len(rt.flights))
-		for _, f := range rt.flights {
-			refs = append(refs, f.ref)
-		}
-		rt.flightMu.Unlock()
-		if len(refs) == 0 {
-			continue
-		}
-		res, err := e.store.Heartbeat(rt.ctx, &store.HeartbeatParams{Now: e.now(), WorkerID: e.cfg.WorkerID, Tasks: refs})
-		if err != nil {
-			e.log.Warn("durable: heartbeat failed", slog.Any("error", err))
-			continue
-		}
-		rt.flightMu.Lock()
-		for _, ref := range res.Lost {
-			if f := rt.flights[flightKey{ref.RunID, ref.Step}]; f != nil && f.ref.Token == ref.Token {
-				f.cancel(ErrClaimLost)
-			}
-		}
-		rt.flightMu.Unlock()
-	}
-}
-
-// maxTimerWait bounds how long the leader trusts its knowledge of the next
-// due timer before asking the store again.
-const maxTimerWait = time.Minute
-
-// lead runs the leader's duties until ctx is cancelled (leadership lost or
-// the engine stopping).
-func (e *Engine) lead(ctx context.Context, rt *runtime) {
-	e.log.Info("durable: leading")
-	var wg sync.WaitGroup
-	wg.Go(func() { e.timerLoop(ctx, rt) })
-	wg.Go(func() { e.rescueLoop(ctx) })
-	wg.Wait()
-	e.log.Info("durable: no longer leading")
-}
-
-func (e *Engine) timerLoop(ctx context.Context, rt *runtime) {
-	const limit = 1000
-	errDelay := 100 * time.Millisecond
-	for {
-		res, err := e.store.FireTimers(ctx, &store.FireTimersParams{Now: e.now(), Limit: limit})
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			e.log.Error("durable: firing timers", slog.Any("error", err))
-			if !sleep.For(ctx, errDelay) {
-				return
-			}
-			errDelay = min(2*errDelay, 5*time.Second)
-			continue
-		}
-		errDelay = 100 * time.Millisecond
-		if res.Fired == limit {
-			continue
-		}
-		wait := maxTimerWait
-		if res.HasNext && res.Next < wait {
-			wait = res.Next
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-rt.timerSig:
-		case <-ctx.Done():
-			t.Stop()
-			return
-		}
-		t.Stop()
-	}
-}
-
-func (e *Engine) rescueLoop(ctx context.Context) {
-	interval := e.cfg.DeadAfter / 4
-	for {
-		res, err := e.store.RescueTasks(ctx, &store.RescueTasksParams{
-			Now: e.now(), DeadAfter: e.cfg.DeadAfter, Limit: 1000, Rand: randFloat(),
-		})
-		switch {
-		case err != nil && ctx.Err() == nil:
-			e.log.Error("durable: rescuing dead tasks", slog.Any("error", err))
-		case err == nil:
-			for _, r := range res.Rescued {
-				e.log.Warn("durable: rescued the step of a dead worker",
-					slog.String("run_id", r.RunID.String()), slog.String("step", r.Step))
-			}
-			if len(res.Rescued) == 1000 {
-				continue
-			}
-		}
-		if !sleep.For(ctx, interval) {
-			return
-		}
-	}
-}

@@ -31,7 +31,7 @@ var (
 var (
 	// ErrInvalidTenant: a tenant ID must be 1 to 200 bytes of UTF-8 without
 	// control characters.
-	ErrInvalidTenant = errors.New("durable: invalid tenant id")
+	ErrInvalidTenant = store.ErrInvalidTenant
 	// ErrEncode: the codec could not encode a value, or the encoded value
 	// does not decode back into its type.
 	ErrEncode = errors.New("durable: cannot encode value")
@@ -56,6 +56,14 @@ var (
 	// ErrTxUnsupported: the store cannot start runs inside a caller's
 	// transaction.
 	ErrTxUnsupported = errors.New("durable: store does not support transactions")
+	// ErrNotParent: a step read the output of a step that is not one of
+	// its declared parents (StepRef.Output). The step fails without
+	// retries; the fix is to add the step to its After.
+	ErrNotParent = errors.New("durable: output read by a step that is not a child")
+	// ErrNotRecorded is matched by Stop's error when the store refused or
+	// could not take some step outcomes; those steps are rescued and run
+	// again.
+	ErrNotRecorded = errors.New("durable: outcomes not recorded")
 	// ErrUnknownStep: a claimed task names a step (or handler) that the
 	// workflow registered in this process does not have, usually because a
 	// deploy changed the workflow while the run was in flight.
@@ -117,6 +125,25 @@ func IsTerminal(err error) bool {
 	var te *TerminalError
 	return errors.As(err, &te)
 }
+
+// WaitError is the error of Run and Wait when their context ends before the
+// run settles: the run goes on, and RunID says which run to wait for (or
+// Get) later. It unwraps to the context's error, so errors.Is(err,
+// context.DeadlineExceeded) holds.
+type WaitError struct {
+	// RunID is the run that was being waited for.
+	RunID uuid.UUID
+	// Err is the context's error.
+	Err error
+}
+
+// Error names the run and why the wait ended.
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("durable: stopped waiting for run %s: %v", e.RunID, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *WaitError) Unwrap() error { return e.Err }
 
 // RunError is the error of a run that failed: the step that failed it and
 // that step's error message. It matches ErrRunFailed.

@@ -10,9 +10,6 @@ import (
 	"github.com/effectivelabs/durable/store"
 )
 
-// maxErrorLen bounds the error message recorded for a step.
-const maxErrorLen = 8 << 10
-
 func randFloat() float64 { return rand.Float64() }
 
 // runStep runs one claimed task and returns its outcome. Nothing it does can
@@ -22,7 +19,7 @@ func randFloat() float64 { return rand.Float64() }
 func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, c *store.ClaimedTask) store.Outcome {
 	o := store.Outcome{Task: c.Ref()}
 	terminal := func(err error) store.Outcome {
-		o.Kind, o.Error, o.Terminal = store.OutcomeFail, truncate(err.Error()), true
+		o.Kind, o.Error, o.Terminal = store.OutcomeFail, err.Error(), true
 		return o
 	}
 	d := e.workflow(c.Workflow)
@@ -42,6 +39,9 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, c 
 			return terminal(fmt.Errorf("%w: workflow %q has no on-failure handler", ErrUnknownStep, c.Workflow))
 		}
 		err := protect(func() error { return h.onFailure(sc, in, Failure{Step: c.FailedStep, Error: c.Error}) })
+		if err := sc.misused(); err != nil {
+			return terminal(err)
+		}
 		if err != nil {
 			log.Warn("durable: on-failure handler failed", "error", err)
 			return e.failed(ctx, o, err)
@@ -54,6 +54,7 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, c 
 	if s == nil || s.run == nil {
 		return terminal(fmt.Errorf("%w: step %q of workflow %q is not a step in this process's definition", ErrUnknownStep, c.Step, c.Workflow))
 	}
+	sc.step = s
 	sc.parents = make(map[*stepDef]any, len(s.parents))
 	for _, p := range s.parents {
 		b, ok := c.ParentOutputs[p.name]
@@ -87,6 +88,9 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, c 
 		out, err = s.run(sc, in)
 		return err
 	})
+	if err := sc.misused(); err != nil {
+		return terminal(err)
+	}
 	if err != nil {
 		log.Debug("durable: step failed", "error", err)
 		return e.failed(ctx, o, err)
@@ -109,9 +113,13 @@ func (e *Engine) failed(ctx context.Context, o store.Outcome, err error) store.O
 		o.Kind = store.OutcomeRelease
 		return o
 	}
-	o.Kind, o.Error, o.Terminal, o.Rand = store.OutcomeFail, truncate(err.Error()), IsTerminal(err), randFloat()
+	o.Kind, o.Error, o.Terminal, o.Rand = store.OutcomeFail, err.Error(), IsTerminal(err), randFloat()
 	return o
 }
+
+// errGoexit is the error of a step whose goroutine ended by
+// runtime.Goexit, as t.FailNow and t.SkipNow do, instead of returning.
+var errGoexit = errors.New("durable: the step called runtime.Goexit (t.FailNow, t.Fatal or t.SkipNow inside a step?) instead of returning")
 
 // errPanic wraps a panic in user code.
 type errPanic struct {
@@ -128,11 +136,4 @@ func protect(fn func() error) (err error) {
 		}
 	}()
 	return fn()
-}
-
-func truncate(s string) string {
-	if len(s) <= maxErrorLen {
-		return s
-	}
-	return s[:maxErrorLen] + "... (truncated)"
 }

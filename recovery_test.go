@@ -203,7 +203,11 @@ func TestGracefulStopDrains(t *testing.T) {
 		stopped := make(chan error)
 		go func() { stopped <- e.Stop(ctx) }()
 		synctest.Wait()
-		second, err := wf.RunNoWait(ctx, e, "t", 2)
+		_, err = wf.RunNoWait(ctx, e, "t", 2)
+		require.ErrorIs(t, err, durable.ErrEngineStopped, "a stopping engine starts no runs")
+		client, err := durable.New(s, durable.Config{Logger: quiet})
+		require.NoError(t, err)
+		second, err := wf.RunNoWait(ctx, client, "t", 2)
 		require.NoError(t, err)
 		synctest.Wait()
 		select {

@@ -15,7 +15,9 @@ import (
 // it has settled, and returns its result. For a run that failed it returns
 // the result and a *RunError (matching ErrRunFailed) naming the step that
 // failed and its error. The engines that execute the run may be e or any
-// other engine sharing its store.
+// other engine sharing its store. If ctx ends while Run waits, the run goes
+// on and Run returns a *WaitError holding its ID. On a stopped engine Run
+// starts nothing and returns ErrEngineStopped.
 func (w *Workflow[I]) Run(ctx context.Context, e *Engine, tenant string, in I) (*RunResult, error) {
 	id, err := w.RunNoWait(ctx, e, tenant, in)
 	if err != nil {
@@ -29,7 +31,8 @@ func (w *Workflow[I]) Run(ctx context.Context, e *Engine, tenant string, in I) (
 }
 
 // RunNoWait starts a run of w for tenant with input in and returns its ID
-// without waiting. Wait or Get it later by that ID.
+// without waiting. Wait or Get it later by that ID. On a stopped engine it
+// starts nothing and returns ErrEngineStopped.
 func (w *Workflow[I]) RunNoWait(ctx context.Context, e *Engine, tenant string, in I) (uuid.UUID, error) {
 	ids, err := w.RunManyNoWait(ctx, e, []Trigger[I]{{Tenant: tenant, Input: in}})
 	if err != nil {
@@ -44,6 +47,9 @@ func (w *Workflow[I]) RunNoWait(ctx context.Context, e *Engine, tenant string, i
 // (pgx.Tx for pgstore); a store without transactions returns
 // ErrTxUnsupported.
 func (w *Workflow[I]) RunNoWaitTx(ctx context.Context, e *Engine, tx any, tenant string, in I) (uuid.UUID, error) {
+	if e.isStopped() {
+		return uuid.Nil, ErrEngineStopped
+	}
 	tc, ok := e.store.(store.TxCreator)
 	if !ok {
 		return uuid.Nil, ErrTxUnsupported
@@ -67,8 +73,12 @@ type Trigger[I any] struct {
 }
 
 // RunManyNoWait starts many runs of w in one atomic store call (all or
-// none) and returns their IDs in order.
+// none) and returns their IDs in order. On a stopped engine it starts
+// nothing and returns ErrEngineStopped.
 func (w *Workflow[I]) RunManyNoWait(ctx context.Context, e *Engine, triggers []Trigger[I]) ([]uuid.UUID, error) {
+	if e.isStopped() {
+		return nil, ErrEngineStopped
+	}
 	p, err := w.prepare(e, triggers)
 	if err != nil {
 		return nil, err
@@ -92,7 +102,7 @@ func (w *Workflow[I]) prepare(e *Engine, triggers []Trigger[I]) (*store.CreateRu
 	p := &store.CreateRunsParams{Now: e.now(), Runs: make([]store.NewRun, len(triggers))}
 	for i, t := range triggers {
 		if !dag.ValidTenant(t.Tenant) {
-			return nil, fmt.Errorf("%w: %q", ErrInvalidTenant, t.Tenant)
+			return nil, fmt.Errorf("%w: %s", ErrInvalidTenant, dag.Quote(t.Tenant))
 		}
 		b, err := e.cfg.Codec.Marshal(t.Input)
 		if err != nil {
@@ -143,7 +153,8 @@ func (e *Engine) Events(ctx context.Context, id uuid.UUID) ([]Event, error) {
 // Wait waits until a run has settled and returns its result. Unlike Run it
 // returns a nil error for a run that failed; check the result's Status or
 // Err. While the engine is started it is woken by the store's
-// notifications; otherwise it polls.
+// notifications; otherwise it polls. If ctx ends first it returns a
+// *WaitError.
 func (e *Engine) Wait(ctx context.Context, id uuid.UUID) (*RunResult, error) {
 	wake, unwatch := e.watch(id)
 	defer unwatch()
@@ -151,6 +162,9 @@ func (e *Engine) Wait(ctx context.Context, id uuid.UUID) (*RunResult, error) {
 	for {
 		run, err := e.store.GetRun(ctx, id)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, &WaitError{RunID: id, Err: ctx.Err()}
+			}
 			return nil, fmt.Errorf("durable: run %s: %w", id, err)
 		}
 		if run.Settled() {
@@ -168,7 +182,7 @@ func (e *Engine) Wait(ctx context.Context, id uuid.UUID) (*RunResult, error) {
 			delay = min(2*delay, limit)
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return nil, &WaitError{RunID: id, Err: ctx.Err()}
 		}
 		t.Stop()
 	}

@@ -39,9 +39,29 @@ func NewWorkflow[I any](name string) *Workflow[I] {
 }
 
 // Name returns the workflow's name.
-func (w *Workflow[I]) Name() string { return w.def.name }
+func (w *Workflow[I]) Name() string {
+	if d := w.definition(); d != nil {
+		return d.name
+	}
+	return ""
+}
 
-func (w *Workflow[I]) definition() *workflowDef { return w.def }
+func (w *Workflow[I]) definition() *workflowDef {
+	if w == nil {
+		return nil
+	}
+	return w.def
+}
+
+// defn returns the definition steps are added to: for a nil or zero
+// Workflow, a detached one that nothing can register, so that declaring
+// steps on it does not panic (Register reports the nil workflow).
+func (w *Workflow[I]) defn() *workflowDef {
+	if w == nil || w.def == nil {
+		return &workflowDef{byName: map[string]*stepDef{}}
+	}
+	return w.def
+}
 
 // Definition is a workflow definition that an Engine can register: any
 // *Workflow[I].
@@ -62,21 +82,46 @@ func (r *StepRef[O]) Name() string { return r.def.name }
 
 func (r *StepRef[O]) stepDef() *stepDef { return r.def }
 
-// Output returns the output of this step as seen by a running child step:
-// ok is false if this step was skipped, or is not a parent of the step
-// running in ctx.
+// Output returns the output of this step as seen by a running child step
+// (ctx is the child's Context): ok is false if this step was skipped.
+//
+// Reading the output of a step that is not a declared parent of the running
+// step is a mistake Output does not let pass: it returns (zero, false),
+// cancels the running step's context and fails the step, without retries,
+// with an error matching ErrNotParent that names the fix (add the step to
+// the reader's After). Outside a step (a context without a running step)
+// it returns (zero, false).
 func (r *StepRef[O]) Output(ctx interface{ Value(any) any }) (O, bool) {
 	var zero O
+	if r == nil || r.def == nil || ctx == nil {
+		return zero, false
+	}
 	sc, _ := ctx.Value(stepContextKey{}).(*stepContext)
 	if sc == nil {
 		return zero, false
 	}
 	v, ok := sc.parents[r.def]
 	if !ok {
+		if !sc.isParent(r.def) {
+			sc.misusedBy(notParentError(sc, r.def))
+		}
 		return zero, false
 	}
 	o, ok := v.(O)
 	return o, ok
+}
+
+func notParentError(sc *stepContext, p *stepDef) error {
+	reader := sc.claim.Step
+	if sc.step == nil {
+		return fmt.Errorf("%w: the on-failure handler reads the output of step %q; a handler has no parents: "+
+			"read what it needs from the run (Engine.Get) instead", ErrNotParent, p.name)
+	}
+	if p.wf != sc.step.wf {
+		return fmt.Errorf("%w: step %q reads the output of step %q of workflow %q", ErrNotParent, reader, p.name, p.wf.name)
+	}
+	return fmt.Errorf("%w: step %q reads the output of step %q, which is not one of its parents: "+
+		"add durable.After(%s) to step %q", ErrNotParent, reader, p.name, p.name, reader)
 }
 
 // Result decodes this step's output from a run's result. It returns an error
@@ -170,7 +215,7 @@ func WithRetry(p RetryPolicy) StepOption {
 // least once, and again when its worker dies before recording the result.
 // Its output is recorded exactly once.
 func Step[I, O any](w *Workflow[I], name string, fn func(ctx Context, in I) (O, error), opts ...StepOption) *StepRef[O] {
-	s := w.def.add(name, opts, false)
+	s := w.defn().add(name, opts, false)
 	if fn == nil {
 		s.fail(ErrNilFunc, "step function")
 	} else {
@@ -190,9 +235,9 @@ func Step[I, O any](w *Workflow[I], name string, fn func(ctx Context, in I) (O, 
 // waits for d, holding no worker and surviving restarts, then completes. d
 // must be positive.
 func Sleep[I any](w *Workflow[I], name string, d time.Duration, opts ...StepOption) *StepRef[struct{}] {
-	s := w.def.add(name, opts, false)
+	s := w.defn().add(name, opts, false)
 	s.sleep = d
-	if d <= 0 {
+	if d == 0 { // a negative one is the shape's to refuse (dag.Compile)
 		s.fail(ErrInvalidSleep, d.String())
 	}
 	s.decodeOutput = func(Codec, []byte) (any, error) { return struct{}{}, nil }
@@ -212,7 +257,7 @@ type Failure struct {
 // result is recorded once; WithRetry is the only option that applies (by
 // default it is not retried).
 func (w *Workflow[I]) OnFailure(fn func(ctx Context, in I, f Failure) error, opts ...StepOption) {
-	d := w.def
+	d := w.defn()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.frozen {
@@ -256,10 +301,9 @@ type RetryPolicy struct {
 	Jitter float64
 }
 
-func (p RetryPolicy) record() (store.RetryPolicy, error) {
-	if p.MaxRetries < 0 || p.InitialDelay < 0 || p.MaxDelay < 0 || p.Factor < 0 {
-		return store.RetryPolicy{}, fmt.Errorf("negative field in %+v", p)
-	}
+// record returns the policy as the shape records it, with defaults filled
+// in; dag.Compile validates it.
+func (p RetryPolicy) record() store.RetryPolicy {
 	r := store.RetryPolicy{
 		MaxAttempts: p.MaxRetries + 1, InitialDelay: p.InitialDelay, Factor: p.Factor,
 		MaxDelay: p.MaxDelay, Jitter: p.Jitter,
@@ -273,10 +317,7 @@ func (p RetryPolicy) record() (store.RetryPolicy, error) {
 	if r.MaxDelay == 0 {
 		r.MaxDelay = max(time.Minute, r.InitialDelay)
 	}
-	if err := dag.ValidateRetry(r); err != nil {
-		return store.RetryPolicy{}, err
-	}
-	return r, nil
+	return r
 }
 
 // workflowDef is the untyped definition behind a Workflow[I].
@@ -348,16 +389,17 @@ func (d *workflowDef) freeze() (*store.Shape, error) {
 	return d.shape, d.err
 }
 
+// build records the definition's shape. What only the Go definition can
+// get wrong (a parent that belongs to another workflow or is declared after
+// its child, a skip condition on a step that is not a parent, options that
+// do not apply) is checked here; everything the shape says (names,
+// duplicates, parents, sleeps, retry policies) is checked by dag.Compile,
+// the check every store applies to the shapes it records.
 func (d *workflowDef) build() (*store.Shape, error) {
 	var errs []error
-	wfErr := func(err error, detail string) {
-		errs = append(errs, &DefinitionError{Workflow: d.name, Err: err, Detail: detail})
-	}
 	if !dag.ValidName(d.name) {
-		wfErr(ErrInvalidName, "use 1-128 letters, digits or _-.:/ starting with a letter or digit")
-	}
-	if len(d.steps) == 0 {
-		wfErr(ErrEmptyWorkflow, "")
+		errs = append(errs, &DefinitionError{Workflow: d.name, Err: ErrInvalidName,
+			Detail: "use 1-128 letters, digits or _-.:/ starting with a letter or digit"})
 	}
 	shape := &store.Shape{}
 	declared := map[*stepDef]bool{}
@@ -366,62 +408,62 @@ func (d *workflowDef) build() (*store.Shape, error) {
 		stepErr := func(err error, detail string) {
 			errs = append(errs, &DefinitionError{Workflow: d.name, Step: s.name, Err: err, Detail: detail})
 		}
-		switch {
-		case !dag.ValidName(s.name):
-			stepErr(ErrInvalidName, "use 1-128 letters, digits or _-.:/ starting with a letter or digit")
-		case d.byName[s.name] != nil:
-			stepErr(ErrDuplicateStep, "")
-		default:
+		if d.byName[s.name] == nil {
 			d.byName[s.name] = s
 		}
-		spec := store.StepSpec{Name: s.name, Sleep: s.sleep}
-		seen := map[*stepDef]bool{}
+		spec := store.StepSpec{Name: s.name, Sleep: s.sleep, Retry: s.retry.record()}
 		for _, p := range s.parents {
 			switch {
 			case p.wf != d:
 				stepErr(ErrForeignParent, fmt.Sprintf("%q is a step of workflow %q", p.name, p.wf.name))
 			case !declared[p]:
 				stepErr(ErrForeignParent, fmt.Sprintf("%q is not declared before this step", p.name))
-			case seen[p]:
-				stepErr(ErrDuplicateParent, fmt.Sprintf("%q", p.name))
 			default:
-				seen[p] = true
 				spec.Parents = append(spec.Parents, p.name)
 			}
 		}
 		for _, c := range s.skips {
-			if !seen[c.parent] {
+			if !slices.Contains(s.parents, c.parent) {
 				stepErr(ErrSkipNotParent, fmt.Sprintf("%q is not a parent; add it with After", c.parent.name))
 			}
 		}
 		if s.sleep > 0 && len(s.skips) > 0 {
 			stepErr(ErrInvalidOption, "a sleep step cannot have skip conditions")
 		}
-		r, err := s.retry.record()
-		if err != nil {
-			stepErr(ErrInvalidRetryPolicy, err.Error())
-		}
-		spec.Retry = r
 		shape.Steps = append(shape.Steps, spec)
 		declared[s] = true
 	}
 	if h := d.onFailure; h != nil {
 		errs = append(errs, h.errs...)
-		r, err := h.retry.record()
-		if err != nil {
-			errs = append(errs, &DefinitionError{Workflow: d.name, Step: h.name, Err: ErrInvalidRetryPolicy, Detail: err.Error()})
-		}
-		shape.OnFailure = &store.OnFailureSpec{Retry: r}
+		shape.OnFailure = &store.OnFailureSpec{Retry: h.retry.record()}
+	}
+	if _, err := dag.Compile(shape); err != nil {
+		errs = append(errs, d.definitionErrors(err)...)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	if _, err := dag.Compile(shape); err != nil { // the core's own check, as a backstop
+	return shape, nil
+}
+
+// definitionErrors turns dag.Compile's errors into *DefinitionError values.
+func (d *workflowDef) definitionErrors(err error) []error {
+	var out []error
+	var walk func(err error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
 		var se *dag.ShapeError
 		if errors.As(err, &se) {
-			return nil, &DefinitionError{Workflow: d.name, Step: se.Step, Err: se.Err, Detail: se.Detail}
+			out = append(out, &DefinitionError{Workflow: d.name, Step: se.Step, Err: se.Err, Detail: se.Detail})
+			return
 		}
-		return nil, err
+		out = append(out, err)
 	}
-	return shape, nil
+	walk(err)
+	return out
 }

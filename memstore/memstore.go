@@ -1,10 +1,10 @@
 // Package memstore is an in-memory implementation of the durable store, for
 // tests and demos. It runs the same transition logic as the PostgreSQL store
 // (internal/dag), passes the same conformance suite, implements fair queuing
-// with the same block arithmetic, and supports notifications and leader
-// election between engines sharing one Store. Inside a testing/synctest
-// bubble it follows virtual time, so the real engine runs a 24-hour sleep in
-// milliseconds.
+// with the same arithmetic (internal/fairq), and supports notifications and
+// leader election between engines sharing one Store. Inside a
+// testing/synctest bubble it follows virtual time, so the real engine runs a
+// 24-hour sleep in milliseconds.
 //
 // Nothing survives the process; use pgstore for durability.
 package memstore
@@ -30,7 +30,7 @@ type Store struct {
 	mu       sync.Mutex
 	runs     map[uuid.UUID]*runState
 	shapes   map[*store.Shape]*dag.Compiled
-	tenants  fairq.Tenants
+	queues   fairq.Queues
 	ready    readyHeap
 	queued   map[taskKey]int64 // task -> id of its live ready entry
 	timers   map[taskKey]time.Time
@@ -85,8 +85,8 @@ func now(t time.Time) time.Time {
 	return dag.Timestamp(t)
 }
 
-// notes collects the notifications of one transition, delivered after the
-// lock is released.
+// notes collects the notifications of one call, delivered after the lock is
+// released.
 type notes struct {
 	ready, timer bool
 	runs         []uuid.UUID
@@ -149,7 +149,7 @@ func (s *Store) compile(shape *store.Shape) (*dag.Compiled, error) {
 	}
 	c, err := dag.Compile(shape)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", store.ErrInvalidRun, err)
 	}
 	s.shapes[shape] = c
 	return c, nil
@@ -162,7 +162,10 @@ func (s *Store) CreateRuns(ctx context.Context, p *store.CreateRunsParams) error
 
 // CreateRunsTx implements store.TxCreator. The in-memory store has no
 // transactions of its own; tx is ignored.
-func (s *Store) CreateRunsTx(_ context.Context, _ any, p *store.CreateRunsParams) error {
+func (s *Store) CreateRunsTx(ctx context.Context, _ any, p *store.CreateRunsParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	t := now(p.Now)
 	var n notes
 	s.mu.Lock()
@@ -177,12 +180,12 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) err
 	seen := make(map[uuid.UUID]bool, len(p.Runs))
 	for i := range p.Runs {
 		nr := &p.Runs[i]
+		if err := dag.CheckNewRun(nr); err != nil {
+			return fmt.Errorf("memstore: run %s: %w", nr.ID, err)
+		}
 		c, err := s.compile(nr.Shape)
 		if err != nil {
 			return fmt.Errorf("memstore: run %s: %w", nr.ID, err)
-		}
-		if !dag.ValidTenant(nr.Tenant) {
-			return fmt.Errorf("memstore: run %s: invalid tenant %q", nr.ID, nr.Tenant)
 		}
 		if _, ok := s.runs[nr.ID]; ok || seen[nr.ID] {
 			return fmt.Errorf("memstore: run %s: %w", nr.ID, store.ErrRunExists)
@@ -198,85 +201,99 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) err
 	}
 	slices.Sort(names)
 	for _, name := range slices.Compact(names) {
-		if !s.tenants.Ensure(name) {
-			return fmt.Errorf("memstore: tenant %q: %w", name, store.ErrTooManyTenants)
+		if !s.queues.Ensure(name) {
+			return fmt.Errorf("memstore: tenant %s: %w", dag.Quote(name), store.ErrTooManyTenants)
 		}
 	}
+	c := dag.NewChange(t)
 	for i := range p.Runs {
 		nr := &p.Runs[i]
 		rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: clone(nr.Input)}
-		r := dag.Start(rec, shapes[i], t)
-		rs := &runState{shape: shapes[i]}
-		s.runs[nr.ID] = rs
-		if err := s.apply(rs, r, n); err != nil {
-			return err
-		}
+		r, fx := dag.Start(rec, shapes[i], t)
+		c.Add(r, fx)
 	}
-	return nil
+	return s.persist(c, n)
 }
 
-// apply persists a transition: it copies the run back and maintains the
-// queue, timer and running indexes for the tasks that changed.
-func (s *Store) apply(rs *runState, r *dag.Run, n *notes) error {
-	rs.rec = r.Rec
-	rs.tasks = r.Tasks
-	for _, i := range r.Dequeued {
-		delete(s.queued, taskKey{r.Rec.ID, i})
-	}
-	for i, dirty := range r.Dirty {
-		if !dirty || i >= len(r.Tasks) {
-			continue
+// persist writes what a call's transitions did, the mirror image of
+// pgstore's: queue entries of dequeued tasks go, then the runs, their tasks
+// and the indexes over them (timers, running tasks) are updated, the
+// enqueued tasks are placed in the fair queue in order, and the events are
+// appended.
+func (s *Store) persist(c *dag.Change, n *notes) error {
+	for _, r := range c.Runs {
+		fx := c.Effects[r]
+		id := r.Rec.ID
+		for _, i := range fx.Dequeued {
+			delete(s.queued, taskKey{id, i})
 		}
-		k, t := taskKey{r.Rec.ID, i}, &r.Tasks[i]
-		if t.DueAt.IsZero() {
-			delete(s.timers, k)
-		} else {
-			s.timers[k] = t.DueAt
+		rs := s.runs[id]
+		if fx.Created {
+			rs = &runState{shape: r.Shape}
+			s.runs[id] = rs
 		}
-		tenant, wasRunning := s.running[k]
-		if isRunning := t.State == store.TaskRunning; isRunning && !wasRunning {
-			s.running[k] = r.Rec.Tenant
-			s.inFlight[r.Rec.Tenant]++
-		} else if !isRunning && wasRunning {
-			delete(s.running, k)
-			if s.inFlight[tenant]--; s.inFlight[tenant] == 0 {
-				delete(s.inFlight, tenant)
+		rs.rec, rs.tasks = r.Rec, r.Tasks
+		for _, i := range fx.Tasks {
+			k, t := taskKey{id, i}, &r.Tasks[i]
+			if t.DueAt.IsZero() {
+				delete(s.timers, k)
+			} else {
+				s.timers[k] = t.DueAt
+			}
+			tenant, wasRunning := s.running[k]
+			if isRunning := t.State == store.TaskRunning; isRunning && !wasRunning {
+				s.running[k] = r.Rec.Tenant
+				s.inFlight[r.Rec.Tenant]++
+			} else if !isRunning && wasRunning {
+				delete(s.running, k)
+				if s.inFlight[tenant]--; s.inFlight[tenant] == 0 {
+					delete(s.inFlight, tenant)
+				}
 			}
 		}
+		for _, e := range fx.Events {
+			s.eventID++
+			e.ID = s.eventID
+			rs.events = append(rs.events, e)
+		}
+		if fx.Settled {
+			n.runs = append(n.runs, id)
+		}
 	}
-	for _, i := range r.Enqueued {
-		id, ok := s.tenants.Next(r.Rec.Tenant)
+	for _, e := range c.Enqueued {
+		id, ok := s.queues.Place(e.R.Rec.Workflow, e.R.Rec.Tenant)
 		if !ok { // every run's tenant got a group when the run was created
 			return store.ErrTooManyTenants
 		}
-		k := taskKey{r.Rec.ID, i}
+		k := taskKey{e.R.Rec.ID, e.I}
 		s.queued[k] = id
-		heap.Push(&s.ready, readyEntry{id: id, key: k, workflow: r.Rec.Workflow, tenant: r.Rec.Tenant})
+		heap.Push(&s.ready, readyEntry{id: id, key: k, workflow: e.R.Rec.Workflow, tenant: e.R.Rec.Tenant})
 	}
-	for i := range r.Events {
-		s.eventID++
-		e := r.Events[i]
-		e.ID = s.eventID
-		rs.events = append(rs.events, e)
-	}
-	n.ready = n.ready || len(r.Enqueued) > 0
-	n.timer = n.timer || r.TimerSet
-	if r.Settled {
-		n.runs = append(n.runs, r.Rec.ID)
-	}
+	n.ready = n.ready || len(c.Enqueued) > 0
+	n.timer = n.timer || c.Timer()
 	return nil
 }
 
-func (s *Store) load(rs *runState) *dag.Run {
-	r, err := dag.Load(rs.rec, rs.shape, rs.tasks)
+// load wraps a stored run for transitions, once per call: loaded caches
+// the runs a call already loaded.
+func (s *Store) load(loaded map[uuid.UUID]*dag.Run, id uuid.UUID) *dag.Run {
+	if r, ok := loaded[id]; ok {
+		return r
+	}
+	rs := s.runs[id]
+	r, err := dag.Load(rs.rec, rs.shape, slices.Clone(rs.tasks))
 	if err != nil {
 		panic(err) // the store built rs itself; this is an invariant
 	}
+	loaded[id] = r
 	return r
 }
 
 // ClaimTasks implements store.Store.
-func (s *Store) ClaimTasks(_ context.Context, p *store.ClaimTasksParams) ([]*store.ClaimedTask, error) {
+func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*store.ClaimedTask, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	t := now(p.Now)
 	served := make(map[string]bool, len(p.Workflows))
 	for _, w := range p.Workflows {
@@ -284,8 +301,11 @@ func (s *Store) ClaimTasks(_ context.Context, p *store.ClaimTasksParams) ([]*sto
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var claimed []*store.ClaimedTask
+	c := dag.NewChange(t)
+	loaded := map[uuid.UUID]*dag.Run{}
+	var claimed []taskKey
 	var skipped []readyEntry
+	var top int64
 	for len(claimed) < p.Limit && s.ready.Len() > 0 {
 		e := heap.Pop(&s.ready).(readyEntry)
 		if id, ok := s.queued[e.key]; !ok || id != e.id {
@@ -296,22 +316,32 @@ func (s *Store) ClaimTasks(_ context.Context, p *store.ClaimTasksParams) ([]*sto
 			continue
 		}
 		delete(s.queued, e.key)
-		s.tenants.Claimed(e.id)
-		rs := s.runs[e.key.run]
-		r := s.load(rs)
-		if !r.Claim(e.key.task, e.id, p.WorkerID, t) {
+		top = e.id
+		r := s.load(loaded, e.key.run)
+		fx, ok := r.Claim(e.key.task, e.id, p.WorkerID, t)
+		if !ok {
 			continue
 		}
-		var n notes
-		if err := s.apply(rs, r, &n); err != nil {
-			return nil, err
-		}
-		claimed = append(claimed, s.claimed(rs, e.key.task))
+		c.Add(r, fx)
+		s.inFlight[e.tenant]++ // counted now, for the cap within this call
+		s.running[e.key] = e.tenant
+		claimed = append(claimed, e.key)
 	}
 	for _, e := range skipped {
 		heap.Push(&s.ready, e)
 	}
-	return claimed, nil
+	if top != 0 {
+		s.queues.Claimed(p.Workflows, top)
+	}
+	var n notes
+	if err := s.persist(c, &n); err != nil {
+		return nil, err
+	}
+	out := make([]*store.ClaimedTask, len(claimed))
+	for k, key := range claimed {
+		out[k] = s.claimed(s.runs[key.run], key.task)
+	}
+	return out, nil
 }
 
 func (s *Store) claimed(rs *runState, i int) *store.ClaimedTask {
@@ -334,6 +364,7 @@ func (s *Store) claimed(rs *runState, i int) *store.ClaimedTask {
 	return c
 }
 
+// find returns the run and task index a claim names.
 func (s *Store) find(ref store.TaskRef) (*runState, int, bool) {
 	rs, ok := s.runs[ref.RunID]
 	if !ok {
@@ -347,33 +378,48 @@ func (s *Store) find(ref store.TaskRef) (*runState, int, bool) {
 }
 
 // FinishTasks implements store.Store.
-func (s *Store) FinishTasks(_ context.Context, p *store.FinishTasksParams) ([]store.FinishResult, error) {
+func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]store.FinishResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for k := range p.Outcomes {
+		if !dag.ValidOutcome(&p.Outcomes[k]) {
+			return nil, fmt.Errorf("memstore: outcome %d: %w: kind %d", k, store.ErrInvalidOutcome, p.Outcomes[k].Kind)
+		}
+	}
 	t := now(p.Now)
 	res := make([]store.FinishResult, len(p.Outcomes))
 	var n notes
 	s.mu.Lock()
+	c := dag.NewChange(t)
+	loaded := map[uuid.UUID]*dag.Run{}
 	for k := range p.Outcomes {
 		o := p.Outcomes[k]
 		o.Output = clone(o.Output)
-		rs, i, ok := s.find(o.Task)
+		_, i, ok := s.find(o.Task)
 		if !ok {
 			res[k].Status = store.FinishStale
 			continue
 		}
-		r := s.load(rs)
-		res[k].Status = r.Finish(i, &o, t)
-		if err := s.apply(rs, r, &n); err != nil {
-			s.mu.Unlock()
-			return nil, err
-		}
+		r := s.load(loaded, o.Task.RunID)
+		var fx dag.Effects
+		fx, res[k].Status = r.Finish(i, &o, t)
+		c.Add(r, fx)
 	}
+	err := s.persist(c, &n)
 	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	s.publish(&n)
 	return res, nil
 }
 
 // Heartbeat implements store.Store.
-func (s *Store) Heartbeat(_ context.Context, p *store.HeartbeatParams) (*store.HeartbeatResult, error) {
+func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store.HeartbeatResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	t := now(p.Now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -384,10 +430,11 @@ func (s *Store) Heartbeat(_ context.Context, p *store.HeartbeatParams) (*store.H
 			res.Lost = append(res.Lost, ref)
 			continue
 		}
-		if task := &rs.tasks[i]; task.State == store.TaskRunning && task.Token == ref.Token {
+		task := &rs.tasks[i]
+		if task.State == store.TaskRunning && task.Token == ref.Token {
 			task.HeartbeatAt = t
 		}
-		if !s.load(rs).Current(i, ref.Token) {
+		if !dag.Current(task, ref.Token, rs.rec.Status) {
 			res.Lost = append(res.Lost, ref)
 		}
 	}
@@ -395,7 +442,10 @@ func (s *Store) Heartbeat(_ context.Context, p *store.HeartbeatParams) (*store.H
 }
 
 // FireTimers implements store.Store.
-func (s *Store) FireTimers(_ context.Context, p *store.FireTimersParams) (*store.FireTimersResult, error) {
+func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*store.FireTimersResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	t := now(p.Now)
 	var n notes
 	s.mu.Lock()
@@ -416,43 +466,42 @@ func (s *Store) FireTimers(_ context.Context, p *store.FireTimersParams) (*store
 		fire = fire[:p.Limit]
 	}
 	res := &store.FireTimersResult{}
+	c := dag.NewChange(t)
+	loaded := map[uuid.UUID]*dag.Run{}
 	for _, d := range fire {
-		rs := s.runs[d.k.run]
-		r := s.load(rs)
-		if r.Wake(d.k.task, t) {
+		r := s.load(loaded, d.k.run)
+		fx, ok := r.Wake(d.k.task, t)
+		if ok {
 			res.Fired++
 		}
-		if err := s.apply(rs, r, &n); err != nil {
-			s.mu.Unlock()
-			return nil, err
-		}
+		c.Add(r, fx)
+	}
+	if err := s.persist(c, &n); err != nil {
+		s.mu.Unlock()
+		return nil, err
 	}
 	for _, at := range s.timers {
 		if wait := at.Sub(t); !res.HasNext || wait < res.Next {
 			res.Next, res.HasNext = wait, true
 		}
 	}
-	if res.Next < 0 {
-		res.Next = 0
-	}
+	res.Next = max(res.Next, 0)
 	s.mu.Unlock()
 	s.publish(&n)
 	return res, nil
 }
 
 // RescueTasks implements store.Store.
-func (s *Store) RescueTasks(_ context.Context, p *store.RescueTasksParams) (*store.RescueTasksResult, error) {
+func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*store.RescueTasksResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	t := now(p.Now)
 	var n notes
 	s.mu.Lock()
 	var dead []taskKey
 	for k := range s.running {
-		task := &s.runs[k.run].tasks[k.task]
-		last := task.StartedAt
-		if task.HeartbeatAt.After(last) {
-			last = task.HeartbeatAt
-		}
-		if t.Sub(last) >= p.DeadAfter {
+		if dag.Dead(&s.runs[k.run].tasks[k.task], t, p.DeadAfter) {
 			dead = append(dead, k)
 		}
 	}
@@ -463,26 +512,31 @@ func (s *Store) RescueTasks(_ context.Context, p *store.RescueTasksParams) (*sto
 		dead = dead[:p.Limit]
 	}
 	res := &store.RescueTasksResult{}
+	c := dag.NewChange(t)
+	loaded := map[uuid.UUID]*dag.Run{}
 	for _, k := range dead {
-		rs := s.runs[k.run]
-		task := rs.tasks[k.task]
-		r := s.load(rs)
-		msg := fmt.Sprintf("worker %s lost: no heartbeat for %s", task.Worker, p.DeadAfter)
-		if r.Rescue(k.task, msg, p.Rand, t) {
-			res.Rescued = append(res.Rescued, store.TaskRef{RunID: k.run, Step: task.Name, Token: task.Token})
+		r := s.load(loaded, k.run)
+		ref := store.TaskRef{RunID: k.run, Step: r.Tasks[k.task].Name, Token: r.Tasks[k.task].Token}
+		fx, ok := r.Rescue(k.task, p.DeadAfter, p.Rand, t)
+		if ok {
+			res.Rescued = append(res.Rescued, ref)
 		}
-		if err := s.apply(rs, r, &n); err != nil {
-			s.mu.Unlock()
-			return nil, err
-		}
+		c.Add(r, fx)
 	}
+	err := s.persist(c, &n)
 	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	s.publish(&n)
 	return res, nil
 }
 
 // GetRun implements store.Store.
-func (s *Store) GetRun(_ context.Context, id uuid.UUID) (*store.Run, error) {
+func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rs, ok := s.runs[id]
@@ -495,7 +549,10 @@ func (s *Store) GetRun(_ context.Context, id uuid.UUID) (*store.Run, error) {
 }
 
 // ListTasks implements store.Store.
-func (s *Store) ListTasks(_ context.Context, id uuid.UUID) ([]*store.Task, error) {
+func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rs, ok := s.runs[id]
@@ -512,7 +569,10 @@ func (s *Store) ListTasks(_ context.Context, id uuid.UUID) ([]*store.Task, error
 }
 
 // ListEvents implements store.Store.
-func (s *Store) ListEvents(_ context.Context, id uuid.UUID) ([]*store.Event, error) {
+func (s *Store) ListEvents(ctx context.Context, id uuid.UUID) ([]*store.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rs, ok := s.runs[id]
@@ -544,7 +604,9 @@ type readyEntry struct {
 type readyHeap []readyEntry
 
 func (h readyHeap) Len() int           { return len(h) }
-func (h readyHeap) Less(i, j int) bool { return h[i].id < h[j].id }
+func (h readyHeap) Less(i, j int) bool {
+	return h[i].id < h[j].id || (h[i].id == h[j].id && h[i].workflow < h[j].workflow)
+}
 func (h readyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *readyHeap) Push(x any)        { *h = append(*h, x.(readyEntry)) }
 func (h *readyHeap) Pop() any {

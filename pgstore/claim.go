@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/sleep"
 	"github.com/effectivelabs/durable/store"
 )
@@ -20,6 +19,11 @@ import (
 // advisory lock per candidate tenant (skipping tenants another claimer holds),
 // counts their RUNNING tasks and claims within the caps.
 func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*store.ClaimedTask, error) {
+	claimed, err := s.claimTasks(ctx, p)
+	return claimed, classify(err)
+}
+
+func (s *Store) claimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*store.ClaimedTask, error) {
 	if p.Limit <= 0 || len(p.Workflows) == 0 {
 		return nil, nil
 	}
@@ -194,22 +198,24 @@ func (s *Store) claimCapped(ctx context.Context, p *store.ClaimTasksParams, now 
 
 	room := make(map[string]int) // tenant -> claims left under the cap
 	excluded := []string{}       // tenants locked elsewhere or at their cap
-	var chosen []int64
-	after := int64(0)
+	var chosen []pgtype.TID
+	after, afterWf := int64(0), ""
 	for len(chosen) < p.Limit {
 		need := p.Limit - len(chosen)
 		type cand struct {
-			id     int64
-			tenant string
+			ctid     pgtype.TID
+			id       int64
+			workflow string
+			tenant   string
 		}
 		var cands []cand
-		rows, err := tx.Query(ctx, s.q.claimCandidate, p.Workflows, excluded, after, need)
+		rows, err := tx.Query(ctx, s.q.claimCandidate, p.Workflows, excluded, after, afterWf, need)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		for rows.Next() {
 			var c cand
-			if err := rows.Scan(&c.id, &c.tenant); err != nil {
+			if err := rows.Scan(&c.ctid, &c.id, &c.workflow, &c.tenant); err != nil {
 				rows.Close()
 				return nil, nil, nil, err
 			}
@@ -222,7 +228,7 @@ func (s *Store) claimCapped(ctx context.Context, p *store.ClaimTasksParams, now 
 		if len(cands) == 0 {
 			break
 		}
-		after = cands[len(cands)-1].id
+		after, afterWf = cands[len(cands)-1].id, cands[len(cands)-1].workflow
 
 		// Lock and count the tenants seen for the first time.
 		var fresh []string
@@ -242,7 +248,7 @@ func (s *Store) claimCapped(ctx context.Context, p *store.ClaimTasksParams, now 
 				break
 			}
 			if n, ok := room[c.tenant]; ok && n > 0 {
-				chosen = append(chosen, c.id)
+				chosen = append(chosen, c.ctid)
 				room[c.tenant] = n - 1
 				if n == 1 {
 					excluded = append(excluded, c.tenant)
@@ -256,7 +262,7 @@ func (s *Store) claimCapped(ctx context.Context, p *store.ClaimTasksParams, now 
 	if len(chosen) == 0 {
 		return nil, nil, nil, tx.Commit(ctx)
 	}
-	rows, qerr := tx.Query(ctx, s.q.claimIDs, chosen, 0, p.WorkerID, now)
+	rows, qerr := tx.Query(ctx, s.q.claimIDs, chosen, 0, p.WorkerID, now, p.Workflows)
 	claimed, shapeOf, idxs, err = scanClaimed(rows, qerr)
 	if err != nil {
 		return nil, nil, nil, err
@@ -327,12 +333,4 @@ func (s *Store) lockTenantsForCap(ctx context.Context, tx pgx.Tx, names []string
 		}
 	}
 	return nil
-}
-
-// current reports whether a claim is current, by dag.Run.Current on a run
-// holding just the task in question.
-func current(sh *dag.Compiled, status store.RunStatus, i int, state store.TaskState, token, ref int64) bool {
-	r := &dag.Run{Rec: store.Run{Status: status}, Shape: sh, Tasks: make([]store.Task, sh.Len()+1)}
-	r.Tasks[i] = store.Task{State: state, Token: token}
-	return r.Current(i, ref)
 }

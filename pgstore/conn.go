@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/store"
 )
 
 // Reconnection backoff of the listener and the elector.
@@ -82,4 +83,13 @@ func transient(err error) bool {
 	var netErr net.Error
 	return pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.As(err, &connectErr) || errors.As(err, &netErr) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// classify marks transient errors with store.ErrTransient, so that the
+// engine retries them and treats any other error as final.
+func classify(err error) error {
+	if err != nil && transient(err) {
+		return store.Transient(err)
+	}
+	return err
 }

@@ -28,6 +28,10 @@ func (e *TxTypeError) Error() string {
 
 // CreateRuns implements store.Store.
 func (s *Store) CreateRuns(ctx context.Context, p *store.CreateRunsParams) error {
+	return classify(s.createRuns(ctx, p))
+}
+
+func (s *Store) createRuns(ctx context.Context, p *store.CreateRunsParams) error {
 	prep, err := s.prepareCreate(p)
 	if err != nil || prep == nil {
 		return err
@@ -56,6 +60,10 @@ func (s *Store) CreateRuns(ctx context.Context, p *store.CreateRunsParams) error
 // root tasks wait in the incoming table, without fair-queue ids, until an
 // engine promotes them after tx commits (see incoming.go).
 func (s *Store) CreateRunsTx(ctx context.Context, tx any, p *store.CreateRunsParams) error {
+	return classify(s.createRunsTx(ctx, tx, p))
+}
+
+func (s *Store) createRunsTx(ctx context.Context, tx any, p *store.CreateRunsParams) error {
 	ptx, ok := tx.(pgx.Tx)
 	if !ok || ptx == nil {
 		return &TxTypeError{Got: tx}
@@ -110,7 +118,8 @@ type createPrep struct {
 	js       map[uuid.UUID][]byte
 	wf       map[uuid.UUID]string
 	ids      []uuid.UUID
-	tenants  []string // sorted, distinct
+	tenants  []string  // sorted, distinct
+	lanes    []laneKey // sorted, distinct
 }
 
 func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
@@ -133,11 +142,14 @@ func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
 	byPtr := make(map[*store.Shape]cached)
 	for i := range p.Runs {
 		nr := &p.Runs[i]
+		if err := dag.CheckNewRun(nr); err != nil {
+			return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, err)
+		}
 		sc, ok := byPtr[nr.Shape]
 		if !ok {
 			id, js, c, err := s.compileShape(nr.Shape)
 			if err != nil {
-				return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, err)
+				return nil, fmt.Errorf("pgstore: run %s: %w: %w", nr.ID, store.ErrInvalidRun, err)
 			}
 			sc = cached{id, c}
 			byPtr[nr.Shape] = sc
@@ -146,18 +158,17 @@ func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
 				prep.wf[id] = nr.Workflow
 			}
 		}
-		if !dag.ValidTenant(nr.Tenant) {
-			return nil, fmt.Errorf("pgstore: run %s: invalid tenant %q", nr.ID, nr.Tenant)
-		}
 		if seen[nr.ID] {
 			return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, store.ErrRunExists)
 		}
 		seen[nr.ID] = true
 		prep.shapes[i], prep.shapeIDs[i], prep.ids[i] = sc.c, sc.id, nr.ID
 		prep.tenants = append(prep.tenants, nr.Tenant)
+		prep.lanes = append(prep.lanes, laneKey{nr.Workflow, nr.Tenant})
 	}
 	slices.Sort(prep.tenants)
 	prep.tenants = slices.Compact(prep.tenants)
+	prep.lanes = sortedLanes(prep.lanes)
 	return prep, nil
 }
 
@@ -212,14 +223,18 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 		return rows.Err()
 	})
 	c := newChange(now)
-	c.created = true
 	c.deferred = deferred
 	if !deferred {
+		wfs, tenants := make([]string, len(prep.lanes)), make([]string, len(prep.lanes))
+		for i, k := range prep.lanes {
+			wfs[i], tenants[i] = k.workflow, k.tenant
+		}
 		b.Queue(s.q.ensureTenants, prep.tenants, u16(prep.ids))
-		// Lock the batch's tenants (in name order) and read the frontier in
-		// the same round trip; the fair ids are assigned once the runs have
+		b.Queue(s.q.ensureLanes, wfs, tenants, u16(prep.ids))
+		// Lock the batch's lanes (in order) and read their frontiers in the
+		// same round trip; the fair ids are assigned once the runs have
 		// started.
-		c.queueTenantLock(&s.q, b, prep.tenants)
+		c.queueLaneLock(&s.q, b, prep.lanes)
 	}
 	b.Queue(s.q.eventBlock).QueryRow(func(row pgx.Row) error {
 		var block int64
@@ -249,15 +264,15 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 	}
 	// Start the runs. Fair ids are assigned in run order, each run's tasks
 	// in the order the core enqueued them.
-	c.now = now
+	c.Now = now
 	c.shapeIDs = make(map[*dag.Run]uuid.UUID, len(prep.p.Runs))
 	for i := range prep.p.Runs {
 		nr := &prep.p.Runs[i]
 		rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: nr.Input}
-		r := dag.Start(rec, prep.shapes[i], now)
+		r, fx := dag.Start(rec, prep.shapes[i], now)
 		c.shapeIDs[r] = prep.shapeIDs[i]
-		c.add(r)
-		c.record(r)
+		c.load(r, nil)
+		c.Add(r, fx)
 	}
 	if err := s.persist(ctx, q, c, nil, own); err != nil {
 		return nil, s.createError(err)

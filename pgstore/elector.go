@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,6 +48,7 @@ func (s *Store) Lead(ctx context.Context, id string, lead func(ctx context.Conte
 		if errors.Is(err, errLeadReturned) {
 			continue
 		}
+		s.log.Warn("pgstore: leader election connection lost; campaigning again", slog.Any("error", err))
 		if !b.wait(ctx) {
 			return ctx.Err()
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -22,6 +23,9 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 	ids := make([]uuid.UUID, 0, len(p.Outcomes))
 	seen := make(map[uuid.UUID]bool, len(p.Outcomes))
 	for k := range p.Outcomes {
+		if !dag.ValidOutcome(&p.Outcomes[k]) {
+			return nil, fmt.Errorf("pgstore: outcome %d: %w: kind %d", k, store.ErrInvalidOutcome, p.Outcomes[k].Kind)
+		}
 		if id := p.Outcomes[k].Task.RunID; !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
@@ -32,9 +36,9 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 			now:       nowOf(p.Now),
 			ids:       ids,
 			lockReady: lockReady,
-			apply: func(_ context.Context, _ querier, c *change) error {
+			apply: func(c *change) error {
 				for k := range p.Outcomes {
-					o := p.Outcomes[k]
+					o := &p.Outcomes[k]
 					r := c.byID[o.Task.RunID]
 					i, ok := 0, false
 					if r != nil {
@@ -44,69 +48,60 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 						res[k].Status = store.FinishStale
 						continue
 					}
-					res[k].Status = r.Finish(i, &o, c.now)
-					c.record(r)
+					var fx dag.Effects
+					fx, res[k].Status = r.Finish(i, o, c.Now)
+					c.Add(r, fx)
 				}
 				return nil
 			},
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
 	return res, nil
 }
 
-// Heartbeat implements store.Store: it records the worker's heartbeat and
-// checks its claims with dag.Run.Current, in one round trip.
+// Heartbeat implements store.Store: it stamps the claims whose tasks still
+// run under them and asks dag.Current which claims are lost, in one round
+// trip.
 func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store.HeartbeatResult, error) {
+	res := &store.HeartbeatResult{}
+	if len(p.Tasks) == 0 {
+		return res, nil
+	}
 	type found struct {
-		idx     int
-		state   store.TaskState
-		token   int64
-		status  store.RunStatus
-		shapeID uuid.UUID
+		task   store.Task
+		status store.RunStatus
 	}
 	byOrd := make(map[int64]found, len(p.Tasks))
+	runs := make([]uuid.UUID, len(p.Tasks))
+	names := make([]string, len(p.Tasks))
+	tokens := make([]int64, len(p.Tasks))
+	for i, ref := range p.Tasks {
+		runs[i], names[i], tokens[i] = ref.RunID, ref.Step, ref.Token
+	}
 	b := &pgx.Batch{}
 	b.Queue(s.q.genericPlans)
-	if len(p.Tasks) > 0 {
-		runs := make([]uuid.UUID, len(p.Tasks))
-		names := make([]string, len(p.Tasks))
-		tokens := make([]int64, len(p.Tasks))
-		for i, ref := range p.Tasks {
-			runs[i], names[i], tokens[i] = ref.RunID, ref.Step, ref.Token
-		}
-		b.Queue(s.q.heartbeatTasks, u16(runs), names, tokens, stamp(nowOf(p.Now))).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var ord int64
-				var f found
-				var idx int32
-				var state, status string
-				if err := rows.Scan(&ord, &idx, &state, &f.token, &status, p16(&f.shapeID)); err != nil {
-					return err
-				}
-				f.idx, f.state, f.status = int(idx), store.TaskState(state), store.RunStatus(status)
-				byOrd[ord] = f
+	b.Queue(s.q.heartbeatTasks, u16(runs), names, tokens, stamp(nowOf(p.Now))).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var ord int64
+			var f found
+			var kind, state, status string
+			if err := rows.Scan(&ord, &kind, &state, &f.task.Token, &status); err != nil {
+				return err
 			}
-			return rows.Err()
-		})
-	}
+			f.task.Kind, f.task.State, f.status = store.TaskKind(kind), store.TaskState(state), store.RunStatus(status)
+			byOrd[ord] = f
+		}
+		return rows.Err()
+	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("pgstore: heartbeat: %w", err)
+		return nil, classify(fmt.Errorf("pgstore: heartbeat: %w", err))
 	}
-	var shapeIDs []uuid.UUID
-	for _, f := range byOrd {
-		shapeIDs = append(shapeIDs, f.shapeID)
-	}
-	shapes, err := s.shapesFor(ctx, s.pool, shapeIDs)
-	if err != nil {
-		return nil, err
-	}
-	res := &store.HeartbeatResult{}
 	for i, ref := range p.Tasks {
 		f, ok := byOrd[int64(i+1)]
-		if !ok || !current(shapes[f.shapeID], f.status, f.idx, f.state, f.token, ref.Token) {
+		if !ok || !dag.Current(&f.task, ref.Token, f.status) {
 			res.Lost = append(res.Lost, ref)
 		}
 	}
@@ -114,56 +109,76 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 }
 
 // FireTimers implements store.Store: the earliest due timers first (ties by
-// run id, then shape order), each re-checked by dag.Run.Wake once its run is
-// locked.
+// run id, then shape order), each fired by dag.Run.Wake once its run is
+// locked. An idle store costs one statement: the next timer is read first,
+// and nothing more happens unless one is due.
 func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*store.FireTimersResult, error) {
+	res, err := s.fireTimers(ctx, p)
+	return res, classify(err)
+}
+
+func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*store.FireTimersResult, error) {
 	res := &store.FireTimersResult{}
+	at := stamp(nowOf(p.Now))
+	var next pgtype.Timestamptz
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, s.q.timerCheck, at).Scan(&next, &now); err != nil {
+		return nil, fmt.Errorf("pgstore: next timer: %w", err)
+	}
+	if !next.Valid || next.Time.After(now) {
+		if next.Valid {
+			res.HasNext, res.Next = true, next.Time.Sub(now)
+		}
+		return res, nil
+	}
 	limit := p.Limit
 	if limit <= 0 {
 		limit = -1 // LIMIT NULL: no limit
 	}
-	err := retryRaced(func(lockReady bool) error {
-		*res = store.FireTimersResult{}
-		type due struct {
-			run uuid.UUID
-			idx int
+	type due struct {
+		run uuid.UUID
+		idx int
+	}
+	var fire []due
+	rows, err := s.pool.Query(ctx, s.q.dueTimers, at, nullLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: due timers: %w", err)
+	}
+	for rows.Next() {
+		var d due
+		var idx int32
+		if err := rows.Scan(p16(&d.run), &idx); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pgstore: due timers: %w", err)
 		}
-		var fire []due
-		var next pgtype.Timestamptz
+		d.idx = int(idx)
+		fire = append(fire, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: due timers: %w", err)
+	}
+	ids := make([]uuid.UUID, 0, len(fire))
+	for _, d := range fire {
+		ids = append(ids, d.run)
+	}
+	err = retryRaced(func(lockReady bool) error {
+		*res = store.FireTimersResult{}
 		return s.transition(ctx, &plan{
 			now:       nowOf(p.Now),
+			ids:       distinct(ids),
 			lockReady: lockReady,
-			pick: func(b *pgx.Batch) {
-				b.Queue(s.q.dueTimers, stamp(nowOf(p.Now)), nullLimit(limit)).Query(func(rows pgx.Rows) error {
-					for rows.Next() {
-						var d due
-						var idx int32
-						if err := rows.Scan(p16(&d.run), &idx); err != nil {
-							return err
-						}
-						d.idx = int(idx)
-						fire = append(fire, d)
-					}
-					return rows.Err()
-				})
-			},
-			picked: func() []uuid.UUID {
-				ids := make([]uuid.UUID, 0, len(fire))
-				for _, d := range fire {
-					ids = append(ids, d.run)
-				}
-				return distinct(ids)
-			},
-			apply: func(_ context.Context, _ querier, c *change) error {
+			apply: func(c *change) error {
 				for _, d := range fire {
 					r := c.byID[d.run]
 					if r == nil || d.idx >= len(r.Tasks) {
 						continue
 					}
-					if r.Wake(d.idx, c.now) {
+					fx, ok := r.Wake(d.idx, c.Now)
+					if ok {
 						res.Fired++
 					}
-					c.record(r)
+					c.Add(r, fx)
 				}
 				return nil
 			},
@@ -174,7 +189,7 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 					}
 					if next.Valid {
 						res.HasNext = true
-						res.Next = max(next.Time.Sub(c.now), 0)
+						res.Next = max(next.Time.Sub(c.Now), 0)
 					}
 					return nil
 				})
@@ -187,82 +202,87 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	return res, nil
 }
 
-// RescueTasks implements store.Store. Candidates are RUNNING tasks whose
-// worker's last sign of life (claim or heartbeat) is DeadAfter old, in run
-// id and shape order; once their runs are locked each is re-checked against
-// a fresh read of its worker's heartbeat before dag.Run.Rescue.
+// RescueTasks implements store.Store. One statement finds the candidates
+// (RUNNING tasks whose claim and last heartbeat are DeadAfter old, in run id
+// and shape order) and whether the leader's other chores are due: promoting
+// incoming tasks whose notification was lost, pruning obsolete frontier
+// rows. Candidates are rescued by dag.Run.Rescue once their runs are
+// locked, which decides on the heartbeats as they are then.
 func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*store.RescueTasksResult, error) {
-	// The leader's periodic pass is also the fallback for promoting tasks
-	// whose "incoming" notification was lost.
-	if _, err := s.promote(ctx); err != nil {
-		return nil, err
-	}
-	res := &store.RescueTasksResult{}
+	res, err := s.rescueTasks(ctx, p)
+	return res, classify(err)
+}
+
+func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*store.RescueTasksResult, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = -1
 	}
-	err := retryRaced(func(lockReady bool) error {
-		res.Rescued = nil
-		type cand struct {
-			run   uuid.UUID
-			idx   int
-			token int64
+	type cand struct {
+		run uuid.UUID
+		idx int
+	}
+	var dead []cand
+	var incoming, prune bool
+	// Times are whole microseconds, so "now - last >= DeadAfter" is "last <=
+	// now - DeadAfter rounded up to a microsecond".
+	micros := (p.DeadAfter + time.Microsecond - 1) / time.Microsecond
+	rows, err := s.pool.Query(ctx, s.q.leaderCheck, stamp(nowOf(p.Now)), int64(micros), nullLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: rescue: %w", err)
+	}
+	for rows.Next() {
+		var run pgtype.UUID
+		var idx pgtype.Int4
+		if err := rows.Scan(&run, &idx, &incoming, &prune); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pgstore: rescue: %w", err)
 		}
-		var dead []cand
+		if run.Valid {
+			dead = append(dead, cand{uuid.UUID(run.Bytes), int(idx.Int32)})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: rescue: %w", err)
+	}
+	if incoming {
+		if _, err := s.promote(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if prune {
+		if _, err := s.pool.Exec(ctx, s.q.pruneFrontier); err != nil {
+			return nil, fmt.Errorf("pgstore: prune frontier: %w", err)
+		}
+	}
+	res := &store.RescueTasksResult{}
+	if len(dead) == 0 {
+		return res, nil
+	}
+	ids := make([]uuid.UUID, 0, len(dead))
+	for _, d := range dead {
+		ids = append(ids, d.run)
+	}
+	err = retryRaced(func(lockReady bool) error {
+		res.Rescued = nil
 		return s.transition(ctx, &plan{
 			now:       nowOf(p.Now),
+			ids:       distinct(ids),
 			lockReady: lockReady,
-			pick: func(b *pgx.Batch) {
-				// Claimers' frontier rows below the highest are obsolete.
-				b.Queue(s.q.pruneFrontier)
-				// Times are whole microseconds, so "now - last >= DeadAfter"
-				// is "last <= now - DeadAfter rounded up to a microsecond".
-				micros := (p.DeadAfter + time.Microsecond - 1) / time.Microsecond
-				b.Queue(s.q.deadTasks, stamp(nowOf(p.Now)), int64(micros), nullLimit(limit)).Query(func(rows pgx.Rows) error {
-					for rows.Next() {
-						var d cand
-						var idx int32
-						if err := rows.Scan(p16(&d.run), &idx, &d.token); err != nil {
-							return err
-						}
-						d.idx = int(idx)
-						dead = append(dead, d)
-					}
-					return rows.Err()
-				})
-			},
-			picked: func() []uuid.UUID {
-				ids := make([]uuid.UUID, 0, len(dead))
-				for _, d := range dead {
-					ids = append(ids, d.run)
-				}
-				return distinct(ids)
-			},
-			apply: func(ctx context.Context, tx querier, c *change) error {
-				// The candidates' tasks were loaded after their runs were
-				// locked: re-check them with their latest heartbeats.
+			apply: func(c *change) error {
 				for _, d := range dead {
 					r := c.byID[d.run]
 					if r == nil || d.idx >= len(r.Tasks) {
 						continue
 					}
-					task := r.Tasks[d.idx]
-					if task.State != store.TaskRunning || task.Token != d.token {
-						continue
+					task := &r.Tasks[d.idx]
+					ref := store.TaskRef{RunID: d.run, Step: task.Name, Token: task.Token}
+					fx, ok := r.Rescue(d.idx, p.DeadAfter, p.Rand, c.Now)
+					if ok {
+						res.Rescued = append(res.Rescued, ref)
 					}
-					last := task.StartedAt
-					if task.HeartbeatAt.After(last) {
-						last = task.HeartbeatAt
-					}
-					if c.now.Sub(last) < p.DeadAfter {
-						continue
-					}
-					msg := fmt.Sprintf("worker %s lost: no heartbeat for %s", task.Worker, p.DeadAfter)
-					if r.Rescue(d.idx, msg, p.Rand, c.now) {
-						res.Rescued = append(res.Rescued, store.TaskRef{RunID: d.run, Step: task.Name, Token: task.Token})
-					}
-					c.record(r)
+					c.Add(r, fx)
 				}
 				return nil
 			},

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/effectivelabs/durable/internal/fairq"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -80,19 +79,22 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 		if len(rows) == 0 {
 			return nil
 		}
-		// Fair ids in arrival order.
+		// Fair ids in arrival order, placed like a transition's.
 		slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(a.seq, b.seq) })
-		var names []string
-		for _, r := range rows {
-			names = append(names, r.tenant)
+		keys := make([]laneKey, len(rows))
+		for i, r := range rows {
+			keys[i] = laneKey{r.workflow, r.tenant}
 		}
-		slices.Sort(names)
-		names = slices.Compact(names)
+		keys = sortedLanes(keys)
 		b := &pgx.Batch{}
-		b.Queue(s.q.ensureTenants, names, [][16]byte{})
-		c.queueTenantLock(&s.q, b, names)
+		c.queueLaneLock(&s.q, b, keys)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
+		}
+		if missing := c.missingLanes(keys); len(missing) > 0 {
+			if err := s.ensureLanes(ctx, tx, c, keys, missing); err != nil {
+				return err
+			}
 		}
 		ids := make([]int64, len(rows))
 		runs := make([][16]byte, len(rows))
@@ -100,23 +102,13 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 		wfs := make([]string, len(rows))
 		tenants := make([]string, len(rows))
 		for i, r := range rows {
-			t := c.tenants[r.tenant]
-			if t == nil {
-				return fmt.Errorf("tenant %q has no fair-queue group", r.tenant)
-			}
-			t.last = fairq.NextBlock(t.last, t.hasLast, c.frontier)
-			t.hasLast, t.dirty = true, true
-			ids[i] = fairq.ID(t.grp, t.last)
+			l := c.lanes[laneKey{r.workflow, r.tenant}]
+			l.dirty = true
+			ids[i] = l.Place(c.frontiers[r.workflow])
 			runs[i], tasks[i], wfs[i], tenants[i] = r.runID, r.name, r.workflow, r.tenant
 		}
-		var tNames []string
-		var tLasts []int64
-		for name, t := range c.tenants {
-			tNames = append(tNames, name)
-			tLasts = append(tLasts, t.last)
-		}
 		b = &pgx.Batch{}
-		b.Queue(s.q.updateTenants, tNames, tLasts)
+		c.queueLaneWrites(&s.q, b)
 		b.Queue(s.q.insertReady, ids, runs, tasks, wfs, tenants)
 		b.Queue(s.q.notify, s.channel, []string{string(store.TopicReady)})
 		return tx.SendBatch(ctx, b).Close()

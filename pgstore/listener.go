@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -19,8 +20,12 @@ import (
 func (s *Store) Listen(ctx context.Context, deliver func(store.Notification)) error {
 	var b backoff
 	for {
-		s.listenOnce(ctx, deliver, &b) //nolint:errcheck // lost connections are retried
-		if ctx.Err() != nil || !b.wait(ctx) {
+		err := s.listenOnce(ctx, deliver, &b)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.log.Warn("pgstore: listener connection lost; reconnecting (polling meanwhile)", slog.Any("error", err))
+		if !b.wait(ctx) {
 			return ctx.Err()
 		}
 	}

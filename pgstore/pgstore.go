@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"regexp"
 	"strings"
 	"sync"
@@ -43,6 +44,11 @@ type Config struct {
 	// Schema is the PostgreSQL schema holding the store's tables. It must
 	// match ^[a-z_][a-z0-9_]{0,62}$. Defaults to durable.
 	Schema string
+
+	// Logger receives what the store's background connections report: the
+	// listener and the leader elector losing their connections and
+	// reconnecting. Defaults to slog.Default().
+	Logger *slog.Logger
 }
 
 // Store is a store.Store backed by PostgreSQL. It is safe for concurrent
@@ -52,6 +58,7 @@ type Store struct {
 	schema  string
 	channel string
 	q       queries
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	shapes map[uuid.UUID]*dag.Compiled // decoded and compiled shapes; immutable
@@ -66,6 +73,7 @@ var (
 	_ store.Listener  = (*Store)(nil)
 	_ store.Elector   = (*Store)(nil)
 	_ store.TxCreator = (*Store)(nil)
+	_ store.Clocked   = (*Store)(nil)
 )
 
 var schemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -97,8 +105,13 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
 	st := &Store{
 		pool:    pool,
+		log:     log.With(slog.String("schema", schema)),
 		schema:  schema,
 		channel: Channel(schema),
 		q:       newQueries(schema),
@@ -108,6 +121,11 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	st.incoming.Store(true)
 	return st, nil
 }
+
+// KeepsTime implements store.Clocked: every time the store records or
+// compares (claims, heartbeats, due times, deadness) is PostgreSQL's, so
+// engines sharing it agree whatever their own clocks say.
+func (s *Store) KeepsTime() bool { return true }
 
 // Schema returns the schema the store uses.
 func (s *Store) Schema() string { return s.schema }

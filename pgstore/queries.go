@@ -17,11 +17,13 @@ type queries struct {
 
 	runsExist      string
 	ensureTenants  string
-	lockTenants    string
-	readFrontier   string
+	ensureLanes    string
+	lockLanes      string
+	readFrontiers  string
 	pruneFrontier  string
+	leaderCheck    string
 	eventBlock     string
-	updateTenants  string
+	updateLanes    string
 	lockRuns       string
 	loadTasks      string
 	lockReady      string
@@ -36,8 +38,8 @@ type queries struct {
 	insertEvents   string
 	notify         string
 	nextTimer      string
+	timerCheck     string
 	dueTimers      string
-	deadTasks      string
 	heartbeatTasks string
 
 	claim          string
@@ -92,16 +94,55 @@ WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.tenants t WHERE t.name = n.name)
   AND NOT EXISTS (SELECT 1 FROM {{schema}}.runs WHERE id = ANY($2::uuid[]))
 ORDER BY n.ord
 ON CONFLICT (name) DO NOTHING`),
-		lockTenants:   r(`SELECT name, grp, last_block FROM {{schema}}.tenants WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`),
-		readFrontier:  r(`SELECT max(block) FROM {{schema}}.frontier`),
-		pruneFrontier: r(`DELETE FROM {{schema}}.frontier WHERE block < (SELECT max(block) FROM {{schema}}.frontier)`),
+		// Lanes of new runs, in the order of $1/$2 (sorted by the caller),
+		// with the group of their tenant; guarded like ensureTenants.
+		ensureLanes: r(`
+INSERT INTO {{schema}}.lanes (workflow, tenant, grp)
+SELECT u.workflow, u.tenant, t.grp
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(workflow, tenant, ord)
+JOIN {{schema}}.tenants t ON t.name = u.tenant
+WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.runs WHERE id = ANY($3::uuid[]))
+ORDER BY u.ord
+ON CONFLICT (workflow, tenant) DO NOTHING`),
+		lockLanes: r(`
+SELECT l.workflow, l.tenant, l.grp, l.last_block
+FROM {{schema}}.lanes l JOIN unnest($1::text[], $2::text[]) AS u(workflow, tenant)
+  ON l.workflow = u.workflow AND l.tenant = u.tenant
+ORDER BY l.workflow, l.tenant FOR UPDATE OF l`),
+		// The frontier of each workflow of $1: the highest block claimed by
+		// its claimers, and the highest of all (fairq.FrontierOf decides).
+		readFrontiers: r(`
+SELECT w.workflow, (SELECT max(block) FROM {{schema}}.frontier f WHERE f.workflow = w.workflow),
+       (SELECT max(block) FROM {{schema}}.frontier)
+FROM unnest($1::text[]) AS w(workflow)`),
+		pruneFrontier: r(`
+DELETE FROM {{schema}}.frontier f
+WHERE f.block < (SELECT max(g.block) FROM {{schema}}.frontier g WHERE g.workflow = f.workflow)`),
+		// What the leader's periodic pass has to do, in one statement: the
+		// candidates for a rescue (RUNNING tasks whose claim and last
+		// heartbeat are both DeadAfter old; dag.Dead decides once their runs
+		// are locked), whether incoming tasks wait for promotion, and whether
+		// frontier rows are obsolete. An idle fleet costs this one statement
+		// per pass.
+		leaderCheck: r(`
+WITH dead AS (
+  SELECT t.run_id, t.idx FROM {{schema}}.tasks t
+  WHERE t.state = 'RUNNING'
+    AND greatest(t.started_at, t.heartbeat_at) <= coalesce($1, now()) - $2::bigint * interval '1 microsecond'
+  ORDER BY t.run_id, t.idx LIMIT $3
+)
+SELECT d.run_id, d.idx,
+       EXISTS (SELECT 1 FROM {{schema}}.incoming),
+       EXISTS (SELECT 1 FROM {{schema}}.frontier f
+               WHERE f.block < (SELECT max(g.block) FROM {{schema}}.frontier g WHERE g.workflow = f.workflow))
+FROM (SELECT 1) AS one LEFT JOIN dead d ON true`),
 		// Taken after the runs are locked, so that event ids and times follow
 		// the order in which transitions of a run commit.
 		eventBlock: r(`SELECT nextval('{{schema}}.event_blocks'), clock_timestamp()`),
-		updateTenants: r(`
-UPDATE {{schema}}.tenants t SET last_block = u.last_block
-FROM unnest($1::text[], $2::bigint[]) AS u(name, last_block)
-WHERE t.name = u.name`),
+		updateLanes: r(`
+UPDATE {{schema}}.lanes l SET last_block = u.last_block
+FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(workflow, tenant, last_block)
+WHERE l.workflow = u.workflow AND l.tenant = u.tenant`),
 		lockRuns: r(`
 SELECT id, workflow, tenant, shape_id, status, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at
 FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`),
@@ -165,20 +206,18 @@ FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::int[], $6::tim
   AS u(run_id, id, step, type, attempt, at, detail, due_at)`),
 		notify:    `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`,
 		nextTimer: r(`SELECT min(due_at) FROM {{schema}}.tasks WHERE due_at IS NOT NULL`),
+		// The timer index is on (due_at, run_id, idx): the LIMIT reads only
+		// the timers it returns, however many are due at one instant.
 		dueTimers: r(`
 SELECT run_id, idx FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND due_at <= coalesce($1, now())
 ORDER BY due_at, run_id, idx LIMIT $2`),
-		// A RUNNING task is dead when neither its claim nor its last
-		// heartbeat is within DeadAfter. The running-tasks index holds every
-		// candidate.
-		deadTasks: r(`
-SELECT t.run_id, t.idx, t.token FROM {{schema}}.tasks t
-WHERE t.state = 'RUNNING'
-  AND greatest(t.started_at, t.heartbeat_at) <= coalesce($1, now()) - $2::bigint * interval '1 microsecond'
-ORDER BY t.run_id, t.idx LIMIT $3`),
-		// Stamps the listed claims that are current (skipping rows a
-		// transition holds: it is finishing them) and reads them back, as
-		// they were before the statement, to tell which claims are lost.
+		// The next timer and the time, read before FireTimers opens a
+		// transaction: an idle leader stops here.
+		timerCheck: r(`SELECT min(due_at), coalesce($1, now()) FROM {{schema}}.tasks WHERE due_at IS NOT NULL`),
+		// Stamps the listed claims whose tasks run under them (skipping rows
+		// a transition holds: it is finishing them) and reads the tasks back,
+		// as they were before the statement, for dag.Current to tell which
+		// claims are lost.
 		heartbeatTasks: r(`
 WITH u AS (
   SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[]) WITH ORDINALITY AS u(run_id, name, token, ord)
@@ -190,7 +229,7 @@ stamped AS (
     WHERE t2.state = 'RUNNING' AND t2.token = u.token
     FOR UPDATE OF t2 SKIP LOCKED)
 )
-SELECT u.ord, t.idx, t.state, t.token, r.status, r.shape_id
+SELECT u.ord, t.kind, t.state, t.token, r.status
 FROM u
 JOIN {{schema}}.tasks t ON t.run_id = u.run_id AND t.name = u.name
 JOIN {{schema}}.runs r ON r.id = u.run_id`),
@@ -199,12 +238,13 @@ JOIN {{schema}}.runs r ON r.id = u.run_id`),
 		// selectivity, so it keeps walking the primary key in fair order
 		// instead of sorting the whole queue when statistics are missing or
 		// the plan is generic.
-		claim:    r(claimSQL("SELECT ctid, id FROM {{schema}}.ready WHERE array_position($1::text[], workflow) > 0 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED")),
-		claimIDs: r(claimSQL("SELECT ctid, id FROM {{schema}}.ready WHERE id = ANY($1::bigint[]) AND $2::int IS NOT NULL")),
+		claim:    r(claimSQL("SELECT ctid FROM {{schema}}.ready WHERE array_position($1::text[], workflow) > 0 ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED", "$1")),
+		claimIDs: r(claimSQL("SELECT ctid FROM {{schema}}.ready WHERE ctid = ANY($1::tid[]) AND $2::int IS NOT NULL", "$5")),
+		// Candidates of a capped claim, locked, after the key ($3, $4).
 		claimCandidate: r(`
-SELECT id, tenant FROM {{schema}}.ready
-WHERE array_position($1::text[], workflow) > 0 AND tenant <> ALL($2::text[]) AND id > $3
-ORDER BY id LIMIT $4 FOR UPDATE SKIP LOCKED`),
+SELECT ctid, id, workflow, tenant FROM {{schema}}.ready
+WHERE array_position($1::text[], workflow) > 0 AND tenant <> ALL($2::text[]) AND (id, workflow) > ($3, $4)
+ORDER BY id, workflow LIMIT $5 FOR UPDATE SKIP LOCKED`),
 		tryTenantLocks: `SELECT k.name, pg_try_advisory_xact_lock(k.key) FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS k(name, key, ord) ORDER BY k.ord`,
 		runningCounts: r(`
 SELECT tenant, count(*) FROM {{schema}}.tasks WHERE state = 'RUNNING' AND tenant = ANY($1::text[]) GROUP BY tenant`),
@@ -236,45 +276,61 @@ ORDER BY 1`),
 }
 
 // claimSQL is the claim statement around a query picking (and locking)
-// ready rows, by ctid (stable while locked: deleting by it spares an index
-// descent per row) and id; its parameters are $1 and $2 of pick, then $3 the
-// worker and $4 the time (NULL for now()). It mirrors dag.Run.Claim: the
-// ready rows are deleted, their QUEUED tasks become RUNNING with the attempt
-// incremented and the fair id as claim token, and the worker's frontier row
-// advances to the highest block claimed. The STARTED events, numbered in
-// token order from one event block, are kept in the tasks' s_id (which is
-// empty for a QUEUED task: the transition that requeued it moved its
-// previous STARTED event to events).
-func claimSQL(pick string) string {
+// ready rows by ctid (stable while locked: deleting by it spares an index
+// descent per row); its parameters are $1 and $2 of pick, then $3 the
+// worker, $4 the time (NULL: the database's clock at the claim) and
+// workflows the parameter holding the workflows the claimer serves.
+//
+// A ready row exists exactly while its task is claimable (dag.Claimable;
+// the core's Effects maintain the queue), so taking one is the decision to
+// claim; the rest applies dag.Run.Claim in SQL: the ready rows are deleted,
+// their tasks become RUNNING with the attempt incremented and the fair id
+// as claim token, and the STARTED events, numbered in token order from one
+// event block, are kept in the tasks' s_id (empty for a QUEUED task: the
+// transition that requeued it moved its previous STARTED event to events).
+// The conformance suite compares the claimed tasks with dag.Run.Claim's.
+// The task guard (QUEUED, no due time) only protects that invariant.
+//
+// Claims are stamped with clock_timestamp(), read after the rows are
+// locked: the transaction that enqueued them committed before, so a STARTED
+// event never precedes the QUEUED event before it.
+//
+// Fair queuing: the frontier of every workflow the claimer serves advances
+// to the highest block claimed (see fairq), on the claimer's own rows.
+func claimSQL(pick, workflows string) string {
 	return `
 WITH picked AS (` + pick + `),
 deleted AS (
-  DELETE FROM {{schema}}.ready r WHERE r.ctid = ANY (ARRAY (SELECT p.ctid FROM picked p)) RETURNING r.id, r.run_id, r.name
+  DELETE FROM {{schema}}.ready r WHERE r.ctid = ANY (ARRAY (SELECT p.ctid FROM picked p))
+  RETURNING r.id, r.workflow, r.run_id, r.name
 ),
 numbered AS (
-  SELECT d.id, d.run_id, d.name, row_number() OVER (ORDER BY d.id) AS k FROM deleted d
+  SELECT d.id, d.run_id, d.name, row_number() OVER (ORDER BY d.id, d.workflow) AS k FROM deleted d
 ),
 block AS (
-  SELECT nextval('{{schema}}.event_blocks') * ` + strconv.FormatInt(eventBlockSize, 10) + ` AS base
+  SELECT nextval('{{schema}}.event_blocks') * ` + strconv.FormatInt(eventBlockSize, 10) + ` AS base,
+         coalesce($4, clock_timestamp()) AS at
 ),
 claimed AS (
   UPDATE {{schema}}.tasks t
-  SET state = 'RUNNING', attempt = t.attempt + 1, token = n.id, worker = $3, started_at = coalesce($4, now()),
+  SET state = 'RUNNING', attempt = t.attempt + 1, token = n.id, worker = $3, started_at = (SELECT at FROM block),
       heartbeat_at = NULL, finished_at = NULL, s_id = (SELECT base FROM block) + n.k
   FROM numbered n
   WHERE t.run_id = n.run_id AND t.name = n.name AND t.state = 'QUEUED' AND t.due_at IS NULL
   RETURNING t.run_id, t.name, t.idx, t.kind, t.attempt, t.token, t.started_at
 ),
 advanced AS (
-  INSERT INTO {{schema}}.frontier (shard, block)
-  SELECT $3, m.block FROM (SELECT max(id) / ` + strconv.FormatInt(fairq.BlockLength, 10) + ` AS block FROM deleted) m
+  INSERT INTO {{schema}}.frontier (workflow, shard, block)
+  SELECT w.workflow, $3, m.block
+  FROM unnest(` + workflows + `::text[]) AS w(workflow),
+       (SELECT max(id) / ` + strconv.FormatInt(fairq.BlockLength, 10) + ` AS block FROM deleted) m
   WHERE m.block IS NOT NULL
-  ON CONFLICT (shard) DO UPDATE SET block = excluded.block WHERE frontier.block < excluded.block
+  ON CONFLICT (workflow, shard) DO UPDATE SET block = excluded.block WHERE frontier.block < excluded.block
 )
 SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.tenant, r.input, r.shape_id,
        coalesce(r.failed_step, ''), coalesce(r.error, '')
 FROM claimed c JOIN {{schema}}.runs r ON r.id = c.run_id
-ORDER BY c.token`
+ORDER BY c.token, r.workflow`
 }
 
 // eventBlockSize is the number of event ids a transaction can number from

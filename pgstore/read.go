@@ -23,7 +23,7 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 		return nil, store.ErrRunNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: get run: %w", err)
+		return nil, classify(fmt.Errorf("pgstore: get run: %w", err))
 	}
 	r.Status = store.RunStatus(status)
 	r.FinishedAt = tm(fin)
@@ -34,7 +34,7 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, error) {
 	rows, err := s.pool.Query(ctx, s.q.listTasks, [16]byte(id))
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: list tasks: %w", err)
+		return nil, classify(fmt.Errorf("pgstore: list tasks: %w", err))
 	}
 	defer rows.Close()
 	var out []*store.Task
@@ -63,7 +63,7 @@ func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, err
 func (s *Store) ListEvents(ctx context.Context, id uuid.UUID) ([]*store.Event, error) {
 	rows, err := s.pool.Query(ctx, s.q.listEvents, [16]byte(id))
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: list events: %w", err)
+		return nil, classify(fmt.Errorf("pgstore: list events: %w", err))
 	}
 	defer rows.Close()
 	var out []*store.Event

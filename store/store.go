@@ -110,6 +110,17 @@ type Checker interface {
 	Check(ctx context.Context) error
 }
 
+// Clocked is implemented by stores that keep time themselves and are
+// shared between processes (pgstore: PostgreSQL's clock). Every timestamp
+// such a store compares with another (claims, heartbeats, due times,
+// deadness) must come from that one clock, so engines refuse a Config.Clock
+// for it: an engine whose clock runs ahead would rescue live steps and fire
+// timers early. The params' Now fields remain for tests of the store itself.
+type Clocked interface {
+	// KeepsTime reports whether the store keeps its own clock.
+	KeepsTime() bool
+}
+
 // Topic names a kind of notification.
 type Topic string
 
@@ -482,4 +493,35 @@ var (
 	// ErrTooManyTenants is returned when the fair queue has no group left
 	// for a new tenant.
 	ErrTooManyTenants = errors.New("durable/store: too many tenants for the fair queue")
+	// ErrInvalidTenant is returned when creating a run whose tenant ID is
+	// not 1-200 bytes of UTF-8 without control characters.
+	ErrInvalidTenant = errors.New("durable: invalid tenant id")
+	// ErrInvalidRun is returned when creating a run the store cannot record
+	// as given: an invalid workflow name or shape.
+	ErrInvalidRun = errors.New("durable/store: invalid run")
+	// ErrInvalidOutcome is returned by FinishTasks, which then applies
+	// nothing, when an outcome has an unknown kind.
+	ErrInvalidOutcome = errors.New("durable/store: invalid outcome")
+	// ErrTransient marks an error that may pass if the call is tried again:
+	// the connection was lost, the server is restarting, a transaction lost
+	// a serialization race. The call may or may not have taken effect;
+	// trying it again is safe, since every transition is conditional (an
+	// outcome replayed after it was recorded is reported FinishDuplicate).
+	// Stores wrap such errors so that errors.Is(err, ErrTransient) holds;
+	// any other error means the call as given will fail again.
+	ErrTransient = errors.New("durable/store: transient error")
 )
+
+// Transient wraps err so that it matches ErrTransient; nil stays nil.
+func Transient(err error) error {
+	if err == nil || errors.Is(err, ErrTransient) {
+		return err
+	}
+	return &transientError{err}
+}
+
+type transientError struct{ err error }
+
+func (e *transientError) Error() string        { return e.err.Error() }
+func (e *transientError) Unwrap() error        { return e.err }
+func (e *transientError) Is(target error) bool { return target == ErrTransient }

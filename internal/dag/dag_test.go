@@ -116,7 +116,21 @@ func start(t *testing.T, shape *store.Shape) *Run {
 	t.Helper()
 	c, err := Compile(shape)
 	require.NoError(t, err)
-	return Start(store.Run{ID: uuid.New(), Workflow: "wf", Tenant: "t"}, c, t0)
+	r, _ := Start(store.Run{ID: uuid.New(), Workflow: "wf", Tenant: "t"}, c, t0)
+	return r
+}
+
+// claim claims task i, failing the test if it cannot be claimed.
+func (r *Run) mustClaim(t *testing.T, i int, token int64) Effects {
+	t.Helper()
+	fx, ok := r.Claim(i, token, "w", t0)
+	require.True(t, ok, "claim %d", i)
+	return fx
+}
+
+func (r *Run) finishStatus(i int, o *store.Outcome, now time.Time) store.FinishStatus {
+	_, st := r.Finish(i, o, now)
+	return st
 }
 
 func (r *Run) stateOf(name string) store.TaskState {
@@ -136,8 +150,8 @@ func (r *Run) states() map[string]store.TaskState {
 func claimAndFinish(t *testing.T, r *Run, name string, kind store.OutcomeKind, token int64) store.FinishStatus {
 	t.Helper()
 	i, _ := r.Shape.Index(name)
-	require.True(t, r.Claim(i, token, "w", t0), "claim %s", name)
-	return r.Finish(i, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: name, Token: token}, Kind: kind, Output: []byte("1"), Error: "e"}, t0)
+	r.mustClaim(t, i, token)
+	return r.finishStatus(i, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: name, Token: token}, Kind: kind, Output: []byte("1"), Error: "e"}, t0)
 }
 
 func TestReadinessAndCascade(t *testing.T) {
@@ -187,28 +201,32 @@ func TestReadinessAndCascade(t *testing.T) {
 func TestFailureWithRunningSiblingAndOnFailure(t *testing.T) {
 	t.Parallel()
 	r := start(t, &store.Shape{Steps: []store.StepSpec{st("a"), st("b")}, OnFailure: &store.OnFailureSpec{Retry: once()}})
-	require.True(t, r.Claim(0, 1, "w", t0))
-	require.True(t, r.Claim(1, 2, "w", t0))
-	r.Events, r.Enqueued = nil, nil
-	require.Equal(t, store.FinishApplied, r.Finish(0, &store.Outcome{Task: store.TaskRef{Step: "a", Token: 1}, Kind: store.OutcomeFail, Error: "x"}, t0))
+	r.mustClaim(t, 0, 1)
+	r.mustClaim(t, 1, 2)
+	fx, status := r.Finish(0, &store.Outcome{Task: store.TaskRef{Step: "a", Token: 1}, Kind: store.OutcomeFail, Error: "x"}, t0)
+	require.Equal(t, store.FinishApplied, status)
 	require.Equal(t, store.RunFailed, r.Rec.Status)
 	require.Equal(t, "a", r.Rec.FailedStep)
 	require.False(t, r.Rec.Settled(), "b is still running")
-	require.True(t, r.OnFailureCreated)
+	require.True(t, fx.RunChanged)
+	require.Equal(t, []int{2}, fx.NewTasks, "the on-failure task is new")
+	require.Equal(t, []int{0, 2}, fx.Tasks)
 	require.Equal(t, store.TaskRunning, r.stateOf("b"))
 	require.Equal(t, store.TaskQueued, r.stateOf(store.OnFailureTask))
-	require.Equal(t, []int{2}, r.Enqueued)
+	require.Equal(t, []int{2}, fx.Enqueued)
+	require.False(t, fx.Settled)
 	require.False(t, r.Current(1, 2), "b's claim is no longer wanted")
-	require.True(t, r.Claim(2, 3, "w", t0))
+	r.mustClaim(t, 2, 3)
 	require.True(t, r.Current(2, 3), "the handler runs in a failed run")
 
 	// b fails after the run did: it is cancelled, and does not fail anything again.
-	require.Equal(t, store.FinishApplied, r.Finish(1, &store.Outcome{Task: store.TaskRef{Step: "b", Token: 2}, Kind: store.OutcomeFail, Error: "late"}, t0))
+	require.Equal(t, store.FinishApplied, r.finishStatus(1, &store.Outcome{Task: store.TaskRef{Step: "b", Token: 2}, Kind: store.OutcomeFail, Error: "late"}, t0))
 	require.Equal(t, store.TaskCancelled, r.stateOf("b"))
 	require.Equal(t, "a", r.Rec.FailedStep)
 	require.False(t, r.Rec.Settled())
-	require.Equal(t, store.FinishApplied, r.Finish(2, &store.Outcome{Task: store.TaskRef{Step: store.OnFailureTask, Token: 3}, Kind: store.OutcomeComplete}, t0.Add(time.Second)))
-	require.True(t, r.Settled)
+	fx, status = r.Finish(2, &store.Outcome{Task: store.TaskRef{Step: store.OnFailureTask, Token: 3}, Kind: store.OutcomeComplete}, t0.Add(time.Second))
+	require.Equal(t, store.FinishApplied, status)
+	require.True(t, fx.Settled)
 	require.True(t, r.Rec.FinishedAt.Equal(t0.Add(time.Second)))
 }
 
@@ -218,42 +236,57 @@ func TestClaimTokens(t *testing.T) {
 	out := func(tok int64, kind store.OutcomeKind) *store.Outcome {
 		return &store.Outcome{Task: store.TaskRef{Step: "a", Token: tok}, Kind: kind, Error: "e"}
 	}
-	require.Equal(t, store.FinishStale, r.Finish(0, out(0, store.OutcomeComplete), t0), "an unclaimed task accepts nothing")
-	require.True(t, r.Claim(0, 10, "w", t0))
-	require.False(t, r.Claim(0, 11, "w", t0), "a running task is not claimed again")
-	require.Equal(t, store.FinishStale, r.Finish(0, out(9, store.OutcomeComplete), t0))
-	require.Equal(t, store.FinishApplied, r.Finish(0, out(10, store.OutcomeFail), t0))
-	require.Equal(t, store.FinishDuplicate, r.Finish(0, out(10, store.OutcomeFail), t0), "a replayed outcome is a duplicate")
+	claim := func(tok int64, at time.Time) bool { _, ok := r.Claim(0, tok, "w", at); return ok }
+	wake := func(at time.Time) bool { _, ok := r.Wake(0, at); return ok }
+	require.Equal(t, store.FinishStale, r.finishStatus(0, out(0, store.OutcomeComplete), t0), "an unclaimed task accepts nothing")
+	require.False(t, claim(0, t0), "0 is no token")
+	require.True(t, claim(10, t0))
+	require.False(t, claim(11, t0), "a running task is not claimed again")
+	require.Equal(t, store.FinishStale, r.finishStatus(0, out(9, store.OutcomeComplete), t0))
+	require.Equal(t, store.FinishApplied, r.finishStatus(0, out(10, store.OutcomeFail), t0))
+	require.Equal(t, store.FinishDuplicate, r.finishStatus(0, out(10, store.OutcomeFail), t0), "a replayed outcome is a duplicate")
 	require.True(t, r.Tasks[0].DueAt.Equal(t0.Add(time.Second)))
-	require.False(t, r.Claim(0, 12, "w", t0), "a backoff is not claimable")
-	require.False(t, r.Wake(0, t0.Add(999*time.Millisecond)))
-	require.True(t, r.Wake(0, t0.Add(time.Second)))
-	require.True(t, r.Claim(0, 12, "w", t0))
-	require.True(t, r.Rescue(0, "worker lost", 0, t0.Add(time.Minute)))
-	require.Equal(t, store.FinishStale, r.Finish(0, out(12, store.OutcomeComplete), t0), "a rescued claim is stale")
+	require.False(t, claim(12, t0), "a backoff is not claimable")
+	require.False(t, wake(t0.Add(999*time.Millisecond)))
+	require.True(t, wake(t0.Add(time.Second)))
+	require.True(t, claim(12, t0.Add(time.Second)))
+	_, ok := r.Rescue(0, time.Minute, 0, t0.Add(time.Minute))
+	require.False(t, ok, "a claim a minute old is not dead after a minute and a second")
+	_, ok = r.Rescue(0, time.Minute, 0, t0.Add(time.Minute+time.Second))
+	require.True(t, ok)
+	require.Contains(t, r.Tasks[0].Error, "worker w lost: no heartbeat for 1m0s")
+	require.Equal(t, store.FinishStale, r.finishStatus(0, out(12, store.OutcomeComplete), t0), "a rescued claim is stale")
 	require.Equal(t, 2, r.Tasks[0].Attempt)
-	require.True(t, r.Wake(0, t0.Add(time.Hour)))
-	require.True(t, r.Claim(0, 13, "w", t0))
-	require.Equal(t, store.FinishApplied, r.Finish(0, out(13, store.OutcomeRelease), t0))
+	require.True(t, wake(t0.Add(time.Hour)))
+	require.True(t, claim(13, t0))
+	require.Equal(t, store.FinishApplied, r.finishStatus(0, out(13, store.OutcomeRelease), t0))
 	require.Equal(t, 2, r.Tasks[0].Attempt, "a release gives the attempt back")
-	require.True(t, r.Claim(0, 14, "w", t0))
+	require.True(t, claim(14, t0))
 	require.Equal(t, 3, r.Tasks[0].Attempt)
-	require.Equal(t, store.FinishApplied, r.Finish(0, out(14, store.OutcomeFail), t0))
+	require.Equal(t, store.FinishApplied, r.finishStatus(0, out(14, store.OutcomeFail), t0))
 	require.Equal(t, store.TaskFailed, r.Tasks[0].State, "the third failure is the last")
 	require.Equal(t, store.RunFailed, r.Rec.Status)
 }
 
 func TestSleepWake(t *testing.T) {
 	t.Parallel()
-	r := start(t, &store.Shape{Steps: []store.StepSpec{{Name: "nap", Sleep: 90 * time.Minute, Retry: once()}, st("b", "nap")}})
+	c, err := Compile(&store.Shape{Steps: []store.StepSpec{{Name: "nap", Sleep: 90 * time.Minute, Retry: once()}, st("b", "nap")}})
+	require.NoError(t, err)
+	r, fx := Start(store.Run{ID: uuid.New(), Workflow: "wf", Tenant: "t"}, c, t0)
 	require.Equal(t, store.TaskSleeping, r.stateOf("nap"))
-	require.True(t, r.TimerSet)
+	require.True(t, fx.Timer)
+	require.True(t, fx.Created)
+	require.Equal(t, []int{0, 1}, fx.NewTasks)
 	require.True(t, r.Tasks[0].DueAt.Equal(t0.Add(90*time.Minute)))
-	require.False(t, r.Wake(0, t0.Add(time.Hour)))
-	require.True(t, r.Wake(0, t0.Add(2*time.Hour)))
+	_, ok := r.Wake(0, t0.Add(time.Hour))
+	require.False(t, ok)
+	fx, ok = r.Wake(0, t0.Add(2*time.Hour))
+	require.True(t, ok)
+	require.Equal(t, []int{1}, fx.Enqueued)
 	require.Equal(t, store.TaskCompleted, r.stateOf("nap"))
 	require.Equal(t, store.TaskQueued, r.stateOf("b"))
-	require.False(t, r.Wake(0, t0.Add(3*time.Hour)), "a timer fires once")
+	_, ok = r.Wake(0, t0.Add(3*time.Hour))
+	require.False(t, ok, "a timer fires once")
 }
 
 func TestLoadChecksTasks(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 
 // Run is one run loaded for a transition: its record, its compiled shape and
 // its tasks (indexed like the shape's steps, the on-failure task at index
-// Shape.Len() once it exists). Transitions change it in place and record what
-// changed, so that a store persists exactly that, in one atomic unit.
+// Shape.Len() once it exists). A transition changes the run in place and
+// returns its Effects, which is all a store needs to persist.
 //
 // The rules (see docs/semantics.md):
 //   - a task is ready when every parent is COMPLETED or SKIPPED; if none of
@@ -21,35 +21,23 @@ import (
 //     learn through heartbeats), and the on-failure task is enqueued;
 //   - the run is COMPLETED when every step is terminal and none failed, and
 //     settles (FinishedAt) once every task, on-failure included, is terminal.
+//
+// Every text a transition records (errors, reasons) goes through Text, so
+// that both stores record the same valid, bounded UTF-8.
 type Run struct {
 	Rec   store.Run
 	Shape *Compiled
 	Tasks []store.Task
 
-	// RunChanged is set when Rec changed.
-	RunChanged bool
-	// Dirty marks tasks that changed, by index.
-	Dirty []bool
-	// OnFailureCreated is set when the on-failure task was created (it must
-	// be inserted rather than updated).
-	OnFailureCreated bool
-	// Events are the events to append, in order.
-	Events []store.Event
-	// Enqueued lists tasks that became ready and need a ready-queue entry.
-	Enqueued []int
-	// Dequeued lists tasks whose ready-queue entry must be removed.
-	Dequeued []int
-	// TimerSet is set when a timer was created or moved earlier.
-	TimerSet bool
-	// Settled is set when this transition settled the run.
-	Settled bool
+	fx    Effects // of the transition in progress
+	dirty []bool
 }
 
 // Timestamp truncates t to the microsecond precision of stored timestamps,
 // so that every store computes the same times.
 func Timestamp(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
 
-// Load wraps a stored run for a transition. tasks must hold every task of
+// Load wraps a stored run for transitions. tasks must hold every task of
 // the run in shape order (on-failure last, if created).
 func Load(rec store.Run, shape *Compiled, tasks []store.Task) (*Run, error) {
 	if n := len(tasks); n != shape.Len() && n != shape.Len()+1 {
@@ -57,35 +45,50 @@ func Load(rec store.Run, shape *Compiled, tasks []store.Task) (*Run, error) {
 	}
 	for i := range tasks {
 		if tasks[i].Name != shape.Name(i) {
-			return nil, fmt.Errorf("dag: run %s: task %d is %q, shape says %q", rec.ID, i, tasks[i].Name, shape.Name(i))
+			return nil, fmt.Errorf("dag: run %s: task %d is %s, shape says %s", rec.ID, i, Quote(tasks[i].Name), Quote(shape.Name(i)))
 		}
 	}
-	return &Run{Rec: rec, Shape: shape, Tasks: tasks, Dirty: make([]bool, shape.Len()+1)}, nil
+	return &Run{Rec: rec, Shape: shape, Tasks: tasks}, nil
 }
 
 // Start creates the tasks of a new run and makes its roots ready (or asleep).
-func Start(rec store.Run, shape *Compiled, now time.Time) *Run {
+func Start(rec store.Run, shape *Compiled, now time.Time) (*Run, Effects) {
 	rec.Status = store.RunRunning
 	rec.CreatedAt = now
+	rec.FinishedAt = time.Time{}
+	rec.FailedStep, rec.Error = "", ""
 	tasks := make([]store.Task, shape.Len())
 	for i := range tasks {
 		tasks[i] = store.Task{RunID: rec.ID, Name: shape.Name(i), Kind: shape.Kind(i), State: store.TaskPending}
 	}
-	r := &Run{Rec: rec, Shape: shape, Tasks: tasks, Dirty: make([]bool, shape.Len()+1), RunChanged: true}
+	r := &Run{Rec: rec, Shape: shape, Tasks: tasks}
+	r.begin()
+	r.fx.Created, r.fx.RunChanged = true, true
 	for i := range tasks {
-		r.Dirty[i] = true
+		r.touch(i)
+		r.fx.NewTasks = append(r.fx.NewTasks, i)
 		if len(shape.Parents(i)) == 0 {
 			r.becomeReady(i, now)
 		}
 	}
-	return r
+	return r, r.end()
 }
 
-// Claim makes a QUEUED task RUNNING under a new claim.
-func (r *Run) Claim(i int, token int64, worker string, now time.Time) bool {
+// Claimable reports whether a task may be claimed: it is QUEUED and not
+// waiting out a retry backoff. Stores keep a queue entry for exactly these
+// tasks (Effects.Enqueued and Dequeued maintain it), so a claim takes queue
+// entries and applies Claim.
+func Claimable(t *store.Task) bool {
+	return t.State == store.TaskQueued && t.DueAt.IsZero()
+}
+
+// Claim makes task i RUNNING under a new claim: the attempt counts up, the
+// token and worker are recorded, and a STARTED event is appended.
+func (r *Run) Claim(i int, token int64, worker string, now time.Time) (Effects, bool) {
+	r.begin()
 	t := &r.Tasks[i]
-	if t.State != store.TaskQueued || !t.DueAt.IsZero() {
-		return false
+	if !Claimable(t) || token == 0 {
+		return r.end(), false
 	}
 	t.State = store.TaskRunning
 	t.Attempt++
@@ -95,36 +98,62 @@ func (r *Run) Claim(i int, token int64, worker string, now time.Time) bool {
 	t.HeartbeatAt = time.Time{}
 	t.FinishedAt = time.Time{}
 	r.touch(i)
+	r.fx.Dequeued = append(r.fx.Dequeued, i)
 	r.event(i, store.EventStarted, now, "", time.Time{})
-	return true
+	return r.end(), true
 }
 
-// Current reports whether the claim token of task i is current and the
-// task's run still wants it to run: the test a heartbeat applies.
-func (r *Run) Current(i int, token int64) bool {
-	t := &r.Tasks[i]
-	if t.State != store.TaskRunning || t.Token != token {
+// Current reports whether token is the current claim of task t, in a run
+// whose status is status: the test a heartbeat applies, and which decides
+// whether the claim's worker should keep running the step. A claim is
+// current while its task is RUNNING under that token and the run still
+// wants the task: the run is RUNNING, or the task is its on-failure
+// handler, which runs in a failed run.
+func Current(t *store.Task, token int64, status store.RunStatus) bool {
+	if token == 0 || t.State != store.TaskRunning || t.Token != token {
 		return false
 	}
-	return r.Rec.Status == store.RunRunning || i == r.Shape.Len()
+	return status == store.RunRunning || t.Kind == store.KindOnFailure
 }
 
-// Finish applies the outcome of a claim of task i.
-func (r *Run) Finish(i int, o *store.Outcome, now time.Time) store.FinishStatus {
+// Current reports whether token is the current claim of task i.
+func (r *Run) Current(i int, token int64) bool {
+	return Current(&r.Tasks[i], token, r.Rec.Status)
+}
+
+// Dead reports whether a RUNNING task has gone deadAfter without a sign of
+// life from its claimer: neither the claim nor a heartbeat is that recent.
+// Stores may preselect candidates with a cheaper test; Rescue decides.
+func Dead(t *store.Task, now time.Time, deadAfter time.Duration) bool {
+	if t.State != store.TaskRunning {
+		return false
+	}
+	last := t.StartedAt
+	if t.HeartbeatAt.After(last) {
+		last = t.HeartbeatAt
+	}
+	return now.Sub(last) >= deadAfter
+}
+
+// Finish applies the outcome of a claim of task i. An outcome whose token
+// is not the task's latest claim is stale and changes nothing; one for a
+// claim that was already finished is a duplicate.
+func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.FinishStatus) {
+	r.begin()
 	t := &r.Tasks[i]
 	if t.Token != o.Task.Token || t.Token == 0 {
-		return store.FinishStale
+		return r.end(), store.FinishStale
 	}
 	if t.State != store.TaskRunning {
-		return store.FinishDuplicate
+		return r.end(), store.FinishDuplicate
 	}
 	switch o.Kind {
 	case store.OutcomeComplete:
 		r.complete(i, o.Output, now)
 	case store.OutcomeFail:
-		r.fail(i, o.Error, o.Terminal, o.Rand, now)
+		r.fail(i, Text(o.Error), o.Terminal, o.Rand, now)
 	case store.OutcomeSkip:
-		if !r.running(i) {
+		if !r.wanted(i) {
 			r.cancel(i, now, "run is "+string(r.Rec.Status))
 		} else {
 			r.finish(i, store.TaskSkipped, now)
@@ -134,24 +163,35 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) store.FinishStatus 
 	case store.OutcomeRelease:
 		t.Attempt--
 		t.Worker = ""
-		if !r.running(i) {
+		if !r.wanted(i) {
 			r.cancel(i, now, "run is "+string(r.Rec.Status))
 		} else {
 			r.enqueue(i, now, "released by its worker")
 		}
 	default:
-		return store.FinishStale
+		return r.end(), store.FinishStale
 	}
 	r.checkRun(now)
-	return store.FinishApplied
+	return r.end(), store.FinishApplied
+}
+
+// ValidOutcome reports whether o is an outcome a store can apply: one of
+// the known kinds.
+func ValidOutcome(o *store.Outcome) bool {
+	switch o.Kind {
+	case store.OutcomeComplete, store.OutcomeFail, store.OutcomeSkip, store.OutcomeRelease:
+		return true
+	}
+	return false
 }
 
 // Wake fires the timer of task i if it is due: a sleeping task completes, a
 // task waiting out a retry backoff becomes ready.
-func (r *Run) Wake(i int, now time.Time) bool {
+func (r *Run) Wake(i int, now time.Time) (Effects, bool) {
+	r.begin()
 	t := &r.Tasks[i]
 	if t.DueAt.IsZero() || t.DueAt.After(now) {
-		return false
+		return r.end(), false
 	}
 	switch t.State {
 	case store.TaskSleeping:
@@ -162,26 +202,31 @@ func (r *Run) Wake(i int, now time.Time) bool {
 	case store.TaskQueued:
 		r.enqueue(i, now, "")
 	default:
-		return false
+		return r.end(), false
 	}
 	r.checkRun(now)
-	return true
+	return r.end(), true
 }
 
-// Rescue treats the RUNNING task i, whose worker stopped heartbeating, as a
-// failed attempt.
-func (r *Run) Rescue(i int, msg string, rand float64, now time.Time) bool {
+// Rescue treats the RUNNING task i as a failed attempt if it is Dead: its
+// claimer has not been heard of for deadAfter. The claim token is cleared,
+// so that the presumed-dead claimer can never record an outcome.
+func (r *Run) Rescue(i int, deadAfter time.Duration, rand float64, now time.Time) (Effects, bool) {
+	r.begin()
 	t := &r.Tasks[i]
-	if t.State != store.TaskRunning {
-		return false
+	if !Dead(t, now, deadAfter) {
+		return r.end(), false
 	}
-	t.Token = 0 // the old claim must never be accepted again
-	r.fail(i, msg, false, rand, now)
+	msg := fmt.Sprintf("worker %s lost: no heartbeat for %s", t.Worker, deadAfter)
+	t.Token = 0
+	r.fail(i, Text(msg), false, rand, now)
 	r.checkRun(now)
-	return true
+	return r.end(), true
 }
 
-func (r *Run) running(i int) bool {
+// wanted reports whether the run still wants task i to run: it is RUNNING,
+// or i is its on-failure handler.
+func (r *Run) wanted(i int) bool {
 	return r.Rec.Status == store.RunRunning || i == r.Shape.Len()
 }
 
@@ -196,11 +241,12 @@ func (r *Run) complete(i int, output []byte, now time.Time) {
 	}
 }
 
+// fail records a failed attempt of task i with msg, which must be Text.
 func (r *Run) fail(i int, msg string, terminal bool, rand float64, now time.Time) {
 	t := &r.Tasks[i]
 	t.Error = msg
 	t.Worker = ""
-	if !r.running(i) {
+	if !r.wanted(i) {
 		r.cancel(i, now, "run is "+string(r.Rec.Status)+"; step error: "+msg)
 		return
 	}
@@ -215,7 +261,7 @@ func (r *Run) fail(i int, msg string, terminal bool, rand float64, now time.Time
 			r.enqueue(i, now, "")
 		} else {
 			t.DueAt = due
-			r.TimerSet = true
+			r.fx.Timer = true
 		}
 		return
 	}
@@ -230,7 +276,7 @@ func (r *Run) failRun(failed int, msg string, now time.Time) {
 	r.Rec.Status = store.RunFailed
 	r.Rec.FailedStep = r.Shape.Name(failed)
 	r.Rec.Error = msg
-	r.RunChanged = true
+	r.fx.RunChanged = true
 	reason := fmt.Sprintf("run failed: step %q failed", r.Rec.FailedStep)
 	for j := range r.Shape.Len() {
 		switch r.Tasks[j].State {
@@ -243,16 +289,16 @@ func (r *Run) failRun(failed int, msg string, now time.Time) {
 		r.Tasks = append(r.Tasks, store.Task{
 			RunID: r.Rec.ID, Name: store.OnFailureTask, Kind: store.KindOnFailure, State: store.TaskPending,
 		})
-		r.OnFailureCreated = true
 		r.touch(n)
+		r.fx.NewTasks = append(r.fx.NewTasks, n)
 		r.enqueue(n, now, "")
 	}
 }
 
 func (r *Run) cancel(i int, now time.Time, reason string) {
 	t := &r.Tasks[i]
-	if t.State == store.TaskQueued && t.DueAt.IsZero() {
-		r.Dequeued = append(r.Dequeued, i)
+	if Claimable(t) {
+		r.fx.Dequeued = append(r.fx.Dequeued, i)
 	}
 	t.DueAt = time.Time{}
 	t.Worker = ""
@@ -297,7 +343,7 @@ func (r *Run) becomeReady(i int, now time.Time) {
 		t.DueAt = Timestamp(now.Add(r.Shape.Shape.Steps[i].Sleep))
 		t.StartedAt = now
 		r.touch(i)
-		r.TimerSet = true
+		r.fx.Timer = true
 		r.event(i, store.EventSleeping, now, "", t.DueAt)
 		return
 	}
@@ -309,7 +355,7 @@ func (r *Run) enqueue(i int, now time.Time, detail string) {
 	t.State = store.TaskQueued
 	t.DueAt = time.Time{}
 	r.touch(i)
-	r.Enqueued = append(r.Enqueued, i)
+	r.fx.Enqueued = append(r.fx.Enqueued, i)
 	r.event(i, store.EventQueued, now, detail, time.Time{})
 }
 
@@ -335,15 +381,37 @@ func (r *Run) checkRun(now time.Time) {
 		r.Rec.Status = store.RunCompleted
 	}
 	r.Rec.FinishedAt = now
-	r.RunChanged = true
-	r.Settled = true
+	r.fx.RunChanged = true
+	r.fx.Settled = true
 }
 
-func (r *Run) touch(i int) { r.Dirty[i] = true }
+// begin starts a transition: its effects start empty.
+func (r *Run) begin() {
+	r.fx = Effects{}
+	if len(r.dirty) < r.Shape.Len()+1 {
+		r.dirty = make([]bool, r.Shape.Len()+1)
+	} else {
+		clear(r.dirty)
+	}
+}
+
+// end returns the effects of the transition in progress.
+func (r *Run) end() Effects {
+	for i, d := range r.dirty {
+		if d {
+			r.fx.Tasks = append(r.fx.Tasks, i)
+		}
+	}
+	fx := r.fx
+	r.fx = Effects{}
+	return fx
+}
+
+func (r *Run) touch(i int) { r.dirty[i] = true }
 
 func (r *Run) event(i int, typ store.EventType, now time.Time, detail string, due time.Time) {
-	r.Events = append(r.Events, store.Event{
+	r.fx.Events = append(r.fx.Events, store.Event{
 		RunID: r.Rec.ID, Step: r.Shape.Name(i), Type: typ, Attempt: r.Tasks[i].Attempt,
-		At: now, Detail: detail, DueAt: due,
+		At: now, Detail: Text(detail), DueAt: due,
 	})
 }

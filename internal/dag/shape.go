@@ -75,8 +75,18 @@ const MaxTenantLen = 200
 
 // ValidTenant reports whether s is a valid tenant ID: 1 to MaxTenantLen bytes
 // of valid UTF-8 without control characters.
-func ValidTenant(s string) bool {
-	if len(s) == 0 || len(s) > MaxTenantLen || !utf8.ValidString(s) {
+func ValidTenant(s string) bool { return validLabel(s, MaxTenantLen) }
+
+// MaxWorkerLen is the longest worker ID, in bytes.
+const MaxWorkerLen = 200
+
+// ValidWorker reports whether s is a valid worker ID: 1 to MaxWorkerLen
+// bytes of valid UTF-8 without control characters. Stores record it with
+// every claim.
+func ValidWorker(s string) bool { return validLabel(s, MaxWorkerLen) }
+
+func validLabel(s string, maxLen int) bool {
+	if len(s) == 0 || len(s) > maxLen || !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {
@@ -85,6 +95,19 @@ func ValidTenant(s string) bool {
 		}
 	}
 	return true
+}
+
+// CheckNewRun checks what a store records of a new run besides its shape:
+// the workflow name and the tenant ID. Both stores call it before creating
+// anything, so they refuse the same runs with the same errors.
+func CheckNewRun(nr *store.NewRun) error {
+	switch {
+	case !ValidName(nr.Workflow):
+		return fmt.Errorf("%w: workflow %s", store.ErrInvalidRun, Quote(nr.Workflow))
+	case !ValidTenant(nr.Tenant):
+		return fmt.Errorf("%w: %s", store.ErrInvalidTenant, Quote(nr.Tenant))
+	}
+	return nil
 }
 
 // ValidateRetry checks a recorded retry policy.
@@ -113,7 +136,9 @@ type Compiled struct {
 }
 
 // Compile validates a shape and indexes it. Parents must be declared before
-// their children, which rules out cycles by construction.
+// their children, which rules out cycles by construction. It reports every
+// problem it finds, each a *ShapeError (joined with errors.Join when there
+// are several).
 func Compile(s *store.Shape) (*Compiled, error) {
 	if s == nil || len(s.Steps) == 0 {
 		return nil, &ShapeError{Err: ErrEmptyWorkflow}
@@ -124,41 +149,53 @@ func Compile(s *store.Shape) (*Compiled, error) {
 		parents:  make([][]int, len(s.Steps)),
 		children: make([][]int, len(s.Steps)),
 	}
+	var errs []error
 	for i, st := range s.Steps {
-		if !ValidName(st.Name) {
-			return nil, &ShapeError{Step: st.Name, Err: ErrInvalidName,
-				Detail: "use 1-128 letters, digits or _-.:/ starting with a letter or digit"}
+		bad := func(err error, detail string) {
+			errs = append(errs, &ShapeError{Step: st.Name, Err: err, Detail: detail})
 		}
-		if _, dup := c.index[st.Name]; dup {
-			return nil, &ShapeError{Step: st.Name, Err: ErrDuplicateStep}
+		switch _, dup := c.index[st.Name]; {
+		case !ValidName(st.Name):
+			bad(ErrInvalidName, "use 1-128 letters, digits or _-.:/ starting with a letter or digit")
+		case dup:
+			bad(ErrDuplicateStep, "")
 		}
 		if st.Sleep < 0 {
-			return nil, &ShapeError{Step: st.Name, Err: ErrInvalidSleep}
+			bad(ErrInvalidSleep, st.Sleep.String())
 		}
 		if err := ValidateRetry(st.Retry); err != nil {
-			return nil, &ShapeError{Step: st.Name, Err: ErrInvalidRetry, Detail: trimSentinel(err, ErrInvalidRetry)}
+			bad(ErrInvalidRetry, trimSentinel(err, ErrInvalidRetry))
 		}
 		seen := make(map[int]bool, len(st.Parents))
 		for _, p := range st.Parents {
 			pi, ok := c.index[p]
-			if !ok {
-				return nil, &ShapeError{Step: st.Name, Err: ErrUnknownParent, Detail: fmt.Sprintf("%q", p)}
+			switch {
+			case !ok:
+				bad(ErrUnknownParent, Quote(p))
+			case seen[pi]:
+				bad(ErrDuplicateParent, Quote(p))
+			default:
+				seen[pi] = true
+				c.parents[i] = append(c.parents[i], pi)
+				c.children[pi] = append(c.children[pi], i)
 			}
-			if seen[pi] {
-				return nil, &ShapeError{Step: st.Name, Err: ErrDuplicateParent, Detail: fmt.Sprintf("%q", p)}
-			}
-			seen[pi] = true
-			c.parents[i] = append(c.parents[i], pi)
-			c.children[pi] = append(c.children[pi], i)
 		}
-		c.index[st.Name] = i
+		if _, dup := c.index[st.Name]; !dup {
+			c.index[st.Name] = i
+		}
 	}
 	if s.OnFailure != nil {
 		if err := ValidateRetry(s.OnFailure.Retry); err != nil {
-			return nil, &ShapeError{Step: store.OnFailureTask, Err: ErrInvalidRetry, Detail: trimSentinel(err, ErrInvalidRetry)}
+			errs = append(errs, &ShapeError{Step: store.OnFailureTask, Err: ErrInvalidRetry, Detail: trimSentinel(err, ErrInvalidRetry)})
 		}
 	}
-	return c, nil
+	switch len(errs) {
+	case 0:
+		return c, nil
+	case 1:
+		return nil, errs[0]
+	}
+	return nil, errors.Join(errs...)
 }
 
 func trimSentinel(err, sentinel error) string {

@@ -5,19 +5,26 @@
 // serves tenants round-robin, one task per tenant per block, with no work at
 // read time.
 //
-// The frontier is the highest block claimed so far: the round being served. A
-// tenant's next block is max(its last block + 1, frontier), so a new tenant,
-// or one returning after being idle, joins the current round (it is neither
-// starved behind blocks it never used nor allowed to jump ahead of tenants
-// already waiting in it), while a backlogged tenant keeps its own FIFO order
-// behind its earlier tasks.
+// Fair order is kept per workflow: each workflow's tasks form a queue of their
+// own, with its own rounds. A lane is one tenant's place in one workflow's
+// queue (the last block it used); a workflow's frontier is the round its
+// claimers are serving. A lane's next block is max(its last block + 1,
+// frontier): a new tenant, or one returning after being idle, joins the
+// current round of that workflow, while a backlogged tenant keeps its own
+// FIFO order behind its earlier tasks.
 //
-// Why the highest block claimed rather than the lowest block still queued:
-// the lowest queued block lags whenever some tenant is held back (at its
-// concurrency cap, or behind locked rows), and a returning tenant placed there
-// would get every block between it and the current round, jumping ahead of
-// everyone. See docs/fair-queuing.md.
+// A claim advances the frontier of every workflow its claimer serves to the
+// highest block it claimed, since it has just taken every claimable task of
+// those workflows below it. A workflow no claimer has served yet is at the
+// highest frontier of any workflow. See docs/fair-queuing.md for why, and for
+// what this means for claimers that serve different sets of workflows.
+//
+// Both stores place tasks with Lane.Place and compute frontiers with
+// FrontierOf: the in-memory store through Queues, PostgreSQL on rows it
+// loads and locks.
 package fairq
+
+import "slices"
 
 // BlockLength is the number of ids in a block, and so the most tenants.
 const BlockLength int64 = 1 << 20
@@ -36,8 +43,9 @@ func Block(id int64) int64 { return id / BlockLength }
 // Group is the tenant group of an id.
 func Group(id int64) int64 { return id % BlockLength }
 
-// NextBlock is the block for a tenant's next task, given the last block it
-// used (hasLast false for a tenant that never enqueued) and the frontier.
+// NextBlock is the block for a lane's next task, given the last block it
+// used (hasLast false for a lane that never enqueued) and its workflow's
+// frontier.
 func NextBlock(last int64, hasLast bool, frontier int64) int64 {
 	frontier = max(frontier, FirstBlock)
 	if !hasLast || last+1 < frontier {
@@ -46,61 +54,113 @@ func NextBlock(last int64, hasLast bool, frontier int64) int64 {
 	return last + 1
 }
 
-// Tenants assigns groups and blocks to tenants; it is the in-memory twin of
-// the PostgreSQL store's tenant table. The zero value is ready to use.
-type Tenants struct {
-	groups   map[string]*tenant
-	next     int64
-	frontier int64
+// FrontierOf is the frontier of a workflow: own, the highest block claimed
+// by a claimer serving it, when there is one (hasOwn); otherwise top, the
+// highest frontier of any workflow, so that the first tasks of a workflow
+// join the current round rather than jump ahead of it. Never below
+// FirstBlock.
+func FrontierOf(own int64, hasOwn bool, top int64) int64 {
+	if !hasOwn {
+		own = top
+	}
+	return max(own, FirstBlock)
 }
 
-type tenant struct {
-	group   int64
-	last    int64
-	hasLast bool
+// Lane is the fair-queue state of one tenant in one workflow's queue.
+type Lane struct {
+	// Group is the tenant's group: its slot in every block.
+	Group int64
+	// Last is the last block the lane placed a task in; meaningful only
+	// when HasLast.
+	Last    int64
+	HasLast bool
 }
+
+// Place returns the id of the lane's next task, given its workflow's
+// frontier, and records the block it used.
+func (l *Lane) Place(frontier int64) int64 {
+	l.Last = NextBlock(l.Last, l.HasLast, frontier)
+	l.HasLast = true
+	return ID(l.Group, l.Last)
+}
+
+// Queues is the fair-queue state of a store in memory: tenant groups,
+// lanes and workflow frontiers. It is the in-memory twin of the PostgreSQL
+// store's tenants, lanes and frontier tables. The zero value is ready to use.
+type Queues struct {
+	groups    map[string]int64
+	next      int64
+	lanes     map[laneKey]*Lane
+	frontiers map[string]int64
+	top       int64
+}
+
+type laneKey struct{ workflow, tenant string }
 
 // Ensure gives a tenant a group if it has none. It reports false when the
 // tenant is new and every group is taken.
-func (ts *Tenants) Ensure(name string) bool {
-	_, ok := ts.ensure(name)
-	return ok
+func (q *Queues) Ensure(tenant string) bool {
+	if q.groups == nil {
+		q.groups = make(map[string]int64)
+	}
+	if _, ok := q.groups[tenant]; ok {
+		return true
+	}
+	if q.next >= BlockLength {
+		return false
+	}
+	q.groups[tenant] = q.next
+	q.next++
+	return true
 }
 
-func (ts *Tenants) ensure(name string) (*tenant, bool) {
-	if ts.groups == nil {
-		ts.groups = make(map[string]*tenant)
-	}
-	if t, ok := ts.groups[name]; ok {
-		return t, true
-	}
-	if ts.next >= BlockLength {
-		return nil, false
-	}
-	t := &tenant{group: ts.next}
-	ts.next++
-	ts.groups[name] = t
-	return t, true
-}
-
-// Next returns the id for the next task of a tenant, giving it a group if it
-// has none; false when the tenant is new and every group is taken.
-func (ts *Tenants) Next(name string) (int64, bool) {
-	t, ok := ts.ensure(name)
+// Place returns the id of the next task of tenant in workflow's queue. The
+// tenant must have a group (Ensure); false otherwise.
+func (q *Queues) Place(workflow, tenant string) (int64, bool) {
+	g, ok := q.groups[tenant]
 	if !ok {
 		return 0, false
 	}
-	t.last = NextBlock(t.last, t.hasLast, ts.frontier)
-	t.hasLast = true
-	return ID(t.group, t.last), true
-}
-
-// Claimed advances the frontier past a claimed id.
-func (ts *Tenants) Claimed(id int64) {
-	if b := Block(id); b > ts.frontier {
-		ts.frontier = b
+	if q.lanes == nil {
+		q.lanes = make(map[laneKey]*Lane)
 	}
+	k := laneKey{workflow, tenant}
+	l := q.lanes[k]
+	if l == nil {
+		l = &Lane{Group: g}
+		q.lanes[k] = l
+	}
+	return l.Place(q.Frontier(workflow)), true
 }
 
-// Frontier returns the current frontier.
-func (ts *Tenants) Frontier() int64 { return max(ts.frontier, FirstBlock) }
+// Claimed records a claim of a claimer serving workflows whose highest
+// claimed id is maxID: the frontier of each of those workflows advances to
+// that id's block.
+func (q *Queues) Claimed(workflows []string, maxID int64) {
+	b := Block(maxID)
+	if q.frontiers == nil {
+		q.frontiers = make(map[string]int64)
+	}
+	for _, w := range workflows {
+		if f, ok := q.frontiers[w]; !ok || f < b {
+			q.frontiers[w] = b
+		}
+	}
+	q.top = max(q.top, b)
+}
+
+// Frontier returns the frontier of workflow's queue.
+func (q *Queues) Frontier(workflow string) int64 {
+	f, ok := q.frontiers[workflow]
+	return FrontierOf(f, ok, q.top)
+}
+
+// Tenants returns the tenants with groups, in group order.
+func (q *Queues) Tenants() []string {
+	out := make([]string, 0, len(q.groups))
+	for t := range q.groups {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b string) int { return int(q.groups[a] - q.groups[b]) })
+	return out
+}

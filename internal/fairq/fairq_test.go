@@ -41,34 +41,72 @@ func TestNextBlock(t *testing.T) {
 	}
 }
 
-func TestTenants(t *testing.T) {
+func TestQueues(t *testing.T) {
 	t.Parallel()
-	var ts Tenants
-	require.True(t, ts.Ensure("A"))
-	require.True(t, ts.Ensure("A"), "ensuring twice is fine")
-	a1, _ := ts.Next("A")
-	a2, _ := ts.Next("A")
-	b1, _ := ts.Next("B")
+	var q Queues
+	require.True(t, q.Ensure("A"))
+	require.True(t, q.Ensure("A"), "ensuring twice is fine")
+	require.True(t, q.Ensure("B"))
+	_, ok := q.Place("wf", "C")
+	require.False(t, ok, "a tenant without a group has no lane")
+	a1, _ := q.Place("wf", "A")
+	a2, _ := q.Place("wf", "A")
+	b1, _ := q.Place("wf", "B")
 	require.Equal(t, ID(0, 1), a1)
 	require.Equal(t, ID(0, 2), a2)
 	require.Equal(t, ID(1, 1), b1, "B's first task shares A's first block")
 	require.Less(t, b1, a2, "so it is served before A's second")
 
-	ts.Claimed(ID(1, 50))
-	require.EqualValues(t, 50, ts.Frontier())
-	ts.Claimed(ID(0, 3))
-	require.EqualValues(t, 50, ts.Frontier(), "the frontier never moves back")
-	a3, _ := ts.Next("A")
+	q.Claimed([]string{"wf"}, ID(1, 50))
+	require.EqualValues(t, 50, q.Frontier("wf"))
+	q.Claimed([]string{"wf"}, ID(0, 3))
+	require.EqualValues(t, 50, q.Frontier("wf"), "the frontier never moves back")
+	a3, _ := q.Place("wf", "A")
 	require.Equal(t, ID(0, 50), a3, "A, idle since block 2, rejoins at the frontier")
-	c1, _ := ts.Next("C")
+	require.True(t, q.Ensure("C"))
+	c1, _ := q.Place("wf", "C")
 	require.Equal(t, ID(2, 50), c1, "a new tenant joins at the frontier")
 }
 
-func TestTenantsFull(t *testing.T) {
+func TestQueuesPerWorkflow(t *testing.T) {
 	t.Parallel()
-	ts := Tenants{next: BlockLength}
-	ts.groups = map[string]*tenant{}
-	require.False(t, ts.Ensure("late"))
-	_, ok := ts.Next("late")
+	var q Queues
+	for _, tenant := range []string{"B", "F", "N"} {
+		require.True(t, q.Ensure(tenant))
+	}
+	for range 100 {
+		q.Place("slow", "B")
+	}
+	for range 1000 {
+		q.Place("fast", "F")
+	}
+	q.Claimed([]string{"slow"}, ID(0, 10))
+	q.Claimed([]string{"fast"}, ID(1, 1000))
+	require.EqualValues(t, 10, q.Frontier("slow"), "claims of another workflow do not move slow's frontier")
+	require.EqualValues(t, 1000, q.Frontier("fast"))
+	n, _ := q.Place("slow", "N")
+	require.Equal(t, ID(2, 10), n, "a new tenant of slow joins slow's round")
+	f, _ := q.Place("slow", "F")
+	require.Equal(t, ID(1, 10), f, "F's lane in slow is its own: its fast backlog does not push it back")
+	require.EqualValues(t, 1000, q.Frontier("new"), "a workflow never claimed joins the highest round")
+
+	q.Claimed([]string{"slow", "fast", "other"}, ID(0, 20))
+	require.EqualValues(t, 20, q.Frontier("slow"), "a claim advances every workflow its claimer serves")
+	require.EqualValues(t, 1000, q.Frontier("fast"))
+	require.EqualValues(t, 20, q.Frontier("other"))
+}
+
+func TestFrontierOf(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, FirstBlock, FrontierOf(0, false, 0))
+	require.EqualValues(t, 7, FrontierOf(0, false, 7))
+	require.EqualValues(t, 3, FrontierOf(3, true, 7))
+}
+
+func TestQueuesFull(t *testing.T) {
+	t.Parallel()
+	q := Queues{next: BlockLength}
+	require.False(t, q.Ensure("late"))
+	_, ok := q.Place("wf", "late")
 	require.False(t, ok)
 }

@@ -1,0 +1,104 @@
+package durable
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/store"
+)
+
+// claimLoop claims ready tasks while this engine has free slots, and waits
+// for a notification (or its poll interval) when the queue is empty.
+func (e *Engine) claimLoop(rt *runtime) {
+	interval := e.cfg.PollInterval
+	errDelay := 100 * time.Millisecond
+	for {
+		free := cap(rt.slots) - len(rt.slots)
+		if free == 0 {
+			select {
+			case <-rt.slotFreed:
+				continue
+			case <-rt.claimCtx.Done():
+				return
+			}
+		}
+		want := min(free, e.cfg.ClaimBatch)
+		// A claim in flight is not cancelled by Stop: once it commits, its
+		// tasks are this engine's, and the drain must run (or release) them
+		// rather than leave them RUNNING until a rescue.
+		claimCtx, cancel := context.WithTimeout(context.WithoutCancel(rt.claimCtx), claimTimeout)
+		claimed, err := e.store.ClaimTasks(claimCtx, &store.ClaimTasksParams{
+			Now: e.now(), WorkerID: e.cfg.WorkerID, Limit: want,
+			Workflows: e.workflowNames(), TenantLimit: e.cfg.TenantLimit,
+		})
+		cancel()
+		if err != nil {
+			if rt.claimCtx.Err() != nil {
+				return
+			}
+			e.log.Error("durable: claiming tasks", slog.Any("error", err))
+			if !sleep.For(rt.claimCtx, errDelay) {
+				return
+			}
+			errDelay = min(2*errDelay, 5*time.Second)
+			continue
+		}
+		errDelay = 100 * time.Millisecond
+		for _, c := range claimed {
+			rt.slots <- struct{}{}
+			e.startStep(rt, c)
+		}
+		if rt.claimCtx.Err() != nil {
+			return
+		}
+		if len(claimed) == want {
+			interval = e.cfg.PollInterval
+			continue
+		}
+		timer := time.NewTimer(interval)
+		select {
+		case <-rt.readySig:
+			interval = e.cfg.PollInterval
+		case <-timer.C:
+			if e.notifying.Load() {
+				interval = min(2*interval, e.cfg.MaxPollInterval)
+			}
+		case <-rt.claimCtx.Done():
+			timer.Stop()
+			return
+		}
+		timer.Stop()
+	}
+}
+
+// claimTimeout bounds one claim call, which Stop does not interrupt.
+const claimTimeout = 30 * time.Second
+
+// startStep runs a claimed task in a goroutine of its own, holding one slot
+// until its outcome is queued for recording. Whatever the step does (return,
+// panic, or end its goroutine with runtime.Goexit, as t.FailNow does), an
+// outcome is queued and the slot freed.
+func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
+	ctx, cancel := context.WithCancelCause(rt.work)
+	ref := c.Ref()
+	rt.flightMu.Lock()
+	rt.flights[ref] = &flight{cancel: cancel}
+	rt.flightMu.Unlock()
+	rt.execs.Go(func() {
+		var o store.Outcome
+		returned := false
+		defer func() {
+			if !returned {
+				o = e.failed(ctx, store.Outcome{Task: ref}, errGoexit)
+			}
+			cancel(nil)
+			rt.outcomes <- outcomeMsg{o: o}
+			<-rt.slots
+			signal(rt.slotFreed)
+		}()
+		o = e.runStep(ctx, cancel, c)
+		returned = true
+	})
+}

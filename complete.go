@@ -1,0 +1,119 @@
+package durable
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/store"
+)
+
+// completeLoop records outcomes. Under load outcomes pile up while a batch
+// is being written, and the next batch takes them all at once.
+func (e *Engine) completeLoop(rt *runtime) {
+	defer close(rt.completed)
+	for {
+		m, ok := <-rt.outcomes
+		if !ok {
+			return
+		}
+		batch := []store.Outcome{m.o}
+		open := true
+	drain:
+		for len(batch) < e.cfg.FinishBatch {
+			select {
+			case m, ok := <-rt.outcomes:
+				if !ok {
+					open = false
+					break drain
+				}
+				batch = append(batch, m.o)
+			default:
+				break drain
+			}
+		}
+		e.record(rt, batch)
+		rt.flightMu.Lock()
+		for _, o := range batch {
+			delete(rt.flights, o.Task)
+		}
+		rt.flightMu.Unlock()
+		if !open {
+			return
+		}
+	}
+}
+
+// record records a batch of outcomes. Transient store errors are retried
+// (until Stop gives up); any other error means the store refuses the batch
+// as given, so it is split until the outcome the store refuses stands alone.
+// The others are recorded; the refused one is recorded instead as a
+// terminal failure of its step naming the store's error, and given up (its
+// step is rescued later) only if even that is refused. One outcome the store
+// cannot take never holds back the rest.
+func (e *Engine) record(rt *runtime, batch []store.Outcome) {
+	e.recordOrReplace(rt, batch, true)
+}
+
+func (e *Engine) recordOrReplace(rt *runtime, batch []store.Outcome, replace bool) {
+	res, err := e.finish(rt, batch)
+	switch {
+	case err == nil:
+		// The outcomes may have made children ready: look at once rather
+		// than wait for the store's notification to come back.
+		signal(rt.readySig)
+		for i, r := range res {
+			if r.Status == store.FinishStale {
+				o := batch[i]
+				e.log.Warn("durable: outcome rejected, the claim is no longer current",
+					slog.String("run_id", o.Task.RunID.String()), slog.String("step", o.Task.Step))
+			}
+		}
+	case rt.flushCtx.Err() != nil || errors.Is(err, store.ErrTransient):
+		e.notRecorded(rt, batch, err)
+	case len(batch) > 1:
+		e.recordOrReplace(rt, batch[:len(batch)/2], replace)
+		e.recordOrReplace(rt, batch[len(batch)/2:], replace)
+	case !replace || batch[0].Kind == store.OutcomeRelease:
+		e.notRecorded(rt, batch, err)
+	default:
+		o := batch[0]
+		e.log.Error("durable: the store refused a step's outcome; recording the step as failed",
+			slog.String("run_id", o.Task.RunID.String()), slog.String("step", o.Task.Step), slog.Any("error", err))
+		e.recordOrReplace(rt, []store.Outcome{{
+			Task: o.Task, Kind: store.OutcomeFail, Terminal: true,
+			Error: fmt.Sprintf("durable: the store refused this step's outcome: %v", err),
+		}}, false)
+	}
+}
+
+// finish calls FinishTasks, trying again with backoff while its errors are
+// transient and Stop has not given up on recording.
+func (e *Engine) finish(rt *runtime, batch []store.Outcome) ([]store.FinishResult, error) {
+	delay := 50 * time.Millisecond
+	for {
+		res, err := e.store.FinishTasks(rt.flushCtx, &store.FinishTasksParams{Now: e.now(), Outcomes: batch})
+		if err == nil || !errors.Is(err, store.ErrTransient) || rt.flushCtx.Err() != nil {
+			return res, err
+		}
+		e.log.Warn("durable: recording outcomes failed; trying again", slog.Int("outcomes", len(batch)),
+			slog.Duration("in", delay), slog.Any("error", err))
+		if !sleep.For(rt.flushCtx, delay) {
+			return nil, err
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// notRecorded gives up on outcomes: their steps stay RUNNING until a leader
+// rescues them after DeadAfter, and Stop reports them.
+func (e *Engine) notRecorded(rt *runtime, batch []store.Outcome, err error) {
+	e.log.Error("durable: giving up recording outcomes; their steps will be rescued and run again",
+		slog.Int("outcomes", len(batch)), slog.Any("error", err))
+	rt.lostMu.Lock()
+	rt.lost += len(batch)
+	rt.lostErr = err
+	rt.lostMu.Unlock()
+}

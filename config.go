@@ -1,0 +1,125 @@
+package durable
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// Config configures an Engine. The zero value is valid: every field has a
+// documented default.
+type Config struct {
+	// WorkerID identifies this engine in claims and heartbeats; it must be
+	// unique among the engines sharing a store, and 1-200 bytes of UTF-8
+	// without control characters. Defaults to
+	// "<hostname>-<pid>-<random>".
+	WorkerID string
+
+	// Concurrency is the most steps this engine runs at once. Defaults to 100.
+	Concurrency int
+
+	// ClaimBatch is the most tasks claimed in one store call. Defaults to
+	// Concurrency, capped at 200.
+	ClaimBatch int
+
+	// FinishBatch is the most step outcomes recorded in one store call.
+	// Outcomes are batched only when they pile up, so a lone step is
+	// recorded at once. Defaults to 500.
+	FinishBatch int
+
+	// PollInterval is how often an idle engine looks for work it was not
+	// notified of. With a store that sends notifications (both stores do) it
+	// doubles while idle, up to MaxPollInterval. Defaults to 1s.
+	PollInterval time.Duration
+
+	// MaxPollInterval caps PollInterval's idle back-off. Defaults to 30s.
+	MaxPollInterval time.Duration
+
+	// HeartbeatInterval is how often the engine tells the store that its
+	// running steps are alive. Defaults to 5s.
+	HeartbeatInterval time.Duration
+
+	// DeadAfter is how long a worker may miss heartbeats before the leader
+	// treats its running steps as dead and retries them (or fails them when
+	// their retries are used up). It must exceed 2×HeartbeatInterval; the
+	// leader scans every DeadAfter/4, so a dead step is rescued within
+	// 1.25×DeadAfter. Defaults to 30s.
+	DeadAfter time.Duration
+
+	// TenantLimit, when positive, caps the steps of one tenant running at
+	// once across all engines sharing the store. Defaults to 0 (no cap).
+	TenantLimit int
+
+	// Codec encodes inputs and outputs. Defaults to JSONCodec.
+	Codec Codec
+
+	// Logger receives the engine's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+
+	// Clock, when set, supplies the timestamps the engine records, for
+	// tests on the in-memory store outside a testing/synctest bubble
+	// (inside one, time.Now is already virtual). Defaults to nil: the
+	// store's clock. A store shared between processes keeps its own clock
+	// (pgstore: PostgreSQL's) and New refuses a Clock for it, since every
+	// time such a store compares must come from one clock: an engine whose
+	// clock ran ahead would rescue other engines' live steps and fire
+	// timers early.
+	Clock func() time.Time
+}
+
+// ErrInvalidConfig is returned by New for a Config it cannot use.
+var ErrInvalidConfig = errors.New("durable: invalid config")
+
+func (c *Config) setDefaults(s store.Store) error {
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		c.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 100
+	}
+	if c.ClaimBatch == 0 {
+		c.ClaimBatch = min(c.Concurrency, 200)
+	}
+	if c.FinishBatch == 0 {
+		c.FinishBatch = 500
+	}
+	def(&c.PollInterval, time.Second)
+	def(&c.MaxPollInterval, 30*time.Second)
+	def(&c.HeartbeatInterval, 5*time.Second)
+	def(&c.DeadAfter, 30*time.Second)
+	if c.Codec == nil {
+		c.Codec = JSONCodec{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	clocked, _ := s.(store.Clocked)
+	switch {
+	case !dag.ValidWorker(c.WorkerID):
+		return fmt.Errorf("%w: WorkerID %s: use 1-200 bytes of UTF-8 without control characters", ErrInvalidConfig, dag.Quote(c.WorkerID))
+	case c.Concurrency < 0 || c.ClaimBatch < 0 || c.FinishBatch < 0 || c.TenantLimit < 0:
+		return fmt.Errorf("%w: negative count", ErrInvalidConfig)
+	case c.PollInterval < 0 || c.HeartbeatInterval < 0 || c.DeadAfter < 0:
+		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
+	case c.MaxPollInterval < c.PollInterval:
+		return fmt.Errorf("%w: MaxPollInterval %s < PollInterval %s", ErrInvalidConfig, c.MaxPollInterval, c.PollInterval)
+	case c.DeadAfter <= 2*c.HeartbeatInterval:
+		return fmt.Errorf("%w: DeadAfter %s must exceed 2×HeartbeatInterval %s", ErrInvalidConfig, c.DeadAfter, c.HeartbeatInterval)
+	case c.Clock != nil && clocked != nil && clocked.KeepsTime():
+		return fmt.Errorf("%w: Clock: the store keeps its own clock (%T), which every engine sharing it must use", ErrInvalidConfig, s)
+	}
+	return nil
+}

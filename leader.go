@@ -1,0 +1,89 @@
+package durable
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/store"
+)
+
+// maxTimerWait bounds how long the leader trusts its knowledge of the next
+// due timer before asking the store again.
+const maxTimerWait = time.Minute
+
+// lead runs the leader's duties until ctx is cancelled (leadership lost or
+// the engine stopping).
+func (e *Engine) lead(ctx context.Context, rt *runtime) {
+	e.log.Info("durable: leading")
+	var wg sync.WaitGroup
+	wg.Go(func() { e.timerLoop(ctx, rt) })
+	wg.Go(func() { e.rescueLoop(ctx) })
+	wg.Wait()
+	e.log.Info("durable: no longer leading")
+}
+
+// timerLoop fires due timers, sleeping until the next one is due (or a
+// notification says a new one was set).
+func (e *Engine) timerLoop(ctx context.Context, rt *runtime) {
+	const limit = 1000
+	errDelay := 100 * time.Millisecond
+	for {
+		res, err := e.store.FireTimers(ctx, &store.FireTimersParams{Now: e.now(), Limit: limit})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.Error("durable: firing timers", slog.Any("error", err))
+			if !sleep.For(ctx, errDelay) {
+				return
+			}
+			errDelay = min(2*errDelay, 5*time.Second)
+			continue
+		}
+		errDelay = 100 * time.Millisecond
+		if res.Fired == limit {
+			continue
+		}
+		wait := maxTimerWait
+		if res.HasNext && res.Next < wait {
+			wait = res.Next
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-rt.timerSig:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		t.Stop()
+	}
+}
+
+// rescueLoop rescues the steps of dead workers every DeadAfter/4.
+func (e *Engine) rescueLoop(ctx context.Context) {
+	interval := e.cfg.DeadAfter / 4
+	for {
+		res, err := e.store.RescueTasks(ctx, &store.RescueTasksParams{
+			Now: e.now(), DeadAfter: e.cfg.DeadAfter, Limit: 1000, Rand: randFloat(),
+		})
+		switch {
+		case err != nil && ctx.Err() == nil:
+			e.log.Error("durable: rescuing dead tasks", slog.Any("error", err))
+		case err == nil:
+			for _, r := range res.Rescued {
+				e.log.Warn("durable: rescued the step of a dead worker",
+					slog.String("run_id", r.RunID.String()), slog.String("step", r.Step))
+			}
+			if len(res.Rescued) == 1000 {
+				continue
+			}
+		}
+		if !sleep.For(ctx, interval) {
+			return
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package pgstore
+
+import (
+	"errors"
+	"time"
+
+	"github.com/effectivelabs/durable/store"
+)
+
+// eventCols are the events of the happy path a task row holds instead of
+// the events table: its latest QUEUED event without detail, its latest
+// STARTED event (whose time and attempt are the row's started_at and
+// attempt) and its COMPLETED event (finished_at, attempt). Zero ids mean
+// none. attempt and startedAt are the row's values as loaded.
+type eventCols struct {
+	qID       int64
+	qAt       time.Time
+	qAttempt  int
+	sID       int64
+	cID       int64
+	attempt   int
+	startedAt time.Time
+}
+
+// errTooManyEvents: one call produced more events than an event block holds.
+var errTooManyEvents = errors.New("pgstore: too many events in one call")
+
+func (c *change) nextEventID() (int64, error) {
+	if c.eventK >= eventBlockSize {
+		return 0, errTooManyEvents
+	}
+	id := c.eventBase + c.eventK
+	c.eventK++
+	return id, nil
+}
+
+// placeEvents numbers the call's events and decides where each is stored:
+// a QUEUED event without detail and a COMPLETED event go to their task's
+// columns, the rest to the events table. An event a column held is moved to
+// the events table when a newer one takes its place, and a STARTED event
+// when its task goes back to the queue (a retry, rescue or release). It
+// returns the rows to insert.
+func (c *change) placeEvents() ([]store.Event, error) {
+	var rows []store.Event
+	for _, r := range c.Runs {
+		fx := c.Effects[r]
+		cols := c.cols[r]
+		for len(cols) < len(r.Tasks) {
+			cols = append(cols, eventCols{})
+		}
+		c.cols[r] = cols
+		for _, i := range fx.Tasks {
+			t, ec := &r.Tasks[i], &cols[i]
+			// A task going back to the queue will be claimed again, which
+			// overwrites started_at and attempt: its STARTED event moves to
+			// the events table now, so that claims never have to.
+			if ec.sID != 0 && (t.State == store.TaskQueued || t.Attempt != ec.attempt || !t.StartedAt.Equal(ec.startedAt)) {
+				rows = append(rows, store.Event{ID: ec.sID, RunID: r.Rec.ID, Step: t.Name, Type: store.EventStarted,
+					Attempt: ec.attempt, At: ec.startedAt})
+				ec.sID = 0
+			}
+		}
+		for k := range fx.Events {
+			e := fx.Events[k]
+			id, err := c.nextEventID()
+			if err != nil {
+				return nil, err
+			}
+			e.ID = id
+			i, _ := r.Shape.Index(e.Step)
+			ec := &cols[i]
+			switch {
+			case e.Type == store.EventQueued && e.Detail == "":
+				if ec.qID != 0 {
+					rows = append(rows, store.Event{ID: ec.qID, RunID: e.RunID, Step: e.Step, Type: store.EventQueued,
+						Attempt: ec.qAttempt, At: ec.qAt})
+				}
+				ec.qID, ec.qAt, ec.qAttempt = id, e.At, e.Attempt
+			case e.Type == store.EventCompleted:
+				ec.cID = id
+			default:
+				rows = append(rows, e)
+			}
+		}
+	}
+	return rows, nil
+}

@@ -1,0 +1,323 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// persist writes a change in the order that keeps transitions deadlock-free
+// against claims: (1) delete the ready rows of dequeued tasks, failing with
+// errRaced when a claim took one first; (2) lock the lanes that enqueue and
+// place the enqueued tasks; then (3) tasks, (4) ready rows, (5) events, (6)
+// runs and (7) notifications, pipelined in one round trip. extra, when set,
+// queues more statements after them.
+//
+// own, when set, is the store's own transaction: the writes commit in the
+// same round trip. Otherwise tx is a caller's transaction, left open.
+func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b *pgx.Batch), own *ownTx) error {
+	b := &pgx.Batch{}
+	if runIDs, names := c.dequeues(); len(runIDs) > 0 {
+		want := int64(len(runIDs))
+		b.Queue(s.q.deleteReady, u16(runIDs), names).Exec(func(ct pgconn.CommandTag) error {
+			if ct.RowsAffected() != want {
+				return errRaced
+			}
+			return nil
+		})
+	}
+	var keys []laneKey
+	if c.lanes == nil && !c.deferred { // CreateRuns locks its lanes up front
+		keys = c.lanesOf()
+		c.queueLaneLock(&s.q, b, keys)
+	}
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			if errors.Is(err, errRaced) {
+				return err
+			}
+			return fmt.Errorf("pgstore: lock queue rows: %w", err)
+		}
+	}
+	if missing := c.missingLanes(keys); len(missing) > 0 {
+		if err := s.ensureLanes(ctx, tx, c, keys, missing); err != nil {
+			return err
+		}
+	}
+	if !c.deferred {
+		if err := c.placeAll(); err != nil {
+			return err
+		}
+	}
+	b = &pgx.Batch{}
+	if err := c.queueWrites(&s.q, s.channel, b); err != nil {
+		return err
+	}
+	if extra != nil {
+		extra(b)
+	}
+	if own != nil {
+		if err := own.send(ctx, b, true); err != nil {
+			return fmt.Errorf("pgstore: write: %w", err)
+		}
+		return nil
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("pgstore: write: %w", err)
+	}
+	return nil
+}
+
+// dequeues returns the ready rows to delete: the core's Dequeued, net of
+// tasks enqueued within the call (those never got a row).
+func (c *change) dequeues() (runIDs []uuid.UUID, names []string) {
+	for _, r := range c.Runs {
+		for _, i := range c.Effects[r].Dequeued {
+			runIDs = append(runIDs, r.Rec.ID)
+			names = append(names, r.Tasks[i].Name)
+		}
+	}
+	return runIDs, names
+}
+
+// taskCols accumulates task rows as column arrays.
+type taskCols struct {
+	runIDs                 [][16]byte
+	names, tenants         []string
+	idxs                   []int32
+	kinds, states          []string
+	attempts               []int32
+	tokens                 []int64
+	workers, errs          []string
+	dues, starts, finishes []pgtype.Timestamptz
+	outputs                [][]byte
+	qIDs, sIDs, cIDs       []int64
+	qAts                   []pgtype.Timestamptz
+	qAttempts              []int32
+}
+
+func newTaskCols(n int) *taskCols {
+	return &taskCols{
+		runIDs: make([][16]byte, 0, n), names: make([]string, 0, n), tenants: make([]string, 0, n),
+		idxs: make([]int32, 0, n), kinds: make([]string, 0, n), states: make([]string, 0, n),
+		attempts: make([]int32, 0, n), tokens: make([]int64, 0, n), workers: make([]string, 0, n),
+		errs: make([]string, 0, n), dues: make([]pgtype.Timestamptz, 0, n), starts: make([]pgtype.Timestamptz, 0, n),
+		finishes: make([]pgtype.Timestamptz, 0, n), outputs: make([][]byte, 0, n),
+		qIDs: make([]int64, 0, n), sIDs: make([]int64, 0, n), cIDs: make([]int64, 0, n),
+		qAts: make([]pgtype.Timestamptz, 0, n), qAttempts: make([]int32, 0, n),
+	}
+}
+
+func (tc *taskCols) add(r *dag.Run, i int, ec *eventCols) {
+	t := &r.Tasks[i]
+	tc.qIDs = append(tc.qIDs, ec.qID)
+	tc.qAts = append(tc.qAts, stamp(ec.qAt))
+	tc.qAttempts = append(tc.qAttempts, int32(ec.qAttempt))
+	tc.sIDs = append(tc.sIDs, ec.sID)
+	tc.cIDs = append(tc.cIDs, ec.cID)
+	tc.runIDs = append(tc.runIDs, t.RunID)
+	tc.names = append(tc.names, t.Name)
+	tc.tenants = append(tc.tenants, r.Rec.Tenant)
+	tc.idxs = append(tc.idxs, int32(i))
+	tc.kinds = append(tc.kinds, string(t.Kind))
+	tc.states = append(tc.states, string(t.State))
+	tc.attempts = append(tc.attempts, int32(t.Attempt))
+	tc.tokens = append(tc.tokens, t.Token)
+	tc.workers = append(tc.workers, t.Worker)
+	tc.dues = append(tc.dues, stamp(t.DueAt))
+	tc.outputs = append(tc.outputs, t.Output)
+	tc.errs = append(tc.errs, t.Error)
+	tc.starts = append(tc.starts, stamp(t.StartedAt))
+	tc.finishes = append(tc.finishes, stamp(t.FinishedAt))
+}
+
+// queueWrites queues the statements that write a change: lanes, new runs,
+// tasks, ready rows, events, changed runs and notifications.
+func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
+	eventRows, err := c.placeEvents()
+	if err != nil {
+		return err
+	}
+	c.queueLaneWrites(q, b)
+
+	// Runs first when they are new, for the foreign key of tasks.
+	c.queueNewRuns(q, b)
+
+	// (3) Tasks.
+	n, nNew := 0, 0
+	for _, r := range c.Runs {
+		n += len(c.Effects[r].Tasks)
+		nNew += len(c.Effects[r].NewTasks)
+	}
+	ins, upd := newTaskCols(nNew), newTaskCols(n-nNew)
+	for _, r := range c.Runs {
+		fx := c.Effects[r]
+		k := 0
+		for _, i := range fx.Tasks {
+			for k < len(fx.NewTasks) && fx.NewTasks[k] < i {
+				k++
+			}
+			if k < len(fx.NewTasks) && fx.NewTasks[k] == i {
+				ins.add(r, i, &c.cols[r][i])
+			} else {
+				upd.add(r, i, &c.cols[r][i])
+			}
+		}
+	}
+	if len(upd.runIDs) > 0 {
+		b.Queue(q.updateTasks, upd.runIDs, upd.names, upd.states, upd.attempts, upd.tokens, upd.workers,
+			upd.dues, upd.outputs, upd.errs, upd.starts, upd.finishes, upd.qIDs, upd.qAts, upd.qAttempts, upd.sIDs, upd.cIDs)
+	}
+	if len(ins.runIDs) > 0 {
+		b.Queue(q.insertTasks, ins.runIDs, ins.names, ins.tenants, ins.idxs, ins.kinds, ins.states, ins.attempts,
+			ins.tokens, ins.workers, ins.dues, ins.outputs, ins.errs, ins.starts, ins.finishes,
+			ins.qIDs, ins.qAts, ins.qAttempts, ins.sIDs, ins.cIDs)
+	}
+
+	// (4) Ready rows, or incoming rows for runs created in a caller's
+	// transaction.
+	n = len(c.Enqueued)
+	var (
+		rIDs     = make([]int64, 0, n)
+		rRuns    = make([][16]byte, 0, n)
+		rNames   = make([]string, 0, n)
+		rWfs     = make([]string, 0, n)
+		rTenants = make([]string, 0, n)
+	)
+	for k, e := range c.Enqueued {
+		if !c.deferred {
+			rIDs = append(rIDs, c.ids[k])
+		}
+		rRuns = append(rRuns, e.R.Rec.ID)
+		rNames = append(rNames, e.R.Tasks[e.I].Name)
+		rWfs = append(rWfs, e.R.Rec.Workflow)
+		rTenants = append(rTenants, e.R.Rec.Tenant)
+	}
+	switch {
+	case n == 0:
+	case c.deferred:
+		b.Queue(q.insertIncoming, rRuns, rNames, rWfs, rTenants)
+	default:
+		b.Queue(q.insertReady, rIDs, rRuns, rNames, rWfs, rTenants)
+	}
+
+	// (5) Events that do not live in task rows.
+	queueEvents(q, b, eventRows)
+
+	// (6) Runs that changed.
+	c.queueRunUpdates(q, b)
+
+	// (7) Notifications, delivered on commit.
+	var notes []string
+	switch {
+	case n == 0:
+	case c.deferred:
+		notes = append(notes, payloadIncoming)
+	default:
+		notes = append(notes, string(store.TopicReady))
+	}
+	if c.Timer() {
+		notes = append(notes, string(store.TopicTimer))
+	}
+	for _, r := range c.Settled() {
+		notes = append(notes, string(store.TopicRun)+":"+r.Rec.ID.String())
+	}
+	if len(notes) > 0 {
+		b.Queue(q.notify, channel, notes)
+	}
+	c.notes = notes
+	return nil
+}
+
+// queueNewRuns queues the insert of the runs the change created.
+func (c *change) queueNewRuns(q *queries, b *pgx.Batch) {
+	var (
+		ids, shapes           [][16]byte
+		wfs, tenants, sts     []string
+		fsteps, errs          []string
+		inputs                [][]byte
+		createdAt, finishedAt []pgtype.Timestamptz
+	)
+	for _, r := range c.Runs {
+		if !c.Effects[r].Created {
+			continue
+		}
+		rec := &r.Rec
+		ids = append(ids, rec.ID)
+		wfs = append(wfs, rec.Workflow)
+		tenants = append(tenants, rec.Tenant)
+		shapes = append(shapes, c.shapeIDs[r])
+		sts = append(sts, string(rec.Status))
+		inputs = append(inputs, rec.Input)
+		fsteps = append(fsteps, rec.FailedStep)
+		errs = append(errs, rec.Error)
+		createdAt = append(createdAt, stamp(rec.CreatedAt))
+		finishedAt = append(finishedAt, stamp(rec.FinishedAt))
+	}
+	if len(ids) > 0 {
+		b.Queue(q.insertRuns, ids, wfs, tenants, shapes, sts, inputs, fsteps, errs, createdAt, finishedAt)
+	}
+}
+
+// queueRunUpdates queues the update of existing runs whose record changed.
+func (c *change) queueRunUpdates(q *queries, b *pgx.Batch) {
+	var (
+		ids               [][16]byte
+		sts, fsteps, errs []string
+		finishedAt        []pgtype.Timestamptz
+	)
+	for _, r := range c.Runs {
+		if fx := c.Effects[r]; !fx.RunChanged || fx.Created {
+			continue
+		}
+		ids = append(ids, r.Rec.ID)
+		sts = append(sts, string(r.Rec.Status))
+		fsteps = append(fsteps, r.Rec.FailedStep)
+		errs = append(errs, r.Rec.Error)
+		finishedAt = append(finishedAt, stamp(r.Rec.FinishedAt))
+	}
+	if len(ids) > 0 {
+		b.Queue(q.updateRuns, ids, sts, fsteps, errs, finishedAt)
+	}
+}
+
+// queueEvents queues the insert of event rows.
+func queueEvents(q *queries, b *pgx.Batch, rows []store.Event) {
+	n := len(rows)
+	if n == 0 {
+		return
+	}
+	var (
+		eRuns     = make([][16]byte, 0, n)
+		eIDs      = make([]int64, 0, n)
+		eSteps    = make([]string, 0, n)
+		eTypes    = make([]string, 0, n)
+		eDet      = make([]string, 0, n)
+		eAttempts = make([]int32, 0, n)
+		eAt       = make([]pgtype.Timestamptz, 0, n)
+		eDue      = make([]pgtype.Timestamptz, 0, n)
+	)
+	for k := range rows {
+		e := &rows[k]
+		eRuns = append(eRuns, e.RunID)
+		eIDs = append(eIDs, e.ID)
+		eSteps = append(eSteps, e.Step)
+		eTypes = append(eTypes, string(e.Type))
+		eAttempts = append(eAttempts, int32(e.Attempt))
+		eAt = append(eAt, stamp(e.At))
+		eDet = append(eDet, e.Detail)
+		eDue = append(eDue, stamp(e.DueAt))
+	}
+	b.Queue(q.insertEvents, eRuns, eIDs, eSteps, eTypes, eAttempts, eAt, eDet, eDue)
+}
