@@ -340,4 +340,3 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		e.wakeAllWaiters()
 	}
 }
-

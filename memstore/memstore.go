@@ -603,12 +603,12 @@ type readyEntry struct {
 
 type readyHeap []readyEntry
 
-func (h readyHeap) Len() int           { return len(h) }
+func (h readyHeap) Len() int { return len(h) }
 func (h readyHeap) Less(i, j int) bool {
 	return h[i].id < h[j].id || (h[i].id == h[j].id && h[i].workflow < h[j].workflow)
 }
-func (h readyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *readyHeap) Push(x any)        { *h = append(*h, x.(readyEntry)) }
+func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *readyHeap) Push(x any)   { *h = append(*h, x.(readyEntry)) }
 func (h *readyHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]
