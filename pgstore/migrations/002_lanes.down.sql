@@ -6,6 +6,7 @@ ALTER TABLE {{schema}}.ready DROP CONSTRAINT ready_pkey;
 ALTER TABLE {{schema}}.ready ADD PRIMARY KEY (id);
 
 ALTER TABLE {{schema}}.frontier RENAME TO frontier_002;
+ALTER TABLE {{schema}}.frontier_002 RENAME CONSTRAINT frontier_pkey TO frontier_002_pkey;
 CREATE TABLE {{schema}}.frontier (
     shard text COLLATE "C" PRIMARY KEY,
     block bigint NOT NULL

@@ -30,6 +30,7 @@ ALTER TABLE {{schema}}.tenants DROP COLUMN last_block;
 -- claimer serves, and the leader prunes rows below each workflow's highest.
 -- Every known workflow starts at the old, global frontier.
 ALTER TABLE {{schema}}.frontier RENAME TO frontier_001;
+ALTER TABLE {{schema}}.frontier_001 RENAME CONSTRAINT frontier_pkey TO frontier_001_pkey;
 CREATE TABLE {{schema}}.frontier (
     workflow text COLLATE "C" NOT NULL,
     shard    text COLLATE "C" NOT NULL,

@@ -65,6 +65,12 @@ func Run(t *testing.T, newStore Factory) {
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"ConcurrentFanIn", testConcurrentFanIn},
 		{"FireTimersLimit", testFireTimersLimit},
+		{"TextsRecorded", testTextsRecorded},
+		{"FairnessPerWorkflow", testFairnessPerWorkflow},
+		{"CancelledContext", testCancelledContext},
+		{"InvalidOutcome", testInvalidOutcome},
+		{"InvalidNewRuns", testInvalidNewRuns},
+		{"ClaimMatchesCore", testClaimMatchesCore},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
