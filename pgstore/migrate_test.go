@@ -39,22 +39,36 @@ func applied(t *testing.T, pool *pgxpool.Pool, schema string) []int {
 	return out
 }
 
-// initialTables are the relations migration 001 creates (sequences
-// included); TestMigrateUpDown checks that up creates and down drops each.
-var initialTables = []string{"shapes", "runs", "tasks", "ready", "incoming", "tenant_groups",
-	"tenants", "frontier", "event_blocks", "events"}
+// allVersions lists every migration the code embeds, in order.
+func allVersions(t *testing.T, pool *pgxpool.Pool) []int {
+	t.Helper()
+	st, err := pgstore.MigrationStatus(ctx, pool, pgtest.NewSchemaName())
+	require.NoError(t, err)
+	out := make([]int, len(st))
+	for i, m := range st {
+		out[i] = m.Version
+	}
+	return out
+}
+
+// schemaTables are the relations of a migrated schema (sequences included);
+// TestMigrateUpDown checks that up creates and down drops each.
+var schemaTables = []string{"shapes", "runs", "tasks", "ready", "incoming", "tenant_groups",
+	"tenants", "lanes", "frontier", "event_blocks", "events"}
 
 func TestMigrateUpDown(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	schema := pgtest.EmptySchema(t, pool)
+	all := allVersions(t, pool)
+	newest := all[len(all)-1]
 
 	require.Empty(t, applied(t, pool, schema), "a schema never migrated")
 	res, err := pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: schema})
 	require.NoError(t, err)
-	require.Equal(t, []int{1}, res.Versions)
-	require.Equal(t, []int{1}, applied(t, pool, schema))
-	for _, table := range initialTables {
+	require.Equal(t, all, res.Versions)
+	require.Equal(t, all, applied(t, pool, schema))
+	for _, table := range schemaTables {
 		require.True(t, tableExists(t, pool, schema, table), table)
 	}
 
@@ -64,18 +78,25 @@ func TestMigrateUpDown(t *testing.T) {
 
 	res, err = pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: schema, Direction: pgstore.Down, Steps: 1})
 	require.NoError(t, err)
-	require.Equal(t, []int{1}, res.Versions)
+	require.Equal(t, []int{newest}, res.Versions, "down reverts the newest")
+	require.Equal(t, all[:len(all)-1], applied(t, pool, schema))
+	res, err = pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: schema, Direction: pgstore.Down})
+	require.NoError(t, err)
+	require.Equal(t, len(all)-1, len(res.Versions), "down without steps reverts the rest")
 	require.Empty(t, applied(t, pool, schema))
-	for _, table := range initialTables {
+	for _, table := range schemaTables {
 		require.False(t, tableExists(t, pool, schema, table), table)
 	}
 	res, err = pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: schema, Direction: pgstore.Down})
 	require.NoError(t, err)
 	require.Empty(t, res.Versions, "nothing left to revert")
 
+	res, err = pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: schema, Steps: 1})
+	require.NoError(t, err)
+	require.Equal(t, all[:1], res.Versions, "up with steps applies the oldest first")
 	_, err = pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: schema})
 	require.NoError(t, err)
-	require.Equal(t, []int{1}, applied(t, pool, schema))
+	require.Equal(t, all, applied(t, pool, schema))
 	s, err := pgstore.New(pool, &pgstore.Config{Schema: schema})
 	require.NoError(t, err)
 	r := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})
@@ -95,7 +116,7 @@ func TestMigrationSQL(t *testing.T) {
 	require.NotContains(t, up, "{{schema}}")
 	_, err = pool.Exec(ctx, up) // no arguments: the simple protocol runs the script
 	require.NoError(t, err)
-	require.Equal(t, []int{1}, applied(t, pool, schema))
+	require.Equal(t, allVersions(t, pool), applied(t, pool, schema))
 	res, err := pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: schema})
 	require.NoError(t, err)
 	require.Empty(t, res.Versions, "Migrate agrees with a schema migrated from the printed SQL")
@@ -139,12 +160,12 @@ func TestMigrateConcurrently(t *testing.T) {
 	for i := range n {
 		require.NoError(t, errs[i])
 		if len(results[i].Versions) > 0 {
-			require.Equal(t, []int{1}, results[i].Versions)
+			require.Equal(t, allVersions(t, pool), results[i].Versions)
 			ran++
 		}
 	}
-	require.Equal(t, 1, ran, "exactly one migrator applies the migration")
-	require.Equal(t, []int{1}, applied(t, pool, schema))
+	require.Equal(t, 1, ran, "exactly one migrator applies the migrations")
+	require.Equal(t, allVersions(t, pool), applied(t, pool, schema))
 }
 
 func TestSchemaConstraints(t *testing.T) {
@@ -164,18 +185,29 @@ func TestSchemaConstraints(t *testing.T) {
 		require.True(t, errors.As(err, &pgErr), "%s: %v", stmt, err)
 		require.Equal(t, "23514", pgErr.Code, "check_violation for %s", stmt)
 	}
-	// The frontier has one row per claimer (shard); the migration inserts
-	// the row of shard "", so a second one is a unique violation.
-	_, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.frontier (shard, block) VALUES ('', 1)`, q))
-	var pgErr *pgconn.PgError
-	require.True(t, errors.As(err, &pgErr), "a second frontier row for one shard: %v", err)
-	require.Equal(t, "23505", pgErr.Code, "unique_violation: %v", err)
-	require.Equal(t, "frontier_pkey", pgErr.ConstraintName)
-	_, err = pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.frontier (shard, block) VALUES ('w1', NULL)`, q))
-	require.True(t, errors.As(err, &pgErr), "a frontier row without a block: %v", err)
-	require.Equal(t, "23502", pgErr.Code, "not_null_violation: %v", err)
-	_, err = pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.frontier (shard, block) VALUES ('w1', 2)`, q))
+	// The frontier has one row per workflow and claimer (shard): a second
+	// row for both is a unique violation, a row without a block or a
+	// workflow a not-null one.
+	insert := fmt.Sprintf(`INSERT INTO %s.frontier (workflow, shard, block) VALUES ($1, $2, $3)`, q)
+	_, err := pool.Exec(ctx, insert, "constraints-wf", "w1", 1)
+	require.NoError(t, err, "a claimer's first row")
+	_, err = pool.Exec(ctx, insert, "constraints-wf", "w2", 1)
 	require.NoError(t, err, "another claimer's row")
+	_, err = pool.Exec(ctx, insert, "constraints-wf-2", "w1", 1)
+	require.NoError(t, err, "the claimer's row for another workflow")
+	for _, c := range []struct {
+		args       []any
+		code, what string
+	}{
+		{[]any{"constraints-wf", "w1", 2}, "23505", "a second row for one workflow and shard"},
+		{[]any{"constraints-wf", "w3", nil}, "23502", "a row without a block"},
+		{[]any{nil, "w3", 1}, "23502", "a row without a workflow"},
+	} {
+		_, err := pool.Exec(ctx, insert, c.args...)
+		var pgErr *pgconn.PgError
+		require.True(t, errors.As(err, &pgErr), "%s: %v", c.what, err)
+		require.Equal(t, c.code, pgErr.Code, "%s: %v", c.what, err)
+	}
 }
 
 func TestInvalidSchema(t *testing.T) {

@@ -103,7 +103,7 @@ func TestLeastPrivilegeWorker(t *testing.T) {
 	durable.Step(wf, "inc", func(ctx durable.Context, _ int) (int, error) {
 		d, _ := double.Output(ctx)
 		return d + 1, nil
-	}, durable.After(nap))
+	}, durable.After(double, nap))
 	require.NoError(t, e.Register(wf))
 	require.NoError(t, e.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, e.Stop(context.Background())) })
