@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -203,15 +200,7 @@ func toStrings(xs []any) []string {
 func TestBenchProcesses(t *testing.T) {
 	t.Parallel()
 	pgtest.URL(t)
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go toolchain to build the worker binary")
-	}
-	exe := filepath.Join(t.TempDir(), "durable")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, goBin, "build", "-o", exe, ".").CombinedOutput()
-	require.NoError(t, err, "go build:\n%s", out)
+	exe := buildDurable(t)
 
 	rep := benchJSON(t, "--scenario", "single", "--runs", "300", "--processes", "2", "--concurrency", "20", "--worker-exe", exe)
 	require.Equal(t, 300.0, value(t, rep, "runs_completed"))

@@ -59,15 +59,18 @@ func (d *dbFlags) open(ctx context.Context, maxConns int32) (*pgxpool.Pool, erro
 	return pool, nil
 }
 
-// openStore connects, migrates the schema up if needed, and returns a store.
-func (d *dbFlags) openStore(ctx context.Context, maxConns int32) (*pgstore.Store, *pgxpool.Pool, error) {
+// openStore connects, migrates the schema up if needed (and migrate is
+// set), and returns a store.
+func (d *dbFlags) openStore(ctx context.Context, maxConns int32, migrate bool) (*pgstore.Store, *pgxpool.Pool, error) {
 	pool, err := d.open(ctx, maxConns)
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: d.schema}); err != nil {
-		pool.Close()
-		return nil, nil, err
+	if migrate {
+		if _, err := pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: d.schema}); err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
 	}
 	s, err := pgstore.New(pool, &pgstore.Config{Schema: d.schema})
 	if err != nil {

@@ -41,7 +41,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if db.url == "" {
 		return runDemo(ctx, memstore.New(), "the in-memory store", *window, stdout, stderr)
 	}
-	s, pool, err := db.openStore(ctx, 10)
+	s, pool, err := db.openStore(ctx, 10, true)
 	if err != nil {
 		fmt.Fprintf(stderr, "durable demo: %v\n", err)
 		return 1

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/pgstore"
 )
 
 func TestMain(m *testing.M) {
@@ -88,9 +90,12 @@ func TestMigrateCommand(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.NotContains(t, out, " no\n")
 
+	states, err := pgstore.MigrationStatus(context.Background(), pgtest.Pool(t), schema)
+	require.NoError(t, err)
+	newest := states[len(states)-1].Version
 	code, out, errOut = runCLI(t, append([]string{"migrate", "down"}, db...)...)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "reverted migration 001")
+	require.Equal(t, fmt.Sprintf("schema %s: reverted migration %03d\n", schema, newest), out, "down reverts the newest")
 
 	code, out, _ = runCLI(t, "migrate", "sql", "--schema", "my_schema")
 	require.Equal(t, 0, code)

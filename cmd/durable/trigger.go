@@ -99,7 +99,7 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("%v", err)
 	}
 
-	s, pool, err := o.db.openStore(ctx, 4)
+	s, pool, err := o.db.openStore(ctx, 4, true)
 	if err != nil {
 		fmt.Fprintf(stderr, "durable trigger: %v\n", err)
 		return 1

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,11 +24,28 @@ const workerUsage = `Usage: durable worker --database-url URL [flags]
 
 Runs an engine that serves the built-in workflows (order-processing, the
 bench-* benchmark workflows and chaos) until SIGTERM or SIGINT, then stops
-claiming and lets running steps finish for up to --drain-timeout. The schema is
-migrated up first if needed.
+claiming and lets running steps finish for up to --drain-timeout. A second
+SIGTERM or SIGINT during that drain exits at once, with status 130, leaving
+the running steps to be rescued once their heartbeats go stale.
+
+The schema is migrated up first if needed; with --no-migrate it is only
+checked, so that a role without DDL rights can serve a schema migrated by
+"durable migrate up": the worker then exits with status 1 and says so if
+the schema is missing or older than this binary.
+
+Exit status: 0 stopped (drained, or the drain timed out), 1 failed (could
+not connect or start), 2 bad flags, 130 stopped at once by a second signal.
 
 Flags:
 `
+
+// exitSecondSignal is the exit status of a worker stopped by a second
+// signal during its drain: 128 + SIGINT, as shells report an interrupt.
+const exitSecondSignal = 130
+
+// errSecondSignal is returned by runWorker when a second signal ended the
+// drain: running steps were abandoned, nothing was closed.
+var errSecondSignal = errors.New("second signal during the drain")
 
 // workerOptions are the flags of `durable worker`.
 type workerOptions struct {
@@ -39,6 +59,7 @@ type workerOptions struct {
 	tenantLimit       int
 	fraudWindow       time.Duration
 	recordExecutions  bool
+	noMigrate         bool
 	logFormat         string
 	logLevel          string
 }
@@ -56,6 +77,7 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.IntVar(&o.tenantLimit, "tenant-limit", 0, "most running steps per tenant across all workers (0: no cap)")
 	fs.DurationVar(&o.fraudWindow, "fraud-window", 2*time.Second, "the order-processing demo's sleep, for runs triggered by this process")
 	fs.BoolVar(&o.recordExecutions, "record-executions", false, "record every execution of a chaos step in <schema>.chaos_executions (for crash tests)")
+	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the schema at start (for roles without DDL rights); fail if it is missing or old")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.Usage = func() {
@@ -74,7 +96,11 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "durable worker: --database-url (or $%s) is required\n", envDatabaseURL)
 		return exitUsage
 	}
-	if err := runWorker(ctx, &o, logger); err != nil {
+	err = runWorker(ctx, &o, logger)
+	switch {
+	case errors.Is(err, errSecondSignal):
+		return exitSecondSignal
+	case err != nil:
 		logger.Error("durable worker: " + err.Error())
 		return 1
 	}
@@ -97,11 +123,16 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 }
 
 func runWorker(ctx context.Context, o *workerOptions, logger *slog.Logger) error {
-	s, pool, err := o.db.openStore(ctx, int32(min(o.concurrency/4+4, 32)))
+	s, pool, err := o.db.openStore(ctx, int32(min(o.concurrency/4+4, 32)), !o.noMigrate)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	closePool := true
+	defer func() {
+		if closePool { // not after a second signal: Close waits for running steps
+			pool.Close()
+		}
+	}()
 
 	var record workloads.Recorder
 	if o.recordExecutions {
@@ -121,14 +152,30 @@ func runWorker(ctx context.Context, o *workerOptions, logger *slog.Logger) error
 		return err
 	}
 	if err := e.Start(ctx); err != nil {
-		return err
+		return fmt.Errorf("cannot start: %w", err)
 	}
 	logger.Info("durable worker: serving", "schema", o.db.schema, "worker", e.WorkerID())
 	<-ctx.Done()
-	logger.Info("durable worker: draining", "timeout", o.drainTimeout)
+
+	// The first signal was taken by main's signal context; signals from now
+	// on come here. A signal between ctx.Done and Notify would be lost, but
+	// the window is too short for a person to press Ctrl-C twice.
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	logger.Info("durable worker: draining; a second SIGTERM or SIGINT exits at once", "timeout", o.drainTimeout)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.drainTimeout)
 	defer cancel()
-	if err := e.Stop(stopCtx); err != nil {
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.Stop(stopCtx) }()
+	select {
+	case err = <-stopped:
+	case sig := <-again:
+		logger.Warn("durable worker: second signal during the drain; exiting at once, running steps will be rescued", "signal", sig.String())
+		closePool = false
+		return errSecondSignal
+	}
+	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			logger.Warn("durable worker: drain timeout reached; running steps were cancelled and given back")
 			return nil

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/internal/workloads"
+)
+
+// buildDurable builds this command into a temporary directory and returns
+// the binary's path; it skips the test without a go toolchain.
+func buildDurable(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go toolchain to build the durable binary")
+	}
+	exe := filepath.Join(t.TempDir(), "durable")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, goBin, "build", "-o", exe, ".").CombinedOutput()
+	require.NoError(t, err, "go build:\n%s", out)
+	return exe
+}
+
+// lines collects what a process writes, line by line, for waitFor.
+type lines struct {
+	mu     sync.Mutex
+	text   strings.Builder
+	notify chan struct{} // closed and replaced at every new line
+}
+
+func newLines(r io.Reader) *lines {
+	l := &lines{notify: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			l.mu.Lock()
+			l.text.WriteString(sc.Text() + "\n")
+			close(l.notify)
+			l.notify = make(chan struct{})
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.text.String()
+}
+
+// waitFor waits until the output contains want.
+func (l *lines) waitFor(t *testing.T, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		l.mu.Lock()
+		found, next := strings.Contains(l.text.String(), want), l.notify
+		l.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-next:
+		case <-deadline:
+			t.Fatalf("no %q in %s; output:\n%s", want, timeout, l.String())
+		}
+	}
+}
+
+// TestWorkerSecondSignal: a worker draining a step that cannot finish exits
+// at once on a second signal. The step is a chaos step blocked in its
+// execution recorder, whose insert waits for a table lock the test holds.
+func TestWorkerSecondSignal(t *testing.T) {
+	t.Parallel()
+	p := newPGEnv(t, true)
+	exe := buildDurable(t)
+
+	out, err := exec.Command(exe, "version").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "durable ")
+
+	cmd := exec.Command(exe, p.flags("worker", "--record-executions", "--drain-timeout", "5m", "--worker-id", "second-signal")...)
+	// Through an io.Pipe, Wait returns only after all output was read.
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{}) // closed when the worker has exited
+	var exitErr error                // then its exit status
+	go func() {
+		exitErr = cmd.Wait()
+		pw.Close()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	log := newLines(pr)
+	log.waitFor(t, "durable worker: serving", 30*time.Second)
+
+	// Block every chaos step in its recorder: the worker created the table
+	// before serving.
+	pool := pgtest.Pool(t)
+	tx, err := pool.Begin(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // before the schema is dropped
+	_, err = tx.Exec(context.Background(), "LOCK TABLE "+pgx.Identifier{p.schema, "chaos_executions"}.Sanitize()+" IN EXCLUSIVE MODE")
+	require.NoError(t, err)
+	_, err = workloads.New(workloads.Options{}).Chaos.RunNoWait(context.Background(), p.client(t), "t", workloads.ChaosInput{N: 1})
+	require.NoError(t, err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO ' || $1 || '%'`,
+			pgx.Identifier{p.schema, "chaos_executions"}.Sanitize()).Scan(&waiting))
+		if waiting > 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no step blocked in its recorder; worker output:\n%s", log.String())
+		time.Sleep(20 * time.Millisecond) // polling another process's progress
+	}
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	log.waitFor(t, "durable worker: draining", 10*time.Second)
+	select {
+	case <-exited:
+		t.Fatalf("the worker exited while its step could not finish: %v\n%s", exitErr, log.String())
+	default:
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the worker did not exit within 10s of the second signal; output:\n%s", log.String())
+	}
+	var status *exec.ExitError
+	require.True(t, errors.As(exitErr, &status), "%v", exitErr)
+	require.Equal(t, exitSecondSignal, status.ExitCode(), log.String())
+	log.waitFor(t, "second signal during the drain; exiting at once", 5*time.Second)
+}
+
+// TestWorkerNoMigrate: with --no-migrate the worker serves a migrated schema
+// and refuses, saying how to fix it, one that is missing (which it does not
+// create).
+func TestWorkerNoMigrate(t *testing.T) {
+	t.Parallel()
+	missing := newPGEnv(t, false)
+	code, out, errOut := runCLI(t, missing.flags("worker", "--no-migrate")...)
+	require.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	for _, want := range []string{
+		"durable worker: cannot start: durable: store not ready: pgstore: schema " + missing.schema + " does not exist",
+		"run `durable migrate up` (or pgstore.Migrate)",
+	} {
+		require.Contains(t, errOut, want)
+	}
+	var exists bool
+	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(), `SELECT to_regnamespace($1) IS NOT NULL`, missing.schema).Scan(&exists))
+	require.False(t, exists, "--no-migrate created the schema")
+
+	p := newPGEnv(t, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	log := newLines(pr)
+	done := make(chan int, 1)
+	go func() {
+		var stdout strings.Builder
+		done <- run(ctx, p.flags("worker", "--no-migrate", "--worker-id", "no-migrate"), &stdout, pw)
+		pw.Close()
+	}()
+	log.waitFor(t, "durable worker: serving", 30*time.Second)
+	cancel()
+	require.Equal(t, 0, <-done, log.String())
+	log.waitFor(t, "durable worker: draining", time.Second)
+}
