@@ -101,7 +101,7 @@ func TestWorkerSecondSignal(t *testing.T) {
 	cmd.Stderr = pw
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{}) // closed when the worker has exited
-	var exitErr error                // then its exit status
+	var exitErr error             // then its exit status
 	go func() {
 		exitErr = cmd.Wait()
 		pw.Close()
