@@ -97,8 +97,14 @@ func isUndefinedTable(err error) bool {
 // reading its migrations table without any DDL, so that roles without
 // CREATE rights can run Migrate on a schema that is current. A missing
 // schema or table, or any error, reports false: Migrate then takes its
-// usual path, which reports errors itself.
+// usual path, which reports errors itself. It looks the table up first, so
+// that migrating a new schema does not log an error on the server.
 func upToDate(ctx context.Context, q querier, schema string, all []migration) bool {
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`,
+		pgx.Identifier{schema, "migrations"}.Sanitize()).Scan(&exists); err != nil || !exists {
+		return false
+	}
 	rows, err := q.Query(ctx, render(schema, `SELECT version FROM {{schema}}.migrations`))
 	if err != nil {
 		return false
