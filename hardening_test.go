@@ -454,3 +454,24 @@ func TestClockAndWorkerIDChecked(t *testing.T) {
 		}
 	})
 }
+
+// TestTxRunWithASleepingRoot: a run started inside a caller's transaction,
+// for a tenant the store has never seen, whose root is a sleep, has no task
+// to promote to the queue: its first tasks are queued when the sleep ends,
+// and its tenant's lane is created then.
+func TestTxRunWithASleepingRoot(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		wf := durable.NewWorkflow[int]("nap-first")
+		nap := durable.Sleep(wf, "nap", 100*time.Millisecond)
+		durable.Step(wf, "after", func(ctx durable.Context, in int) (int, error) { return in + 1, nil }, durable.After(nap))
+		e := h.start(durable.Config{}, wf)
+		ctx := h.ctx(time.Minute)
+		tx, commit := h.tx()
+		id, err := wf.RunNoWaitTx(ctx, e, tx, "brand-new-tenant", 41)
+		require.NoError(t, err)
+		require.NoError(t, commit())
+		res, err := e.Wait(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, durable.RunCompleted, res.Status)
+	})
+}
