@@ -34,11 +34,21 @@ Scenarios:
             completions while all are backlogged (goal ≥ 0.99); then tenant B
             queues --runs runs (10,000) and tenant A one, and one worker with
             concurrency 1 starts: A's claim position (goal ≤ 2)
-  idle      --workers idle workers (3): statements per second per worker
-            over --duration (goal ≤ 1), on the server (pg_stat_statements if
-            loaded, else pg_stat_database; in a scratch database created for
-            the run, so that other clients do not count) and, in-process, on
-            their connections
+  idle      --workers idle workers (3) on an empty queue, in a scratch
+            database created for the run: statements per second over
+            --duration (60s) of the leader and of each other worker (goal
+            ≤ 1 each). The server counts them: the scratch database logs
+            every statement (log_statement = 'all', which needs a
+            superuser), and each "statement:" or "execute" line of the
+            server log between two marker statements counts, pings, BEGIN
+            and COMMIT included, for the worker owning its backend PID. The
+            log is pg_current_logfile() with the logging collector on, else
+            --server-log (default: Debian's file for the cluster,
+            /var/log/postgresql/postgresql-<version>-<cluster>.log). Without
+            a usable log: pg_stat_statements calls when loaded, else
+            pg_stat_database transactions, which undercount statements. The
+            report says which method counted. In-process workers are also
+            counted on their connections (pgx tracer, round trips)
 
 Workers run in this process (--processes 0) or as --processes P
 "durable worker" processes of this executable. With --json, stdout is one
@@ -59,6 +69,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&asJSON, "json", false, "print the report as one JSON object on stdout")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the fresh schema (and idle's scratch database) instead of dropping it")
 	fs.BoolVar(&o.SameDatabase, "same-database", false, "idle: measure in the --database-url database instead of a scratch one created for the run")
+	fs.StringVar(&o.ServerLog, "server-log", "", "idle: the server's log file when the logging collector is off (default /var/log/postgresql/postgresql-<version>-<cluster>.log)")
 	fs.IntVar(&o.Runs, "runs", 0, "runs: single 100000, dag 10000, latency 500; fairness: tenant B's backlog, 10000 (0: the scenario's default)")
 	fs.IntVar(&o.Processes, "processes", 0, "run the workers as this many \"durable worker\" processes (0: in this process)")
 	fs.IntVar(&o.Workers, "workers", 0, "in-process workers (engines), each with its own pool (0: 3 for idle, 1 otherwise)")

@@ -74,8 +74,15 @@ type Options struct {
 	Keep bool
 	// SameDatabase makes idle measure in the database of DatabaseURL. By
 	// default (unless Schema is set) it creates a scratch database, when it
-	// may, so that the server's per-database counters see no other clients.
+	// may, so that the server's per-database counters see no other clients,
+	// and has it log every statement (log_statement = 'all', which needs a
+	// superuser) for the statement count of the server log.
 	SameDatabase bool
+	// ServerLog is the server's log file, read by idle to count statements
+	// when the logging collector is off. Defaults to Debian's
+	// /var/log/postgresql/postgresql-<version>-<cluster>.log; with the
+	// collector on, to pg_current_logfile().
+	ServerLog string
 
 	// Scenario is one of Scenarios. Required.
 	Scenario string
@@ -299,6 +306,8 @@ type bencher struct {
 	tag       string // random; names this invocation's tenants and workers
 	url       string // DatabaseURL, or the scratch database's
 	scratchDB string // idle's scratch database, if created
+	logAll    bool   // log_statement = 'all' was set on the scratch database
+	pids      *sessions
 	schema    string
 	fresh     bool
 	table     func(name string) string
@@ -384,6 +393,7 @@ func connectPool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error
 func (b *bencher) setup(ctx context.Context) error {
 	b.tag = randomHex(4)
 	b.url = b.o.DatabaseURL
+	b.pids = newSessions()
 	if b.o.Scenario == Idle && !b.o.SameDatabase && b.o.Schema == "" {
 		if err := b.createScratchDB(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -461,8 +471,13 @@ func (b *bencher) teardown() {
 		}
 		b.monitor.Close()
 	}
-	if b.scratchDB != "" && !b.o.Keep {
-		b.dropScratchDB()
+	if b.scratchDB != "" {
+		if b.logAll {
+			b.resetLogStatement()
+		}
+		if !b.o.Keep {
+			b.dropScratchDB()
+		}
 	}
 }
 
@@ -485,7 +500,29 @@ func (b *bencher) createScratchDB(ctx context.Context) error {
 	}
 	b.scratchDB, b.url = name, u
 	b.logf("scratch database %s created", name)
+	// Before anyone connects: sessions read the setting when they start.
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" SET log_statement = 'all'"); err != nil {
+		b.notes = append(b.notes, fmt.Sprintf("could not have the scratch database log every statement (%v): "+
+			"the statement count cannot come from the server log", err))
+		return nil
+	}
+	b.logAll = true
 	return nil
+}
+
+// resetLogStatement undoes createScratchDB's log_statement setting.
+func (b *bencher) resetLogStatement() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, b.o.DatabaseURL)
+	if err != nil {
+		b.logf("resetting log_statement of %s: %v", b.scratchDB, err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{b.scratchDB}.Sanitize()+" RESET log_statement"); err != nil {
+		b.logf("resetting log_statement of %s: %v", b.scratchDB, err)
+	}
 }
 
 func (b *bencher) dropScratchDB() {
@@ -534,11 +571,17 @@ func (b *bencher) tenant(name string) string { return b.tag + "-" + name }
 
 func (b *bencher) tenants(prefix string) string { return b.tag + "-" + prefix + "%" }
 
-// workerURL is the database URL for worker processes, naming their pool's
-// connections like the in-process engines' (the listener and elector
+// workerRole is the role in appName of worker id's pool: "w1" for
+// "bench-<tag>-w1".
+func (b *bencher) workerRole(id string) string {
+	return strings.TrimPrefix(id, "bench-"+b.tag+"-")
+}
+
+// workerURL is the database URL for worker process id, naming its pool's
+// connections like an in-process engine's (the listener and elector
 // connections are named by pgstore).
-func (b *bencher) workerURL() string {
-	name := b.appName("worker")
+func (b *bencher) workerURL(id string) string {
+	name := b.appName(b.workerRole(id))
 	u := b.url
 	if strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://") {
 		if parsed, err := url.Parse(u); err == nil {

@@ -75,10 +75,13 @@ func poolSize(concurrency int) int32 { return int32(min(concurrency/4+4, 32)) }
 
 func (f *fleet) startEngines(ctx context.Context, spec workerSpec) error {
 	for _, id := range f.ids {
-		cfg, err := f.b.poolConfig("worker", poolSize(spec.concurrency))
+		cfg, err := f.b.poolConfig(f.b.workerRole(id), poolSize(spec.concurrency))
 		if err != nil {
 			return err
 		}
+		// The store's listener and elector connections copy this config,
+		// so the hook sees every connection of the worker.
+		cfg.ConnConfig.AfterConnect = f.b.pids.hook(id, cfg.ConnConfig.AfterConnect)
 		c := &Counter{}
 		c.Instrument(cfg)
 		pool, err := connectPool(ctx, cfg)
@@ -115,7 +118,7 @@ func (f *fleet) startProcesses(spec workerSpec) error {
 	}
 	for _, id := range f.ids {
 		cmd := exec.Command(f.b.o.WorkerExe, "worker",
-			"--database-url", f.b.workerURL(), "--schema", f.b.schema,
+			"--database-url", f.b.workerURL(id), "--schema", f.b.schema,
 			"--concurrency", strconv.Itoa(spec.concurrency), "--worker-id", id,
 			"--log-level", "warn")
 		cmd.Stdout = f.b.logOut()

@@ -24,6 +24,9 @@ type Report struct {
 	// (dropped unless the schema was kept).
 	Database string `json:"database,omitempty"`
 	Params   Params `json:"params"`
+	// Method is how idle counted the server's statements: MethodServerLog,
+	// MethodStatements or MethodDatabase (which counts transactions).
+	Method string `json:"method,omitempty"`
 	// Verified is false when the work did not complete as it should (runs
 	// left unfinished, a timeout); Failure says why.
 	Verified bool   `json:"verified"`
@@ -140,6 +143,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "durable bench %s: %s\n", r.Scenario, r.Description)
 	fmt.Fprintf(&b, "workers: %s\n", r.Params.workers())
+	if r.Method != "" {
+		fmt.Fprintf(&b, "statements counted by: %s\n", r.Method)
+	}
 	kept := "dropped"
 	if r.SchemaKept {
 		kept = "kept"
