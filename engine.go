@@ -291,13 +291,19 @@ func (e *Engine) Stop(ctx context.Context) error {
 		stopErr = ctx.Err()
 		e.log.Warn("durable: drain deadline reached; cancelling running steps")
 		rt.stopWork(ErrEngineStopped)
+		// The steps return now, and their outcomes are recorded within
+		// flushGrace; then recording gives up, so that steps blocked on a
+		// full outcome queue (the store unreachable, the completer retrying)
+		// are not waited for forever.
+		giveUp := time.AfterFunc(flushGrace, rt.stopFlush)
+		defer giveUp.Stop()
 		<-execsDone
 	}
 	close(rt.outcomes)
 	flushDeadline := ctx
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
-		flushDeadline, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+		flushDeadline, cancel = context.WithTimeout(context.Background(), flushGrace)
 		defer cancel()
 	}
 	select {
@@ -321,6 +327,10 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}
 	return stopErr
 }
+
+// flushGrace is how long Stop lets outcomes be recorded after its context
+// is done before it gives up on them.
+const flushGrace = 5 * time.Second
 
 // deliver handles a store notification; it must not block.
 func (e *Engine) deliver(rt *runtime, n store.Notification) {

@@ -475,3 +475,38 @@ func TestTxRunWithASleepingRoot(t *testing.T) {
 		require.Equal(t, durable.RunCompleted, res.Status)
 	})
 }
+
+// TestStopDuringAnOutage: Stop keeps its deadline while the store cannot
+// record anything, even when more outcomes wait than the outcome queue
+// holds (the steps that produced them block on it, holding their slots):
+// recording gives up shortly after the deadline, and Stop reports the
+// outcomes it could not record. (Found by TestSimulation: Stop waited for
+// the blocked steps, which waited for the completer, which retried until
+// Stop gave up, which it did only once the steps had returned.)
+func TestStopDuringAnOutage(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		wf := durable.NewWorkflow[int]("outage")
+		durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) { return in, nil })
+		hs := &hookStore{Store: h.store}
+		var calls atomic.Int32
+		hs.setFinish(func(ctx context.Context, p *store.FinishTasksParams) ([]store.FinishResult, error) {
+			calls.Add(1)
+			return nil, store.Transient(errors.New("injected: the database is down"))
+		})
+		e := h.launchOn(hs, durable.Config{Concurrency: 1}, wf)
+		client := h.client()
+		triggers := make([]durable.Trigger[int], 6)
+		for i := range triggers {
+			triggers[i] = durable.Trigger[int]{Tenant: "t", Input: i}
+		}
+		_, err := wf.RunManyNoWait(h.ctx(time.Minute), client, triggers)
+		require.NoError(t, err)
+		h.eventually(time.Minute, func() bool { return calls.Load() >= 3 }, "recording fails and is retried")
+		stopCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		begin := time.Now()
+		err = e.Stop(stopCtx)
+		require.Less(t, time.Since(begin), 30*time.Second, "Stop kept its deadline (plus the grace to record)")
+		require.ErrorIs(t, err, durable.ErrNotRecorded)
+	})
+}
