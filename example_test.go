@@ -36,7 +36,10 @@ func Example() {
 		return 42, nil // the new account's ID
 	})
 	welcome := durable.Step(wf, "send-welcome", func(ctx durable.Context, in Signup) (string, error) {
-		id, _ := account.Output(ctx)
+		id, ok := account.Output(ctx) // false only if create-account was skipped
+		if !ok {
+			return "", durable.Terminal(errors.New("no account"))
+		}
 		return fmt.Sprintf("welcome mail to %s for account %d", in.Email, id), nil
 	}, durable.After(account))
 
@@ -73,8 +76,10 @@ func ExampleSkipIf() {
 		if s, ok := auto.Output(ctx); ok {
 			return s, nil
 		}
-		s, _ := manual.Output(ctx)
-		return s, nil
+		if s, ok := manual.Output(ctx); ok {
+			return s, nil
+		}
+		return "", durable.Terminal(errors.New("neither branch ran"))
 	}, durable.After(auto, manual))
 
 	e := startExampleEngine(wf)
