@@ -13,8 +13,15 @@ import (
 	"github.com/effectivelabs/durable/memstore"
 )
 
+// Definitions and configurations are validated by the engine alone:
+// Register and New make no store call. The tests of them run once, on an
+// engine over an in-memory store that is never started, since no store is
+// involved; TestTriggerValidation and TestStartStopLifecycle, which reach
+// the store, run on both (suite_test.go).
+
 func noop[I any](ctx durable.Context, in I) (int, error) { return 0, nil }
 
+// newEngine returns an engine over a new in-memory store, never started.
 func newEngine(t *testing.T) *durable.Engine {
 	t.Helper()
 	e, err := durable.New(memstore.New(), durable.Config{Logger: quiet})
@@ -182,32 +189,40 @@ func TestWorkflowFrozenAfterRegistration(t *testing.T) {
 	require.ErrorIs(t, err, durable.ErrWorkflowFrozen)
 }
 
+// TestTriggerValidation: invalid tenants, inputs that do not encode and
+// invalid workflows are refused with clear errors; a tenant of 200 bytes of
+// UTF-8 is stored; and a run can be started in a transaction of the store's
+// kind (none in memory).
 func TestTriggerValidation(t *testing.T) {
 	t.Parallel()
-	e := newEngine(t)
-	wf := durable.NewWorkflow[int]("valid")
-	durable.Step(wf, "a", noop[int])
-	ctx := context.Background()
-	for _, tenant := range []string{"", strings.Repeat("x", 201), "tab\there", "nul\x00"} {
-		_, err := wf.RunNoWait(ctx, e, tenant, 1)
-		require.ErrorIs(t, err, durable.ErrInvalidTenant, "tenant %q", tenant)
-	}
-	_, err := wf.RunNoWait(ctx, e, strings.Repeat("é", 100), 1)
-	require.NoError(t, err, "200 bytes of UTF-8 is a valid tenant")
+	both(t, func(t *testing.T, h *harness) {
+		e := h.client()
+		wf := durable.NewWorkflow[int]("valid")
+		durable.Step(wf, "a", noop[int])
+		ctx := h.ctx(time.Minute)
+		for _, tenant := range []string{"", strings.Repeat("x", 201), "tab\there", "nul\x00"} {
+			_, err := wf.RunNoWait(ctx, e, tenant, 1)
+			require.ErrorIs(t, err, durable.ErrInvalidTenant, "tenant %q", tenant)
+		}
+		_, err := wf.RunNoWait(ctx, e, strings.Repeat("é", 100), 1)
+		require.NoError(t, err, "200 bytes of UTF-8 is a valid tenant")
 
-	// An input that does not encode is a clear error, and starts nothing.
-	chans := durable.NewWorkflow[chan int]("chans")
-	durable.Step(chans, "a", noop[chan int])
-	_, err = chans.RunNoWait(ctx, e, "t", make(chan int))
-	require.ErrorIs(t, err, durable.ErrEncode)
+		// An input that does not encode is a clear error, and starts nothing.
+		chans := durable.NewWorkflow[chan int]("chans")
+		durable.Step(chans, "a", noop[chan int])
+		_, err = chans.RunNoWait(ctx, e, "t", make(chan int))
+		require.ErrorIs(t, err, durable.ErrEncode)
 
-	// An invalid workflow cannot be triggered either.
-	bad := durable.NewWorkflow[int]("bad")
-	_, err = bad.RunNoWait(ctx, e, "t", 1)
-	require.ErrorIs(t, err, durable.ErrEmptyWorkflow)
+		// An invalid workflow cannot be triggered either.
+		bad := durable.NewWorkflow[int]("bad")
+		_, err = bad.RunNoWait(ctx, e, "t", 1)
+		require.ErrorIs(t, err, durable.ErrEmptyWorkflow)
 
-	_, err = wf.RunNoWaitTx(ctx, e, nil, "t", 1)
-	require.NoError(t, err, "memstore accepts runs started 'in a transaction' (it has none)")
+		tx, commit := h.tx()
+		_, err = wf.RunNoWaitTx(ctx, e, tx, "t", 1)
+		require.NoError(t, err, "a run starts in a transaction of the store's kind (memstore has none: nil)")
+		require.NoError(t, commit())
+	})
 }
 
 func TestConfigValidation(t *testing.T) {
@@ -229,15 +244,19 @@ func TestConfigValidation(t *testing.T) {
 	require.NotEmpty(t, e.WorkerID())
 }
 
+// TestStartStopLifecycle: Stop without Start is a no-op; Start twice is an
+// error; Stop is idempotent; a stopped engine does not start again.
 func TestStartStopLifecycle(t *testing.T) {
 	t.Parallel()
-	e := newEngine(t)
-	ctx := context.Background()
-	require.NoError(t, e.Stop(ctx), "stopping an engine that never started is a no-op")
-	e = newEngine(t)
-	require.NoError(t, e.Start(ctx))
-	require.ErrorIs(t, e.Start(ctx), durable.ErrAlreadyStarted)
-	require.NoError(t, e.Stop(ctx))
-	require.NoError(t, e.Stop(ctx))
-	require.ErrorIs(t, e.Start(ctx), durable.ErrEngineStopped)
+	both(t, func(t *testing.T, h *harness) {
+		ctx := h.ctx(time.Minute)
+		e := h.client()
+		require.NoError(t, e.Stop(ctx), "stopping an engine that never started is a no-op")
+		e = h.client()
+		require.NoError(t, e.Start(ctx))
+		require.ErrorIs(t, e.Start(ctx), durable.ErrAlreadyStarted)
+		require.NoError(t, e.Stop(ctx))
+		require.NoError(t, e.Stop(ctx))
+		require.ErrorIs(t, e.Start(ctx), durable.ErrEngineStopped)
+	})
 }

@@ -2,52 +2,22 @@ package durable_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/memstore"
 )
 
+// Helpers of the engine tests, for every store: they only use the engine's
+// public API.
+
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// launch starts an engine on s with the given workflows; the test stops it.
-func launch(t *testing.T, s *memstore.Store, cfg durable.Config, wfs ...durable.Definition) *durable.Engine {
-	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = quiet
-	}
-	e, err := durable.New(s, cfg)
-	require.NoError(t, err)
-	require.NoError(t, e.Register(wfs...))
-	require.NoError(t, e.Start(context.Background()))
-	return e
-}
-
-// startEngine starts an engine on s with the given workflows; it is stopped
-// when the test (or synctest bubble) ends.
-func startEngine(t *testing.T, s *memstore.Store, cfg durable.Config, wfs ...durable.Definition) *durable.Engine {
-	t.Helper()
-	e := launch(t, s, cfg, wfs...)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		require.NoError(t, e.Stop(ctx))
-	})
-	return e
-}
-
-// memStarter starts engines on the in-memory store s.
-func memStarter(s *memstore.Store) starter {
-	return func(t *testing.T, wfs ...durable.Definition) *durable.Engine {
-		return startEngine(t, s, durable.Config{}, wfs...)
-	}
-}
 
 // counter counts calls by key, safely across goroutines.
 type counter struct {
@@ -80,3 +50,167 @@ func (c *counter) snapshot() map[string]int {
 	}
 	return out
 }
+
+// states returns the state of every step of a run, by name.
+func states(res *durable.RunResult) map[string]durable.StepState {
+	m := map[string]durable.StepState{}
+	for _, s := range res.Steps {
+		m[s.Name] = s.State
+	}
+	return m
+}
+
+// stepEvents returns the events of a run's step as "TYPE/attempt".
+func stepEvents(t *testing.T, e *durable.Engine, id uuid.UUID, step string) []string {
+	t.Helper()
+	evs, err := e.Events(context.Background(), id)
+	require.NoError(t, err)
+	var out []string
+	for _, ev := range evs {
+		if ev.Step == step {
+			out = append(out, fmt.Sprintf("%s/%d", ev.Type, ev.Attempt))
+		}
+	}
+	return out
+}
+
+// eventOf returns the first event of a step with the given type.
+func eventOf(t *testing.T, e *durable.Engine, id uuid.UUID, step string, typ durable.EventType) durable.Event {
+	t.Helper()
+	evs, err := e.Events(context.Background(), id)
+	require.NoError(t, err)
+	for _, ev := range evs {
+		if ev.Step == step && ev.Type == typ {
+			return ev
+		}
+	}
+	t.Fatalf("run %s: no %s event for step %q in %v", id, typ, step, evs)
+	return durable.Event{}
+}
+
+// lastQueuedDetail returns the detail of the last QUEUED event of a step.
+func lastQueuedDetail(t *testing.T, e *durable.Engine, id uuid.UUID, step string) string {
+	t.Helper()
+	evs, err := e.Events(context.Background(), id)
+	require.NoError(t, err)
+	detail := ""
+	for _, ev := range evs {
+		if ev.Step == step && ev.Type == durable.EventQueued {
+			detail = ev.Detail
+		}
+	}
+	return detail
+}
+
+// stepState reads a step's state now.
+func stepState(t *testing.T, e *durable.Engine, id uuid.UUID, step string) durable.StepState {
+	t.Helper()
+	res, err := e.Get(context.Background(), id)
+	require.NoError(t, err)
+	s, ok := res.Step(step)
+	require.True(t, ok, "run %s has no step %q", id, step)
+	return s.State
+}
+
+// sumOutputs sums the outputs of parents refs, failing if one is missing.
+func sumOutputs(ctx durable.Context, refs []*durable.StepRef[int]) (int, error) {
+	sum := 0
+	for _, r := range refs {
+		v, ok := r.Output(ctx)
+		if !ok {
+			return 0, fmt.Errorf("missing %s", r.Name())
+		}
+		sum += v
+	}
+	return sum, nil
+}
+
+// leaderLog is a slog handler that follows the engines' "leading" and "no
+// longer leading" messages: who leads, how many led at once at most, and
+// every message by worker.
+type leaderLog struct {
+	mu      sync.Mutex
+	leading map[string]bool
+	most    int
+	turns   []string // workers in the order they became leader
+	msgs    map[string][]string
+}
+
+func newLeaderLog() *leaderLog {
+	return &leaderLog{leading: map[string]bool{}, msgs: map[string][]string{}}
+}
+
+func (l *leaderLog) logger() *slog.Logger { return slog.New(&leaderHandler{log: l}) }
+
+func (l *leaderLog) record(worker, msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs[worker] = append(l.msgs[worker], msg)
+	switch msg {
+	case "durable: leading":
+		l.leading[worker] = true
+		l.turns = append(l.turns, worker)
+		l.most = max(l.most, len(l.leading))
+	case "durable: no longer leading":
+		delete(l.leading, worker)
+	}
+}
+
+// leaders returns the workers leading now.
+func (l *leaderLog) leaders() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for w := range l.leading {
+		out = append(out, w)
+	}
+	return out
+}
+
+func (l *leaderLog) stats() (most int, turns []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.most, append([]string(nil), l.turns...)
+}
+
+func (l *leaderLog) said(worker, msg string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.msgs[worker] {
+		if m == msg {
+			return true
+		}
+	}
+	return false
+}
+
+type leaderHandler struct {
+	log    *leaderLog
+	worker string
+}
+
+func (h *leaderHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *leaderHandler) Handle(_ context.Context, r slog.Record) error {
+	worker := h.worker
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "worker" {
+			worker = a.Value.String()
+		}
+		return true
+	})
+	h.log.record(worker, r.Message)
+	return nil
+}
+
+func (h *leaderHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *h
+	for _, a := range attrs {
+		if a.Key == "worker" {
+			c.worker = a.Value.String()
+		}
+	}
+	return &c
+}
+
+func (h *leaderHandler) WithGroup(string) slog.Handler { return h }

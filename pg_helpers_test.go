@@ -3,8 +3,6 @@ package durable_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +15,8 @@ import (
 	"github.com/effectivelabs/durable/pgstore"
 )
 
-// Helpers for the engine tests against PostgreSQL (pg_test.go). They run in
+// Helpers for the engine tests against PostgreSQL: the harness's pg branch
+// (suite_test.go) and the PostgreSQL-only tests (pg_test.go). They run in
 // real time, so the engines get short intervals.
 
 // pgFast is the engine configuration of the PostgreSQL tests: fast polls,
@@ -109,13 +108,6 @@ func pgStart(t *testing.T, s *pgstore.Store, cfg durable.Config, wfs ...durable.
 }
 
 // pgCtx returns a context that ends after d (and when the test ends).
-// pgStarter starts engines on env's store with pgFast's intervals.
-func pgStarter(env *pgEnv) starter {
-	return func(t *testing.T, wfs ...durable.Definition) *durable.Engine {
-		return pgStart(t, env.store, durable.Config{}, wfs...)
-	}
-}
-
 func pgCtx(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -147,134 +139,6 @@ func pgEventually(t *testing.T, d time.Duration, cond func() bool, msg string, a
 		<-tick.C
 	}
 }
-
-// pgEvent returns the first event of a step with the given type.
-func pgEvent(t *testing.T, e *durable.Engine, id uuid.UUID, step string, typ durable.EventType) durable.Event {
-	t.Helper()
-	evs, err := e.Events(context.Background(), id)
-	require.NoError(t, err)
-	for _, ev := range evs {
-		if ev.Step == step && ev.Type == typ {
-			return ev
-		}
-	}
-	t.Fatalf("run %s: no %s event for step %q in %v", id, typ, step, evs)
-	return durable.Event{}
-}
-
-// pgLastQueuedDetail returns the detail of the last QUEUED event of a step.
-func pgLastQueuedDetail(t *testing.T, e *durable.Engine, id uuid.UUID, step string) string {
-	t.Helper()
-	evs, err := e.Events(context.Background(), id)
-	require.NoError(t, err)
-	detail := ""
-	for _, ev := range evs {
-		if ev.Step == step && ev.Type == durable.EventQueued {
-			detail = ev.Detail
-		}
-	}
-	return detail
-}
-
-// pgStepState reads a step's state now.
-func pgStepState(t *testing.T, e *durable.Engine, id uuid.UUID, step string) durable.StepState {
-	t.Helper()
-	res, err := e.Get(context.Background(), id)
-	require.NoError(t, err)
-	s, ok := res.Step(step)
-	require.True(t, ok, "run %s has no step %q", id, step)
-	return s.State
-}
-
-// leaderLog is a slog handler that follows the engines' "leading" and "no
-// longer leading" messages: who leads, how many led at once at most, and
-// every message by worker.
-type leaderLog struct {
-	mu      sync.Mutex
-	leading map[string]bool
-	most    int
-	turns   []string // workers in the order they became leader
-	msgs    map[string][]string
-}
-
-func newLeaderLog() *leaderLog {
-	return &leaderLog{leading: map[string]bool{}, msgs: map[string][]string{}}
-}
-
-func (l *leaderLog) logger() *slog.Logger { return slog.New(&leaderHandler{log: l}) }
-
-func (l *leaderLog) record(worker, msg string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.msgs[worker] = append(l.msgs[worker], msg)
-	switch msg {
-	case "durable: leading":
-		l.leading[worker] = true
-		l.turns = append(l.turns, worker)
-		l.most = max(l.most, len(l.leading))
-	case "durable: no longer leading":
-		delete(l.leading, worker)
-	}
-}
-
-// leaders returns the workers leading now.
-func (l *leaderLog) leaders() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for w := range l.leading {
-		out = append(out, w)
-	}
-	return out
-}
-
-func (l *leaderLog) stats() (most int, turns []string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.most, append([]string(nil), l.turns...)
-}
-
-func (l *leaderLog) said(worker, msg string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, m := range l.msgs[worker] {
-		if m == msg {
-			return true
-		}
-	}
-	return false
-}
-
-type leaderHandler struct {
-	log    *leaderLog
-	worker string
-}
-
-func (h *leaderHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *leaderHandler) Handle(_ context.Context, r slog.Record) error {
-	worker := h.worker
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "worker" {
-			worker = a.Value.String()
-		}
-		return true
-	})
-	h.log.record(worker, r.Message)
-	return nil
-}
-
-func (h *leaderHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	c := *h
-	for _, a := range attrs {
-		if a.Key == "worker" {
-			c.worker = a.Value.String()
-		}
-	}
-	return &c
-}
-
-func (h *leaderHandler) WithGroup(string) slog.Handler { return h }
 
 // electorLocks reports, from pg_locks, which of the given workers' elector
 // connections hold the leader's advisory lock and which wait for it.

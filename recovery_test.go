@@ -5,23 +5,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store"
 )
 
+// Fairness, dead workers, lost claims, stopping, changed definitions and
+// bad data. Each test runs on both stores (suite_test.go).
+
 func TestFairnessAcrossTenants(t *testing.T) {
+	t.Parallel()
 	for _, backlog := range []int{5, 10_000} {
 		t.Run(fmt.Sprint(backlog), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+			both(t, func(t *testing.T, h *harness) {
 				var mu sync.Mutex
 				var order []string
 				wf := durable.NewWorkflow[int]("fair")
@@ -31,11 +36,10 @@ func TestFairnessAcrossTenants(t *testing.T) {
 					mu.Unlock()
 					return 0, nil
 				})
-				s := memstore.New()
 				// Trigger first, from a client engine, so that the backlog is
 				// queued before any worker claims.
-				client := newEngineOn(t, s)
-				ctx := context.Background()
+				client := h.client()
+				ctx := h.ctx(time.Minute)
 				triggers := make([]durable.Trigger[int], backlog)
 				for i := range triggers {
 					triggers[i] = durable.Trigger[int]{Tenant: "B", Input: i}
@@ -45,7 +49,7 @@ func TestFairnessAcrossTenants(t *testing.T) {
 				id, err := wf.RunNoWait(ctx, client, "A", 0)
 				require.NoError(t, err)
 
-				e := startEngine(t, s, durable.Config{Concurrency: 1}, wf)
+				e := h.start(durable.Config{Concurrency: 1}, wf)
 				_, err = e.Wait(ctx, id)
 				require.NoError(t, err)
 				mu.Lock()
@@ -56,51 +60,71 @@ func TestFairnessAcrossTenants(t *testing.T) {
 	}
 }
 
-func newEngineOn(t *testing.T, s *memstore.Store) *durable.Engine {
-	t.Helper()
-	e, err := durable.New(s, durable.Config{Logger: quiet})
-	require.NoError(t, err)
-	return e
-}
-
-// TestDeadExecutionRecovery: a worker claims a step and dies (it never
-// heartbeats nor finishes). The leader of a live engine finds it after
-// DeadAfter, the step runs again there, and the dead worker's late outcome
-// is rejected without touching the recorded one.
+// TestDeadExecutionRecovery: a worker claims a step through the store and
+// dies (it never heartbeats nor finishes). A live engine's leader rescues it
+// after DeadAfter, within 1.25×DeadAfter, the step runs again there, and the
+// dead claim's late outcome is rejected without touching the recorded one.
 func TestDeadExecutionRecovery(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var attempts []int
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		deadAfter := h.duration(20*time.Second, time.Second)
+		backoff := h.duration(time.Second, 100*time.Millisecond)
+		slack := h.duration(0, 500*time.Millisecond) // for real round trips
+		ctx := h.ctx(h.duration(time.Hour, time.Minute))
 		var mu sync.Mutex
+		var attempts []int
 		wf := durable.NewWorkflow[int]("rescue")
 		step := durable.Step(wf, "work", func(ctx durable.Context, in int) (string, error) {
 			mu.Lock()
 			attempts = append(attempts, ctx.Attempt())
 			mu.Unlock()
-			return "done by the live worker", nil
-		}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 1, InitialDelay: time.Second}))
-		s := memstore.New()
-		ctx := context.Background()
-		client := newEngineOn(t, s)
-		id, err := wf.RunNoWait(ctx, client, "t", 1)
+			return "done by " + ctx.WorkerID(), nil
+		}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 1, InitialDelay: backoff}))
+		id, err := wf.RunNoWait(ctx, h.client(), "t", 1)
 		require.NoError(t, err)
 
 		// The doomed worker claims the task, then "crashes".
-		claimed, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{WorkerID: "doomed", Limit: 1, Workflows: []string{"rescue"}})
+		ghost := "ghost-" + uuid.NewString()[:8]
+		claimed, err := h.store.ClaimTasks(ctx, &store.ClaimTasksParams{WorkerID: ghost, Limit: 1, Workflows: []string{"rescue"}})
 		require.NoError(t, err)
 		require.Len(t, claimed, 1)
 		crashedAt := time.Now()
 
-		const deadAfter = 20 * time.Second
-		e := startEngine(t, s, durable.Config{HeartbeatInterval: 5 * time.Second, DeadAfter: deadAfter}, wf)
-		res, err := e.Wait(ctx, id)
-		require.NoError(t, err)
+		e := h.startOn(h.another(), durable.Config{
+			WorkerID: "rescuer", HeartbeatInterval: h.duration(5*time.Second, 200*time.Millisecond), DeadAfter: deadAfter,
+		}, wf)
+		res := h.wait(e, id, h.duration(time.Hour, 20*time.Second))
 		require.Equal(t, durable.RunCompleted, res.Status)
-		recovered := time.Since(crashedAt)
-		require.GreaterOrEqual(t, recovered, deadAfter)
-		require.LessOrEqual(t, recovered, deadAfter+deadAfter/4+time.Second, "rescued within 1.25×DeadAfter (+ the backoff)")
-		require.Equal(t, []int{2}, attempts, "the dead worker's attempt counts")
+		if h.virtual {
+			recovered := time.Since(crashedAt)
+			require.GreaterOrEqual(t, recovered, deadAfter)
+			require.LessOrEqual(t, recovered, deadAfter+deadAfter/4+backoff, "rescued within 1.25×DeadAfter (+ the backoff)")
+		}
+		mu.Lock()
+		require.Equal(t, []int{2}, attempts, "the dead worker's attempt counts; the step ran once here")
+		mu.Unlock()
 
-		late, err := s.FinishTasks(ctx, &store.FinishTasksParams{Outcomes: []store.Outcome{{
+		evs, err := e.Events(ctx, id)
+		require.NoError(t, err)
+		var claimedAt, rescuedAt time.Time
+		var detail string
+		for _, ev := range evs {
+			switch {
+			case ev.Type == durable.EventStarted && ev.Attempt == 1:
+				claimedAt = ev.At
+			case ev.Type == durable.EventRetrying:
+				rescuedAt, detail = ev.At, ev.Detail
+			}
+		}
+		require.Contains(t, detail, "worker "+ghost+" lost")
+		rescue := rescuedAt.Sub(claimedAt)
+		done := res.FinishedAt.Sub(claimedAt)
+		t.Logf("dead claim rescued %s after it was taken (DeadAfter %s); run completed %s after", rescue, deadAfter, done)
+		require.GreaterOrEqual(t, rescue, deadAfter, "rescued before the worker was dead")
+		require.LessOrEqual(t, rescue, deadAfter+deadAfter/4+slack, "rescued within 1.25×DeadAfter (+ slack)")
+		require.LessOrEqual(t, done, deadAfter+deadAfter/4+backoff+2*slack, "completed within 1.25×DeadAfter + backoff (+ slack)")
+
+		late, err := h.store.FinishTasks(ctx, &store.FinishTasksParams{Outcomes: []store.Outcome{{
 			Task: claimed[0].Ref(), Kind: store.OutcomeComplete, Output: []byte(`"late"`),
 		}}})
 		require.NoError(t, err)
@@ -109,18 +133,19 @@ func TestDeadExecutionRecovery(t *testing.T) {
 		require.NoError(t, err)
 		out, err := step.Result(res)
 		require.NoError(t, err)
-		require.Equal(t, "done by the live worker", out)
-
-		evs, err := e.Events(ctx, id)
-		require.NoError(t, err)
-		var retry durable.Event
-		for _, ev := range evs {
-			if ev.Type == durable.EventRetrying {
-				retry = ev
-			}
-		}
-		require.Contains(t, retry.Detail, "worker doomed lost")
+		require.Equal(t, "done by rescuer", out)
+		require.Equal(t, []string{"QUEUED/0", "STARTED/1", "RETRYING/1", "QUEUED/1", "STARTED/2", "COMPLETED/2"},
+			stepEvents(t, e, id, "work"), "the late outcome changed nothing")
 	})
+}
+
+// rescueAll makes the store rescue every running task, as if its worker
+// were dead (a DeadAfter of zero), and returns how many it rescued.
+func rescueAll(t *testing.T, h *harness) int {
+	t.Helper()
+	res, err := h.store.RescueTasks(context.Background(), &store.RescueTasksParams{DeadAfter: 0, Limit: 10})
+	require.NoError(t, err)
+	return len(res.Rescued)
 }
 
 // TestClaimLostCancelsTheStep: when a step's claim is taken away (here the
@@ -128,26 +153,31 @@ func TestDeadExecutionRecovery(t *testing.T) {
 // cancels its context with ErrClaimLost at the next heartbeat, and the step
 // runs again under the new claim.
 func TestClaimLostCancelsTheStep(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		started := make(chan struct{})
 		causes := make(chan error, 4)
 		var calls atomic.Int32
 		wf := durable.NewWorkflow[int]("lost")
 		durable.Step(wf, "long", func(ctx durable.Context, in int) (int, error) {
 			if calls.Add(1) == 1 {
+				close(started)
 				<-ctx.Done()
 				causes <- context.Cause(ctx)
 				return 0, ctx.Err()
 			}
 			return 1, nil
-		}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 1, InitialDelay: time.Second}))
-		s := memstore.New()
-		e := startEngine(t, s, durable.Config{HeartbeatInterval: time.Second, DeadAfter: time.Hour}, wf)
-		ctx := context.Background()
+		}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 1, InitialDelay: h.duration(time.Second, 50*time.Millisecond)}))
+		e := h.start(durable.Config{HeartbeatInterval: h.duration(time.Second, 200*time.Millisecond), DeadAfter: time.Hour}, wf)
+		ctx := h.ctx(30 * time.Second)
 		id, err := wf.RunNoWait(ctx, e, "t", 1)
 		require.NoError(t, err)
-		synctest.Wait()
-		_, err = s.RescueTasks(ctx, &store.RescueTasksParams{Now: time.Now().Add(2 * time.Hour), DeadAfter: time.Hour, Limit: 10})
-		require.NoError(t, err)
+		select {
+		case <-started:
+		case <-ctx.Done():
+			t.Fatal("the step never started")
+		}
+		require.Equal(t, 1, rescueAll(t, h))
 		require.ErrorIs(t, <-causes, durable.ErrClaimLost)
 		res, err := e.Wait(ctx, id)
 		require.NoError(t, err)
@@ -156,32 +186,40 @@ func TestClaimLostCancelsTheStep(t *testing.T) {
 	})
 }
 
+// TestHeartbeatFromTheStep: a step may heartbeat itself; once its claim is
+// lost, the heartbeat says so.
 func TestHeartbeatFromTheStep(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
 		got := make(chan error, 2)
 		proceed := make(chan struct{})
 		wf := durable.NewWorkflow[int]("hb")
 		durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) {
 			got <- ctx.Heartbeat()
-			<-proceed
+			select {
+			case <-proceed:
+			case <-ctx.Done():
+			}
 			got <- ctx.Heartbeat()
 			return 0, nil
 		})
-		s := memstore.New()
-		e := startEngine(t, s, durable.Config{DeadAfter: time.Hour}, wf)
-		ctx := context.Background()
-		_, err := wf.RunNoWait(ctx, e, "t", 1)
+		e := h.start(durable.Config{DeadAfter: time.Hour}, wf)
+		_, err := wf.RunNoWait(h.ctx(30*time.Second), e, "t", 1)
 		require.NoError(t, err)
 		require.NoError(t, <-got)
-		_, err = s.RescueTasks(ctx, &store.RescueTasksParams{Now: time.Now().Add(2 * time.Hour), DeadAfter: time.Hour, Limit: 10})
-		require.NoError(t, err)
+		require.Equal(t, 1, rescueAll(t, h))
 		close(proceed)
 		require.ErrorIs(t, <-got, durable.ErrClaimLost)
 	})
 }
 
+// TestGracefulStopDrains: Stop stops claiming and leading at once (and
+// triggering: a stopping engine starts no runs), lets the running step
+// finish and records it; a run triggered meanwhile is left queued.
 func TestGracefulStopDrains(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		ctx := h.ctx(time.Minute)
 		started := make(chan struct{})
 		release := make(chan struct{})
 		var calls atomic.Int32
@@ -189,32 +227,43 @@ func TestGracefulStopDrains(t *testing.T) {
 		durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) {
 			if calls.Add(1) == 1 {
 				close(started)
-				<-release
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return 0, context.Cause(ctx)
+				}
 			}
 			return in, nil
 		})
-		s := memstore.New()
-		e := launch(t, s, durable.Config{}, wf)
-		ctx := context.Background()
+		leaders := newLeaderLog()
+		e := h.launchOn(h.store, durable.Config{WorkerID: "drainer", Logger: leaders.logger()}, wf)
 		first, err := wf.RunNoWait(ctx, e, "t", 1)
 		require.NoError(t, err)
-		<-started
+		select {
+		case <-started:
+		case <-ctx.Done():
+			t.Fatal("the step never started")
+		}
+		h.eventually(10*time.Second, func() bool { return slices.Equal(leaders.leaders(), []string{"drainer"}) },
+			"the engine leads")
 
-		stopped := make(chan error)
+		stopped := make(chan error, 1)
 		go func() { stopped <- e.Stop(ctx) }()
-		synctest.Wait()
+		h.eventually(10*time.Second, func() bool { return leaders.said("drainer", "durable: no longer leading") },
+			"the stopping engine resigns at once")
 		_, err = wf.RunNoWait(ctx, e, "t", 2)
 		require.ErrorIs(t, err, durable.ErrEngineStopped, "a stopping engine starts no runs")
-		client, err := durable.New(s, durable.Config{Logger: quiet})
+		second, err := wf.RunNoWait(ctx, h.client(), "t", 2)
 		require.NoError(t, err)
-		second, err := wf.RunNoWait(ctx, client, "t", 2)
-		require.NoError(t, err)
-		synctest.Wait()
+		if h.virtual {
+			synctest.Wait() // the stopping engine had every chance to claim it
+		}
 		select {
-		case <-stopped:
-			t.Fatal("Stop returned while a step was running")
+		case err := <-stopped:
+			t.Fatalf("Stop returned (%v) while a step was running", err)
 		default:
 		}
+		require.Equal(t, durable.StepRunning, stepState(t, e, first, "a"))
 		close(release)
 		require.NoError(t, <-stopped, "everything drained in time")
 
@@ -223,70 +272,128 @@ func TestGracefulStopDrains(t *testing.T) {
 		require.Equal(t, durable.RunCompleted, res.Status, "the in-flight step was recorded")
 		res, err = e.Get(ctx, second)
 		require.NoError(t, err)
-		require.Equal(t, durable.StepQueued, states(res)["a"], "a stopping engine claims nothing new")
+		s, _ := res.Step("a")
+		require.Equal(t, durable.StepQueued, s.State, "a stopping engine claims nothing new")
+		require.Zero(t, s.Attempts)
 		require.EqualValues(t, 1, calls.Load())
 	})
 }
 
+// TestHardStopReleasesTheStep: when the drain deadline passes, the step's
+// context is cancelled (ErrEngineStopped) and its task is given back without
+// counting the attempt; another engine completes it.
 func TestHardStopReleasesTheStep(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		ctx := h.ctx(time.Minute)
 		causes := make(chan error, 1)
+		started := make(chan struct{}, 1)
 		var calls atomic.Int32
-		wf := durable.NewWorkflow[int]("hard")
-		durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) {
-			if calls.Add(1) == 1 {
-				<-ctx.Done()
-				causes <- context.Cause(ctx)
-				return 0, ctx.Err()
-			}
-			return ctx.Attempt(), nil
-		})
-		s := memstore.New()
-		e := launch(t, s, durable.Config{}, wf)
-		ctx := context.Background()
+		build := func() *durable.Workflow[int] {
+			wf := durable.NewWorkflow[int]("hard")
+			durable.Step(wf, "a", func(ctx durable.Context, in int) (string, error) {
+				if calls.Add(1) == 1 {
+					started <- struct{}{}
+					<-ctx.Done()
+					causes <- context.Cause(ctx)
+					return "", ctx.Err()
+				}
+				return fmt.Sprintf("attempt %d on %s", ctx.Attempt(), ctx.WorkerID()), nil
+			})
+			return wf
+		}
+		wf := build()
+		e := h.launchOn(h.store, durable.Config{WorkerID: "hard"}, wf)
 		id, err := wf.RunNoWait(ctx, e, "t", 1)
 		require.NoError(t, err)
-		synctest.Wait()
-		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		select {
+		case <-started:
+		case <-ctx.Done():
+			t.Fatal("the step never started")
+		}
+		stopCtx, cancel := context.WithTimeout(ctx, h.duration(10*time.Second, 300*time.Millisecond))
 		defer cancel()
 		require.ErrorIs(t, e.Stop(stopCtx), context.DeadlineExceeded)
 		require.ErrorIs(t, <-causes, durable.ErrEngineStopped)
+
 		res, err := e.Get(ctx, id)
 		require.NoError(t, err)
-		s0, _ := res.Step("a")
-		require.Equal(t, durable.StepQueued, s0.State, "given back to the queue")
-		require.Zero(t, s0.Attempts, "the interrupted attempt does not count")
+		s, _ := res.Step("a")
+		require.Equal(t, durable.StepQueued, s.State, "given back to the queue")
+		require.Zero(t, s.Attempts, "the interrupted attempt does not count")
+		require.Equal(t, "released by its worker", lastQueuedDetail(t, e, id, "a"))
 
-		next := startEngine(t, s, durable.Config{}, wf)
-		res, err = next.Wait(ctx, id)
-		require.NoError(t, err)
+		next := h.startOn(h.another(), durable.Config{WorkerID: "next"}, build())
+		res = h.wait(next, id, 20*time.Second)
 		require.Equal(t, durable.RunCompleted, res.Status)
-		s0, _ = res.Step("a")
-		require.Equal(t, 1, s0.Attempts)
+		s, _ = res.Step("a")
+		require.Equal(t, 1, s.Attempts)
+		require.JSONEq(t, `"attempt 1 on next"`, string(s.Output))
+		require.EqualValues(t, 2, calls.Load())
+	})
+}
+
+// TestUnknownWorkflowWaits: a run of a workflow this engine did not
+// register stays QUEUED, untouched, while the engine serves other work; an
+// engine that registers it runs it.
+func TestUnknownWorkflowWaits(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		ctx := h.ctx(time.Minute)
+		orphan := durable.NewWorkflow[int]("orphan")
+		durable.Step(orphan, "a", func(ctx durable.Context, in int) (string, error) { return "adopted by " + ctx.WorkerID(), nil })
+		known := durable.NewWorkflow[int]("known")
+		durable.Step(known, "a", noop[int])
+
+		client := h.client()
+		orphanID, err := orphan.RunNoWait(ctx, client, "t", 1)
+		require.NoError(t, err)
+		e1 := h.startOn(h.another(), durable.Config{WorkerID: "knows-one"}, known)
+		for i := range 3 {
+			res, err := known.Run(ctx, e1, "t", i)
+			require.NoError(t, err)
+			require.Equal(t, durable.RunCompleted, res.Status)
+		}
+		res, err := client.Get(ctx, orphanID)
+		require.NoError(t, err)
+		require.Equal(t, durable.RunRunning, res.Status)
+		require.Equal(t, durable.StepQueued, states(res)["a"], "left for a process that knows the workflow")
+		require.Equal(t, []string{"QUEUED/0"}, stepEvents(t, client, orphanID, "a"), "never claimed")
+
+		e2 := h.startOn(h.another(), durable.Config{WorkerID: "knows-both"}, known, orphan)
+		res = h.wait(e2, orphanID, 20*time.Second)
+		require.Equal(t, durable.RunCompleted, res.Status)
+		s, _ := res.Step("a")
+		require.JSONEq(t, `"adopted by knows-both"`, string(s.Output))
+		require.Equal(t, 1, s.Attempts)
 	})
 }
 
 // TestChangedDefinitionFailsClearly: a run started under one version of a
 // workflow is executed by a process whose version lacks the step; the step
-// fails with a clear error and the worker keeps serving other runs.
+// fails at once (although the new version retries its steps) with
+// ErrUnknownStep and a message naming it, and the worker keeps serving
+// other runs.
 func TestChangedDefinitionFailsClearly(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		ctx := h.ctx(time.Minute)
 		v1 := durable.NewWorkflow[int]("evolving")
 		durable.Step(v1, "old-step", noop[int])
-		s := memstore.New()
-		ctx := context.Background()
-		client := newEngineOn(t, s)
-		oldRun, err := v1.RunNoWait(ctx, client, "t", 1)
+		oldRun, err := v1.RunNoWait(ctx, h.client(), "t", 1)
 		require.NoError(t, err)
 
 		v2 := durable.NewWorkflow[int]("evolving")
-		durable.Step(v2, "new-step", noop[int])
-		e := startEngine(t, s, durable.Config{}, v2)
-		res, err := e.Wait(ctx, oldRun)
-		require.NoError(t, err)
+		durable.Step(v2, "new-step", noop[int], durable.WithRetry(durable.RetryPolicy{MaxRetries: 3}))
+		e := h.startOn(h.another(), durable.Config{}, v2)
+		res := h.wait(e, oldRun, 20*time.Second)
 		require.Equal(t, durable.RunFailed, res.Status)
 		require.ErrorIs(t, res.Err, durable.ErrRunFailed)
+		require.Contains(t, res.Err.Error(), durable.ErrUnknownStep.Error())
 		require.Contains(t, res.Err.Error(), `step "old-step" of workflow "evolving" is not a step in this process's definition`)
+		s, _ := res.Step("old-step")
+		require.Equal(t, durable.StepFailed, s.State)
+		require.Equal(t, 1, s.Attempts)
 
 		res, err = v2.Run(ctx, e, "t", 2)
 		require.NoError(t, err, "the worker still serves current runs")
@@ -294,28 +401,45 @@ func TestChangedDefinitionFailsClearly(t *testing.T) {
 	})
 }
 
+// TestUndecodableInputFailsTheStepNotTheWorker: a run whose input no longer
+// decodes into the registered workflow's input type fails its step with
+// ErrDecode, without retries, while other runs keep completing.
 func TestUndecodableInputFailsTheStepNotTheWorker(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		ctx := h.ctx(time.Minute)
 		v1 := durable.NewWorkflow[string]("typed")
 		durable.Step(v1, "a", noop[string])
-		s := memstore.New()
-		ctx := context.Background()
-		bad, err := v1.RunNoWait(ctx, newEngineOn(t, s), "t", "not a number")
+		bad, err := v1.RunNoWait(ctx, h.client(), "t", "not a number")
 		require.NoError(t, err)
 
+		var calls atomic.Int32
 		v2 := durable.NewWorkflow[int]("typed")
-		durable.Step(v2, "a", noop[int])
-		e := startEngine(t, s, durable.Config{}, v2)
-		res, err := e.Wait(ctx, bad)
-		require.NoError(t, err)
+		durable.Step(v2, "a", func(ctx durable.Context, in int) (int, error) { calls.Add(1); return in, nil },
+			durable.WithRetry(durable.RetryPolicy{MaxRetries: 3, InitialDelay: h.duration(time.Second, 50*time.Millisecond)}))
+		e := h.startOn(h.another(), durable.Config{}, v2)
+		var good []uuid.UUID
+		for i := range 5 {
+			id, err := v2.RunNoWait(ctx, e, "t", i)
+			require.NoError(t, err)
+			good = append(good, id)
+		}
+		res := h.wait(e, bad, 20*time.Second)
 		require.Equal(t, durable.RunFailed, res.Status)
+		require.ErrorIs(t, res.Err, durable.ErrRunFailed)
+		require.Contains(t, res.Err.Error(), durable.ErrDecode.Error())
 		require.Contains(t, res.Err.Error(), "cannot decode value")
-		s0, _ := res.Step("a")
-		require.Equal(t, 1, s0.Attempts, "bad data is not retried")
-
-		res, err = v2.Run(ctx, e, "t", 3)
-		require.NoError(t, err)
+		require.Contains(t, res.Err.Error(), `input of workflow "typed"`)
+		s, _ := res.Step("a")
+		require.Equal(t, 1, s.Attempts, "bad data is not retried")
+		require.Equal(t, []string{"QUEUED/0", "STARTED/1", "FAILED/1"}, stepEvents(t, e, bad, "a"))
+		for _, id := range good {
+			require.Equal(t, durable.RunCompleted, h.wait(e, id, 20*time.Second).Status)
+		}
+		res, err = v2.Run(ctx, e, "t", 9)
+		require.NoError(t, err, "the worker keeps serving")
 		require.Equal(t, durable.RunCompleted, res.Status)
+		require.EqualValues(t, 6, calls.Load(), "only the good runs reached the step")
 	})
 }
 
@@ -330,13 +454,14 @@ func (*lopsided) UnmarshalJSON(b []byte) error {
 }
 
 func TestOutputThatDoesNotRoundTrip(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
 		wf := durable.NewWorkflow[int]("roundtrip")
 		a := durable.Step(wf, "a", func(ctx durable.Context, in int) (lopsided, error) { return lopsided{}, nil },
 			durable.WithRetry(durable.RetryPolicy{MaxRetries: 3}))
 		durable.Step(wf, "b", noop[int], durable.After(a))
-		e := startEngine(t, memstore.New(), durable.Config{}, wf)
-		res, err := wf.Run(context.Background(), e, "t", 1)
+		e := h.start(durable.Config{}, wf)
+		res, err := wf.Run(h.ctx(30*time.Second), e, "t", 1)
 		require.ErrorIs(t, err, durable.ErrRunFailed)
 		s, _ := res.Step("a")
 		require.Equal(t, 1, s.Attempts)
@@ -345,8 +470,11 @@ func TestOutputThatDoesNotRoundTrip(t *testing.T) {
 	})
 }
 
+// TestEventLog: the events of a run with a retry, a skip, a sleep, and of a
+// failed run with an on-failure handler, in order.
 func TestEventLog(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
 		var calls atomic.Int32
 		wf := durable.NewWorkflow[int]("events")
 		a := durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) {
@@ -354,14 +482,15 @@ func TestEventLog(t *testing.T) {
 				return 0, errors.New("once")
 			}
 			return 1, nil
-		}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 1, InitialDelay: time.Second}))
+		}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 1, InitialDelay: h.duration(time.Second, 50*time.Millisecond)}))
 		skip := durable.Step(wf, "skipped", noop[int], durable.After(a), durable.SkipIf(a, func(int) bool { return true }))
-		nap := durable.Sleep(wf, "nap", time.Minute, durable.After(a))
+		nap := durable.Sleep(wf, "nap", h.duration(time.Minute, 200*time.Millisecond), durable.After(a))
 		durable.Step(wf, "end", noop[int], durable.After(skip, nap))
-		e := startEngine(t, memstore.New(), durable.Config{}, wf)
-		res, err := wf.Run(context.Background(), e, "t", 1)
+		e := h.start(durable.Config{}, wf)
+		ctx := h.ctx(h.duration(time.Hour, 30*time.Second))
+		res, err := wf.Run(ctx, e, "t", 1)
 		require.NoError(t, err)
-		evs, err := e.Events(context.Background(), res.ID)
+		evs, err := e.Events(ctx, res.ID)
 		require.NoError(t, err)
 		byStep := map[string][]string{}
 		for i, ev := range evs {
@@ -382,8 +511,8 @@ func TestEventLog(t *testing.T) {
 		durable.Step(bad, "y", noop[int], durable.After(x))
 		bad.OnFailure(func(durable.Context, int, durable.Failure) error { return nil })
 		require.NoError(t, e.Register(bad))
-		res, _ = bad.Run(context.Background(), e, "t", 1)
-		evs, err = e.Events(context.Background(), res.ID)
+		res, _ = bad.Run(ctx, e, "t", 1)
+		evs, err = e.Events(ctx, res.ID)
 		require.NoError(t, err)
 		var got []string
 		for _, ev := range evs {

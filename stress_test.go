@@ -1,26 +1,30 @@
 package durable_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
-	"testing/synctest"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/memstore"
 )
 
-// TestStressInMemory: 1,000 runs of a 10-step DAG (root, fan-out of 8,
-// join) on four engines with four workers each, sharing one store. Every run
-// completes, every step executes exactly once (no crash happens, so
-// at-least-once is exactly once here), and each is recorded once.
-func TestStressInMemory(t *testing.T) {
-	const runs = 1000
-	synctest.Test(t, func(t *testing.T) {
+// TestStress: runs of a 10-step DAG (root, fan-out of 8, join) on four
+// engines with four workers each, sharing one store: 1,000 runs in memory,
+// 50 on PostgreSQL, where they take real time (TestPGManyEnginesOneDatabase
+// runs 200 there, on three engines). Every run completes, every step
+// executes exactly once (no crash happens, so at-least-once is exactly once
+// here), and each is recorded once.
+func TestStress(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		runs := 1000
+		if !h.virtual {
+			runs = 50
+		}
 		type key struct {
 			run  uuid.UUID
 			step string
@@ -33,20 +37,19 @@ func TestStressInMemory(t *testing.T) {
 			mu.Unlock()
 			return in, nil
 		}
-		wf := durable.NewWorkflow[int]("stress")
-		root := durable.Step(wf, "root", count)
-		var mids []durable.Parent
-		for i := range 8 {
-			mids = append(mids, durable.Step(wf, fmt.Sprintf("fan-%d", i), count, durable.After(root)))
+		build := func() []durable.Definition {
+			wf := durable.NewWorkflow[int]("stress")
+			root := durable.Step(wf, "root", count)
+			var mids []durable.Parent
+			for i := range 8 {
+				mids = append(mids, durable.Step(wf, fmt.Sprintf("fan-%d", i), count, durable.After(root)))
+			}
+			durable.Step(wf, "join", count, durable.After(mids...))
+			return []durable.Definition{wf}
 		}
-		durable.Step(wf, "join", count, durable.After(mids...))
-
-		s := memstore.New()
-		var engines []*durable.Engine
-		for range 4 {
-			engines = append(engines, startEngine(t, s, durable.Config{Concurrency: 4}, wf))
-		}
-		ctx := context.Background()
+		engines := h.startMany(4, durable.Config{Concurrency: 4}, build)
+		wf := build()[0].(*durable.Workflow[int])
+		ctx := h.ctx(2 * time.Minute)
 		triggers := make([]durable.Trigger[int], runs)
 		for i := range triggers {
 			triggers[i] = durable.Trigger[int]{Tenant: fmt.Sprintf("tenant-%d", i%13), Input: i}
@@ -70,6 +73,8 @@ func TestStressInMemory(t *testing.T) {
 				require.Equal(t, 1, n, "run %s step %s recorded %d times", id, step, n)
 			}
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		require.Len(t, executed, runs*10)
 		for k, n := range executed {
 			require.Equal(t, 1, n, "%v executed %d times", k, n)

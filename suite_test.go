@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
@@ -139,4 +140,53 @@ func (h *harness) eventually(d time.Duration, cond func() bool, msg string, args
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// duration returns inMemory on the in-memory store, where time is virtual
+// and a test may wait for hours at no cost, and onPG on PostgreSQL, where
+// the test waits for real: a sleep step of 24 hours in memory is one of a
+// few hundred milliseconds on PostgreSQL.
+func (h *harness) duration(inMemory, onPG time.Duration) time.Duration {
+	if h.virtual {
+		return inMemory
+	}
+	return onPG
+}
+
+// another returns a store object on the harness's data, as another process
+// would have: on PostgreSQL a new pgstore.Store on the same schema; in
+// memory the store itself (there is no other process).
+func (h *harness) another() store.Store {
+	h.t.Helper()
+	if h.pg != nil {
+		return h.pg.newStore(h.t)
+	}
+	return h.store
+}
+
+// startMany starts n engines, each on its own store object (another) with
+// the workflows build returns (a fresh copy each, as separate processes
+// would have), stopped when the test ends. When cfg names a worker, engine
+// i is called "<WorkerID>-<i>".
+func (h *harness) startMany(n int, cfg durable.Config, build func() []durable.Definition) []*durable.Engine {
+	h.t.Helper()
+	engines := make([]*durable.Engine, n)
+	for i := range engines {
+		c := cfg
+		if cfg.WorkerID != "" {
+			c.WorkerID = fmt.Sprintf("%s-%d", cfg.WorkerID, i)
+		}
+		engines[i] = h.startOn(h.another(), c, build()...)
+	}
+	return engines
+}
+
+// wait waits for a run to settle, for at most d, and returns its result.
+func (h *harness) wait(e *durable.Engine, id uuid.UUID, d time.Duration) *durable.RunResult {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	res, err := e.Wait(ctx, id)
+	require.NoError(h.t, err, "run %s did not settle within %s", id, d)
+	return res
 }
