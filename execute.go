@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
 
@@ -31,7 +32,11 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, c 
 		return terminal(fmt.Errorf("%w: input of workflow %q: %w", ErrDecode, c.Workflow, err))
 	}
 	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel}
-	log := e.log.With("run_id", c.RunID.String(), "step", c.Step, "attempt", c.Attempt)
+	// Built only when there is something to log: With formats its
+	// attributes at once, which would cost every step.
+	log := func() *slog.Logger {
+		return e.log.With("run_id", c.RunID.String(), "step", c.Step, "attempt", c.Attempt)
+	}
 
 	if c.Kind == store.KindOnFailure {
 		h := d.onFailure
@@ -43,7 +48,7 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, c 
 			return terminal(err)
 		}
 		if err != nil {
-			log.Warn("durable: on-failure handler failed", "error", err)
+			log().Warn("durable: on-failure handler failed", "error", err)
 			return e.failed(ctx, o, err)
 		}
 		o.Kind = store.OutcomeComplete
@@ -92,7 +97,7 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, c 
 		return terminal(err)
 	}
 	if err != nil {
-		log.Debug("durable: step failed", "error", err)
+		log().Debug("durable: step failed", "error", err)
 		return e.failed(ctx, o, err)
 	}
 	b, err := e.cfg.Codec.Marshal(out)

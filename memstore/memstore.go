@@ -331,7 +331,7 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		heap.Push(&s.ready, e)
 	}
 	if top != 0 {
-		s.queues.Claimed(p.Workflows, top)
+		s.queues.Claimed(p.WorkerID, p.Workflows, top)
 	}
 	var n notes
 	if err := s.persist(c, &n); err != nil {
@@ -499,6 +499,7 @@ func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 	t := now(p.Now)
 	var n notes
 	s.mu.Lock()
+	s.queues.Prune() // as pgstore's leader prunes its frontier rows
 	var dead []taskKey
 	for k := range s.running {
 		if dag.Dead(&s.runs[k.run].tasks[k.task], t, p.DeadAfter) {

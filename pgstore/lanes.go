@@ -14,7 +14,7 @@ import (
 
 // Fair queuing in PostgreSQL: the lanes table holds each lane's fairq.Lane
 // (a tenant's group and last block in one workflow's queue) and the frontier
-// table each claimer's frontier per workflow. A transition that enqueues
+// table each claimer's fairq.Claimer (its block and the workflows it serves). A transition that enqueues
 // locks the lanes it places tasks in (in (workflow, tenant) order: the lock
 // order of every transition), reads the frontiers without locking them, and
 // places each task with fairq.Lane.Place, as memstore does.
@@ -81,14 +81,17 @@ func (c *change) queueLaneLock(q *queries, b *pgx.Batch, keys []laneKey) {
 		return rows.Err()
 	})
 	c.frontiers = make(map[string]int64)
-	b.Queue(q.readFrontiers, slices.Compact(slices.Clone(wfs))).Query(func(rows pgx.Rows) error {
+	b.Queue(q.readFrontiers).Query(func(rows pgx.Rows) error {
+		var claimers []fairq.Claimer
 		for rows.Next() {
-			var w string
-			var own, top pgtype.Int8
-			if err := rows.Scan(&w, &own, &top); err != nil {
+			var cl fairq.Claimer
+			if err := rows.Scan(&cl.Block, &cl.Workflows); err != nil {
 				return err
 			}
-			c.frontiers[w] = fairq.FrontierOf(own.Int64, own.Valid, top.Int64)
+			claimers = append(claimers, cl)
+		}
+		for _, w := range wfs {
+			c.frontiers[w] = fairq.Frontiers(claimers, w)
 		}
 		return rows.Err()
 	})

@@ -185,23 +185,21 @@ func TestSchemaConstraints(t *testing.T) {
 		require.True(t, errors.As(err, &pgErr), "%s: %v", stmt, err)
 		require.Equal(t, "23514", pgErr.Code, "check_violation for %s", stmt)
 	}
-	// The frontier has one row per workflow and claimer (shard): a second
-	// row for both is a unique violation, a row without a block or a
-	// workflow a not-null one.
-	insert := fmt.Sprintf(`INSERT INTO %s.frontier (workflow, shard, block) VALUES ($1, $2, $3)`, q)
-	_, err := pool.Exec(ctx, insert, "constraints-wf", "w1", 1)
-	require.NoError(t, err, "a claimer's first row")
-	_, err = pool.Exec(ctx, insert, "constraints-wf", "w2", 1)
+	// The frontier has one row per claimer (shard), holding its block and
+	// the workflows it serves: a second row for a shard is a unique
+	// violation, a row without a block or a workflow list a not-null one.
+	insert := fmt.Sprintf(`INSERT INTO %s.frontier (shard, block, workflows) VALUES ($1, $2, $3)`, q)
+	_, err := pool.Exec(ctx, insert, "w1", 1, []string{"constraints-wf"})
+	require.NoError(t, err, "a claimer's row")
+	_, err = pool.Exec(ctx, insert, "w2", 1, []string{"constraints-wf", "constraints-wf-2"})
 	require.NoError(t, err, "another claimer's row")
-	_, err = pool.Exec(ctx, insert, "constraints-wf-2", "w1", 1)
-	require.NoError(t, err, "the claimer's row for another workflow")
 	for _, c := range []struct {
 		args       []any
 		code, what string
 	}{
-		{[]any{"constraints-wf", "w1", 2}, "23505", "a second row for one workflow and shard"},
-		{[]any{"constraints-wf", "w3", nil}, "23502", "a row without a block"},
-		{[]any{nil, "w3", 1}, "23502", "a row without a workflow"},
+		{[]any{"w1", 2, []string{"other"}}, "23505", "a second row for one shard"},
+		{[]any{"w3", nil, []string{"constraints-wf"}}, "23502", "a row without a block"},
+		{[]any{"w3", 1, nil}, "23502", "a row without a workflow list"},
 	} {
 		_, err := pool.Exec(ctx, insert, c.args...)
 		var pgErr *pgconn.PgError

@@ -109,15 +109,11 @@ SELECT l.workflow, l.tenant, l.grp, l.last_block
 FROM {{schema}}.lanes l JOIN unnest($1::text[], $2::text[]) AS u(workflow, tenant)
   ON l.workflow = u.workflow AND l.tenant = u.tenant
 ORDER BY l.workflow, l.tenant FOR UPDATE OF l`),
-		// The frontier of each workflow of $1: the highest block claimed by
-		// its claimers, and the highest of all (fairq.FrontierOf decides).
-		readFrontiers: r(`
-SELECT w.workflow, (SELECT max(block) FROM {{schema}}.frontier f WHERE f.workflow = w.workflow),
-       (SELECT max(block) FROM {{schema}}.frontier)
-FROM unnest($1::text[]) AS w(workflow)`),
-		pruneFrontier: r(`
-DELETE FROM {{schema}}.frontier f
-WHERE f.block < (SELECT max(g.block) FROM {{schema}}.frontier g WHERE g.workflow = f.workflow)`),
+		// Every claimer's frontier; fairq.Frontiers computes each
+		// workflow's from them. The table holds a row per claimer, and the
+		// leader prunes the rows that decide no workflow's frontier.
+		readFrontiers: r(`SELECT block, workflows FROM {{schema}}.frontier`),
+		pruneFrontier: r(`DELETE FROM {{schema}}.frontier r WHERE ` + obsoleteFrontier),
 		// What the leader's periodic pass has to do, in one statement: the
 		// candidates for a rescue (RUNNING tasks whose claim and last
 		// heartbeat are both DeadAfter old; dag.Dead decides once their runs
@@ -133,8 +129,7 @@ WITH dead AS (
 )
 SELECT d.run_id, d.idx,
        EXISTS (SELECT 1 FROM {{schema}}.incoming),
-       EXISTS (SELECT 1 FROM {{schema}}.frontier f
-               WHERE f.block < (SELECT max(g.block) FROM {{schema}}.frontier g WHERE g.workflow = f.workflow))
+       EXISTS (SELECT 1 FROM {{schema}}.frontier r WHERE ` + obsoleteFrontier + `)
 FROM (SELECT 1) AS one LEFT JOIN dead d ON true`),
 		// Taken after the runs are locked, so that event ids and times follow
 		// the order in which transitions of a run commit.
@@ -295,8 +290,9 @@ ORDER BY 1`),
 // locked: the transaction that enqueued them committed before, so a STARTED
 // event never precedes the QUEUED event before it.
 //
-// Fair queuing: the frontier of every workflow the claimer serves advances
-// to the highest block claimed (see fairq), on the claimer's own rows.
+// Fair queuing: the claimer's frontier row advances to the highest block
+// claimed, with the workflows it serves (fairq.Claimer.Advance), one row
+// whatever the number of workflows.
 func claimSQL(pick, workflows string) string {
 	return `
 WITH picked AS (` + pick + `),
@@ -320,18 +316,30 @@ claimed AS (
   RETURNING t.run_id, t.name, t.idx, t.kind, t.attempt, t.token, t.started_at
 ),
 advanced AS (
-  INSERT INTO {{schema}}.frontier (workflow, shard, block)
-  SELECT w.workflow, $3, m.block
-  FROM unnest(` + workflows + `::text[]) AS w(workflow),
-       (SELECT max(id) / ` + strconv.FormatInt(fairq.BlockLength, 10) + ` AS block FROM deleted) m
+  INSERT INTO {{schema}}.frontier (shard, block, workflows)
+  SELECT $3, m.block, ` + workflows + `::text[]
+  FROM (SELECT max(id) / ` + strconv.FormatInt(fairq.BlockLength, 10) + ` AS block FROM deleted) m
   WHERE m.block IS NOT NULL
-  ON CONFLICT (workflow, shard) DO UPDATE SET block = excluded.block WHERE frontier.block < excluded.block
+  ON CONFLICT (shard) DO UPDATE SET block = excluded.block, workflows = excluded.workflows
+  WHERE frontier.block < excluded.block
 )
 SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.tenant, r.input, r.shape_id,
        coalesce(r.failed_step, ''), coalesce(r.error, '')
 FROM claimed c JOIN {{schema}}.runs r ON r.id = c.run_id
 ORDER BY c.token, r.workflow`
 }
+
+// obsoleteFrontier is the condition on a frontier row r whose deletion
+// changes no workflow's frontier: for each workflow it serves another row
+// serving it is ahead (by block, then shard, so that of two rows tied the
+// later shard stays), and it is not the highest row of all.
+const obsoleteFrontier = `
+NOT EXISTS (
+  SELECT 1 FROM unnest(r.workflows) AS w(workflow)
+  WHERE NOT EXISTS (
+    SELECT 1 FROM {{schema}}.frontier r2
+    WHERE w.workflow = ANY(r2.workflows) AND (r2.block, r2.shard) > (r.block, r.shard)))
+AND EXISTS (SELECT 1 FROM {{schema}}.frontier r3 WHERE (r3.block, r3.shard) > (r.block, r.shard))`
 
 // eventBlockSize is the number of event ids a transaction can number from
 // its event block.

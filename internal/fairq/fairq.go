@@ -13,15 +13,18 @@
 // current round of that workflow, while a backlogged tenant keeps its own
 // FIFO order behind its earlier tasks.
 //
-// A claim advances the frontier of every workflow its claimer serves to the
-// highest block it claimed, since it has just taken every claimable task of
-// those workflows below it. A workflow no claimer has served yet is at the
-// highest frontier of any workflow. See docs/fair-queuing.md for why, and for
-// what this means for claimers that serve different sets of workflows.
+// Each claimer keeps its frontier: the highest block it claimed, with the
+// workflows it serves. A claim moves it up, since the claimer has just taken
+// every claimable task of those workflows below it; the frontier of a
+// workflow is the highest of the claimers serving it, and a workflow no
+// claimer has served yet is at the highest frontier of all. See
+// docs/fair-queuing.md for why, and for what this means for claimers that
+// serve different sets of workflows.
 //
-// Both stores place tasks with Lane.Place and compute frontiers with
-// FrontierOf: the in-memory store through Queues, PostgreSQL on rows it
-// loads and locks.
+// Both stores place tasks with Lane.Place, advance claimers with
+// Claimer.Advance and compute frontiers with Frontiers (FrontierOf): the
+// in-memory store through Queues, PostgreSQL in its claim statement and on
+// rows it reads.
 package fairq
 
 import "slices"
@@ -85,17 +88,51 @@ func (l *Lane) Place(frontier int64) int64 {
 }
 
 // Queues is the fair-queue state of a store in memory: tenant groups,
-// lanes and workflow frontiers. It is the in-memory twin of the PostgreSQL
+// lanes and claimers' frontiers. It is the in-memory twin of the PostgreSQL
 // store's tenants, lanes and frontier tables. The zero value is ready to use.
 type Queues struct {
-	groups    map[string]int64
-	next      int64
-	lanes     map[laneKey]*Lane
-	frontiers map[string]int64
-	top       int64
+	groups   map[string]int64
+	next     int64
+	lanes    map[laneKey]*Lane
+	claimers map[string]*Claimer
 }
 
 type laneKey struct{ workflow, tenant string }
+
+// Claimer is one claimer's frontier: the highest block it claimed, and the
+// workflows it served then.
+type Claimer struct {
+	Block     int64
+	Workflows []string
+}
+
+// Advance records a claim whose highest id is maxID by a claimer serving
+// workflows: the claimer's block moves up to that id's block, and its
+// workflows are recorded with it. A claim below the claimer's block
+// changes nothing.
+func (c *Claimer) Advance(workflows []string, maxID int64) bool {
+	b := Block(maxID)
+	if b <= c.Block {
+		return false
+	}
+	c.Block, c.Workflows = b, slices.Clone(workflows)
+	return true
+}
+
+// Frontiers returns the frontier of workflow given every claimer's: the
+// highest block of a claimer serving it (FrontierOf), or the highest of all
+// when none does.
+func Frontiers(claimers []Claimer, workflow string) int64 {
+	var own, top int64
+	hasOwn := false
+	for _, c := range claimers {
+		top = max(top, c.Block)
+		if slices.Contains(c.Workflows, workflow) && (!hasOwn || c.Block > own) {
+			own, hasOwn = c.Block, true
+		}
+	}
+	return FrontierOf(own, hasOwn, top)
+}
 
 // Ensure gives a tenant a group if it has none. It reports false when the
 // tenant is new and every group is taken.
@@ -133,26 +170,70 @@ func (q *Queues) Place(workflow, tenant string) (int64, bool) {
 	return l.Place(q.Frontier(workflow)), true
 }
 
-// Claimed records a claim of a claimer serving workflows whose highest
-// claimed id is maxID: the frontier of each of those workflows advances to
-// that id's block.
-func (q *Queues) Claimed(workflows []string, maxID int64) {
-	b := Block(maxID)
-	if q.frontiers == nil {
-		q.frontiers = make(map[string]int64)
+// Claimed records a claim by claimer, serving workflows, whose highest
+// claimed id is maxID (Claimer.Advance).
+func (q *Queues) Claimed(claimer string, workflows []string, maxID int64) {
+	if q.claimers == nil {
+		q.claimers = make(map[string]*Claimer)
 	}
-	for _, w := range workflows {
-		if f, ok := q.frontiers[w]; !ok || f < b {
-			q.frontiers[w] = b
+	c := q.claimers[claimer]
+	if c == nil {
+		c = &Claimer{}
+		q.claimers[claimer] = c
+	}
+	c.Advance(workflows, maxID)
+}
+
+// Prune forgets the claimers whose frontiers decide no workflow's (see
+// Obsolete), as the PostgreSQL store's leader deletes their rows.
+func (q *Queues) Prune() {
+	for name := range q.claimers {
+		if q.obsolete(name) {
+			delete(q.claimers, name)
 		}
 	}
-	q.top = max(q.top, b)
+}
+
+// obsolete reports whether claimer name's frontier decides no workflow's:
+// for each workflow it served another claimer serving it is ahead (by
+// block, then name, so that of two tied the later name stays), and it is
+// not the highest of all.
+func (q *Queues) obsolete(name string) bool {
+	c := q.claimers[name]
+	ahead := func(other string, o *Claimer) bool {
+		return o.Block > c.Block || (o.Block == c.Block && other > name)
+	}
+	highest := true
+	for other, o := range q.claimers {
+		if ahead(other, o) {
+			highest = false
+		}
+	}
+	if highest {
+		return false
+	}
+	for _, w := range c.Workflows {
+		covered := false
+		for other, o := range q.claimers {
+			if ahead(other, o) && slices.Contains(o.Workflows, w) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			return false
+		}
+	}
+	return true
 }
 
 // Frontier returns the frontier of workflow's queue.
 func (q *Queues) Frontier(workflow string) int64 {
-	f, ok := q.frontiers[workflow]
-	return FrontierOf(f, ok, q.top)
+	cs := make([]Claimer, 0, len(q.claimers))
+	for _, c := range q.claimers {
+		cs = append(cs, *c)
+	}
+	return Frontiers(cs, workflow)
 }
 
 // Tenants returns the tenants with groups, in group order.

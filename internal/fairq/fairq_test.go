@@ -57,9 +57,9 @@ func TestQueues(t *testing.T) {
 	require.Equal(t, ID(1, 1), b1, "B's first task shares A's first block")
 	require.Less(t, b1, a2, "so it is served before A's second")
 
-	q.Claimed([]string{"wf"}, ID(1, 50))
+	q.Claimed("c1", []string{"wf"}, ID(1, 50))
 	require.EqualValues(t, 50, q.Frontier("wf"))
-	q.Claimed([]string{"wf"}, ID(0, 3))
+	q.Claimed("c2", []string{"wf"}, ID(0, 3))
 	require.EqualValues(t, 50, q.Frontier("wf"), "the frontier never moves back")
 	a3, _ := q.Place("wf", "A")
 	require.Equal(t, ID(0, 50), a3, "A, idle since block 2, rejoins at the frontier")
@@ -80,8 +80,8 @@ func TestQueuesPerWorkflow(t *testing.T) {
 	for range 1000 {
 		q.Place("fast", "F")
 	}
-	q.Claimed([]string{"slow"}, ID(0, 10))
-	q.Claimed([]string{"fast"}, ID(1, 1000))
+	q.Claimed("slow-claimer", []string{"slow"}, ID(0, 10))
+	q.Claimed("fast-claimer", []string{"fast"}, ID(1, 1000))
 	require.EqualValues(t, 10, q.Frontier("slow"), "claims of another workflow do not move slow's frontier")
 	require.EqualValues(t, 1000, q.Frontier("fast"))
 	n, _ := q.Place("slow", "N")
@@ -90,10 +90,16 @@ func TestQueuesPerWorkflow(t *testing.T) {
 	require.Equal(t, ID(1, 10), f, "F's lane in slow is its own: its fast backlog does not push it back")
 	require.EqualValues(t, 1000, q.Frontier("new"), "a workflow never claimed joins the highest round")
 
-	q.Claimed([]string{"slow", "fast", "other"}, ID(0, 20))
+	q.Claimed("mixed", []string{"slow", "fast", "other"}, ID(0, 20))
 	require.EqualValues(t, 20, q.Frontier("slow"), "a claim advances every workflow its claimer serves")
 	require.EqualValues(t, 1000, q.Frontier("fast"))
 	require.EqualValues(t, 20, q.Frontier("other"))
+
+	q.Claimed("mixed", []string{"other"}, ID(0, 15))
+	require.EqualValues(t, 20, q.Frontier("slow"), "a claimer's frontier never moves back")
+	q.Claimed("mixed", []string{"other"}, ID(0, 30))
+	require.EqualValues(t, 10, q.Frontier("slow"), "a claimer that stopped serving slow no longer counts for it")
+	require.EqualValues(t, 30, q.Frontier("other"))
 }
 
 func TestFrontierOf(t *testing.T) {
@@ -109,4 +115,28 @@ func TestQueuesFull(t *testing.T) {
 	require.False(t, q.Ensure("late"))
 	_, ok := q.Place("wf", "late")
 	require.False(t, ok)
+}
+
+func TestQueuesPrune(t *testing.T) {
+	t.Parallel()
+	var q Queues
+	q.Claimed("old", []string{"a", "b"}, ID(0, 5))
+	q.Claimed("a-only", []string{"a"}, ID(0, 9))
+	q.Claimed("b-only", []string{"b"}, ID(0, 7))
+	q.Claimed("c-only", []string{"c"}, ID(0, 3))
+	q.Claimed("tie-1", []string{"d"}, ID(0, 4))
+	q.Claimed("tie-2", []string{"d"}, ID(0, 4))
+	before := map[string]int64{}
+	for _, w := range []string{"a", "b", "c", "d", "none"} {
+		before[w] = q.Frontier(w)
+	}
+	q.Prune()
+	for w, f := range before {
+		require.Equal(t, f, q.Frontier(w), "pruning changes no frontier (%s)", w)
+	}
+	require.NotContains(t, q.claimers, "old", "a and b are both decided by claimers ahead of it")
+	require.Contains(t, q.claimers, "c-only", "the only claimer of c stays")
+	require.Contains(t, q.claimers, "a-only", "the highest claimer of all stays")
+	require.Contains(t, q.claimers, "tie-2", "of two tied claimers the later name stays")
+	require.NotContains(t, q.claimers, "tie-1")
 }

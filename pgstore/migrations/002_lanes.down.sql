@@ -5,15 +5,7 @@ CREATE INDEX tasks_due_at_idx ON {{schema}}.tasks (due_at) WHERE due_at IS NOT N
 ALTER TABLE {{schema}}.ready DROP CONSTRAINT ready_pkey;
 ALTER TABLE {{schema}}.ready ADD PRIMARY KEY (id);
 
-ALTER TABLE {{schema}}.frontier RENAME TO frontier_002;
-ALTER TABLE {{schema}}.frontier_002 RENAME CONSTRAINT frontier_pkey TO frontier_002_pkey;
-CREATE TABLE {{schema}}.frontier (
-    shard text COLLATE "C" PRIMARY KEY,
-    block bigint NOT NULL
-);
-INSERT INTO {{schema}}.frontier (shard, block)
-SELECT '', coalesce(max(block), 1) FROM {{schema}}.frontier_002;
-DROP TABLE {{schema}}.frontier_002;
+ALTER TABLE {{schema}}.frontier DROP COLUMN workflows;
 
 ALTER TABLE {{schema}}.tenants ADD COLUMN last_block bigint;
 UPDATE {{schema}}.tenants t SET last_block = l.last_block

@@ -25,24 +25,13 @@ WHERE r.finished_at IS NULL;
 
 ALTER TABLE {{schema}}.tenants DROP COLUMN last_block;
 
--- The frontier of each workflow: the highest block claimed by each claimer
--- (shard) serving it; a claim advances the rows of every workflow its
--- claimer serves, and the leader prunes rows below each workflow's highest.
--- Every known workflow starts at the old, global frontier.
-ALTER TABLE {{schema}}.frontier RENAME TO frontier_001;
-ALTER TABLE {{schema}}.frontier_001 RENAME CONSTRAINT frontier_pkey TO frontier_001_pkey;
-CREATE TABLE {{schema}}.frontier (
-    workflow text COLLATE "C" NOT NULL,
-    shard    text COLLATE "C" NOT NULL,
-    block    bigint NOT NULL,
-    PRIMARY KEY (workflow, shard)
-);
-INSERT INTO {{schema}}.frontier (workflow, shard, block)
-SELECT w.workflow, '', f.block
-FROM (SELECT DISTINCT workflow FROM {{schema}}.shapes) w,
-     (SELECT max(block) AS block FROM {{schema}}.frontier_001) f
-WHERE f.block IS NOT NULL;
-DROP TABLE {{schema}}.frontier_001;
+-- Each claimer's frontier row also records the workflows it serves: the
+-- frontier of a workflow is the highest block of the claimers serving it.
+-- Existing rows count for every known workflow, which starts each at the
+-- old, global frontier.
+ALTER TABLE {{schema}}.frontier ADD COLUMN workflows text[] NOT NULL DEFAULT '{}';
+UPDATE {{schema}}.frontier
+SET workflows = coalesce((SELECT array_agg(DISTINCT workflow ORDER BY workflow) FROM {{schema}}.shapes), '{}');
 
 -- A tenant has one group, and a lane in each workflow: its tasks in two
 -- workflows can share a block, and so an id. Ids are unique within a

@@ -88,7 +88,9 @@ func testFairnessPerWorkflow(t *testing.T, s store.Store) {
 	claimIn := func(n int, workflows ...string) []string {
 		var out []string
 		for range n {
-			cs := claim(t, s, T0, 1, workflows...)
+			// One claimer per set of workflows, as engines would be.
+			cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{Now: T0, WorkerID: strings.Join(workflows, "+"), Limit: 1, Workflows: workflows})
+			require.NoError(t, err)
 			if len(cs) == 0 {
 				break
 			}
