@@ -85,9 +85,9 @@ type DefinitionError struct {
 
 // Error describes the problem, naming the workflow and the step.
 func (e *DefinitionError) Error() string {
-	msg := "durable: workflow " + fmt.Sprintf("%q", e.Workflow)
+	msg := "durable: workflow " + dag.Quote(e.Workflow)
 	if e.Step != "" {
-		msg += fmt.Sprintf(": step %q", e.Step)
+		msg += ": step " + dag.Quote(e.Step)
 	}
 	msg += ": " + e.Err.Error()
 	if e.Detail != "" {

@@ -408,6 +408,13 @@ func TestHugeTenantIsNotEchoed(t *testing.T) {
 		_, err := wf.RunNoWait(h.ctx(time.Minute), e, strings.Repeat("x", 10_000), 1)
 		require.ErrorIs(t, err, durable.ErrInvalidTenant)
 		require.Less(t, len(err.Error()), 200, "%.300s", err)
+
+		// Names of workflows and steps, likewise.
+		huge := durable.NewWorkflow[int](strings.Repeat("w", 10_000))
+		durable.Step(huge, strings.Repeat("s", 10_000), func(ctx durable.Context, in int) (int, error) { return in, nil })
+		err = e.Register(huge)
+		require.ErrorIs(t, err, durable.ErrInvalidName)
+		require.Less(t, len(err.Error()), 1000, "%.1200s", err)
 	})
 }
 

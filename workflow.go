@@ -415,16 +415,16 @@ func (d *workflowDef) build() (*store.Shape, error) {
 		for _, p := range s.parents {
 			switch {
 			case p.wf != d:
-				stepErr(ErrForeignParent, fmt.Sprintf("%q is a step of workflow %q", p.name, p.wf.name))
+				stepErr(ErrForeignParent, fmt.Sprintf("%s is a step of workflow %s", dag.Quote(p.name), dag.Quote(p.wf.name)))
 			case !declared[p]:
-				stepErr(ErrForeignParent, fmt.Sprintf("%q is not declared before this step", p.name))
+				stepErr(ErrForeignParent, fmt.Sprintf("%s is not declared before this step", dag.Quote(p.name)))
 			default:
 				spec.Parents = append(spec.Parents, p.name)
 			}
 		}
 		for _, c := range s.skips {
 			if !slices.Contains(s.parents, c.parent) {
-				stepErr(ErrSkipNotParent, fmt.Sprintf("%q is not a parent; add it with After", c.parent.name))
+				stepErr(ErrSkipNotParent, fmt.Sprintf("%s is not a parent; add it with After", dag.Quote(c.parent.name)))
 			}
 		}
 		if s.sleep > 0 && len(s.skips) > 0 {

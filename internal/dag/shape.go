@@ -44,7 +44,7 @@ func (e *ShapeError) Error() string {
 		msg += ": " + e.Detail
 	}
 	if e.Step != "" {
-		return fmt.Sprintf("step %q: %s", e.Step, msg)
+		return "step " + Quote(e.Step) + ": " + msg
 	}
 	return msg
 }
