@@ -230,7 +230,7 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 			wfs[i], tenants[i] = k.workflow, k.tenant
 		}
 		b.Queue(s.q.ensureTenants, prep.tenants, u16(prep.ids))
-		b.Queue(s.q.ensureLanes, wfs, tenants, u16(prep.ids))
+		b.Queue(s.q.ensureLanes, wfs, tenants)
 		// Lock the batch's lanes (in order) and read their frontiers in the
 		// same round trip; the fair ids are assigned once the runs have
 		// started.

@@ -95,13 +95,14 @@ WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.tenants t WHERE t.name = n.name)
 ORDER BY n.ord
 ON CONFLICT (name) DO NOTHING`),
 		// Lanes of new runs, in the order of $1/$2 (sorted by the caller),
-		// with the group of their tenant; guarded like ensureTenants.
+		// with the group of their tenant. (Unlike tenants' groups, lanes use
+		// no sequence: the lanes of a batch that fails on an existing run
+		// leave no gaps, and need no guard.)
 		ensureLanes: r(`
 INSERT INTO {{schema}}.lanes (workflow, tenant, grp)
 SELECT u.workflow, u.tenant, t.grp
 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(workflow, tenant, ord)
 JOIN {{schema}}.tenants t ON t.name = u.tenant
-WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.runs WHERE id = ANY($3::uuid[]))
 ORDER BY u.ord
 ON CONFLICT (workflow, tenant) DO NOTHING`),
 		lockLanes: r(`
