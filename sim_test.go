@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/sleep"
 	"github.com/effectivelabs/durable/memstore"
 )
 
@@ -424,14 +425,10 @@ func (s *simState) executed(ctx durable.Context) {
 func (s *simState) work(ctx durable.Context, in simInput) error {
 	d := simDuration(in.Salt, ctx.StepName(), ctx.Attempt())
 	wait := func(d time.Duration) error {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
+		if !sleep.For(ctx, d) {
 			return context.Cause(ctx)
 		}
+		return nil
 	}
 	if d >= 3*time.Second {
 		if err := wait(d / 2); err != nil {
