@@ -406,6 +406,46 @@ func (f *simFaultStore) ListEvents(ctx context.Context, id uuid.UUID) ([]*store.
 	return f.inner.ListEvents(ctx, id)
 }
 
+// ListRuns implements store.Store (no faults).
+func (f *simFaultStore) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.ListRunsResult, error) {
+	if f.cut() {
+		return nil, errSimPartitioned
+	}
+	return f.inner.ListRuns(ctx, p)
+}
+
+// CancelRuns implements store.Store (no faults).
+func (f *simFaultStore) CancelRuns(ctx context.Context, p *store.CancelRunsParams) ([]store.RunActionResult, error) {
+	if f.cut() {
+		return nil, errSimPartitioned
+	}
+	return f.inner.CancelRuns(ctx, p)
+}
+
+// ReplayRuns implements store.Store (no faults).
+func (f *simFaultStore) ReplayRuns(ctx context.Context, p *store.ReplayRunsParams) ([]store.RunActionResult, error) {
+	if f.cut() {
+		return nil, errSimPartitioned
+	}
+	return f.inner.ReplayRuns(ctx, p)
+}
+
+// Stats implements store.Store (no faults).
+func (f *simFaultStore) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, error) {
+	if f.cut() {
+		return nil, errSimPartitioned
+	}
+	return f.inner.Stats(ctx, p)
+}
+
+// PruneRuns implements store.Store (no faults).
+func (f *simFaultStore) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store.PruneRunsResult, error) {
+	if f.cut() {
+		return nil, errSimPartitioned
+	}
+	return f.inner.PruneRuns(ctx, p)
+}
+
 // untilCut returns ctx, also cancelled when the engine is partitioned.
 func (f *simFaultStore) untilCut(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)

@@ -32,7 +32,8 @@ type Store struct {
 	shapes   map[*store.Shape]*dag.Compiled
 	queues   fairq.Queues
 	ready    readyHeap
-	queued   map[taskKey]int64 // task -> id of its live ready entry
+	queued   map[taskKey]int64     // task -> id of its live ready entry
+	queuedAt map[taskKey]time.Time // task -> when it became ready
 	timers   map[taskKey]time.Time
 	running  map[taskKey]string // task -> tenant
 	inFlight map[string]int     // tenant -> RUNNING tasks
@@ -70,6 +71,7 @@ func New() *Store {
 		runs:     make(map[uuid.UUID]*runState),
 		shapes:   make(map[*store.Shape]*dag.Compiled),
 		queued:   make(map[taskKey]int64),
+		queuedAt: make(map[taskKey]time.Time),
 		timers:   make(map[taskKey]time.Time),
 		running:  make(map[taskKey]string),
 		inFlight: make(map[string]int),
@@ -90,10 +92,11 @@ func now(t time.Time) time.Time {
 type notes struct {
 	ready, timer bool
 	runs         []uuid.UUID
+	cancelled    []uuid.UUID
 }
 
 func (s *Store) publish(n *notes) {
-	if !n.ready && !n.timer && len(n.runs) == 0 {
+	if !n.ready && !n.timer && len(n.runs) == 0 && len(n.cancelled) == 0 {
 		return
 	}
 	s.subMu.Lock()
@@ -104,6 +107,9 @@ func (s *Store) publish(n *notes) {
 		}
 		if n.timer {
 			deliver(store.Notification{Topic: store.TopicTimer})
+		}
+		for _, id := range n.cancelled {
+			deliver(store.Notification{Topic: store.TopicCancel, Payload: id.String()})
 		}
 		for _, id := range n.runs {
 			deliver(store.Notification{Topic: store.TopicRun, Payload: id.String()})
@@ -226,6 +232,7 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 		id := r.Rec.ID
 		for _, i := range fx.Dequeued {
 			delete(s.queued, taskKey{id, i})
+			delete(s.queuedAt, taskKey{id, i})
 		}
 		rs := s.runs[id]
 		if fx.Created {
@@ -259,6 +266,9 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 		if fx.Settled {
 			n.runs = append(n.runs, id)
 		}
+		if fx.Cancelled {
+			n.cancelled = append(n.cancelled, id)
+		}
 	}
 	for _, e := range c.Enqueued {
 		id, ok := s.queues.Place(e.R.Rec.Workflow, e.R.Rec.Tenant)
@@ -267,6 +277,7 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 		}
 		k := taskKey{e.R.Rec.ID, e.I}
 		s.queued[k] = id
+		s.queuedAt[k] = c.Now
 		heap.Push(&s.ready, readyEntry{id: id, key: k, workflow: e.R.Rec.Workflow, tenant: e.R.Rec.Tenant})
 	}
 	n.ready = n.ready || len(c.Enqueued) > 0
@@ -316,6 +327,7 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 			continue
 		}
 		delete(s.queued, e.key)
+		delete(s.queuedAt, e.key)
 		top = e.id
 		r := s.load(loaded, e.key.run)
 		fx, ok := r.Claim(e.key.task, e.id, p.WorkerID, t)
@@ -436,6 +448,9 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 		}
 		if !dag.Current(task, ref.Token, rs.rec.Status) {
 			res.Lost = append(res.Lost, ref)
+			if dag.LostToCancel(rs.rec.Status) {
+				res.Cancelled = append(res.Cancelled, ref)
+			}
 		}
 	}
 	return res, nil
@@ -546,6 +561,7 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	}
 	rec := rs.rec
 	rec.Input = clone(rec.Input)
+	rec.Shape = rs.shape.Shape
 	return &rec, nil
 }
 
@@ -586,6 +602,186 @@ func (s *Store) ListEvents(ctx context.Context, id uuid.UUID) ([]*store.Event, e
 		out[i] = &e
 	}
 	return out, nil
+}
+
+// ListRuns implements store.Store.
+func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.ListRunsResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	limit := max(p.Limit, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keys []store.RunKey
+	for id, rs := range s.runs {
+		k := store.RunKey{CreatedAt: rs.rec.CreatedAt, ID: id}
+		if (p.After == nil || dag.Newer(*p.After, k)) && dag.Matches(&p.Filter, &rs.rec) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b store.RunKey) int {
+		if dag.Newer(a, b) {
+			return -1
+		}
+		return 1
+	})
+	res := &store.ListRunsResult{More: len(keys) > limit}
+	for _, k := range keys[:min(limit, len(keys))] {
+		rec := &s.runs[k.ID].rec
+		res.Runs = append(res.Runs, store.RunSummary{
+			ID: rec.ID, Workflow: rec.Workflow, Tenant: rec.Tenant, Status: rec.Status,
+			FailedStep: rec.FailedStep, Error: rec.Error, CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt,
+		})
+	}
+	return res, nil
+}
+
+// CancelRuns implements store.Store.
+func (s *Store) CancelRuns(ctx context.Context, p *store.CancelRunsParams) ([]store.RunActionResult, error) {
+	return s.runAction(ctx, p.Now, p.IDs, p.Tenant, func(r *dag.Run, now time.Time) (dag.Effects, error) {
+		return r.Cancel(p.Reason, now)
+	})
+}
+
+// ReplayRuns implements store.Store.
+func (s *Store) ReplayRuns(ctx context.Context, p *store.ReplayRunsParams) ([]store.RunActionResult, error) {
+	return s.runAction(ctx, p.Now, p.IDs, p.Tenant, func(r *dag.Run, now time.Time) (dag.Effects, error) {
+		return r.Replay(p.FromStep, now)
+	})
+}
+
+// runAction applies a transition to each run of ids, as one atomic unit
+// per run; a run of another tenant than tenant (when set) is not found.
+func (s *Store) runAction(ctx context.Context, now0 time.Time, ids []uuid.UUID, tenant string,
+	act func(r *dag.Run, now time.Time) (dag.Effects, error)) ([]store.RunActionResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := now(now0)
+	out := make([]store.RunActionResult, len(ids))
+	var n notes
+	s.mu.Lock()
+	for k, id := range ids {
+		out[k].ID = id
+		rs, ok := s.runs[id]
+		if !ok || (tenant != "" && rs.rec.Tenant != tenant) {
+			out[k].Err = store.ErrRunNotFound
+			continue
+		}
+		r := s.load(map[uuid.UUID]*dag.Run{}, id)
+		fx, err := act(r, t)
+		if err != nil {
+			out[k].Err = err
+			continue
+		}
+		c := dag.NewChange(t)
+		c.Add(r, fx)
+		if err := s.persist(c, &n); err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+	}
+	s.mu.Unlock()
+	s.publish(&n)
+	return out, nil
+}
+
+// Stats implements store.Store.
+func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := now(p.Now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type wt struct{ workflow, tenant string }
+	queues := map[wt]*store.QueueStats{}
+	queue := func(rs *runState) *store.QueueStats {
+		k := wt{rs.rec.Workflow, rs.rec.Tenant}
+		q := queues[k]
+		if q == nil {
+			q = &store.QueueStats{Workflow: k.workflow, Tenant: k.tenant}
+			queues[k] = q
+		}
+		return q
+	}
+	in := func(rs *runState) bool { return p.Tenant == "" || rs.rec.Tenant == p.Tenant }
+	for k := range s.queued {
+		rs := s.runs[k.run]
+		if !in(rs) {
+			continue
+		}
+		q := queue(rs)
+		q.Ready++
+		if at := s.queuedAt[k]; q.OldestReady.IsZero() || at.Before(q.OldestReady) {
+			q.OldestReady = at
+		}
+	}
+	for k := range s.timers {
+		if rs := s.runs[k.run]; in(rs) {
+			queue(rs).Waiting++
+		}
+	}
+	for k := range s.running {
+		if rs := s.runs[k.run]; in(rs) {
+			queue(rs).Running++
+		}
+	}
+	type wts struct {
+		wt
+		status  store.RunStatus
+		settled bool
+	}
+	counts := map[wts]int{}
+	since := t.Add(-p.Window)
+	for _, rs := range s.runs {
+		if !in(rs) {
+			continue
+		}
+		settled := rs.rec.Settled()
+		if settled && rs.rec.CreatedAt.Before(since) {
+			continue
+		}
+		counts[wts{wt{rs.rec.Workflow, rs.rec.Tenant}, rs.rec.Status, settled}]++
+	}
+	st := &store.Stats{}
+	for _, q := range queues {
+		st.Queues = append(st.Queues, *q)
+	}
+	slices.SortFunc(st.Queues, func(a, b store.QueueStats) int {
+		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Tenant, b.Tenant))
+	})
+	for k, n := range counts {
+		st.Runs = append(st.Runs, store.RunCount{Workflow: k.workflow, Tenant: k.tenant, Status: k.status, Settled: k.settled, Count: n})
+	}
+	slices.SortFunc(st.Runs, func(a, b store.RunCount) int {
+		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Status, b.Status))
+	})
+	return st, nil
+}
+
+// PruneRuns implements store.Store: the runs created first go first, as in
+// PostgreSQL, which finds them by creation time.
+func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store.PruneRunsResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var expired []*runState
+	for _, rs := range s.runs {
+		if dag.Expired(&rs.rec, p.Before) {
+			expired = append(expired, rs)
+		}
+	}
+	slices.SortFunc(expired, func(a, b *runState) int {
+		return cmp.Or(a.rec.CreatedAt.Compare(b.rec.CreatedAt), cmp.Compare(a.rec.ID.String(), b.rec.ID.String()))
+	})
+	expired = expired[:min(len(expired), max(p.Limit, 0))]
+	for _, rs := range expired {
+		delete(s.runs, rs.rec.ID) // settled: no queue entry, timer or claim is left
+	}
+	return &store.PruneRunsResult{Deleted: len(expired)}, nil
 }
 
 func clone(b []byte) []byte {

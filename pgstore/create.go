@@ -89,7 +89,7 @@ func (s *Store) storeShapes(ctx context.Context, prep *createPrep) error {
 	var wfs, jss []string
 	s.mu.Lock()
 	for id, js := range prep.js {
-		if !s.stored[id] {
+		if !s.shapeKnown(id) {
 			ids = append(ids, id)
 			wfs = append(wfs, prep.wf[id])
 			jss = append(jss, string(js))
@@ -99,12 +99,13 @@ func (s *Store) storeShapes(ctx context.Context, prep *createPrep) error {
 	if len(ids) == 0 {
 		return nil
 	}
+	at := time.Now()
 	if _, err := s.pool.Exec(ctx, s.q.insertShapes, u16(ids), wfs, jss); err != nil {
 		return fmt.Errorf("pgstore: store shapes: %w", err)
 	}
 	s.mu.Lock()
 	for _, id := range ids {
-		s.stored[id] = true
+		s.stored[id] = at
 	}
 	s.mu.Unlock()
 	return nil
@@ -173,13 +174,14 @@ func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
 }
 
 func (s *Store) createOwnTx(ctx context.Context, prep *createPrep) error {
+	at := time.Now()
 	newShapes, err := s.create(ctx, nil, prep, false)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	for _, id := range newShapes {
-		s.stored[id] = true
+		s.stored[id] = at
 	}
 	s.mu.Unlock()
 	return nil
@@ -201,7 +203,7 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 	var sWfs, sJS []string
 	s.mu.Lock()
 	for id, js := range prep.js {
-		if !deferred && !s.stored[id] {
+		if !deferred && !s.shapeKnown(id) {
 			sIDs = append(sIDs, id)
 			sWfs = append(sWfs, prep.wf[id])
 			sJS = append(sJS, string(js))

@@ -13,13 +13,14 @@ import (
 // attempt) and its COMPLETED event (finished_at, attempt). Zero ids mean
 // none. attempt and startedAt are the row's values as loaded.
 type eventCols struct {
-	qID       int64
-	qAt       time.Time
-	qAttempt  int
-	sID       int64
-	cID       int64
-	attempt   int
-	startedAt time.Time
+	qID        int64
+	qAt        time.Time
+	qAttempt   int
+	sID        int64
+	cID        int64
+	attempt    int
+	startedAt  time.Time
+	finishedAt time.Time
 }
 
 // errTooManyEvents: one call produced more events than an event block holds.
@@ -58,6 +59,14 @@ func (c *change) placeEvents() ([]store.Event, error) {
 				rows = append(rows, store.Event{ID: ec.sID, RunID: r.Rec.ID, Step: t.Name, Type: store.EventStarted,
 					Attempt: ec.attempt, At: ec.startedAt})
 				ec.sID = 0
+			}
+			// A completed task that runs again (a replay, or an on-failure
+			// handler run again after a new failure) will overwrite
+			// finished_at: its COMPLETED event moves to the events table.
+			if ec.cID != 0 && (t.State != store.TaskCompleted || t.Attempt != ec.attempt || !t.FinishedAt.Equal(ec.finishedAt)) {
+				rows = append(rows, store.Event{ID: ec.cID, RunID: r.Rec.ID, Step: t.Name, Type: store.EventCompleted,
+					Attempt: ec.attempt, At: ec.finishedAt})
+				ec.cID = 0
 			}
 		}
 		for k := range fx.Events {

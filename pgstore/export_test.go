@@ -1,6 +1,10 @@
 package pgstore
 
-import "reflect"
+import (
+	"reflect"
+
+	"github.com/effectivelabs/durable/store"
+)
 
 // Statements returns every statement of the store for schema, by the name of
 // its field in queries, for the tests in pgstore_test.
@@ -13,3 +17,6 @@ func Statements(schema string) map[string]string {
 	}
 	return out
 }
+
+// ListQuery returns the query ListRuns runs for p, with its arguments.
+func ListQuery(s *Store, p *store.ListRunsParams) (string, []any, error) { return s.listQuery(p) }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/store"
 )
@@ -109,7 +110,7 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 		}
 		b = &pgx.Batch{}
 		c.queueLaneWrites(&s.q, b)
-		b.Queue(s.q.insertReady, ids, runs, tasks, wfs, tenants)
+		b.Queue(s.q.insertReady, ids, runs, tasks, wfs, tenants, pgtype.Timestamptz{})
 		b.Queue(s.q.notify, s.channel, []string{string(store.TopicReady)})
 		return tx.SendBatch(ctx, b).Close()
 	})

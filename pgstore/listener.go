@@ -56,10 +56,12 @@ func (s *Store) listenOnce(ctx context.Context, deliver func(store.Notification)
 }
 
 // parseNotification maps a payload sent by the store ("ready", "timer",
-// "run:<id>") to a Notification.
+// "run:<id>", "cancel:<id>") to a Notification.
 func parseNotification(payload string) store.Notification {
-	if id, ok := strings.CutPrefix(payload, string(store.TopicRun)+":"); ok {
-		return store.Notification{Topic: store.TopicRun, Payload: id}
+	for _, topic := range []store.Topic{store.TopicRun, store.TopicCancel} {
+		if id, ok := strings.CutPrefix(payload, string(topic)+":"); ok {
+			return store.Notification{Topic: topic, Payload: id}
+		}
 	}
 	if payload == payloadIncoming {
 		return store.Notification{Topic: store.TopicReady}

@@ -80,7 +80,7 @@ func (l *loader) queueRuns(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady 
 			}
 			t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)
 			t.DueAt, t.StartedAt, t.FinishedAt, t.HeartbeatAt = tm(due), tm(start), tm(fin), tm(beat)
-			ec.qAt, ec.attempt, ec.startedAt = tm(qAt), t.Attempt, t.StartedAt
+			ec.qAt, ec.attempt, ec.startedAt, ec.finishedAt = tm(qAt), t.Attempt, t.StartedAt, t.FinishedAt
 			l.tasks[t.RunID] = append(l.tasks[t.RunID], t)
 			l.cols[t.RunID] = append(l.cols[t.RunID], ec)
 		}

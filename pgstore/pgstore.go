@@ -62,7 +62,7 @@ type Store struct {
 
 	mu     sync.Mutex
 	shapes map[uuid.UUID]*dag.Compiled // decoded and compiled shapes; immutable
-	stored map[uuid.UUID]bool          // shapes known to be committed in the database
+	stored map[uuid.UUID]time.Time     // when shapes were last made sure of in the database
 
 	// incoming is set when the incoming table may hold tasks to promote.
 	incoming atomic.Bool
@@ -116,7 +116,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		channel: Channel(schema),
 		q:       newQueries(schema),
 		shapes:  make(map[uuid.UUID]*dag.Compiled),
-		stored:  make(map[uuid.UUID]bool),
+		stored:  make(map[uuid.UUID]time.Time),
 	}
 	st.incoming.Store(true)
 	return st, nil
@@ -158,6 +158,22 @@ func render(schema, sql string) string {
 }
 
 // ---- shapes -----------------------------------------------------------------
+
+// shapeTrust is how long the store trusts that a shape it inserted is still
+// there: retention removes shapes that no run uses and that no store made
+// sure of for shapeGrace, so a store makes sure again (inserting it, or
+// refreshing its used_at) at least this often before it uses one.
+const (
+	shapeTrust = 10 * time.Minute
+	shapeGrace = time.Hour
+)
+
+// shapeKnown reports whether shape id was made sure of recently enough to
+// be used without inserting it; s.mu must be held.
+func (s *Store) shapeKnown(id uuid.UUID) bool {
+	at, ok := s.stored[id]
+	return ok && time.Since(at) < shapeTrust
+}
 
 // shapeID is the identity of a shape: the first 16 bytes of the SHA-256 of
 // its canonical JSON.
@@ -251,7 +267,6 @@ func (s *Store) shapesFor(ctx context.Context, q querier, ids []uuid.UUID) (map[
 		} else {
 			s.shapes[id] = c
 		}
-		s.stored[id] = true
 		s.mu.Unlock()
 		out[id] = c
 	}

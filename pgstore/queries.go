@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/effectivelabs/durable/internal/fairq"
 )
@@ -11,6 +12,7 @@ import (
 // whole batch; pgx prepares and caches each of them per connection.
 type queries struct {
 	genericPlans string
+	listPlans    string
 	now          string
 	loadShapes   string
 	insertShapes string
@@ -53,6 +55,12 @@ type queries struct {
 	listTasks  string
 	listEvents string
 	runExists  string
+
+	statsReady  string
+	statsTasks  string
+	statsRuns   string
+	pruneRuns   string
+	pruneShapes string
 }
 
 func newQueries(schema string) queries {
@@ -73,12 +81,19 @@ func newQueries(schema string) queries {
 		// one-row-per-claimer frontier) would otherwise compile them at
 		// every execution, for milliseconds each.
 		genericPlans: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`,
-		now:          `SELECT now()`,
-		loadShapes:   r(`SELECT id, shape FROM {{schema}}.shapes WHERE id = ANY($1::uuid[])`),
+		// Lists take the first rows in index order; without sorts the
+		// planner keeps to that order even where it expects few rows (its
+		// estimates on an empty table are what a generic plan keeps).
+		listPlans:  `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), set_config('enable_sort', 'off', true)`,
+		now:        `SELECT now()`,
+		loadShapes: r(`SELECT id, shape FROM {{schema}}.shapes WHERE id = ANY($1::uuid[])`),
+		// A shape already there gets its used_at refreshed, so that retention
+		// leaves it alone while this store trusts it (shapeTrust).
 		insertShapes: r(`
 INSERT INTO {{schema}}.shapes (id, workflow, shape)
 SELECT id, workflow, shape::jsonb FROM unnest($1::uuid[], $2::text[], $3::text[]) AS s(id, workflow, shape)
-ON CONFLICT (id) DO NOTHING`),
+ON CONFLICT (id) DO UPDATE SET used_at = now()
+WHERE shapes.used_at < now() - interval '` + strconv.Itoa(int(shapeTrust/time.Second)) + ` seconds'`),
 
 		// No LIMIT: "LIMIT 1" invites a sequential scan expected to stop
 		// at the first match, which is wrong for a check that finds nothing.
@@ -143,7 +158,8 @@ WHERE l.workflow = u.workflow AND l.tenant = u.tenant`),
 SELECT id, workflow, tenant, shape_id, status, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at
 FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`),
 		// Outputs are not loaded: the core never reads them, and a task's
-		// output is written once, when it completes (see updateTasks).
+		// output is written when it completes, and cleared when a replay
+		// resets it (attempt 0; see updateTasks).
 		loadTasks: r(`
 SELECT run_id, name, idx, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
        coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at
@@ -175,7 +191,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[
 		updateTasks: r(`
 UPDATE {{schema}}.tasks t
 SET state = u.state, attempt = u.attempt, token = u.token, worker = nullif(u.worker, ''), due_at = u.due_at,
-    output = CASE WHEN u.state = 'COMPLETED' THEN u.output ELSE t.output END,
+    output = CASE WHEN u.state = 'COMPLETED' OR u.attempt = 0 THEN u.output ELSE t.output END,
     error = nullif(u.error, ''), started_at = u.started_at, finished_at = u.finished_at,
     q_id = nullif(u.q_id, 0), q_at = u.q_at, q_attempt = CASE WHEN u.q_id = 0 THEN NULL ELSE u.q_attempt END,
     s_id = nullif(u.s_id, 0), c_id = nullif(u.c_id, 0)
@@ -193,8 +209,9 @@ DELETE FROM {{schema}}.incoming WHERE seq IN (
   SELECT seq FROM {{schema}}.incoming ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
 RETURNING seq, run_id, name, workflow, tenant`),
 		insertReady: r(`
-INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant)
-SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[])`),
+INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant, queued_at)
+SELECT id, run_id, name, workflow, tenant, coalesce($6, now())
+FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[]) AS u(id, run_id, name, workflow, tenant)`),
 		insertEvents: r(`
 INSERT INTO {{schema}}.events (run_id, id, step, type, attempt, at, detail, due_at)
 SELECT run_id, id, step, type, attempt, at, nullif(detail, ''), due_at
@@ -250,7 +267,7 @@ JOIN unnest($1::uuid[], $2::text[]) AS u(run_id, name) ON t.run_id = u.run_id AN
 WHERE t.state = 'COMPLETED'`),
 
 		getRun: r(`
-SELECT id, workflow, tenant, status, input, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at
+SELECT id, workflow, tenant, status, input, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at, shape_id
 FROM {{schema}}.runs WHERE id = $1`),
 		listTasks: r(`
 SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, output, coalesce(error, ''), started_at, finished_at,
@@ -268,6 +285,49 @@ UNION ALL
 SELECT c_id, run_id, name, 'COMPLETED', attempt, finished_at, '', NULL FROM {{schema}}.tasks WHERE run_id = $1 AND c_id IS NOT NULL
 ORDER BY 1`),
 		runExists: r(`SELECT EXISTS (SELECT 1 FROM {{schema}}.runs WHERE id = $1)`),
+
+		// Stats: the ready queue (its size is the backlog); the tasks waiting
+		// for a timer and running, through their partial indexes; the runs in
+		// flight (runs_inflight_idx) and those created within the window
+		// that settled (runs_created_idx). None reads settled runs older
+		// than the window.
+		statsReady: r(`
+SELECT workflow, tenant, count(*), min(queued_at) FROM {{schema}}.ready
+WHERE $1::text IS NULL OR tenant = $1 GROUP BY workflow, tenant`),
+		statsTasks: r(`
+SELECT r.workflow, r.tenant, sum(x.waiting)::int, sum(x.running)::int
+FROM (
+  SELECT t.run_id, 1 AS waiting, 0 AS running FROM {{schema}}.tasks t
+  WHERE t.due_at IS NOT NULL AND ($1::text IS NULL OR t.tenant = $1)
+  UNION ALL
+  SELECT t.run_id, 0, 1 FROM {{schema}}.tasks t
+  WHERE t.state = 'RUNNING' AND ($1::text IS NULL OR t.tenant = $1)
+) x JOIN {{schema}}.runs r ON r.id = x.run_id
+GROUP BY r.workflow, r.tenant`),
+		statsRuns: r(`
+SELECT workflow, tenant, status, false, count(*)::int FROM {{schema}}.runs
+WHERE finished_at IS NULL AND ($1::text IS NULL OR tenant = $1)
+GROUP BY workflow, tenant, status
+UNION ALL
+SELECT workflow, tenant, status, true, count(*)::int FROM {{schema}}.runs
+WHERE created_at >= coalesce($2, now()) - $3::bigint * interval '1 microsecond' AND finished_at IS NOT NULL
+  AND ($1::text IS NULL OR tenant = $1)
+GROUP BY workflow, tenant, status`),
+		// Retention: the oldest settled runs that finished before $1, skipping
+		// runs a transition holds (their tasks go with them, by the foreign
+		// key).
+		pruneRuns: r(`
+WITH doomed AS (
+  SELECT id FROM {{schema}}.runs WHERE created_at < $1 AND finished_at < $1
+  ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+), events_gone AS (
+  DELETE FROM {{schema}}.events e USING doomed d WHERE e.run_id = d.id
+)
+DELETE FROM {{schema}}.runs r USING doomed d WHERE r.id = d.id`),
+		pruneShapes: r(`
+DELETE FROM {{schema}}.shapes s
+WHERE s.used_at < now() - $1::bigint * interval '1 microsecond'
+  AND NOT EXISTS (SELECT 1 FROM {{schema}}.runs r WHERE r.shape_id = s.id)`),
 	}
 }
 

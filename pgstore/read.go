@@ -17,8 +17,9 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	var r store.Run
 	var status string
 	var fin pgtype.Timestamptz
+	var shapeID uuid.UUID
 	err := s.pool.QueryRow(ctx, s.q.getRun, [16]byte(id)).Scan(p16(&r.ID), &r.Workflow, &r.Tenant, &status, &r.Input,
-		&r.FailedStep, &r.Error, &r.CreatedAt, &fin)
+		&r.FailedStep, &r.Error, &r.CreatedAt, &fin, p16(&shapeID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrRunNotFound
 	}
@@ -27,6 +28,11 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	}
 	r.Status = store.RunStatus(status)
 	r.FinishedAt = tm(fin)
+	shapes, err := s.shapesFor(ctx, s.pool, []uuid.UUID{shapeID})
+	if err != nil {
+		return nil, classify(err)
+	}
+	r.Shape = shapes[shapeID].Shape
 	return &r, nil
 }
 

@@ -209,7 +209,7 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 	case c.deferred:
 		b.Queue(q.insertIncoming, rRuns, rNames, rWfs, rTenants)
 	default:
-		b.Queue(q.insertReady, rIDs, rRuns, rNames, rWfs, rTenants)
+		b.Queue(q.insertReady, rIDs, rRuns, rNames, rWfs, rTenants, stamp(c.Now))
 	}
 
 	// (5) Events that do not live in task rows.
@@ -229,6 +229,9 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 	}
 	if c.Timer() {
 		notes = append(notes, string(store.TopicTimer))
+	}
+	for _, r := range c.Cancelled() {
+		notes = append(notes, string(store.TopicCancel)+":"+r.Rec.ID.String())
 	}
 	for _, r := range c.Settled() {
 		notes = append(notes, string(store.TopicRun)+":"+r.Rec.ID.String())

@@ -72,6 +72,30 @@ type Store interface {
 	// ListEvents returns the events of a run in the order they happened, or
 	// ErrRunNotFound.
 	ListEvents(ctx context.Context, id uuid.UUID) ([]*Event, error)
+
+	// ListRuns returns a page of runs matching the params' filter, newest
+	// first (by creation time, then ID), after the params' cursor.
+	ListRuns(ctx context.Context, p *ListRunsParams) (*ListRunsResult, error)
+
+	// CancelRuns cancels runs, each in one atomic unit (see dag.Run.Cancel):
+	// a run not settled becomes CANCELLED with every unfinished task, and
+	// the claims of its running tasks stop being current. The results say,
+	// per run, what happened (ErrRunNotFound, ErrRunSettled, or nil).
+	CancelRuns(ctx context.Context, p *CancelRunsParams) ([]RunActionResult, error)
+
+	// ReplayRuns makes settled runs run again (see dag.Run.Replay), each in
+	// one atomic unit. The results say, per run, what happened.
+	ReplayRuns(ctx context.Context, p *ReplayRunsParams) ([]RunActionResult, error)
+
+	// Stats counts the tasks and runs of every workflow and tenant, at a
+	// cost that does not grow with the number of settled runs.
+	Stats(ctx context.Context, p *StatsParams) (*Stats, error)
+
+	// PruneRuns deletes up to Limit settled runs that finished before
+	// Before, with their tasks and events, in one short atomic unit; runs
+	// in transitions at that moment are left for the next call. It reports
+	// how many it deleted; fewer than Limit means none is left.
+	PruneRuns(ctx context.Context, p *PruneRunsParams) (*PruneRunsResult, error)
 }
 
 // Listener is implemented by stores that push notifications, so that
@@ -134,6 +158,10 @@ const (
 	TopicRun Topic = "run"
 	// TopicResync: notifications may have been lost; re-check everything.
 	TopicResync Topic = "resync"
+	// TopicCancel: a run was cancelled; the payload is its ID. Engines
+	// cancel the steps they run for it at once rather than at their next
+	// heartbeat.
+	TopicCancel Topic = "cancel"
 )
 
 // Notification is one message from a Listener.
@@ -147,12 +175,16 @@ type Notification struct {
 // RunStatus is the status of a run.
 type RunStatus string
 
-// Run statuses: RUNNING until the run settles.
+// Run statuses: RUNNING until the run completes, fails or is cancelled.
 const (
 	RunRunning   RunStatus = "RUNNING"
 	RunCompleted RunStatus = "COMPLETED"
 	RunFailed    RunStatus = "FAILED"
+	RunCancelled RunStatus = "CANCELLED"
 )
+
+// RunStatuses lists every run status.
+var RunStatuses = []RunStatus{RunRunning, RunCompleted, RunFailed, RunCancelled}
 
 // TaskState is the state of one task (one step of one run).
 //
@@ -211,6 +243,9 @@ const (
 	EventSleeping  EventType = "SLEEPING"
 	EventWoken     EventType = "WOKEN"
 	EventCancelled EventType = "CANCELLED"
+	// EventReplayed: a replay reset the task to run again; the detail says
+	// which replay.
+	EventReplayed EventType = "REPLAYED"
 )
 
 // Shape is the DAG of a workflow as recorded with each run at trigger time,
@@ -393,6 +428,8 @@ type HeartbeatResult struct {
 	// Lost lists claims that are no longer current, or whose run is no
 	// longer running; the worker should stop working on them.
 	Lost []TaskRef
+	// Cancelled lists the claims of Lost whose run was cancelled.
+	Cancelled []TaskRef
 }
 
 // FireTimersParams are the parameters of Store.FireTimers.
@@ -434,9 +471,12 @@ type Run struct {
 	Tenant   string
 	Status   RunStatus
 	Input    []byte
-	// FailedStep and Error describe the failure that failed the run.
+	// FailedStep and Error describe the failure that failed the run; Error
+	// is the reason of a cancelled run.
 	FailedStep string
 	Error      string
+	// Shape is the run's DAG; set by GetRun.
+	Shape *Shape
 	CreatedAt  time.Time
 	// FinishedAt is set once the run has settled: every task is terminal,
 	// the on-failure handler included.
@@ -485,6 +525,146 @@ type Event struct {
 	DueAt time.Time
 }
 
+// RunFilter selects runs. Zero fields do not filter.
+type RunFilter struct {
+	// Tenant keeps the runs of one tenant.
+	Tenant string
+	// Workflow keeps the runs of one workflow.
+	Workflow string
+	// Statuses keeps the runs whose status is one of these.
+	Statuses []RunStatus
+	// CreatedAfter and CreatedBefore bound the creation time: after (or
+	// at) the first, before the second.
+	CreatedAfter, CreatedBefore time.Time
+	// FinishedAfter and FinishedBefore bound the time the run settled;
+	// either keeps only settled runs.
+	FinishedAfter, FinishedBefore time.Time
+}
+
+// RunKey is the position of a run in the newest-first order of ListRuns.
+type RunKey struct {
+	CreatedAt time.Time
+	ID        uuid.UUID
+}
+
+// ListRunsParams are the parameters of Store.ListRuns.
+type ListRunsParams struct {
+	Filter RunFilter
+	// After, when set, starts the page after that run (the last of the
+	// previous page).
+	After *RunKey
+	// Limit is the most runs to return (at least 1).
+	Limit int
+}
+
+// RunSummary is a run as a list shows it.
+type RunSummary struct {
+	ID         uuid.UUID
+	Workflow   string
+	Tenant     string
+	Status     RunStatus
+	FailedStep string
+	Error      string
+	CreatedAt  time.Time
+	FinishedAt time.Time
+}
+
+// ListRunsResult is the result of Store.ListRuns.
+type ListRunsResult struct {
+	Runs []RunSummary
+	// More is set when runs match after the last one returned.
+	More bool
+}
+
+// CancelRunsParams are the parameters of Store.CancelRuns.
+type CancelRunsParams struct {
+	Now time.Time
+	IDs []uuid.UUID
+	// Tenant, when set, restricts the call to that tenant's runs: another
+	// tenant's run is reported ErrRunNotFound.
+	Tenant string
+	// Reason is recorded as the run's error and in its events.
+	Reason string
+}
+
+// ReplayRunsParams are the parameters of Store.ReplayRuns.
+type ReplayRunsParams struct {
+	Now time.Time
+	IDs []uuid.UUID
+	// Tenant, when set, restricts the call to that tenant's runs.
+	Tenant string
+	// FromStep, when set, runs that step and all its descendants again even
+	// if they completed.
+	FromStep string
+}
+
+// RunActionResult is what a cancel or a replay did to one run, in the
+// order of the IDs: Err is nil when it was applied, else ErrRunNotFound,
+// ErrRunSettled, ErrRunNotSettled, ErrNothingToReplay or ErrStepNotFound.
+type RunActionResult struct {
+	ID  uuid.UUID
+	Err error
+}
+
+// StatsParams are the parameters of Store.Stats.
+type StatsParams struct {
+	Now time.Time
+	// Tenant, when set, counts only that tenant's tasks and runs.
+	Tenant string
+	// Window is how far back settled runs are counted, by creation time.
+	Window time.Duration
+}
+
+// Stats counts tasks and runs by workflow and tenant.
+type Stats struct {
+	// Queues has one entry per workflow and tenant with tasks ready,
+	// waiting or running.
+	Queues []QueueStats
+	// Runs has one entry per workflow, tenant and status: runs not
+	// settled, and runs created within the window that settled.
+	Runs []RunCount
+}
+
+// QueueStats counts the unfinished tasks of one workflow and tenant.
+type QueueStats struct {
+	Workflow string
+	Tenant   string
+	// Ready counts the tasks claimable now.
+	Ready int
+	// Waiting counts the tasks waiting for a timer: retry backoffs and
+	// sleeps.
+	Waiting int
+	// Running counts the tasks claimed and running.
+	Running int
+	// OldestReady is when the longest-waiting ready task became ready;
+	// zero when none is.
+	OldestReady time.Time
+}
+
+// RunCount counts the runs of one workflow, tenant and status.
+type RunCount struct {
+	Workflow string
+	Tenant   string
+	Status   RunStatus
+	// Settled tells counts of settled runs (created within the window)
+	// from counts of runs still in flight.
+	Settled bool
+	Count   int
+}
+
+// PruneRunsParams are the parameters of Store.PruneRuns.
+type PruneRunsParams struct {
+	// Before: runs that settled before it are deleted.
+	Before time.Time
+	// Limit is the most runs deleted in one call.
+	Limit int
+}
+
+// PruneRunsResult is the result of Store.PruneRuns.
+type PruneRunsResult struct {
+	Deleted int
+}
+
 var (
 	// ErrRunNotFound is returned for an unknown run ID.
 	ErrRunNotFound = errors.New("durable/store: run not found")
@@ -502,6 +682,16 @@ var (
 	// ErrInvalidOutcome is returned by FinishTasks, which then applies
 	// nothing, when an outcome has an unknown kind.
 	ErrInvalidOutcome = errors.New("durable/store: invalid outcome")
+	// ErrRunSettled is the result of cancelling a run that has settled.
+	ErrRunSettled = errors.New("durable: run has settled")
+	// ErrRunNotSettled is the result of replaying a run that has not
+	// settled: it still runs (or a concurrent replay won).
+	ErrRunNotSettled = errors.New("durable: run has not settled")
+	// ErrNothingToReplay is the result of replaying a completed run
+	// without a step to replay from.
+	ErrNothingToReplay = errors.New("durable: nothing to replay: the run completed")
+	// ErrStepNotFound: a replay names a step that is not in the run's shape.
+	ErrStepNotFound = errors.New("durable: no such step in the run")
 	// ErrTransient marks an error that may pass if the call is tried again:
 	// the connection was lost, the server is restarting, a transaction lost
 	// a serialization race. The call may or may not have taken effect;

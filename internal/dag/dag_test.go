@@ -300,3 +300,145 @@ func TestLoadChecksTasks(t *testing.T) {
 	_, err = Load(store.Run{}, c, []store.Task{{Name: "a"}, {Name: "b"}})
 	require.NoError(t, err)
 }
+
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	sh := &store.Shape{
+		Steps: []store.StepSpec{st("a"), st("b"), {Name: "nap", Sleep: time.Hour, Retry: once()},
+			{Name: "flaky", Retry: store.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Minute, Factor: 1}}, st("c", "a", "b")},
+		OnFailure: &store.OnFailureSpec{Retry: once()},
+	}
+	r := start(t, sh)
+	r.mustClaim(t, 0, 1) // a runs
+	flaky, _ := r.Shape.Index("flaky")
+	r.mustClaim(t, flaky, 2)
+	_, st0 := r.Finish(flaky, &store.Outcome{Task: store.TaskRef{Step: "flaky", Token: 2}, Kind: store.OutcomeFail, Error: "x"}, t0)
+	require.Equal(t, store.FinishApplied, st0)
+	require.False(t, r.Tasks[flaky].DueAt.IsZero(), "flaky waits out a backoff")
+
+	fx, err := r.Cancel("operator said so", t0.Add(time.Second))
+	require.NoError(t, err)
+	require.True(t, fx.Cancelled)
+	require.True(t, fx.Settled, "a cancelled run settles at once")
+	require.Equal(t, store.RunCancelled, r.Rec.Status)
+	require.Equal(t, "operator said so", r.Rec.Error)
+	for _, tk := range r.Tasks {
+		require.Equal(t, store.TaskCancelled, tk.State, tk.Name)
+		require.True(t, tk.DueAt.IsZero(), "%s: no timer left", tk.Name)
+	}
+	require.Len(t, r.Tasks, r.Shape.Len(), "the on-failure handler does not run for a cancelled run")
+	b, _ := r.Shape.Index("b")
+	require.ElementsMatch(t, []int{b}, fx.Dequeued, "b's queue entry goes; a was claimed, flaky waits for a timer")
+	require.False(t, r.Current(0, 1), "the running step's claim is no longer current")
+	require.True(t, LostToCancel(r.Rec.Status))
+	_, st1 := r.Finish(0, &store.Outcome{Task: store.TaskRef{Step: "a", Token: 1}, Kind: store.OutcomeComplete}, t0)
+	require.Equal(t, store.FinishStale, st1, "its late outcome is not recorded")
+
+	_, err = r.Cancel("again", t0)
+	require.ErrorIs(t, err, store.ErrRunSettled)
+	_, ok := r.Wake(flaky, t0.Add(2*time.Hour))
+	require.False(t, ok, "a cancelled backoff never fires")
+}
+
+func TestReplay(t *testing.T) {
+	t.Parallel()
+	// a -> b -> c, a -> d; b fails.
+	sh := &store.Shape{
+		Steps:     []store.StepSpec{st("a"), st("b", "a"), st("c", "b"), st("d", "a")},
+		OnFailure: &store.OnFailureSpec{Retry: once()},
+	}
+	r := start(t, sh)
+	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, "a", store.OutcomeComplete, 1))
+	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, "d", store.OutcomeComplete, 2))
+	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, "b", store.OutcomeFail, 3))
+	require.Equal(t, store.RunFailed, r.Rec.Status)
+	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, store.OnFailureTask, store.OutcomeComplete, 4))
+	require.True(t, r.Rec.Settled())
+
+	_, err := r.Replay("nope", t0)
+	require.ErrorIs(t, err, store.ErrStepNotFound)
+	fx, err := r.Replay("", t0.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, store.RunRunning, r.Rec.Status)
+	require.Empty(t, r.Rec.Error)
+	require.False(t, r.Rec.Settled())
+	require.Equal(t, map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskQueued, "c": store.TaskPending,
+		"d": store.TaskCompleted, store.OnFailureTask: store.TaskCompleted}, r.states())
+	bi, _ := r.Shape.Index("b")
+	require.Equal(t, []int{bi}, fx.Enqueued)
+	require.Zero(t, r.Tasks[bi].Attempt, "a fresh attempt count")
+	require.Zero(t, r.Tasks[bi].Token)
+	var replayed []string
+	for _, e := range fx.Events {
+		if e.Type == store.EventReplayed {
+			replayed = append(replayed, e.Step)
+		}
+	}
+	require.Equal(t, []string{"b", "c"}, replayed, "the failed step and its descendants")
+	_, err = r.Replay("", t0)
+	require.ErrorIs(t, err, store.ErrRunNotSettled, "a second replay loses")
+
+	// b fails again: the on-failure handler runs again, afresh.
+	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, "b", store.OutcomeFail, 5))
+	require.Equal(t, store.TaskQueued, r.stateOf(store.OnFailureTask))
+	require.Zero(t, r.Tasks[r.Shape.Len()].Attempt)
+	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, store.OnFailureTask, store.OutcomeComplete, 6))
+
+	// From a completed step: it and its descendants run again.
+	_, err = r.Replay("a", t0)
+	require.NoError(t, err)
+	require.Equal(t, map[string]store.TaskState{"a": store.TaskQueued, "b": store.TaskPending, "c": store.TaskPending,
+		"d": store.TaskPending, store.OnFailureTask: store.TaskCompleted}, r.states())
+	for _, name := range []string{"a", "b", "c", "d"} {
+		require.Equal(t, store.FinishApplied, claimAndFinish(t, r, name, store.OutcomeComplete, int64(10+len(name)+int(name[0]))))
+	}
+	require.Equal(t, store.RunCompleted, r.Rec.Status)
+	require.True(t, r.Rec.Settled(), "a completed replay settles though its handler ran before")
+
+	_, err = r.Replay("", t0)
+	require.ErrorIs(t, err, store.ErrNothingToReplay, "a completed run replays only from a step")
+}
+
+func TestReplayCancelledRunWithASkippedBranch(t *testing.T) {
+	t.Parallel()
+	// a -> (b, c) -> d; c was skipped by its condition; the run is cancelled while b runs.
+	r := start(t, &store.Shape{Steps: []store.StepSpec{st("a"), st("b", "a"), st("c", "a"), st("d", "b", "c")}})
+	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, "a", store.OutcomeComplete, 1))
+	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, "c", store.OutcomeSkip, 2))
+	bi, _ := r.Shape.Index("b")
+	r.mustClaim(t, bi, 3)
+	_, err := r.Cancel("", t0)
+	require.NoError(t, err)
+	require.Equal(t, store.RunCancelled, r.Rec.Status)
+	_, err = r.Replay("", t0)
+	require.NoError(t, err)
+	require.Equal(t, map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskQueued, "c": store.TaskSkipped,
+		"d": store.TaskPending}, r.states(), "the skip stands: c is not downstream of what runs again")
+	_, st := r.Finish(bi, &store.Outcome{Task: store.TaskRef{Step: "b", Token: 3}, Kind: store.OutcomeComplete}, t0)
+	require.Equal(t, store.FinishStale, st, "the cancelled attempt's late outcome is rejected after the replay too")
+}
+
+func TestMatches(t *testing.T) {
+	t.Parallel()
+	run := &store.Run{Workflow: "wf", Tenant: "t", Status: store.RunFailed, CreatedAt: t0, FinishedAt: t0.Add(time.Hour)}
+	for _, tc := range []struct {
+		f    store.RunFilter
+		want bool
+	}{
+		{store.RunFilter{}, true},
+		{store.RunFilter{Tenant: "t", Workflow: "wf", Statuses: []store.RunStatus{store.RunFailed, store.RunCancelled}}, true},
+		{store.RunFilter{Tenant: "u"}, false},
+		{store.RunFilter{Workflow: "other"}, false},
+		{store.RunFilter{Statuses: []store.RunStatus{store.RunCompleted}}, false},
+		{store.RunFilter{CreatedAfter: t0, CreatedBefore: t0.Add(time.Nanosecond)}, true},
+		{store.RunFilter{CreatedBefore: t0}, false},
+		{store.RunFilter{FinishedAfter: t0.Add(time.Hour)}, true},
+		{store.RunFilter{FinishedBefore: t0.Add(time.Hour)}, false},
+	} {
+		require.Equal(t, tc.want, Matches(&tc.f, run), "%+v", tc.f)
+	}
+	require.False(t, Matches(&store.RunFilter{FinishedBefore: t0.Add(time.Hour)}, &store.Run{CreatedAt: t0}), "a run in flight has not finished")
+	require.True(t, Expired(run, t0.Add(2*time.Hour)))
+	require.False(t, Expired(run, t0.Add(time.Hour)))
+	require.False(t, Expired(&store.Run{CreatedAt: t0}, t0.Add(time.Hour)))
+}

@@ -38,12 +38,15 @@ type Effects struct {
 	Timer bool
 	// Settled is set when the transition settled the run.
 	Settled bool
+	// Cancelled is set when the transition cancelled the run: engines
+	// running its steps are to be told.
+	Cancelled bool
 }
 
 // Empty reports whether the effects change nothing.
 func (fx *Effects) Empty() bool {
 	return !fx.Created && !fx.RunChanged && len(fx.Tasks) == 0 && len(fx.Events) == 0 &&
-		len(fx.Enqueued) == 0 && len(fx.Dequeued) == 0 && !fx.Timer && !fx.Settled
+		len(fx.Enqueued) == 0 && len(fx.Dequeued) == 0 && !fx.Timer && !fx.Settled && !fx.Cancelled
 }
 
 // Merge folds the effects of a later transition of the same run into fx,
@@ -67,6 +70,7 @@ func (fx *Effects) Merge(next Effects) {
 	fx.Enqueued = append(fx.Enqueued, next.Enqueued...)
 	fx.Timer = fx.Timer || next.Timer
 	fx.Settled = fx.Settled || next.Settled
+	fx.Cancelled = fx.Cancelled || next.Cancelled
 }
 
 // union merges two ascending index lists.
@@ -150,6 +154,17 @@ func (c *Change) Timer() bool {
 		}
 	}
 	return false
+}
+
+// Cancelled returns the runs the call cancelled, in order.
+func (c *Change) Cancelled() []*Run {
+	var out []*Run
+	for _, r := range c.Runs {
+		if c.Effects[r].Cancelled {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Settled returns the runs the call settled, in order.

@@ -116,6 +116,11 @@ func Current(t *store.Task, token int64, status store.RunStatus) bool {
 	return status == store.RunRunning || t.Kind == store.KindOnFailure
 }
 
+// LostToCancel reports whether a claim that is not current was lost
+// because its run was cancelled: its worker is told so (ErrRunCancelled)
+// rather than that its claim was taken over.
+func LostToCancel(status store.RunStatus) bool { return status == store.RunCancelled }
+
 // Current reports whether token is the current claim of task i.
 func (r *Run) Current(i int, token int64) bool {
 	return Current(&r.Tasks[i], token, r.Rec.Status)
@@ -224,6 +229,111 @@ func (r *Run) Rescue(i int, deadAfter time.Duration, rand float64, now time.Time
 	return r.end(), true
 }
 
+// Cancel cancels a run that has not settled (ErrRunSettled otherwise): it
+// becomes CANCELLED with reason as its error; every task not finished is
+// CANCELLED, timers included; the claims of RUNNING tasks are cleared, so
+// that their workers learn it (Current is false, LostToCancel true) and
+// their late outcomes are stale. The on-failure handler does not run for a
+// cancelled run. The run settles at once.
+func (r *Run) Cancel(reason string, now time.Time) (Effects, error) {
+	r.begin()
+	if r.Rec.Settled() {
+		return r.end(), store.ErrRunSettled
+	}
+	reason = Text(reason)
+	r.Rec.Status = store.RunCancelled
+	r.Rec.FailedStep = ""
+	r.Rec.Error = reason
+	r.fx.RunChanged = true
+	r.fx.Cancelled = true
+	detail := "run cancelled"
+	if reason != "" {
+		detail += ": " + reason
+	}
+	for i := range r.Tasks {
+		t := &r.Tasks[i]
+		if t.State.Terminal() {
+			continue
+		}
+		t.Token = 0
+		r.cancel(i, now, detail)
+	}
+	r.checkRun(now)
+	return r.end(), nil
+}
+
+// Replay makes a settled run run again. The tasks to run again are those
+// that FAILED or were CANCELLED, the step named from (when set) even if it
+// completed, and every descendant of these; each is reset as new (PENDING,
+// no attempt, no output) with a REPLAYED event, and those whose parents are
+// resolved become ready (or are skipped, by the usual cascade). COMPLETED
+// tasks outside that set keep their outputs and do not run again. The run
+// is RUNNING again, its failure forgotten; its on-failure handler, if it
+// ran, runs again after a new failure.
+//
+// Errors: ErrRunNotSettled (the run still runs, or a concurrent replay
+// won), ErrNothingToReplay (a completed run and no from), ErrStepNotFound.
+func (r *Run) Replay(from string, now time.Time) (Effects, error) {
+	r.begin()
+	if !r.Rec.Settled() {
+		return r.end(), store.ErrRunNotSettled
+	}
+	n := r.Shape.Len()
+	fromIdx := -1
+	if from != "" {
+		i, ok := r.Shape.Index(from)
+		if !ok || i >= n {
+			return r.end(), store.ErrStepNotFound
+		}
+		fromIdx = i
+	}
+	again := make([]bool, n)
+	some := false
+	for i := range n { // parents come before children
+		switch r.Tasks[i].State {
+		case store.TaskFailed, store.TaskCancelled:
+			again[i] = true
+		}
+		if i == fromIdx {
+			again[i] = true
+		}
+		for _, p := range r.Shape.Parents(i) {
+			again[i] = again[i] || again[p]
+		}
+		some = some || again[i]
+	}
+	if !some {
+		return r.end(), store.ErrNothingToReplay
+	}
+	detail := "replay"
+	if from != "" {
+		detail = "replay from step " + from
+	}
+	r.Rec.Status = store.RunRunning
+	r.Rec.FailedStep, r.Rec.Error = "", ""
+	r.Rec.FinishedAt = time.Time{}
+	r.fx.RunChanged = true
+	for i := range n {
+		if again[i] {
+			r.event(i, store.EventReplayed, now, detail, time.Time{})
+			r.reset(i)
+		}
+	}
+	for i := range n {
+		if again[i] {
+			r.resolve(i, now)
+		}
+	}
+	r.checkRun(now)
+	return r.end(), nil
+}
+
+// Expired reports whether a run settled before before: retention may
+// delete it.
+func Expired(rec *store.Run, before time.Time) bool {
+	return rec.Settled() && rec.FinishedAt.Before(before)
+}
+
 // wanted reports whether the run still wants task i to run: it is RUNNING,
 // or i is its on-failure handler.
 func (r *Run) wanted(i int) bool {
@@ -284,15 +394,38 @@ func (r *Run) failRun(failed int, msg string, now time.Time) {
 			r.cancel(j, now, reason)
 		}
 	}
-	if r.Shape.Shape.OnFailure != nil && len(r.Tasks) == r.Shape.Len() {
-		n := r.Shape.Len()
+	if r.Shape.Shape.OnFailure == nil {
+		return
+	}
+	n := r.Shape.Len()
+	if len(r.Tasks) == n {
 		r.Tasks = append(r.Tasks, store.Task{
 			RunID: r.Rec.ID, Name: store.OnFailureTask, Kind: store.KindOnFailure, State: store.TaskPending,
 		})
-		r.touch(n)
 		r.fx.NewTasks = append(r.fx.NewTasks, n)
-		r.enqueue(n, now, "")
+	} else {
+		// The handler ran after an earlier failure, before a replay: it
+		// runs again, afresh.
+		r.reset(n)
 	}
+	r.touch(n)
+	r.enqueue(n, now, "")
+}
+
+// reset makes task i as new: PENDING, no attempt, no claim, no result.
+func (r *Run) reset(i int) {
+	t := &r.Tasks[i]
+	t.State = store.TaskPending
+	t.Attempt = 0
+	t.Token = 0
+	t.Worker = ""
+	t.DueAt = time.Time{}
+	t.HeartbeatAt = time.Time{}
+	t.Output = nil
+	t.Error = ""
+	t.StartedAt = time.Time{}
+	t.FinishedAt = time.Time{}
+	r.touch(i)
 }
 
 func (r *Run) cancel(i int, now time.Time, reason string) {
@@ -306,34 +439,38 @@ func (r *Run) cancel(i int, now time.Time, reason string) {
 	r.event(i, store.EventCancelled, now, reason, time.Time{})
 }
 
-// resolveChildren makes ready the children of task i whose parents are all
-// resolved. A child none of whose parents completed is skipped in turn.
+// resolveChildren resolves the children of task i.
 func (r *Run) resolveChildren(i int, now time.Time) {
 	for _, c := range r.Shape.Children(i) {
-		if r.Tasks[c].State != store.TaskPending {
-			continue
-		}
-		completed, resolved := false, true
-		for _, p := range r.Shape.Parents(c) {
-			switch r.Tasks[p].State {
-			case store.TaskCompleted:
-				completed = true
-			case store.TaskSkipped:
-			default:
-				resolved = false
-			}
-		}
-		if !resolved {
-			continue
-		}
-		if !completed {
-			r.finish(c, store.TaskSkipped, now)
-			r.event(c, store.EventSkipped, now, "all parents skipped", time.Time{})
-			r.resolveChildren(c, now)
-			continue
-		}
-		r.becomeReady(c, now)
+		r.resolve(c, now)
 	}
+}
+
+// resolve makes the PENDING task c ready once its parents are all resolved
+// (a root at once). A task none of whose parents completed is skipped, and
+// its children resolved in turn.
+func (r *Run) resolve(c int, now time.Time) {
+	if r.Tasks[c].State != store.TaskPending {
+		return
+	}
+	parents := r.Shape.Parents(c)
+	completed := len(parents) == 0
+	for _, p := range parents {
+		switch r.Tasks[p].State {
+		case store.TaskCompleted:
+			completed = true
+		case store.TaskSkipped:
+		default:
+			return
+		}
+	}
+	if !completed {
+		r.finish(c, store.TaskSkipped, now)
+		r.event(c, store.EventSkipped, now, "all parents skipped", time.Time{})
+		r.resolveChildren(c, now)
+		return
+	}
+	r.becomeReady(c, now)
 }
 
 func (r *Run) becomeReady(i int, now time.Time) {

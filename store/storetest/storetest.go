@@ -71,6 +71,16 @@ func Run(t *testing.T, newStore Factory) {
 		{"InvalidOutcome", testInvalidOutcome},
 		{"InvalidNewRuns", testInvalidNewRuns},
 		{"ClaimMatchesCore", testClaimMatchesCore},
+		{"ListRuns", testListRuns},
+		{"ListWhileSettling", testListWhileSettling},
+		{"Cancel", testCancel},
+		{"CancelRacesLastStep", testCancelRacesLastStep},
+		{"Replay", testReplay},
+		{"ReplaysRace", testReplaysRace},
+		{"ReplayWithLateOutcome", testReplayWithLateOutcome},
+		{"Prune", testPrune},
+		{"PruneRacesReplay", testPruneRacesReplay},
+		{"Stats", testStats},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

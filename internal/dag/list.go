@@ -1,0 +1,39 @@
+package dag
+
+import (
+	"slices"
+
+	"github.com/effectivelabs/durable/store"
+)
+
+// Matches reports whether a run passes a filter: the rule of ListRuns,
+// which memstore applies as is and pgstore as SQL (the conformance suite
+// holds them to the same results).
+func Matches(f *store.RunFilter, r *store.Run) bool {
+	switch {
+	case f.Tenant != "" && r.Tenant != f.Tenant,
+		f.Workflow != "" && r.Workflow != f.Workflow,
+		len(f.Statuses) > 0 && !slices.Contains(f.Statuses, r.Status),
+		!f.CreatedAfter.IsZero() && r.CreatedAt.Before(f.CreatedAfter),
+		!f.CreatedBefore.IsZero() && !r.CreatedAt.Before(f.CreatedBefore):
+		return false
+	}
+	if !f.FinishedAfter.IsZero() || !f.FinishedBefore.IsZero() {
+		switch {
+		case !r.Settled(),
+			!f.FinishedAfter.IsZero() && r.FinishedAt.Before(f.FinishedAfter),
+			!f.FinishedBefore.IsZero() && !r.FinishedAt.Before(f.FinishedBefore):
+			return false
+		}
+	}
+	return true
+}
+
+// Newer reports whether run a comes before run b in the newest-first order
+// of ListRuns: later creation first, then the greater ID.
+func Newer(a, b store.RunKey) bool {
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.After(b.CreatedAt)
+	}
+	return string(a.ID[:]) > string(b.ID[:])
+}

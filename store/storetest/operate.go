@@ -1,0 +1,599 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable/store"
+)
+
+// Tests of what operators do with runs: list, cancel, replay, stats and
+// prune, including the races between them and the engine's transitions.
+
+func listAll(t *testing.T, s store.Store, f store.RunFilter, page int) []store.RunSummary {
+	t.Helper()
+	var out []store.RunSummary
+	var after *store.RunKey
+	for {
+		res, err := s.ListRuns(ctx, &store.ListRunsParams{Filter: f, After: after, Limit: page})
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(res.Runs), page)
+		out = append(out, res.Runs...)
+		if !res.More {
+			return out
+		}
+		require.NotEmpty(t, res.Runs, "More without runs")
+		last := res.Runs[len(res.Runs)-1]
+		after = &store.RunKey{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+}
+
+func ids(rs []store.RunSummary) []uuid.UUID {
+	out := make([]uuid.UUID, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func cancelOne(t *testing.T, s store.Store, now time.Time, id uuid.UUID, tenant string) error {
+	t.Helper()
+	res, err := s.CancelRuns(ctx, &store.CancelRunsParams{Now: now, IDs: []uuid.UUID{id}, Tenant: tenant, Reason: "test"})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	require.Equal(t, id, res[0].ID)
+	return res[0].Err
+}
+
+func replayOne(t *testing.T, s store.Store, now time.Time, id uuid.UUID, tenant, from string) error {
+	t.Helper()
+	res, err := s.ReplayRuns(ctx, &store.ReplayRunsParams{Now: now, IDs: []uuid.UUID{id}, Tenant: tenant, FromStep: from})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	return res[0].Err
+}
+
+// testListRuns: newest first, keyset pages that neither repeat nor skip,
+// every filter, and the summary of a failed run.
+func testListRuns(t *testing.T, s store.Store) {
+	type made struct {
+		id                 uuid.UUID
+		wf, tenant         string
+		created            time.Time
+		status             store.RunStatus
+		finished           time.Time
+		failedStep, errMsg string
+	}
+	var all []made
+	for i := range 30 {
+		wf, tenant := "wf", fmt.Sprintf("t%d", i%3)
+		if i%4 == 0 {
+			wf = "other"
+		}
+		created := at(time.Duration(i/2) * time.Second) // pairs share a creation time: ties go by ID
+		r := newRun(wf, tenant, shape(step("a")))
+		create(t, s, created, r)
+		all = append(all, made{id: r.ID, wf: wf, tenant: tenant, created: created, status: store.RunRunning})
+	}
+	// Settle some: every third completes, every fifth fails.
+	for i := range all {
+		m := &all[i]
+		if i%3 != 0 && i%5 != 0 {
+			continue
+		}
+		cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{Now: T0, WorkerID: worker, Limit: 100, Workflows: []string{"wf", "other"}})
+		require.NoError(t, err)
+		var c *store.ClaimedTask
+		for _, x := range cs {
+			if x.RunID == m.id {
+				c = x
+			} else {
+				mustApply(t, s, T0, store.Outcome{Task: x.Ref(), Kind: store.OutcomeRelease})
+			}
+		}
+		require.NotNil(t, c)
+		m.finished = at(time.Hour + time.Duration(i)*time.Second)
+		if i%5 == 0 {
+			mustApply(t, s, m.finished, failed(c, "boom", true))
+			m.status, m.failedStep, m.errMsg = store.RunFailed, "a", "boom"
+		} else {
+			mustApply(t, s, m.finished, complete(c, `1`))
+			m.status = store.RunCompleted
+		}
+	}
+	want := func(keep func(m made) bool) []uuid.UUID {
+		var ms []made
+		for _, m := range all {
+			if keep(m) {
+				ms = append(ms, m)
+			}
+		}
+		slices.SortFunc(ms, func(a, b made) int {
+			if c := b.created.Compare(a.created); c != 0 {
+				return c
+			}
+			return slices.Compare(b.id[:], a.id[:])
+		})
+		out := []uuid.UUID{}
+		for _, m := range ms {
+			out = append(out, m.id)
+		}
+		return out
+	}
+	for _, page := range []int{1, 4, 7, 100} {
+		got := listAll(t, s, store.RunFilter{}, page)
+		require.Equal(t, want(func(made) bool { return true }), ids(got), "page size %d", page)
+	}
+	byID := map[uuid.UUID]made{}
+	for _, m := range all {
+		byID[m.id] = m
+	}
+	for _, r := range listAll(t, s, store.RunFilter{}, 10) {
+		m := byID[r.ID]
+		require.Equal(t, m.wf, r.Workflow)
+		require.Equal(t, m.tenant, r.Tenant)
+		require.Equal(t, m.status, r.Status)
+		requireTime(t, m.created, r.CreatedAt)
+		require.Equal(t, m.finished.IsZero(), r.FinishedAt.IsZero())
+		if !m.finished.IsZero() {
+			requireTime(t, m.finished, r.FinishedAt)
+		}
+		require.Equal(t, m.failedStep, r.FailedStep)
+		require.Equal(t, m.errMsg, r.Error)
+	}
+	filters := []struct {
+		f    store.RunFilter
+		keep func(m made) bool
+	}{
+		{store.RunFilter{Tenant: "t1"}, func(m made) bool { return m.tenant == "t1" }},
+		{store.RunFilter{Workflow: "other"}, func(m made) bool { return m.wf == "other" }},
+		{store.RunFilter{Statuses: []store.RunStatus{store.RunFailed}}, func(m made) bool { return m.status == store.RunFailed }},
+		{store.RunFilter{Statuses: []store.RunStatus{store.RunRunning, store.RunCompleted}, Tenant: "t0"},
+			func(m made) bool { return m.tenant == "t0" && m.status != store.RunFailed }},
+		{store.RunFilter{CreatedAfter: at(3 * time.Second), CreatedBefore: at(9 * time.Second)},
+			func(m made) bool { return !m.created.Before(at(3*time.Second)) && m.created.Before(at(9*time.Second)) }},
+		{store.RunFilter{FinishedAfter: at(time.Hour + 10*time.Second)},
+			func(m made) bool { return !m.finished.IsZero() && !m.finished.Before(at(time.Hour+10*time.Second)) }},
+		{store.RunFilter{FinishedBefore: at(time.Hour + 10*time.Second)},
+			func(m made) bool { return !m.finished.IsZero() && m.finished.Before(at(time.Hour+10*time.Second)) }},
+	}
+	for i, tc := range filters {
+		require.Equal(t, want(tc.keep), ids(listAll(t, s, tc.f, 3)), "filter %d: %+v", i, tc.f)
+	}
+	res, err := s.ListRuns(ctx, &store.ListRunsParams{Filter: store.RunFilter{Tenant: "nobody"}, Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, res.Runs)
+	require.False(t, res.More)
+}
+
+// testListWhileSettling: pages listed while the runs settle still hold each
+// run exactly once.
+func testListWhileSettling(t *testing.T, s store.Store) {
+	var runs []store.NewRun
+	for range 200 {
+		runs = append(runs, newRun("wf", "t", shape(step("a"))))
+	}
+	create(t, s, T0, runs...)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{Now: T0, WorkerID: worker, Limit: 17, Workflows: []string{"wf"}})
+			if err != nil || len(cs) == 0 {
+				return
+			}
+			outs := make([]store.Outcome, len(cs))
+			for i, c := range cs {
+				outs[i] = complete(c, `1`)
+			}
+			if _, err := s.FinishTasks(ctx, &store.FinishTasksParams{Now: T0, Outcomes: outs}); err != nil {
+				return
+			}
+		}
+	}()
+	got := listAll(t, s, store.RunFilter{}, 9)
+	<-done
+	require.Len(t, got, 200)
+	seen := map[uuid.UUID]bool{}
+	for _, r := range got {
+		require.False(t, seen[r.ID], "run %s listed twice", r.ID)
+		seen[r.ID] = true
+	}
+	require.Len(t, listAll(t, s, store.RunFilter{Statuses: []store.RunStatus{store.RunCompleted}}, 50), 200)
+}
+
+// testCancel: every kind of unfinished task is cancelled, timers never
+// fire, the running claim is lost (as cancelled) and its late outcome is
+// rejected; the on-failure handler does not run; cancelling again, or an
+// unknown run, or another tenant's run, is refused.
+func testCancel(t *testing.T, s store.Store) {
+	sh := &store.Shape{
+		Steps: []store.StepSpec{
+			step("run"), step("queued"), sleepStep("nap", time.Hour),
+			{Name: "backoff", Retry: store.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Minute, Factor: 1}},
+			step("after", "run", "queued"),
+		},
+		OnFailure: &store.OnFailureSpec{Retry: once()},
+	}
+	r := newRun("wf", "acme", sh)
+	create(t, s, T0, r)
+	cs := claim(t, s, T0, 10)
+	var running *store.ClaimedTask
+	for _, c := range cs {
+		switch c.Step {
+		case "run":
+			running = c
+		case "backoff":
+			mustApply(t, s, T0, failed(c, "later", false))
+		default:
+			mustApply(t, s, T0, store.Outcome{Task: c.Ref(), Kind: store.OutcomeRelease})
+		}
+	}
+	require.NotNil(t, running)
+	require.Equal(t, map[string]store.TaskState{"run": store.TaskRunning, "queued": store.TaskQueued, "nap": store.TaskSleeping,
+		"backoff": store.TaskQueued, "after": store.TaskPending}, states(t, s, r.ID))
+
+	require.ErrorIs(t, cancelOne(t, s, at(time.Second), r.ID, "other-tenant"), store.ErrRunNotFound, "scoped to another tenant")
+	require.Equal(t, store.RunRunning, run(t, s, r.ID).Status, "nothing changed")
+	require.ErrorIs(t, cancelOne(t, s, at(time.Second), uuid.New(), ""), store.ErrRunNotFound)
+
+	require.NoError(t, cancelOne(t, s, at(2*time.Second), r.ID, "acme"))
+	got := run(t, s, r.ID)
+	require.Equal(t, store.RunCancelled, got.Status)
+	require.Equal(t, "test", got.Error)
+	requireTime(t, at(2*time.Second), got.FinishedAt, "a cancelled run settles at once")
+	for name, st := range states(t, s, r.ID) {
+		require.Equal(t, store.TaskCancelled, st, name)
+	}
+	require.Empty(t, claim(t, s, at(time.Hour), 10), "nothing is left to claim")
+	require.Zero(t, fireAll(t, s, at(2*time.Hour)), "no timer fires")
+	hb, err := s.Heartbeat(ctx, &store.HeartbeatParams{Now: at(3 * time.Second), WorkerID: worker, Tasks: []store.TaskRef{running.Ref()}})
+	require.NoError(t, err)
+	require.Equal(t, []store.TaskRef{running.Ref()}, hb.Lost)
+	require.Equal(t, []store.TaskRef{running.Ref()}, hb.Cancelled, "the worker learns the run was cancelled")
+	require.Equal(t, []store.FinishStatus{store.FinishStale}, finish(t, s, at(4*time.Second), complete(running, `"late"`)))
+	require.Nil(t, tasks(t, s, r.ID)["run"].Output, "the late outcome is not recorded")
+	require.ErrorIs(t, cancelOne(t, s, at(5*time.Second), r.ID, ""), store.ErrRunSettled)
+	require.Equal(t, []string{"QUEUED:0", "STARTED:1", "CANCELLED:1"}, stepEvents(t, s, r.ID, "run"))
+	require.Equal(t, []string{"SLEEPING:0", "CANCELLED:0"}, stepEvents(t, s, r.ID, "nap"))
+	res, err := s.RescueTasks(ctx, &store.RescueTasksParams{Now: at(time.Hour), DeadAfter: time.Second, Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, res.Rescued, "a cancelled task is not rescued")
+
+	// A run that failed and whose handler waits is not settled: it can be
+	// cancelled, and its handler is cancelled too.
+	r2 := newRun("wf", "acme", sh)
+	create(t, s, T0, r2)
+	for _, c := range claim(t, s, T0, 10) {
+		if c.RunID == r2.ID && c.Step == "run" {
+			mustApply(t, s, T0, failed(c, "fatal", true))
+		} else {
+			mustApply(t, s, T0, store.Outcome{Task: c.Ref(), Kind: store.OutcomeRelease})
+		}
+	}
+	require.Equal(t, store.RunFailed, run(t, s, r2.ID).Status)
+	require.Equal(t, store.TaskQueued, states(t, s, r2.ID)[store.OnFailureTask])
+	require.NoError(t, cancelOne(t, s, T0, r2.ID, ""))
+	require.Equal(t, store.RunCancelled, run(t, s, r2.ID).Status)
+	require.Equal(t, store.TaskCancelled, states(t, s, r2.ID)[store.OnFailureTask])
+}
+
+// testCancelRacesLastStep: a cancel and the outcome of a run's last step,
+// at once: exactly one wins, and the run ends consistent.
+func testCancelRacesLastStep(t *testing.T, s store.Store) {
+	for range 30 {
+		r := newRun("wf", "t", shape(step("a")))
+		create(t, s, T0, r)
+		c := claimOne(t, s, T0)
+		var wg sync.WaitGroup
+		var fin []store.FinishStatus
+		var cancelErr error
+		wg.Go(func() {
+			res, err := s.FinishTasks(ctx, &store.FinishTasksParams{Now: T0, Outcomes: []store.Outcome{complete(c, `1`)}})
+			if err == nil {
+				fin = []store.FinishStatus{res[0].Status}
+			}
+		})
+		wg.Go(func() {
+			res, err := s.CancelRuns(ctx, &store.CancelRunsParams{Now: T0, IDs: []uuid.UUID{r.ID}})
+			if err == nil {
+				cancelErr = res[0].Err
+			} else {
+				cancelErr = err
+			}
+		})
+		wg.Wait()
+		require.Len(t, fin, 1)
+		got := run(t, s, r.ID)
+		switch got.Status {
+		case store.RunCompleted:
+			require.Equal(t, store.FinishApplied, fin[0])
+			require.ErrorIs(t, cancelErr, store.ErrRunSettled)
+			require.Equal(t, store.TaskCompleted, states(t, s, r.ID)["a"])
+		case store.RunCancelled:
+			require.NoError(t, cancelErr)
+			require.Equal(t, store.FinishStale, fin[0])
+			require.Equal(t, store.TaskCancelled, states(t, s, r.ID)["a"])
+		default:
+			t.Fatalf("run ended %s", got.Status)
+		}
+		require.True(t, got.Settled())
+	}
+}
+
+// testReplay: a failed run runs again from what failed; completed steps
+// keep their outputs and are not run again; from a step, that step and its
+// descendants run again; the refusals are typed.
+func testReplay(t *testing.T, s store.Store) {
+	// a -> b -> c; a -> d
+	sh := &store.Shape{
+		Steps:     []store.StepSpec{step("a"), step("b", "a"), step("c", "b"), step("d", "a")},
+		OnFailure: &store.OnFailureSpec{Retry: once()},
+	}
+	r := newRun("wf", "acme", sh)
+	create(t, s, T0, r)
+	mustApply(t, s, T0, complete(claimOne(t, s, T0), `"A"`))
+	for _, c := range claim(t, s, T0, 10) {
+		if c.Step == "b" {
+			mustApply(t, s, T0, failed(c, "broken", true))
+		} else {
+			mustApply(t, s, T0, complete(c, `"D"`))
+		}
+	}
+	h := claimOne(t, s, T0)
+	require.Equal(t, store.KindOnFailure, h.Kind)
+	mustApply(t, s, T0, complete(h, `null`))
+	require.True(t, run(t, s, r.ID).Settled())
+
+	require.ErrorIs(t, replayOne(t, s, T0, r.ID, "other-tenant", ""), store.ErrRunNotFound)
+	require.ErrorIs(t, replayOne(t, s, T0, r.ID, "", "zz"), store.ErrStepNotFound)
+	require.ErrorIs(t, replayOne(t, s, T0, uuid.New(), "", ""), store.ErrRunNotFound)
+	require.NoError(t, replayOne(t, s, at(time.Minute), r.ID, "acme", ""))
+	got := run(t, s, r.ID)
+	require.Equal(t, store.RunRunning, got.Status)
+	require.Empty(t, got.Error)
+	require.Empty(t, got.FailedStep)
+	require.False(t, got.Settled())
+	require.ErrorIs(t, replayOne(t, s, at(time.Minute), r.ID, "", ""), store.ErrRunNotSettled)
+
+	b := claimOne(t, s, at(time.Minute))
+	require.Equal(t, "b", b.Step)
+	require.Equal(t, 1, b.Attempt, "a fresh attempt count")
+	require.Equal(t, map[string][]byte{"a": []byte(`"A"`)}, b.ParentOutputs, "a's output is kept")
+	require.Empty(t, claim(t, s, at(time.Minute), 10), "a and d, completed, do not run again")
+	mustApply(t, s, at(time.Minute), complete(b, `"B"`))
+	c := claimOne(t, s, at(time.Minute))
+	require.Equal(t, "c", c.Step)
+	mustApply(t, s, at(2*time.Minute), complete(c, `"C"`))
+	got = run(t, s, r.ID)
+	require.Equal(t, store.RunCompleted, got.Status)
+	requireTime(t, at(2*time.Minute), got.FinishedAt)
+	require.Equal(t, []string{"QUEUED:0", "STARTED:1", "FAILED:1", "REPLAYED:1", "QUEUED:0", "STARTED:1", "COMPLETED:1"},
+		stepEvents(t, s, r.ID, "b"))
+	require.Equal(t, []string{"REPLAYED:0", "QUEUED:0", "STARTED:1", "COMPLETED:1"}, stepEvents(t, s, r.ID, "c")[1:],
+		"c was cancelled when b failed, then runs")
+	require.Equal(t, `"D"`, string(tasks(t, s, r.ID)["d"].Output))
+
+	require.ErrorIs(t, replayOne(t, s, T0, r.ID, "", ""), store.ErrNothingToReplay)
+	// From a completed step: it and its descendants run again.
+	require.NoError(t, replayOne(t, s, at(3*time.Minute), r.ID, "", "b"))
+	require.Equal(t, map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskQueued, "c": store.TaskPending,
+		"d": store.TaskCompleted, store.OnFailureTask: store.TaskCompleted}, states(t, s, r.ID))
+	require.Nil(t, tasks(t, s, r.ID)["b"].Output)
+	b = claimOne(t, s, at(3*time.Minute))
+	mustApply(t, s, at(3*time.Minute), failed(b, "again", true))
+	h = claimOne(t, s, at(3*time.Minute))
+	require.Equal(t, store.KindOnFailure, h.Kind, "the on-failure handler runs again after a new failure")
+	require.Equal(t, 1, h.Attempt)
+	require.Equal(t, "again", h.Error)
+	mustApply(t, s, at(3*time.Minute), complete(h, `null`))
+	require.Equal(t, store.RunFailed, run(t, s, r.ID).Status)
+	require.Equal(t, []string{"QUEUED:0", "STARTED:1", "COMPLETED:1", "QUEUED:0", "STARTED:1", "COMPLETED:1"},
+		stepEvents(t, s, r.ID, store.OnFailureTask))
+}
+
+// testReplaysRace: two replays of one run at once: one wins.
+func testReplaysRace(t *testing.T, s store.Store) {
+	for range 20 {
+		r := newRun("wf", "t", shape(step("a")))
+		create(t, s, T0, r)
+		mustApply(t, s, T0, failed(claimOne(t, s, T0), "x", true))
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for k := range errs {
+			wg.Go(func() {
+				res, err := s.ReplayRuns(ctx, &store.ReplayRunsParams{Now: T0, IDs: []uuid.UUID{r.ID}})
+				if err != nil {
+					errs[k] = err
+					return
+				}
+				errs[k] = res[0].Err
+			})
+		}
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			if err == nil {
+				won++
+			} else {
+				require.ErrorIs(t, err, store.ErrRunNotSettled)
+			}
+		}
+		require.Equal(t, 1, won)
+		require.Equal(t, []string{"QUEUED:0", "STARTED:1", "FAILED:1", "REPLAYED:1", "QUEUED:0"}, stepEvents(t, s, r.ID, "a"))
+		mustApply(t, s, T0, complete(claimOne(t, s, T0), `1`))
+	}
+}
+
+// testReplayWithLateOutcome: a run cancelled while a step ran is replayed;
+// the old attempt's outcome, arriving after, is rejected; the new one is
+// recorded.
+func testReplayWithLateOutcome(t *testing.T, s store.Store) {
+	r := newRun("wf", "t", shape(step("a")))
+	create(t, s, T0, r)
+	old := claimOne(t, s, T0)
+	require.NoError(t, cancelOne(t, s, T0, r.ID, ""))
+	require.NoError(t, replayOne(t, s, T0, r.ID, "", ""))
+	fresh := claimOne(t, s, T0)
+	require.NotEqual(t, old.Token, fresh.Token)
+	require.Equal(t, []store.FinishStatus{store.FinishStale}, finish(t, s, T0, complete(old, `"old"`)))
+	mustApply(t, s, T0, complete(fresh, `"new"`))
+	require.Equal(t, `"new"`, string(tasks(t, s, r.ID)["a"].Output))
+	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+}
+
+// testPrune: settled runs that finished before the cutoff go, with their
+// tasks and events, in batches of at most Limit; nothing else does.
+func testPrune(t *testing.T, s store.Store) {
+	var old, recent, inflight []uuid.UUID
+	for i := range 7 {
+		r := newRun("wf", "t", shape(step("a")))
+		create(t, s, T0, r)
+		mustApply(t, s, at(time.Duration(i)*time.Second), complete(claimOne(t, s, T0), `1`))
+		old = append(old, r.ID)
+	}
+	for range 2 {
+		r := newRun("wf", "t", shape(step("a")))
+		create(t, s, T0, r)
+		mustApply(t, s, at(time.Hour), failed(claimOne(t, s, T0), "x", true))
+		recent = append(recent, r.ID)
+	}
+	r := newRun("wf", "t", shape(step("a"), sleepStep("nap", time.Hour, "a")))
+	create(t, s, T0, r)
+	mustApply(t, s, T0, complete(claimOne(t, s, T0), `1`))
+	inflight = append(inflight, r.ID)
+
+	cut := at(time.Minute)
+	res, err := s.PruneRuns(ctx, &store.PruneRunsParams{Before: cut, Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Deleted)
+	res, err = s.PruneRuns(ctx, &store.PruneRunsParams{Before: cut, Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Deleted)
+	res, err = s.PruneRuns(ctx, &store.PruneRunsParams{Before: cut, Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Deleted, "fewer than Limit: none is left")
+	for _, id := range old {
+		_, err := s.GetRun(ctx, id)
+		require.ErrorIs(t, err, store.ErrRunNotFound)
+		_, err = s.ListTasks(ctx, id)
+		require.ErrorIs(t, err, store.ErrRunNotFound)
+		_, err = s.ListEvents(ctx, id)
+		require.ErrorIs(t, err, store.ErrRunNotFound)
+	}
+	for _, id := range append(recent, inflight...) {
+		_, err := s.GetRun(ctx, id)
+		require.NoError(t, err)
+	}
+	res, err = s.PruneRuns(ctx, &store.PruneRunsParams{Before: at(365 * 24 * time.Hour), Limit: 100})
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Deleted, "a run in flight is never pruned, however old")
+	_, err = s.GetRun(ctx, inflight[0])
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{inflight[0]}, ids(listAll(t, s, store.RunFilter{}, 10)))
+}
+
+// testPruneRacesReplay: a prune and a replay of the same expired run at
+// once: either the run is gone and the replay finds nothing, or it runs
+// again and stays.
+func testPruneRacesReplay(t *testing.T, s store.Store) {
+	for range 20 {
+		r := newRun("wf", "t", shape(step("a")))
+		create(t, s, T0, r)
+		mustApply(t, s, T0, failed(claimOne(t, s, T0), "x", true))
+		var wg sync.WaitGroup
+		var replayErr error
+		var pruned int
+		wg.Go(func() {
+			res, err := s.ReplayRuns(ctx, &store.ReplayRunsParams{Now: at(time.Hour), IDs: []uuid.UUID{r.ID}})
+			if err != nil {
+				replayErr = err
+				return
+			}
+			replayErr = res[0].Err
+		})
+		wg.Go(func() {
+			res, err := s.PruneRuns(ctx, &store.PruneRunsParams{Before: at(time.Minute), Limit: 10})
+			if err == nil {
+				pruned = res.Deleted
+			}
+		})
+		wg.Wait()
+		_, getErr := s.GetRun(ctx, r.ID)
+		if pruned == 1 {
+			require.ErrorIs(t, replayErr, store.ErrRunNotFound)
+			require.ErrorIs(t, getErr, store.ErrRunNotFound)
+			continue
+		}
+		require.Zero(t, pruned)
+		require.NoError(t, replayErr)
+		require.NoError(t, getErr)
+		require.Equal(t, store.RunRunning, run(t, s, r.ID).Status)
+		mustApply(t, s, at(time.Hour), complete(claimOne(t, s, at(time.Hour)), `1`))
+	}
+}
+
+// testStats: tasks ready, waiting and running, the oldest ready task, runs
+// in flight and settled, by workflow and tenant, and scoped to a tenant.
+func testStats(t *testing.T, s store.Store) {
+	flaky := store.StepSpec{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Hour, Factor: 1}}
+	create(t, s, at(time.Second), newRun("wf", "t1", shape(step("a"))), newRun("wf", "t1", shape(step("a"))))
+	create(t, s, at(2*time.Second), newRun("wf", "t2", shape(sleepStep("a", time.Hour))))
+	create(t, s, at(3*time.Second), newRun("other", "t1", shape(flaky)), newRun("other", "t1", shape(step("a"))))
+	for _, c := range claim(t, s, at(4*time.Second), 10, "other") {
+		if c.Retry.MaxAttempts == 3 { // the flaky one waits out a backoff; the other stays running
+			mustApply(t, s, at(4*time.Second), failed(c, "x", false))
+		}
+	}
+	done := newRun("wf", "t2", shape(step("a")))
+	create(t, s, at(5*time.Second), done)
+	for _, c := range claim(t, s, at(5*time.Second), 10, "wf") {
+		if c.RunID == done.ID {
+			mustApply(t, s, at(6*time.Second), complete(c, `1`))
+		} else {
+			mustApply(t, s, at(5*time.Second), store.Outcome{Task: c.Ref(), Kind: store.OutcomeRelease})
+		}
+	}
+	st, err := s.Stats(ctx, &store.StatsParams{Now: at(time.Minute), Window: time.Hour})
+	require.NoError(t, err)
+	q := map[string]store.QueueStats{}
+	for _, x := range st.Queues {
+		q[x.Workflow+"/"+x.Tenant] = x
+	}
+	require.Equal(t, 2, q["wf/t1"].Ready)
+	require.Zero(t, q["wf/t1"].Running)
+	requireTime(t, at(5*time.Second), q["wf/t1"].OldestReady, "released at 5s")
+	require.Equal(t, 1, q["wf/t2"].Waiting, "the sleep")
+	require.Equal(t, 1, q["other/t1"].Waiting, "the backoff")
+	require.Equal(t, 1, q["other/t1"].Running)
+	require.Zero(t, q["other/t1"].Ready)
+	require.True(t, q["other/t1"].OldestReady.IsZero())
+	counts := map[string]int{}
+	for _, c := range st.Runs {
+		counts[fmt.Sprintf("%s/%s/%s/%v", c.Workflow, c.Tenant, c.Status, c.Settled)] += c.Count
+	}
+	require.Equal(t, map[string]int{
+		"wf/t1/RUNNING/false": 2, "wf/t2/RUNNING/false": 1, "other/t1/RUNNING/false": 2, "wf/t2/COMPLETED/true": 1,
+	}, counts)
+
+	scoped, err := s.Stats(ctx, &store.StatsParams{Now: at(time.Minute), Window: time.Hour, Tenant: "t2"})
+	require.NoError(t, err)
+	for _, x := range scoped.Queues {
+		require.Equal(t, "t2", x.Tenant)
+	}
+	for _, c := range scoped.Runs {
+		require.Equal(t, "t2", c.Tenant)
+	}
+	require.Len(t, scoped.Runs, 2)
+	outside, err := s.Stats(ctx, &store.StatsParams{Now: at(10 * time.Hour), Window: time.Hour})
+	require.NoError(t, err)
+	for _, c := range outside.Runs {
+		require.False(t, c.Settled, "a settled run created before the window is not counted: %+v", c)
+	}
+}
