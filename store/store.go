@@ -476,8 +476,8 @@ type Run struct {
 	FailedStep string
 	Error      string
 	// Shape is the run's DAG; set by GetRun.
-	Shape *Shape
-	CreatedAt  time.Time
+	Shape     *Shape
+	CreatedAt time.Time
 	// FinishedAt is set once the run has settled: every task is terminal,
 	// the on-failure handler included.
 	FinishedAt time.Time
