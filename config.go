@@ -57,6 +57,13 @@ type Config struct {
 	// once across all engines sharing the store. Defaults to 0 (no cap).
 	TenantLimit int
 
+	// Retention is how long settled runs are kept: the leader deletes runs
+	// that settled longer ago, with their tasks and events, in small
+	// batches, each a short transaction. Defaults to 7 days; KeepForever
+	// (any negative value) keeps every run. (Zero means the default, as for
+	// every field of Config.)
+	Retention time.Duration
+
 	// Codec encodes inputs and outputs. Defaults to JSONCodec.
 	Codec Codec
 
@@ -73,6 +80,12 @@ type Config struct {
 	// timers early.
 	Clock func() time.Time
 }
+
+// KeepForever is the Config.Retention that keeps every run.
+const KeepForever time.Duration = -1
+
+// DefaultRetention is the Config.Retention of a zero Config: 7 days.
+const DefaultRetention = 7 * 24 * time.Hour
 
 // ErrInvalidConfig is returned by New for a Config it cannot use.
 var ErrInvalidConfig = errors.New("durable: invalid config")
@@ -100,6 +113,7 @@ func (c *Config) setDefaults(s store.Store) error {
 	def(&c.MaxPollInterval, 30*time.Second)
 	def(&c.HeartbeatInterval, 5*time.Second)
 	def(&c.DeadAfter, 30*time.Second)
+	def(&c.Retention, DefaultRetention)
 	if c.Codec == nil {
 		c.Codec = JSONCodec{}
 	}

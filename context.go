@@ -14,9 +14,10 @@ import (
 // Context is the context a step (or on-failure handler) runs with. It is a
 // context.Context, cancelled when the engine stops hard, when the step's
 // claim is lost (another worker took the step over after this one missed its
-// heartbeats) or when its run is over; context.Cause then tells which
-// (ErrEngineStopped, ErrClaimLost). Pass it on to database calls and HTTP
-// requests so they stop too.
+// heartbeats), when its run was cancelled, or when its run is over;
+// context.Cause then tells which (ErrEngineStopped, ErrClaimLost,
+// ErrRunCancelled). Pass it on to database calls and HTTP requests so they
+// stop too.
 type Context interface {
 	context.Context
 	// RunID is the ID of the run.
@@ -34,8 +35,9 @@ type Context interface {
 	// Heartbeat tells the store that this worker is alive and checks that
 	// the step's claim is still current. The engine heartbeats running steps
 	// on its own every Config.HeartbeatInterval; a long step may call
-	// Heartbeat to learn early that its claim was lost, in which case it
-	// returns ErrClaimLost and the context is cancelled.
+	// Heartbeat to learn early that its claim was lost (it returns
+	// ErrClaimLost) or its run cancelled (ErrRunCancelled), in which case
+	// the context is cancelled too.
 	Heartbeat() error
 }
 
@@ -96,6 +98,10 @@ func (c *stepContext) Heartbeat() error {
 	})
 	if err != nil {
 		return fmt.Errorf("durable: heartbeat: %w", err)
+	}
+	if len(res.Cancelled) > 0 {
+		c.cancel(ErrRunCancelled)
+		return ErrRunCancelled
 	}
 	if len(res.Lost) > 0 {
 		c.cancel(ErrClaimLost)

@@ -343,6 +343,10 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		if id, err := uuid.Parse(n.Payload); err == nil {
 			e.wakeWaiters(id)
 		}
+	case store.TopicCancel:
+		if id, err := uuid.Parse(n.Payload); err == nil {
+			e.runCancelled(rt, id)
+		}
 	case store.TopicResync:
 		e.notifying.Store(true)
 		signal(rt.readySig)

@@ -37,8 +37,8 @@ var (
 	ErrEncode = errors.New("durable: cannot encode value")
 	// ErrDecode: a stored input or output does not decode into its type.
 	ErrDecode = errors.New("durable: cannot decode value")
-	// ErrRunFailed is matched by the *RunError that Run and Wait return for a
-	// run that failed.
+	// ErrRunFailed is matched by the *RunError that Run returns (and Wait's
+	// result holds) for a run that failed.
 	ErrRunFailed = errors.New("durable: run failed")
 	// ErrRunNotFound: no run has this ID.
 	ErrRunNotFound = store.ErrRunNotFound
@@ -145,23 +145,42 @@ func (e *WaitError) Error() string {
 // Unwrap returns Err.
 func (e *WaitError) Unwrap() error { return e.Err }
 
-// RunError is the error of a run that failed: the step that failed it and
-// that step's error message. It matches ErrRunFailed.
+// RunError is the error of a run that failed or was cancelled: the step
+// that failed it and that step's error message, or the reason it was
+// cancelled. It matches ErrRunFailed or ErrRunCancelled.
 type RunError struct {
-	// RunID is the run that failed.
+	// RunID is the run.
 	RunID uuid.UUID
 	// Workflow is the run's workflow.
 	Workflow string
-	// Step is the step whose permanent failure failed the run.
+	// Status is FAILED or CANCELLED.
+	Status RunStatus
+	// Step is the step whose permanent failure failed the run; empty for a
+	// cancelled run.
 	Step string
-	// Message is that step's error message, as recorded.
+	// Message is that step's error message, as recorded, or the reason the
+	// run was cancelled.
 	Message string
 }
 
-// Error names the run, its workflow, the step that failed and its message.
+// Error names the run, its workflow, and the step that failed and its
+// message, or the reason it was cancelled.
 func (e *RunError) Error() string {
+	if e.Status == store.RunCancelled {
+		msg := fmt.Sprintf("durable: run %s of %q was cancelled", e.RunID, e.Workflow)
+		if e.Message != "" {
+			msg += ": " + e.Message
+		}
+		return msg
+	}
 	return fmt.Sprintf("durable: run %s of %q failed: step %q: %s", e.RunID, e.Workflow, e.Step, e.Message)
 }
 
-// Is makes errors.Is(err, ErrRunFailed) true.
-func (e *RunError) Is(target error) bool { return target == ErrRunFailed }
+// Is makes errors.Is(err, ErrRunFailed) true for a failed run and
+// errors.Is(err, ErrRunCancelled) for a cancelled one.
+func (e *RunError) Is(target error) bool {
+	if e.Status == store.RunCancelled {
+		return target == ErrRunCancelled
+	}
+	return target == ErrRunFailed
+}

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -33,17 +35,35 @@ func (e *Engine) heartbeatLoop(rt *runtime) {
 			e.log.Warn("durable: heartbeat failed", slog.Any("error", err))
 			continue
 		}
-		e.claimsLost(rt, res.Lost)
+		e.claimsLost(rt, res)
 	}
 }
 
-// claimsLost cancels the steps running under lost claims.
-func (e *Engine) claimsLost(rt *runtime, lost []store.TaskRef) {
+// claimsLost cancels the steps running under lost claims: with
+// ErrRunCancelled when their run was cancelled, ErrClaimLost otherwise.
+func (e *Engine) claimsLost(rt *runtime, res *store.HeartbeatResult) {
 	rt.flightMu.Lock()
 	defer rt.flightMu.Unlock()
-	for _, ref := range lost {
+	for _, ref := range res.Cancelled {
 		if f := rt.flights[ref]; f != nil {
-			f.cancel(ErrClaimLost)
+			f.cancel(ErrRunCancelled)
+		}
+	}
+	for _, ref := range res.Lost {
+		if f := rt.flights[ref]; f != nil {
+			f.cancel(ErrClaimLost) // no effect on a context already cancelled
+		}
+	}
+}
+
+// runCancelled cancels the steps this engine runs for a cancelled run, as
+// soon as the store says so (their heartbeats would say it later).
+func (e *Engine) runCancelled(rt *runtime, id uuid.UUID) {
+	rt.flightMu.Lock()
+	defer rt.flightMu.Unlock()
+	for ref, f := range rt.flights {
+		if ref.RunID == id {
+			f.cancel(ErrRunCancelled)
 		}
 	}
 }

@@ -21,6 +21,9 @@ func (e *Engine) lead(ctx context.Context, rt *runtime) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.timerLoop(ctx, rt) })
 	wg.Go(func() { e.rescueLoop(ctx) })
+	if e.cfg.Retention > 0 {
+		wg.Go(func() { e.retentionLoop(ctx) })
+	}
 	wg.Wait()
 	e.log.Info("durable: no longer leading")
 }
@@ -83,6 +86,29 @@ func (e *Engine) rescueLoop(ctx context.Context) {
 			}
 		}
 		if !sleep.For(ctx, interval) {
+			return
+		}
+	}
+}
+
+// retentionInterval is how often the leader prunes runs past their
+// retention: a quarter of Config.Retention, between a second and a minute.
+func (e *Engine) retentionInterval() time.Duration {
+	return min(max(e.cfg.Retention/4, time.Second), time.Minute)
+}
+
+// retentionLoop deletes the runs that settled more than Config.Retention
+// ago, in batches (see Engine.Prune), every retentionInterval.
+func (e *Engine) retentionLoop(ctx context.Context) {
+	for {
+		n, err := e.Prune(ctx, e.cfg.Retention)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			e.log.Error("durable: pruning settled runs", slog.Any("error", err))
+		case n > 0:
+			e.log.Debug("durable: pruned settled runs", slog.Int("runs", n), slog.Duration("retention", e.cfg.Retention))
+		}
+		if !sleep.For(ctx, e.retentionInterval()) {
 			return
 		}
 	}

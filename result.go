@@ -8,7 +8,8 @@ import (
 	"github.com/effectivelabs/durable/store"
 )
 
-// RunStatus is the status of a run: RUNNING, then COMPLETED or FAILED.
+// RunStatus is the status of a run: RUNNING, then COMPLETED, FAILED or
+// CANCELLED.
 type RunStatus = store.RunStatus
 
 // Run statuses.
@@ -16,6 +17,7 @@ const (
 	RunRunning   = store.RunRunning
 	RunCompleted = store.RunCompleted
 	RunFailed    = store.RunFailed
+	RunCancelled = store.RunCancelled
 )
 
 // StepState is the state of one step of a run.
@@ -47,6 +49,7 @@ const (
 	EventSleeping  = store.EventSleeping
 	EventWoken     = store.EventWoken
 	EventCancelled = store.EventCancelled
+	EventReplayed  = store.EventReplayed
 )
 
 // Event is one entry of a run's event log.
@@ -65,10 +68,12 @@ type RunResult struct {
 	Workflow string
 	// Tenant is the tenant the run belongs to.
 	Tenant string
-	// Status is RUNNING, COMPLETED or FAILED.
+	// Status is RUNNING, COMPLETED, FAILED or CANCELLED.
 	Status RunStatus
-	// Err is the *RunError of a FAILED run, nil otherwise.
+	// Err is the *RunError of a FAILED or CANCELLED run, nil otherwise.
 	Err error
+	// Input is the run's encoded input.
+	Input []byte
 	// CreatedAt is when the run was started.
 	CreatedAt time.Time
 	// FinishedAt is when the run settled; zero until then.
@@ -80,8 +85,8 @@ type RunResult struct {
 	codec Codec
 }
 
-// Done reports whether the run has settled: it is COMPLETED or FAILED and
-// every step, on-failure handler included, is finished.
+// Done reports whether the run has settled: it is COMPLETED, FAILED or
+// CANCELLED and every step, on-failure handler included, is finished.
 func (r *RunResult) Done() bool { return !r.FinishedAt.IsZero() }
 
 // Step returns the step with the given name.
@@ -98,6 +103,8 @@ func (r *RunResult) Step(name string) (*StepResult, bool) {
 type StepResult struct {
 	// Name is the step's name (OnFailureStep for the on-failure handler).
 	Name string
+	// Parents are the step's parents, as the run recorded its shape.
+	Parents []string
 	// Kind tells a step, a sleep and the on-failure handler apart.
 	Kind store.TaskKind
 	// State is the step's state (PENDING, QUEUED, RUNNING, ...).
@@ -118,16 +125,22 @@ type StepResult struct {
 
 func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
 	res := &RunResult{
-		ID: run.ID, Workflow: run.Workflow, Tenant: run.Tenant, Status: run.Status,
+		ID: run.ID, Workflow: run.Workflow, Tenant: run.Tenant, Status: run.Status, Input: run.Input,
 		CreatedAt: run.CreatedAt, FinishedAt: run.FinishedAt, codec: codec,
 	}
-	if run.Status == store.RunFailed {
-		res.Err = &RunError{RunID: run.ID, Workflow: run.Workflow, Step: run.FailedStep, Message: run.Error}
+	if run.Status == store.RunFailed || run.Status == store.RunCancelled {
+		res.Err = &RunError{RunID: run.ID, Workflow: run.Workflow, Status: run.Status, Step: run.FailedStep, Message: run.Error}
+	}
+	parents := map[string][]string{}
+	if run.Shape != nil {
+		for _, st := range run.Shape.Steps {
+			parents[st.Name] = st.Parents
+		}
 	}
 	res.Steps = make([]StepResult, len(tasks))
 	for i, t := range tasks {
 		res.Steps[i] = StepResult{
-			Name: t.Name, Kind: t.Kind, State: t.State, Attempts: t.Attempt, Error: t.Error,
+			Name: t.Name, Parents: parents[t.Name], Kind: t.Kind, State: t.State, Attempts: t.Attempt, Error: t.Error,
 			DueAt: t.DueAt, StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Output: t.Output,
 		}
 	}

@@ -766,11 +766,12 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	before := now(p.Now).Add(-p.OlderThan)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var expired []*runState
 	for _, rs := range s.runs {
-		if dag.Expired(&rs.rec, p.Before) {
+		if dag.Expired(&rs.rec, before) {
 			expired = append(expired, rs)
 		}
 	}

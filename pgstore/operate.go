@@ -260,7 +260,7 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 	}
 	b := &pgx.Batch{}
 	b.Queue(s.q.genericPlans)
-	b.Queue(s.q.pruneRuns, p.Before, limit).Exec(func(ct pgconn.CommandTag) error {
+	b.Queue(s.q.pruneRuns, stamp(nowOf(p.Now)), int64(p.OlderThan/time.Microsecond), limit).Exec(func(ct pgconn.CommandTag) error {
 		res.Deleted = int(ct.RowsAffected())
 		return nil
 	})

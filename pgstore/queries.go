@@ -313,13 +313,17 @@ SELECT workflow, tenant, status, true, count(*)::int FROM {{schema}}.runs
 WHERE created_at >= coalesce($2, now()) - $3::bigint * interval '1 microsecond' AND finished_at IS NOT NULL
   AND ($1::text IS NULL OR tenant = $1)
 GROUP BY workflow, tenant, status`),
-		// Retention: the oldest settled runs that finished before $1, skipping
+		// Retention: the oldest settled runs that finished $2 microseconds
+		// before $1 (the database's now() when NULL), skipping
 		// runs a transition holds (their tasks go with them, by the foreign
 		// key).
 		pruneRuns: r(`
-WITH doomed AS (
-  SELECT id FROM {{schema}}.runs WHERE created_at < $1 AND finished_at < $1
-  ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+WITH cutoff AS (
+  SELECT coalesce($1, now()) - $2::bigint * interval '1 microsecond' AS at
+), doomed AS (
+  SELECT id FROM {{schema}}.runs
+  WHERE created_at < (SELECT at FROM cutoff) AND finished_at < (SELECT at FROM cutoff)
+  ORDER BY created_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
 ), events_gone AS (
   DELETE FROM {{schema}}.events e USING doomed d WHERE e.run_id = d.id
 )

@@ -91,8 +91,8 @@ type Store interface {
 	// cost that does not grow with the number of settled runs.
 	Stats(ctx context.Context, p *StatsParams) (*Stats, error)
 
-	// PruneRuns deletes up to Limit settled runs that finished before
-	// Before, with their tasks and events, in one short atomic unit; runs
+	// PruneRuns deletes up to Limit settled runs that finished more than
+	// OlderThan ago, with their tasks and events, in one short atomic unit; runs
 	// in transitions at that moment are left for the next call. It reports
 	// how many it deleted; fewer than Limit means none is left.
 	PruneRuns(ctx context.Context, p *PruneRunsParams) (*PruneRunsResult, error)
@@ -654,8 +654,10 @@ type RunCount struct {
 
 // PruneRunsParams are the parameters of Store.PruneRuns.
 type PruneRunsParams struct {
-	// Before: runs that settled before it are deleted.
-	Before time.Time
+	Now time.Time
+	// OlderThan: runs that settled more than this long before Now are
+	// deleted. The cutoff is taken on the store's clock.
+	OlderThan time.Duration
 	// Limit is the most runs deleted in one call.
 	Limit int
 }

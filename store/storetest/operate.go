@@ -469,15 +469,16 @@ func testPrune(t *testing.T, s store.Store) {
 	mustApply(t, s, T0, complete(claimOne(t, s, T0), `1`))
 	inflight = append(inflight, r.ID)
 
-	cut := at(time.Minute)
-	res, err := s.PruneRuns(ctx, &store.PruneRunsParams{Before: cut, Limit: 3})
-	require.NoError(t, err)
-	require.Equal(t, 3, res.Deleted)
-	res, err = s.PruneRuns(ctx, &store.PruneRunsParams{Before: cut, Limit: 3})
-	require.NoError(t, err)
-	require.Equal(t, 3, res.Deleted)
-	res, err = s.PruneRuns(ctx, &store.PruneRunsParams{Before: cut, Limit: 3})
-	require.NoError(t, err)
+	// At 2h, runs that settled more than 1h59m ago: the first seven.
+	prune := func(limit int) *store.PruneRunsResult {
+		t.Helper()
+		res, err := s.PruneRuns(ctx, &store.PruneRunsParams{Now: at(2 * time.Hour), OlderThan: 2*time.Hour - time.Minute, Limit: limit})
+		require.NoError(t, err)
+		return res
+	}
+	require.Equal(t, 3, prune(3).Deleted)
+	require.Equal(t, 3, prune(3).Deleted)
+	res := prune(3)
 	require.Equal(t, 1, res.Deleted, "fewer than Limit: none is left")
 	for _, id := range old {
 		_, err := s.GetRun(ctx, id)
@@ -491,7 +492,7 @@ func testPrune(t *testing.T, s store.Store) {
 		_, err := s.GetRun(ctx, id)
 		require.NoError(t, err)
 	}
-	res, err = s.PruneRuns(ctx, &store.PruneRunsParams{Before: at(365 * 24 * time.Hour), Limit: 100})
+	res, err := s.PruneRuns(ctx, &store.PruneRunsParams{Now: at(365 * 24 * time.Hour), OlderThan: time.Hour, Limit: 100})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Deleted, "a run in flight is never pruned, however old")
 	_, err = s.GetRun(ctx, inflight[0])
@@ -519,7 +520,7 @@ func testPruneRacesReplay(t *testing.T, s store.Store) {
 			replayErr = res[0].Err
 		})
 		wg.Go(func() {
-			res, err := s.PruneRuns(ctx, &store.PruneRunsParams{Before: at(time.Minute), Limit: 10})
+			res, err := s.PruneRuns(ctx, &store.PruneRunsParams{Now: at(time.Minute), OlderThan: 0, Limit: 10})
 			if err == nil {
 				pruned = res.Deleted
 			}
