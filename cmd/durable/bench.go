@@ -49,6 +49,32 @@ Scenarios:
             pg_stat_database transactions, which undercount statements. The
             report says which method counted. In-process workers are also
             counted on their connections (pgx tracer, round trips)
+  list      --runs runs (1,000,000) created through the engine over --tenants
+            tenants (100) while workers work them: 1% fail, up to 300 stay
+            in flight (a day-long sleep), the rest complete; the setup time
+            is reported. The runs table is then vacuumed and analyzed, and
+            ListRuns pages of 50 are timed --repeat times each (200),
+            p50/p95/p99: the first page, a deep page (half-way down, its
+            cursor found by walking pages of 1,000), and the first pages of
+            a tenant (and a deep one), status FAILED, status RUNNING, a
+            creation-time range, a tenant's FAILED runs, and a workflow
+            (no index). Goal: first and deep page p50 ≤ 5 ms. --autovacuum
+            applies during the setup, as for soak
+  soak      one-step bench-noop runs triggered at --rate runs/s (5,000) for
+            --duration (10m) in small batches, with the workers'
+            Config.Retention at --retention (1m), so that the leader prunes
+            all along. Every --sample (10s): runs triggered and completed,
+            p50/p99 trigger → completed (database times) of the runs
+            completed in the interval, runs in flight and kept, runs
+            pruned, and each table of the schema: its size with indexes
+            and its dead tuples. Goals (at 5,000 runs/s for 10 minutes with
+            1 minute of retention): the last minute's throughput and p99
+            within 10% of the second minute's, the last minute at ≥ 95% of
+            the rate, and the tables' size from minute 4 on within 10% of
+            their size there (a plateau). --autovacuum says who vacuums:
+            the server's autovacuum, or the bench standing in for it (the
+            same thresholds, naptime and cost delay) when the server has it
+            off, as by default
 
 Workers run in this process (--processes 0) or as --processes P
 "durable worker" processes of this executable. With --json, stdout is one
@@ -65,24 +91,29 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var cpuProfile string
 	fs.StringVar(&o.DatabaseURL, "database-url", os.Getenv(envDatabaseURL), "PostgreSQL URL, e.g. postgres://user@127.0.0.1:5432/db (default $"+envDatabaseURL+")")
 	fs.StringVar(&o.Schema, "schema", "", "use (and keep) this schema instead of a fresh durable_bench_<random> one; no other workers may serve it")
-	fs.StringVar(&o.Scenario, "scenario", "", "single, dag, latency, fairness or idle (required)")
+	fs.StringVar(&o.Scenario, "scenario", "", "single, dag, latency, fairness, idle, list or soak (required)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as one JSON object on stdout")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the fresh schema (and idle's scratch database) instead of dropping it")
 	fs.BoolVar(&o.SameDatabase, "same-database", false, "idle: measure in the --database-url database instead of a scratch one created for the run")
 	fs.StringVar(&o.ServerLog, "server-log", "", "idle: the server's log file when the logging collector is off (default /var/log/postgresql/postgresql-<version>-<cluster>.log)")
-	fs.IntVar(&o.Runs, "runs", 0, "runs: single 100000, dag 10000, latency 500; fairness: tenant B's backlog, 10000 (0: the scenario's default)")
+	fs.IntVar(&o.Runs, "runs", 0, "runs: single 100000, dag 10000, latency 500, list 1000000; fairness: tenant B's backlog, 10000 (0: the scenario's default)")
 	fs.IntVar(&o.Processes, "processes", 0, "run the workers as this many \"durable worker\" processes (0: in this process)")
 	fs.IntVar(&o.Workers, "workers", 0, "in-process workers (engines), each with its own pool (0: 3 for idle, 1 otherwise)")
-	fs.IntVar(&o.Concurrency, "concurrency", 0, fmt.Sprintf("steps each worker runs at once (0: %d for single and dag, 100, the engine's default, otherwise)", bench.ThroughputConcurrency))
+	fs.IntVar(&o.Concurrency, "concurrency", 0, fmt.Sprintf("steps each worker runs at once (0: %d for single, dag, list and soak, 100, the engine's default, otherwise)", bench.ThroughputConcurrency))
 	fs.IntVar(&o.ClaimBatch, "claim-batch", 0, "each worker's Config.ClaimBatch (0: the engine's default; in-process only)")
 	fs.IntVar(&o.FinishBatch, "finish-batch", 0, "each worker's Config.FinishBatch (0: the engine's default; in-process only)")
-	fs.IntVar(&o.Tenants, "tenants", 0, "single, dag: spread runs over this many tenants (0: 1); fairness: tenants with skewed backlogs (0: 10)")
+	fs.IntVar(&o.Tenants, "tenants", 0, "single, dag, soak: spread runs over this many tenants (0: 1); list: (0: 100); fairness: tenants with skewed backlogs (0: 10)")
 	fs.IntVar(&o.TenantStep, "tenant-step", 100, "fairness: the backlogs are this many runs, twice as many, ...")
-	fs.IntVar(&o.InsertBatch, "insert-batch", 5000, "runs per RunManyNoWait call when inserting")
+	fs.IntVar(&o.InsertBatch, "insert-batch", 5000, "runs per RunManyNoWait call when inserting (soak: the most per call)")
 	fs.DurationVar(&o.Interval, "interval", 0, "latency: pause between runs (0: 10ms)")
-	fs.DurationVar(&o.Duration, "duration", 0, "idle: how long to measure (0: 60s)")
+	fs.DurationVar(&o.Duration, "duration", 0, "idle: how long to measure (0: 60s); soak: how long to trigger runs (0: 10m)")
+	fs.IntVar(&o.Repeat, "repeat", 0, "list: how many times each kind of page is timed (0: 200)")
+	fs.IntVar(&o.Rate, "rate", 0, "soak: runs triggered per second (0: 5000)")
+	fs.DurationVar(&o.Retention, "retention", 0, "soak: the workers' Config.Retention (0: 1m); at least --sample + 1s")
+	fs.DurationVar(&o.Sample, "sample", 0, "soak: the sampling interval (0: 10s)")
+	fs.StringVar(&o.Autovacuum, "autovacuum", bench.VacuumAuto, "list (its setup) and soak: who vacuums the tables: server (PostgreSQL's autovacuum, even if off), bench (the bench, as autovacuum would), or auto (server if its autovacuum is on, else bench)")
 	fs.DurationVar(&o.Settle, "settle", 0, "idle: how long the workers idle before measuring, at least 2s (0: 35s, as the idle poll backs off to 30s)")
-	fs.DurationVar(&o.Timeout, "timeout", 0, "give up waiting for the work after this long and fail (0: 10m)")
+	fs.DurationVar(&o.Timeout, "timeout", 0, "give up waiting for the work after this long and fail (0: 10m; list: for the runs to settle)")
 	fs.StringVar(&o.WorkerExe, "worker-exe", "", "the durable binary started for --processes (default: this executable)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (in-process workers included) to this file")
 	fs.Usage = func() {

@@ -25,6 +25,12 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--database-url", "postgres://x", "--scenario", "idle", "--schema", "Nope"}, `schema "Nope"`},
 		{[]string{"--database-url", "postgres://x", "--scenario", "single", "--runs", "many"}, "invalid value"},
 		{[]string{"--database-url", "postgres://x", "--scenario", "single", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--database-url", "postgres://x", "--scenario", "list", "--processes", "1"}, "list needs in-process workers"},
+		{[]string{"--database-url", "postgres://x", "--scenario", "soak", "--processes", "1"}, "soak needs in-process workers"},
+		{[]string{"--database-url", "postgres://x", "--scenario", "soak", "--rate", "-1"}, "rate must not be negative"},
+		{[]string{"--database-url", "postgres://x", "--scenario", "soak", "--retention", "5s"}, "retention 5s must be at least the sample interval 10s plus 1s"},
+		{[]string{"--database-url", "postgres://x", "--scenario", "soak", "--sample", "1m", "--duration", "30s"}, "sample 1m0s is longer than the duration 30s"},
+		{[]string{"--database-url", "postgres://x", "--scenario", "soak", "--autovacuum", "never"}, `autovacuum "never"`},
 		{[]string{"--no-such-flag"}, "Usage: durable bench"},
 	} {
 		code, out, errOut := runCLI(t, append([]string{"bench"}, c.args...)...)
@@ -36,6 +42,9 @@ func TestBenchUsageErrors(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, errOut, "Usage: durable bench")
 	require.Contains(t, errOut, "-scenario")
+	for _, want := range []string{"  list ", "  soak ", "-rate", "-retention", "-sample", "-repeat", "-autovacuum"} {
+		require.Contains(t, errOut, want)
+	}
 }
 
 // benchJSON runs durable bench with --json and returns the parsed report,
@@ -223,6 +232,67 @@ func toStrings(xs []any) []string {
 		out[i] = x.(string)
 	}
 	return out
+}
+
+func TestBenchList(t *testing.T) {
+	t.Parallel()
+	rep := benchJSON(t, "--scenario", "list", "--runs", "2000", "--repeat", "5", "--insert-batch", "250", "--tenants", "10")
+	require.Equal(t, "list", rep["scenario"])
+	require.Equal(t, 1960.0, value(t, rep, "runs_completed"))
+	require.Equal(t, 20.0, value(t, rep, "runs_failed"))
+	require.Equal(t, 20.0, value(t, rep, "runs_in_flight"))
+	require.Greater(t, value(t, rep, "setup_s"), 0.0)
+	for _, k := range []string{"first", "deep", "tenant", "tenant_deep", "failed", "running", "created_range", "tenant_failed", "workflow"} {
+		p50, p95, p99 := value(t, rep, "list_"+k+"_p50_ms"), value(t, rep, "list_"+k+"_p95_ms"), value(t, rep, "list_"+k+"_p99_ms")
+		require.Greater(t, p50, 0.0, k)
+		require.LessOrEqual(t, p50, p95, k)
+		require.LessOrEqual(t, p95, p99, k)
+	}
+	require.Equal(t, map[string]any{"op": "<=", "value": 5.0}, metric(t, rep, "list_deep_p50_ms")["goal"])
+	params := rep["params"].(map[string]any)
+	require.Equal(t, 2000.0, params["runs"])
+	require.Equal(t, 5.0, params["repeat"])
+
+	pages := rep["tables"].([]any)[0].(map[string]any)
+	rows := pages["rows"].([]any)
+	require.Len(t, rows, 9)
+	returned := map[string]float64{}
+	for _, r := range rows {
+		r := r.([]any)
+		returned[r[0].(string)] = r[2].(float64)
+	}
+	require.Equal(t, 50.0, returned["first page"])
+	require.Equal(t, 20.0, returned["status FAILED, first page"])
+	require.Equal(t, 20.0, returned["status RUNNING, first page"])
+	require.Equal(t, 50.0, returned["created in a range (¼ to ½ down), first page"])
+}
+
+func TestBenchSoak(t *testing.T) {
+	t.Parallel()
+	rep := benchJSON(t, "--scenario", "soak", "--duration", "10s", "--rate", "100", "--sample", "1s", "--retention", "3s")
+	require.Equal(t, "soak", rep["scenario"])
+	series := rep["series"].([]any)
+	require.Len(t, series, 10)
+	var triggered, completed float64
+	for i, s := range series {
+		s := s.(map[string]any)
+		require.InDelta(t, float64(i+1), s["t_s"].(float64), 1e-9)
+		triggered += s["triggered"].(float64)
+		completed += s["completed"].(float64)
+		require.NotEmpty(t, s["tables"])
+	}
+	require.Equal(t, 1000.0, triggered)
+	require.InDelta(t, 1000.0, completed, 50, "runs settle within a second or so")
+	require.Greater(t, value(t, rep, "pruned"), 0.0, "a 3s retention prunes during 10s")
+	require.InDelta(t, 100.0, value(t, rep, "last_runs_per_s"), 20)
+	require.Greater(t, value(t, rep, "last_p99_ms"), 0.0)
+	metric(t, rep, "size_growth_pct")
+	metric(t, rep, "throughput_change_pct")
+	metric(t, rep, "p99_change_pct")
+	params := rep["params"].(map[string]any)
+	require.Contains(t, []any{"server", "bench"}, params["autovacuum"])
+	require.Equal(t, 100.0, params["rate"])
+	require.Equal(t, 3.0, params["retention_s"])
 }
 
 // TestBenchProcesses runs workers as `durable worker` processes of a

@@ -1,7 +1,8 @@
 // Package bench measures durable on PostgreSQL: throughput of one-step runs
 // and of DAG runs inserted first and then worked, trigger and hand-off
-// latency at low load, fairness between tenants, and what idle workers cost
-// the database. It is the engine of `durable bench`.
+// latency at low load, fairness between tenants, what idle workers cost
+// the database, list pages over a million settled runs, and a soak at a
+// fixed rate with short retention. It is the engine of `durable bench`.
 //
 // Every figure that can be is computed from the database's own timestamps
 // (tasks.started_at, tasks.finished_at, runs.created_at), which the store
@@ -40,10 +41,12 @@ const (
 	Latency  = "latency"
 	Fairness = "fairness"
 	Idle     = "idle"
+	List     = "list"
+	Soak     = "soak"
 )
 
 // Scenarios lists the scenario names.
-var Scenarios = []string{Single, DAG, Latency, Fairness, Idle}
+var Scenarios = []string{Single, DAG, Latency, Fairness, Idle, List, Soak}
 
 // ThroughputConcurrency is each worker's concurrency in the single and dag
 // scenarios unless Options.Concurrency says otherwise. With no-op steps the
@@ -119,8 +122,23 @@ type Options struct {
 	// Interval is the pause between two latency runs (each is waited for
 	// first). Defaults to 10ms.
 	Interval time.Duration
-	// Duration is how long idle measures. Defaults to 60s.
+	// Duration is how long idle measures (default 60s) and how long soak
+	// triggers runs (default 10m).
 	Duration time.Duration
+	// Repeat is how many times list times each kind of page. Defaults to
+	// 200.
+	Repeat int
+	// Rate is soak's trigger rate in runs per second. Defaults to 5,000.
+	Rate int
+	// Retention is the workers' Config.Retention in soak. Defaults to 1m.
+	Retention time.Duration
+	// Sample is soak's sampling interval. Defaults to 10s.
+	Sample time.Duration
+	// Autovacuum says who vacuums the durable tables during soak:
+	// VacuumServer (PostgreSQL's autovacuum), VacuumBench (the bench, as
+	// autovacuum would) or VacuumAuto, the default: the server's when its
+	// autovacuum is on, else the bench's.
+	Autovacuum string
 	// Settle is how long idle workers run before measuring, at least 2s.
 	// Defaults to 35s: an idle engine's poll backs off from 1s to 30s in
 	// about 31s.
@@ -145,7 +163,7 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
 	}
 	switch o.Scenario {
-	case Single, DAG, Latency, Fairness, Idle:
+	case Single, DAG, Latency, Fairness, Idle, List, Soak:
 	case "":
 		return bad("a scenario is required (%s)", strings.Join(Scenarios, ", "))
 	default:
@@ -157,7 +175,7 @@ func (o *Options) setDefaults() error {
 	for name, v := range map[string]int{
 		"runs": o.Runs, "processes": o.Processes, "workers": o.Workers, "concurrency": o.Concurrency,
 		"claim batch": o.ClaimBatch, "finish batch": o.FinishBatch, "tenants": o.Tenants,
-		"tenant step": o.TenantStep, "insert batch": o.InsertBatch,
+		"tenant step": o.TenantStep, "insert batch": o.InsertBatch, "repeat": o.Repeat, "rate": o.Rate,
 	} {
 		if v < 0 {
 			return bad("%s must not be negative", name)
@@ -165,6 +183,7 @@ func (o *Options) setDefaults() error {
 	}
 	for name, v := range map[string]time.Duration{
 		"interval": o.Interval, "duration": o.Duration, "settle": o.Settle, "timeout": o.Timeout,
+		"retention": o.Retention, "sample": o.Sample,
 	} {
 		if v < 0 {
 			return bad("%s must not be negative", name)
@@ -174,7 +193,13 @@ func (o *Options) setDefaults() error {
 		return bad("schema %q: use 1-63 lowercase letters, digits or underscores, not starting with a digit", o.Schema)
 	}
 	if o.Runs == 0 {
-		o.Runs = map[string]int{Single: 100_000, DAG: 10_000, Latency: 500, Fairness: 10_000}[o.Scenario]
+		o.Runs = map[string]int{Single: 100_000, DAG: 10_000, Latency: 500, Fairness: 10_000, List: 1_000_000}[o.Scenario]
+	}
+	if o.Processes > 0 && (o.Scenario == List || o.Scenario == Soak) {
+		return bad("%s needs in-process workers (processes 0): %s", o.Scenario, map[string]string{
+			List: "its workers serve workflows of its own (failing and sleeping runs)",
+			Soak: "it sets the workers' Config.Retention, and durable worker has no flag for it",
+		}[o.Scenario])
 	}
 	if o.Processes > 0 {
 		if o.Workers != 0 && o.Workers != o.Processes {
@@ -196,14 +221,17 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 100
-		if o.Scenario == Single || o.Scenario == DAG {
+		if o.Scenario == Single || o.Scenario == DAG || o.Scenario == List || o.Scenario == Soak {
 			o.Concurrency = ThroughputConcurrency
 		}
 	}
 	if o.Tenants == 0 {
 		o.Tenants = 1
-		if o.Scenario == Fairness {
+		switch o.Scenario {
+		case Fairness:
 			o.Tenants = 10
+		case List:
+			o.Tenants = 100
 		}
 	}
 	if o.TenantStep == 0 {
@@ -217,6 +245,42 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Duration == 0 {
 		o.Duration = 60 * time.Second
+		if o.Scenario == Soak {
+			o.Duration = 10 * time.Minute
+		}
+	}
+	if o.Repeat == 0 {
+		o.Repeat = 200
+	}
+	if o.Rate == 0 {
+		o.Rate = 5000
+	}
+	if o.Retention == 0 {
+		o.Retention = time.Minute
+	}
+	if o.Sample == 0 {
+		o.Sample = 10 * time.Second
+	}
+	switch o.Autovacuum {
+	case "":
+		o.Autovacuum = VacuumAuto
+	case VacuumAuto, VacuumServer, VacuumBench:
+	default:
+		return bad("autovacuum %q: want %s, %s or %s", o.Autovacuum, VacuumAuto, VacuumServer, VacuumBench)
+	}
+	if o.Scenario == Soak {
+		if o.Sample < 100*time.Millisecond {
+			return bad("sample %s: at least 100ms", o.Sample)
+		}
+		if o.Sample > o.Duration {
+			return bad("sample %s is longer than the duration %s", o.Sample, o.Duration)
+		}
+		// A sample counts the runs that settled in its interval, read
+		// sampleLag after it ends: they must not have been pruned by then.
+		if o.Sample+sampleLag > o.Retention {
+			return bad("retention %s must be at least the sample interval %s plus %s, or runs are pruned before they are counted",
+				o.Retention, o.Sample, sampleLag)
+		}
 	}
 	if o.Scenario == Idle {
 		if o.Settle == 0 {
@@ -252,6 +316,11 @@ func (o *Options) params() Params {
 		p.Runs, p.Tenants, p.TenantStep, p.InsertBatch = o.Runs, o.Tenants, o.TenantStep, o.InsertBatch
 	case Idle:
 		p.DurationS, p.SettleS = o.Duration.Seconds(), o.Settle.Seconds()
+	case List:
+		p.Runs, p.Tenants, p.InsertBatch, p.Repeat = o.Runs, o.Tenants, o.InsertBatch, o.Repeat
+	case Soak:
+		p.Tenants, p.DurationS, p.Rate = o.Tenants, o.Duration.Seconds(), o.Rate
+		p.RetentionS, p.SampleS, p.Autovacuum = o.Retention.Seconds(), o.Sample.Seconds(), o.Autovacuum
 	}
 	return p
 }
@@ -288,6 +357,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		err = b.fairness(ctx, rep)
 	case Idle:
 		err = b.idle(ctx, rep)
+	case List:
+		err = b.list(ctx, rep)
+	case Soak:
+		err = b.soak(ctx, rep)
 	}
 	if err != nil {
 		return nil, err

@@ -40,6 +40,12 @@ type proc struct {
 type workerSpec struct {
 	n, concurrency, claimBatch, finishBatch int
 	name                                    string // distinguishes fleets of one scenario
+	// retention is each engine's Config.Retention (0: the engine's
+	// default); in-process only.
+	retention time.Duration
+	// extra, if set, returns more workflows for each engine to serve
+	// besides the built-ins; in-process only.
+	extra func() []durable.Definition
 }
 
 // startFleet starts n workers; with processes, claimBatch must be the
@@ -96,12 +102,16 @@ func (f *fleet) startEngines(ctx context.Context, spec workerSpec) error {
 		}
 		e, err := durable.New(s, durable.Config{
 			WorkerID: id, Concurrency: spec.concurrency, ClaimBatch: spec.claimBatch,
-			FinishBatch: spec.finishBatch, Logger: f.b.logger,
+			FinishBatch: spec.finishBatch, Logger: f.b.logger, Retention: spec.retention,
 		})
 		if err != nil {
 			return err
 		}
-		if err := e.Register(workloads.New(workloads.Options{}).All()...); err != nil {
+		defs := workloads.New(workloads.Options{}).All()
+		if spec.extra != nil {
+			defs = append(defs, spec.extra()...)
+		}
+		if err := e.Register(defs...); err != nil {
 			return err
 		}
 		if err := e.Start(ctx); err != nil {
@@ -115,6 +125,9 @@ func (f *fleet) startEngines(ctx context.Context, spec workerSpec) error {
 func (f *fleet) startProcesses(spec workerSpec) error {
 	if spec.finishBatch != 0 || (spec.claimBatch != 0 && spec.claimBatch != min(spec.concurrency, 200)) {
 		return errors.New("bench: worker processes cannot take a claim or finish batch")
+	}
+	if spec.retention != 0 || spec.extra != nil {
+		return errors.New("bench: worker processes cannot take a retention or workflows of the bench's own")
 	}
 	for _, id := range f.ids {
 		cmd := exec.Command(f.b.o.WorkerExe, "worker",

@@ -32,11 +32,13 @@ type Report struct {
 	Verified bool   `json:"verified"`
 	Failure  string `json:"failure,omitempty"`
 	// ElapsedSeconds is the wall time of the whole scenario, setup included.
-	ElapsedSeconds float64     `json:"elapsed_s"`
-	Metrics        []Metric    `json:"metrics"`
-	Tables         []Table     `json:"tables,omitempty"`
-	References     []Reference `json:"references,omitempty"`
-	Notes          []string    `json:"notes,omitempty"`
+	ElapsedSeconds float64  `json:"elapsed_s"`
+	Metrics        []Metric `json:"metrics"`
+	Tables         []Table  `json:"tables,omitempty"`
+	// Series is soak's samples, oldest first.
+	Series     []SoakSample `json:"series,omitempty"`
+	References []Reference  `json:"references,omitempty"`
+	Notes      []string     `json:"notes,omitempty"`
 }
 
 // Params are the parameters a scenario ran with, defaults resolved.
@@ -54,6 +56,13 @@ type Params struct {
 	IntervalMS  float64 `json:"interval_ms,omitempty"`
 	DurationS   float64 `json:"duration_s,omitempty"`
 	SettleS     float64 `json:"settle_s,omitempty"`
+	Repeat      int     `json:"repeat,omitempty"`
+	Rate        int     `json:"rate,omitempty"`
+	RetentionS  float64 `json:"retention_s,omitempty"`
+	SampleS     float64 `json:"sample_s,omitempty"`
+	// Autovacuum is who vacuumed during soak: VacuumServer or VacuumBench
+	// once resolved.
+	Autovacuum string `json:"autovacuum,omitempty"`
 }
 
 // Metric is one measured figure. Key is stable, for machines; Label is for

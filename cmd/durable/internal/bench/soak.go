@@ -1,0 +1,515 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/effectivelabs/durable"
+)
+
+// sampleLag is how long after an interval ends soak reads the runs that
+// settled in it: a run's finished_at is its transaction's start, a little
+// before the commit that makes it visible.
+const sampleLag = time.Second
+
+// soakTick paces the triggers.
+const soakTick = 20 * time.Millisecond
+
+// plateauTolerance is how much a table may grow after the reference sample
+// and still count as having plateaued; soakTolerance is how far the last
+// window's throughput and p99 may move from the second window's.
+const (
+	plateauTolerance = 10.0 // %
+	plateauSlackMB   = 1.0  // small tables: growth under this is no growth
+	soakTolerance    = 10.0 // %
+	soakSustained    = 0.95 // of the rate
+)
+
+// SoakSample is what soak records for one sampling interval.
+type SoakSample struct {
+	// T is the end of the interval, in seconds since triggering began;
+	// Seconds its length.
+	T       float64 `json:"t_s"`
+	Seconds float64 `json:"interval_s"`
+	// Triggered counts the runs triggered in the interval; TriggerLag the
+	// runs due by the rate but not yet triggered at its end.
+	Triggered  int `json:"triggered"`
+	TriggerLag int `json:"trigger_lag"`
+	// Completed counts the runs that settled in the interval (finished_at);
+	// the latencies are theirs, created_at → finished_at.
+	Completed int     `json:"completed"`
+	P50       float64 `json:"p50_ms"`
+	P95       float64 `json:"p95_ms"`
+	P99       float64 `json:"p99_ms"`
+	Max       float64 `json:"max_ms"`
+	// InFlight counts the runs not settled, Kept all the runs in the
+	// table, at the sample; Pruned the runs deleted in the interval.
+	InFlight int `json:"in_flight"`
+	Kept     int `json:"kept"`
+	Pruned   int `json:"pruned"`
+	// Vacuums counts the vacuums of the schema's tables in the interval,
+	// by anyone (pg_stat_user_tables).
+	Vacuums int             `json:"vacuums"`
+	Tables  []TableSnapshot `json:"tables"`
+}
+
+// TableSnapshot is one table of the schema at a sample.
+type TableSnapshot struct {
+	Name string `json:"name"`
+	// Bytes is pg_total_relation_size: heap, indexes and TOAST.
+	Bytes int64 `json:"bytes"`
+	Live  int64 `json:"live_tup"`
+	Dead  int64 `json:"dead_tup"`
+	// Vacuums is the table's vacuum_count + autovacuum_count so far.
+	Vacuums int64 `json:"vacuums"`
+	deleted int64
+}
+
+func (s SoakSample) totalBytes() int64 {
+	var n int64
+	for _, t := range s.Tables {
+		n += t.Bytes
+	}
+	return n
+}
+
+func (s SoakSample) totalDead() int64 {
+	var n int64
+	for _, t := range s.Tables {
+		n += t.Dead
+	}
+	return n
+}
+
+func (s SoakSample) table(name string) (TableSnapshot, bool) {
+	for _, t := range s.Tables {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return TableSnapshot{}, false
+}
+
+// soakWindow is a window of soak's intervals: [From, To) seconds.
+type soakWindow struct {
+	From, To float64
+	seconds  float64
+	runs     int
+	lat      []float64
+}
+
+func (w *soakWindow) covers(s SoakSample) bool {
+	const eps = 1e-6
+	return s.T-s.Seconds >= w.From-eps && s.T <= w.To+eps
+}
+
+func (w *soakWindow) perSecond() float64 {
+	if w.seconds <= 0 {
+		return 0
+	}
+	return float64(w.runs) / w.seconds
+}
+
+// soakWindows returns the windows the goal compares: the second and the
+// last of width min(1m, duration/5).
+func soakWindows(d time.Duration) (second, last *soakWindow) {
+	w := min(time.Minute, d/5).Seconds()
+	return &soakWindow{From: w, To: 2 * w}, &soakWindow{From: d.Seconds() - w, To: d.Seconds()}
+}
+
+// soak triggers one-step runs at a fixed rate for the duration, with the
+// workers pruning runs past a short retention, and samples the tables, the
+// throughput and the latency every interval.
+func (b *bencher) soak(ctx context.Context, rep *Report) error {
+	o := b.o
+	rep.Description = fmt.Sprintf("one-step bench-noop runs triggered at %s runs/s for %s, retention %s, sampled every %s",
+		FormatNumber(float64(o.Rate), 0), o.Duration, o.Retention, o.Sample)
+
+	mode, av, err := b.vacuumMode(ctx, rep)
+	if err != nil {
+		return err
+	}
+
+	f, err := b.startFleet(ctx, workerSpec{n: o.Workers, concurrency: o.Concurrency,
+		claimBatch: o.ClaimBatch, finishBatch: o.FinishBatch, name: "w", retention: o.Retention})
+	if err != nil {
+		return err
+	}
+	defer f.stop()
+	if err := f.waitListening(ctx); err != nil {
+		return err
+	}
+
+	var t0db time.Time
+	if err := b.monitor.QueryRow(ctx, `SELECT now()`).Scan(&t0db); err != nil {
+		return fmt.Errorf("reading the time: %w", err)
+	}
+	t0 := time.Now()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+
+	var vac *vacuumer
+	var bg sync.WaitGroup
+	if mode == VacuumBench {
+		if vac, err = b.startVacuumer(ctx, av, t0); err != nil {
+			return err
+		}
+		defer vac.close()
+		bg.Go(func() { vac.run(runCtx) })
+	}
+	load := loadAvg()
+	defer func() {
+		rep.Note("load average (1 min) at the start %s, at the end %s: the machine is shared", load, loadAvg())
+	}()
+
+	// The trigger loop: every tick, the runs due by now at the rate.
+	var sent atomic.Int64
+	var insertErr error
+	total := int64(math.Round(float64(o.Rate) * o.Duration.Seconds()))
+	due := func(at time.Duration) int64 {
+		return min(int64(float64(o.Rate)*at.Seconds()), total)
+	}
+	bg.Go(func() {
+		tick := time.NewTicker(soakTick)
+		defer tick.Stop()
+		i := 0
+		for {
+			n := due(time.Since(t0)) - sent.Load()
+			for n > 0 {
+				k := int(min(n, int64(o.InsertBatch)))
+				trig := make([]durable.Trigger[int], k)
+				for j := range trig {
+					trig[j] = durable.Trigger[int]{Tenant: b.tenant(fmt.Sprintf("s%d", i%o.Tenants)), Input: i}
+					i++
+				}
+				if _, err := b.set.Noop.RunManyNoWait(runCtx, b.client, trig); err != nil {
+					if runCtx.Err() == nil {
+						insertErr = fmt.Errorf("triggering runs: %w", err)
+					}
+					return
+				}
+				sent.Add(int64(k))
+				n -= int64(k)
+			}
+			if sent.Load() >= total {
+				return
+			}
+			select {
+			case <-runCtx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+
+	b.logf("triggering %d runs/s for %s (retention %s; vacuum: %s)", o.Rate, o.Duration, o.Retention, mode)
+	second, last := soakWindows(o.Duration)
+	var samples []SoakSample
+	var prev *SoakSample
+	var prevSent int64
+	var prevDeleted int64
+	for end := o.Sample; ; end += o.Sample {
+		end = min(end, o.Duration)
+		// The triggers are counted when the interval ends, the database
+		// read sampleLag later.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(t0.Add(end))):
+		}
+		n := sent.Load()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(t0.Add(end + sampleLag))):
+		}
+		from := time.Duration(0)
+		if prev != nil {
+			from = time.Duration(prev.T * float64(time.Second))
+		}
+		s, lat, err := b.sample(ctx, t0db.Add(from), t0db.Add(end))
+		if err != nil {
+			return err
+		}
+		s.T, s.Seconds = end.Seconds(), (end - from).Seconds()
+		s.Triggered, s.TriggerLag = int(n-prevSent), int(max(due(end)-n, 0))
+		prevSent = n
+		if runs, ok := s.table("runs"); ok {
+			s.Pruned = int(runs.deleted - prevDeleted)
+			prevDeleted = runs.deleted
+		}
+		if prev != nil {
+			for _, t := range s.Tables {
+				if p, ok := prev.table(t.Name); ok {
+					s.Vacuums += int(t.Vacuums - p.Vacuums)
+				}
+			}
+		}
+		for _, w := range []*soakWindow{second, last} {
+			if w.covers(s) {
+				w.seconds += s.Seconds
+				w.runs += s.Completed
+				w.lat = append(w.lat, lat...)
+			}
+		}
+		samples = append(samples, s)
+		prev = &samples[len(samples)-1]
+		runs, _ := s.table("runs")
+		tasks, _ := s.table("tasks")
+		b.logf("t=%4.0fs triggered %6.0f/s completed %6.0f/s p50 %7.1fms p99 %7.1fms in flight %7d kept %7d pruned %6.0f/s | runs %6.1fMB (%d dead) tasks %6.1fMB (%d dead) total %6.1fMB",
+			s.T, float64(s.Triggered)/s.Seconds, float64(s.Completed)/s.Seconds, s.P50, s.P99, s.InFlight, s.Kept,
+			float64(s.Pruned)/s.Seconds, mb(runs.Bytes), runs.Dead, mb(tasks.Bytes), tasks.Dead, mb(s.totalBytes()))
+		if end >= o.Duration {
+			break
+		}
+	}
+	stop()
+	bg.Wait()
+	f.stop()
+	rep.Series = samples
+	b.soakReport(rep, samples, second, last, sent.Load(), total)
+	if vac != nil {
+		rep.Tables = append(rep.Tables, vac.summary())
+	}
+	if insertErr != nil {
+		rep.Verified = false
+		rep.Failure = insertErr.Error()
+	}
+	return nil
+}
+
+// sample reads the runs that settled in [from, to) (their latencies), the
+// runs kept and in flight, and every table's size and tuples.
+func (b *bencher) sample(ctx context.Context, from, to time.Time) (SoakSample, []float64, error) {
+	var s SoakSample
+	rows, err := b.monitor.Query(ctx, `SELECT (extract(epoch FROM finished_at - created_at) * 1000)::float8 FROM `+
+		b.table("runs")+` WHERE finished_at >= $1 AND finished_at < $2`, from, to)
+	if err != nil {
+		return s, nil, fmt.Errorf("sampling: %w", err)
+	}
+	lat, err := pgx.CollectRows(rows, pgx.RowTo[float64])
+	if err != nil {
+		return s, nil, fmt.Errorf("sampling: %w", err)
+	}
+	sum := Summarize(lat)
+	s.Completed, s.P50, s.P95, s.P99, s.Max = sum.N, round2(sum.P50), round2(sum.P95), round2(sum.P99), round2(sum.Max)
+	if err := b.monitor.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE finished_at IS NULL) FROM `+
+		b.table("runs")).Scan(&s.Kept, &s.InFlight); err != nil {
+		return s, nil, fmt.Errorf("sampling: %w", err)
+	}
+	rows, err = b.monitor.Query(ctx, `
+SELECT c.relname, pg_total_relation_size(c.oid), coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
+       coalesce(s.vacuum_count + s.autovacuum_count, 0), coalesce(s.n_tup_del, 0)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')`, b.schema)
+	if err != nil {
+		return s, nil, fmt.Errorf("sampling the tables: %w", err)
+	}
+	s.Tables, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (TableSnapshot, error) {
+		var t TableSnapshot
+		err := r.Scan(&t.Name, &t.Bytes, &t.Live, &t.Dead, &t.Vacuums, &t.deleted)
+		return t, err
+	})
+	if err != nil {
+		return s, nil, fmt.Errorf("sampling the tables: %w", err)
+	}
+	sortTables(s.Tables)
+	return s, lat, nil
+}
+
+// tableOrder puts the big durable tables first.
+var tableOrder = []string{"runs", "tasks", "events", "ready", "lanes", "shapes"}
+
+func sortTables(ts []TableSnapshot) {
+	rank := func(n string) int {
+		for i, x := range tableOrder {
+			if x == n {
+				return i
+			}
+		}
+		return len(tableOrder)
+	}
+	sort.SliceStable(ts, func(i, j int) bool {
+		ri, rj := rank(ts[i].Name), rank(ts[j].Name)
+		if ri != rj {
+			return ri < rj
+		}
+		return ts[i].Name < ts[j].Name
+	})
+}
+
+// plateau is one table's growth after the reference sample.
+type plateau struct {
+	name                  string
+	atRef, atEnd, maxLate int64 // bytes
+	deadRef, deadEnd      int64
+	deadMax               int64
+}
+
+func (p plateau) growthPct() float64 {
+	if p.atRef == 0 {
+		if p.maxLate == 0 {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	return (float64(p.maxLate)/float64(p.atRef) - 1) * 100
+}
+
+// flat tells whether the table plateaued: it grew by at most
+// plateauTolerance, or (a single table) by less than plateauSlackMB.
+func (p plateau) flat() bool {
+	return p.growthPct() <= plateauTolerance || (p.name != allTables && mb(p.maxLate-p.atRef) < plateauSlackMB)
+}
+
+const allTables = "all tables"
+
+// plateaus compares every table's size from the reference sample on (the
+// last at or before 40% of the run: minute 4 of 10) with its size there.
+// The total comes first, named "all tables".
+func plateaus(samples []SoakSample, d time.Duration) (ref float64, ps []plateau) {
+	if len(samples) == 0 {
+		return 0, nil
+	}
+	r := 0
+	for i, s := range samples {
+		if s.T <= 0.4*d.Seconds()+1e-6 {
+			r = i
+		}
+	}
+	ref = samples[r].T
+	names := []string{allTables}
+	for _, t := range samples[r].Tables {
+		names = append(names, t.Name)
+	}
+	get := func(s SoakSample, name string) (int64, int64) {
+		if name == allTables {
+			return s.totalBytes(), s.totalDead()
+		}
+		t, _ := s.table(name)
+		return t.Bytes, t.Dead
+	}
+	for _, n := range names {
+		p := plateau{name: n}
+		p.atRef, p.deadRef = get(samples[r], n)
+		p.atEnd, p.deadEnd = get(samples[len(samples)-1], n)
+		for _, s := range samples[r:] {
+			size, dead := get(s, n)
+			p.maxLate, p.deadMax = max(p.maxLate, size), max(p.deadMax, dead)
+		}
+		ps = append(ps, p)
+	}
+	return ref, ps
+}
+
+func pctChange(from, to float64) float64 {
+	if from == 0 {
+		return 0
+	}
+	return (to/from - 1) * 100
+}
+
+func (b *bencher) soakReport(rep *Report, samples []SoakSample, second, last *soakWindow, sent, total int64) {
+	o := b.o
+	var completed, pruned, vacuums int
+	for _, s := range samples {
+		completed += s.Completed
+		pruned += s.Pruned
+		vacuums += s.Vacuums
+	}
+	dur := o.Duration.Seconds()
+	rep.Add("triggered_per_s", "triggered, whole run", float64(sent)/dur, "runs/s", 0)
+	rep.Add("completed_per_s", "completed, whole run", float64(completed)/dur, "runs/s", 0)
+	wname := func(w *soakWindow) string {
+		if w.To-w.From == 60 {
+			return fmt.Sprintf("minute %.0f", w.To/60)
+		}
+		return fmt.Sprintf("%.0f-%.0fs", w.From, w.To)
+	}
+	if second.seconds > 0 && last.seconds > 0 {
+		s2, sl := Summarize(second.lat), Summarize(last.lat)
+		label := "2nd window (" + wname(second) + ")"
+		lastLabel := "last window (" + wname(last) + ")"
+		rep.Add("second_runs_per_s", "throughput, "+label, second.perSecond(), "runs/s", 0)
+		rep.AddGoal("last_runs_per_s", "throughput, "+lastLabel, last.perSecond(), "runs/s", 0, AtLeast(soakSustained*float64(o.Rate)))
+		rep.AddGoal("throughput_change_pct", "  last vs 2nd", pctChange(second.perSecond(), last.perSecond()), "%", 1, AtLeast(-soakTolerance))
+		rep.Add("second_p50_ms", "trigger → completed p50, "+label, s2.P50, "ms", 1)
+		rep.Add("last_p50_ms", "trigger → completed p50, "+lastLabel, sl.P50, "ms", 1)
+		rep.Add("second_p99_ms", "trigger → completed p99, "+label, s2.P99, "ms", 1)
+		rep.Add("last_p99_ms", "trigger → completed p99, "+lastLabel, sl.P99, "ms", 1)
+		rep.AddGoal("p99_change_pct", "  last vs 2nd", pctChange(s2.P99, sl.P99), "%", 1, AtMost(soakTolerance))
+	} else {
+		rep.Note("the windows compared (%s) are shorter than the sample interval %s: no comparison", wname(second), o.Sample)
+	}
+	ref, ps := plateaus(samples, o.Duration)
+	if len(ps) > 0 {
+		all := ps[0]
+		rep.AddGoal("size_growth_pct", fmt.Sprintf("all tables' size: growth after t=%.0fs", ref), all.growthPct(), "%", 1, AtMost(plateauTolerance))
+		rep.Add("size_ref_mb", fmt.Sprintf("  size at t=%.0fs", ref), mb(all.atRef), "MB", 1)
+		rep.Add("size_end_mb", "  size at the end", mb(all.atEnd), "MB", 1)
+		rep.Add("dead_max", fmt.Sprintf("  dead tuples, most after t=%.0fs", ref), float64(all.deadMax), "tuples", 0)
+		rep.Add("dead_end", "  dead tuples at the end", float64(all.deadEnd), "tuples", 0)
+		t := Table{Title: fmt.Sprintf("PLATEAU: each table (with indexes) from t=%.0fs on (flat: grew under %.0f%% or %.0f MB)", ref, plateauTolerance, plateauSlackMB),
+			Columns: []string{"table", "MB at ref", "MB max after", "MB at end", "growth %", "dead at ref", "dead max after", "dead at end", "flat"}}
+		for _, p := range ps {
+			flat := "yes"
+			if !p.flat() {
+				flat = "NO"
+			}
+			g := math.Round(p.growthPct()*10) / 10
+			t.Rows = append(t.Rows, []any{p.name, mb(p.atRef), mb(p.maxLate), mb(p.atEnd), g, p.deadRef, p.deadMax, p.deadEnd, flat})
+		}
+		rep.Tables = append(rep.Tables, t)
+	}
+	if len(samples) > 0 {
+		end := samples[len(samples)-1]
+		rep.Add("in_flight_end", "runs in flight at the end", float64(end.InFlight), "runs", 0)
+		rep.Add("kept_end", "runs kept at the end", float64(end.Kept), "runs", 0)
+	}
+	rep.Add("pruned", "runs pruned", float64(pruned), "runs", 0)
+	rep.Add("vacuums", "vacuums of the schema's tables", float64(vacuums), "", 0)
+	rep.Add("runs_completed", "runs completed", float64(completed), "runs", 0)
+	rep.Tables = append(rep.Tables, soakTables(samples)...)
+	rep.Note("latency is trigger → completed from the database: runs.created_at (the trigger's transaction) → finished_at, of the runs that settled in each interval")
+	rep.Note("samples read the runs table whole (finished_at has no index) and the sizes from pg_total_relation_size; dead tuples are pg_stat_user_tables.n_dead_tup")
+	if sent < total {
+		rep.Note("the trigger loop fell behind: %s of %s runs triggered", FormatNumber(float64(sent), 0), FormatNumber(float64(total), 0))
+	}
+}
+
+// soakTables renders the series: the runs, the table sizes and the dead
+// tuples over time.
+func soakTables(samples []SoakSample) []Table {
+	series := Table{Title: "SERIES (per interval; rates per second; latency trigger → completed, ms)",
+		Columns: []string{"t s", "triggered/s", "completed/s", "p50", "p99", "max", "in flight", "kept", "pruned/s", "vacuums", "MB", "dead"}}
+	var names []string
+	if len(samples) > 0 {
+		for _, t := range samples[len(samples)-1].Tables {
+			names = append(names, t.Name)
+		}
+	}
+	sizes := Table{Title: "TABLE SIZES (MB, with indexes)", Columns: append([]string{"t s"}, names...)}
+	dead := Table{Title: "DEAD TUPLES", Columns: append([]string{"t s"}, names...)}
+	for _, s := range samples {
+		per := func(n int) float64 { return math.Round(float64(n) / s.Seconds) }
+		series.Rows = append(series.Rows, []any{s.T, per(s.Triggered), per(s.Completed), s.P50, s.P99, s.Max,
+			s.InFlight, s.Kept, per(s.Pruned), s.Vacuums, mb(s.totalBytes()), s.totalDead()})
+		sr, dr := []any{s.T}, []any{s.T}
+		for _, n := range names {
+			t, _ := s.table(n)
+			sr = append(sr, mb(t.Bytes))
+			dr = append(dr, t.Dead)
+		}
+		sizes.Rows = append(sizes.Rows, sr)
+		dead.Rows = append(dead.Rows, dr)
+	}
+	return []Table{series, sizes, dead}
+}
