@@ -1,6 +1,6 @@
 // Command durable is the command-line companion of the durable library: a
-// demo, and (with PostgreSQL) migrations, workers, triggers, run inspection
-// and benchmarks.
+// demo, and (with PostgreSQL) migrations, workers, triggers, operating runs
+// (list, show, cancel, replay, prune, stats) and benchmarks.
 package main
 
 import (
@@ -25,7 +25,10 @@ Commands:
   worker    serve the built-in workflows until SIGTERM, then drain
   bench     measure throughput, latency, fairness and idle cost on PostgreSQL
   trigger   start runs of a built-in workflow, optionally wait for them
-  runs      inspect a run: "runs show RUN_ID" prints its steps and events
+  runs      operate runs: list (filter by status, workflow, tenant, time),
+            show RUN_ID (input, steps, outputs, events), cancel and replay
+            (by ID or by filter), prune (delete old settled runs)
+  stats     queue depths and run counts by workflow and tenant
   version   print this binary's version, VCS revision and Go version
   help      show this help
 
@@ -53,6 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"bench":   benchCmd,
 		"trigger": triggerCmd,
 		"runs":    runsCmd,
+		"stats":   statsCmd,
 		"version": versionCmd,
 	}
 	switch name := args[0]; name {
@@ -69,7 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// subcommandHelp handles a command with actions ("migrate up", "runs show")
+// subcommandHelp handles a command with actions ("migrate up")
 // called with no action or with -h: it prints the usage and returns the exit
 // code, or -1 when args start with an action.
 func subcommandHelp(fs *flag.FlagSet, args []string, stderr io.Writer) int {

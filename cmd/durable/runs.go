@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,93 +17,266 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/pgstore"
+	"github.com/effectivelabs/durable/store"
 )
 
-const runsUsage = `Usage: durable runs show RUN_ID --database-url URL [flags]
+const runsUsage = `Usage: durable runs <list|show|cancel|replay|prune> [flags]
 
-  show    print a run (workflow, tenant, status, times, failure) and a table
-          of its steps: state, attempts, when each started and finished, when
-          a sleep or a retry backoff is due, and the latest error; with
-          --events, the run's event log too
+  list    list runs, newest first, by status, workflow, tenant and time
+  show    print a run: its input, its steps with their parents, its
+          failure; on request each step's output and the event log
+  cancel  cancel runs that have not settled, by ID or by filter
+  replay  run settled runs again, keeping what completed, by ID or by
+          filter
+  prune   delete the runs that settled more than --older-than ago
 
-Times in the tables are relative to the run's creation. The schema is only
-read, never migrated.
+Every action needs --database-url (or $DURABLE_DATABASE_URL); the schema is
+checked, never migrated. Run "durable runs <action> -h" for its flags.
+
+Exit status: 0 done, 1 failed (a named run not found or refused, database
+errors), 2 bad flags or arguments.
+`
+
+const runsShowUsage = `Usage: durable runs show RUN_ID --database-url URL [flags]
+
+Prints a run (workflow, tenant, status, times, the failure or the reason it
+was cancelled), its input (indented when it is JSON, else base64), and a
+table of its steps: their parents, state, attempts, when each started and
+finished, when a sleep or a retry backoff is due, and the latest error. With
+--outputs, the output of every completed step too; with --events, the run's
+event log. Times in the tables are relative to the run's creation.
+
+With --json, one JSON object holding all of it, the outputs included: the
+input and each output as JSON when it is valid JSON ("input", "output"),
+else as base64 ("input_base64", "output_base64"); times in RFC 3339, null
+when they did not happen; "events" with --events.
 
 Flags:
 `
 
-// errorColumn is the widest error shown in the step table.
-const errorColumn = 80
+const runsListUsage = `Usage: durable runs list --database-url URL [flags]
+
+Lists runs newest first, --limit at a time: ID, workflow, tenant, status,
+when each was created and when it settled (local time), and the step that
+failed it with its error, or the reason it was cancelled. A run is listed
+when it matches every filter given. --since, --until, --finished-since and
+--finished-until take an RFC 3339 time or a duration meaning that long ago,
+on the database's clock.
+
+When more runs match, the last line is the command for the next page: the
+same flags (--database-url left out) and --cursor. A cursor continues only
+the listing it came from; with it, "--since 24h" keeps the time it meant on
+the first page.
+
+With --json, one JSON object:
+  {"runs": [{"id", "workflow", "tenant", "status", "failed_step", "error",
+             "created_at", "finished_at"}, ...],
+   "next": "CURSOR"}
+with RFC 3339 times, "finished_at" null until the run settles, and "next"
+empty on the last page.
+
+Flags:
+`
+
+const runsCancelUsage = `Usage: durable runs cancel RUN_ID... --database-url URL [--reason R]
+       durable runs cancel <filter flags>|--all --database-url URL [--reason R]
+
+Cancels runs that have not settled: each becomes CANCELLED with the reason
+as its error, its waiting steps never run, its running steps have their
+contexts cancelled, and its on-failure handler does not run.
+
+With run IDs, prints "<id> cancelled" for each, and on stderr why each
+other could not be (not found, already settled); exits 1 if any could not.
+
+With filter flags instead, cancels every run they match (RUNNING runs unless
+--status names others), in batches of 100, and prints "cancelled N runs (M
+skipped)"; the skipped runs had settled. A filter flag or --all is
+required, so that a forgotten filter does not cancel everything: --all
+cancels every RUNNING run. The filter flags are those of "durable runs
+list"; their durations ago are taken on the database's clock.
+
+Flags:
+`
+
+const runsReplayUsage = `Usage: durable runs replay RUN_ID... --database-url URL [--from-step S]
+       durable runs replay <filter flags>|--all --database-url URL [--from-step S]
+
+Runs settled runs again: failed and cancelled steps and everything
+downstream of them start afresh, while completed steps keep their outputs
+and do not run again. With --from-step, that step and its descendants run
+again even if they completed, which also replays a COMPLETED run. Workers
+("durable worker") execute the replayed runs.
+
+With run IDs, prints "<id> replayed" for each, and on stderr why each other
+could not be (not found, not settled, completed and no --from-step, no such
+step); exits 1 if any could not.
+
+With filter flags instead, replays every run they match (FAILED and
+CANCELLED runs unless --status names others), in batches of 100, and prints
+"replayed N runs (M skipped)"; the skipped runs had not settled, or had
+nothing to replay. A filter flag or --all is required: --all replays every
+FAILED and CANCELLED run. The filter flags are those of "durable runs
+list"; their durations ago are taken on the database's clock.
+
+Flags:
+`
+
+const runsPruneUsage = `Usage: durable runs prune --older-than D --database-url URL
+
+Deletes the runs that settled more than --older-than ago (on the database's
+clock), with their steps and events, in batches of 500, and prints how many
+it deleted. Runs that have not settled are never deleted, however old.
+Workers do the same by themselves, for runs older than their --retention.
+
+Flags:
+`
+
+// errorColumn is the widest error shown in the step table; failureColumn
+// the widest failure in the run list.
+const (
+	errorColumn   = 80
+	failureColumn = 60
+)
 
 func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("runs", flag.ContinueOnError)
-	var db dbFlags
-	db.register(fs, true)
-	events := fs.Bool("events", false, "also print the run's event log")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), runsUsage)
-		fs.PrintDefaults()
+	actions := map[string]func(context.Context, []string, io.Writer, io.Writer) int{
+		"list":   runsList,
+		"show":   runsShow,
+		"cancel": runsCancel,
+		"replay": runsReplay,
+		"prune":  runsPrune,
 	}
-	if code := subcommandHelp(fs, args, stderr); code >= 0 {
-		return code
-	}
-	if args[0] != "show" {
-		fmt.Fprintf(stderr, "durable runs: unknown action %q\n\n", args[0])
-		fs.SetOutput(stderr)
-		fs.Usage()
+	if len(args) == 0 {
+		fmt.Fprint(stderr, runsUsage)
 		return exitUsage
 	}
-	pos, code := parseInterspersed(fs, args[1:], stderr)
+	switch args[0] {
+	case "-h", "-help", "--help":
+		fmt.Fprint(stderr, runsUsage)
+		return 0
+	}
+	act, ok := actions[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "durable runs: unknown action %q\n\n%s", args[0], runsUsage)
+		return exitUsage
+	}
+	return act(ctx, args[1:], stdout, stderr)
+}
+
+// runsAction is the frame of one "durable runs" action: its flags and how
+// it reports problems.
+type runsAction struct {
+	fs     *flag.FlagSet
+	db     dbFlags
+	stderr io.Writer
+}
+
+func newRunsAction(name, usage string, stderr io.Writer) *runsAction {
+	a := &runsAction{fs: flag.NewFlagSet("runs "+name, flag.ContinueOnError), stderr: stderr}
+	a.db.register(a.fs, true)
+	a.fs.Usage = func() {
+		fmt.Fprint(a.fs.Output(), usage)
+		a.fs.PrintDefaults()
+	}
+	return a
+}
+
+// parse parses the flags, which may come before, between or after the
+// positional arguments, and returns at most maxPos of these; the code is -1
+// to continue, or the exit code.
+func (a *runsAction) parse(args []string, maxPos int) ([]string, int) {
+	pos, code := parseInterspersed(a.fs, args, a.stderr)
+	switch {
+	case code >= 0:
+		return nil, code
+	case maxPos >= 0 && len(pos) > maxPos:
+		return nil, a.usageErr("unexpected argument %q", pos[maxPos])
+	case a.db.url == "":
+		return nil, a.usageErr("--database-url (or $%s) is required", envDatabaseURL)
+	}
+	return pos, -1
+}
+
+func (a *runsAction) usageErr(format string, args ...any) int {
+	fmt.Fprintf(a.stderr, "durable %s: "+format+"\n", append([]any{a.fs.Name()}, args...)...)
+	return exitUsage
+}
+
+// fail reports an error: exit status 2 for a filter or cursor the engine
+// refused, 1 otherwise.
+func (a *runsAction) fail(err error) int {
+	fmt.Fprintf(a.stderr, "durable %s: %v\n", a.fs.Name(), err)
+	if badFilter(err) {
+		return exitUsage
+	}
+	return 1
+}
+
+// open connects for the action.
+func (a *runsAction) open(ctx context.Context) (*operator, error) {
+	return openOperator(ctx, &a.db, strings.ReplaceAll(a.fs.Name(), " ", "-"), a.stderr)
+}
+
+// parseIDs parses run IDs.
+func (a *runsAction) parseIDs(args []string) ([]uuid.UUID, int) {
+	ids := make([]uuid.UUID, len(args))
+	for i, s := range args {
+		id, err := uuid.Parse(s)
+		if err != nil {
+			return nil, a.usageErr("%q is not a run ID: %v", s, err)
+		}
+		ids[i] = id
+	}
+	return ids, -1
+}
+
+func runsShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := newRunsAction("show", runsShowUsage, stderr)
+	events := a.fs.Bool("events", false, "also print the run's event log")
+	outputs := a.fs.Bool("outputs", false, "also print the output of every completed step")
+	asJSON := a.fs.Bool("json", false, "print one JSON object, outputs included")
+	pos, code := a.parse(args, 1)
 	if code >= 0 {
 		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "durable runs show: "+format+"\n", a...)
-		return exitUsage
+	if len(pos) == 0 {
+		return a.usageErr("a RUN_ID is required")
 	}
-	switch {
-	case len(pos) == 0:
-		return usageErr("a RUN_ID is required")
-	case len(pos) > 1:
-		return usageErr("unexpected argument %q", pos[1])
-	case db.url == "":
-		return usageErr("--database-url (or $%s) is required", envDatabaseURL)
+	ids, code := a.parseIDs(pos)
+	if code >= 0 {
+		return code
 	}
-	id, err := uuid.Parse(pos[0])
-	if err != nil {
-		return usageErr("%q is not a run ID: %v", pos[0], err)
-	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "durable runs show: %v\n", err)
-		return 1
-	}
+	id := ids[0]
 
-	pool, err := db.open(ctx, 2)
+	op, err := a.open(ctx)
 	if err != nil {
-		return fail(err)
+		return a.fail(err)
 	}
-	defer pool.Close()
-	s, err := pgstore.New(pool, &pgstore.Config{Schema: db.schema})
+	defer op.close()
+	res, err := op.e.Get(ctx, id)
 	if err != nil {
-		return fail(err)
-	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	e, err := durable.New(s, durable.Config{Logger: logger, WorkerID: "durable-runs"})
-	if err != nil {
-		return fail(err)
-	}
-	res, err := e.Get(ctx, id)
-	if err != nil {
-		return fail(explainReadError(err, id, db.schema))
+		return a.fail(explainRunError(err, id, op.schema))
 	}
 	var evs []durable.Event
 	if *events {
-		if evs, err = e.Events(ctx, id); err != nil {
-			return fail(explainReadError(err, id, db.schema))
+		if evs, err = op.e.Events(ctx, id); err != nil {
+			return a.fail(explainRunError(err, id, op.schema))
 		}
 	}
-	printRun(stdout, res, evs, *events)
+	if *asJSON {
+		return a.printJSON(stdout, runDetail(res, evs, *events))
+	}
+	printRun(stdout, res, evs, showOptions{events: *events, outputs: *outputs})
+	return 0
+}
+
+// printJSON prints v as one line of JSON.
+func (a *runsAction) printJSON(w io.Writer, v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return a.fail(err)
+	}
+	fmt.Fprintf(w, "%s\n", b)
 	return 0
 }
 
@@ -126,21 +302,36 @@ func parseInterspersed(fs *flag.FlagSet, args []string, stderr io.Writer) ([]str
 	}
 }
 
-// explainReadError turns the errors an operator can act on into plain
-// messages.
-func explainReadError(err error, id uuid.UUID, schema string) error {
+// explainRunError turns the errors about one run that an operator can act
+// on into plain messages.
+func explainRunError(err error, id uuid.UUID, schema string) error {
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, durable.ErrRunNotFound):
 		return fmt.Errorf("run %s not found in schema %s", id, schema)
+	case errors.Is(err, durable.ErrRunSettled):
+		return fmt.Errorf("run %s has already settled: only runs in flight can be cancelled", id)
+	case errors.Is(err, durable.ErrRunNotSettled):
+		return fmt.Errorf("run %s has not settled: only settled runs can be replayed", id)
+	case errors.Is(err, durable.ErrNothingToReplay):
+		return fmt.Errorf("run %s completed: nothing to replay (--from-step runs a step and its descendants again)", id)
+	case errors.Is(err, durable.ErrStepNotFound):
+		return fmt.Errorf("run %s has no such step", id)
 	case errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000"):
 		return fmt.Errorf("schema %s has no durable tables (wrong --schema, or run \"durable migrate up\"): %w", schema, err)
 	}
 	return err
 }
 
-// printRun prints a run, its steps and, with events, its event log.
-func printRun(w io.Writer, res *durable.RunResult, evs []durable.Event, events bool) {
+// showOptions are what "runs show" prints besides the run and its steps.
+type showOptions struct {
+	events  bool
+	outputs bool
+}
+
+// printRun prints a run, its input and steps and, on request, the steps'
+// outputs and the event log.
+func printRun(w io.Writer, res *durable.RunResult, evs []durable.Event, opts showOptions) {
 	rel := func(t time.Time) string { return offset(t, res.CreatedAt) }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "run\t%s\n", res.ID)
@@ -156,31 +347,60 @@ func printRun(w io.Writer, res *durable.RunResult, evs []durable.Event, events b
 	}
 	var re *durable.RunError
 	if errors.As(res.Err, &re) {
-		fmt.Fprintf(tw, "failure\tstep %q: %s\n", re.Step, oneLine(re.Message, 200))
+		if re.Status == durable.RunCancelled {
+			reason := oneLine(re.Message, 200)
+			if reason == "" {
+				reason = "- (none given)"
+			}
+			fmt.Fprintf(tw, "reason\t%s\n", reason)
+		} else {
+			fmt.Fprintf(tw, "failure\tstep %q: %s\n", re.Step, oneLine(re.Message, 200))
+		}
 	}
 	tw.Flush()
 
+	fmt.Fprintln(w)
+	printValue(w, "input", res.Input)
+
 	fmt.Fprintf(w, "\nsteps (times relative to the run's creation):\n")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "STEP\tSTATE\tATTEMPTS\tSTARTED\tFINISHED\tTOOK\tDUE\tERROR\n")
+	fmt.Fprintf(tw, "STEP\tPARENTS\tSTATE\tATTEMPTS\tSTARTED\tFINISHED\tTOOK\tDUE\tERROR\n")
 	for _, s := range res.Steps {
+		parents := "-"
+		if len(s.Parents) > 0 {
+			parents = strings.Join(s.Parents, ",")
+		}
 		took := "-"
 		if !s.StartedAt.IsZero() && !s.FinishedAt.IsZero() {
 			took = s.FinishedAt.Sub(s.StartedAt).Round(time.Millisecond).String()
 		}
 		due := "-"
-		if !s.DueAt.IsZero() && (s.State == durable.StepSleeping || s.State == durable.StepQueued) {
+		if waiting(s) {
 			due = rel(s.DueAt)
 		}
 		errText := "-"
 		if s.Error != "" {
 			errText = oneLine(s.Error, errorColumn)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
-			s.Name, s.State, s.Attempts, rel(s.StartedAt), rel(s.FinishedAt), took, due, errText)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
+			s.Name, parents, s.State, s.Attempts, rel(s.StartedAt), rel(s.FinishedAt), took, due, errText)
 	}
 	tw.Flush()
-	if !events {
+
+	if opts.outputs {
+		fmt.Fprintf(w, "\noutputs of the completed steps:\n")
+		n := 0
+		for _, s := range res.Steps {
+			if s.State == durable.StepCompleted && len(s.Output) > 0 {
+				printValue(w, s.Name, s.Output)
+				n++
+			}
+		}
+		if n == 0 {
+			fmt.Fprintln(w, "(none)")
+		}
+	}
+	if !opts.events {
 		return
 	}
 
@@ -203,6 +423,27 @@ func printRun(w io.Writer, res *durable.RunResult, evs []durable.Event, events b
 	tw.Flush()
 }
 
+// waiting reports whether a step waits for its DueAt: a sleep, or a retry
+// backoff.
+func waiting(s durable.StepResult) bool {
+	return !s.DueAt.IsZero() && (s.State == durable.StepSleeping || s.State == durable.StepQueued)
+}
+
+// printValue prints an encoded input or output under a label: indented
+// JSON when it is JSON, else base64.
+func printValue(w io.Writer, label string, b []byte) {
+	switch {
+	case len(b) == 0:
+		fmt.Fprintf(w, "%s: (none)\n", label)
+	case json.Valid(b):
+		var buf bytes.Buffer
+		_ = json.Indent(&buf, b, "  ", "  ") // valid JSON: cannot fail
+		fmt.Fprintf(w, "%s:\n  %s\n", label, buf.Bytes())
+	default:
+		fmt.Fprintf(w, "%s (%d bytes, not JSON; base64):\n  %s\n", label, len(b), base64.StdEncoding.EncodeToString(b))
+	}
+}
+
 // offset formats t relative to base, "-" for a zero t.
 func offset(t, base time.Time) string {
 	if t.IsZero() {
@@ -222,4 +463,113 @@ func offset(t, base time.Time) string {
 // timestamp formats an absolute time in the local zone.
 func timestamp(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05.000 MST")
+}
+
+// The JSON of runs: snake_case fields, RFC 3339 times in UTC, null for a
+// time that did not happen.
+
+type runJSON struct {
+	ID         uuid.UUID         `json:"id"`
+	Workflow   string            `json:"workflow"`
+	Tenant     string            `json:"tenant"`
+	Status     durable.RunStatus `json:"status"`
+	FailedStep string            `json:"failed_step"`
+	Error      string            `json:"error"`
+	CreatedAt  time.Time         `json:"created_at"`
+	FinishedAt *time.Time        `json:"finished_at"`
+}
+
+type runDetailJSON struct {
+	runJSON
+	Input       json.RawMessage `json:"input,omitempty"`
+	InputBase64 string          `json:"input_base64,omitempty"`
+	Steps       []stepJSON      `json:"steps"`
+	Events      []eventJSON     `json:"events,omitempty"`
+}
+
+type stepJSON struct {
+	Name         string            `json:"name"`
+	Kind         store.TaskKind    `json:"kind"`
+	Parents      []string          `json:"parents"`
+	State        durable.StepState `json:"state"`
+	Attempts     int               `json:"attempts"`
+	Error        string            `json:"error"`
+	DueAt        *time.Time        `json:"due_at"`
+	StartedAt    *time.Time        `json:"started_at"`
+	FinishedAt   *time.Time        `json:"finished_at"`
+	Output       json.RawMessage   `json:"output,omitempty"`
+	OutputBase64 string            `json:"output_base64,omitempty"`
+}
+
+type eventJSON struct {
+	At      time.Time         `json:"at"`
+	Step    string            `json:"step"`
+	Type    durable.EventType `json:"type"`
+	Attempt int               `json:"attempt"`
+	Detail  string            `json:"detail"`
+	DueAt   *time.Time        `json:"due_at"`
+}
+
+// optTime is t in UTC, nil when zero.
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// encoded splits an encoded value into JSON, when it is valid JSON, or
+// base64.
+func encoded(b []byte) (json.RawMessage, string) {
+	switch {
+	case len(b) == 0:
+		return nil, ""
+	case json.Valid(b):
+		return json.RawMessage(b), ""
+	}
+	return nil, base64.StdEncoding.EncodeToString(b)
+}
+
+func summaryJSON(r durable.RunSummary) runJSON {
+	return runJSON{
+		ID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: r.Status, FailedStep: r.FailedStep, Error: r.Error,
+		CreatedAt: r.CreatedAt.UTC(), FinishedAt: optTime(r.FinishedAt),
+	}
+}
+
+func runDetail(res *durable.RunResult, evs []durable.Event, events bool) *runDetailJSON {
+	out := &runDetailJSON{runJSON: runJSON{
+		ID: res.ID, Workflow: res.Workflow, Tenant: res.Tenant, Status: res.Status,
+		CreatedAt: res.CreatedAt.UTC(), FinishedAt: optTime(res.FinishedAt),
+	}}
+	var re *durable.RunError
+	if errors.As(res.Err, &re) {
+		out.FailedStep, out.Error = re.Step, re.Message
+	}
+	out.Input, out.InputBase64 = encoded(res.Input)
+	out.Steps = make([]stepJSON, len(res.Steps))
+	for i, s := range res.Steps {
+		js := stepJSON{
+			Name: s.Name, Kind: s.Kind, Parents: s.Parents, State: s.State, Attempts: s.Attempts, Error: s.Error,
+			StartedAt: optTime(s.StartedAt), FinishedAt: optTime(s.FinishedAt),
+		}
+		if js.Parents == nil {
+			js.Parents = []string{}
+		}
+		if waiting(s) {
+			js.DueAt = optTime(s.DueAt)
+		}
+		js.Output, js.OutputBase64 = encoded(s.Output)
+		out.Steps[i] = js
+	}
+	if events {
+		out.Events = make([]eventJSON, len(evs))
+		for i, ev := range evs {
+			out.Events[i] = eventJSON{
+				At: ev.At.UTC(), Step: ev.Step, Type: ev.Type, Attempt: ev.Attempt, Detail: ev.Detail, DueAt: optTime(ev.DueAt),
+			}
+		}
+	}
+	return out
 }

@@ -33,6 +33,11 @@ checked, so that a role without DDL rights can serve a schema migrated by
 "durable migrate up": the worker then exits with status 1 and says so if
 the schema is missing or older than this binary.
 
+Settled runs are kept for --retention (default 168h, 7 days): the leader
+among the workers deletes the runs that settled longer ago, with their
+steps and events, in small batches. --retention 0 keeps every run; "durable
+runs prune" deletes old runs on demand.
+
 Exit status: 0 stopped (drained, or the drain timed out), 1 failed (could
 not connect or start), 2 bad flags, 130 stopped at once by a second signal.
 
@@ -58,6 +63,7 @@ type workerOptions struct {
 	pollInterval      time.Duration
 	tenantLimit       int
 	fraudWindow       time.Duration
+	retention         time.Duration
 	recordExecutions  bool
 	noMigrate         bool
 	logFormat         string
@@ -65,27 +71,14 @@ type workerOptions struct {
 }
 
 func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	var o workerOptions
-	o.db.register(fs, true)
-	fs.StringVar(&o.workerID, "worker-id", "", "unique id of this worker (default <hostname>-<pid>-<random>)")
-	fs.IntVar(&o.concurrency, "concurrency", 100, "most steps running at once")
-	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "how long running steps may finish after SIGTERM before they are cancelled")
-	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", 5*time.Second, "how often running steps are reported alive")
-	fs.DurationVar(&o.deadAfter, "dead-after", 30*time.Second, "missed-heartbeat time after which a worker's steps are rescued")
-	fs.DurationVar(&o.pollInterval, "poll-interval", time.Second, "fallback polling interval when no notification arrives")
-	fs.IntVar(&o.tenantLimit, "tenant-limit", 0, "most running steps per tenant across all workers (0: no cap)")
-	fs.DurationVar(&o.fraudWindow, "fraud-window", 2*time.Second, "the order-processing demo's sleep, for runs triggered by this process")
-	fs.BoolVar(&o.recordExecutions, "record-executions", false, "record every execution of a chaos step in <schema>.chaos_executions (for crash tests)")
-	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the schema at start (for roles without DDL rights); fail if it is missing or old")
-	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), workerUsage)
-		fs.PrintDefaults()
-	}
+	fs := newWorkerFlags(&o)
 	if code := parseFlags(fs, args, stderr, 0); code >= 0 {
 		return code
+	}
+	if o.retention < 0 {
+		fmt.Fprintf(stderr, "durable worker: --retention must not be negative (0 keeps every run), got %s\n", o.retention)
+		return exitUsage
 	}
 	logger, err := newLogger(stderr, o.logFormat, o.logLevel)
 	if err != nil {
@@ -105,6 +98,43 @@ func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	return 0
+}
+
+// newWorkerFlags defines the flags of "durable worker" into o.
+func newWorkerFlags(o *workerOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	o.db.register(fs, true)
+	fs.StringVar(&o.workerID, "worker-id", "", "unique id of this worker (default <hostname>-<pid>-<random>)")
+	fs.IntVar(&o.concurrency, "concurrency", 100, "most steps running at once")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "how long running steps may finish after SIGTERM before they are cancelled")
+	fs.DurationVar(&o.heartbeatInterval, "heartbeat-interval", 5*time.Second, "how often running steps are reported alive")
+	fs.DurationVar(&o.deadAfter, "dead-after", 30*time.Second, "missed-heartbeat time after which a worker's steps are rescued")
+	fs.DurationVar(&o.pollInterval, "poll-interval", time.Second, "fallback polling interval when no notification arrives")
+	fs.IntVar(&o.tenantLimit, "tenant-limit", 0, "most running steps per tenant across all workers (0: no cap)")
+	fs.DurationVar(&o.fraudWindow, "fraud-window", 2*time.Second, "the order-processing demo's sleep, for runs triggered by this process")
+	fs.DurationVar(&o.retention, "retention", durable.DefaultRetention, "how long settled runs are kept before the leader deletes them (0: keep every run)")
+	fs.BoolVar(&o.recordExecutions, "record-executions", false, "record every execution of a chaos step in <schema>.chaos_executions (for crash tests)")
+	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the schema at start (for roles without DDL rights); fail if it is missing or old")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), workerUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// config is the engine's configuration for the flags.
+func (o *workerOptions) config(logger *slog.Logger) durable.Config {
+	retention := o.retention
+	if retention == 0 {
+		retention = durable.KeepForever
+	}
+	return durable.Config{
+		WorkerID: o.workerID, Concurrency: o.concurrency, HeartbeatInterval: o.heartbeatInterval,
+		DeadAfter: o.deadAfter, PollInterval: o.pollInterval, TenantLimit: o.tenantLimit,
+		Retention: retention, Logger: logger,
+	}
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -141,10 +171,7 @@ func runWorker(ctx context.Context, o *workerOptions, logger *slog.Logger) error
 		}
 	}
 	set := workloads.New(workloads.Options{FraudWindow: o.fraudWindow, Record: record})
-	e, err := durable.New(s, durable.Config{
-		WorkerID: o.workerID, Concurrency: o.concurrency, HeartbeatInterval: o.heartbeatInterval,
-		DeadAfter: o.deadAfter, PollInterval: o.pollInterval, TenantLimit: o.tenantLimit, Logger: logger,
-	})
+	e, err := durable.New(s, o.config(logger))
 	if err != nil {
 		return err
 	}

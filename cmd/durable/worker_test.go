@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/internal/workloads"
 )
@@ -193,4 +194,63 @@ func TestWorkerNoMigrate(t *testing.T) {
 	cancel()
 	require.Equal(t, 0, <-done, log.String())
 	log.waitFor(t, "durable worker: draining", time.Second)
+}
+
+func TestWorkerRetentionFlag(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, durable.DefaultRetention},
+		{[]string{"--retention", "168h"}, 7 * 24 * time.Hour},
+		{[]string{"--retention", "30m"}, 30 * time.Minute},
+		{[]string{"--retention", "0"}, durable.KeepForever},
+	} {
+		var o workerOptions
+		fs := newWorkerFlags(&o)
+		require.NoError(t, fs.Parse(tc.args))
+		require.Equal(t, tc.want, o.config(nil).Retention, "%v", tc.args)
+	}
+
+	db := []string{"--database-url", "postgres://nobody@127.0.0.1:1/none"}
+	code, out, errOut := runCLI(t, append([]string{"worker", "--retention", "-1h"}, db...)...)
+	require.Equal(t, exitUsage, code)
+	require.Empty(t, out)
+	require.Equal(t, "durable worker: --retention must not be negative (0 keeps every run), got -1h0m0s\n", errOut)
+	code, _, errOut = runCLI(t, append([]string{"worker", "--retention", "a week"}, db...)...)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errOut, `invalid value "a week" for flag -retention`)
+	code, _, errOut = runCLI(t, "worker", "-h")
+	require.Equal(t, 0, code)
+	require.Contains(t, errOut, "--retention 0 keeps every run")
+	require.Regexp(t, `-retention duration\n\s+how long settled runs are kept before the leader deletes them \(0: keep every run\) \(default 168h0m0s\)`, errOut)
+}
+
+// TestWorkerRetention: a worker with a short --retention deletes settled
+// runs by itself.
+func TestWorkerRetention(t *testing.T) {
+	t.Parallel()
+	p := newPGEnv(t, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	log := newLines(pr)
+	done := make(chan int, 1)
+	go func() {
+		var stdout strings.Builder
+		done <- run(ctx, p.flags("worker", "--retention", "1s", "--worker-id", "retention"), &stdout, pw)
+		pw.Close()
+	}()
+	log.waitFor(t, "durable worker: serving", 30*time.Second)
+
+	client := p.client(t)
+	res, err := workloads.New(workloads.Options{}).Noop.Run(ctx, client, "t", 0)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := client.Get(ctx, res.ID)
+		return errors.Is(err, durable.ErrRunNotFound)
+	}, 30*time.Second, 50*time.Millisecond, "the leader deletes runs settled more than a second ago")
+	cancel()
+	require.Equal(t, 0, <-done, log.String())
 }
