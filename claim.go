@@ -83,8 +83,14 @@ const claimTimeout = 30 * time.Second
 func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 	ctx, cancel := context.WithCancelCause(rt.work)
 	ref := c.Ref()
+	f := &flight{cancel: cancel}
+	lose := func(cause error) {
+		rt.flightMu.Lock()
+		f.lose(cause)
+		rt.flightMu.Unlock()
+	}
 	rt.flightMu.Lock()
-	rt.flights[ref] = &flight{cancel: cancel}
+	rt.flights[ref] = f
 	rt.flightMu.Unlock()
 	rt.execs.Go(func() {
 		var o store.Outcome
@@ -98,7 +104,7 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 			<-rt.slots
 			signal(rt.slotFreed)
 		}()
-		o = e.runStep(ctx, cancel, c)
+		o = e.runStep(ctx, cancel, lose, c)
 		returned = true
 	})
 }

@@ -66,9 +66,7 @@ func (e *Engine) recordOrReplace(rt *runtime, batch []store.Outcome, replace boo
 		signal(rt.readySig)
 		for i, r := range res {
 			if r.Status == store.FinishStale {
-				o := batch[i]
-				e.log.Warn("durable: outcome rejected, the claim is no longer current",
-					slog.String("run_id", o.Task.RunID.String()), slog.String("step", o.Task.Step))
+				e.staleOutcome(rt, batch[i])
 			}
 		}
 	case rt.flushCtx.Err() != nil || errors.Is(err, store.ErrTransient):
@@ -87,6 +85,23 @@ func (e *Engine) recordOrReplace(rt *runtime, batch []store.Outcome, replace boo
 			Error: fmt.Sprintf("durable: the store refused this step's outcome: %v", err),
 		}}, false)
 	}
+}
+
+// staleOutcome logs an outcome the store rejected because its claim was
+// no longer current: expected when the step's run was cancelled, a warning
+// otherwise (the step was rescued from this engine: it ran twice).
+func (e *Engine) staleOutcome(rt *runtime, o store.Outcome) {
+	rt.flightMu.Lock()
+	var lost error
+	if f := rt.flights[o.Task]; f != nil {
+		lost = f.lost
+	}
+	rt.flightMu.Unlock()
+	level, msg := slog.LevelWarn, "durable: outcome rejected, the claim is no longer current"
+	if errors.Is(lost, ErrRunCancelled) {
+		level, msg = slog.LevelDebug, "durable: outcome not recorded, the run was cancelled"
+	}
+	e.log.Log(rt.flushCtx, level, msg, slog.String("run_id", o.Task.RunID.String()), slog.String("step", o.Task.Step))
 }
 
 // finish calls FinishTasks, trying again with backoff while its errors are

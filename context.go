@@ -51,7 +51,10 @@ type stepContext struct {
 	// parents holds the decoded outputs of the parents that completed.
 	parents map[*stepDef]any
 	cancel  context.CancelCauseFunc
-	misuse  atomic.Pointer[error]
+	// lose cancels the step because its claim is no longer current, so
+	// that the engine knows why when the store rejects its outcome.
+	lose   func(error)
+	misuse atomic.Pointer[error]
 }
 
 // isParent reports whether p is a declared parent of the running step.
@@ -100,11 +103,11 @@ func (c *stepContext) Heartbeat() error {
 		return fmt.Errorf("durable: heartbeat: %w", err)
 	}
 	if len(res.Cancelled) > 0 {
-		c.cancel(ErrRunCancelled)
+		c.lose(ErrRunCancelled)
 		return ErrRunCancelled
 	}
 	if len(res.Lost) > 0 {
-		c.cancel(ErrClaimLost)
+		c.lose(ErrClaimLost)
 		return ErrClaimLost
 	}
 	return nil

@@ -185,6 +185,18 @@ type runtime struct {
 // and forgotten on its own.
 type flight struct {
 	cancel context.CancelCauseFunc
+	// lost is why the engine stopped the step (ErrClaimLost,
+	// ErrRunCancelled), nil while its claim is current; under flightMu.
+	lost error
+}
+
+// lose cancels the step because its claim is no longer current; flightMu
+// must be held. The first cause stays.
+func (f *flight) lose(cause error) {
+	if f.lost == nil {
+		f.lost = cause
+	}
+	f.cancel(cause)
 }
 
 type outcomeMsg struct {

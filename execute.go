@@ -17,7 +17,7 @@ func randFloat() float64 { return rand.Float64() }
 // panic the worker: user code runs under recover, and bad data (an input or
 // output that does not decode, a step this process does not know) fails the
 // step with a clear, non-retried error.
-func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, c *store.ClaimedTask) store.Outcome {
+func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lose func(error), c *store.ClaimedTask) store.Outcome {
 	o := store.Outcome{Task: c.Ref()}
 	terminal := func(err error) store.Outcome {
 		o.Kind, o.Error, o.Terminal = store.OutcomeFail, err.Error(), true
@@ -31,7 +31,7 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, c 
 	if err != nil {
 		return terminal(fmt.Errorf("%w: input of workflow %q: %w", ErrDecode, c.Workflow, err))
 	}
-	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel}
+	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel, lose: lose}
 	// Built only when there is something to log: With formats its
 	// attributes at once, which would cost every step.
 	log := func() *slog.Logger {

@@ -46,12 +46,12 @@ func (e *Engine) claimsLost(rt *runtime, res *store.HeartbeatResult) {
 	defer rt.flightMu.Unlock()
 	for _, ref := range res.Cancelled {
 		if f := rt.flights[ref]; f != nil {
-			f.cancel(ErrRunCancelled)
+			f.lose(ErrRunCancelled)
 		}
 	}
 	for _, ref := range res.Lost {
 		if f := rt.flights[ref]; f != nil {
-			f.cancel(ErrClaimLost) // no effect on a context already cancelled
+			f.lose(ErrClaimLost) // no effect on a step already told its run was cancelled
 		}
 	}
 }
@@ -63,7 +63,7 @@ func (e *Engine) runCancelled(rt *runtime, id uuid.UUID) {
 	defer rt.flightMu.Unlock()
 	for ref, f := range rt.flights {
 		if ref.RunID == id {
-			f.cancel(ErrRunCancelled)
+			f.lose(ErrRunCancelled)
 		}
 	}
 }

@@ -102,16 +102,17 @@ type BulkResult struct {
 
 // StatsOptions are the options of Stats.
 type StatsOptions struct {
-	// Window is how far back settled runs are counted, by when they
-	// started. Defaults to one hour.
+	// Window is how far back settled runs are counted, by the minute they
+	// settled in. Defaults to one hour. Counts are kept as long as the
+	// runs (Config.Retention).
 	Window time.Duration
 }
 
 // Stats counts tasks and runs by workflow and tenant: the tasks ready,
 // waiting (retry backoffs, sleeps) and running with the age of the oldest
-// ready one, the runs in flight, and the runs started within the window
-// that settled, by status. Its cost does not grow with the number of
-// settled runs.
+// ready one, the runs in flight by status, and the runs that settled within
+// the window by status. Its cost does not grow with the number of settled
+// runs.
 type Stats = store.Stats
 
 // TenantRuns is the operator API scoped to one tenant: every read and action
@@ -120,15 +121,29 @@ type Stats = store.Stats
 type TenantRuns struct {
 	e      *Engine
 	tenant string
+	scoped bool // false: every tenant (the Engine's own methods)
 }
 
 // Tenant returns the operator API scoped to tenant. A tenant ID that could
-// not exist (see ErrInvalidTenant) finds nothing and changes nothing.
+// not exist (see ErrInvalidTenant), the empty one included, finds nothing
+// and changes nothing: an empty tenant never widens the scope to all.
 func (e *Engine) Tenant(tenant string) *TenantRuns {
-	return &TenantRuns{e: e, tenant: tenant}
+	return &TenantRuns{e: e, tenant: tenant, scoped: true}
 }
 
 func (e *Engine) all() *TenantRuns { return &TenantRuns{e: e} }
+
+// empty reports whether the scope can hold no run: its tenant could not
+// exist.
+func (v *TenantRuns) empty() bool { return v.scoped && !dag.ValidTenant(v.tenant) }
+
+// scope names the scope for cursors: a cursor is refused in another scope.
+func (v *TenantRuns) scope() string {
+	if !v.scoped {
+		return "*"
+	}
+	return "tenant:" + v.tenant
+}
 
 // ListRuns returns a page of the runs matching the filter, newest first.
 // Pages are cut by keyset (the creation time and ID of the last run), so a
@@ -220,7 +235,7 @@ func (v *TenantRuns) ListRuns(ctx context.Context, opts ListOptions) (*RunPage, 
 	if f.Impossible {
 		return &RunPage{}, nil
 	}
-	fp := fingerprint(v.tenant, opts.RunFilter)
+	fp := fingerprint(v.scope(), opts.RunFilter)
 	p := &store.ListRunsParams{Filter: f.RunFilter, Limit: limit}
 	if opts.Cursor != "" {
 		k, err := decodeCursor(opts.Cursor, fp)
@@ -269,7 +284,7 @@ func (v *TenantRuns) Wait(ctx context.Context, id uuid.UUID) (*RunResult, error)
 // getRun reads a run, not found when it is another tenant's.
 func (v *TenantRuns) getRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	run, err := v.e.store.GetRun(ctx, id)
-	if err == nil && v.tenant != "" && run.Tenant != v.tenant {
+	if err == nil && v.scoped && run.Tenant != v.tenant {
 		err = store.ErrRunNotFound
 	}
 	if err != nil {
@@ -280,6 +295,9 @@ func (v *TenantRuns) getRun(ctx context.Context, id uuid.UUID) (*store.Run, erro
 
 // Cancel is Engine.Cancel within the tenant.
 func (v *TenantRuns) Cancel(ctx context.Context, id uuid.UUID, reason string) error {
+	if v.empty() {
+		return fmt.Errorf("durable: cancel run %s: %w", id, store.ErrRunNotFound)
+	}
 	res, err := v.e.store.CancelRuns(ctx, &store.CancelRunsParams{Now: v.e.now(), IDs: []uuid.UUID{id}, Tenant: v.tenant, Reason: reason})
 	if err != nil {
 		return fmt.Errorf("durable: cancel run %s: %w", id, err)
@@ -302,6 +320,9 @@ func (v *TenantRuns) CancelRuns(ctx context.Context, f RunFilter, reason string)
 
 // Replay is Engine.Replay within the tenant.
 func (v *TenantRuns) Replay(ctx context.Context, id uuid.UUID, opts ReplayOptions) error {
+	if v.empty() {
+		return fmt.Errorf("durable: replay run %s: %w", id, store.ErrRunNotFound)
+	}
 	res, err := v.e.store.ReplayRuns(ctx, &store.ReplayRunsParams{Now: v.e.now(), IDs: []uuid.UUID{id}, Tenant: v.tenant, FromStep: opts.FromStep})
 	if err != nil {
 		return fmt.Errorf("durable: replay run %s: %w", id, err)
@@ -371,7 +392,7 @@ func (v *TenantRuns) Stats(ctx context.Context, opts StatsOptions) (*Stats, erro
 	if opts.Window < 0 {
 		return nil, fmt.Errorf("%w: negative window %s", ErrInvalidFilter, opts.Window)
 	}
-	if v.tenant != "" && !dag.ValidTenant(v.tenant) {
+	if v.empty() {
 		return &Stats{}, nil
 	}
 	st, err := v.e.store.Stats(ctx, &store.StatsParams{Now: v.e.now(), Tenant: v.tenant, Window: opts.Window})
@@ -410,14 +431,12 @@ func (v *TenantRuns) filter(f RunFilter) (scopedFilter, error) {
 	if f.Tenant != "" && !dag.ValidTenant(f.Tenant) {
 		out.Impossible = true
 	}
-	if v.tenant != "" {
+	if v.scoped {
 		if f.Tenant != "" && f.Tenant != v.tenant {
 			out.Impossible = true // another tenant's runs are not there to see
 		}
 		out.Tenant = v.tenant
-		if !dag.ValidTenant(v.tenant) {
-			out.Impossible = true
-		}
+		out.Impossible = out.Impossible || v.empty()
 	}
 	return out, nil
 }

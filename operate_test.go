@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -259,6 +260,27 @@ func TestTenantScope(t *testing.T) {
 		}
 		for _, c := range st.Runs {
 			require.Equal(t, "acme", c.Tenant)
+		}
+
+		// A scope whose tenant could not exist, the empty one first (a
+		// SaaS passing on a missing tenant header), holds nothing: it never
+		// widens to every tenant.
+		for _, bad := range []string{"", "\x00", strings.Repeat("x", 201)} {
+			nobody := e.Tenant(bad)
+			page, err := nobody.ListRuns(ctx, durable.ListOptions{})
+			require.NoError(t, err)
+			require.Empty(t, page.Runs, "%q", bad)
+			_, err = nobody.Get(ctx, victim)
+			require.ErrorIs(t, err, durable.ErrRunNotFound, "%q", bad)
+			require.ErrorIs(t, nobody.Cancel(ctx, victim, ""), durable.ErrRunNotFound, "%q", bad)
+			require.ErrorIs(t, nobody.Replay(ctx, mine[0], durable.ReplayOptions{FromStep: "a"}), durable.ErrRunNotFound, "%q", bad)
+			bulk, err := nobody.CancelRuns(ctx, durable.RunFilter{}, "")
+			require.NoError(t, err)
+			require.Zero(t, bulk.Done+bulk.Skipped, "%q", bad)
+			st, err := nobody.Stats(ctx, durable.StatsOptions{})
+			require.NoError(t, err)
+			require.Empty(t, st.Queues, "%q", bad)
+			require.Empty(t, st.Runs, "%q", bad)
 		}
 
 		// Unscoped, the operator cancels globex's runs in bulk.

@@ -37,6 +37,7 @@ type Store struct {
 	timers   map[taskKey]time.Time
 	running  map[taskKey]string // task -> tenant
 	inFlight map[string]int     // tenant -> RUNNING tasks
+	counts   map[dag.RunCountKey]int // settled runs, by minute
 	eventID  int64
 
 	subMu  sync.Mutex
@@ -75,6 +76,7 @@ func New() *Store {
 		timers:   make(map[taskKey]time.Time),
 		running:  make(map[taskKey]string),
 		inFlight: make(map[string]int),
+		counts:   make(map[dag.RunCountKey]int),
 		subs:     make(map[int]func(store.Notification)),
 		leader:   make(chan struct{}, 1),
 	}
@@ -265,6 +267,7 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 		}
 		if fx.Settled {
 			n.runs = append(n.runs, id)
+			s.counts[dag.SettledCount(&r.Rec)]++
 		}
 		if fx.Cancelled {
 			n.cancelled = append(n.cancelled, id)
@@ -727,36 +730,30 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 			queue(rs).Running++
 		}
 	}
-	type wts struct {
-		wt
-		status  store.RunStatus
-		settled bool
-	}
-	counts := map[wts]int{}
-	since := t.Add(-p.Window)
-	for _, rs := range s.runs {
-		if !in(rs) {
-			continue
-		}
-		settled := rs.rec.Settled()
-		if settled && rs.rec.CreatedAt.Before(since) {
-			continue
-		}
-		counts[wts{wt{rs.rec.Workflow, rs.rec.Tenant}, rs.rec.Status, settled}]++
-	}
 	st := &store.Stats{}
+	inflight := map[dag.RunCountKey]int{}
+	for _, rs := range s.runs {
+		if in(rs) && !rs.rec.Settled() {
+			inflight[dag.RunCountKey{Workflow: rs.rec.Workflow, Tenant: rs.rec.Tenant, Status: rs.rec.Status}]++
+		}
+	}
+	settled := map[dag.RunCountKey]int{}
+	for k, n := range s.counts {
+		if (p.Tenant == "" || k.Tenant == p.Tenant) && dag.Counted(k.Minute, t, p.Window) {
+			k.Minute = time.Time{}
+			settled[k] += n
+		}
+	}
+	for k, n := range inflight {
+		st.Runs = append(st.Runs, store.RunCount{Workflow: k.Workflow, Tenant: k.Tenant, Status: k.Status, Count: n})
+	}
+	for k, n := range settled {
+		st.Runs = append(st.Runs, store.RunCount{Workflow: k.Workflow, Tenant: k.Tenant, Status: k.Status, Settled: true, Count: n})
+	}
 	for _, q := range queues {
 		st.Queues = append(st.Queues, *q)
 	}
-	slices.SortFunc(st.Queues, func(a, b store.QueueStats) int {
-		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Tenant, b.Tenant))
-	})
-	for k, n := range counts {
-		st.Runs = append(st.Runs, store.RunCount{Workflow: k.workflow, Tenant: k.tenant, Status: k.status, Settled: k.settled, Count: n})
-	}
-	slices.SortFunc(st.Runs, func(a, b store.RunCount) int {
-		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Status, b.Status))
-	})
+	dag.SortStats(st)
 	return st, nil
 }
 
@@ -778,7 +775,15 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 	slices.SortFunc(expired, func(a, b *runState) int {
 		return cmp.Or(a.rec.CreatedAt.Compare(b.rec.CreatedAt), cmp.Compare(a.rec.ID.String(), b.rec.ID.String()))
 	})
-	expired = expired[:min(len(expired), max(p.Limit, 0))]
+	limit := max(p.Limit, 0)
+	if len(expired) < limit {
+		for k := range s.counts {
+			if dag.CountsExpired(k.Minute, before) {
+				delete(s.counts, k)
+			}
+		}
+	}
+	expired = expired[:min(len(expired), limit)]
 	for _, rs := range expired {
 		delete(s.runs, rs.rec.ID) // settled: no queue entry, timer or claim is left
 	}

@@ -77,10 +77,11 @@ func (s *Store) runAction(ctx context.Context, now time.Time, ids []uuid.UUID, t
 }
 
 // ListRuns implements store.Store. The query is built for the filter, so
-// that each combination is planned (and cached) with the index that fits
-// it: runs_tenant_created_idx for a tenant, the partial indexes for runs in
-// flight and for failed or cancelled runs, runs_created_idx otherwise; all
-// walked newest first by keyset on (created_at, id).
+// that each kind of filter is planned (and cached) with the index that fits
+// it, walked newest first by keyset on (created_at, id): active_runs for
+// runs RUNNING, the partial indexes on unsuccessful for runs FAILED or
+// CANCELLED, and otherwise the index on (created_at, id) led by the
+// tenant or the workflow when the filter names one.
 func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.ListRunsResult, error) {
 	sql, args, err := s.listQuery(p)
 	if err != nil {
@@ -124,50 +125,60 @@ func (s *Store) listQuery(p *store.ListRunsParams) (string, []any, error) {
 		return "$" + strconv.Itoa(len(args))
 	}
 	f := &p.Filter
+	running, unsuccessful := len(f.Statuses) > 0, len(f.Statuses) > 0
+	var lits []string
+	for _, st := range f.Statuses {
+		switch st {
+		case store.RunRunning:
+			unsuccessful = false
+		case store.RunFailed, store.RunCancelled:
+			running = false
+		case store.RunCompleted:
+			running, unsuccessful = false, false
+		default:
+			return "", nil, fmt.Errorf("pgstore: list runs: unknown status %s", dag.Quote(string(st)))
+		}
+		lits = append(lits, "'"+string(st)+"'")
+	}
+	// k is the table whose (created_at, id) the keyset walks: active_runs
+	// for runs in flight, runs otherwise.
+	from, k := pgx.Identifier{s.schema, "runs"}.Sanitize()+" r", "r"
+	if running {
+		from = pgx.Identifier{s.schema, "active_runs"}.Sanitize() + " a JOIN " + from + " ON r.id = a.id"
+		k = "a"
+	}
 	if f.Tenant != "" {
-		conds = append(conds, "tenant = "+arg(f.Tenant))
+		conds = append(conds, k+".tenant = "+arg(f.Tenant))
 	}
 	if f.Workflow != "" {
-		conds = append(conds, "workflow = "+arg(f.Workflow))
+		conds = append(conds, k+".workflow = "+arg(f.Workflow))
 	}
-	if len(f.Statuses) > 0 {
-		var lits []string
-		inflight := true
-		for _, st := range f.Statuses {
-			switch st {
-			case store.RunRunning, store.RunCompleted, store.RunFailed, store.RunCancelled:
-			default:
-				return "", nil, fmt.Errorf("pgstore: list runs: unknown status %s", dag.Quote(string(st)))
-			}
-			lits = append(lits, "'"+string(st)+"'")
-			inflight = inflight && st == store.RunRunning
-		}
-		conds = append(conds, "status IN ("+strings.Join(lits, ", ")+")")
-		if inflight { // a RUNNING run has not settled: runs_inflight_idx
-			conds = append(conds, "finished_at IS NULL")
-		}
+	if len(lits) > 0 {
+		conds = append(conds, "r.status IN ("+strings.Join(lits, ", ")+")")
+	}
+	if unsuccessful {
+		conds = append(conds, "r.unsuccessful")
 	}
 	if !f.CreatedAfter.IsZero() {
-		conds = append(conds, "created_at >= "+arg(f.CreatedAfter))
+		conds = append(conds, k+".created_at >= "+arg(f.CreatedAfter))
 	}
 	if !f.CreatedBefore.IsZero() {
-		conds = append(conds, "created_at < "+arg(f.CreatedBefore))
+		conds = append(conds, k+".created_at < "+arg(f.CreatedBefore))
 	}
 	if !f.FinishedAfter.IsZero() {
-		conds = append(conds, "finished_at >= "+arg(f.FinishedAfter))
+		conds = append(conds, "r.finished_at >= "+arg(f.FinishedAfter))
 	}
 	if !f.FinishedBefore.IsZero() {
-		conds = append(conds, "finished_at < "+arg(f.FinishedBefore))
+		conds = append(conds, "r.finished_at < "+arg(f.FinishedBefore))
 	}
 	if p.After != nil {
-		conds = append(conds, "(created_at, id) < ("+arg(p.After.CreatedAt)+", "+arg([16]byte(p.After.ID))+"::uuid)")
+		conds = append(conds, "("+k+".created_at, "+k+".id) < ("+arg(p.After.CreatedAt)+", "+arg([16]byte(p.After.ID))+"::uuid)")
 	}
-	sql := `SELECT id, workflow, tenant, status, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at FROM ` +
-		pgx.Identifier{s.schema, "runs"}.Sanitize()
+	sql := `SELECT r.id, r.workflow, r.tenant, r.status, coalesce(r.failed_step, ''), coalesce(r.error, ''), r.created_at, r.finished_at FROM ` + from
 	if len(conds) > 0 {
 		sql += " WHERE " + strings.Join(conds, " AND ")
 	}
-	sql += " ORDER BY created_at DESC, id DESC LIMIT " + arg(max(p.Limit, 1)+1)
+	sql += " ORDER BY " + k + ".created_at DESC, " + k + ".id DESC LIMIT " + arg(max(p.Limit, 1)+1)
 	return sql, args, nil
 }
 
@@ -215,43 +226,38 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		}
 		return rows.Err()
 	})
-	micros := int64(p.Window / time.Microsecond)
-	b.Queue(s.q.statsRuns, tenant, stamp(nowOf(p.Now)), micros).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var c store.RunCount
-			var status string
-			if err := rows.Scan(&c.Workflow, &c.Tenant, &status, &c.Settled, &c.Count); err != nil {
-				return err
+	runs := func(settled bool) func(rows pgx.Rows) error {
+		return func(rows pgx.Rows) error {
+			for rows.Next() {
+				c := store.RunCount{Settled: settled}
+				var status string
+				if err := rows.Scan(&c.Workflow, &c.Tenant, &status, &c.Count); err != nil {
+					return err
+				}
+				c.Status = store.RunStatus(status)
+				st.Runs = append(st.Runs, c)
 			}
-			c.Status = store.RunStatus(status)
-			st.Runs = append(st.Runs, c)
+			return rows.Err()
 		}
-		return rows.Err()
-	})
+	}
+	b.Queue(s.q.statsActive, tenant).Query(runs(false))
+	b.Queue(s.q.statsCounts, tenant, stamp(nowOf(p.Now)), int64(p.Window/time.Microsecond)).Query(runs(true))
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, classify(fmt.Errorf("pgstore: stats: %w", err))
 	}
 	for _, q := range queues {
 		st.Queues = append(st.Queues, *q)
 	}
-	sortQueues(st.Queues)
+	dag.SortStats(st)
 	return st, nil
-}
-
-func sortQueues(qs []store.QueueStats) {
-	for i := 1; i < len(qs); i++ {
-		for j := i; j > 0 && (qs[j].Workflow < qs[j-1].Workflow ||
-			(qs[j].Workflow == qs[j-1].Workflow && qs[j].Tenant < qs[j-1].Tenant)); j-- {
-			qs[j], qs[j-1] = qs[j-1], qs[j]
-		}
-	}
 }
 
 // PruneRuns implements store.Store: one statement deletes the oldest
 // settled runs that finished before the cutoff (skipping runs a transition
 // holds), their events, and, through the foreign key, their tasks. When it
-// deletes fewer than Limit it also removes the shapes no run uses and no
-// store made sure of for shapeGrace.
+// deletes fewer than Limit it also removes the counts of settled runs
+// older than the cutoff (dag.CountsExpired) and the shapes no run uses and
+// no store made sure of for shapeGrace.
 func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store.PruneRunsResult, error) {
 	res := &store.PruneRunsResult{}
 	limit := max(p.Limit, 0)
@@ -268,9 +274,12 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 		return nil, classify(fmt.Errorf("pgstore: prune runs: %w", err))
 	}
 	if res.Deleted < limit {
-		grace := int64(shapeGrace / time.Microsecond)
-		if _, err := s.pool.Exec(ctx, s.q.pruneShapes, grace); err != nil {
-			return nil, classify(fmt.Errorf("pgstore: prune shapes: %w", err))
+		b := &pgx.Batch{}
+		b.Queue(s.q.genericPlans)
+		b.Queue(s.q.pruneCounts, stamp(nowOf(p.Now)), int64(p.OlderThan/time.Microsecond))
+		b.Queue(s.q.pruneShapes, int64(shapeGrace/time.Microsecond))
+		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+			return nil, classify(fmt.Errorf("pgstore: prune counts and shapes: %w", err))
 		}
 	}
 	return res, nil

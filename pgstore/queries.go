@@ -32,6 +32,10 @@ type queries struct {
 	deleteReady    string
 	insertRuns     string
 	updateRuns     string
+	insertActive   string
+	upsertActive   string
+	deleteActive   string
+	countSettled   string
 	insertTasks    string
 	updateTasks    string
 	insertReady    string
@@ -58,7 +62,9 @@ type queries struct {
 
 	statsReady  string
 	statsTasks  string
-	statsRuns   string
+	statsActive string
+	statsCounts string
+	pruneCounts string
 	pruneRuns   string
 	pruneShapes string
 }
@@ -168,16 +174,42 @@ FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) ORDER BY run_id, idx`),
 		deleteReady: r(`
 DELETE FROM {{schema}}.ready r USING unnest($1::uuid[], $2::text[]) AS d(run_id, name)
 WHERE r.run_id = d.run_id AND r.name = d.name`),
+		// unsuccessful follows status (see migration 003): it changes when a
+		// run fails, is cancelled or is replayed, never when it completes,
+		// so that settling stays a HOT update.
 		insertRuns: r(`
-INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at)
-SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at
+INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful)
+SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
+       status IN ('FAILED', 'CANCELLED')
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[])
   AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at)`),
 		updateRuns: r(`
 UPDATE {{schema}}.runs r
-SET status = u.status, failed_step = nullif(u.failed_step, ''), error = nullif(u.error, ''), finished_at = u.finished_at
+SET status = u.status, failed_step = nullif(u.failed_step, ''), error = nullif(u.error, ''), finished_at = u.finished_at,
+    unsuccessful = u.status IN ('FAILED', 'CANCELLED')
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u(id, status, failed_step, error, finished_at)
 WHERE r.id = u.id`),
+		// The runs in flight: inserted with their runs (and again by a
+		// replay), their status kept while they have not settled, deleted
+		// when they settle.
+		insertActive: r(`
+INSERT INTO {{schema}}.active_runs (created_at, id, workflow, tenant, status)
+SELECT * FROM unnest($1::timestamptz[], $2::uuid[], $3::text[], $4::text[], $5::text[])`),
+		upsertActive: r(`
+INSERT INTO {{schema}}.active_runs (created_at, id, workflow, tenant, status)
+SELECT * FROM unnest($1::timestamptz[], $2::uuid[], $3::text[], $4::text[], $5::text[])
+ON CONFLICT (created_at, id) DO UPDATE SET status = excluded.status`),
+		deleteActive: r(`
+DELETE FROM {{schema}}.active_runs a USING unnest($1::timestamptz[], $2::uuid[]) AS d(created_at, id)
+WHERE a.created_at = d.created_at AND a.id = d.id`),
+		// Settled runs counted per minute, into the rows of this
+		// connection's shard; the keys come sorted and distinct, so that two
+		// transactions on one shard lock rows in the same order.
+		countSettled: r(`
+INSERT INTO {{schema}}.run_counts AS c (minute, workflow, tenant, status, shard, n)
+SELECT minute, workflow, tenant, status, (pg_backend_pid() % ` + strconv.Itoa(countShards) + `)::smallint, n
+FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS u(minute, workflow, tenant, status, n)
+ON CONFLICT (minute, workflow, tenant, status, shard) DO UPDATE SET n = c.n + excluded.n`),
 		insertTasks: r(`
 INSERT INTO {{schema}}.tasks (run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
                               q_id, q_at, q_attempt, s_id, c_id)
@@ -288,9 +320,8 @@ ORDER BY 1`),
 
 		// Stats: the ready queue (its size is the backlog); the tasks waiting
 		// for a timer and running, through their partial indexes; the runs in
-		// flight (runs_inflight_idx) and those created within the window
-		// that settled (runs_created_idx). None reads settled runs older
-		// than the window.
+		// flight (active_runs); the settled runs counted per minute within
+		// the window (run_counts). None reads the history of settled runs.
 		statsReady: r(`
 SELECT workflow, tenant, count(*), min(queued_at) FROM {{schema}}.ready
 WHERE $1::text IS NULL OR tenant = $1 GROUP BY workflow, tenant`),
@@ -304,14 +335,13 @@ FROM (
   WHERE t.state = 'RUNNING' AND ($1::text IS NULL OR t.tenant = $1)
 ) x JOIN {{schema}}.runs r ON r.id = x.run_id
 GROUP BY r.workflow, r.tenant`),
-		statsRuns: r(`
-SELECT workflow, tenant, status, false, count(*)::int FROM {{schema}}.runs
-WHERE finished_at IS NULL AND ($1::text IS NULL OR tenant = $1)
-GROUP BY workflow, tenant, status
-UNION ALL
-SELECT workflow, tenant, status, true, count(*)::int FROM {{schema}}.runs
-WHERE created_at >= coalesce($2, now()) - $3::bigint * interval '1 microsecond' AND finished_at IS NOT NULL
-  AND ($1::text IS NULL OR tenant = $1)
+		statsActive: r(`
+SELECT workflow, tenant, status, count(*)::int FROM {{schema}}.active_runs
+WHERE $1::text IS NULL OR tenant = $1
+GROUP BY workflow, tenant, status`),
+		statsCounts: r(`
+SELECT workflow, tenant, status, sum(n)::bigint FROM {{schema}}.run_counts
+WHERE minute >= ` + minuteOf(`coalesce($2, now()) - $3::bigint * interval '1 microsecond'`) + ` AND ($1::text IS NULL OR tenant = $1)
 GROUP BY workflow, tenant, status`),
 		// Retention: the oldest settled runs that finished $2 microseconds
 		// before $1 (the database's now() when NULL), skipping
@@ -328,6 +358,9 @@ WITH cutoff AS (
   DELETE FROM {{schema}}.events e USING doomed d WHERE e.run_id = d.id
 )
 DELETE FROM {{schema}}.runs r USING doomed d WHERE r.id = d.id`),
+		pruneCounts: r(`
+DELETE FROM {{schema}}.run_counts
+WHERE minute < ` + minuteOf(`coalesce($1, now()) - $2::bigint * interval '1 microsecond'`)),
 		pruneShapes: r(`
 DELETE FROM {{schema}}.shapes s
 WHERE s.used_at < now() - $1::bigint * interval '1 microsecond'
@@ -409,3 +442,16 @@ AND EXISTS (SELECT 1 FROM {{schema}}.frontier r3 WHERE (r3.block, r3.shard) > (r
 // eventBlockSize is the number of event ids a transaction can number from
 // its event block.
 const eventBlockSize = 1 << 20
+
+// countShards is the number of rows of run_counts that share one minute,
+// workflow, tenant and status: each connection adds to its own (by backend
+// PID), so that transactions settling runs at once rarely wait for one
+// another.
+const countShards = 8
+
+// minuteOf is the SQL of the start of the minute of the timestamptz
+// expression ts, as dag.Minute computes it: whole minutes since the Unix
+// epoch, whatever the session's time zone.
+func minuteOf(ts string) string {
+	return `to_timestamp(floor(extract(epoch FROM ` + ts + `) / 60) * 60)`
+}

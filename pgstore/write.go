@@ -1,9 +1,12 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -273,26 +276,92 @@ func (c *change) queueNewRuns(q *queries, b *pgx.Batch) {
 	}
 }
 
-// queueRunUpdates queues the update of existing runs whose record changed.
+// queueRunUpdates queues the update of existing runs whose record changed,
+// and keeps active_runs and run_counts with every run changed: a run that
+// settled leaves active_runs and is counted; a run not settled (new, failed
+// while steps still run, replayed) has its row there written.
 func (c *change) queueRunUpdates(q *queries, b *pgx.Batch) {
 	var (
 		ids               [][16]byte
 		sts, fsteps, errs []string
 		finishedAt        []pgtype.Timestamptz
+		created, active   activeCols
+		gone              activeCols
+		counts            = map[dag.RunCountKey]int64{}
 	)
 	for _, r := range c.Runs {
-		if fx := c.Effects[r]; !fx.RunChanged || fx.Created {
+		fx := c.Effects[r]
+		if !fx.RunChanged {
 			continue
 		}
-		ids = append(ids, r.Rec.ID)
-		sts = append(sts, string(r.Rec.Status))
-		fsteps = append(fsteps, r.Rec.FailedStep)
-		errs = append(errs, r.Rec.Error)
-		finishedAt = append(finishedAt, stamp(r.Rec.FinishedAt))
+		rec := &r.Rec
+		switch {
+		case fx.Settled:
+			counts[dag.SettledCount(rec)]++
+			if !fx.Created {
+				gone.add(rec)
+			}
+		case fx.Created:
+			created.add(rec)
+		default:
+			active.add(rec)
+		}
+		if fx.Created {
+			continue
+		}
+		ids = append(ids, rec.ID)
+		sts = append(sts, string(rec.Status))
+		fsteps = append(fsteps, rec.FailedStep)
+		errs = append(errs, rec.Error)
+		finishedAt = append(finishedAt, stamp(rec.FinishedAt))
 	}
 	if len(ids) > 0 {
 		b.Queue(q.updateRuns, ids, sts, fsteps, errs, finishedAt)
 	}
+	if len(gone.ids) > 0 {
+		b.Queue(q.deleteActive, gone.created, gone.ids)
+	}
+	if len(created.ids) > 0 {
+		b.Queue(q.insertActive, created.created, created.ids, created.wfs, created.tenants, created.sts)
+	}
+	if len(active.ids) > 0 {
+		b.Queue(q.upsertActive, active.created, active.ids, active.wfs, active.tenants, active.sts)
+	}
+	queueCounts(q, b, counts)
+}
+
+// activeCols accumulates rows of active_runs as column arrays.
+type activeCols struct {
+	created           []pgtype.Timestamptz
+	ids               [][16]byte
+	wfs, tenants, sts []string
+}
+
+func (a *activeCols) add(rec *store.Run) {
+	a.created = append(a.created, stamp(rec.CreatedAt))
+	a.ids = append(a.ids, rec.ID)
+	a.wfs = append(a.wfs, rec.Workflow)
+	a.tenants = append(a.tenants, rec.Tenant)
+	a.sts = append(a.sts, string(rec.Status))
+}
+
+// queueCounts queues the addition of settled runs to run_counts, its keys
+// sorted so that transactions lock the rows they share in one order.
+func queueCounts(q *queries, b *pgx.Batch, counts map[dag.RunCountKey]int64) {
+	if len(counts) == 0 {
+		return
+	}
+	keys := slices.SortedFunc(maps.Keys(counts), func(a, b dag.RunCountKey) int {
+		return cmp.Or(a.Minute.Compare(b.Minute), cmp.Compare(a.Workflow, b.Workflow),
+			cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Status, b.Status))
+	})
+	minutes := make([]pgtype.Timestamptz, len(keys))
+	wfs, tenants, sts := make([]string, len(keys)), make([]string, len(keys)), make([]string, len(keys))
+	ns := make([]int64, len(keys))
+	for i, k := range keys {
+		minutes[i], wfs[i], tenants[i], sts[i], ns[i] = stamp(k.Minute), k.Workflow, k.Tenant, string(k.Status), counts[k]
+	}
+	b.Queue(q.countSettled, minutes, wfs, tenants, sts, ns)
 }
 
 // queueEvents queues the insert of event rows.

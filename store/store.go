@@ -94,7 +94,8 @@ type Store interface {
 	// PruneRuns deletes up to Limit settled runs that finished more than
 	// OlderThan ago, with their tasks and events, in one short atomic unit; runs
 	// in transitions at that moment are left for the next call. It reports
-	// how many it deleted; fewer than Limit means none is left.
+	// how many it deleted; fewer than Limit means none is left, and then the
+	// counts of runs that settled before the cutoff (Stats) go too.
 	PruneRuns(ctx context.Context, p *PruneRunsParams) (*PruneRunsResult, error)
 }
 
@@ -611,7 +612,9 @@ type StatsParams struct {
 	Now time.Time
 	// Tenant, when set, counts only that tenant's tasks and runs.
 	Tenant string
-	// Window is how far back settled runs are counted, by creation time.
+	// Window is how far back settled runs are counted, by the minute they
+	// settled in: the minute that holds Now-Window and every later one
+	// (see dag.Counted).
 	Window time.Duration
 }
 
@@ -620,8 +623,11 @@ type Stats struct {
 	// Queues has one entry per workflow and tenant with tasks ready,
 	// waiting or running.
 	Queues []QueueStats
-	// Runs has one entry per workflow, tenant and status: runs not
-	// settled, and runs created within the window that settled.
+	// Runs has one entry per workflow, tenant and status of the runs in
+	// flight (RUNNING, or FAILED while steps or the on-failure handler
+	// still run), and one per workflow, tenant and status of the runs that
+	// settled within the window. A run replayed and settled again is
+	// counted at each settlement.
 	Runs []RunCount
 }
 
@@ -646,8 +652,8 @@ type RunCount struct {
 	Workflow string
 	Tenant   string
 	Status   RunStatus
-	// Settled tells counts of settled runs (created within the window)
-	// from counts of runs still in flight.
+	// Settled tells counts of runs that settled within the window from
+	// counts of runs in flight.
 	Settled bool
 	Count   int
 }

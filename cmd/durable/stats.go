@@ -20,10 +20,10 @@ const statsUsage = `Usage: durable stats --database-url URL [flags]
 Prints two tables, by workflow and tenant. Queues: the tasks ready to be
 claimed, waiting for a timer (retry backoffs and sleeps) and running, and
 how long the oldest ready task has waited. Runs: the runs in flight, by
-status, and the runs started within --window that settled, by status. It
-reads the queues, the runs in flight and the window, never the whole
-history, so it is cheap enough to poll. Ages are taken on the database's
-clock. The schema is checked, never migrated.
+status, and the runs that settled within --window (counted by the minute
+they settled in), by status. It reads the queues, the runs in flight and
+per-minute counts, never the history of settled runs, so it is cheap
+enough to poll. Ages are taken on the database's clock. The schema is checked, never migrated.
 
 With --json, one JSON object:
   {"at": TIME, "tenant": "", "window_s": 3600,
@@ -69,7 +69,7 @@ func statsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var db dbFlags
 	db.register(fs, true)
 	tenant := fs.String("tenant", "", "count only this tenant's tasks and runs")
-	window := fs.Duration("window", time.Hour, "count the settled runs started within this long")
+	window := fs.Duration("window", time.Hour, "count the runs that settled within this long")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), statsUsage)
@@ -185,10 +185,10 @@ func printStats(w io.Writer, st *statsJSON, window time.Duration) {
 	}
 	fmt.Fprintln(w)
 	if len(st.Runs) == 0 {
-		fmt.Fprintf(w, "runs: none in flight, none started in the last %s\n", window)
+		fmt.Fprintf(w, "runs: none in flight, none settled in the last %s\n", window)
 		return
 	}
-	fmt.Fprintf(w, "runs (in flight, and settled among those started in the last %s):\n", window)
+	fmt.Fprintf(w, "runs (in flight, and settled in the last %s):\n", window)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "WORKFLOW\tTENANT\tSTATUS\tPHASE\tCOUNT\n")
 	for _, c := range st.Runs {

@@ -3,10 +3,15 @@
 ALTER TABLE {{schema}}.ready DROP COLUMN queued_at;
 ALTER TABLE {{schema}}.shapes DROP COLUMN used_at;
 DROP INDEX {{schema}}.runs_shape_idx;
+DROP TABLE {{schema}}.run_counts;
+DROP TABLE {{schema}}.active_runs;
+DROP INDEX {{schema}}.runs_tenant_unsuccessful_idx;
 DROP INDEX {{schema}}.runs_unsuccessful_idx;
-DROP INDEX {{schema}}.runs_inflight_idx;
+DROP INDEX {{schema}}.runs_workflow_created_idx;
 DROP INDEX {{schema}}.runs_tenant_created_idx;
 DROP INDEX {{schema}}.runs_created_idx;
+ALTER TABLE {{schema}}.runs DROP COLUMN unsuccessful;
+ALTER TABLE {{schema}}.runs SET (fillfactor = 90);
 ALTER TABLE {{schema}}.events DROP CONSTRAINT events_type_check;
 ALTER TABLE {{schema}}.events ADD CONSTRAINT events_type_check
     CHECK (type IN ('QUEUED', 'STARTED', 'COMPLETED', 'FAILED', 'RETRYING', 'SKIPPED', 'SLEEPING', 'WOKEN', 'CANCELLED'));

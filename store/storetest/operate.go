@@ -598,3 +598,86 @@ func testStats(t *testing.T, s store.Store) {
 		require.False(t, c.Settled, "a settled run created before the window is not counted: %+v", c)
 	}
 }
+
+// testStatsCounts: runs in flight are counted by their status (a failed run
+// whose handler still waits is in flight, FAILED); settled runs by the
+// minute they settled in, the window starting at the beginning of its first
+// minute; a replayed run is counted again when it settles again; a
+// cancelled run is counted CANCELLED; once a prune finds nothing more to
+// delete, the counts of minutes before its cutoff are gone too.
+func testStatsCounts(t *testing.T, s store.Store) {
+	base := T0.Truncate(time.Hour).Add(time.Hour) // a whole hour: minutes are whole
+	m := func(minutes int, seconds int) time.Time {
+		return base.Add(time.Duration(minutes)*time.Minute + time.Duration(seconds)*time.Second)
+	}
+	counts := func(now time.Time, window time.Duration, tenant string) map[string]int {
+		t.Helper()
+		st, err := s.Stats(ctx, &store.StatsParams{Now: now, Window: window, Tenant: tenant})
+		require.NoError(t, err)
+		out := map[string]int{}
+		for _, c := range st.Runs {
+			k := fmt.Sprintf("%s/%s/%s/%v", c.Workflow, c.Tenant, c.Status, c.Settled)
+			require.NotContains(t, out, k, "one entry per workflow, tenant, status and settledness")
+			out[k] = c.Count
+		}
+		for i := 1; i < len(st.Runs); i++ {
+			a, b := st.Runs[i-1], st.Runs[i]
+			require.LessOrEqual(t, a.Workflow+"\x00"+a.Tenant, b.Workflow+"\x00"+b.Tenant, "sorted")
+		}
+		return out
+	}
+	settle := func(at time.Time, r store.NewRun, outcome func(c *store.ClaimedTask) store.Outcome) {
+		t.Helper()
+		create(t, s, at, r)
+		c := claimOne(t, s, at)
+		require.Equal(t, r.ID, c.RunID)
+		mustApply(t, s, at, outcome(c))
+	}
+	ok := func(c *store.ClaimedTask) store.Outcome { return complete(c, `1`) }
+	boom := func(c *store.ClaimedTask) store.Outcome { return failed(c, "boom", true) }
+
+	// Minute 0: a run of t1 completes at 0:10, one of t2 at 0:50. At 2:00 a
+	// run fails and its handler waits: in flight, FAILED. A run of "idle",
+	// which nobody claims here, stays RUNNING.
+	settle(m(0, 10), newRun("wf", "t1", shape(step("a"))), ok)
+	settle(m(0, 50), newRun("wf", "t2", shape(step("a"))), ok)
+	failing := newRun("wf", "t1", &store.Shape{Steps: []store.StepSpec{step("a")}, OnFailure: &store.OnFailureSpec{Retry: once()}})
+	settle(m(2, 0), failing, boom)
+	idle := newRun("idle", "t1", shape(step("a")))
+	create(t, s, m(2, 30), idle)
+
+	require.Equal(t, map[string]int{
+		"wf/t1/COMPLETED/true": 1, "wf/t2/COMPLETED/true": 1,
+		"wf/t1/FAILED/false": 1, "idle/t1/RUNNING/false": 1,
+	}, counts(m(3, 0), 3*time.Minute, ""))
+	// The window's first minute is the one holding now-window: at 3:20
+	// with 3 minutes, minute 0 is still in; at 4:00 it is out.
+	require.Equal(t, 1, counts(m(3, 20), 3*time.Minute, "")["wf/t1/COMPLETED/true"])
+	require.NotContains(t, counts(m(4, 0), 3*time.Minute, ""), "wf/t1/COMPLETED/true")
+	require.Equal(t, map[string]int{"wf/t2/COMPLETED/true": 1}, counts(m(3, 0), time.Hour, "t2"))
+
+	// The handler completes: the run settles FAILED at 4:00. Replayed at
+	// 5:00, it is in flight again, and completes at 5:30.
+	h := claimOne(t, s, m(4, 0))
+	require.Equal(t, store.KindOnFailure, h.Kind)
+	mustApply(t, s, m(4, 0), complete(h, `null`))
+	require.NoError(t, replayOne(t, s, m(5, 0), failing.ID, "", ""))
+	require.Equal(t, map[string]int{
+		"wf/t1/COMPLETED/true": 1, "wf/t1/FAILED/true": 1, "wf/t1/RUNNING/false": 1, "idle/t1/RUNNING/false": 1,
+	}, counts(m(5, 1), time.Hour, "t1"))
+	mustApply(t, s, m(5, 30), complete(claimOne(t, s, m(5, 30)), `1`))
+	require.NoError(t, cancelOne(t, s, m(6, 0), idle.ID, ""))
+	require.Equal(t, map[string]int{
+		"wf/t1/COMPLETED/true": 2, "wf/t2/COMPLETED/true": 1, "wf/t1/FAILED/true": 1, "idle/t1/CANCELLED/true": 1,
+	}, counts(m(7, 0), time.Hour, ""), "the replayed run counted at each settlement")
+
+	// Prune at 10:00 what settled more than 7m30s ago (before 2:30): the
+	// runs that completed in minute 0. The counts of minutes before 2:00 go
+	// with them; minute 2 holds the cutoff and stays.
+	res, err := s.PruneRuns(ctx, &store.PruneRunsParams{Now: m(10, 0), OlderThan: 7*time.Minute + 30*time.Second, Limit: 100})
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Deleted)
+	require.Equal(t, map[string]int{
+		"wf/t1/COMPLETED/true": 1, "wf/t1/FAILED/true": 1, "idle/t1/CANCELLED/true": 1,
+	}, counts(m(10, 0), time.Hour, ""))
+}

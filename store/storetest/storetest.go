@@ -81,6 +81,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Prune", testPrune},
 		{"PruneRacesReplay", testPruneRacesReplay},
 		{"Stats", testStats},
+		{"StatsCounts", testStatsCounts},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

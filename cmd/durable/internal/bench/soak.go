@@ -69,7 +69,11 @@ type TableSnapshot struct {
 	Dead  int64 `json:"dead_tup"`
 	// Vacuums is the table's vacuum_count + autovacuum_count so far.
 	Vacuums int64 `json:"vacuums"`
-	deleted int64
+	// Updates and HOTUpdates count the table's updates so far, and those
+	// that were heap-only (no index entry written).
+	Updates    int64 `json:"updates"`
+	HOTUpdates int64 `json:"hot_updates"`
+	deleted    int64
 }
 
 func (s SoakSample) totalBytes() int64 {
@@ -172,11 +176,13 @@ func (b *bencher) soak(ctx context.Context, rep *Report) error {
 	// The trigger loop: every tick, the runs due by now at the rate.
 	var sent atomic.Int64
 	var insertErr error
+	triggered := make(chan struct{}) // closed when the trigger loop ends
 	total := int64(math.Round(float64(o.Rate) * o.Duration.Seconds()))
 	due := func(at time.Duration) int64 {
 		return min(int64(float64(o.Rate)*at.Seconds()), total)
 	}
 	bg.Go(func() {
+		defer close(triggered)
 		tick := time.NewTicker(soakTick)
 		defer tick.Stop()
 		i := 0
@@ -223,6 +229,15 @@ func (b *bencher) soak(ctx context.Context, rep *Report) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(time.Until(t0.Add(end))):
+		}
+		if end >= o.Duration {
+			// The last runs are due at the very end: count them once the
+			// trigger loop has sent them (or failed).
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-triggered:
+			}
 		}
 		n := sent.Load()
 		select {
@@ -306,7 +321,8 @@ func (b *bencher) sample(ctx context.Context, from, to time.Time) (SoakSample, [
 	}
 	rows, err = b.monitor.Query(ctx, `
 SELECT c.relname, pg_total_relation_size(c.oid), coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
-       coalesce(s.vacuum_count + s.autovacuum_count, 0), coalesce(s.n_tup_del, 0)
+       coalesce(s.vacuum_count + s.autovacuum_count, 0), coalesce(s.n_tup_del, 0),
+       coalesce(s.n_tup_upd, 0), coalesce(s.n_tup_hot_upd, 0)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
 WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')`, b.schema)
@@ -315,7 +331,7 @@ WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')`, b.schema)
 	}
 	s.Tables, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (TableSnapshot, error) {
 		var t TableSnapshot
-		err := r.Scan(&t.Name, &t.Bytes, &t.Live, &t.Dead, &t.Vacuums, &t.deleted)
+		err := r.Scan(&t.Name, &t.Bytes, &t.Live, &t.Dead, &t.Vacuums, &t.deleted, &t.Updates, &t.HOTUpdates)
 		return t, err
 	})
 	if err != nil {
@@ -326,7 +342,7 @@ WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')`, b.schema)
 }
 
 // tableOrder puts the big durable tables first.
-var tableOrder = []string{"runs", "tasks", "events", "ready", "lanes", "shapes"}
+var tableOrder = []string{"runs", "tasks", "events", "ready", "active_runs", "run_counts", "lanes", "shapes"}
 
 func sortTables(ts []TableSnapshot) {
 	rank := func(n string) int {
@@ -471,6 +487,10 @@ func (b *bencher) soakReport(rep *Report, samples []SoakSample, second, last *so
 	}
 	if len(samples) > 0 {
 		end := samples[len(samples)-1]
+		if runs, ok := end.table("runs"); ok && runs.Updates > 0 {
+			rep.Add("runs_hot_pct", "updates of runs that were HOT (no index entry written)",
+				100*float64(runs.HOTUpdates)/float64(runs.Updates), "%", 1)
+		}
 		rep.Add("in_flight_end", "runs in flight at the end", float64(end.InFlight), "runs", 0)
 		rep.Add("kept_end", "runs kept at the end", float64(end.Kept), "runs", 0)
 	}
