@@ -85,12 +85,15 @@ func newQueries(schema string) queries {
 		// (TestGenericPlansUseIndexes checks each plan on an empty schema).
 		// JIT is off: the inflated cost of the few scans that remain (the
 		// one-row-per-claimer frontier) would otherwise compile them at
-		// every execution, for milliseconds each.
-		genericPlans: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`,
+		// every execution, for milliseconds each. Parallel workers are off:
+		// starting them costs tens of milliseconds here, more than any of
+		// these statements should take (a list of the runs in flight walking
+		// dead index entries took 60-100 ms in parallel, 0.3-6 ms without).
+		genericPlans: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true)`,
 		// Lists take the first rows in index order; without sorts the
 		// planner keeps to that order even where it expects few rows (its
 		// estimates on an empty table are what a generic plan keeps).
-		listPlans:  `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), set_config('enable_sort', 'off', true)`,
+		listPlans:  `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true), set_config('enable_sort', 'off', true)`,
 		now:        `SELECT now()`,
 		loadShapes: r(`SELECT id, shape FROM {{schema}}.shapes WHERE id = ANY($1::uuid[])`),
 		// A shape already there gets its used_at refreshed, so that retention
