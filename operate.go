@@ -38,8 +38,10 @@ var (
 	// ErrInvalidCursor: a list cursor that this engine did not hand out for
 	// the same filter and scope.
 	ErrInvalidCursor = errors.New("durable: invalid cursor")
-	// ErrInvalidFilter: a filter with an unknown status, an invalid tenant,
-	// or a time range that ends before it begins.
+	// ErrInvalidFilter: a filter with an unknown status, a time outside
+	// years 1-9999, a time range that ends before it begins, or a limit or
+	// window out of range. (A tenant or workflow that cannot exist is not
+	// an error: it matches nothing.)
 	ErrInvalidFilter = errors.New("durable: invalid filter")
 )
 
@@ -421,6 +423,11 @@ func (v *TenantRuns) filter(f RunFilter) (scopedFilter, error) {
 			return out, fmt.Errorf("%w: status %s", ErrInvalidFilter, dag.Quote(string(st)))
 		}
 	}
+	for _, t := range []time.Time{f.CreatedAfter, f.CreatedBefore, f.FinishedAfter, f.FinishedBefore} {
+		if !t.IsZero() && !dag.ValidTime(t) {
+			return out, fmt.Errorf("%w: time %s outside years 1-9999", ErrInvalidFilter, t.Format(time.RFC3339))
+		}
+	}
 	if (!f.CreatedAfter.IsZero() && !f.CreatedBefore.IsZero() && f.CreatedBefore.Before(f.CreatedAfter)) ||
 		(!f.FinishedAfter.IsZero() && !f.FinishedBefore.IsZero() && f.FinishedBefore.Before(f.FinishedAfter)) {
 		return out, fmt.Errorf("%w: a time range that ends before it begins", ErrInvalidFilter)
@@ -483,5 +490,9 @@ func decodeCursor(s, fp string) (*store.RunKey, error) {
 	if c.Filter != fp {
 		return nil, fmt.Errorf("%w: made for another filter or scope", ErrInvalidCursor)
 	}
-	return &store.RunKey{CreatedAt: time.UnixMicro(c.CreatedAt).UTC(), ID: id}, nil
+	at := time.UnixMicro(c.CreatedAt).UTC()
+	if !dag.ValidTime(at) {
+		return nil, fmt.Errorf("%w: time outside years 1-9999", ErrInvalidCursor)
+	}
+	return &store.RunKey{CreatedAt: at, ID: id}, nil
 }

@@ -2,6 +2,8 @@ package durable_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -338,6 +340,35 @@ func TestListFilters(t *testing.T) {
 		page, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Tenant: "nul\x00"}})
 		require.NoError(t, err)
 		require.Empty(t, page.Runs, "a tenant that cannot exist has no runs")
+
+		// Times no store can record are refused the same way by both,
+		// for lists and bulk actions, not answered by one and failed by
+		// the other's database.
+		for _, at := range []time.Time{time.Date(-5000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)} {
+			for _, f := range []durable.RunFilter{{CreatedAfter: at}, {CreatedBefore: at}, {FinishedAfter: at}, {FinishedBefore: at}} {
+				_, err = e.ListRuns(ctx, durable.ListOptions{RunFilter: f})
+				require.ErrorIs(t, err, durable.ErrInvalidFilter, "%+v", f)
+				_, err = e.CancelRuns(ctx, f, "")
+				require.ErrorIs(t, err, durable.ErrInvalidFilter, "%+v", f)
+				_, err = e.ReplayRuns(ctx, f, durable.ReplayOptions{})
+				require.ErrorIs(t, err, durable.ErrInvalidFilter, "%+v", f)
+			}
+		}
+
+		// A cursor edited by hand (its fingerprint left as it was) to a
+		// time no store can record is refused too.
+		page, err = e.ListRuns(ctx, durable.ListOptions{Limit: 2})
+		require.NoError(t, err)
+		require.NotEmpty(t, page.Next)
+		js, err := base64.RawURLEncoding.DecodeString(page.Next)
+		require.NoError(t, err)
+		var c map[string]any
+		require.NoError(t, json.Unmarshal(js, &c))
+		c["c"] = int64(-1) << 62
+		js, err = json.Marshal(c)
+		require.NoError(t, err)
+		_, err = e.ListRuns(ctx, durable.ListOptions{Limit: 2, Cursor: base64.RawURLEncoding.EncodeToString(js)})
+		require.ErrorIs(t, err, durable.ErrInvalidCursor)
 	})
 }
 

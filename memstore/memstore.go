@@ -35,8 +35,8 @@ type Store struct {
 	queued   map[taskKey]int64     // task -> id of its live ready entry
 	queuedAt map[taskKey]time.Time // task -> when it became ready
 	timers   map[taskKey]time.Time
-	running  map[taskKey]string // task -> tenant
-	inFlight map[string]int     // tenant -> RUNNING tasks
+	running  map[taskKey]string      // task -> tenant
+	inFlight map[string]int          // tenant -> RUNNING tasks
 	counts   map[dag.RunCountKey]int // settled runs, by minute
 	eventID  int64
 

@@ -442,3 +442,19 @@ func TestMatches(t *testing.T) {
 	require.False(t, Expired(run, t0.Add(time.Hour)))
 	require.False(t, Expired(&store.Run{CreatedAt: t0}, t0.Add(time.Hour)))
 }
+
+func TestValidTime(t *testing.T) {
+	for _, c := range []struct {
+		t    time.Time
+		want bool
+	}{
+		{time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), true},
+		{time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), true},
+		{time.Date(0, 12, 31, 23, 59, 59, 0, time.UTC), false},
+		{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), false},
+		{time.UnixMicro(-1 << 62), false},
+		{time.Date(1, 1, 1, 0, 30, 0, 0, time.FixedZone("+1", 3600)), false}, // year 0 in UTC
+	} {
+		require.Equal(t, c.want, ValidTime(c.t), "%s", c.t)
+	}
+}

@@ -2,6 +2,7 @@ package dag
 
 import (
 	"slices"
+	"time"
 
 	"github.com/effectivelabs/durable/store"
 )
@@ -27,6 +28,16 @@ func Matches(f *store.RunFilter, r *store.Run) bool {
 		}
 	}
 	return true
+}
+
+// ValidTime reports whether t can bound a listing in every store: its
+// year is 1 to 9999 (PostgreSQL records no time before 4713 BC, Go's zero
+// time is year 1, and no run is created after 9999). Filters and cursors
+// with other times are refused rather than answered differently by each
+// store.
+func ValidTime(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= 1 && y <= 9999
 }
 
 // Newer reports whether run a comes before run b in the newest-first order
