@@ -89,11 +89,20 @@ func newQueries(schema string) queries {
 		// starting them costs tens of milliseconds here, more than any of
 		// these statements should take (a list of the runs in flight walking
 		// dead index entries took 60-100 ms in parallel, 0.3-6 ms without).
-		genericPlans: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true)`,
+		// Hash and merge joins are off for the same reason as sequential
+		// scans: a statement joining the keys it was given (unnest) with a
+		// queue table that was analyzed while empty, as autovacuum finds
+		// ready and active_runs whenever the workers have caught up, was
+		// planned as a hash join reading the whole table; when a backlog
+		// then built up, each such statement read all of it (seconds at
+		// 250,000 runs in flight), settling slowed and the backlog grew
+		// until the next ANALYZE (TestGenericPlansUseIndexes analyzes the
+		// empty schema first).
+		genericPlans: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true), set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`,
 		// Lists take the first rows in index order; without sorts the
 		// planner keeps to that order even where it expects few rows (its
 		// estimates on an empty table are what a generic plan keeps).
-		listPlans:  `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true), set_config('enable_sort', 'off', true)`,
+		listPlans:  `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true), set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), set_config('enable_sort', 'off', true)`,
 		now:        `SELECT now()`,
 		loadShapes: r(`SELECT id, shape FROM {{schema}}.shapes WHERE id = ANY($1::uuid[])`),
 		// A shape already there gets its used_at refreshed, so that retention
@@ -174,9 +183,16 @@ SELECT run_id, name, idx, kind, state, attempt, token, coalesce(worker, ''), due
        coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at
 FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) ORDER BY run_id, idx`),
 		lockReady: r(`SELECT id FROM {{schema}}.ready WHERE run_id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`),
+		// Rows of the queue tables (ready, active_runs) are found one key at
+		// a time, each by a subquery that names every column of the
+		// table's indexes, then deleted by ctid: whatever the planner
+		// believes of the table's size, no plan can read it whole. A join
+		// with the keys was planned as a whole-index read whenever the table
+		// had been analyzed empty (see genericPlans).
 		deleteReady: r(`
-DELETE FROM {{schema}}.ready r USING unnest($1::uuid[], $2::text[]) AS d(run_id, name)
-WHERE r.run_id = d.run_id AND r.name = d.name`),
+DELETE FROM {{schema}}.ready WHERE ctid = ANY (ARRAY (
+  SELECT (SELECT r.ctid FROM {{schema}}.ready r WHERE r.run_id = d.run_id AND r.name = d.name)
+  FROM unnest($1::uuid[], $2::text[]) AS d(run_id, name)))`),
 		// unsuccessful follows status (see migration 003): it changes when a
 		// run fails, is cancelled or is replayed, never when it completes,
 		// so that settling stays a HOT update.
@@ -203,8 +219,9 @@ INSERT INTO {{schema}}.active_runs (created_at, id, workflow, tenant, status)
 SELECT * FROM unnest($1::timestamptz[], $2::uuid[], $3::text[], $4::text[], $5::text[])
 ON CONFLICT (created_at, id) DO UPDATE SET status = excluded.status`),
 		deleteActive: r(`
-DELETE FROM {{schema}}.active_runs a USING unnest($1::timestamptz[], $2::uuid[]) AS d(created_at, id)
-WHERE a.created_at = d.created_at AND a.id = d.id`),
+DELETE FROM {{schema}}.active_runs WHERE ctid = ANY (ARRAY (
+  SELECT (SELECT a.ctid FROM {{schema}}.active_runs a WHERE a.tenant = d.tenant AND a.created_at = d.created_at AND a.id = d.id)
+  FROM unnest($1::text[], $2::timestamptz[], $3::uuid[]) AS d(tenant, created_at, id)))`),
 		// Settled runs counted per minute, into the rows of this
 		// connection's shard; the keys come sorted and distinct, so that two
 		// transactions on one shard lock rows in the same order.

@@ -319,7 +319,7 @@ func (c *change) queueRunUpdates(q *queries, b *pgx.Batch) {
 		b.Queue(q.updateRuns, ids, sts, fsteps, errs, finishedAt)
 	}
 	if len(gone.ids) > 0 {
-		b.Queue(q.deleteActive, gone.created, gone.ids)
+		b.Queue(q.deleteActive, gone.tenants, gone.created, gone.ids)
 	}
 	if len(created.ids) > 0 {
 		b.Queue(q.insertActive, created.created, created.ids, created.wfs, created.tenants, created.sts)
