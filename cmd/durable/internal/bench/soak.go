@@ -304,22 +304,26 @@ func (b *bencher) soak(ctx context.Context, rep *Report) error {
 // runs kept and in flight, and every table's size and tuples.
 func (b *bencher) sample(ctx context.Context, from, to time.Time) (SoakSample, []float64, error) {
 	var s SoakSample
-	rows, err := b.monitor.Query(ctx, `SELECT (extract(epoch FROM finished_at - created_at) * 1000)::float8 FROM `+
-		b.table("runs")+` WHERE finished_at >= $1 AND finished_at < $2`, from, to)
-	if err != nil {
-		return s, nil, fmt.Errorf("sampling: %w", err)
-	}
-	lat, err := pgx.CollectRows(rows, pgx.RowTo[float64])
+	// One pass over runs (finished_at has no index), on one core: the
+	// sample competes for the machine with what it measures, and a
+	// parallel scan took every core for a second or more at each sample.
+	var lat []float64
+	err := pgx.BeginFunc(ctx, b.monitor, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `
+SELECT count(*), count(*) FILTER (WHERE finished_at IS NULL),
+       coalesce(array_agg((extract(epoch FROM finished_at - created_at) * 1000)::float8)
+                FILTER (WHERE finished_at >= $1 AND finished_at < $2), '{}')
+FROM `+b.table("runs"), from, to).Scan(&s.Kept, &s.InFlight, &lat)
+	})
 	if err != nil {
 		return s, nil, fmt.Errorf("sampling: %w", err)
 	}
 	sum := Summarize(lat)
 	s.Completed, s.P50, s.P95, s.P99, s.Max = sum.N, round2(sum.P50), round2(sum.P95), round2(sum.P99), round2(sum.Max)
-	if err := b.monitor.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE finished_at IS NULL) FROM `+
-		b.table("runs")).Scan(&s.Kept, &s.InFlight); err != nil {
-		return s, nil, fmt.Errorf("sampling: %w", err)
-	}
-	rows, err = b.monitor.Query(ctx, `
+	rows, err := b.monitor.Query(ctx, `
 SELECT c.relname, pg_total_relation_size(c.oid), coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
        coalesce(s.vacuum_count + s.autovacuum_count, 0), coalesce(s.n_tup_del, 0),
        coalesce(s.n_tup_upd, 0), coalesce(s.n_tup_hot_upd, 0)
@@ -499,7 +503,7 @@ func (b *bencher) soakReport(rep *Report, samples []SoakSample, second, last *so
 	rep.Add("runs_completed", "runs completed", float64(completed), "runs", 0)
 	rep.Tables = append(rep.Tables, soakTables(samples)...)
 	rep.Note("latency is trigger → completed from the database: runs.created_at (the trigger's transaction) → finished_at, of the runs that settled in each interval")
-	rep.Note("samples read the runs table whole (finished_at has no index) and the sizes from pg_total_relation_size; dead tuples are pg_stat_user_tables.n_dead_tup")
+	rep.Note("each sample reads the runs table once, whole (finished_at has no index), without parallel workers, and the sizes from pg_total_relation_size; dead tuples are pg_stat_user_tables.n_dead_tup")
 	if sent < total {
 		rep.Note("the trigger loop fell behind: %s of %s runs triggered", FormatNumber(float64(sent), 0), FormatNumber(float64(total), 0))
 	}
