@@ -256,7 +256,8 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 // settled runs that finished before the cutoff (skipping runs a transition
 // holds), their events, and, through the foreign key, their tasks. When it
 // deletes fewer than Limit it also removes the counts of settled runs
-// older than the cutoff (dag.CountsExpired) and the shapes no run uses and
+// older than the cutoff (dag.CountsExpired), merges the shards of the
+// counts of the minutes just closed, and removes the shapes no run uses and
 // no store made sure of for shapeGrace.
 func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store.PruneRunsResult, error) {
 	res := &store.PruneRunsResult{}
@@ -277,6 +278,7 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 		b := &pgx.Batch{}
 		b.Queue(s.q.genericPlans)
 		b.Queue(s.q.pruneCounts, stamp(nowOf(p.Now)), int64(p.OlderThan/time.Microsecond))
+		b.Queue(s.q.compactCounts, stamp(nowOf(p.Now)))
 		b.Queue(s.q.pruneShapes, int64(shapeGrace/time.Microsecond))
 		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 			return nil, classify(fmt.Errorf("pgstore: prune counts and shapes: %w", err))

@@ -60,13 +60,14 @@ type queries struct {
 	listEvents string
 	runExists  string
 
-	statsReady  string
-	statsTasks  string
-	statsActive string
-	statsCounts string
-	pruneCounts string
-	pruneRuns   string
-	pruneShapes string
+	statsReady    string
+	statsTasks    string
+	statsActive   string
+	statsCounts   string
+	pruneCounts   string
+	compactCounts string
+	pruneRuns     string
+	pruneShapes   string
 }
 
 func newQueries(schema string) queries {
@@ -378,6 +379,24 @@ WITH cutoff AS (
   DELETE FROM {{schema}}.events e USING doomed d WHERE e.run_id = d.id
 )
 DELETE FROM {{schema}}.runs r USING doomed d WHERE r.id = d.id`),
+		// The counts of each closed minute (ended more than a minute ago)
+		// merged into shard 0, one row per workflow, tenant and status
+		// instead of one per shard: the shards only keep the transactions
+		// of the current minute from waiting for one another. Only the last
+		// ten minutes are looked at, so that a pass reads what it merges; a
+		// transaction that settles runs later than that into an older minute
+		// leaves a row in its shard, which the stats count all the same.
+		compactCounts: r(`
+WITH moved AS (
+  DELETE FROM {{schema}}.run_counts
+  WHERE minute >= ` + minuteOf(`coalesce($1, now()) - interval '11 minutes'`) + `
+    AND minute < ` + minuteOf(`coalesce($1, now()) - interval '1 minute'`) + ` AND shard <> 0
+  RETURNING minute, workflow, tenant, status, n
+)
+INSERT INTO {{schema}}.run_counts AS c (minute, workflow, tenant, status, shard, n)
+SELECT minute, workflow, tenant, status, 0, sum(n) FROM moved GROUP BY minute, workflow, tenant, status
+ORDER BY minute, workflow, tenant, status
+ON CONFLICT (minute, workflow, tenant, status, shard) DO UPDATE SET n = c.n + excluded.n`),
 		pruneCounts: r(`
 DELETE FROM {{schema}}.run_counts
 WHERE minute < ` + minuteOf(`coalesce($1, now()) - $2::bigint * interval '1 microsecond'`)),

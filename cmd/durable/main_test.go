@@ -30,7 +30,9 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 
 func TestDemo(t *testing.T) {
 	t.Parallel()
-	code, out, errOut := runCLI(t, "demo", "--fraud-window", "50ms")
+	// An empty --database-url overrides $DURABLE_DATABASE_URL: the
+	// in-memory store, whatever the environment of the test.
+	code, out, errOut := runCLI(t, "demo", "--fraud-window", "50ms", "--database-url=")
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	for _, want := range []string{
 		`workflow "order-processing" on the in-memory store, fraud window 50ms`,

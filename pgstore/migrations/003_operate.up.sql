@@ -56,7 +56,9 @@ SELECT created_at, id, workflow, tenant, status FROM {{schema}}.runs WHERE finis
 -- status, so that the stats read a few rows per minute of their window,
 -- however many runs settled. Each transaction adds to the rows of its
 -- connection's shard, so that concurrent transactions rarely wait for one
--- another's row.
+-- another's row; retention merges the shards of closed minutes. Minutes
+-- are whole minutes since the Unix epoch, whatever the session's time zone
+-- (as pgstore's minuteOf and dag.Minute compute them).
 CREATE TABLE {{schema}}.run_counts (
     minute   timestamptz NOT NULL,
     workflow text COLLATE "C" NOT NULL,
@@ -67,7 +69,7 @@ CREATE TABLE {{schema}}.run_counts (
     PRIMARY KEY (minute, workflow, tenant, status, shard)
 );
 INSERT INTO {{schema}}.run_counts (minute, workflow, tenant, status, shard, n)
-SELECT date_trunc('minute', finished_at), workflow, tenant, status, 0, count(*)
+SELECT to_timestamp(floor(extract(epoch FROM finished_at) / 60) * 60), workflow, tenant, status, 0, count(*)
 FROM {{schema}}.runs WHERE finished_at IS NOT NULL
 GROUP BY 1, 2, 3, 4;
 
