@@ -91,14 +91,14 @@ func newQueries(schema string) queries {
 		// these statements should take (a list of the runs in flight walking
 		// dead index entries took 60-100 ms in parallel, 0.3-6 ms without).
 		// Hash and merge joins are off for the same reason as sequential
-		// scans: a statement joining the keys it was given (unnest) with a
-		// queue table that was analyzed while empty, as autovacuum finds
-		// ready and active_runs whenever the workers have caught up, was
-		// planned as a hash join reading the whole table; when a backlog
-		// then built up, each such statement read all of it (seconds at
-		// 250,000 runs in flight), settling slowed and the backlog grew
-		// until the next ANALYZE (TestGenericPlansUseIndexes analyzes the
-		// empty schema first).
+		// scans: on a table analyzed while empty, as autovacuum finds the
+		// queue tables whenever the workers have caught up, they read the
+		// whole table into the join, and the plan is kept while the table
+		// fills up. (Nested loops can read a whole index on such statistics
+		// too: the deletes from the queue tables are written so that they
+		// cannot; see deleteReady. TestGenericPlansUseIndexes plans every
+		// statement after filling, draining, vacuuming and analyzing the
+		// queue tables.)
 		genericPlans: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true), set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`,
 		// Lists take the first rows in index order; without sorts the
 		// planner keeps to that order even where it expects few rows (its
