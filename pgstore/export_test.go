@@ -18,5 +18,6 @@ func Statements(schema string) map[string]string {
 	return out
 }
 
-// ListQuery returns the query ListRuns runs for p, with its arguments.
-func ListQuery(s *Store, p *store.ListRunsParams) (string, []any, error) { return s.listQuery(p) }
+// ListQuery returns the query ListRuns runs for p, with its arguments, and
+// whether it reads the runs in flight (planned with sorts allowed).
+func ListQuery(s *Store, p *store.ListRunsParams) (string, []any, bool, error) { return s.listQuery(p) }

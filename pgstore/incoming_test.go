@@ -101,3 +101,67 @@ func claimN(t *testing.T, s store.Store, n int) []*store.ClaimedTask {
 	require.Len(t, cs, n)
 	return cs
 }
+
+// TestRunsInFlightFromTheQueues: a run is in flight (listed RUNNING,
+// counted in the stats) whichever queue holds its work: its root incoming
+// (created in a caller's transaction, not promoted yet), ready, running,
+// or waiting for a timer (a sleep here; a retry backoff is the same timer);
+// and no longer once it settled.
+func TestRunsInFlightFromTheQueues(t *testing.T) {
+	t.Parallel()
+	s, pool, _ := setup(t)
+	running := func(tenant string) []string {
+		t.Helper()
+		res, err := s.ListRuns(ctx, &store.ListRunsParams{Limit: 100,
+			Filter: store.RunFilter{Tenant: tenant, Statuses: []store.RunStatus{store.RunRunning}}})
+		require.NoError(t, err)
+		var ids []string
+		for _, r := range res.Runs {
+			ids = append(ids, r.ID.String())
+		}
+		st, err := s.Stats(ctx, &store.StatsParams{Tenant: tenant, Window: time.Hour})
+		require.NoError(t, err)
+		inflight := 0
+		for _, c := range st.Runs {
+			if !c.Settled {
+				inflight += c.Count
+			}
+		}
+		require.Equal(t, len(ids), inflight, "the stats count the runs the list shows")
+		return ids
+	}
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	incoming := newRun("wf", "A", &store.Shape{Steps: []store.StepSpec{step("x")}})
+	require.NoError(t, s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{incoming}}))
+	require.NoError(t, tx.Commit(ctx))
+
+	ready := newRun("wf", "A", &store.Shape{Steps: []store.StepSpec{step("a")}})
+	asleep := newRun("wf", "A", &store.Shape{Steps: []store.StepSpec{{Name: "nap", Sleep: time.Hour, Retry: store.RetryPolicy{MaxAttempts: 1, Factor: 1}}}})
+	other := newRun("wf", "B", &store.Shape{Steps: []store.StepSpec{step("a")}})
+	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{ready, asleep, other}}))
+	require.ElementsMatch(t, []string{incoming.ID.String(), ready.ID.String(), asleep.ID.String()}, running("A"))
+	require.ElementsMatch(t, []string{other.ID.String()}, running("B"))
+	require.Len(t, running(""), 4)
+
+	// Claimed (running), then backing off, then settled.
+	var c *store.ClaimedTask
+	for c == nil {
+		cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{WorkerID: "w", Limit: 10, Workflows: []string{"wf"}, TenantLimit: 0})
+		require.NoError(t, err)
+		for _, x := range cs {
+			if x.RunID == other.ID {
+				c = x
+			} else {
+				_, err := s.FinishTasks(ctx, &store.FinishTasksParams{Outcomes: []store.Outcome{{Task: x.Ref(), Kind: store.OutcomeRelease}}})
+				require.NoError(t, err)
+			}
+		}
+	}
+	require.Equal(t, []string{other.ID.String()}, running("B"), "running")
+	_, err = s.FinishTasks(ctx, &store.FinishTasksParams{Outcomes: []store.Outcome{{Task: c.Ref(), Kind: store.OutcomeComplete, Output: []byte(`1`)}}})
+	require.NoError(t, err)
+	require.Empty(t, running("B"), "settled")
+	require.Len(t, running(""), 3)
+}

@@ -54,7 +54,7 @@ func allVersions(t *testing.T, pool *pgxpool.Pool) []int {
 // schemaTables are the relations of a migrated schema (sequences included);
 // TestMigrateUpDown checks that up creates and down drops each.
 var schemaTables = []string{"shapes", "runs", "tasks", "ready", "incoming", "tenant_groups",
-	"tenants", "lanes", "frontier", "event_blocks", "events", "active_runs", "run_counts"}
+	"tenants", "lanes", "frontier", "event_blocks", "events", "run_counts"}
 
 func TestMigrateUpDown(t *testing.T) {
 	t.Parallel()

@@ -78,19 +78,25 @@ func (s *Store) runAction(ctx context.Context, now time.Time, ids []uuid.UUID, t
 
 // ListRuns implements store.Store. The query is built for the filter, so
 // that each kind of filter is planned (and cached) with the index that fits
-// it, walked newest first by keyset on (created_at, id): active_runs for
-// runs RUNNING, the partial indexes on unsuccessful for runs FAILED or
-// CANCELLED, and otherwise the index on (created_at, id) led by the
-// tenant or the workflow when the filter names one.
+// it, walked newest first by keyset on (created_at, id): the partial
+// indexes on unsuccessful for runs FAILED or CANCELLED, and otherwise the
+// index on (created_at, id) led by the tenant or the workflow when the
+// filter names one. Runs RUNNING are the exception: they are found from
+// the queues (inflightRuns), read by key and sorted, at a cost that grows
+// with the work in flight, not with the runs kept.
 func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.ListRunsResult, error) {
-	sql, args, err := s.listQuery(p)
+	sql, args, inflight, err := s.listQuery(p)
 	if err != nil {
 		return nil, err
 	}
 	limit := max(p.Limit, 1)
 	res := &store.ListRunsResult{}
 	b := &pgx.Batch{}
-	b.Queue(s.q.listPlans)
+	if inflight {
+		b.Queue(s.q.genericPlans) // sorting the runs in flight is the plan
+	} else {
+		b.Queue(s.q.listPlans)
+	}
 	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r store.RunSummary
@@ -116,42 +122,45 @@ func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.L
 
 // listQuery builds the query of ListRuns: the rule of dag.Matches in SQL.
 // Statuses are written into the query (they are a closed set, checked
-// here), so that the planner can match the partial indexes.
-func (s *Store) listQuery(p *store.ListRunsParams) (string, []any, error) {
+// here), so that the planner can match the partial indexes. inflight
+// reports a query for runs RUNNING only, which reads the runs in flight
+// and sorts them.
+func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, inflight bool, err error) {
 	var conds []string
-	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
 	f := &p.Filter
-	running, unsuccessful := len(f.Statuses) > 0, len(f.Statuses) > 0
+	inflight, unsuccessful := len(f.Statuses) > 0, len(f.Statuses) > 0
 	var lits []string
 	for _, st := range f.Statuses {
 		switch st {
 		case store.RunRunning:
 			unsuccessful = false
 		case store.RunFailed, store.RunCancelled:
-			running = false
+			inflight = false
 		case store.RunCompleted:
-			running, unsuccessful = false, false
+			inflight, unsuccessful = false, false
 		default:
-			return "", nil, fmt.Errorf("pgstore: list runs: unknown status %s", dag.Quote(string(st)))
+			return "", nil, false, fmt.Errorf("pgstore: list runs: unknown status %s", dag.Quote(string(st)))
 		}
 		lits = append(lits, "'"+string(st)+"'")
 	}
-	// k is the table whose (created_at, id) the keyset walks: active_runs
-	// for runs in flight, runs otherwise.
-	from, k := pgx.Identifier{s.schema, "runs"}.Sanitize()+" r", "r"
-	if running {
-		from = pgx.Identifier{s.schema, "active_runs"}.Sanitize() + " a JOIN " + from + " ON r.id = a.id"
-		k = "a"
-	}
-	if f.Tenant != "" {
-		conds = append(conds, k+".tenant = "+arg(f.Tenant))
+	switch {
+	case inflight:
+		// A RUNNING run has not settled: it is among the runs in flight,
+		// which are filtered by tenant as they are found.
+		tenant := "NULL"
+		if f.Tenant != "" {
+			tenant = arg(f.Tenant)
+		}
+		conds = append(conds, "r.id = ANY (ARRAY ("+render(s.schema, inflightRuns(tenant))+"))")
+	case f.Tenant != "":
+		conds = append(conds, "r.tenant = "+arg(f.Tenant))
 	}
 	if f.Workflow != "" {
-		conds = append(conds, k+".workflow = "+arg(f.Workflow))
+		conds = append(conds, "r.workflow = "+arg(f.Workflow))
 	}
 	if len(lits) > 0 {
 		conds = append(conds, "r.status IN ("+strings.Join(lits, ", ")+")")
@@ -160,10 +169,10 @@ func (s *Store) listQuery(p *store.ListRunsParams) (string, []any, error) {
 		conds = append(conds, "r.unsuccessful")
 	}
 	if !f.CreatedAfter.IsZero() {
-		conds = append(conds, k+".created_at >= "+arg(f.CreatedAfter))
+		conds = append(conds, "r.created_at >= "+arg(f.CreatedAfter))
 	}
 	if !f.CreatedBefore.IsZero() {
-		conds = append(conds, k+".created_at < "+arg(f.CreatedBefore))
+		conds = append(conds, "r.created_at < "+arg(f.CreatedBefore))
 	}
 	if !f.FinishedAfter.IsZero() {
 		conds = append(conds, "r.finished_at >= "+arg(f.FinishedAfter))
@@ -172,19 +181,26 @@ func (s *Store) listQuery(p *store.ListRunsParams) (string, []any, error) {
 		conds = append(conds, "r.finished_at < "+arg(f.FinishedBefore))
 	}
 	if p.After != nil {
-		conds = append(conds, "("+k+".created_at, "+k+".id) < ("+arg(p.After.CreatedAt)+", "+arg([16]byte(p.After.ID))+"::uuid)")
+		conds = append(conds, "(r.created_at, r.id) < ("+arg(p.After.CreatedAt)+", "+arg([16]byte(p.After.ID))+"::uuid)")
 	}
-	sql := `SELECT r.id, r.workflow, r.tenant, r.status, coalesce(r.failed_step, ''), coalesce(r.error, ''), r.created_at, r.finished_at FROM ` + from
+	sql = `SELECT r.id, r.workflow, r.tenant, r.status, coalesce(r.failed_step, ''), coalesce(r.error, ''), r.created_at, r.finished_at FROM ` +
+		pgx.Identifier{s.schema, "runs"}.Sanitize() + " r"
 	if len(conds) > 0 {
 		sql += " WHERE " + strings.Join(conds, " AND ")
 	}
-	sql += " ORDER BY " + k + ".created_at DESC, " + k + ".id DESC LIMIT " + arg(max(p.Limit, 1)+1)
-	return sql, args, nil
+	if inflight {
+		// OFFSET 0 keeps the order out of the subquery, so that no plan
+		// walks the runs kept in list order looking for those in flight:
+		// they are read by key, then sorted.
+		sql = "SELECT * FROM (" + sql + " OFFSET 0) r"
+	}
+	sql += " ORDER BY r.created_at DESC, r.id DESC LIMIT " + arg(max(p.Limit, 1)+1)
+	return sql, args, inflight, nil
 }
 
-// Stats implements store.Store: four index-driven queries, in one round
-// trip, over the ready queue, the timer and running-task indexes, the runs
-// in flight and the runs created within the window.
+// Stats implements store.Store: four queries in one round trip, over the
+// ready queue, the timer and running-task indexes, the runs in flight
+// (found from those) and the per-minute counts of the window.
 func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, error) {
 	type wt struct{ workflow, tenant string }
 	queues := map[wt]*store.QueueStats{}
@@ -240,7 +256,7 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 			return rows.Err()
 		}
 	}
-	b.Queue(s.q.statsActive, tenant).Query(runs(false))
+	b.Queue(s.q.statsInflight, tenant).Query(runs(false))
 	b.Queue(s.q.statsCounts, tenant, stamp(nowOf(p.Now)), int64(p.Window/time.Microsecond)).Query(runs(true))
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, classify(fmt.Errorf("pgstore: stats: %w", err))

@@ -32,9 +32,6 @@ type queries struct {
 	deleteReady    string
 	insertRuns     string
 	updateRuns     string
-	insertActive   string
-	upsertActive   string
-	deleteActive   string
 	countSettled   string
 	insertTasks    string
 	updateTasks    string
@@ -62,7 +59,7 @@ type queries struct {
 
 	statsReady    string
 	statsTasks    string
-	statsActive   string
+	statsInflight string
 	statsCounts   string
 	pruneCounts   string
 	compactCounts string
@@ -184,7 +181,7 @@ SELECT run_id, name, idx, kind, state, attempt, token, coalesce(worker, ''), due
        coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at
 FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) ORDER BY run_id, idx`),
 		lockReady: r(`SELECT id FROM {{schema}}.ready WHERE run_id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`),
-		// Rows of the queue tables (ready, active_runs) are found one key at
+		// Rows of the ready queue are found one key at
 		// a time, each by a subquery that names every column of the
 		// table's indexes, then deleted by ctid: whatever the planner
 		// believes of the table's size, no plan can read it whole. A join
@@ -209,20 +206,6 @@ SET status = u.status, failed_step = nullif(u.failed_step, ''), error = nullif(u
     unsuccessful = u.status IN ('FAILED', 'CANCELLED')
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u(id, status, failed_step, error, finished_at)
 WHERE r.id = u.id`),
-		// The runs in flight: inserted with their runs (and again by a
-		// replay), their status kept while they have not settled, deleted
-		// when they settle.
-		insertActive: r(`
-INSERT INTO {{schema}}.active_runs (created_at, id, workflow, tenant, status)
-SELECT * FROM unnest($1::timestamptz[], $2::uuid[], $3::text[], $4::text[], $5::text[])`),
-		upsertActive: r(`
-INSERT INTO {{schema}}.active_runs (created_at, id, workflow, tenant, status)
-SELECT * FROM unnest($1::timestamptz[], $2::uuid[], $3::text[], $4::text[], $5::text[])
-ON CONFLICT (created_at, id) DO UPDATE SET status = excluded.status`),
-		deleteActive: r(`
-DELETE FROM {{schema}}.active_runs WHERE ctid = ANY (ARRAY (
-  SELECT (SELECT a.ctid FROM {{schema}}.active_runs a WHERE a.tenant = d.tenant AND a.created_at = d.created_at AND a.id = d.id)
-  FROM unnest($1::text[], $2::timestamptz[], $3::uuid[]) AS d(tenant, created_at, id)))`),
 		// Settled runs counted per minute, into the rows of this
 		// connection's shard; the keys come sorted and distinct, so that two
 		// transactions on one shard lock rows in the same order.
@@ -341,8 +324,9 @@ ORDER BY 1`),
 
 		// Stats: the ready queue (its size is the backlog); the tasks waiting
 		// for a timer and running, through their partial indexes; the runs in
-		// flight (active_runs); the settled runs counted per minute within
-		// the window (run_counts). None reads the history of settled runs.
+		// flight, found from those (inflightRuns); the settled runs counted
+		// per minute within the window (run_counts). None reads the history
+		// of settled runs.
 		statsReady: r(`
 SELECT workflow, tenant, count(*), min(queued_at) FROM {{schema}}.ready
 WHERE $1::text IS NULL OR tenant = $1 GROUP BY workflow, tenant`),
@@ -356,10 +340,10 @@ FROM (
   WHERE t.state = 'RUNNING' AND ($1::text IS NULL OR t.tenant = $1)
 ) x JOIN {{schema}}.runs r ON r.id = x.run_id
 GROUP BY r.workflow, r.tenant`),
-		statsActive: r(`
-SELECT workflow, tenant, status, count(*)::int FROM {{schema}}.active_runs
-WHERE $1::text IS NULL OR tenant = $1
-GROUP BY workflow, tenant, status`),
+		statsInflight: r(`
+SELECT r.workflow, r.tenant, r.status, count(*)::int FROM {{schema}}.runs r
+WHERE r.id = ANY (ARRAY (` + inflightRuns("$1") + `)) AND r.finished_at IS NULL
+GROUP BY r.workflow, r.tenant, r.status`),
 		statsCounts: r(`
 SELECT workflow, tenant, status, sum(n)::bigint FROM {{schema}}.run_counts
 WHERE minute >= ` + minuteOf(`coalesce($2, now()) - $3::bigint * interval '1 microsecond'`) + ` AND ($1::text IS NULL OR tenant = $1)
@@ -487,6 +471,24 @@ const eventBlockSize = 1 << 20
 // PID), so that transactions settling runs at once rarely wait for one
 // another.
 const countShards = 8
+
+// inflightRuns is the SQL of the IDs of the runs in flight (not settled),
+// of the tenant given by the parameter tenant when it is not NULL: every
+// such run has a task that is ready, waiting for a timer (a sleep or a
+// retry backoff), running, or incoming (its run created in a caller's
+// transaction), and no settled run has one, since every task of a settled
+// run is terminal (dag.Run.checkRun). So the runs in flight are found
+// from the queues, whose size is the work in flight, not the history.
+func inflightRuns(tenant string) string {
+	and := ""
+	if tenant != "" {
+		and = " AND (" + tenant + "::text IS NULL OR tenant = " + tenant + ")"
+	}
+	return `SELECT run_id FROM {{schema}}.ready WHERE true` + and + `
+UNION SELECT run_id FROM {{schema}}.incoming WHERE true` + and + `
+UNION SELECT run_id FROM {{schema}}.tasks WHERE due_at IS NOT NULL` + and + `
+UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'RUNNING'` + and
+}
 
 // minuteOf is the SQL of the start of the minute of the timestamptz
 // expression ts, as dag.Minute computes it: whole minutes since the Unix

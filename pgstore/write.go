@@ -277,16 +277,12 @@ func (c *change) queueNewRuns(q *queries, b *pgx.Batch) {
 }
 
 // queueRunUpdates queues the update of existing runs whose record changed,
-// and keeps active_runs and run_counts with every run changed: a run that
-// settled leaves active_runs and is counted; a run not settled (new, failed
-// while steps still run, replayed) has its row there written.
+// and counts the runs that settled in run_counts.
 func (c *change) queueRunUpdates(q *queries, b *pgx.Batch) {
 	var (
 		ids               [][16]byte
 		sts, fsteps, errs []string
 		finishedAt        []pgtype.Timestamptz
-		created, active   activeCols
-		gone              activeCols
 		counts            = map[dag.RunCountKey]int64{}
 	)
 	for _, r := range c.Runs {
@@ -295,16 +291,8 @@ func (c *change) queueRunUpdates(q *queries, b *pgx.Batch) {
 			continue
 		}
 		rec := &r.Rec
-		switch {
-		case fx.Settled:
+		if fx.Settled {
 			counts[dag.SettledCount(rec)]++
-			if !fx.Created {
-				gone.add(rec)
-			}
-		case fx.Created:
-			created.add(rec)
-		default:
-			active.add(rec)
 		}
 		if fx.Created {
 			continue
@@ -318,31 +306,7 @@ func (c *change) queueRunUpdates(q *queries, b *pgx.Batch) {
 	if len(ids) > 0 {
 		b.Queue(q.updateRuns, ids, sts, fsteps, errs, finishedAt)
 	}
-	if len(gone.ids) > 0 {
-		b.Queue(q.deleteActive, gone.tenants, gone.created, gone.ids)
-	}
-	if len(created.ids) > 0 {
-		b.Queue(q.insertActive, created.created, created.ids, created.wfs, created.tenants, created.sts)
-	}
-	if len(active.ids) > 0 {
-		b.Queue(q.upsertActive, active.created, active.ids, active.wfs, active.tenants, active.sts)
-	}
 	queueCounts(q, b, counts)
-}
-
-// activeCols accumulates rows of active_runs as column arrays.
-type activeCols struct {
-	created           []pgtype.Timestamptz
-	ids               [][16]byte
-	wfs, tenants, sts []string
-}
-
-func (a *activeCols) add(rec *store.Run) {
-	a.created = append(a.created, stamp(rec.CreatedAt))
-	a.ids = append(a.ids, rec.ID)
-	a.wfs = append(a.wfs, rec.Workflow)
-	a.tenants = append(a.tenants, rec.Tenant)
-	a.sts = append(a.sts, string(rec.Status))
 }
 
 // queueCounts queues the addition of settled runs to run_counts, its keys

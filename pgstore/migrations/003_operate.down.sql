@@ -4,7 +4,6 @@ ALTER TABLE {{schema}}.ready DROP COLUMN queued_at;
 ALTER TABLE {{schema}}.shapes DROP COLUMN used_at;
 DROP INDEX {{schema}}.runs_shape_idx;
 DROP TABLE {{schema}}.run_counts;
-DROP TABLE {{schema}}.active_runs;
 DROP INDEX {{schema}}.runs_tenant_unsuccessful_idx;
 DROP INDEX {{schema}}.runs_unsuccessful_idx;
 DROP INDEX {{schema}}.runs_workflow_created_idx;

@@ -37,20 +37,10 @@ CREATE INDEX runs_workflow_created_idx ON {{schema}}.runs (workflow, created_at,
 CREATE INDEX runs_unsuccessful_idx ON {{schema}}.runs (created_at, id) WHERE unsuccessful;
 CREATE INDEX runs_tenant_unsuccessful_idx ON {{schema}}.runs (tenant, created_at, id) WHERE unsuccessful;
 
--- The runs in flight (not settled), in list order: a row is inserted with
--- its run and deleted when the run settles (a replay inserts it again).
--- Lists of running runs and the stats read it instead of the history.
-CREATE TABLE {{schema}}.active_runs (
-    created_at timestamptz NOT NULL,
-    id         uuid NOT NULL,
-    workflow   text COLLATE "C" NOT NULL,
-    tenant     text COLLATE "C" NOT NULL,
-    status     text NOT NULL,
-    PRIMARY KEY (created_at, id)
-);
-CREATE INDEX active_runs_tenant_idx ON {{schema}}.active_runs (tenant, created_at, id);
-INSERT INTO {{schema}}.active_runs (created_at, id, workflow, tenant, status)
-SELECT created_at, id, workflow, tenant, status FROM {{schema}}.runs WHERE finished_at IS NULL;
+-- The runs in flight are not kept in a table of their own: each has a task
+-- in the ready queue, waiting for a timer, running or incoming, so lists of
+-- running runs and the stats find them from those (see pgstore's
+-- inflightRuns), and no run pays a row written and deleted for it.
 
 -- Settled runs counted by the minute they settled in, workflow, tenant and
 -- status, so that the stats read a few rows per minute of their window,

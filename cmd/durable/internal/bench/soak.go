@@ -346,7 +346,7 @@ WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')`, b.schema)
 }
 
 // tableOrder puts the big durable tables first.
-var tableOrder = []string{"runs", "tasks", "events", "ready", "active_runs", "run_counts", "lanes", "shapes"}
+var tableOrder = []string{"runs", "tasks", "events", "ready", "run_counts", "lanes", "shapes"}
 
 func sortTables(ts []TableSnapshot) {
 	rank := func(n string) int {
