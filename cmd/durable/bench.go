@@ -57,9 +57,10 @@ Scenarios:
             p50/p95/p99: the first page, a deep page (half-way down, its
             cursor found by walking pages of 1,000), and the first pages of
             a tenant (and a deep one), status FAILED, status RUNNING, a
-            creation-time range, a tenant's FAILED runs, and a workflow
-            (no index). Goal: first and deep page p50 ≤ 5 ms. --autovacuum
-            applies during the setup, as for soak
+            creation-time range, a tenant's FAILED and RUNNING runs, and a
+            workflow; and Stats (checked against the runs). Goal: first and
+            deep page p50 ≤ 5 ms. --autovacuum applies during the setup, as
+            for soak
   soak      one-step bench-noop runs triggered at --rate runs/s (5,000) for
             --duration (10m) in small batches, with the workers'
             Config.Retention at --retention (1m), so that the leader prunes

@@ -295,7 +295,11 @@ FROM `+b.table("runs")+` WHERE tenant LIKE $1`, b.tenants("")).Scan(&counts[0], 
 			opts:  durable.ListOptions{RunFilter: durable.RunFilter{Tenant: tenant, Statuses: failed}},
 			where: "tenant = $2 AND status = 'FAILED'", args: []any{tenant},
 			check: func(r durable.RunSummary) bool { return r.Tenant == tenant && r.Status == durable.RunFailed }},
-		{key: "workflow", label: "workflow " + ListFail + " (no index), first page",
+		{key: "tenant_running", label: "tenant and status RUNNING, first page",
+			opts:  durable.ListOptions{RunFilter: durable.RunFilter{Tenant: tenant, Statuses: []durable.RunStatus{durable.RunRunning}}},
+			where: "tenant = $2 AND status = 'RUNNING'", args: []any{tenant},
+			check: func(r durable.RunSummary) bool { return r.Tenant == tenant && r.Status == durable.RunRunning }},
+		{key: "workflow", label: "workflow " + ListFail + ", first page",
 			opts:  durable.ListOptions{RunFilter: durable.RunFilter{Workflow: ListFail}},
 			where: "workflow = $2", args: []any{ListFail},
 			check: func(r durable.RunSummary) bool { return r.Workflow == ListFail }},
@@ -315,8 +319,19 @@ FROM `+b.table("runs")+` WHERE tenant LIKE $1`, b.tenants("")).Scan(&counts[0], 
 
 	// Time them round-robin, so that noise spreads evenly, after a few
 	// untimed rounds (the pool's connections prepare the statements).
-	b.logf("timing %d kinds of page, %d times each", len(kinds), b.o.Repeat)
+	b.logf("timing %d kinds of page and Stats, %d times each", len(kinds), b.o.Repeat)
+	var statsTimes []float64
+	var stats *durable.Stats
 	for round := range listWarmup + b.o.Repeat {
+		t := time.Now()
+		st, err := b.client.Stats(ctx, durable.StatsOptions{Window: 24 * time.Hour})
+		if err != nil {
+			return fmt.Errorf("stats: %w", err)
+		}
+		if round >= listWarmup {
+			statsTimes = append(statsTimes, Millis(time.Since(t)))
+		}
+		stats = st
 		for _, k := range kinds {
 			t := time.Now()
 			page, err := b.client.ListRuns(ctx, k.opts)
@@ -332,6 +347,18 @@ FROM `+b.table("runs")+` WHERE tenant LIKE $1`, b.tenants("")).Scan(&counts[0], 
 	}
 
 	var problems []string
+	var settledRuns, inFlight int
+	for _, c := range stats.Runs {
+		if c.Settled {
+			settledRuns += c.Count
+		} else {
+			inFlight += c.Count
+		}
+	}
+	if settledRuns != counts[0]+counts[1] || inFlight != counts[2] {
+		problems = append(problems, fmt.Sprintf("stats: %d settled and %d in flight, want %d and %d",
+			settledRuns, inFlight, counts[0]+counts[1], counts[2]))
+	}
 	for _, k := range kinds {
 		if p := checkPage(k.page.Runs, min(k.match, listPageSize), k.check); p != "" {
 			problems = append(problems, k.key+": "+p)
@@ -352,6 +379,9 @@ FROM `+b.table("runs")+` WHERE tenant LIKE $1`, b.tenants("")).Scan(&counts[0], 
 		rep.Add("list_"+k.key+"_p95_ms", "  p95", s.P95, "ms", 2)
 		rep.Add("list_"+k.key+"_p99_ms", "  p99", s.P99, "ms", 2)
 	}
+	ss := Summarize(statsTimes)
+	rep.Add("stats_p50_ms", "Stats (window 24h) p50", ss.P50, "ms", 2)
+	rep.Add("stats_p99_ms", "  p99", ss.P99, "ms", 2)
 	rep.Add("setup_s", "setup: runs created and settled", setupTime.Seconds(), "s", 1)
 	rep.Add("setup_runs_per_s", "  runs created and settled per second", float64(mix.total)/setupTime.Seconds(), "runs/s", 0)
 	rep.Add("insert_s", "  of which inserting (RunManyNoWait, one inserter)", insertTime.Seconds(), "s", 1)
