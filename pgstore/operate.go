@@ -93,7 +93,7 @@ func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.L
 	res := &store.ListRunsResult{}
 	b := &pgx.Batch{}
 	if inflight {
-		b.Queue(s.q.genericPlans) // sorting the runs in flight is the plan
+		b.Queue(s.q.queuePlans) // sorting the runs in flight is the plan
 	} else {
 		b.Queue(s.q.listPlans)
 	}
@@ -147,16 +147,19 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 		}
 		lits = append(lits, "'"+string(st)+"'")
 	}
-	switch {
-	case inflight:
+	from := pgx.Identifier{s.schema, "runs"}.Sanitize() + " r"
+	if inflight {
 		// A RUNNING run has not settled: it is among the runs in flight,
-		// which are filtered by tenant as they are found.
+		// filtered by tenant as they are found, then read by key alone
+		// (the other conditions apply outside, so that no index of runs
+		// can serve them: OFFSET 0 keeps them and the list order out) and
+		// sorted. No plan walks the runs kept looking for those in flight.
 		tenant := "NULL"
 		if f.Tenant != "" {
 			tenant = arg(f.Tenant)
 		}
-		conds = append(conds, "r.id = ANY (ARRAY ("+render(s.schema, inflightRuns(tenant))+"))")
-	case f.Tenant != "":
+		from = "(SELECT * FROM " + from + " WHERE r.id = ANY (ARRAY (" + render(s.schema, inflightRuns(tenant)) + ")) OFFSET 0) r"
+	} else if f.Tenant != "" {
 		conds = append(conds, "r.tenant = "+arg(f.Tenant))
 	}
 	if f.Workflow != "" {
@@ -183,16 +186,9 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 	if p.After != nil {
 		conds = append(conds, "(r.created_at, r.id) < ("+arg(p.After.CreatedAt)+", "+arg([16]byte(p.After.ID))+"::uuid)")
 	}
-	sql = `SELECT r.id, r.workflow, r.tenant, r.status, coalesce(r.failed_step, ''), coalesce(r.error, ''), r.created_at, r.finished_at FROM ` +
-		pgx.Identifier{s.schema, "runs"}.Sanitize() + " r"
+	sql = `SELECT r.id, r.workflow, r.tenant, r.status, coalesce(r.failed_step, ''), coalesce(r.error, ''), r.created_at, r.finished_at FROM ` + from
 	if len(conds) > 0 {
 		sql += " WHERE " + strings.Join(conds, " AND ")
-	}
-	if inflight {
-		// OFFSET 0 keeps the order out of the subquery, so that no plan
-		// walks the runs kept in list order looking for those in flight:
-		// they are read by key, then sorted.
-		sql = "SELECT * FROM (" + sql + " OFFSET 0) r"
 	}
 	sql += " ORDER BY r.created_at DESC, r.id DESC LIMIT " + arg(max(p.Limit, 1)+1)
 	return sql, args, inflight, nil
@@ -215,7 +211,7 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	st := &store.Stats{}
 	tenant := pgtype.Text{String: p.Tenant, Valid: p.Tenant != ""}
 	b := &pgx.Batch{}
-	b.Queue(s.q.genericPlans)
+	b.Queue(s.q.queuePlans)
 	b.Queue(s.q.statsReady, tenant).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var k wt

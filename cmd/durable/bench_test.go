@@ -242,7 +242,12 @@ func TestBenchList(t *testing.T) {
 	require.Equal(t, 20.0, value(t, rep, "runs_failed"))
 	require.Equal(t, 20.0, value(t, rep, "runs_in_flight"))
 	require.Greater(t, value(t, rep, "setup_s"), 0.0)
-	for _, k := range []string{"first", "deep", "tenant", "tenant_deep", "failed", "running", "created_range", "tenant_failed", "workflow"} {
+	for _, k := range []string{"first", "deep", "tenant", "tenant_deep", "failed", "running", "created_range", "tenant_failed", "tenant_running", "workflow", "stats"} {
+		if k == "stats" {
+			require.Greater(t, value(t, rep, "stats_p50_ms"), 0.0)
+			require.LessOrEqual(t, value(t, rep, "stats_p50_ms"), value(t, rep, "stats_p99_ms"))
+			continue
+		}
 		p50, p95, p99 := value(t, rep, "list_"+k+"_p50_ms"), value(t, rep, "list_"+k+"_p95_ms"), value(t, rep, "list_"+k+"_p99_ms")
 		require.Greater(t, p50, 0.0, k)
 		require.LessOrEqual(t, p50, p95, k)
@@ -255,7 +260,7 @@ func TestBenchList(t *testing.T) {
 
 	pages := rep["tables"].([]any)[0].(map[string]any)
 	rows := pages["rows"].([]any)
-	require.Len(t, rows, 9)
+	require.Len(t, rows, 10)
 	returned := map[string]float64{}
 	for _, r := range rows {
 		r := r.([]any)
@@ -264,6 +269,7 @@ func TestBenchList(t *testing.T) {
 	require.Equal(t, 50.0, returned["first page"])
 	require.Equal(t, 20.0, returned["status FAILED, first page"])
 	require.Equal(t, 20.0, returned["status RUNNING, first page"])
+	require.Equal(t, 2.0, returned["tenant and status RUNNING, first page"])
 	require.Equal(t, 50.0, returned["created in a range (¼ to ½ down), first page"])
 }
 
