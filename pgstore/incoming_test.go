@@ -148,7 +148,7 @@ func TestRunsInFlightFromTheQueues(t *testing.T) {
 	// Claimed (running), then backing off, then settled.
 	var c *store.ClaimedTask
 	for c == nil {
-		cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{WorkerID: "w", Limit: 10, Workflows: []string{"wf"}, TenantLimit: 0})
+		cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{WorkerID: "w", Limit: 10, Workflows: []string{"wf"}})
 		require.NoError(t, err)
 		for _, x := range cs {
 			if x.RunID == other.ID {

@@ -86,17 +86,16 @@ func newQueries(schema string) queries {
 		// one-row-per-claimer frontier) would otherwise compile them at
 		// every execution, for milliseconds each. Parallel workers are off:
 		// starting them costs tens of milliseconds here, more than any of
-		// these statements should take (a list of the runs in flight walking
-		// dead index entries took 60-100 ms in parallel, 0.3-6 ms without).
+		// these statements should take (a list of the runs in flight took
+		// 60-100 ms in a parallel plan, 0.3 ms without).
 		// Hash and merge joins are off for the same reason as sequential
 		// scans: on a table analyzed while empty, as autovacuum finds the
 		// queue tables whenever the workers have caught up, they read the
 		// whole table into the join, and the plan is kept while the table
 		// fills up. (Nested loops can read a whole index on such statistics
-		// too: the deletes from the queue tables are written so that they
-		// cannot; see deleteReady. TestGenericPlansUseIndexes plans every
+		// too; see deleteReady. TestGenericPlansUseIndexes plans every
 		// statement after filling, draining, vacuuming and analyzing the
-		// queue tables.)
+		// queue tables, and fails on such a read.)
 		genericPlans: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true), set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`,
 		// Lists take the first rows in index order; without sorts the
 		// planner keeps to that order even where it expects few rows (its
@@ -108,7 +107,7 @@ func newQueries(schema string) queries {
 		// without visiting the heap. Until vacuum, a queue's index holds an
 		// entry per task that went through it (a million after a million
 		// runs); with bitmap scans every read visited all their heap pages
-		// (130-290 ms for the stats on 1,000,000 runs), with index scans
+		// (285 ms for the stats on 1,000,000 runs), with index scans
 		// the first read does and the next ones take about 2 ms.
 		queuePlans: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true), set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), set_config('enable_bitmapscan', 'off', true)`,
 		now:        `SELECT now()`,
@@ -191,12 +190,12 @@ SELECT run_id, name, idx, kind, state, attempt, token, coalesce(worker, ''), due
        coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at
 FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) ORDER BY run_id, idx`),
 		lockReady: r(`SELECT id FROM {{schema}}.ready WHERE run_id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`),
-		// Rows of the ready queue are found one key at
-		// a time, each by a subquery that names every column of the
-		// table's indexes, then deleted by ctid: whatever the planner
-		// believes of the table's size, no plan can read it whole. A join
-		// with the keys was planned as a whole-index read whenever the table
-		// had been analyzed empty (see genericPlans).
+		// Rows of the ready queue are found one key at a time, each by a
+		// subquery on the whole unique key (run_id, name), then deleted by
+		// ctid: the planner probes the key for each row even on statistics
+		// that call the table empty, where it planned a join with the keys
+		// as a read of the whole index (see genericPlans; the plan test
+		// checks it).
 		deleteReady: r(`
 DELETE FROM {{schema}}.ready WHERE ctid = ANY (ARRAY (
   SELECT (SELECT r.ctid FROM {{schema}}.ready r WHERE r.run_id = d.run_id AND r.name = d.name)
@@ -490,14 +489,11 @@ const countShards = 8
 // run is terminal (dag.Run.checkRun). So the runs in flight are found
 // from the queues, whose size is the work in flight, not the history.
 func inflightRuns(tenant string) string {
-	and := ""
-	if tenant != "" {
-		and = " AND (" + tenant + "::text IS NULL OR tenant = " + tenant + ")"
-	}
-	return `SELECT run_id FROM {{schema}}.ready WHERE true` + and + `
-UNION SELECT run_id FROM {{schema}}.incoming WHERE true` + and + `
-UNION SELECT run_id FROM {{schema}}.tasks WHERE due_at IS NOT NULL` + and + `
-UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'RUNNING'` + and
+	of := "(" + tenant + "::text IS NULL OR tenant = " + tenant + ")"
+	return `SELECT run_id FROM {{schema}}.ready WHERE ` + of + `
+UNION SELECT run_id FROM {{schema}}.incoming WHERE ` + of + `
+UNION SELECT run_id FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND ` + of + `
+UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'RUNNING' AND ` + of
 }
 
 // minuteOf is the SQL of the start of the minute of the timestamptz
