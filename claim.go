@@ -82,6 +82,12 @@ const claimTimeout = 30 * time.Second
 // outcome is queued and the slot freed.
 func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 	ctx, cancel := context.WithCancelCause(rt.work)
+	var stopTimer context.CancelFunc = func() {}
+	if c.Timeout > 0 {
+		// The store fails the attempt when its timeout passes, whatever
+		// the step does; the context tells the step.
+		ctx, stopTimer = context.WithTimeoutCause(ctx, c.Timeout, ErrStepTimeout)
+	}
 	ref := c.Ref()
 	f := &flight{cancel: cancel}
 	lose := func(cause error) {
@@ -99,6 +105,7 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 			if !returned {
 				o = e.failed(ctx, store.Outcome{Task: ref}, errGoexit)
 			}
+			stopTimer()
 			cancel(nil)
 			rt.outcomes <- outcomeMsg{o: o}
 			<-rt.slots

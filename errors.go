@@ -64,6 +64,14 @@ var (
 	// could not take some step outcomes; those steps are rescued and run
 	// again.
 	ErrNotRecorded = errors.New("durable: outcomes not recorded")
+	// ErrInvalidTrigger: a trigger option is invalid (an idempotency key
+	// that is empty, too long or holds control characters, a priority out
+	// of range, a negative delay, a time outside years 1-9999). Nothing is
+	// started.
+	ErrInvalidTrigger = errors.New("durable: invalid trigger option")
+	// ErrStepTimeout is the cause of a step context cancelled because the
+	// attempt ran past its WithTimeout.
+	ErrStepTimeout = errors.New("durable: step timed out")
 	// ErrUnknownStep: a claimed task names a step (or handler) that the
 	// workflow registered in this process does not have, usually because a
 	// deploy changed the workflow while the run was in flight.

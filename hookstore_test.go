@@ -66,14 +66,14 @@ func (s *hookStore) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*s
 	return s.Store.Heartbeat(ctx, p)
 }
 
-func (s *hookStore) CreateRuns(ctx context.Context, p *store.CreateRunsParams) error {
+func (s *hookStore) CreateRuns(ctx context.Context, p *store.CreateRunsParams) (*store.CreateRunsResult, error) {
 	if _, _, f := s.hooks(); f != nil {
 		f(p)
 	}
 	return s.Store.CreateRuns(ctx, p)
 }
 
-func (s *hookStore) CreateRunsTx(ctx context.Context, tx any, p *store.CreateRunsParams) error {
+func (s *hookStore) CreateRunsTx(ctx context.Context, tx any, p *store.CreateRunsParams) (*store.CreateRunsResult, error) {
 	if _, _, f := s.hooks(); f != nil {
 		f(p)
 	}

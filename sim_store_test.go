@@ -218,9 +218,9 @@ func (f *simFaultStore) after(op simOp, flt simFault) error {
 
 // CreateRuns implements store.Store; no faults (triggers come from the
 // client), but a partitioned engine cannot reach the store.
-func (f *simFaultStore) CreateRuns(ctx context.Context, p *store.CreateRunsParams) error {
+func (f *simFaultStore) CreateRuns(ctx context.Context, p *store.CreateRunsParams) (*store.CreateRunsResult, error) {
 	if f.cut() {
-		return errSimPartitioned
+		return nil, errSimPartitioned
 	}
 	return f.inner.CreateRuns(ctx, p)
 }
@@ -512,14 +512,14 @@ func (f *simFaultStore) Lead(ctx context.Context, id string, lead func(ctx conte
 }
 
 // CreateRunsTx implements store.TxCreator when the inner store does.
-func (f *simFaultStore) CreateRunsTx(ctx context.Context, tx any, p *store.CreateRunsParams) error {
+func (f *simFaultStore) CreateRunsTx(ctx context.Context, tx any, p *store.CreateRunsParams) (*store.CreateRunsResult, error) {
 	if f.cut() {
-		return errSimPartitioned
+		return nil, errSimPartitioned
 	}
 	if tc, ok := f.inner.(store.TxCreator); ok {
 		return tc.CreateRunsTx(ctx, tx, p)
 	}
-	return durable.ErrTxUnsupported
+	return nil, durable.ErrTxUnsupported
 }
 
 // Check implements store.Checker: the inner store's check, if it has one.

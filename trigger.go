@@ -17,9 +17,10 @@ import (
 // failed and its error. The engines that execute the run may be e or any
 // other engine sharing its store. If ctx ends while Run waits, the run goes
 // on and Run returns a *WaitError holding its ID. On a stopped engine Run
-// starts nothing and returns ErrEngineStopped.
-func (w *Workflow[I]) Run(ctx context.Context, e *Engine, tenant string, in I) (*RunResult, error) {
-	id, err := w.RunNoWait(ctx, e, tenant, in)
+// starts nothing and returns ErrEngineStopped. A trigger that duplicates an
+// earlier one (WithIdempotencyKey, WithRunID) waits for the earlier run.
+func (w *Workflow[I]) Run(ctx context.Context, e *Engine, tenant string, in I, opts ...TriggerOption) (*RunResult, error) {
+	id, err := w.RunNoWait(ctx, e, tenant, in, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -32,13 +33,11 @@ func (w *Workflow[I]) Run(ctx context.Context, e *Engine, tenant string, in I) (
 
 // RunNoWait starts a run of w for tenant with input in and returns its ID
 // without waiting. Wait or Get it later by that ID. On a stopped engine it
-// starts nothing and returns ErrEngineStopped.
-func (w *Workflow[I]) RunNoWait(ctx context.Context, e *Engine, tenant string, in I) (uuid.UUID, error) {
-	ids, err := w.RunManyNoWait(ctx, e, []Trigger[I]{{Tenant: tenant, Input: in}})
-	if err != nil {
-		return uuid.Nil, err
-	}
-	return ids[0], nil
+// starts nothing and returns ErrEngineStopped. A trigger that duplicates an
+// earlier one returns the earlier run's ID (Start says which it was).
+func (w *Workflow[I]) RunNoWait(ctx context.Context, e *Engine, tenant string, in I, opts ...TriggerOption) (uuid.UUID, error) {
+	st, err := w.Start(ctx, e, tenant, in, opts...)
+	return st.RunID, err
 }
 
 // RunNoWaitTx is RunNoWait inside tx, a transaction of the caller's, so
@@ -46,36 +45,83 @@ func (w *Workflow[I]) RunNoWait(ctx context.Context, e *Engine, tenant string, i
 // its workflow in one transaction. tx must be the store's transaction type
 // (pgx.Tx for pgstore); a store without transactions returns
 // ErrTxUnsupported.
-func (w *Workflow[I]) RunNoWaitTx(ctx context.Context, e *Engine, tx any, tenant string, in I) (uuid.UUID, error) {
+func (w *Workflow[I]) RunNoWaitTx(ctx context.Context, e *Engine, tx any, tenant string, in I, opts ...TriggerOption) (uuid.UUID, error) {
+	st, err := w.StartTx(ctx, e, tx, tenant, in, opts...)
+	return st.RunID, err
+}
+
+// Started says what a trigger did.
+type Started struct {
+	// RunID is the run's ID: the new run's, or for a duplicate the run
+	// that was triggered before with the same idempotency key or run ID.
+	RunID uuid.UUID
+	// Duplicate is set when the trigger started nothing because it
+	// duplicates an earlier one (WithIdempotencyKey, WithRunID).
+	Duplicate bool
+}
+
+// Start starts a run of w for tenant with input in, like RunNoWait, and
+// says whether it was a duplicate of an earlier trigger.
+func (w *Workflow[I]) Start(ctx context.Context, e *Engine, tenant string, in I, opts ...TriggerOption) (Started, error) {
+	st, err := w.StartMany(ctx, e, []Trigger[I]{{Tenant: tenant, Input: in, Options: opts}})
+	if err != nil {
+		return Started{}, err
+	}
+	return st[0], nil
+}
+
+// StartTx is Start inside tx, a transaction of the caller's (see
+// RunNoWaitTx). A run that another transaction triggers at the same moment
+// with the same idempotency key is waited for: if that transaction
+// commits, this trigger is its duplicate, without aborting tx.
+func (w *Workflow[I]) StartTx(ctx context.Context, e *Engine, tx any, tenant string, in I, opts ...TriggerOption) (Started, error) {
 	if e.isStopped() {
-		return uuid.Nil, ErrEngineStopped
+		return Started{}, ErrEngineStopped
 	}
 	tc, ok := e.store.(store.TxCreator)
 	if !ok {
-		return uuid.Nil, ErrTxUnsupported
+		return Started{}, ErrTxUnsupported
 	}
-	p, err := w.prepare(e, []Trigger[I]{{Tenant: tenant, Input: in}})
+	p, err := w.prepare(e, []Trigger[I]{{Tenant: tenant, Input: in, Options: opts}})
 	if err != nil {
-		return uuid.Nil, err
+		return Started{}, err
 	}
-	if err := tc.CreateRunsTx(ctx, tx, p); err != nil {
-		return uuid.Nil, fmt.Errorf("durable: starting run: %w", err)
+	res, err := tc.CreateRunsTx(ctx, tx, p)
+	if err != nil {
+		return Started{}, fmt.Errorf("durable: starting run: %w", err)
 	}
-	return p.Runs[0].ID, nil
+	return started(res)[0], nil
 }
 
-// Trigger is one run to start with RunManyNoWait.
+// Trigger is one run to start with RunManyNoWait or StartMany.
 type Trigger[I any] struct {
 	// Tenant is the tenant the run belongs to (1-200 bytes of UTF-8).
 	Tenant string
 	// Input is the run's input.
 	Input I
+	// Options configure the run (WithIdempotencyKey, WithPriority, ...).
+	Options []TriggerOption
 }
 
 // RunManyNoWait starts many runs of w in one atomic store call (all or
 // none) and returns their IDs in order. On a stopped engine it starts
-// nothing and returns ErrEngineStopped.
+// nothing and returns ErrEngineStopped. A trigger that duplicates an
+// earlier one (or one earlier in triggers) gets the earlier run's ID.
 func (w *Workflow[I]) RunManyNoWait(ctx context.Context, e *Engine, triggers []Trigger[I]) ([]uuid.UUID, error) {
+	st, err := w.StartMany(ctx, e, triggers)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]uuid.UUID, len(st))
+	for i := range st {
+		ids[i] = st[i].RunID
+	}
+	return ids, nil
+}
+
+// StartMany is RunManyNoWait saying, for each trigger, whether it was a
+// duplicate.
+func (w *Workflow[I]) StartMany(ctx context.Context, e *Engine, triggers []Trigger[I]) ([]Started, error) {
 	if e.isStopped() {
 		return nil, ErrEngineStopped
 	}
@@ -83,15 +129,20 @@ func (w *Workflow[I]) RunManyNoWait(ctx context.Context, e *Engine, triggers []T
 	if err != nil {
 		return nil, err
 	}
-	if err := e.store.CreateRuns(ctx, p); err != nil {
+	res, err := e.store.CreateRuns(ctx, p)
+	if err != nil {
 		return nil, fmt.Errorf("durable: starting runs: %w", err)
 	}
 	e.wakeClaims()
-	ids := make([]uuid.UUID, len(p.Runs))
-	for i := range p.Runs {
-		ids[i] = p.Runs[i].ID
+	return started(res), nil
+}
+
+func started(res *store.CreateRunsResult) []Started {
+	out := make([]Started, len(res.Runs))
+	for i, r := range res.Runs {
+		out[i] = Started{RunID: r.ID, Duplicate: r.Duplicate}
 	}
-	return ids, nil
+	return out
 }
 
 func (w *Workflow[I]) prepare(e *Engine, triggers []Trigger[I]) (*store.CreateRunsParams, error) {
@@ -104,6 +155,10 @@ func (w *Workflow[I]) prepare(e *Engine, triggers []Trigger[I]) (*store.CreateRu
 		if !dag.ValidTenant(t.Tenant) {
 			return nil, fmt.Errorf("%w: %s", ErrInvalidTenant, dag.Quote(t.Tenant))
 		}
+		o, err := applyTrigger(t.Options)
+		if err != nil {
+			return nil, err
+		}
 		b, err := e.cfg.Codec.Marshal(t.Input)
 		if err != nil {
 			return nil, fmt.Errorf("%w: input: %w", ErrEncode, err)
@@ -111,11 +166,17 @@ func (w *Workflow[I]) prepare(e *Engine, triggers []Trigger[I]) (*store.CreateRu
 		if _, err := w.def.decodeInput(e.cfg.Codec, b); err != nil {
 			return nil, fmt.Errorf("%w: input does not decode back into its type: %w", ErrEncode, err)
 		}
-		id, err := uuid.NewV7()
-		if err != nil {
-			return nil, fmt.Errorf("durable: run id: %w", err)
+		id := o.runID
+		if id == uuid.Nil {
+			if id, err = uuid.NewV7(); err != nil {
+				return nil, fmt.Errorf("durable: run id: %w", err)
+			}
 		}
-		p.Runs[i] = store.NewRun{ID: id, Workflow: w.def.name, Tenant: t.Tenant, Input: b, Shape: shape}
+		p.Runs[i] = store.NewRun{
+			ID: id, Workflow: w.def.name, Tenant: t.Tenant, Input: b, Shape: shape,
+			IdempotencyKey: o.key, Priority: int(o.priority),
+			StartAt: o.startAt, StartAfter: o.startAfter, Deadline: o.deadline, Timeout: o.timeout,
+		}
 	}
 	return p, nil
 }

@@ -207,6 +207,47 @@ func WithRetry(p RetryPolicy) StepOption {
 	})
 }
 
+// WithTimeout bounds each attempt of the step to d, counted from its
+// claim. When d passes, the step's context is cancelled with a cause
+// matching ErrStepTimeout, and the attempt fails (and is retried per the
+// step's policy) whatever the step does next: an outcome it reports later
+// is not recorded, even when it ignores its context and returns a result.
+// The store enforces it, so it holds if the worker hangs or dies too.
+// (A step that ignores its context keeps its worker's slot until it
+// returns.) d must be positive; it does not apply to sleeps or to an
+// on-failure handler.
+func WithTimeout(d time.Duration) StepOption {
+	return optionFunc(func(s *stepDef, onFailure bool) {
+		switch {
+		case onFailure:
+			s.fail(ErrInvalidOption, "WithTimeout does not apply to an on-failure handler")
+		case d <= 0:
+			s.fail(ErrInvalidOption, fmt.Sprintf("WithTimeout(%s): the timeout must be positive", d))
+		default:
+			s.timeout = d
+		}
+	})
+}
+
+// WithQueueTimeout fails the step, without retry, when it waits longer
+// than d for a worker: from the moment it becomes ready (its parents
+// resolved, or a retry's backoff over) to its claim. It is a permanent
+// failure of the step, so the run fails (and its on-failure handler
+// runs). d must be positive; it does not apply to sleeps or to an
+// on-failure handler.
+func WithQueueTimeout(d time.Duration) StepOption {
+	return optionFunc(func(s *stepDef, onFailure bool) {
+		switch {
+		case onFailure:
+			s.fail(ErrInvalidOption, "WithQueueTimeout does not apply to an on-failure handler")
+		case d <= 0:
+			s.fail(ErrInvalidOption, fmt.Sprintf("WithQueueTimeout(%s): the timeout must be positive", d))
+		default:
+			s.queueTimeout = d
+		}
+	})
+}
+
 // Step declares a step of w named name that runs fn, and returns a
 // reference to its output. fn receives the run's input; it reads its
 // parents' outputs through their references (ref.Output(ctx)).
@@ -239,6 +280,9 @@ func Sleep[I any](w *Workflow[I], name string, d time.Duration, opts ...StepOpti
 	s.sleep = d
 	if d == 0 { // a negative one is the shape's to refuse (dag.Compile)
 		s.fail(ErrInvalidSleep, d.String())
+	}
+	if s.timeout != 0 || s.queueTimeout != 0 {
+		s.fail(ErrInvalidOption, "WithTimeout and WithQueueTimeout do not apply to a sleep")
 	}
 	s.decodeOutput = func(Codec, []byte) (any, error) { return struct{}{}, nil }
 	return &StepRef[struct{}]{def: s}
@@ -342,6 +386,8 @@ type stepDef struct {
 	skips        []skipCond
 	retry        RetryPolicy
 	sleep        time.Duration
+	timeout      time.Duration
+	queueTimeout time.Duration
 	run          func(ctx Context, in any) (any, error)
 	onFailure    func(ctx Context, in any, f Failure) error
 	decodeOutput func(Codec, []byte) (any, error)
@@ -411,7 +457,7 @@ func (d *workflowDef) build() (*store.Shape, error) {
 		if d.byName[s.name] == nil {
 			d.byName[s.name] = s
 		}
-		spec := store.StepSpec{Name: s.name, Sleep: s.sleep, Retry: s.retry.record()}
+		spec := store.StepSpec{Name: s.name, Sleep: s.sleep, Retry: s.retry.record(), Timeout: s.timeout, QueueTimeout: s.queueTimeout}
 		for _, p := range s.parents {
 			switch {
 			case p.wf != d:

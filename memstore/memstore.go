@@ -38,6 +38,9 @@ type Store struct {
 	running  map[taskKey]string      // task -> tenant
 	inFlight map[string]int          // tenant -> RUNNING tasks
 	counts   map[dag.RunCountKey]int // settled runs, by minute
+	keys     map[idemKey]uuid.UUID   // idempotency keys of the runs kept
+	prio     map[laneKey][]readyEntry // ready entries above the default priority, by lane
+	deadline map[uuid.UUID]time.Time // runs with a deadline, not settled
 	eventID  int64
 
 	subMu  sync.Mutex
@@ -59,6 +62,44 @@ type taskKey struct {
 	task int
 }
 
+type idemKey struct{ workflow, tenant, key string }
+
+type laneKey struct{ workflow, tenant string }
+
+// outranking returns the live ready entry of e's lane that outranks every
+// other (fairq.Outranks) if it outranks e, and removes it from the lane's
+// list, which it prunes of dead entries on the way.
+func (s *Store) outranking(e readyEntry) (readyEntry, bool) {
+	lk := laneKey{e.workflow, e.tenant}
+	list := s.prio[lk]
+	if len(list) == 0 {
+		return readyEntry{}, false
+	}
+	list = slices.DeleteFunc(list, func(x readyEntry) bool { id, ok := s.queued[x.key]; return !ok || id != x.id })
+	best := -1
+	for i, x := range list {
+		if x.key != e.key && fairq.Outranks(x.priority, x.id, e.priority, e.id) &&
+			(best < 0 || fairq.Outranks(x.priority, x.id, list[best].priority, list[best].id)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		s.setPrio(lk, list)
+		return readyEntry{}, false
+	}
+	h := list[best]
+	s.setPrio(lk, slices.Delete(list, best, best+1))
+	return h, true
+}
+
+func (s *Store) setPrio(lk laneKey, list []readyEntry) {
+	if len(list) == 0 {
+		delete(s.prio, lk)
+		return
+	}
+	s.prio[lk] = list
+}
+
 type runState struct {
 	rec    store.Run
 	shape  *dag.Compiled
@@ -77,6 +118,9 @@ func New() *Store {
 		running:  make(map[taskKey]string),
 		inFlight: make(map[string]int),
 		counts:   make(map[dag.RunCountKey]int),
+		keys:     make(map[idemKey]uuid.UUID),
+		prio:     make(map[laneKey][]readyEntry),
+		deadline: make(map[uuid.UUID]time.Time),
 		subs:     make(map[int]func(store.Notification)),
 		leader:   make(chan struct{}, 1),
 	}
@@ -164,63 +208,101 @@ func (s *Store) compile(shape *store.Shape) (*dag.Compiled, error) {
 }
 
 // CreateRuns implements store.Store.
-func (s *Store) CreateRuns(ctx context.Context, p *store.CreateRunsParams) error {
+func (s *Store) CreateRuns(ctx context.Context, p *store.CreateRunsParams) (*store.CreateRunsResult, error) {
 	return s.CreateRunsTx(ctx, nil, p)
 }
 
 // CreateRunsTx implements store.TxCreator. The in-memory store has no
 // transactions of its own; tx is ignored.
-func (s *Store) CreateRunsTx(ctx context.Context, _ any, p *store.CreateRunsParams) error {
+func (s *Store) CreateRunsTx(ctx context.Context, _ any, p *store.CreateRunsParams) (*store.CreateRunsResult, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	t := now(p.Now)
 	var n notes
 	s.mu.Lock()
-	err := s.createRuns(p, t, &n)
+	res, err := s.createRuns(p, t, &n)
 	s.mu.Unlock()
 	s.publish(&n)
-	return err
+	return res, err
 }
 
-func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) error {
+func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*store.CreateRunsResult, error) {
 	shapes := make([]*dag.Compiled, len(p.Runs))
-	seen := make(map[uuid.UUID]bool, len(p.Runs))
+	res := &store.CreateRunsResult{Runs: make([]store.CreatedRun, len(p.Runs))}
+	batch := make(map[uuid.UUID]*store.NewRun, len(p.Runs))
+	batchKeys := make(map[idemKey]uuid.UUID)
 	for i := range p.Runs {
 		nr := &p.Runs[i]
 		if err := dag.CheckNewRun(nr); err != nil {
-			return fmt.Errorf("memstore: run %s: %w", nr.ID, err)
+			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, err)
 		}
 		c, err := s.compile(nr.Shape)
 		if err != nil {
-			return fmt.Errorf("memstore: run %s: %w", nr.ID, err)
+			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, err)
 		}
-		if _, ok := s.runs[nr.ID]; ok || seen[nr.ID] {
-			return fmt.Errorf("memstore: run %s: %w", nr.ID, store.ErrRunExists)
+		res.Runs[i].ID = nr.ID
+		if nr.IdempotencyKey != "" {
+			k := idemKey{nr.Workflow, nr.Tenant, nr.IdempotencyKey}
+			if id, ok := s.keys[k]; ok {
+				res.Runs[i] = store.CreatedRun{ID: id, Duplicate: true}
+				continue
+			}
+			if id, ok := batchKeys[k]; ok {
+				res.Runs[i] = store.CreatedRun{ID: id, Duplicate: true}
+				continue
+			}
 		}
-		seen[nr.ID] = true
-		shapes[i] = c
+		var wf, tenant string
+		if rs, ok := s.runs[nr.ID]; ok {
+			wf, tenant = rs.rec.Workflow, rs.rec.Tenant
+		} else if other, ok := batch[nr.ID]; ok {
+			wf, tenant = other.Workflow, other.Tenant
+		} else {
+			batch[nr.ID] = nr
+			if nr.IdempotencyKey != "" {
+				batchKeys[idemKey{nr.Workflow, nr.Tenant, nr.IdempotencyKey}] = nr.ID
+			}
+			shapes[i] = c
+			continue
+		}
+		if !dag.SameRun(wf, tenant, nr) {
+			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, store.ErrRunExists)
+		}
+		res.Runs[i].Duplicate = true
 	}
 	// New tenants get their groups in ascending name order, as in PostgreSQL
 	// (which locks tenant rows in that order).
 	names := make([]string, 0, len(p.Runs))
 	for i := range p.Runs {
-		names = append(names, p.Runs[i].Tenant)
+		if !res.Runs[i].Duplicate {
+			names = append(names, p.Runs[i].Tenant)
+		}
 	}
 	slices.Sort(names)
 	for _, name := range slices.Compact(names) {
 		if !s.queues.Ensure(name) {
-			return fmt.Errorf("memstore: tenant %s: %w", dag.Quote(name), store.ErrTooManyTenants)
+			return nil, fmt.Errorf("memstore: tenant %s: %w", dag.Quote(name), store.ErrTooManyTenants)
 		}
 	}
 	c := dag.NewChange(t)
 	for i := range p.Runs {
 		nr := &p.Runs[i]
-		rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: clone(nr.Input)}
-		r, fx := dag.Start(rec, shapes[i], t)
+		if res.Runs[i].Duplicate {
+			continue
+		}
+		startAt, deadline := dag.Times(nr, t)
+		rec := store.Run{
+			ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: clone(nr.Input),
+			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
+		}
+		r, fx := dag.Start(rec, shapes[i], t, startAt)
 		c.Add(r, fx)
+		if nr.IdempotencyKey != "" {
+			s.keys[idemKey{nr.Workflow, nr.Tenant, nr.IdempotencyKey}] = nr.ID
+		}
 	}
-	return s.persist(c, n)
+	return res, s.persist(c, n)
 }
 
 // persist writes what a call's transitions did, the mirror image of
@@ -242,12 +324,17 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 			s.runs[id] = rs
 		}
 		rs.rec, rs.tasks = r.Rec, r.Tasks
+		if r.Rec.Deadline.IsZero() {
+			delete(s.deadline, id)
+		} else {
+			s.deadline[id] = r.Rec.Deadline
+		}
 		for _, i := range fx.Tasks {
 			k, t := taskKey{id, i}, &r.Tasks[i]
-			if t.DueAt.IsZero() {
+			if at := dag.Timer(t); at.IsZero() {
 				delete(s.timers, k)
 			} else {
-				s.timers[k] = t.DueAt
+				s.timers[k] = at
 			}
 			tenant, wasRunning := s.running[k]
 			if isRunning := t.State == store.TaskRunning; isRunning && !wasRunning {
@@ -281,7 +368,12 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 		k := taskKey{e.R.Rec.ID, e.I}
 		s.queued[k] = id
 		s.queuedAt[k] = c.Now
-		heap.Push(&s.ready, readyEntry{id: id, key: k, workflow: e.R.Rec.Workflow, tenant: e.R.Rec.Tenant})
+		re := readyEntry{id: id, key: k, workflow: e.R.Rec.Workflow, tenant: e.R.Rec.Tenant, priority: e.R.Rec.Priority}
+		heap.Push(&s.ready, re)
+		if re.priority > 0 {
+			lk := laneKey{re.workflow, re.tenant}
+			s.prio[lk] = append(s.prio[lk], re)
+		}
 	}
 	n.ready = n.ready || len(c.Enqueued) > 0
 	n.timer = n.timer || c.Timer()
@@ -329,18 +421,32 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 			skipped = append(skipped, e)
 			continue
 		}
-		delete(s.queued, e.key)
-		delete(s.queuedAt, e.key)
 		top = e.id
-		r := s.load(loaded, e.key.run)
-		fx, ok := r.Claim(e.key.task, e.id, p.WorkerID, t)
+		key := e.key
+		if h, ok := s.outranking(e); ok {
+			// h takes e's slot; e moves to h's.
+			key = h.key
+			moved := readyEntry{id: h.id, key: e.key, workflow: e.workflow, tenant: e.tenant, priority: e.priority}
+			s.queued[e.key] = h.id
+			heap.Push(&s.ready, moved)
+			if moved.priority > 0 {
+				lk := laneKey{e.workflow, e.tenant}
+				s.prio[lk] = append(s.prio[lk], moved)
+			}
+		} else {
+			delete(s.queued, e.key)
+		}
+		delete(s.queued, key)
+		delete(s.queuedAt, key)
+		r := s.load(loaded, key.run)
+		fx, ok := r.Claim(key.task, e.id, p.WorkerID, t)
 		if !ok {
 			continue
 		}
 		c.Add(r, fx)
 		s.inFlight[e.tenant]++ // counted now, for the cap within this call
-		s.running[e.key] = e.tenant
-		claimed = append(claimed, e.key)
+		s.running[key] = e.tenant
+		claimed = append(claimed, key)
 	}
 	for _, e := range skipped {
 		heap.Push(&s.ready, e)
@@ -364,6 +470,7 @@ func (s *Store) claimed(rs *runState, i int) *store.ClaimedTask {
 	c := &store.ClaimedTask{
 		RunID: rs.rec.ID, Workflow: rs.rec.Workflow, Tenant: rs.rec.Tenant, Step: t.Name, Kind: t.Kind,
 		Attempt: t.Attempt, Token: t.Token, Retry: rs.shape.Retry(i), Input: clone(rs.rec.Input),
+		Timeout: rs.shape.Timeout(i),
 	}
 	for _, p := range rs.shape.Parents(i) {
 		if pt := &rs.tasks[p]; pt.State == store.TaskCompleted {
@@ -486,9 +593,29 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	res := &store.FireTimersResult{}
 	c := dag.NewChange(t)
 	loaded := map[uuid.UUID]*dag.Run{}
+	var expired []uuid.UUID
+	for id, at := range s.deadline {
+		if !at.After(t) {
+			expired = append(expired, id)
+		}
+	}
+	slices.SortFunc(expired, func(a, b uuid.UUID) int {
+		return cmp.Or(s.deadline[a].Compare(s.deadline[b]), cmp.Compare(a.String(), b.String()))
+	})
+	if p.Limit > 0 && len(expired) > p.Limit {
+		expired = expired[:p.Limit]
+	}
+	for _, id := range expired {
+		r := s.load(loaded, id)
+		fx, ok := r.Expire(t)
+		if ok {
+			res.Fired++
+		}
+		c.Add(r, fx)
+	}
 	for _, d := range fire {
 		r := s.load(loaded, d.k.run)
-		fx, ok := r.Wake(d.k.task, t)
+		fx, ok := r.Wake(d.k.task, p.Rand, t)
 		if ok {
 			res.Fired++
 		}
@@ -499,6 +626,11 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 		return nil, err
 	}
 	for _, at := range s.timers {
+		if wait := at.Sub(t); !res.HasNext || wait < res.Next {
+			res.Next, res.HasNext = wait, true
+		}
+	}
+	for _, at := range s.deadline {
 		if wait := at.Sub(t); !res.HasNext || wait < res.Next {
 			res.Next, res.HasNext = wait, true
 		}
@@ -721,7 +853,7 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		}
 	}
 	for k := range s.timers {
-		if rs := s.runs[k.run]; in(rs) {
+		if rs := s.runs[k.run]; in(rs) && !rs.tasks[k.task].DueAt.IsZero() {
 			queue(rs).Waiting++
 		}
 	}
@@ -786,6 +918,9 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 	expired = expired[:min(len(expired), limit)]
 	for _, rs := range expired {
 		delete(s.runs, rs.rec.ID) // settled: no queue entry, timer or claim is left
+		if k := rs.rec.IdempotencyKey; k != "" {
+			delete(s.keys, idemKey{rs.rec.Workflow, rs.rec.Tenant, k})
+		}
 	}
 	return &store.PruneRunsResult{Deleted: len(expired)}, nil
 }
@@ -802,6 +937,7 @@ type readyEntry struct {
 	key      taskKey
 	workflow string
 	tenant   string
+	priority int
 }
 
 type readyHeap []readyEntry

@@ -41,7 +41,7 @@ func createRuns(b *testing.B, s store.Store, n, batch, tenants int, sh *store.Sh
 			runs[i] = store.NewRun{ID: uuid.New(), Workflow: "wf", Tenant: fmt.Sprintf("t%d", (done+i)%tenants),
 				Input: []byte(`{"n":1}`), Shape: sh}
 		}
-		if err := s.CreateRuns(ctx, &store.CreateRunsParams{Runs: runs}); err != nil {
+		if _, err := s.CreateRuns(ctx, &store.CreateRunsParams{Runs: runs}); err != nil {
 			b.Fatal(err)
 		}
 		done += k
@@ -147,7 +147,7 @@ func BenchmarkFireTimersDueTogether(b *testing.B) {
 			for i := range runs {
 				runs[i] = store.NewRun{ID: uuid.New(), Workflow: "wf", Tenant: "t", Input: []byte(`1`), Shape: sh}
 			}
-			if err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: t0, Runs: runs}); err != nil {
+			if _, err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: t0, Runs: runs}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -32,7 +32,7 @@ func TestClaimIsStampedAfterItsTaskWasQueued(t *testing.T) {
 	require.NoError(t, err)
 
 	r := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})
-	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}}))
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 
 	rows, err := tx.Query(ctx, pgstore.Statements(schema)["claim"], []string{"wf"}, 10, "w", nil)
 	require.NoError(t, err)

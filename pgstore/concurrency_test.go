@@ -91,7 +91,7 @@ func TestCancellationRace(t *testing.T) {
 		for i := range runsPerRound {
 			runs = append(runs, newRun(wf, fmt.Sprintf("t%d", i%2), sh))
 		}
-		require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Now: t0, Runs: runs}))
+		require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Now: t0, Runs: runs})))
 		roots := claimAll(t, s, wf, 100)
 		require.Len(t, roots, 2*runsPerRound)
 		var bad []*store.ClaimedTask
@@ -213,7 +213,7 @@ func TestTenantCapConcurrent(t *testing.T) {
 	for i := range 300 {
 		runs = append(runs, newRun("wf", fmt.Sprintf("t%d", i%5), sh))
 	}
-	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Now: t0, Runs: runs}))
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Now: t0, Runs: runs})))
 	var wg sync.WaitGroup
 	for w := range 6 {
 		wg.Go(func() {

@@ -27,59 +27,72 @@ func (e *TxTypeError) Error() string {
 }
 
 // CreateRuns implements store.Store.
-func (s *Store) CreateRuns(ctx context.Context, p *store.CreateRunsParams) error {
-	return classify(s.createRuns(ctx, p))
+func (s *Store) CreateRuns(ctx context.Context, p *store.CreateRunsParams) (*store.CreateRunsResult, error) {
+	res, err := s.createRuns(ctx, p)
+	return res, classify(err)
 }
 
-func (s *Store) createRuns(ctx context.Context, p *store.CreateRunsParams) error {
+func (s *Store) createRuns(ctx context.Context, p *store.CreateRunsParams) (*store.CreateRunsResult, error) {
 	prep, err := s.prepareCreate(p)
 	if err != nil || prep == nil {
-		return err
+		return &store.CreateRunsResult{}, err
 	}
-	err = s.createOwnTx(ctx, prep)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23503" && pgErr.ConstraintName == "runs_shape_id_fkey" {
-		// A shape this process believed stored is gone (the schema was
-		// recreated): forget what it knew and try again.
-		s.mu.Lock()
-		clear(s.stored)
-		s.mu.Unlock()
-		err = s.createOwnTx(ctx, prep)
+	for attempt := 0; ; attempt++ {
+		res, err := s.createOwnTx(ctx, prep)
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr) && pgErr.Code == "23503" && pgErr.ConstraintName == "runs_shape_id_fkey" && attempt == 0:
+			// A shape this process believed stored is gone (the schema was
+			// recreated): forget what it knew and try again.
+			s.mu.Lock()
+			clear(s.stored)
+			s.mu.Unlock()
+		case errors.As(err, &pgErr) && pgErr.Code == "23505" && attempt < 3 &&
+			(pgErr.ConstraintName == "runs_idem_key_idx" || pgErr.ConstraintName == "runs_pkey"):
+			// Another transaction created one of these runs (its key or
+			// ID) after we looked: look again, and it is a duplicate.
+		default:
+			return res, err
+		}
 	}
-	return err
 }
 
 // CreateRunsTx implements store.TxCreator: it creates the runs inside tx,
-// which must be a pgx.Tx, and neither commits nor rolls it back. Runs that
-// already exist are reported with ErrRunExists without aborting tx, except
-// when a concurrent transaction creates the same run at the same moment.
+// which must be a pgx.Tx, and neither commits nor rolls it back. A run that
+// duplicates a recorded one is reported as such, and one whose ID is taken
+// by another workflow or tenant with ErrRunExists, without aborting tx; a
+// run that a concurrent transaction creates at the same moment (the same
+// key or ID) is waited for and, if that transaction commits, reported as a
+// duplicate.
 //
 // The caller's transaction may stay open for long, so nothing it does may
 // hold a lock that the engines need: the runs' shapes are stored beforehand,
 // outside tx (they are immutable, and harmless if tx rolls back), and their
 // root tasks wait in the incoming table, without fair-queue ids, until an
 // engine promotes them after tx commits (see incoming.go).
-func (s *Store) CreateRunsTx(ctx context.Context, tx any, p *store.CreateRunsParams) error {
-	return classify(s.createRunsTx(ctx, tx, p))
+func (s *Store) CreateRunsTx(ctx context.Context, tx any, p *store.CreateRunsParams) (*store.CreateRunsResult, error) {
+	res, err := s.createRunsTx(ctx, tx, p)
+	return res, classify(err)
 }
 
-func (s *Store) createRunsTx(ctx context.Context, tx any, p *store.CreateRunsParams) error {
+func (s *Store) createRunsTx(ctx context.Context, tx any, p *store.CreateRunsParams) (*store.CreateRunsResult, error) {
 	ptx, ok := tx.(pgx.Tx)
 	if !ok || ptx == nil {
-		return &TxTypeError{Got: tx}
+		return nil, &TxTypeError{Got: tx}
 	}
 	prep, err := s.prepareCreate(p)
 	if err != nil || prep == nil {
-		return err
+		return &store.CreateRunsResult{}, err
 	}
 	if err := s.storeShapes(ctx, prep); err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := s.create(ctx, ptx, prep, true); err != nil {
-		return err
+	res, _, err := s.create(ctx, ptx, prep, true)
+	if err != nil {
+		return nil, err
 	}
 	s.incoming.Store(true)
-	return nil
+	return res, nil
 }
 
 // storeShapes inserts the shapes of prep that this process has not stored
@@ -159,9 +172,6 @@ func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
 				prep.wf[id] = nr.Workflow
 			}
 		}
-		if seen[nr.ID] {
-			return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, store.ErrRunExists)
-		}
 		seen[nr.ID] = true
 		prep.shapes[i], prep.shapeIDs[i], prep.ids[i] = sc.c, sc.id, nr.ID
 		prep.tenants = append(prep.tenants, nr.Tenant)
@@ -173,25 +183,75 @@ func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
 	return prep, nil
 }
 
-func (s *Store) createOwnTx(ctx context.Context, prep *createPrep) error {
+func (s *Store) createOwnTx(ctx context.Context, prep *createPrep) (*store.CreateRunsResult, error) {
 	at := time.Now()
-	newShapes, err := s.create(ctx, nil, prep, false)
+	res, newShapes, err := s.create(ctx, nil, prep, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.mu.Lock()
 	for _, id := range newShapes {
 		s.stored[id] = at
 	}
 	s.mu.Unlock()
-	return nil
+	return res, nil
 }
+
+// recorded is a run found recorded when creating runs.
+type recorded struct {
+	id               uuid.UUID
+	workflow, tenant string
+}
+
+// dedupe decides which new runs duplicate recorded ones (byID and byKey:
+// what the database holds) or earlier ones of the batch, as memstore does.
+// It fails with ErrRunExists when a run's ID is taken by a run of another
+// workflow or tenant.
+func dedupe(runs []store.NewRun, byID map[uuid.UUID]recorded, byKey map[idemKey]uuid.UUID) (*store.CreateRunsResult, error) {
+	res := &store.CreateRunsResult{Runs: make([]store.CreatedRun, len(runs))}
+	batch := make(map[uuid.UUID]*store.NewRun, len(runs))
+	batchKeys := make(map[idemKey]uuid.UUID)
+	for i := range runs {
+		nr := &runs[i]
+		res.Runs[i].ID = nr.ID
+		if nr.IdempotencyKey != "" {
+			k := idemKey{nr.Workflow, nr.Tenant, nr.IdempotencyKey}
+			if id, ok := byKey[k]; ok {
+				res.Runs[i] = store.CreatedRun{ID: id, Duplicate: true}
+				continue
+			}
+			if id, ok := batchKeys[k]; ok {
+				res.Runs[i] = store.CreatedRun{ID: id, Duplicate: true}
+				continue
+			}
+		}
+		var wf, tenant string
+		if rec, ok := byID[nr.ID]; ok {
+			wf, tenant = rec.workflow, rec.tenant
+		} else if other, ok := batch[nr.ID]; ok {
+			wf, tenant = other.Workflow, other.Tenant
+		} else {
+			batch[nr.ID] = nr
+			if nr.IdempotencyKey != "" {
+				batchKeys[idemKey{nr.Workflow, nr.Tenant, nr.IdempotencyKey}] = nr.ID
+			}
+			continue
+		}
+		if !dag.SameRun(wf, tenant, nr) {
+			return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, store.ErrRunExists)
+		}
+		res.Runs[i].Duplicate = true
+	}
+	return res, nil
+}
+
+type idemKey struct{ workflow, tenant, key string }
 
 // create creates the runs. With tx nil it works in a transaction of its own,
 // which it commits; otherwise inside tx, the caller's, deferring the
 // enqueueing of root tasks (deferred) and leaving shapes and tenants alone.
-// It returns the shapes it inserted.
-func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferred bool) ([]uuid.UUID, error) {
+// It returns what it did with each run and the shapes it inserted.
+func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferred bool) (*store.CreateRunsResult, []uuid.UUID, error) {
 	b := &pgx.Batch{}
 	now := nowOf(prep.p.Now)
 	if now.IsZero() {
@@ -213,17 +273,37 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 	if len(sIDs) > 0 {
 		b.Queue(s.q.insertShapes, u16(sIDs), sWfs, sJS)
 	}
-	var existing []uuid.UUID
+	byID := map[uuid.UUID]recorded{}
 	b.Queue(s.q.runsExist, u16(prep.ids)).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var id uuid.UUID
-			if err := rows.Scan(p16(&id)); err != nil {
+			var rec recorded
+			if err := rows.Scan(p16(&rec.id), &rec.workflow, &rec.tenant); err != nil {
 				return err
 			}
-			existing = append(existing, id)
+			byID[rec.id] = rec
 		}
 		return rows.Err()
 	})
+	byKey := map[idemKey]uuid.UUID{}
+	var kWfs, kTenants, kKeys []string
+	for i := range prep.p.Runs {
+		if nr := &prep.p.Runs[i]; nr.IdempotencyKey != "" {
+			kWfs, kTenants, kKeys = append(kWfs, nr.Workflow), append(kTenants, nr.Tenant), append(kKeys, nr.IdempotencyKey)
+		}
+	}
+	if len(kKeys) > 0 {
+		b.Queue(s.q.keysExist, kWfs, kTenants, kKeys).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id uuid.UUID
+				var k idemKey
+				if err := rows.Scan(p16(&id), &k.workflow, &k.tenant, &k.key); err != nil {
+					return err
+				}
+				byKey[k] = id
+			}
+			return rows.Err()
+		})
+	}
 	c := newChange(now)
 	c.deferred = deferred
 	if !deferred {
@@ -253,33 +333,143 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 	if tx == nil {
 		var err error
 		if own, err = s.beginOwn(ctx, b); err != nil {
-			return nil, fmt.Errorf("pgstore: begin: %w", err)
+			return nil, nil, fmt.Errorf("pgstore: begin: %w", err)
 		}
 		defer own.close(ctx)
 		q = own
 	}
 	if err := q.SendBatch(ctx, b).Close(); err != nil {
-		return nil, s.createError(err)
+		return nil, nil, s.createError(err)
 	}
-	if len(existing) > 0 {
-		return nil, fmt.Errorf("pgstore: run %s: %w", existing[0], store.ErrRunExists)
+	res, err := dedupe(prep.p.Runs, byID, byKey)
+	if err != nil {
+		return nil, nil, err
 	}
 	// Start the runs. Fair ids are assigned in run order, each run's tasks
 	// in the order the core enqueued them.
 	c.Now = now
 	c.shapeIDs = make(map[*dag.Run]uuid.UUID, len(prep.p.Runs))
 	for i := range prep.p.Runs {
+		if res.Runs[i].Duplicate {
+			continue
+		}
 		nr := &prep.p.Runs[i]
-		rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: nr.Input}
-		r, fx := dag.Start(rec, prep.shapes[i], now)
+		startAt, deadline := dag.Times(nr, now)
+		rec := store.Run{
+			ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: nr.Input,
+			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
+		}
+		r, fx := dag.Start(rec, prep.shapes[i], now, startAt)
 		c.shapeIDs[r] = prep.shapeIDs[i]
 		c.load(r, nil)
 		c.Add(r, fx)
 	}
-	if err := s.persist(ctx, q, c, nil, own); err != nil {
-		return nil, s.createError(err)
+	if len(c.Runs) == 0 {
+		if own != nil {
+			if err := own.send(ctx, &pgx.Batch{}, true); err != nil {
+				return nil, nil, s.createError(err)
+			}
+		}
+		return res, sIDs, nil
 	}
-	return sIDs, nil
+	if deferred {
+		// Inside the caller's transaction a run created concurrently by
+		// another transaction must not abort it: the runs go first, skipping
+		// those, which are then duplicates (or conflicts) as found now.
+		if err := s.insertNewRuns(ctx, q, c, res, prep); err != nil {
+			return nil, nil, err
+		}
+		if len(c.Runs) == 0 {
+			return res, sIDs, nil
+		}
+	}
+	if err := s.persist(ctx, q, c, nil, own); err != nil {
+		return nil, nil, s.createError(err)
+	}
+	return res, sIDs, nil
+}
+
+// insertNewRuns inserts the runs of c, skipping those whose key or ID a
+// concurrent transaction took (it waits for that transaction to end).
+// Those are taken out of c and reported as duplicates, or fail the call
+// with ErrRunExists when the ID is another workflow's or tenant's; the rest
+// of c is marked as inserted.
+func (s *Store) insertNewRuns(ctx context.Context, q querier, c *change, res *store.CreateRunsResult, prep *createPrep) error {
+	b := &pgx.Batch{}
+	inserted := map[uuid.UUID]bool{}
+	c.queueNewRunsWith(s.q.insertRunsNew, b).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id uuid.UUID
+			if err := rows.Scan(p16(&id)); err != nil {
+				return err
+			}
+			inserted[id] = true
+		}
+		return rows.Err()
+	})
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return s.createError(err)
+	}
+	c.runsInserted = true
+	if len(inserted) == len(c.Runs) {
+		return nil
+	}
+	// Look again: the other transactions committed (or we would have
+	// inserted), so their runs are visible to a new statement.
+	var skipped []store.NewRun
+	var at []int
+	for i := range prep.p.Runs {
+		if !res.Runs[i].Duplicate && !inserted[prep.p.Runs[i].ID] {
+			skipped = append(skipped, prep.p.Runs[i])
+			at = append(at, i)
+		}
+	}
+	byID, byKey := map[uuid.UUID]recorded{}, map[idemKey]uuid.UUID{}
+	b = &pgx.Batch{}
+	ids := make([]uuid.UUID, len(skipped))
+	var kWfs, kTenants, kKeys []string
+	for i, nr := range skipped {
+		ids[i] = nr.ID
+		if nr.IdempotencyKey != "" {
+			kWfs, kTenants, kKeys = append(kWfs, nr.Workflow), append(kTenants, nr.Tenant), append(kKeys, nr.IdempotencyKey)
+		}
+	}
+	b.Queue(s.q.runsExist, u16(ids)).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var rec recorded
+			if err := rows.Scan(p16(&rec.id), &rec.workflow, &rec.tenant); err != nil {
+				return err
+			}
+			byID[rec.id] = rec
+		}
+		return rows.Err()
+	})
+	b.Queue(s.q.keysExist, kWfs, kTenants, kKeys).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id uuid.UUID
+			var k idemKey
+			if err := rows.Scan(p16(&id), &k.workflow, &k.tenant, &k.key); err != nil {
+				return err
+			}
+			byKey[k] = id
+		}
+		return rows.Err()
+	})
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return s.createError(err)
+	}
+	again, err := dedupe(skipped, byID, byKey)
+	if err != nil {
+		return err
+	}
+	for k, cr := range again.Runs {
+		if !cr.Duplicate { // neither the ID nor the key was taken: cannot be
+			return fmt.Errorf("pgstore: run %s was neither created nor found", cr.ID)
+		}
+		res.Runs[at[k]] = cr
+	}
+	c.drop(func(r *dag.Run) bool { return !inserted[r.Rec.ID] })
+	return nil
 }
 
 // createError maps database errors of CreateRuns to the store's errors.

@@ -177,7 +177,13 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 					if r == nil || d.idx >= len(r.Tasks) {
 						continue
 					}
-					fx, ok := r.Wake(d.idx, c.Now)
+					var fx dag.Effects
+					var ok bool
+					if d.idx < 0 { // the run's deadline
+						fx, ok = r.Expire(c.Now)
+					} else {
+						fx, ok = r.Wake(d.idx, p.Rand, c.Now)
+					}
 					if ok {
 						res.Fired++
 					}

@@ -54,6 +54,7 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 		name     string
 		workflow string
 		tenant   string
+		priority int16
 	}
 	var rows []row
 	c := newChange(time.Time{})
@@ -67,7 +68,7 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 		}
 		for rs.Next() {
 			var r row
-			if err := rs.Scan(&r.seq, &r.runID, &r.name, &r.workflow, &r.tenant); err != nil {
+			if err := rs.Scan(&r.seq, &r.runID, &r.name, &r.workflow, &r.tenant, &r.priority); err != nil {
 				rs.Close()
 				return err
 			}
@@ -102,15 +103,16 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 		tasks := make([]string, len(rows))
 		wfs := make([]string, len(rows))
 		tenants := make([]string, len(rows))
+		prios := make([]int16, len(rows))
 		for i, r := range rows {
 			l := c.lanes[laneKey{r.workflow, r.tenant}]
 			l.dirty = true
 			ids[i] = l.Place(c.frontiers[r.workflow])
-			runs[i], tasks[i], wfs[i], tenants[i] = r.runID, r.name, r.workflow, r.tenant
+			runs[i], tasks[i], wfs[i], tenants[i], prios[i] = r.runID, r.name, r.workflow, r.tenant, r.priority
 		}
 		b = &pgx.Batch{}
 		c.queueLaneWrites(&s.q, b)
-		b.Queue(s.q.insertReady, ids, runs, tasks, wfs, tenants, pgtype.Timestamptz{})
+		b.Queue(s.q.insertReady, ids, runs, tasks, wfs, tenants, pgtype.Timestamptz{}, prios)
 		b.Queue(s.q.notify, s.channel, []string{string(store.TopicReady)})
 		return tx.SendBatch(ctx, b).Close()
 	})

@@ -27,14 +27,14 @@ func TestCreateRunsTxHoldsNoQueueLocks(t *testing.T) {
 	<-listening
 	sh := &store.Shape{Steps: []store.StepSpec{step("a"), step("b", "a")}}
 	first := newRun("wf", "T", sh)
-	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{first}}))
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{first}})))
 	c := claimN(t, s, 1)
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck
 	pending := newRun("wf", "T", &store.Shape{Steps: []store.StepSpec{step("x"), step("y", "x")}})
-	require.NoError(t, s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{pending}}))
+	require.NoError(t, created(s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{pending}})))
 
 	done := make(chan error, 1)
 	go func() {
@@ -78,7 +78,7 @@ func TestIncomingPromotedByTheLeader(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	r := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})
-	require.NoError(t, other.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{r}}))
+	require.NoError(t, created(other.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 	require.NoError(t, tx.Commit(ctx))
 
 	require.Empty(t, claimN(t, s, 0), "s has not heard of the run")
@@ -134,13 +134,13 @@ func TestRunsInFlightFromTheQueues(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	incoming := newRun("wf", "A", &store.Shape{Steps: []store.StepSpec{step("x")}})
-	require.NoError(t, s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{incoming}}))
+	require.NoError(t, created(s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{incoming}})))
 	require.NoError(t, tx.Commit(ctx))
 
 	ready := newRun("wf", "A", &store.Shape{Steps: []store.StepSpec{step("a")}})
 	asleep := newRun("wf", "A", &store.Shape{Steps: []store.StepSpec{{Name: "nap", Sleep: time.Hour, Retry: store.RetryPolicy{MaxAttempts: 1, Factor: 1}}}})
 	other := newRun("wf", "B", &store.Shape{Steps: []store.StepSpec{step("a")}})
-	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{ready, asleep, other}}))
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{ready, asleep, other}})))
 	require.ElementsMatch(t, []string{incoming.ID.String(), ready.ID.String(), asleep.ID.String()}, running("A"))
 	require.ElementsMatch(t, []string{other.ID.String()}, running("B"))
 	require.Len(t, running(""), 4)

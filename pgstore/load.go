@@ -50,14 +50,15 @@ func (l *loader) queueRuns(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady 
 	b.Queue(q.lockRuns, u16(ids)).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var rr runRow
-			var fin pgtype.Timestamptz
+			var fin, deadline pgtype.Timestamptz
 			var status string
+			var prio int16
 			if err := rows.Scan(p16(&rr.rec.ID), &rr.rec.Workflow, &rr.rec.Tenant, p16(&rr.shapeID), &status,
-				&rr.rec.FailedStep, &rr.rec.Error, &rr.rec.CreatedAt, &fin); err != nil {
+				&rr.rec.FailedStep, &rr.rec.Error, &rr.rec.CreatedAt, &fin, &prio, &deadline); err != nil {
 				return err
 			}
 			rr.rec.Status = store.RunStatus(status)
-			rr.rec.FinishedAt = tm(fin)
+			rr.rec.FinishedAt, rr.rec.Deadline, rr.rec.Priority = tm(fin), tm(deadline), int(prio)
 			l.recs = append(l.recs, rr)
 		}
 		return rows.Err()
@@ -72,14 +73,14 @@ func (l *loader) queueRuns(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady 
 			var t store.Task
 			var idx int32
 			var kind, state string
-			var due, start, fin, qAt, beat pgtype.Timestamptz
+			var due, start, fin, qAt, beat, timeout pgtype.Timestamptz
 			var ec eventCols
 			if err := rows.Scan(p16(&t.RunID), &t.Name, &idx, &kind, &state, &t.Attempt, &t.Token, &t.Worker,
-				&due, &t.Error, &start, &fin, &ec.qID, &qAt, &ec.qAttempt, &ec.sID, &ec.cID, &beat); err != nil {
+				&due, &t.Error, &start, &fin, &ec.qID, &qAt, &ec.qAttempt, &ec.sID, &ec.cID, &beat, &timeout); err != nil {
 				return err
 			}
 			t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)
-			t.DueAt, t.StartedAt, t.FinishedAt, t.HeartbeatAt = tm(due), tm(start), tm(fin), tm(beat)
+			t.DueAt, t.StartedAt, t.FinishedAt, t.HeartbeatAt, t.TimeoutAt = tm(due), tm(start), tm(fin), tm(beat), tm(timeout)
 			ec.qAt, ec.attempt, ec.startedAt, ec.finishedAt = tm(qAt), t.Attempt, t.StartedAt, t.FinishedAt
 			l.tasks[t.RunID] = append(l.tasks[t.RunID], t)
 			l.cols[t.RunID] = append(l.cols[t.RunID], ec)

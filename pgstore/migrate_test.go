@@ -100,7 +100,7 @@ func TestMigrateUpDown(t *testing.T) {
 	s, err := pgstore.New(pool, &pgstore.Config{Schema: schema})
 	require.NoError(t, err)
 	r := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})
-	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}}))
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 	got, err := s.GetRun(ctx, r.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.RunRunning, got.Status)
@@ -123,8 +123,8 @@ func TestMigrationSQL(t *testing.T) {
 
 	s, err := pgstore.New(pool, &pgstore.Config{Schema: schema})
 	require.NoError(t, err)
-	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{
-		newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})}}))
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{
+		newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})}})))
 
 	down, err := pgstore.MigrationSQL(schema, pgstore.Down)
 	require.NoError(t, err)
@@ -172,7 +172,7 @@ func TestSchemaConstraints(t *testing.T) {
 	t.Parallel()
 	s, pool, schema := setup(t)
 	r := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})
-	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}}))
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 	q := pgx.Identifier{schema}.Sanitize()
 	for _, stmt := range []string{
 		fmt.Sprintf(`UPDATE %s.tasks SET state = 'BOGUS' WHERE run_id = $1`, q),

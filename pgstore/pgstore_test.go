@@ -25,7 +25,7 @@ func TestCreateRunsTx(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	rolled := newRun("wf", "t", sh)
-	require.NoError(t, s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{rolled}}))
+	require.NoError(t, created(s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{rolled}})))
 	require.NoError(t, tx.Rollback(ctx))
 	_, err = s.GetRun(ctx, rolled.ID)
 	require.ErrorIs(t, err, store.ErrRunNotFound)
@@ -34,11 +34,17 @@ func TestCreateRunsTx(t *testing.T) {
 	tx, err = pool.Begin(ctx)
 	require.NoError(t, err)
 	kept := newRun("wf", "t", sh)
-	require.NoError(t, s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{kept}}))
+	require.NoError(t, created(s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{kept}})))
 	var one int
 	require.NoError(t, tx.QueryRow(ctx, "SELECT 1").Scan(&one))
-	// An existing run is reported without aborting the caller's transaction.
-	err = s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{kept}})
+	// An existing run is reported without aborting the caller's
+	// transaction: a duplicate, and a conflict for another tenant.
+	res, err := s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{kept}})
+	require.NoError(t, err)
+	require.Equal(t, []store.CreatedRun{{ID: kept.ID, Duplicate: true}}, res.Runs)
+	clash := kept
+	clash.Tenant = "other"
+	_, err = s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{clash}})
 	require.ErrorIs(t, err, store.ErrRunExists)
 	require.NoError(t, tx.Commit(ctx))
 	got, err := s.GetRun(ctx, kept.ID)
@@ -52,13 +58,13 @@ func TestCreateRunsTx(t *testing.T) {
 	tx, err = pool.Begin(ctx)
 	require.NoError(t, err)
 	fresh := &store.Shape{Steps: []store.StepSpec{step("fresh")}}
-	require.NoError(t, s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{newRun("wf", "t", fresh)}}))
+	require.NoError(t, created(s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{newRun("wf", "t", fresh)}})))
 	require.NoError(t, tx.Rollback(ctx))
-	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{newRun("wf", "t", fresh)}}))
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{newRun("wf", "t", fresh)}})))
 
 	// Anything but a pgx.Tx is a typed error.
 	for _, bad := range []any{nil, "tx", &sql.Tx{}, pool} {
-		err = s.CreateRunsTx(ctx, bad, &store.CreateRunsParams{Runs: []store.NewRun{newRun("wf", "t", sh)}})
+		_, err = s.CreateRunsTx(ctx, bad, &store.CreateRunsParams{Runs: []store.NewRun{newRun("wf", "t", sh)}})
 		var typeErr *pgstore.TxTypeError
 		require.True(t, errors.As(err, &typeErr), "%T: %v", bad, err)
 		require.Contains(t, err.Error(), "pgx.Tx")
@@ -73,7 +79,7 @@ func TestDatabaseTime(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, "SELECT now()").Scan(&before))
 	sh := &store.Shape{Steps: []store.StepSpec{{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Hour, Factor: 1}}}}
 	r := newRun("wf", "t", sh)
-	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}}))
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 	cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{WorkerID: "w", Limit: 1, Workflows: []string{"wf"}})
 	require.NoError(t, err)
 	require.Len(t, cs, 1)
@@ -164,10 +170,10 @@ func TestListener(t *testing.T) {
 	n.wait(t, "first resync", topic(store.TopicResync))
 
 	r := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})
-	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}}))
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 	n.wait(t, "ready", topic(store.TopicReady))
 	nap := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{{Name: "nap", Sleep: time.Hour, Retry: once()}}})
-	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{nap}}))
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{nap}})))
 	n.wait(t, "timer", topic(store.TopicTimer))
 	cs := claimAll(t, s, "wf", 10)
 	require.Len(t, cs, 1)
@@ -180,7 +186,7 @@ func TestListener(t *testing.T) {
 	// delivering.
 	require.Eventually(t, func() bool { return terminate(t, pool, schema, "listener") == 1 }, 10*time.Second, 10*time.Millisecond)
 	n.wait(t, "resync after reconnect", topic(store.TopicResync))
-	require.NoError(t, s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})}}))
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})}})))
 	n.wait(t, "ready after reconnect", topic(store.TopicReady))
 }
 
@@ -309,3 +315,6 @@ func TestElector(t *testing.T) {
 	require.Equal(t, 1, e.maxLead, "a resigning leader's lead returns before the next one starts")
 	e.mu.Unlock()
 }
+
+// created drops the result of CreateRuns.
+func created(_ *store.CreateRunsResult, err error) error { return err }

@@ -19,6 +19,8 @@ type queries struct {
 	insertShapes string
 
 	runsExist      string
+	keysExist      string
+	insertRunsNew  string
 	ensureTenants  string
 	ensureLanes    string
 	lockLanes      string
@@ -122,7 +124,12 @@ WHERE shapes.used_at < now() - interval '` + strconv.Itoa(int(shapeTrust/time.Se
 
 		// No LIMIT: "LIMIT 1" invites a sequential scan expected to stop
 		// at the first match, which is wrong for a check that finds nothing.
-		runsExist: r(`SELECT id FROM {{schema}}.runs WHERE id = ANY($1::uuid[])`),
+		runsExist: r(`SELECT id, workflow, tenant FROM {{schema}}.runs WHERE id = ANY($1::uuid[])`),
+		// Runs holding idempotency keys, through their unique index.
+		keysExist: r(`
+SELECT r.id, r.workflow, r.tenant, r.idem_key FROM unnest($1::text[], $2::text[], $3::text[]) AS k(workflow, tenant, key)
+JOIN {{schema}}.runs r ON r.workflow = k.workflow AND r.tenant = k.tenant AND r.idem_key = k.key
+WHERE r.idem_key IS NOT NULL`),
 		// New tenants get their groups in the order of $1 (sorted by the
 		// caller), and only when the batch will not fail on an existing run,
 		// so that sequential calls leave no gaps in the groups.
@@ -180,14 +187,15 @@ UPDATE {{schema}}.lanes l SET last_block = u.last_block
 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(workflow, tenant, last_block)
 WHERE l.workflow = u.workflow AND l.tenant = u.tenant`),
 		lockRuns: r(`
-SELECT id, workflow, tenant, shape_id, status, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at
+SELECT id, workflow, tenant, shape_id, status, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at,
+       priority, deadline_at
 FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`),
 		// Outputs are not loaded: the core never reads them, and a task's
 		// output is written when it completes, and cleared when a replay
 		// resets it (attempt 0; see updateTasks).
 		loadTasks: r(`
 SELECT run_id, name, idx, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
-       coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at
+       coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at, timeout_at
 FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) ORDER BY run_id, idx`),
 		lockReady: r(`SELECT id FROM {{schema}}.ready WHERE run_id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`),
 		// Rows of the ready queue are found one key at a time, each by a
@@ -204,16 +212,32 @@ DELETE FROM {{schema}}.ready WHERE ctid = ANY (ARRAY (
 		// run fails, is cancelled or is replayed, never when it completes,
 		// so that settling stays a HOT update.
 		insertRuns: r(`
-INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful)
+INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
+                             idem_key, priority, deadline_at)
 SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED')
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[])
-  AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at)`),
+       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), priority, deadline_at
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
+            $11::text[], $12::smallint[], $13::timestamptz[])
+  AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at)`),
+		// The same inside a caller's transaction: a run another transaction
+		// creates at the same moment (its key or ID) is skipped instead of
+		// aborting the caller's transaction, and reported as a duplicate.
+		insertRunsNew: r(`
+INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
+                             idem_key, priority, deadline_at)
+SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
+       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), priority, deadline_at
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
+            $11::text[], $12::smallint[], $13::timestamptz[])
+  AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at)
+ON CONFLICT DO NOTHING RETURNING id`),
+
 		updateRuns: r(`
 UPDATE {{schema}}.runs r
 SET status = u.status, failed_step = nullif(u.failed_step, ''), error = nullif(u.error, ''), finished_at = u.finished_at,
-    unsuccessful = u.status IN ('FAILED', 'CANCELLED')
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u(id, status, failed_step, error, finished_at)
+    unsuccessful = u.status IN ('FAILED', 'CANCELLED'), deadline_at = u.deadline_at
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[])
+  AS u(id, status, failed_step, error, finished_at, deadline_at)
 WHERE r.id = u.id`),
 		// Settled runs counted per minute, into the rows of this
 		// connection's shard; the keys come sorted and distinct, so that two
@@ -225,53 +249,63 @@ FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::bigint[])
 ON CONFLICT (minute, workflow, tenant, status, shard) DO UPDATE SET n = c.n + excluded.n`),
 		insertTasks: r(`
 INSERT INTO {{schema}}.tasks (run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
-                              q_id, q_at, q_attempt, s_id, c_id)
+                              q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us)
 SELECT run_id, name, tenant, idx, kind, state, attempt, token, nullif(worker, ''), due_at, output, nullif(error, ''), started_at, finished_at,
-       nullif(q_id, 0), q_at, CASE WHEN q_id = 0 THEN NULL ELSE q_attempt END, nullif(s_id, 0), nullif(c_id, 0)
+       nullif(q_id, 0), q_at, CASE WHEN q_id = 0 THEN NULL ELSE q_attempt END, nullif(s_id, 0), nullif(c_id, 0), timeout_at, nullif(timeout_us, 0)
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::int[], $8::bigint[], $9::text[],
             $10::timestamptz[], $11::bytea[], $12::text[], $13::timestamptz[], $14::timestamptz[],
-            $15::bigint[], $16::timestamptz[], $17::int[], $18::bigint[], $19::bigint[])
+            $15::bigint[], $16::timestamptz[], $17::int[], $18::bigint[], $19::bigint[], $20::timestamptz[], $21::bigint[])
   AS u(run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
-       q_id, q_at, q_attempt, s_id, c_id)`),
+       q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us)`),
 		updateTasks: r(`
 UPDATE {{schema}}.tasks t
 SET state = u.state, attempt = u.attempt, token = u.token, worker = nullif(u.worker, ''), due_at = u.due_at,
     output = CASE WHEN u.state = 'COMPLETED' OR u.attempt = 0 THEN u.output ELSE t.output END,
     error = nullif(u.error, ''), started_at = u.started_at, finished_at = u.finished_at,
     q_id = nullif(u.q_id, 0), q_at = u.q_at, q_attempt = CASE WHEN u.q_id = 0 THEN NULL ELSE u.q_attempt END,
-    s_id = nullif(u.s_id, 0), c_id = nullif(u.c_id, 0)
+    s_id = nullif(u.s_id, 0), c_id = nullif(u.c_id, 0), timeout_at = u.timeout_at
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::timestamptz[], $8::bytea[],
             $9::text[], $10::timestamptz[], $11::timestamptz[],
-            $12::bigint[], $13::timestamptz[], $14::int[], $15::bigint[], $16::bigint[])
+            $12::bigint[], $13::timestamptz[], $14::int[], $15::bigint[], $16::bigint[], $17::timestamptz[])
   AS u(run_id, name, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
-       q_id, q_at, q_attempt, s_id, c_id)
+       q_id, q_at, q_attempt, s_id, c_id, timeout_at)
 WHERE t.run_id = u.run_id AND t.name = u.name`),
 		insertIncoming: r(`
-INSERT INTO {{schema}}.incoming (run_id, name, workflow, tenant)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[])`),
+INSERT INTO {{schema}}.incoming (run_id, name, workflow, tenant, priority)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::smallint[])`),
 		takeIncoming: r(`
 DELETE FROM {{schema}}.incoming WHERE seq IN (
   SELECT seq FROM {{schema}}.incoming ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
-RETURNING seq, run_id, name, workflow, tenant`),
+RETURNING seq, run_id, name, workflow, tenant, priority`),
 		insertReady: r(`
-INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant, queued_at)
-SELECT id, run_id, name, workflow, tenant, coalesce($6, now())
-FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[]) AS u(id, run_id, name, workflow, tenant)`),
+INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant, queued_at, priority)
+SELECT id, run_id, name, workflow, tenant, coalesce($6, now()), priority
+FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[], $7::smallint[]) AS u(id, run_id, name, workflow, tenant, priority)`),
 		insertEvents: r(`
 INSERT INTO {{schema}}.events (run_id, id, step, type, attempt, at, detail, due_at)
 SELECT run_id, id, step, type, attempt, at, nullif(detail, ''), due_at
 FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::text[], $8::timestamptz[])
   AS u(run_id, id, step, type, attempt, at, detail, due_at)`),
 		notify:    `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`,
-		nextTimer: r(`SELECT min(due_at) FROM {{schema}}.tasks WHERE due_at IS NOT NULL`),
+		nextTimer: r(`SELECT ` + nextTimerSQL),
 		// The timer index is on (due_at, run_id, idx): the LIMIT reads only
 		// the timers it returns, however many are due at one instant.
+		// Due times and timeouts each by their index, merged; then the runs
+		// past their deadlines (idx -1).
 		dueTimers: r(`
-SELECT run_id, idx FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND due_at <= coalesce($1, now())
-ORDER BY due_at, run_id, idx LIMIT $2`),
+SELECT run_id, idx FROM (
+  (SELECT due_at AS at, run_id, idx FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND due_at <= coalesce($1, now())
+   ORDER BY due_at, run_id, idx LIMIT $2)
+  UNION ALL
+  (SELECT timeout_at, run_id, idx FROM {{schema}}.tasks WHERE timeout_at IS NOT NULL AND timeout_at <= coalesce($1, now())
+   ORDER BY timeout_at, run_id, idx LIMIT $2)
+  UNION ALL
+  (SELECT deadline_at, id, -1 FROM {{schema}}.runs WHERE deadline_at IS NOT NULL AND deadline_at <= coalesce($1, now())
+   ORDER BY deadline_at, id LIMIT $2)
+) d ORDER BY at, run_id, idx LIMIT $2`),
 		// The next timer and the time, read before FireTimers opens a
 		// transaction: an idle leader stops here.
-		timerCheck: r(`SELECT min(due_at), coalesce($1, now()) FROM {{schema}}.tasks WHERE due_at IS NOT NULL`),
+		timerCheck: r(`SELECT ` + nextTimerSQL + `, coalesce($1, now())`),
 		// Stamps the listed claims whose tasks run under them (skipping rows
 		// a transition holds: it is finishing them) and reads the tasks back,
 		// as they were before the statement, for dag.Current to tell which
@@ -312,11 +346,12 @@ JOIN unnest($1::uuid[], $2::text[]) AS u(run_id, name) ON t.run_id = u.run_id AN
 WHERE t.state = 'COMPLETED'`),
 
 		getRun: r(`
-SELECT id, workflow, tenant, status, input, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at, shape_id
+SELECT id, workflow, tenant, status, input, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at, shape_id,
+       coalesce(idem_key, ''), priority, deadline_at
 FROM {{schema}}.runs WHERE id = $1`),
 		listTasks: r(`
 SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, output, coalesce(error, ''), started_at, finished_at,
-       heartbeat_at
+       heartbeat_at, timeout_at
 FROM {{schema}}.tasks WHERE run_id = $1 ORDER BY idx`),
 		// The log is the events table plus the happy-path events kept in
 		// task rows.
@@ -440,7 +475,8 @@ block AS (
 claimed AS (
   UPDATE {{schema}}.tasks t
   SET state = 'RUNNING', attempt = t.attempt + 1, token = n.id, worker = $3, started_at = (SELECT at FROM block),
-      heartbeat_at = NULL, finished_at = NULL, s_id = (SELECT base FROM block) + n.k
+      heartbeat_at = NULL, finished_at = NULL, s_id = (SELECT base FROM block) + n.k,
+      timeout_at = (SELECT at FROM block) + t.timeout_us * interval '1 microsecond'
   FROM numbered n
   WHERE t.run_id = n.run_id AND t.name = n.name AND t.state = 'QUEUED' AND t.due_at IS NULL
   RETURNING t.run_id, t.name, t.idx, t.kind, t.attempt, t.token, t.started_at
@@ -458,6 +494,14 @@ SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.tenant
 FROM claimed c JOIN {{schema}}.runs r ON r.id = c.run_id
 ORDER BY c.token, r.workflow`
 }
+
+// nextTimerSQL is the SQL of the next timer due: the earliest due time
+// (sleeps, backoffs, delayed starts), timeout and run deadline, each read
+// from its own partial index.
+const nextTimerSQL = `least(
+  (SELECT min(due_at) FROM {{schema}}.tasks WHERE due_at IS NOT NULL),
+  (SELECT min(timeout_at) FROM {{schema}}.tasks WHERE timeout_at IS NOT NULL),
+  (SELECT min(deadline_at) FROM {{schema}}.runs WHERE deadline_at IS NOT NULL))`
 
 // obsoleteFrontier is the condition on a frontier row r whose deletion
 // changes no workflow's frontier: for each workflow it serves another row

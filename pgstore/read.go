@@ -16,10 +16,11 @@ import (
 func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	var r store.Run
 	var status string
-	var fin pgtype.Timestamptz
+	var fin, deadline pgtype.Timestamptz
 	var shapeID uuid.UUID
+	var prio int16
 	err := s.pool.QueryRow(ctx, s.q.getRun, [16]byte(id)).Scan(p16(&r.ID), &r.Workflow, &r.Tenant, &status, &r.Input,
-		&r.FailedStep, &r.Error, &r.CreatedAt, &fin, p16(&shapeID))
+		&r.FailedStep, &r.Error, &r.CreatedAt, &fin, p16(&shapeID), &r.IdempotencyKey, &prio, &deadline)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrRunNotFound
 	}
@@ -27,7 +28,7 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 		return nil, classify(fmt.Errorf("pgstore: get run: %w", err))
 	}
 	r.Status = store.RunStatus(status)
-	r.FinishedAt = tm(fin)
+	r.FinishedAt, r.Deadline, r.Priority = tm(fin), tm(deadline), int(prio)
 	shapes, err := s.shapesFor(ctx, s.pool, []uuid.UUID{shapeID})
 	if err != nil {
 		return nil, classify(err)
@@ -47,13 +48,13 @@ func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, err
 	for rows.Next() {
 		t := &store.Task{}
 		var kind, state string
-		var due, start, fin, beat pgtype.Timestamptz
+		var due, start, fin, beat, timeout pgtype.Timestamptz
 		if err := rows.Scan(p16(&t.RunID), &t.Name, &kind, &state, &t.Attempt, &t.Token, &t.Worker, &due, &t.Output,
-			&t.Error, &start, &fin, &beat); err != nil {
+			&t.Error, &start, &fin, &beat, &timeout); err != nil {
 			return nil, fmt.Errorf("pgstore: list tasks: %w", err)
 		}
 		t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)
-		t.DueAt, t.StartedAt, t.FinishedAt, t.HeartbeatAt = tm(due), tm(start), tm(fin), tm(beat)
+		t.DueAt, t.StartedAt, t.FinishedAt, t.HeartbeatAt, t.TimeoutAt = tm(due), tm(start), tm(fin), tm(beat), tm(timeout)
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,6 +72,25 @@ type change struct {
 
 	shapeIDs map[*dag.Run]uuid.UUID // of new runs
 	notes    []string
+
+	// runsInserted: the new runs are inserted already (insertNewRuns).
+	runsInserted bool
+}
+
+// drop takes the runs for which gone is true out of the change, with
+// their effects and enqueued tasks: runs it was to create that turned out
+// to exist.
+func (c *change) drop(gone func(r *dag.Run) bool) {
+	c.Runs = slices.DeleteFunc(c.Runs, func(r *dag.Run) bool {
+		if !gone(r) {
+			return false
+		}
+		delete(c.Effects, r)
+		delete(c.byID, r.Rec.ID)
+		delete(c.cols, r)
+		return true
+	})
+	c.Enqueued = slices.DeleteFunc(c.Enqueued, func(e dag.TaskAt) bool { return gone(e.R) })
 }
 
 func newChange(now time.Time) *change {

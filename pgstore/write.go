@@ -108,6 +108,8 @@ type taskCols struct {
 	qIDs, sIDs, cIDs       []int64
 	qAts                   []pgtype.Timestamptz
 	qAttempts              []int32
+	timeouts               []pgtype.Timestamptz
+	timeoutUs              []int64
 }
 
 func newTaskCols(n int) *taskCols {
@@ -119,6 +121,7 @@ func newTaskCols(n int) *taskCols {
 		finishes: make([]pgtype.Timestamptz, 0, n), outputs: make([][]byte, 0, n),
 		qIDs: make([]int64, 0, n), sIDs: make([]int64, 0, n), cIDs: make([]int64, 0, n),
 		qAts: make([]pgtype.Timestamptz, 0, n), qAttempts: make([]int32, 0, n),
+		timeouts: make([]pgtype.Timestamptz, 0, n), timeoutUs: make([]int64, 0, n),
 	}
 }
 
@@ -143,6 +146,8 @@ func (tc *taskCols) add(r *dag.Run, i int, ec *eventCols) {
 	tc.errs = append(tc.errs, t.Error)
 	tc.starts = append(tc.starts, stamp(t.StartedAt))
 	tc.finishes = append(tc.finishes, stamp(t.FinishedAt))
+	tc.timeouts = append(tc.timeouts, stamp(t.TimeoutAt))
+	tc.timeoutUs = append(tc.timeoutUs, r.Shape.Timeout(i).Microseconds())
 }
 
 // queueWrites queues the statements that write a change: lanes, new runs,
@@ -180,12 +185,13 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 	}
 	if len(upd.runIDs) > 0 {
 		b.Queue(q.updateTasks, upd.runIDs, upd.names, upd.states, upd.attempts, upd.tokens, upd.workers,
-			upd.dues, upd.outputs, upd.errs, upd.starts, upd.finishes, upd.qIDs, upd.qAts, upd.qAttempts, upd.sIDs, upd.cIDs)
+			upd.dues, upd.outputs, upd.errs, upd.starts, upd.finishes, upd.qIDs, upd.qAts, upd.qAttempts, upd.sIDs, upd.cIDs,
+			upd.timeouts)
 	}
 	if len(ins.runIDs) > 0 {
 		b.Queue(q.insertTasks, ins.runIDs, ins.names, ins.tenants, ins.idxs, ins.kinds, ins.states, ins.attempts,
 			ins.tokens, ins.workers, ins.dues, ins.outputs, ins.errs, ins.starts, ins.finishes,
-			ins.qIDs, ins.qAts, ins.qAttempts, ins.sIDs, ins.cIDs)
+			ins.qIDs, ins.qAts, ins.qAttempts, ins.sIDs, ins.cIDs, ins.timeouts, ins.timeoutUs)
 	}
 
 	// (4) Ready rows, or incoming rows for runs created in a caller's
@@ -197,6 +203,7 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 		rNames   = make([]string, 0, n)
 		rWfs     = make([]string, 0, n)
 		rTenants = make([]string, 0, n)
+		rPrios   = make([]int16, 0, n)
 	)
 	for k, e := range c.Enqueued {
 		if !c.deferred {
@@ -206,13 +213,14 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 		rNames = append(rNames, e.R.Tasks[e.I].Name)
 		rWfs = append(rWfs, e.R.Rec.Workflow)
 		rTenants = append(rTenants, e.R.Rec.Tenant)
+		rPrios = append(rPrios, int16(e.R.Rec.Priority))
 	}
 	switch {
 	case n == 0:
 	case c.deferred:
-		b.Queue(q.insertIncoming, rRuns, rNames, rWfs, rTenants)
+		b.Queue(q.insertIncoming, rRuns, rNames, rWfs, rTenants, rPrios)
 	default:
-		b.Queue(q.insertReady, rIDs, rRuns, rNames, rWfs, rTenants, stamp(c.Now))
+		b.Queue(q.insertReady, rIDs, rRuns, rNames, rWfs, rTenants, stamp(c.Now), rPrios)
 	}
 
 	// (5) Events that do not live in task rows.
@@ -246,14 +254,27 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 	return nil
 }
 
-// queueNewRuns queues the insert of the runs the change created.
+// queueNewRuns queues the insert of the runs the change created, unless
+// they are inserted already.
 func (c *change) queueNewRuns(q *queries, b *pgx.Batch) {
+	if !c.runsInserted {
+		c.queueNewRunsWith(q.insertRuns, b)
+	}
+}
+
+// queueNewRunsWith queues the insert of the runs the change created with
+// the statement sql (insertRuns or insertRunsNew), or nothing (nil) when
+// there are none.
+func (c *change) queueNewRunsWith(sql string, b *pgx.Batch) *pgx.QueuedQuery {
 	var (
 		ids, shapes           [][16]byte
 		wfs, tenants, sts     []string
 		fsteps, errs          []string
 		inputs                [][]byte
 		createdAt, finishedAt []pgtype.Timestamptz
+		keys                  []string
+		prios                 []int16
+		deadlines             []pgtype.Timestamptz
 	)
 	for _, r := range c.Runs {
 		if !c.Effects[r].Created {
@@ -270,10 +291,14 @@ func (c *change) queueNewRuns(q *queries, b *pgx.Batch) {
 		errs = append(errs, rec.Error)
 		createdAt = append(createdAt, stamp(rec.CreatedAt))
 		finishedAt = append(finishedAt, stamp(rec.FinishedAt))
+		keys = append(keys, rec.IdempotencyKey)
+		prios = append(prios, int16(rec.Priority))
+		deadlines = append(deadlines, stamp(rec.Deadline))
 	}
-	if len(ids) > 0 {
-		b.Queue(q.insertRuns, ids, wfs, tenants, shapes, sts, inputs, fsteps, errs, createdAt, finishedAt)
+	if len(ids) == 0 {
+		return nil
 	}
+	return b.Queue(sql, ids, wfs, tenants, shapes, sts, inputs, fsteps, errs, createdAt, finishedAt, keys, prios, deadlines)
 }
 
 // queueRunUpdates queues the update of existing runs whose record changed,
@@ -283,6 +308,7 @@ func (c *change) queueRunUpdates(q *queries, b *pgx.Batch) {
 		ids               [][16]byte
 		sts, fsteps, errs []string
 		finishedAt        []pgtype.Timestamptz
+		deadlines         []pgtype.Timestamptz
 		counts            = map[dag.RunCountKey]int64{}
 	)
 	for _, r := range c.Runs {
@@ -302,9 +328,10 @@ func (c *change) queueRunUpdates(q *queries, b *pgx.Batch) {
 		fsteps = append(fsteps, rec.FailedStep)
 		errs = append(errs, rec.Error)
 		finishedAt = append(finishedAt, stamp(rec.FinishedAt))
+		deadlines = append(deadlines, stamp(rec.Deadline))
 	}
 	if len(ids) > 0 {
-		b.Queue(q.updateRuns, ids, sts, fsteps, errs, finishedAt)
+		b.Queue(q.updateRuns, ids, sts, fsteps, errs, finishedAt, deadlines)
 	}
 	queueCounts(q, b, counts)
 }

@@ -27,10 +27,18 @@ import (
 // Store is the set of transitions and reads the engine needs.
 type Store interface {
 	// CreateRuns records new runs with their tasks, recording each run's
-	// shape, and makes every root task ready (or asleep, for a sleep root).
-	// All runs are created in one atomic unit. A run whose ID already exists
-	// fails the whole call with ErrRunExists.
-	CreateRuns(ctx context.Context, p *CreateRunsParams) error
+	// shape, and makes every root task ready (or asleep, for a sleep root;
+	// or waiting for its StartAt). All runs are created in one atomic unit.
+	//
+	// A new run that duplicates one already recorded (or earlier in the
+	// call) is not created: the result reports the recorded run's ID with
+	// Duplicate set. A duplicate has the same idempotency key (the same
+	// workflow, tenant and IdempotencyKey), or the same ID with the same
+	// workflow and tenant. A run whose ID is taken by a run of another
+	// workflow or tenant fails the whole call with ErrRunExists. Under
+	// concurrency exactly one of the callers creating the same key (or ID)
+	// creates the run; the others report it as a duplicate.
+	CreateRuns(ctx context.Context, p *CreateRunsParams) (*CreateRunsResult, error)
 
 	// ClaimTasks claims up to Limit ready tasks in fair order for a worker:
 	// each becomes RUNNING with its attempt number incremented and a fresh
@@ -53,8 +61,11 @@ type Store interface {
 	Heartbeat(ctx context.Context, p *HeartbeatParams) (*HeartbeatResult, error)
 
 	// FireTimers fires due timers: a sleeping task completes and its children
-	// are resolved; a task waiting out a retry backoff becomes ready. It
-	// reports how long until the next timer is due.
+	// are resolved; a task waiting out a retry backoff or a delayed start
+	// becomes ready; an attempt past its timeout fails; a ready task past
+	// its queue timeout fails; a run past its deadline fails (see
+	// dag.Run.Wake and dag.Run.Expire). It reports how long until the next
+	// timer is due.
 	FireTimers(ctx context.Context, p *FireTimersParams) (*FireTimersResult, error)
 
 	// RescueTasks finds RUNNING tasks neither claimed nor heartbeated within
@@ -123,7 +134,7 @@ type Elector interface {
 // transaction the caller controls (pgx.Tx for pgstore), so that saving an
 // order and starting its workflow commit or roll back together.
 type TxCreator interface {
-	CreateRunsTx(ctx context.Context, tx any, p *CreateRunsParams) error
+	CreateRunsTx(ctx context.Context, tx any, p *CreateRunsParams) (*CreateRunsResult, error)
 }
 
 // Checker is implemented by stores that can tell whether they are ready to
@@ -265,6 +276,14 @@ type StepSpec struct {
 	// Sleep, when positive, makes this a durable sleep step.
 	Sleep time.Duration `json:"sleep,omitempty"`
 	Retry RetryPolicy   `json:"retry"`
+	// Timeout, when positive, bounds each attempt: an attempt still
+	// RUNNING Timeout after its claim fails (and is retried per Retry),
+	// and its claim's late outcome is refused.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// QueueTimeout, when positive, bounds the wait for a worker: a task
+	// still ready and unclaimed QueueTimeout after it became ready fails
+	// the step without retry.
+	QueueTimeout time.Duration `json:"queue_timeout,omitempty"`
 }
 
 // OnFailureSpec describes a workflow's on-failure handler.
@@ -293,12 +312,57 @@ type NewRun struct {
 	Tenant   string
 	Input    []byte
 	Shape    *Shape
+	// IdempotencyKey, when set, makes the run unique per workflow and
+	// tenant: creating another run with the same key reports the first as a
+	// duplicate for as long as it is kept (retention). 1-255 bytes of UTF-8
+	// without control characters.
+	IdempotencyKey string
+	// StartAt, when after the creation time, holds the run's root tasks
+	// until then: they wait as timers (QUEUED with a due time) and become
+	// ready when the leader fires them.
+	StartAt time.Time
+	// StartAfter, when positive, holds the root tasks until that long
+	// after the creation time (the later of it and StartAt wins).
+	StartAfter time.Duration
+	// Deadline, when set, is when the run fails if it has not settled: its
+	// unfinished tasks are cancelled (see dag.Run.Expire).
+	Deadline time.Time
+	// Timeout, when positive, sets the deadline that long after the
+	// creation time (the earlier of it and Deadline wins).
+	Timeout time.Duration
+	// Priority orders the run's tasks within its tenant's queue: higher
+	// first, between PriorityMin and PriorityMax (0 is the default).
+	Priority int
 }
+
+// Priorities of runs: a tenant's ready tasks of a higher priority are
+// claimed before its tasks of a lower one; fairness between tenants is not
+// affected.
+const (
+	PriorityMin = 0
+	PriorityMax = 3
+)
 
 // CreateRunsParams are the parameters of Store.CreateRuns.
 type CreateRunsParams struct {
 	Now  time.Time
 	Runs []NewRun
+}
+
+// CreateRunsResult is the result of Store.CreateRuns.
+type CreateRunsResult struct {
+	// Runs has one entry per new run, in order.
+	Runs []CreatedRun
+}
+
+// CreatedRun is what CreateRuns did with one new run.
+type CreatedRun struct {
+	// ID is the run's ID: the new run's, or the recorded run's for a
+	// duplicate.
+	ID uuid.UUID
+	// Duplicate is set when the run was not created because it duplicates
+	// a recorded one (or one earlier in the call).
+	Duplicate bool
 }
 
 // ClaimTasksParams are the parameters of Store.ClaimTasks.
@@ -325,7 +389,10 @@ type ClaimedTask struct {
 	// Token identifies this claim; outcomes and heartbeats must present it.
 	Token int64
 	Retry RetryPolicy
-	Input []byte
+	// Timeout bounds the attempt (StepSpec.Timeout; 0: none), counted from
+	// the claim.
+	Timeout time.Duration
+	Input   []byte
 	// ParentOutputs holds the outputs of the parents that COMPLETED, by
 	// name. A skipped parent is absent.
 	ParentOutputs map[string][]byte
@@ -438,6 +505,9 @@ type FireTimersParams struct {
 	Now time.Time
 	// Limit is the most timers to fire in one call.
 	Limit int
+	// Rand is a random number in [0, 1) used for the retry jitter of
+	// attempts that timed out.
+	Rand float64
 }
 
 // FireTimersResult is the result of Store.FireTimers.
@@ -477,7 +547,14 @@ type Run struct {
 	FailedStep string
 	Error      string
 	// Shape is the run's DAG; set by GetRun.
-	Shape     *Shape
+	Shape *Shape
+	// IdempotencyKey is the key the run was created with, if any.
+	IdempotencyKey string
+	// Priority is the run's priority (PriorityMin to PriorityMax).
+	Priority int
+	// Deadline, when set, is when the run fails if it has not settled. It
+	// is cleared when the run settles (a replayed run has none).
+	Deadline  time.Time
 	CreatedAt time.Time
 	// FinishedAt is set once the run has settled: every task is terminal,
 	// the on-failure handler included.
@@ -504,10 +581,14 @@ type Task struct {
 	// HeartbeatAt is the last heartbeat of the current claim of a RUNNING
 	// task; zero before the first.
 	HeartbeatAt time.Time
-	Output      []byte
-	Error       string
-	StartedAt   time.Time
-	FinishedAt  time.Time
+	// TimeoutAt is when a ready task fails for want of a worker
+	// (StepSpec.QueueTimeout), or when a RUNNING attempt fails for running
+	// too long (StepSpec.Timeout); zero otherwise.
+	TimeoutAt  time.Time
+	Output     []byte
+	Error      string
+	StartedAt  time.Time
+	FinishedAt time.Time
 }
 
 // Event is one entry of a run's event log.

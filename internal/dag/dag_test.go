@@ -116,7 +116,7 @@ func start(t *testing.T, shape *store.Shape) *Run {
 	t.Helper()
 	c, err := Compile(shape)
 	require.NoError(t, err)
-	r, _ := Start(store.Run{ID: uuid.New(), Workflow: "wf", Tenant: "t"}, c, t0)
+	r, _ := Start(store.Run{ID: uuid.New(), Workflow: "wf", Tenant: "t"}, c, t0, time.Time{})
 	return r
 }
 
@@ -237,7 +237,7 @@ func TestClaimTokens(t *testing.T) {
 		return &store.Outcome{Task: store.TaskRef{Step: "a", Token: tok}, Kind: kind, Error: "e"}
 	}
 	claim := func(tok int64, at time.Time) bool { _, ok := r.Claim(0, tok, "w", at); return ok }
-	wake := func(at time.Time) bool { _, ok := r.Wake(0, at); return ok }
+	wake := func(at time.Time) bool { _, ok := r.Wake(0, 0, at); return ok }
 	require.Equal(t, store.FinishStale, r.finishStatus(0, out(0, store.OutcomeComplete), t0), "an unclaimed task accepts nothing")
 	require.False(t, claim(0, t0), "0 is no token")
 	require.True(t, claim(10, t0))
@@ -272,20 +272,20 @@ func TestSleepWake(t *testing.T) {
 	t.Parallel()
 	c, err := Compile(&store.Shape{Steps: []store.StepSpec{{Name: "nap", Sleep: 90 * time.Minute, Retry: once()}, st("b", "nap")}})
 	require.NoError(t, err)
-	r, fx := Start(store.Run{ID: uuid.New(), Workflow: "wf", Tenant: "t"}, c, t0)
+	r, fx := Start(store.Run{ID: uuid.New(), Workflow: "wf", Tenant: "t"}, c, t0, time.Time{})
 	require.Equal(t, store.TaskSleeping, r.stateOf("nap"))
 	require.True(t, fx.Timer)
 	require.True(t, fx.Created)
 	require.Equal(t, []int{0, 1}, fx.NewTasks)
 	require.True(t, r.Tasks[0].DueAt.Equal(t0.Add(90*time.Minute)))
-	_, ok := r.Wake(0, t0.Add(time.Hour))
+	_, ok := r.Wake(0, 0, t0.Add(time.Hour))
 	require.False(t, ok)
-	fx, ok = r.Wake(0, t0.Add(2*time.Hour))
+	fx, ok = r.Wake(0, 0, t0.Add(2*time.Hour))
 	require.True(t, ok)
 	require.Equal(t, []int{1}, fx.Enqueued)
 	require.Equal(t, store.TaskCompleted, r.stateOf("nap"))
 	require.Equal(t, store.TaskQueued, r.stateOf("b"))
-	_, ok = r.Wake(0, t0.Add(3*time.Hour))
+	_, ok = r.Wake(0, 0, t0.Add(3*time.Hour))
 	require.False(t, ok, "a timer fires once")
 }
 
@@ -336,7 +336,7 @@ func TestCancel(t *testing.T) {
 
 	_, err = r.Cancel("again", t0)
 	require.ErrorIs(t, err, store.ErrRunSettled)
-	_, ok := r.Wake(flaky, t0.Add(2*time.Hour))
+	_, ok := r.Wake(flaky, 0, t0.Add(2*time.Hour))
 	require.False(t, ok, "a cancelled backoff never fires")
 }
 

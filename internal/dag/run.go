@@ -51,10 +51,14 @@ func Load(rec store.Run, shape *Compiled, tasks []store.Task) (*Run, error) {
 	return &Run{Rec: rec, Shape: shape, Tasks: tasks}, nil
 }
 
-// Start creates the tasks of a new run and makes its roots ready (or asleep).
-func Start(rec store.Run, shape *Compiled, now time.Time) (*Run, Effects) {
+// Start creates the tasks of a new run and makes its roots ready (or
+// asleep). With startAt after now the roots wait until then instead, as
+// timers (QUEUED with a due time, like a retry backoff), and become ready
+// when Wake fires them.
+func Start(rec store.Run, shape *Compiled, now, startAt time.Time) (*Run, Effects) {
 	rec.Status = store.RunRunning
 	rec.CreatedAt = now
+	rec.Deadline = Timestamp(rec.Deadline)
 	rec.FinishedAt = time.Time{}
 	rec.FailedStep, rec.Error = "", ""
 	tasks := make([]store.Task, shape.Len())
@@ -67,9 +71,22 @@ func Start(rec store.Run, shape *Compiled, now time.Time) (*Run, Effects) {
 	for i := range tasks {
 		r.touch(i)
 		r.fx.NewTasks = append(r.fx.NewTasks, i)
-		if len(shape.Parents(i)) == 0 {
-			r.becomeReady(i, now)
+		if len(shape.Parents(i)) != 0 {
+			continue
 		}
+		if startAt.After(now) && shape.Kind(i) == store.KindStep {
+			t := &r.Tasks[i]
+			t.State = store.TaskQueued
+			t.DueAt = Timestamp(startAt)
+			r.fx.Timer = true
+			r.event(i, store.EventQueued, now, "start delayed", t.DueAt)
+			continue
+		}
+		if startAt.After(now) { // a sleep root sleeps from the start time
+			r.becomeReadyAt(i, now, Timestamp(startAt))
+			continue
+		}
+		r.becomeReady(i, now)
 	}
 	return r, r.end()
 }
@@ -97,6 +114,11 @@ func (r *Run) Claim(i int, token int64, worker string, now time.Time) (Effects, 
 	t.StartedAt = now
 	t.HeartbeatAt = time.Time{}
 	t.FinishedAt = time.Time{}
+	t.TimeoutAt = time.Time{}
+	if d := r.Shape.Timeout(i); d > 0 {
+		t.TimeoutAt = Timestamp(now.Add(d))
+		r.fx.Timer = true
+	}
 	r.touch(i)
 	r.fx.Dequeued = append(r.fx.Dequeued, i)
 	r.event(i, store.EventStarted, now, "", time.Time{})
@@ -152,6 +174,13 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 	if t.State != store.TaskRunning {
 		return r.end(), store.FinishDuplicate
 	}
+	if TimedOut(t, now) {
+		// The attempt ran past its timeout: whatever its worker reports,
+		// it failed, as if the timer had fired first.
+		r.timeOut(i, o.Rand, now)
+		r.checkRun(now)
+		return r.end(), store.FinishApplied
+	}
 	switch o.Kind {
 	case store.OutcomeComplete:
 		r.complete(i, o.Output, now)
@@ -190,11 +219,48 @@ func ValidOutcome(o *store.Outcome) bool {
 	return false
 }
 
-// Wake fires the timer of task i if it is due: a sleeping task completes, a
-// task waiting out a retry backoff becomes ready.
-func (r *Run) Wake(i int, now time.Time) (Effects, bool) {
+// TimedOut reports whether task t is past its timeout at now: a RUNNING
+// attempt past StepSpec.Timeout, or a claimable task past its
+// StepSpec.QueueTimeout.
+func TimedOut(t *store.Task, now time.Time) bool {
+	if t.TimeoutAt.IsZero() || t.TimeoutAt.After(now) {
+		return false
+	}
+	return t.State == store.TaskRunning || Claimable(t)
+}
+
+// Timer is when task t's next timer is due: the earlier of its due time
+// (sleep, backoff, delayed start) and its timeout; zero when it has none.
+func Timer(t *store.Task) time.Time {
+	switch {
+	case t.DueAt.IsZero():
+		return t.TimeoutAt
+	case t.TimeoutAt.IsZero() || t.DueAt.Before(t.TimeoutAt):
+		return t.DueAt
+	}
+	return t.TimeoutAt
+}
+
+// Wake fires the timers of task i that are due: a sleeping task completes;
+// a task waiting out a retry backoff or a delayed start becomes ready; a
+// RUNNING attempt past its timeout fails (retried per its policy, its
+// claim no longer current, so that its late outcome is stale); a ready
+// task past its queue timeout fails the step, without retry. rand is used
+// for the retry jitter.
+func (r *Run) Wake(i int, rand float64, now time.Time) (Effects, bool) {
 	r.begin()
 	t := &r.Tasks[i]
+	if TimedOut(t, now) {
+		if t.State == store.TaskRunning {
+			r.timeOut(i, rand, now)
+		} else {
+			msg := fmt.Sprintf("no worker claimed the step within its queue timeout of %s", r.Shape.QueueTimeout(i))
+			r.fx.Dequeued = append(r.fx.Dequeued, i)
+			r.fail(i, Text(msg), true, 0, now)
+		}
+		r.checkRun(now)
+		return r.end(), true
+	}
 	if t.DueAt.IsZero() || t.DueAt.After(now) {
 		return r.end(), false
 	}
@@ -209,6 +275,52 @@ func (r *Run) Wake(i int, now time.Time) (Effects, bool) {
 	default:
 		return r.end(), false
 	}
+	r.checkRun(now)
+	return r.end(), true
+}
+
+// timeOut fails the RUNNING attempt of task i for running past its
+// timeout. The claim is cleared, so that its worker learns it (the claim
+// is not current) and its outcome is stale.
+func (r *Run) timeOut(i int, rand float64, now time.Time) {
+	t := &r.Tasks[i]
+	t.Token = 0
+	msg := fmt.Sprintf("%s: the attempt ran longer than its timeout of %s", ErrTimeoutText, r.Shape.Timeout(i))
+	r.fail(i, Text(msg), false, rand, now)
+}
+
+// ErrTimeoutText starts the error recorded for an attempt that timed out.
+const ErrTimeoutText = "step timed out"
+
+// Expire fails a run past its deadline (Rec.Deadline) that has not
+// settled: it becomes FAILED with "run deadline exceeded" as its error
+// and no failed step; every task not finished is CANCELLED, RUNNING ones
+// included (their claims are cleared, so that their workers learn it as
+// for a cancel and their late outcomes are stale); the on-failure handler
+// runs as for any failure. A run already FAILED (its handler running)
+// only has its deadline cleared.
+func (r *Run) Expire(now time.Time) (Effects, bool) {
+	r.begin()
+	if r.Rec.Settled() || r.Rec.Deadline.IsZero() || r.Rec.Deadline.After(now) {
+		return r.end(), false
+	}
+	r.Rec.Deadline = time.Time{}
+	r.fx.RunChanged = true
+	if r.Rec.Status != store.RunRunning {
+		return r.end(), true
+	}
+	const msg = "run deadline exceeded"
+	r.Rec.Status = store.RunFailed
+	r.Rec.FailedStep = ""
+	r.Rec.Error = msg
+	r.fx.Cancelled = true
+	for j := range r.Shape.Len() {
+		if t := &r.Tasks[j]; !t.State.Terminal() {
+			t.Token = 0
+			r.cancel(j, now, msg)
+		}
+	}
+	r.startOnFailure(now)
 	r.checkRun(now)
 	return r.end(), true
 }
@@ -366,6 +478,7 @@ func (r *Run) fail(i int, msg string, terminal bool, rand float64, now time.Time
 		due := Timestamp(now.Add(delay))
 		r.touch(i)
 		t.State = store.TaskQueued
+		t.TimeoutAt = time.Time{}
 		r.event(i, store.EventRetrying, now, msg, due)
 		if delay <= 0 {
 			r.enqueue(i, now, "")
@@ -394,6 +507,12 @@ func (r *Run) failRun(failed int, msg string, now time.Time) {
 			r.cancel(j, now, reason)
 		}
 	}
+	r.startOnFailure(now)
+}
+
+// startOnFailure creates (or resets) the on-failure task of a failed run
+// and enqueues it, if the workflow has a handler.
+func (r *Run) startOnFailure(now time.Time) {
 	if r.Shape.Shape.OnFailure == nil {
 		return
 	}
@@ -420,6 +539,7 @@ func (r *Run) reset(i int) {
 	t.Token = 0
 	t.Worker = ""
 	t.DueAt = time.Time{}
+	t.TimeoutAt = time.Time{}
 	t.HeartbeatAt = time.Time{}
 	t.Output = nil
 	t.Error = ""
@@ -434,6 +554,7 @@ func (r *Run) cancel(i int, now time.Time, reason string) {
 		r.fx.Dequeued = append(r.fx.Dequeued, i)
 	}
 	t.DueAt = time.Time{}
+	t.TimeoutAt = time.Time{}
 	t.Worker = ""
 	r.finish(i, store.TaskCancelled, now)
 	r.event(i, store.EventCancelled, now, reason, time.Time{})
@@ -474,10 +595,16 @@ func (r *Run) resolve(c int, now time.Time) {
 }
 
 func (r *Run) becomeReady(i int, now time.Time) {
+	r.becomeReadyAt(i, now, now)
+}
+
+// becomeReadyAt makes task i ready at now, a sleep step sleeping from
+// from.
+func (r *Run) becomeReadyAt(i int, now, from time.Time) {
 	if r.Shape.Kind(i) == store.KindSleep {
 		t := &r.Tasks[i]
 		t.State = store.TaskSleeping
-		t.DueAt = Timestamp(now.Add(r.Shape.Shape.Steps[i].Sleep))
+		t.DueAt = Timestamp(from.Add(r.Shape.Shape.Steps[i].Sleep))
 		t.StartedAt = now
 		r.touch(i)
 		r.fx.Timer = true
@@ -491,6 +618,11 @@ func (r *Run) enqueue(i int, now time.Time, detail string) {
 	t := &r.Tasks[i]
 	t.State = store.TaskQueued
 	t.DueAt = time.Time{}
+	t.TimeoutAt = time.Time{}
+	if d := r.Shape.QueueTimeout(i); d > 0 {
+		t.TimeoutAt = Timestamp(now.Add(d))
+		r.fx.Timer = true
+	}
 	r.touch(i)
 	r.fx.Enqueued = append(r.fx.Enqueued, i)
 	r.event(i, store.EventQueued, now, detail, time.Time{})
@@ -499,6 +631,7 @@ func (r *Run) enqueue(i int, now time.Time, detail string) {
 func (r *Run) finish(i int, state store.TaskState, now time.Time) {
 	t := &r.Tasks[i]
 	t.State = state
+	t.TimeoutAt = time.Time{}
 	t.FinishedAt = now
 	r.touch(i)
 }
@@ -518,6 +651,7 @@ func (r *Run) checkRun(now time.Time) {
 		r.Rec.Status = store.RunCompleted
 	}
 	r.Rec.FinishedAt = now
+	r.Rec.Deadline = time.Time{}
 	r.fx.RunChanged = true
 	r.fx.Settled = true
 }

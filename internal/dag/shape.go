@@ -25,6 +25,7 @@ var (
 	ErrUnknownParent   = errors.New("parent is not an earlier step of the workflow")
 	ErrDuplicateParent = errors.New("parent listed twice")
 	ErrInvalidSleep    = errors.New("sleep duration must be positive")
+	ErrInvalidTimeout  = errors.New("timeout must not be negative")
 	ErrInvalidRetry    = errors.New("invalid retry policy")
 )
 
@@ -106,9 +107,53 @@ func CheckNewRun(nr *store.NewRun) error {
 		return fmt.Errorf("%w: workflow %s", store.ErrInvalidRun, Quote(nr.Workflow))
 	case !ValidTenant(nr.Tenant):
 		return fmt.Errorf("%w: %s", store.ErrInvalidTenant, Quote(nr.Tenant))
+	case nr.IdempotencyKey != "" && !ValidKey(nr.IdempotencyKey):
+		return fmt.Errorf("%w: idempotency key %s: use 1-%d bytes of UTF-8 without control characters",
+			store.ErrInvalidRun, Quote(nr.IdempotencyKey), MaxKeyLen)
+	case nr.Priority < store.PriorityMin || nr.Priority > store.PriorityMax:
+		return fmt.Errorf("%w: priority %d outside [%d, %d]", store.ErrInvalidRun, nr.Priority, store.PriorityMin, store.PriorityMax)
+	case !nr.StartAt.IsZero() && !ValidTime(nr.StartAt):
+		return fmt.Errorf("%w: start time %s outside years 1-9999", store.ErrInvalidRun, nr.StartAt)
+	case !nr.Deadline.IsZero() && !ValidTime(nr.Deadline):
+		return fmt.Errorf("%w: deadline %s outside years 1-9999", store.ErrInvalidRun, nr.Deadline)
+	case nr.StartAfter < 0 || nr.Timeout < 0:
+		return fmt.Errorf("%w: negative start delay %s or timeout %s", store.ErrInvalidRun, nr.StartAfter, nr.Timeout)
 	}
 	return nil
 }
+
+// Times returns when a new run created at now starts (zero: at once) and
+// its deadline (zero: none), from its absolute and relative settings.
+func Times(nr *store.NewRun, now time.Time) (startAt, deadline time.Time) {
+	startAt = nr.StartAt
+	if nr.StartAfter > 0 {
+		if at := now.Add(nr.StartAfter); at.After(startAt) {
+			startAt = at
+		}
+	}
+	deadline = nr.Deadline
+	if nr.Timeout > 0 {
+		if at := now.Add(nr.Timeout); deadline.IsZero() || at.Before(deadline) {
+			deadline = at
+		}
+	}
+	return Timestamp(startAt), Timestamp(deadline)
+}
+
+// SameRun reports whether a recorded run of workflow and tenant that has
+// the ID of nr is the run nr asks for: creating nr again is then a
+// duplicate rather than a conflict (ErrRunExists). Caller-chosen run IDs
+// are idempotent this way.
+func SameRun(workflow, tenant string, nr *store.NewRun) bool {
+	return workflow == nr.Workflow && tenant == nr.Tenant
+}
+
+// MaxKeyLen is the longest idempotency key, in bytes.
+const MaxKeyLen = 255
+
+// ValidKey reports whether s is a valid idempotency key: 1 to MaxKeyLen
+// bytes of valid UTF-8 without control characters.
+func ValidKey(s string) bool { return validLabel(s, MaxKeyLen) }
 
 // ValidateRetry checks a recorded retry policy.
 func ValidateRetry(p store.RetryPolicy) error {
@@ -162,6 +207,9 @@ func Compile(s *store.Shape) (*Compiled, error) {
 		}
 		if st.Sleep < 0 {
 			bad(ErrInvalidSleep, st.Sleep.String())
+		}
+		if st.Timeout < 0 || st.QueueTimeout < 0 {
+			bad(ErrInvalidTimeout, fmt.Sprintf("timeout %s, queue timeout %s", st.Timeout, st.QueueTimeout))
 		}
 		if err := ValidateRetry(st.Retry); err != nil {
 			bad(ErrInvalidRetry, trimSentinel(err, ErrInvalidRetry))
@@ -244,6 +292,22 @@ func (c *Compiled) Retry(i int) store.RetryPolicy {
 		return c.Shape.OnFailure.Retry
 	}
 	return c.Shape.Steps[i].Retry
+}
+
+// Timeout returns the attempt timeout of task i (0: none).
+func (c *Compiled) Timeout(i int) time.Duration {
+	if i == c.Len() {
+		return 0
+	}
+	return c.Shape.Steps[i].Timeout
+}
+
+// QueueTimeout returns the queue timeout of task i (0: none).
+func (c *Compiled) QueueTimeout(i int) time.Duration {
+	if i == c.Len() {
+		return 0
+	}
+	return c.Shape.Steps[i].QueueTimeout
 }
 
 // Parents returns the parent indexes of step i.

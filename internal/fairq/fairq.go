@@ -245,3 +245,16 @@ func (q *Queues) Tenants() []string {
 	slices.SortFunc(out, func(a, b string) int { return int(q.groups[a] - q.groups[b]) })
 	return out
 }
+
+// Outranks reports whether a ready task of priority p1 and id id1 is
+// claimed before one of priority p2 and id id2 of the same lane: the higher
+// priority first, then the lower id. A claim that takes a lane's slot (its
+// lowest id) runs the lane's task that outranks all others, which then
+// takes the id of the task it displaced from the slot, so that priorities
+// order a tenant's tasks without changing how many slots it has.
+func Outranks(p1 int, id1 int64, p2 int, id2 int64) bool {
+	if p1 != p2 {
+		return p1 > p2
+	}
+	return id1 < id2
+}

@@ -132,7 +132,7 @@ func testCancelledContext(t *testing.T, s store.Store) {
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	r := newRun("wf", "t", shape(step("a")))
-	err := s.CreateRuns(done, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{r}})
+	_, err := s.CreateRuns(done, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{r}})
 	require.ErrorIs(t, err, context.Canceled)
 	_, err = s.GetRun(ctx, r.ID)
 	require.ErrorIs(t, err, store.ErrRunNotFound, "nothing was created")
@@ -189,11 +189,11 @@ func testInvalidNewRuns(t *testing.T, s store.Store) {
 		{"bad\x00name", "t", store.ErrInvalidRun},
 		{huge, "t", store.ErrInvalidRun},
 	} {
-		err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{newRun(tc.workflow, tc.tenant, shape(step("a")))}})
+		_, err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{newRun(tc.workflow, tc.tenant, shape(step("a")))}})
 		require.ErrorIs(t, err, tc.want, "workflow %.20q tenant %.20q", tc.workflow, tc.tenant)
 		require.Less(t, len(err.Error()), 300, "the error quotes a bounded part of the value: %.400s", err)
 	}
-	err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{newRun("wf", "t", shape(step("a"), step("a")))}})
+	_, err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{newRun("wf", "t", shape(step("a"), step("a")))}})
 	require.ErrorIs(t, err, store.ErrInvalidRun, "an invalid shape")
 	require.Empty(t, claim(t, s, T0, 10))
 }

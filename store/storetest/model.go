@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -174,16 +175,25 @@ func (m *model) create() string {
 			Shape:    m.shape(),
 		}
 		if len(m.runs) > 0 && m.rng.IntN(15) == 0 {
-			nr.ID = m.runs[m.rng.IntN(len(m.runs))] // an existing run: the batch fails
+			// An existing run: a duplicate when its workflow and tenant
+			// match, else the batch fails.
+			nr.ID = m.runs[m.rng.IntN(len(m.runs))]
 		}
 		p.Runs = append(p.Runs, nr)
 		ids = append(ids, nr.ID)
 	}
-	ea := m.a.CreateRuns(ctx, p)
-	eb := m.b.CreateRuns(ctx, p)
+	ra, ea := m.a.CreateRuns(ctx, p)
+	rb, eb := m.b.CreateRuns(ctx, p)
 	m.sameError(ea, eb, "CreateRuns")
 	if ea == nil {
-		m.runs = append(m.runs, ids...)
+		if !reflect.DeepEqual(ra, rb) {
+			m.fail("CreateRuns results differ: A: %+v, B: %+v", ra, rb)
+		}
+		for k, cr := range ra.Runs {
+			if !cr.Duplicate {
+				m.runs = append(m.runs, ids[k])
+			}
+		}
 	}
 	return fmt.Sprintf("create %d runs (err %v)", n, ea)
 }
