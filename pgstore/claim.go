@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,6 +36,12 @@ func (s *Store) claimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		idxs    []int
 		err     error
 	)
+	if s.priorities.Load() {
+		if err := s.reorderLanes(ctx, p.Workflows, p.Limit); err != nil {
+			return nil, fmt.Errorf("pgstore: claim: reorder by priority: %w", err)
+		}
+	}
+	probe := func(row pgx.Row) error { return probeRow(row, &s.priorities) }
 	if p.TenantLimit <= 0 {
 		b := &pgx.Batch{}
 		b.Queue(s.q.genericPlans)
@@ -43,6 +50,7 @@ func (s *Store) claimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 			claimed, shapeOf, idxs, err = scanClaimed(rows, nil)
 			return err
 		})
+		b.Queue(s.q.anyPriority, p.Workflows).QueryRow(probe)
 		err = s.pool.SendBatch(ctx, b).Close()
 	} else {
 		claimed, shapeOf, idxs, err = s.claimCapped(ctx, p, now)
@@ -59,6 +67,16 @@ func (s *Store) claimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		// a rescue counts a failed attempt.
 		s.release(context.WithoutCancel(ctx), claimed)
 		return nil, err
+	}
+	for _, c := range claimed {
+		if c.Timeout > 0 {
+			// The claims set timers (their timeouts): the leader is told,
+			// as transitions that set timers tell it. If this is lost, the
+			// leader still finds them at its next look (within a minute),
+			// and the worker's own context ends the attempt on time.
+			_, _ = s.pool.Exec(ctx, s.q.notify, s.channel, []string{string(store.TopicTimer)})
+			break
+		}
 	}
 	return claimed, nil
 }
@@ -137,6 +155,7 @@ func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask
 	for k, c := range claimed {
 		sh := shapes[shapeOf[k]]
 		c.Retry = sh.Retry(idxs[k])
+		c.Timeout = sh.Timeout(idxs[k])
 		for _, pi := range sh.Parents(idxs[k]) {
 			pRuns = append(pRuns, c.RunID)
 			pNames = append(pNames, sh.Name(pi))
@@ -259,6 +278,9 @@ func (s *Store) claimCapped(ctx context.Context, p *store.ClaimTasksParams, now 
 			break // the queue is exhausted
 		}
 	}
+	if err := probeRow(tx.QueryRow(ctx, s.q.anyPriority, p.Workflows), &s.priorities); err != nil {
+		return nil, nil, nil, err
+	}
 	if len(chosen) == 0 {
 		return nil, nil, nil, tx.Commit(ctx)
 	}
@@ -332,5 +354,15 @@ func (s *Store) lockTenantsForCap(ctx context.Context, tx pgx.Tx, names []string
 			*excluded = append(*excluded, name)
 		}
 	}
+	return nil
+}
+
+// probeRow stores the result of the anyPriority probe in to.
+func probeRow(row pgx.Row, to *atomic.Bool) error {
+	var any bool
+	if err := row.Scan(&any); err != nil {
+		return err
+	}
+	to.Store(any)
 	return nil
 }

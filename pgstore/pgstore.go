@@ -65,7 +65,10 @@ type Store struct {
 	stored map[uuid.UUID]time.Time     // when shapes were last made sure of in the database
 
 	// incoming is set when the incoming table may hold tasks to promote.
-	incoming atomic.Bool
+	// priorities: the last claim saw ready tasks above the default
+	// priority; the next claim reorders their lanes first (priority.go).
+	priorities atomic.Bool
+	incoming   atomic.Bool
 }
 
 var (

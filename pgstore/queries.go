@@ -51,6 +51,11 @@ type queries struct {
 	claim          string
 	claimIDs       string
 	claimCandidate string
+	anyPriority    string
+	reorderHead    string
+	reorderBest    string
+	reorderTake    string
+	reorderPut     string
 	tryTenantLocks string
 	runningCounts  string
 	parentOutputs  string
@@ -330,12 +335,36 @@ JOIN {{schema}}.runs r ON r.id = u.run_id`),
 		// selectivity, so it keeps walking the primary key in fair order
 		// instead of sorting the whole queue when statistics are missing or
 		// the plan is generic.
-		claim:    r(claimSQL("SELECT ctid FROM {{schema}}.ready WHERE array_position($1::text[], workflow) > 0 ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED", "$1")),
+		// A row whose lane holds a row of a higher priority is passed over
+		// (notOutranked): reorderLanes gives that row its slot first.
+		claim: r(claimSQL("SELECT ctid FROM {{schema}}.ready r WHERE array_position($1::text[], workflow) > 0 AND "+notOutranked+" ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED", "$1")),
+		// Whether any ready task of these workflows is above the default
+		// priority, through the partial index that holds only those.
+		anyPriority: r(`SELECT EXISTS (SELECT 1 FROM {{schema}}.ready WHERE priority > 0 AND array_position($1::text[], workflow) > 0)`),
+		// reorderLanes: the head of the queue, locked, and the rows above
+		// the default priority of its lanes, best first.
+		reorderHead: r(`
+SELECT ctid, id, workflow, tenant, priority FROM {{schema}}.ready
+WHERE array_position($1::text[], workflow) > 0 ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED`),
+		reorderBest: r(`
+SELECT b.ctid, b.id, b.workflow, b.tenant, b.priority
+FROM unnest($1::text[], $2::text[], $3::int[]) AS l(workflow, tenant, n)
+CROSS JOIN LATERAL (
+  SELECT ctid, id, workflow, tenant, priority FROM {{schema}}.ready
+  WHERE priority > 0 AND workflow = l.workflow AND tenant = l.tenant
+  ORDER BY priority DESC, id LIMIT l.n FOR UPDATE SKIP LOCKED) b`),
+		reorderTake: r(`
+DELETE FROM {{schema}}.ready WHERE ctid = ANY($1::tid[])
+RETURNING id, run_id, name, workflow, tenant, queued_at, priority`),
+		reorderPut: r(`
+INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant, queued_at, priority)
+SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::smallint[])`),
 		claimIDs: r(claimSQL("SELECT ctid FROM {{schema}}.ready WHERE ctid = ANY($1::tid[]) AND $2::int IS NOT NULL", "$5")),
 		// Candidates of a capped claim, locked, after the key ($3, $4).
 		claimCandidate: r(`
-SELECT ctid, id, workflow, tenant FROM {{schema}}.ready
+SELECT ctid, id, workflow, tenant FROM {{schema}}.ready r
 WHERE array_position($1::text[], workflow) > 0 AND tenant <> ALL($2::text[]) AND (id, workflow) > ($3, $4)
+  AND ` + notOutranked + `
 ORDER BY id, workflow LIMIT $5 FOR UPDATE SKIP LOCKED`),
 		tryTenantLocks: `SELECT k.name, pg_try_advisory_xact_lock(k.key) FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS k(name, key, ord) ORDER BY k.ord`,
 		runningCounts: r(`
@@ -494,6 +523,13 @@ SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.tenant
 FROM claimed c JOIN {{schema}}.runs r ON r.id = c.run_id
 ORDER BY c.token, r.workflow`
 }
+
+// notOutranked is the condition on a ready row r that no row of its lane
+// has a higher priority (fairq.Outranks), probed in the partial index of
+// rows above the default priority, which is empty unless priorities are
+// used.
+const notOutranked = `NOT EXISTS (SELECT 1 FROM {{schema}}.ready h
+  WHERE h.priority > 0 AND h.workflow = r.workflow AND h.tenant = r.tenant AND h.priority > r.priority)`
 
 // nextTimerSQL is the SQL of the next timer due: the earliest due time
 // (sleeps, backoffs, delayed starts), timeout and run deadline, each read

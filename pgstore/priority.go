@@ -1,0 +1,168 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/effectivelabs/durable/internal/fairq"
+)
+
+// Priorities in the ready queue. A lane's tasks hold its slots (fair ids),
+// and a claim takes slots in id order; the slot of a lane should go to the
+// lane's task that outranks the others (fairq.Outranks), whichever slot it
+// was placed in. Claims pass over a row whose lane holds a row of a higher
+// priority (notOutranked); reorderLanes, run before a claim whenever rows
+// above the default priority are ready, gives the head of the queue's
+// slots to the tasks that outrank in their lanes, moving the tasks they
+// displace to the slots they held. A lane keeps its slots, so fairness
+// between tenants is what it was; among a lane's tasks of one priority the
+// displaced one goes to a later slot.
+//
+// Without priorities this costs a probe of the empty partial index per
+// claim statement and per candidate row.
+
+type readyRow struct {
+	ctid     pgtype.TID
+	id       int64
+	workflow string
+	tenant   string
+	priority int
+}
+
+// reorderLanes reorders the lanes at the head of the queue of workflows,
+// limit rows deep, in a transaction of its own.
+func (s *Store) reorderLanes(ctx context.Context, workflows []string, limit int) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.q.genericPlans); err != nil {
+			return err
+		}
+		head, err := scanReady(tx.Query(ctx, s.q.reorderHead, workflows, limit))
+		if err != nil {
+			return err
+		}
+		lanes := map[laneKey][]readyRow{}
+		var keys []laneKey
+		for _, r := range head {
+			k := laneKey{r.workflow, r.tenant}
+			if lanes[k] == nil {
+				keys = append(keys, k)
+			}
+			lanes[k] = append(lanes[k], r)
+		}
+		wfs, tenants, ns := make([]string, len(keys)), make([]string, len(keys)), make([]int32, len(keys))
+		for i, k := range keys {
+			wfs[i], tenants[i], ns[i] = k.workflow, k.tenant, int32(len(lanes[k]))
+		}
+		best, err := scanReady(tx.Query(ctx, s.q.reorderBest, wfs, tenants, ns))
+		if err != nil {
+			return err
+		}
+		for _, r := range best {
+			k := laneKey{r.workflow, r.tenant}
+			if !slices.ContainsFunc(lanes[k], func(x readyRow) bool { return x.id == r.id }) {
+				lanes[k] = append(lanes[k], r)
+			}
+		}
+		// Each lane's slots at the head go to its best tasks; the tasks
+		// displaced take the slots those held.
+		var move []pgtype.TID
+		newID := map[int64]int64{} // old id -> new id
+		for _, k := range keys {
+			rows := lanes[k]
+			n := int(ns[slices.Index(keys, k)])
+			slots := make([]int64, 0, n)
+			for _, r := range rows[:n] {
+				slots = append(slots, r.id)
+			}
+			ranked := slices.Clone(rows)
+			slices.SortFunc(ranked, func(a, b readyRow) int {
+				if fairq.Outranks(a.priority, a.id, b.priority, b.id) {
+					return -1
+				}
+				return 1
+			})
+			var freed []int64
+			var displaced []readyRow
+			for i, r := range ranked {
+				if i < n && r.id != slots[i] {
+					newID[r.id] = slots[i]
+					move = append(move, r.ctid)
+					if !slices.Contains(slots, r.id) {
+						freed = append(freed, r.id)
+					}
+				}
+				if i >= n && slices.Contains(slots, r.id) {
+					displaced = append(displaced, r)
+				}
+			}
+			slices.Sort(freed)
+			for i, r := range displaced {
+				newID[r.id] = freed[i]
+				move = append(move, r.ctid)
+			}
+		}
+		if len(move) == 0 {
+			return nil
+		}
+		rows, err := tx.Query(ctx, s.q.reorderTake, move)
+		if err != nil {
+			return err
+		}
+		var (
+			ids      []int64
+			runs     [][16]byte
+			names    []string
+			wfs2     []string
+			tenants2 []string
+			ats      []time.Time
+			prios    []int16
+		)
+		for rows.Next() {
+			var id int64
+			var run [16]byte
+			var name, wf, tenant string
+			var at time.Time
+			var prio int16
+			if err := rows.Scan(&id, &run, &name, &wf, &tenant, &at, &prio); err != nil {
+				rows.Close()
+				return err
+			}
+			nid, ok := newID[id]
+			if !ok {
+				rows.Close()
+				return fmt.Errorf("pgstore: reorder: row %d has no new id", id)
+			}
+			ids, runs, names, wfs2, tenants2, ats, prios = append(ids, nid), append(runs, run), append(names, name),
+				append(wfs2, wf), append(tenants2, tenant), append(ats, at), append(prios, prio)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, s.q.reorderPut, ids, runs, names, wfs2, tenants2, ats, prios)
+		return err
+	})
+}
+
+func scanReady(rows pgx.Rows, err error) ([]readyRow, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []readyRow
+	for rows.Next() {
+		var r readyRow
+		var prio int16
+		if err := rows.Scan(&r.ctid, &r.id, &r.workflow, &r.tenant, &prio); err != nil {
+			return nil, err
+		}
+		r.priority = int(prio)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
