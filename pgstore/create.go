@@ -311,7 +311,11 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 		for i, k := range prep.lanes {
 			wfs[i], tenants[i] = k.workflow, k.tenant
 		}
-		b.Queue(s.q.ensureTenants, prep.tenants, u16(prep.ids))
+		cIDs, cWfs, cTenants := make([][16]byte, len(prep.p.Runs)), make([]string, len(prep.p.Runs)), make([]string, len(prep.p.Runs))
+		for i := range prep.p.Runs {
+			cIDs[i], cWfs[i], cTenants[i] = prep.p.Runs[i].ID, prep.p.Runs[i].Workflow, prep.p.Runs[i].Tenant
+		}
+		b.Queue(s.q.ensureTenants, prep.tenants, cIDs, cWfs, cTenants)
 		b.Queue(s.q.ensureLanes, wfs, tenants)
 		// Lock the batch's lanes (in order) and read their frontiers in the
 		// same round trip; the fair ids are assigned once the runs have

@@ -160,6 +160,10 @@ WHERE n.nspname = $1`, schema)
 var orderedWalks = map[string]bool{
 	"claim": true, "takeIncoming": true, "leaderCheck": true, "nextTimer": true, "timerCheck": true,
 	"heartbeatTasks": true, "statsTasks": true, "statsInflight": true, "lockReady": true,
+	// The head of the queue for a reorder by priority, as the claim walks
+	// it; whether any ready task is above the default priority (the first
+	// entry of the partial index of those).
+	"reorderHead": true, "anyPriority": true,
 }
 
 // analyzeWorkedOff leaves the queue tables' statistics as autovacuum

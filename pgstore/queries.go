@@ -136,14 +136,17 @@ SELECT r.id, r.workflow, r.tenant, r.idem_key FROM unnest($1::text[], $2::text[]
 JOIN {{schema}}.runs r ON r.workflow = k.workflow AND r.tenant = k.tenant AND r.idem_key = k.key
 WHERE r.idem_key IS NOT NULL`),
 		// New tenants get their groups in the order of $1 (sorted by the
-		// caller), and only when the batch will not fail on an existing run,
+		// caller), and only when the batch will not fail on a run ID taken by
+		// another workflow or tenant ($2-$4),
 		// so that sequential calls leave no gaps in the groups.
 		ensureTenants: r(`
 INSERT INTO {{schema}}.tenants (name, grp)
 SELECT n.name, nextval('{{schema}}.tenant_groups')
 FROM unnest($1::text[]) WITH ORDINALITY AS n(name, ord)
 WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.tenants t WHERE t.name = n.name)
-  AND NOT EXISTS (SELECT 1 FROM {{schema}}.runs WHERE id = ANY($2::uuid[]))
+  AND NOT EXISTS (
+    SELECT 1 FROM unnest($2::uuid[], $3::text[], $4::text[]) AS c(id, workflow, tenant)
+    JOIN {{schema}}.runs r ON r.id = c.id WHERE r.workflow <> c.workflow OR r.tenant <> c.tenant)
 ORDER BY n.ord
 ON CONFLICT (name) DO NOTHING`),
 		// Lanes of new runs, in the order of $1/$2 (sorted by the caller),
@@ -528,8 +531,13 @@ ORDER BY c.token, r.workflow`
 // has a higher priority (fairq.Outranks), probed in the partial index of
 // rows above the default priority, which is empty unless priorities are
 // used.
-const notOutranked = `NOT EXISTS (SELECT 1 FROM {{schema}}.ready h
-  WHERE h.priority > 0 AND h.workflow = r.workflow AND h.tenant = r.tenant AND h.priority > r.priority)`
+//
+// A correlated subquery with its own LIMIT rather than NOT EXISTS: the
+// planner turns NOT EXISTS into an anti join that may read the whole
+// partial index per row; the subquery probes it by lane.
+const notOutranked = `coalesce((SELECT h.priority FROM {{schema}}.ready h
+  WHERE h.priority > 0 AND h.workflow = r.workflow AND h.tenant = r.tenant
+  ORDER BY h.priority DESC LIMIT 1), 0) <= r.priority`
 
 // nextTimerSQL is the SQL of the next timer due: the earliest due time
 // (sleeps, backoffs, delayed starts), timeout and run deadline, each read

@@ -1,0 +1,135 @@
+package durable_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/memstore"
+)
+
+// An idempotency key makes a retried trigger start nothing: it returns the
+// run the first trigger started.
+func ExampleWorkflow_Start() {
+	wf := durable.NewWorkflow[string]("ship")
+	durable.Step(wf, "label", func(ctx durable.Context, order string) (string, error) {
+		return "label for " + order, nil
+	})
+	e := startExampleEngine(wf)
+	defer e.Stop(context.Background())
+	ctx := context.Background()
+
+	first, _ := wf.Start(ctx, e, "tenant-1", "o-1", durable.WithIdempotencyKey("order-o-1"))
+	again, _ := wf.Start(ctx, e, "tenant-1", "o-1", durable.WithIdempotencyKey("order-o-1"))
+	fmt.Println(first.Duplicate, again.Duplicate, first.RunID == again.RunID)
+	// Output:
+	// false true true
+}
+
+// A step that ignores its context past its timeout: the attempt fails
+// when the timeout passes, is retried, and its late result is not
+// recorded.
+func TestStepTimeoutIgnoredContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var attempts atomic.Int32
+		var causes []error
+		release := make(chan struct{})
+		wf := durable.NewWorkflow[string]("slow")
+		durable.Step(wf, "call", func(ctx durable.Context, in string) (string, error) {
+			n := attempts.Add(1)
+			if n == 1 {
+				<-release // hangs, ignoring ctx, until the test lets it go
+				causes = append(causes, context.Cause(ctx))
+				return "late", nil
+			}
+			return "on time", nil
+		}, durable.WithTimeout(time.Minute), durable.WithRetry(durable.RetryPolicy{MaxRetries: 1, InitialDelay: time.Second}))
+		e, err := durable.New(memstore.New(), durable.Config{Concurrency: 2})
+		require.NoError(t, err)
+		require.NoError(t, e.Register(wf))
+		ctx := context.Background()
+		require.NoError(t, e.Start(ctx))
+		res, err := wf.Run(ctx, e, "t", "x")
+		require.NoError(t, err)
+		require.Equal(t, durable.RunCompleted, res.Status)
+		step, _ := res.Step("call")
+		require.Equal(t, `"on time"`, string(step.Output))
+		require.Equal(t, 2, step.Attempts)
+		close(release)
+		require.NoError(t, e.Stop(ctx))
+		require.Len(t, causes, 1)
+		require.True(t, errors.Is(causes[0], durable.ErrStepTimeout), "cause %v", causes[0])
+		got, err := e.Get(ctx, res.ID)
+		require.NoError(t, err)
+		step, _ = got.Step("call")
+		require.Equal(t, `"on time"`, string(step.Output), "the late result is not recorded")
+	})
+}
+
+// A run past its deadline fails; its running step's context is cancelled.
+func TestRunDeadlineCancelsSteps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failure atomic.Value
+		wf := durable.NewWorkflow[string]("report")
+		durable.Step(wf, "crunch", func(ctx durable.Context, in string) (string, error) {
+			<-ctx.Done()
+			return "", context.Cause(ctx)
+		})
+		wf.OnFailure(func(ctx durable.Context, in string, f durable.Failure) error {
+			failure.Store(f.Error)
+			return nil
+		})
+		e, err := durable.New(memstore.New(), durable.Config{})
+		require.NoError(t, err)
+		require.NoError(t, e.Register(wf))
+		ctx := context.Background()
+		require.NoError(t, e.Start(ctx))
+		defer e.Stop(ctx)
+		start := time.Now()
+		res, err := wf.Run(ctx, e, "t", "x", durable.WithRunTimeout(time.Hour))
+		require.ErrorIs(t, err, durable.ErrRunFailed)
+		require.Equal(t, durable.RunFailed, res.Status)
+		require.ErrorContains(t, res.Err, "run deadline exceeded")
+		require.Equal(t, "run deadline exceeded", failure.Load())
+		require.GreaterOrEqual(t, time.Since(start), time.Hour)
+		step, _ := res.Step("crunch")
+		require.Equal(t, durable.StepCancelled, step.State)
+	})
+}
+
+// A delayed start holds the run's steps, durably, until its time.
+func TestDelayedStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ranAt atomic.Value
+		wf := durable.NewWorkflow[string]("later")
+		durable.Step(wf, "go", func(ctx durable.Context, in string) (string, error) {
+			ranAt.Store(time.Now())
+			return in, nil
+		})
+		e, err := durable.New(memstore.New(), durable.Config{})
+		require.NoError(t, err)
+		require.NoError(t, e.Register(wf))
+		ctx := context.Background()
+		require.NoError(t, e.Start(ctx))
+		defer e.Stop(ctx)
+		start := time.Now()
+		res, err := wf.Run(ctx, e, "t", "x", durable.WithStartAfter(3*time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, durable.RunCompleted, res.Status)
+		require.False(t, ranAt.Load().(time.Time).Before(start.Add(3*time.Hour)))
+
+		_, err = wf.RunNoWait(ctx, e, "t", "x", durable.WithStartAfter(-time.Second))
+		require.ErrorIs(t, err, durable.ErrInvalidTrigger)
+		_, err = wf.RunNoWait(ctx, e, "t", "x", durable.WithIdempotencyKey(""))
+		require.ErrorIs(t, err, durable.ErrInvalidTrigger)
+		_, err = wf.RunNoWait(ctx, e, "t", "x", durable.WithPriority(9))
+		require.ErrorIs(t, err, durable.ErrInvalidTrigger)
+	})
+}
