@@ -35,12 +35,12 @@ type Store struct {
 	queued   map[taskKey]int64     // task -> id of its live ready entry
 	queuedAt map[taskKey]time.Time // task -> when it became ready
 	timers   map[taskKey]time.Time
-	running  map[taskKey]string      // task -> tenant
-	inFlight map[string]int          // tenant -> RUNNING tasks
-	counts   map[dag.RunCountKey]int // settled runs, by minute
-	keys     map[idemKey]uuid.UUID   // idempotency keys of the runs kept
+	running  map[taskKey]string       // task -> tenant
+	inFlight map[string]int           // tenant -> RUNNING tasks
+	counts   map[dag.RunCountKey]int  // settled runs, by minute
+	keys     map[idemKey]uuid.UUID    // idempotency keys of the runs kept
 	prio     map[laneKey][]readyEntry // ready entries above the default priority, by lane
-	deadline map[uuid.UUID]time.Time // runs with a deadline, not settled
+	deadline map[uuid.UUID]time.Time  // runs with a deadline, not settled
 	eventID  int64
 
 	subMu  sync.Mutex
