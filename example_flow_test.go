@@ -76,10 +76,11 @@ func TestStepTimeoutIgnoredContext(t *testing.T) {
 // A run past its deadline fails; its running step's context is cancelled.
 func TestRunDeadlineCancelsSteps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var failure atomic.Value
+		var failure, cause atomic.Value
 		wf := durable.NewWorkflow[string]("report")
 		durable.Step(wf, "crunch", func(ctx durable.Context, in string) (string, error) {
 			<-ctx.Done()
+			cause.Store(context.Cause(ctx))
 			return "", context.Cause(ctx)
 		})
 		wf.OnFailure(func(ctx durable.Context, in string, f durable.Failure) error {
@@ -101,6 +102,7 @@ func TestRunDeadlineCancelsSteps(t *testing.T) {
 		require.GreaterOrEqual(t, time.Since(start), time.Hour)
 		step, _ := res.Step("crunch")
 		require.Equal(t, durable.StepCancelled, step.State)
+		require.ErrorIs(t, cause.Load().(error), durable.ErrRunCancelled)
 	})
 }
 

@@ -24,7 +24,8 @@ import (
 // Errors of operating runs.
 var (
 	// ErrRunCancelled is matched by the *RunError of a cancelled run, and is
-	// the cause of the context of a step whose run was cancelled.
+	// the cause of the context of a step whose run was cancelled or passed
+	// its deadline (WithDeadline).
 	ErrRunCancelled = errors.New("durable: run cancelled")
 	// ErrRunSettled: a run that has settled cannot be cancelled.
 	ErrRunSettled = store.ErrRunSettled

@@ -558,7 +558,7 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 		}
 		if !dag.Current(task, ref.Token, rs.rec.Status) {
 			res.Lost = append(res.Lost, ref)
-			if dag.LostToCancel(rs.rec.Status) {
+			if dag.LostToCancel(task, rs.rec.Status) {
 				res.Cancelled = append(res.Cancelled, ref)
 			}
 		}

@@ -103,7 +103,7 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 		f, ok := byOrd[int64(i+1)]
 		if !ok || !dag.Current(&f.task, ref.Token, f.status) {
 			res.Lost = append(res.Lost, ref)
-			if ok && dag.LostToCancel(f.status) {
+			if ok && dag.LostToCancel(&f.task, f.status) {
 				res.Cancelled = append(res.Cancelled, ref)
 			}
 		}

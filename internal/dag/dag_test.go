@@ -330,7 +330,7 @@ func TestCancel(t *testing.T) {
 	b, _ := r.Shape.Index("b")
 	require.ElementsMatch(t, []int{b}, fx.Dequeued, "b's queue entry goes; a was claimed, flaky waits for a timer")
 	require.False(t, r.Current(0, 1), "the running step's claim is no longer current")
-	require.True(t, LostToCancel(r.Rec.Status))
+	require.True(t, LostToCancel(&r.Tasks[0], r.Rec.Status))
 	_, st1 := r.Finish(0, &store.Outcome{Task: store.TaskRef{Step: "a", Token: 1}, Kind: store.OutcomeComplete}, t0)
 	require.Equal(t, store.FinishStale, st1, "its late outcome is not recorded")
 

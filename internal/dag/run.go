@@ -138,10 +138,13 @@ func Current(t *store.Task, token int64, status store.RunStatus) bool {
 	return status == store.RunRunning || t.Kind == store.KindOnFailure
 }
 
-// LostToCancel reports whether a claim that is not current was lost
-// because its run was cancelled: its worker is told so (ErrRunCancelled)
-// rather than that its claim was taken over.
-func LostToCancel(status store.RunStatus) bool { return status == store.RunCancelled }
+// LostToCancel reports whether a claim on task t that is not current was
+// lost because its run gave the task up: the run was cancelled, or the task
+// was cancelled under its claim (a run past its deadline). Its worker is
+// told so (ErrRunCancelled) rather than that its claim was taken over.
+func LostToCancel(t *store.Task, status store.RunStatus) bool {
+	return status == store.RunCancelled || t.State == store.TaskCancelled
+}
 
 // Current reports whether token is the current claim of task i.
 func (r *Run) Current(i int, token int64) bool {

@@ -270,6 +270,7 @@ func testRunDeadline(t *testing.T, s store.Store) {
 	hb, err := s.Heartbeat(ctx, &store.HeartbeatParams{Now: at(10 * time.Minute), WorkerID: worker, Tasks: []store.TaskRef{running[0].Ref()}})
 	require.NoError(t, err)
 	require.Len(t, hb.Lost, 1)
+	require.Equal(t, []store.TaskRef{running[0].Ref()}, hb.Cancelled, "lost to the run giving it up")
 	require.Equal(t, []store.FinishStatus{store.FinishStale}, finish(t, s, at(10*time.Minute), complete(running[0], `1`)))
 
 	// The on-failure handler runs and the run settles; no timer is left.
