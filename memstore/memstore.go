@@ -22,6 +22,7 @@ import (
 
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/fairq"
+	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -39,6 +40,14 @@ type Store struct {
 	inFlight map[string]int          // tenant -> RUNNING tasks
 	counts   map[dag.RunCountKey]int // settled runs, by minute
 	eventID  int64
+
+	// Concurrency keys and rate limits (see internal/flow): slots held per
+	// key, parked tasks per key in FIFO order, the key of each parked task,
+	// and admissions per rate-limit window.
+	slots     map[string]int
+	parked    map[string][]taskKey
+	parkedKey map[taskKey]string
+	rates     map[flow.RateKey]int
 
 	subMu  sync.Mutex
 	subs   map[int]func(store.Notification)
@@ -77,6 +86,11 @@ func New() *Store {
 		running:  make(map[taskKey]string),
 		inFlight: make(map[string]int),
 		counts:   make(map[dag.RunCountKey]int),
+
+		slots:     make(map[string]int),
+		parked:    make(map[string][]taskKey),
+		parkedKey: make(map[taskKey]string),
+		rates:     make(map[flow.RateKey]int),
 		subs:     make(map[int]func(store.Notification)),
 		leader:   make(chan struct{}, 1),
 	}
@@ -191,6 +205,9 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) err
 		if err := dag.CheckNewRun(nr); err != nil {
 			return fmt.Errorf("memstore: run %s: %w", nr.ID, err)
 		}
+		if err := flow.Check(nr); err != nil {
+			return fmt.Errorf("memstore: run %s: %w", nr.ID, err)
+		}
 		c, err := s.compile(nr.Shape)
 		if err != nil {
 			return fmt.Errorf("memstore: run %s: %w", nr.ID, err)
@@ -217,7 +234,7 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) err
 	for i := range p.Runs {
 		nr := &p.Runs[i]
 		rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: clone(nr.Input)}
-		r, fx := dag.Start(rec, shapes[i], t)
+		r, fx := flow.Start(rec, shapes[i], nr.Keys, t)
 		c.Add(r, fx)
 	}
 	return s.persist(c, n)
@@ -229,6 +246,12 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) err
 // enqueued tasks are placed in the fair queue in order, and the events are
 // appended.
 func (s *Store) persist(c *dag.Change, n *notes) error {
+	if w := flow.Collect(c, s.before(c)); w != nil {
+		if err := s.admit(c, w); err != nil {
+			return err
+		}
+		n.ready = true
+	}
 	for _, r := range c.Runs {
 		fx := c.Effects[r]
 		id := r.Rec.ID
