@@ -91,8 +91,8 @@ func New() *Store {
 		parked:    make(map[string][]taskKey),
 		parkedKey: make(map[taskKey]string),
 		rates:     make(map[flow.RateKey]int),
-		subs:     make(map[int]func(store.Notification)),
-		leader:   make(chan struct{}, 1),
+		subs:      make(map[int]func(store.Notification)),
+		leader:    make(chan struct{}, 1),
 	}
 }
 
