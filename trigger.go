@@ -115,7 +115,11 @@ func (w *Workflow[I]) prepare(e *Engine, triggers []Trigger[I]) (*store.CreateRu
 		if err != nil {
 			return nil, fmt.Errorf("durable: run id: %w", err)
 		}
-		p.Runs[i] = store.NewRun{ID: id, Workflow: w.def.name, Tenant: t.Tenant, Input: b, Shape: shape}
+		keys, err := w.def.keys(t.Input)
+		if err != nil {
+			return nil, err
+		}
+		p.Runs[i] = store.NewRun{ID: id, Workflow: w.def.name, Tenant: t.Tenant, Input: b, Shape: shape, Keys: keys}
 	}
 	return p, nil
 }
