@@ -748,6 +748,11 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 			queue(rs).Waiting++
 		}
 	}
+	for k := range s.parkedKey { // parked behind a concurrency key
+		if rs := s.runs[k.run]; in(rs) {
+			queue(rs).Waiting++
+		}
+	}
 	for k := range s.running {
 		if rs := s.runs[k.run]; in(rs) {
 			queue(rs).Running++

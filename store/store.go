@@ -670,8 +670,8 @@ type QueueStats struct {
 	Tenant   string
 	// Ready counts the tasks claimable now.
 	Ready int
-	// Waiting counts the tasks waiting for a timer: retry backoffs and
-	// sleeps.
+	// Waiting counts the tasks waiting for a timer (retry backoffs, sleeps,
+	// rate limits) or parked behind a concurrency key.
 	Waiting int
 	// Running counts the tasks claimed and running.
 	Running int

@@ -77,6 +77,14 @@ func testConcurrencyCap(t *testing.T, s store.Store) {
 		require.Equal(t, "wf@a@k", tk.ConcurrencyKey)
 	}
 	require.Empty(t, claim(t, s, at(3*time.Second), 10), "parked tasks are not claimable")
+	st, err := s.Stats(ctx, &store.StatsParams{Now: at(3 * time.Second), Window: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, st.Queues, 1)
+	require.Equal(t, 3, st.Queues[0].Waiting, "parked tasks count as waiting")
+	require.Equal(t, 4, st.Queues[0].Running)
+	runs, err := s.ListRuns(ctx, &store.ListRunsParams{Filter: store.RunFilter{Statuses: []store.RunStatus{store.RunRunning}}, Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, runs.Runs, 7, "runs whose only task is parked are in flight")
 
 	// One completes: the oldest parked task takes its slot.
 	mustApply(t, s, at(4*time.Second), complete(got[rs[0].ID], `1`))
