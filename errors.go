@@ -25,6 +25,9 @@ var (
 	ErrNilFunc            = errors.New("function is nil")
 	ErrInvalidOption      = errors.New("option does not apply here")
 	ErrWorkflowFrozen     = errors.New("workflow changed after it was registered or run")
+	// ErrInvalidLimit: a concurrency cap below 1, or a rate limit below 1
+	// per millisecond.
+	ErrInvalidLimit = errors.New("invalid concurrency cap or rate limit")
 )
 
 // Errors of triggering and running.
@@ -32,6 +35,10 @@ var (
 	// ErrInvalidTenant: a tenant ID must be 1 to 200 bytes of UTF-8 without
 	// control characters.
 	ErrInvalidTenant = store.ErrInvalidTenant
+	// ErrInvalidKey: a concurrency or rate-limit key function panicked or
+	// returned a key that is not 1 to 200 bytes of UTF-8 without control
+	// characters; the run was not started.
+	ErrInvalidKey = store.ErrInvalidKey
 	// ErrEncode: the codec could not encode a value, or the encoded value
 	// does not decode back into its type.
 	ErrEncode = errors.New("durable: cannot encode value")

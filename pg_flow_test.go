@@ -223,4 +223,3 @@ func TestPGPriorityOnEngines(t *testing.T) {
 	require.ElementsMatch(t, []string{"u1", "u2"}, order[1:3], "urgent first: %v", order)
 	require.ElementsMatch(t, []string{"n1", "n2", "n3"}, order[3:], "%v", order)
 }
-

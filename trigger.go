@@ -172,8 +172,12 @@ func (w *Workflow[I]) prepare(e *Engine, triggers []Trigger[I]) (*store.CreateRu
 				return nil, fmt.Errorf("durable: run id: %w", err)
 			}
 		}
+		keys, err := w.def.keys(t.Input)
+		if err != nil {
+			return nil, err
+		}
 		p.Runs[i] = store.NewRun{
-			ID: id, Workflow: w.def.name, Tenant: t.Tenant, Input: b, Shape: shape,
+			ID: id, Workflow: w.def.name, Tenant: t.Tenant, Input: b, Shape: shape, Keys: keys,
 			IdempotencyKey: o.key, Priority: int(o.priority),
 			StartAt: o.startAt, StartAfter: o.startAfter, Deadline: o.deadline, Timeout: o.timeout,
 		}

@@ -27,7 +27,7 @@ type Workflow[I any] struct {
 // workflow in the store: runs started under it are executed by the engines
 // that registered a workflow of that name.
 func NewWorkflow[I any](name string) *Workflow[I] {
-	def := &workflowDef{name: name, byName: map[string]*stepDef{}}
+	def := &workflowDef{name: name, byName: map[string]*stepDef{}, inType: reflect.TypeFor[I]()}
 	def.decodeInput = func(c Codec, b []byte) (any, error) {
 		var in I
 		if err := c.Unmarshal(b, &in); err != nil {
@@ -371,6 +371,8 @@ type workflowDef struct {
 	byName      map[string]*stepDef
 	onFailure   *stepDef
 	decodeInput func(Codec, []byte) (any, error)
+	inType      reflect.Type
+	conc        *keyFunc // WithConcurrency on the workflow
 
 	mu     sync.Mutex
 	frozen bool
@@ -392,6 +394,7 @@ type stepDef struct {
 	onFailure    func(ctx Context, in any, f Failure) error
 	decodeOutput func(Codec, []byte) (any, error)
 	errs         []error
+	conc, rate   *keyFunc // WithConcurrency, WithRateLimit
 }
 
 type skipCond struct {
@@ -476,6 +479,7 @@ func (d *workflowDef) build() (*store.Shape, error) {
 		if s.sleep > 0 && len(s.skips) > 0 {
 			stepErr(ErrInvalidOption, "a sleep step cannot have skip conditions")
 		}
+		d.checkFlow(s, &spec, stepErr)
 		shape.Steps = append(shape.Steps, spec)
 		declared[s] = true
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/fairq"
+	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -42,6 +43,14 @@ type Store struct {
 	prio     map[laneKey][]readyEntry // ready entries above the default priority, by lane
 	deadline map[uuid.UUID]time.Time  // runs with a deadline, not settled
 	eventID  int64
+
+	// Concurrency keys and rate limits (see internal/flow): slots held per
+	// key, parked tasks per key in FIFO order, the key of each parked task,
+	// and admissions per rate-limit window.
+	slots     map[string]int
+	parked    map[string][]taskKey
+	parkedKey map[taskKey]string
+	rates     map[flow.RateKey]int
 
 	subMu  sync.Mutex
 	subs   map[int]func(store.Notification)
@@ -110,19 +119,23 @@ type runState struct {
 // New returns an empty store.
 func New() *Store {
 	return &Store{
-		runs:     make(map[uuid.UUID]*runState),
-		shapes:   make(map[*store.Shape]*dag.Compiled),
-		queued:   make(map[taskKey]int64),
-		queuedAt: make(map[taskKey]time.Time),
-		timers:   make(map[taskKey]time.Time),
-		running:  make(map[taskKey]string),
-		inFlight: make(map[string]int),
-		counts:   make(map[dag.RunCountKey]int),
-		keys:     make(map[idemKey]uuid.UUID),
-		prio:     make(map[laneKey][]readyEntry),
-		deadline: make(map[uuid.UUID]time.Time),
-		subs:     make(map[int]func(store.Notification)),
-		leader:   make(chan struct{}, 1),
+		runs:      make(map[uuid.UUID]*runState),
+		shapes:    make(map[*store.Shape]*dag.Compiled),
+		queued:    make(map[taskKey]int64),
+		queuedAt:  make(map[taskKey]time.Time),
+		timers:    make(map[taskKey]time.Time),
+		running:   make(map[taskKey]string),
+		inFlight:  make(map[string]int),
+		counts:    make(map[dag.RunCountKey]int),
+		keys:      make(map[idemKey]uuid.UUID),
+		prio:      make(map[laneKey][]readyEntry),
+		deadline:  make(map[uuid.UUID]time.Time),
+		slots:     make(map[string]int),
+		parked:    make(map[string][]taskKey),
+		parkedKey: make(map[taskKey]string),
+		rates:     make(map[flow.RateKey]int),
+		subs:      make(map[int]func(store.Notification)),
+		leader:    make(chan struct{}, 1),
 	}
 }
 
@@ -237,6 +250,9 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 		if err := dag.CheckNewRun(nr); err != nil {
 			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, err)
 		}
+		if err := flow.Check(nr); err != nil {
+			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, err)
+		}
 		c, err := s.compile(nr.Shape)
 		if err != nil {
 			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, err)
@@ -296,7 +312,7 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 			ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: clone(nr.Input),
 			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
 		}
-		r, fx := dag.Start(rec, shapes[i], t, startAt)
+		r, fx := flow.Start(rec, shapes[i], nr.Keys, t, startAt)
 		c.Add(r, fx)
 		if nr.IdempotencyKey != "" {
 			s.keys[idemKey{nr.Workflow, nr.Tenant, nr.IdempotencyKey}] = nr.ID
@@ -311,6 +327,12 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 // enqueued tasks are placed in the fair queue in order, and the events are
 // appended.
 func (s *Store) persist(c *dag.Change, n *notes) error {
+	if w := flow.Collect(c, s.before(c)); w != nil {
+		if err := s.admit(c, w); err != nil {
+			return err
+		}
+		n.ready = true
+	}
 	for _, r := range c.Runs {
 		fx := c.Effects[r]
 		id := r.Rec.ID
@@ -361,18 +383,9 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 		}
 	}
 	for _, e := range c.Enqueued {
-		id, ok := s.queues.Place(e.R.Rec.Workflow, e.R.Rec.Tenant)
-		if !ok { // every run's tenant got a group when the run was created
-			return store.ErrTooManyTenants
-		}
-		k := taskKey{e.R.Rec.ID, e.I}
-		s.queued[k] = id
-		s.queuedAt[k] = c.Now
-		re := readyEntry{id: id, key: k, workflow: e.R.Rec.Workflow, tenant: e.R.Rec.Tenant, priority: e.R.Rec.Priority}
-		heap.Push(&s.ready, re)
-		if re.priority > 0 {
-			lk := laneKey{re.workflow, re.tenant}
-			s.prio[lk] = append(s.prio[lk], re)
+		// Every run's tenant got a group when the run was created.
+		if err := s.place(taskKey{e.R.Rec.ID, e.I}, e.R.Rec.Workflow, e.R.Rec.Tenant, c); err != nil {
+			return err
 		}
 	}
 	n.ready = n.ready || len(c.Enqueued) > 0
@@ -854,6 +867,11 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	}
 	for k := range s.timers {
 		if rs := s.runs[k.run]; in(rs) && !rs.tasks[k.task].DueAt.IsZero() {
+			queue(rs).Waiting++
+		}
+	}
+	for k := range s.parkedKey { // parked behind a concurrency key
+		if rs := s.runs[k.run]; in(rs) {
 			queue(rs).Waiting++
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -134,6 +135,9 @@ type createPrep struct {
 	ids      []uuid.UUID
 	tenants  []string  // sorted, distinct
 	lanes    []laneKey // sorted, distinct
+	// keyed: some run has keys, so admission locks its counters before the
+	// lanes (persist locks the lanes then, not the first batch).
+	keyed bool
 }
 
 func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
@@ -159,6 +163,10 @@ func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
 		if err := dag.CheckNewRun(nr); err != nil {
 			return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, err)
 		}
+		if err := flow.Check(nr); err != nil {
+			return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, err)
+		}
+		prep.keyed = prep.keyed || nr.Keys != nil
 		sc, ok := byPtr[nr.Shape]
 		if !ok {
 			id, js, c, err := s.compileShape(nr.Shape)
@@ -320,7 +328,9 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 		// Lock the batch's lanes (in order) and read their frontiers in the
 		// same round trip; the fair ids are assigned once the runs have
 		// started.
-		c.queueLaneLock(&s.q, b, prep.lanes)
+		if !prep.keyed {
+			c.queueLaneLock(&s.q, b, prep.lanes)
+		}
 	}
 	b.Queue(s.q.eventBlock).QueryRow(func(row pgx.Row) error {
 		var block int64
@@ -363,7 +373,7 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 			ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: nr.Input,
 			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
 		}
-		r, fx := dag.Start(rec, prep.shapes[i], now, startAt)
+		r, fx := flow.Start(rec, prep.shapes[i], nr.Keys, now, startAt)
 		c.shapeIDs[r] = prep.shapeIDs[i]
 		c.load(r, nil)
 		c.Add(r, fx)

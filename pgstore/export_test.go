@@ -13,7 +13,13 @@ func Statements(schema string) map[string]string {
 	v := reflect.ValueOf(q)
 	out := make(map[string]string, v.NumField())
 	for i := range v.NumField() {
-		out[v.Type().Field(i).Name] = v.Field(i).String()
+		if f := v.Field(i); f.Kind() == reflect.String {
+			out[v.Type().Field(i).Name] = f.String()
+		}
+	}
+	fv := reflect.ValueOf(q.flowQueries)
+	for i := range fv.NumField() {
+		out[fv.Type().Field(i).Name] = fv.Field(i).String()
 	}
 	return out
 }

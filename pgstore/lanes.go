@@ -34,6 +34,7 @@ func (c *change) lanesOf() []laneKey {
 	for _, e := range c.Enqueued {
 		keys = append(keys, laneKey{e.R.Rec.Workflow, e.R.Rec.Tenant})
 	}
+	keys = append(keys, c.promotedLanes()...)
 	return sortedLanes(keys)
 }
 

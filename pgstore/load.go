@@ -76,7 +76,7 @@ func (l *loader) queueRuns(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady 
 			var due, start, fin, qAt, beat, timeout pgtype.Timestamptz
 			var ec eventCols
 			if err := rows.Scan(p16(&t.RunID), &t.Name, &idx, &kind, &state, &t.Attempt, &t.Token, &t.Worker,
-				&due, &t.Error, &start, &fin, &ec.qID, &qAt, &ec.qAttempt, &ec.sID, &ec.cID, &beat, &timeout); err != nil {
+				&due, &t.Error, &start, &fin, &ec.qID, &qAt, &ec.qAttempt, &ec.sID, &ec.cID, &beat, &timeout, &t.ConcurrencyKey, &t.RateKey); err != nil {
 				return err
 			}
 			t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)

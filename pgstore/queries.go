@@ -73,11 +73,13 @@ type queries struct {
 	compactCounts string
 	pruneRuns     string
 	pruneShapes   string
+
+	flowQueries
 }
 
 func newQueries(schema string) queries {
 	r := func(sql string) string { return render(schema, sql) }
-	return queries{
+	q := queries{
 		// The store's statements are prepared once per connection and
 		// executed with array parameters; PostgreSQL's default (auto) keeps
 		// re-planning them as custom plans, which costs as much as running
@@ -203,7 +205,8 @@ FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`),
 		// resets it (attempt 0; see updateTasks).
 		loadTasks: r(`
 SELECT run_id, name, idx, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
-       coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at, timeout_at
+       coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at, timeout_at,
+       coalesce(ckey, ''), coalesce(rkey, '')
 FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) ORDER BY run_id, idx`),
 		lockReady: r(`SELECT id FROM {{schema}}.ready WHERE run_id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`),
 		// Rows of the ready queue are found one key at a time, each by a
@@ -383,7 +386,7 @@ SELECT id, workflow, tenant, status, input, coalesce(failed_step, ''), coalesce(
 FROM {{schema}}.runs WHERE id = $1`),
 		listTasks: r(`
 SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, output, coalesce(error, ''), started_at, finished_at,
-       heartbeat_at, timeout_at
+       heartbeat_at, timeout_at, coalesce(ckey, ''), coalesce(rkey, '')
 FROM {{schema}}.tasks WHERE run_id = $1 ORDER BY idx`),
 		// The log is the events table plus the happy-path events kept in
 		// task rows.
@@ -414,6 +417,9 @@ FROM (
   UNION ALL
   SELECT t.run_id, 0, 1 FROM {{schema}}.tasks t
   WHERE t.state = 'RUNNING' AND ($1::text IS NULL OR t.tenant = $1)
+  UNION ALL
+  SELECT w.run_id, 1, 0 FROM {{schema}}.concurrency_waiting w
+  WHERE $1::text IS NULL OR w.tenant = $1
 ) x JOIN {{schema}}.runs r ON r.id = x.run_id
 GROUP BY r.workflow, r.tenant`),
 		statsInflight: r(`
@@ -465,6 +471,8 @@ DELETE FROM {{schema}}.shapes s
 WHERE s.used_at < now() - $1::bigint * interval '1 microsecond'
   AND NOT EXISTS (SELECT 1 FROM {{schema}}.runs r WHERE r.shape_id = s.id)`),
 	}
+	q.flowQueries = newFlowQueries(r)
+	return q
 }
 
 // claimSQL is the claim statement around a query picking (and locking)
@@ -572,14 +580,15 @@ const countShards = 8
 // inflightRuns is the SQL of the IDs of the runs in flight (not settled),
 // of the tenant given by the parameter tenant when it is not NULL: every
 // such run has a task that is ready, waiting for a timer (a sleep or a
-// retry backoff), running, or incoming (its run created in a caller's
-// transaction), and no settled run has one, since every task of a settled
+// retry backoff), running, parked behind its concurrency key, or incoming
+// (its run created in a caller's transaction), and no settled run has one, since every task of a settled
 // run is terminal (dag.Run.checkRun). So the runs in flight are found
 // from the queues, whose size is the work in flight, not the history.
 func inflightRuns(tenant string) string {
 	of := "(" + tenant + "::text IS NULL OR tenant = " + tenant + ")"
 	return `SELECT run_id FROM {{schema}}.ready WHERE ` + of + `
 UNION SELECT run_id FROM {{schema}}.incoming WHERE ` + of + `
+UNION SELECT run_id FROM {{schema}}.concurrency_waiting WHERE ` + of + `
 UNION SELECT run_id FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND ` + of + `
 UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'RUNNING' AND ` + of
 }

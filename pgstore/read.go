@@ -50,7 +50,7 @@ func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, err
 		var kind, state string
 		var due, start, fin, beat, timeout pgtype.Timestamptz
 		if err := rows.Scan(p16(&t.RunID), &t.Name, &kind, &state, &t.Attempt, &t.Token, &t.Worker, &due, &t.Output,
-			&t.Error, &start, &fin, &beat, &timeout); err != nil {
+			&t.Error, &start, &fin, &beat, &timeout, &t.ConcurrencyKey, &t.RateKey); err != nil {
 			return nil, fmt.Errorf("pgstore: list tasks: %w", err)
 		}
 		t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -73,6 +74,11 @@ type change struct {
 	shapeIDs map[*dag.Run]uuid.UUID // of new runs
 	notes    []string
 
+	// before holds the keyed tasks RUNNING as loaded, and flow what
+	// admission decided (flow.go); both nil for runs without keys.
+	before flow.Before
+	flow   *flowState
+
 	// runsInserted: the new runs are inserted already (insertNewRuns).
 	runsInserted bool
 }
@@ -102,6 +108,12 @@ func newChange(now time.Time) *change {
 func (c *change) load(r *dag.Run, cols []eventCols) {
 	c.byID[r.Rec.ID] = r
 	c.cols[r] = cols
+	if flow.Keyed(r.Shape) {
+		if c.before == nil {
+			c.before = flow.Before{}
+		}
+		c.before.Note(r)
+	}
 }
 
 // plan describes one transition call for transition.

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -27,6 +28,11 @@ import (
 // own, when set, is the store's own transaction: the writes commit in the
 // same round trip. Otherwise tx is a caller's transaction, left open.
 func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b *pgx.Batch), own *ownTx) error {
+	if w := flow.Collect(c.Change, c.before); w != nil {
+		if err := s.admit(ctx, tx, c, w); err != nil {
+			return err
+		}
+	}
 	b := &pgx.Batch{}
 	if runIDs, names := c.dequeues(); len(runIDs) > 0 {
 		want := int64(len(runIDs))
@@ -56,6 +62,9 @@ func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b
 		}
 	}
 	if !c.deferred {
+		if err := c.placePromoted(); err != nil {
+			return err
+		}
 		if err := c.placeAll(); err != nil {
 			return err
 		}
@@ -64,6 +73,7 @@ func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b
 	if err := c.queueWrites(&s.q, s.channel, b); err != nil {
 		return err
 	}
+	c.queueFlowWrites(&s.q, s.channel, b, c.Now)
 	if extra != nil {
 		extra(b)
 	}
@@ -83,10 +93,14 @@ func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b
 }
 
 // dequeues returns the ready rows to delete: the core's Dequeued, net of
-// tasks enqueued within the call (those never got a row).
+// tasks enqueued within the call (those never got a row). Keyed tasks are
+// admit's to dequeue (flow.go): each is in ready or parked.
 func (c *change) dequeues() (runIDs []uuid.UUID, names []string) {
 	for _, r := range c.Runs {
 		for _, i := range c.Effects[r].Dequeued {
+			if r.Tasks[i].ConcurrencyKey != "" {
+				continue
+			}
 			runIDs = append(runIDs, r.Rec.ID)
 			names = append(names, r.Tasks[i].Name)
 		}

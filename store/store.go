@@ -284,6 +284,31 @@ type StepSpec struct {
 	// still ready and unclaimed QueueTimeout after it became ready fails
 	// the step without retry.
 	QueueTimeout time.Duration `json:"queue_timeout,omitempty"`
+	// Concurrency, when positive, caps the tasks of this step that hold a
+	// slot of their concurrency key (Task.ConcurrencyKey) at once: admitted
+	// to the ready queue or RUNNING. The others wait, parked in FIFO order
+	// per key, until a slot frees. See docs/semantics.md.
+	Concurrency int `json:"concurrency,omitempty"`
+	// Rate, when set, limits how many tasks of this step sharing a rate key
+	// (Task.RateKey) are admitted per window.
+	Rate *RateLimit `json:"rate,omitempty"`
+}
+
+// RateLimit is a rate limit recorded for a step: at most N admissions to
+// the ready queue per key in each window of length Per, windows aligned to
+// multiples of Per since the Unix epoch.
+type RateLimit struct {
+	N   int           `json:"n"`
+	Per time.Duration `json:"per"`
+}
+
+// TaskKeys are the keys computed for one step of a new run. An empty key
+// means the step's cap or limit does not apply to this task.
+type TaskKeys struct {
+	// Concurrency is the concurrency key (see StepSpec.Concurrency).
+	Concurrency string
+	// Rate is the rate-limit key (see StepSpec.Rate).
+	Rate string
 }
 
 // OnFailureSpec describes a workflow's on-failure handler.
@@ -333,6 +358,10 @@ type NewRun struct {
 	// Priority orders the run's tasks within its tenant's queue: higher
 	// first, between PriorityMin and PriorityMax (0 is the default).
 	Priority int
+	// Keys, when set, holds the keys of each step, in shape order (one
+	// entry per step). Nil when no step of the shape has a concurrency cap
+	// or a rate limit.
+	Keys []TaskKeys
 }
 
 // Priorities of runs: a tenant's ready tasks of a higher priority are
@@ -589,6 +618,10 @@ type Task struct {
 	Error      string
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// ConcurrencyKey and RateKey are the task's keys, fixed when the run
+	// was created; empty when its step has no cap or limit.
+	ConcurrencyKey string
+	RateKey        string
 }
 
 // Event is one entry of a run's event log.
@@ -718,8 +751,8 @@ type QueueStats struct {
 	Tenant   string
 	// Ready counts the tasks claimable now.
 	Ready int
-	// Waiting counts the tasks waiting for a timer: retry backoffs and
-	// sleeps.
+	// Waiting counts the tasks waiting for a timer (retry backoffs, sleeps,
+	// rate limits) or parked behind a concurrency key.
 	Waiting int
 	// Running counts the tasks claimed and running.
 	Running int
@@ -781,6 +814,10 @@ var (
 	ErrNothingToReplay = errors.New("durable: nothing to replay: the run completed")
 	// ErrStepNotFound: a replay names a step that is not in the run's shape.
 	ErrStepNotFound = errors.New("durable: no such step in the run")
+	// ErrInvalidKey is returned when creating a run whose concurrency or
+	// rate-limit keys are invalid (see flow.ValidKey) or do not match its
+	// shape.
+	ErrInvalidKey = errors.New("durable: invalid concurrency or rate-limit key")
 	// ErrTransient marks an error that may pass if the call is tried again:
 	// the connection was lost, the server is restarting, a transaction lost
 	// a serialization race. The call may or may not have taken effect;

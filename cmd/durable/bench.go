@@ -92,11 +92,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var cpuProfile string
 	fs.StringVar(&o.DatabaseURL, "database-url", os.Getenv(envDatabaseURL), "PostgreSQL URL, e.g. postgres://user@127.0.0.1:5432/db (default $"+envDatabaseURL+")")
 	fs.StringVar(&o.Schema, "schema", "", "use (and keep) this schema instead of a fresh durable_bench_<random> one; no other workers may serve it")
-	fs.StringVar(&o.Scenario, "scenario", "", "single, dag, latency, fairness, idle, list or soak (required)")
+	fs.StringVar(&o.Scenario, "scenario", "", "single, dag, latency, fairness, idle, list, soak or concurrency (required)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as one JSON object on stdout")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the fresh schema (and idle's scratch database) instead of dropping it")
 	fs.BoolVar(&o.SameDatabase, "same-database", false, "idle: measure in the --database-url database instead of a scratch one created for the run")
 	fs.StringVar(&o.ServerLog, "server-log", "", "idle: the server's log file when the logging collector is off (default /var/log/postgresql/postgresql-<version>-<cluster>.log)")
+	fs.IntVar(&o.Keys, "keys", 0, "concurrency: distinct concurrency keys, each capped at one running step (0: 1000)")
 	fs.IntVar(&o.Runs, "runs", 0, "runs: single 100000, dag 10000, latency 500, list 1000000; fairness: tenant B's backlog, 10000 (0: the scenario's default)")
 	fs.IntVar(&o.Processes, "processes", 0, "run the workers as this many \"durable worker\" processes (0: in this process)")
 	fs.IntVar(&o.Workers, "workers", 0, "in-process workers (engines), each with its own pool (0: 3 for idle, 1 otherwise)")

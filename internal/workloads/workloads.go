@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/effectivelabs/durable"
@@ -18,6 +19,7 @@ const (
 	Noop  = "bench-noop"
 	DAG   = "bench-dag"
 	Chain = "bench-chain"
+	Keyed = "bench-keyed"
 	Chaos = "chaos"
 )
 
@@ -46,6 +48,7 @@ type Set struct {
 	Noop  *durable.Workflow[int]
 	DAG   *durable.Workflow[int]
 	Chain *durable.Workflow[int]
+	Keyed *durable.Workflow[int]
 	Chaos *durable.Workflow[ChaosInput]
 }
 
@@ -86,13 +89,19 @@ func New(o Options) *Set {
 	a := durable.Step(s.Chain, "a", func(durable.Context, int) (struct{}, error) { return struct{}{}, nil })
 	durable.Step(s.Chain, "b", func(durable.Context, int) (struct{}, error) { return struct{}{}, nil }, durable.After(a))
 
+	// bench-keyed: one no-op step, at most one running per concurrency key;
+	// the key is the input.
+	s.Keyed = durable.NewWorkflow[int](Keyed)
+	durable.Step(s.Keyed, "work", func(durable.Context, int) (struct{}, error) { return struct{}{}, nil },
+		durable.WithConcurrency(func(in int) string { return strconv.Itoa(in) }, 1))
+
 	s.Chaos = chaos(o)
 	return s
 }
 
 // All returns every built-in workflow, for Engine.Register.
 func (s *Set) All() []durable.Definition {
-	return []durable.Definition{s.Demo.Workflow, s.Noop, s.DAG, s.Chain, s.Chaos}
+	return []durable.Definition{s.Demo.Workflow, s.Noop, s.DAG, s.Chain, s.Keyed, s.Chaos}
 }
 
 // ErrFlaky is the error of the chaos workflow's flaky step on its first

@@ -91,6 +91,11 @@ func Run(t *testing.T, newStore Factory) {
 		{"PruneRacesReplay", testPruneRacesReplay},
 		{"Stats", testStats},
 		{"StatsCounts", testStatsCounts},
+		{"ConcurrencyCap", testConcurrencyCap},
+		{"ConcurrencyFIFOAcrossSteps", testConcurrencyFIFOAcrossSteps},
+		{"ConcurrencyReleasePaths", testConcurrencyReleasePaths},
+		{"ConcurrencyKeysInvalid", testConcurrencyKeysInvalid},
+		{"RateLimit", testRateLimit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,10 +43,11 @@ const (
 	Idle     = "idle"
 	List     = "list"
 	Soak     = "soak"
+	Keyed    = "concurrency"
 )
 
 // Scenarios lists the scenario names.
-var Scenarios = []string{Single, DAG, Latency, Fairness, Idle, List, Soak}
+var Scenarios = []string{Single, DAG, Latency, Fairness, Idle, List, Soak, Keyed}
 
 // ThroughputConcurrency is each worker's concurrency in the single and dag
 // scenarios unless Options.Concurrency says otherwise. With no-op steps the
@@ -119,6 +120,9 @@ type Options struct {
 	// InsertBatch is how many runs each RunManyNoWait call inserts.
 	// Defaults to 5,000.
 	InsertBatch int
+	// Keys is the number of distinct concurrency keys of the concurrency
+	// scenario (each capped at one running task). Defaults to 1,000.
+	Keys int
 	// Interval is the pause between two latency runs (each is waited for
 	// first). Defaults to 10ms.
 	Interval time.Duration
@@ -163,7 +167,7 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
 	}
 	switch o.Scenario {
-	case Single, DAG, Latency, Fairness, Idle, List, Soak:
+	case Single, DAG, Latency, Fairness, Idle, List, Soak, Keyed:
 	case "":
 		return bad("a scenario is required (%s)", strings.Join(Scenarios, ", "))
 	default:
@@ -193,7 +197,7 @@ func (o *Options) setDefaults() error {
 		return bad("schema %q: use 1-63 lowercase letters, digits or underscores, not starting with a digit", o.Schema)
 	}
 	if o.Runs == 0 {
-		o.Runs = map[string]int{Single: 100_000, DAG: 10_000, Latency: 500, Fairness: 10_000, List: 1_000_000}[o.Scenario]
+		o.Runs = map[string]int{Single: 100_000, DAG: 10_000, Latency: 500, Fairness: 10_000, List: 1_000_000, Keyed: 100_000}[o.Scenario]
 	}
 	if o.Processes > 0 && (o.Scenario == List || o.Scenario == Soak) {
 		return bad("%s needs in-process workers (processes 0): %s", o.Scenario, map[string]string{
@@ -221,7 +225,7 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 100
-		if o.Scenario == Single || o.Scenario == DAG || o.Scenario == List || o.Scenario == Soak {
+		if o.Scenario == Single || o.Scenario == DAG || o.Scenario == List || o.Scenario == Soak || o.Scenario == Keyed {
 			o.Concurrency = ThroughputConcurrency
 		}
 	}
@@ -233,6 +237,9 @@ func (o *Options) setDefaults() error {
 		case List:
 			o.Tenants = 100
 		}
+	}
+	if o.Keys == 0 {
+		o.Keys = 1000
 	}
 	if o.TenantStep == 0 {
 		o.TenantStep = 100
@@ -306,7 +313,7 @@ func (o *Options) params() Params {
 		p.Mode = ModeProcesses
 	}
 	switch o.Scenario {
-	case Single:
+	case Single, Keyed:
 		p.Runs, p.Tasks, p.Tenants, p.InsertBatch = o.Runs, o.Runs, o.Tenants, o.InsertBatch
 	case DAG:
 		p.Runs, p.Tasks, p.Tenants, p.InsertBatch = o.Runs, 10*o.Runs, o.Tenants, o.InsertBatch
@@ -357,6 +364,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		err = b.fairness(ctx, rep)
 	case Idle:
 		err = b.idle(ctx, rep)
+	case Keyed:
+		err = b.keyed(ctx, rep)
 	case List:
 		err = b.list(ctx, rep)
 	case Soak:

@@ -1,0 +1,382 @@
+// Package flow holds the admission rules of concurrency keys and rate
+// limits, shared by both stores as internal/fairq holds fair-queue
+// arithmetic: pure functions of what a call's transitions did (a
+// dag.Change) and of the per-key counters the store has locked.
+//
+// Admission happens when a task becomes claimable (dag.Effects.Enqueued):
+//
+//   - Rate limit: a task whose step has a rate limit and a rate key is
+//     admitted if fewer than N tasks of that key were admitted in the current
+//     window (fixed windows of length Per aligned to the Unix epoch);
+//     otherwise it waits durably for the next window: it stays QUEUED with a
+//     due time, a timer like a retry backoff, and is admitted again when the
+//     timer fires.
+//   - Concurrency: a task whose step has a cap and a concurrency key holds a
+//     slot of its key from its admission to the ready queue until it leaves
+//     RUNNING (for good or for a wait) or leaves the queue unclaimed. When
+//     the key's slots are all held it is parked instead: still QUEUED, but in
+//     a per-key FIFO instead of the ready queue. Whenever a transition frees
+//     slots of a key, the oldest parked tasks of the key take them first,
+//     then the transition's own arrivals.
+//
+// The store persists the decisions with the transition, in one atomic unit.
+package flow
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// MaxKeyLen is the longest key a key function may return, in bytes.
+const MaxKeyLen = 200
+
+// ValidKey reports whether s is a valid user key: 1 to MaxKeyLen bytes of
+// valid UTF-8 without control characters.
+func ValidKey(s string) bool {
+	if len(s) == 0 || len(s) > MaxKeyLen || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// Scoped returns the stored key of user key k for a cap or limit declared
+// on step of workflow, or on the workflow itself (step empty): keys of
+// different workflows and steps never share slots. Neither workflow nor
+// step names contain '@', so the form "workflow@step@key" is unambiguous.
+func Scoped(workflow, step, k string) string {
+	return workflow + "@" + step + "@" + k
+}
+
+// maxStored is the longest stored key: a scope and a user key.
+const maxStored = 2*dag.MaxNameLen + 2 + MaxKeyLen
+
+// CheckSpec checks the cap and rate limit of a recorded step.
+func CheckSpec(s *store.StepSpec) error {
+	switch {
+	case s.Concurrency < 0:
+		return fmt.Errorf("%w: step %s: concurrency %d < 0", store.ErrInvalidRun, dag.Quote(s.Name), s.Concurrency)
+	case s.Rate != nil && (s.Rate.N < 1 || s.Rate.Per < time.Millisecond):
+		return fmt.Errorf("%w: step %s: rate limit %d per %s (want at least 1 per 1ms or more)",
+			store.ErrInvalidRun, dag.Quote(s.Name), s.Rate.N, s.Rate.Per)
+	case s.Sleep > 0 && (s.Concurrency > 0 || s.Rate != nil):
+		return fmt.Errorf("%w: step %s: a sleep step has no cap or rate limit", store.ErrInvalidRun, dag.Quote(s.Name))
+	}
+	return nil
+}
+
+// Check checks what a store records of a new run's keys: none, or one entry
+// per step of its shape, each key empty or a valid stored key. Both stores
+// call it before creating anything.
+func Check(nr *store.NewRun) error {
+	if nr.Shape != nil {
+		for i := range nr.Shape.Steps {
+			if err := CheckSpec(&nr.Shape.Steps[i]); err != nil {
+				return err
+			}
+		}
+	}
+	if nr.Keys == nil {
+		return nil
+	}
+	if nr.Shape == nil || len(nr.Keys) != len(nr.Shape.Steps) {
+		return fmt.Errorf("%w: %d keys for the steps of the shape", store.ErrInvalidKey, len(nr.Keys))
+	}
+	for i, k := range nr.Keys {
+		for _, s := range []string{k.Concurrency, k.Rate} {
+			if s != "" && (len(s) > maxStored || !utf8.ValidString(s) || strings.ContainsRune(s, 0)) {
+				return fmt.Errorf("%w: step %s: key %s", store.ErrInvalidKey, dag.Quote(nr.Shape.Steps[i].Name), dag.Quote(s))
+			}
+		}
+	}
+	return nil
+}
+
+// Start is dag.Start for a run with keys: the tasks get their keys before
+// the store persists the run. A key whose step has no cap (or no limit) is
+// dropped, so that a task's keys say exactly what applies to it.
+func Start(rec store.Run, shape *dag.Compiled, keys []store.TaskKeys, now, startAt time.Time) (*dag.Run, dag.Effects) {
+	r, fx := dag.Start(rec, shape, now, startAt)
+	for i := range min(len(keys), shape.Len()) {
+		spec := &shape.Shape.Steps[i]
+		if spec.Concurrency > 0 {
+			r.Tasks[i].ConcurrencyKey = keys[i].Concurrency
+		}
+		if spec.Rate != nil {
+			r.Tasks[i].RateKey = keys[i].Rate
+		}
+	}
+	return r, fx
+}
+
+// Keyed reports whether any step of the shape has a cap or a rate limit:
+// runs of other shapes cost nothing here.
+func Keyed(shape *dag.Compiled) bool {
+	for i := range shape.Shape.Steps {
+		if s := &shape.Shape.Steps[i]; s.Concurrency > 0 || s.Rate != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Snapshot returns, for the tasks of a run as loaded before a call's
+// transitions, which hold a slot as RUNNING (by index); nil when none does.
+func Snapshot(tasks []store.Task) []bool {
+	var held []bool
+	for i := range tasks {
+		if t := &tasks[i]; t.ConcurrencyKey != "" && t.State == store.TaskRunning {
+			if held == nil {
+				held = make([]bool, len(tasks))
+			}
+			held[i] = true
+		}
+	}
+	return held
+}
+
+// Before holds the Snapshot of each run a call loaded that had one.
+type Before map[*dag.Run][]bool
+
+// Note records r's snapshot if it has one.
+func (b Before) Note(r *dag.Run) {
+	if held := Snapshot(r.Tasks); held != nil {
+		b[r] = held
+	}
+}
+
+// Task is a keyed task of a change.
+type Task struct {
+	dag.TaskAt
+	Key string
+	// Max is the cap of the task's step (concurrency), or N (rate).
+	Max int
+}
+
+// RateKey names one window of one rate key.
+type RateKey struct {
+	Key    string
+	Window time.Time
+}
+
+// Work is what a call's transitions ask of admission: the arrivals of keyed
+// tasks, the slots freed, and the keyed tasks that left the queue.
+type Work struct {
+	// Rated are the arrivals with a rate key, in order, and Windows their
+	// windows (parallel).
+	Rated   []Task
+	windows []RateKey
+	next    []time.Time
+	// Arrivals are the arrivals with a concurrency key, in order.
+	Arrivals []Task
+	// Released counts, per key, the slots freed by tasks that left RUNNING.
+	Released map[string]int
+	// Dequeued are the keyed tasks that left the queue unclaimed: admitted
+	// ones free their slot, parked ones their place in the FIFO.
+	Dequeued []Task
+	// Max is each key's cap, as the latest task of the key seen says.
+	Max map[string]int
+}
+
+// Window returns the fixed window of length per that holds t.
+func Window(t time.Time, per time.Duration) time.Time {
+	ns := t.UnixNano()
+	w := ns - ((ns%int64(per))+int64(per))%int64(per)
+	return time.Unix(0, w).UTC()
+}
+
+// Collect returns the admission work of change c, whose runs were loaded as
+// before says, or nil when it involves no keyed task: calls on runs
+// without caps or limits do nothing more.
+func Collect(c *dag.Change, before Before) *Work {
+	var w *Work
+	get := func() *Work {
+		if w == nil {
+			w = &Work{Released: map[string]int{}, Max: map[string]int{}}
+		}
+		return w
+	}
+	for _, r := range c.Runs {
+		held := before[r]
+		fx := c.Effects[r]
+		if held == nil && len(fx.Dequeued) == 0 {
+			continue
+		}
+		for _, i := range fx.Tasks {
+			if i < len(held) && held[i] && r.Tasks[i].State != store.TaskRunning {
+				w := get()
+				key := r.Tasks[i].ConcurrencyKey
+				w.Released[key]++
+				w.Max[key] = r.Shape.Shape.Steps[i].Concurrency
+			}
+		}
+		for _, i := range fx.Dequeued {
+			t := &r.Tasks[i]
+			if t.ConcurrencyKey == "" || t.State == store.TaskRunning {
+				continue // unkeyed, or claimed (memstore): holds on
+			}
+			w := get()
+			w.Dequeued = append(w.Dequeued, Task{dag.TaskAt{R: r, I: i}, t.ConcurrencyKey, r.Shape.Shape.Steps[i].Concurrency})
+			w.Max[t.ConcurrencyKey] = r.Shape.Shape.Steps[i].Concurrency
+		}
+	}
+	for _, e := range c.Enqueued {
+		if e.I >= e.R.Shape.Len() {
+			continue // the on-failure task
+		}
+		t, spec := &e.R.Tasks[e.I], &e.R.Shape.Shape.Steps[e.I]
+		if t.RateKey != "" && spec.Rate != nil {
+			w := get()
+			w.Rated = append(w.Rated, Task{e, t.RateKey, spec.Rate.N})
+			win := Window(c.Now, spec.Rate.Per)
+			w.windows = append(w.windows, RateKey{t.RateKey, win})
+			w.next = append(w.next, win.Add(spec.Rate.Per))
+		}
+		if t.ConcurrencyKey != "" && spec.Concurrency > 0 {
+			w := get()
+			w.Arrivals = append(w.Arrivals, Task{e, t.ConcurrencyKey, spec.Concurrency})
+			w.Max[t.ConcurrencyKey] = spec.Concurrency
+		}
+	}
+	return w
+}
+
+// RateKeys returns the windows the rate check reads, sorted and distinct:
+// the store locks their counters in this order.
+func (w *Work) RateKeys() []RateKey {
+	out := slices.Clone(w.windows)
+	slices.SortFunc(out, func(a, b RateKey) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), a.Window.Compare(b.Window))
+	})
+	return slices.Compact(out)
+}
+
+// SlotKeys returns the concurrency keys involved, sorted and distinct: the
+// store locks their slot counters in this order.
+func (w *Work) SlotKeys() []string {
+	var out []string
+	for k := range w.Max {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Limit applies the rate limits: used holds the admissions so far of each
+// window of RateKeys and is updated. Each rated arrival within its window's
+// limit is admitted; the others are taken out of c's arrivals (and of the
+// concurrency arrivals) and wait for the next window as timers: QUEUED with
+// a due time, and a QUEUED event that says so.
+func (w *Work) Limit(c *dag.Change, used map[RateKey]int) {
+	var deferred []dag.TaskAt
+	for k, t := range w.Rated {
+		rk := w.windows[k]
+		if used[rk] < t.Max {
+			used[rk]++
+			continue
+		}
+		deferred = append(deferred, t.TaskAt)
+		task := &t.R.Tasks[t.I]
+		task.DueAt = dag.Timestamp(w.next[k])
+		fx := c.Effects[t.R]
+		fx.Timer = true
+		fx.Enqueued = slices.DeleteFunc(fx.Enqueued, func(i int) bool { return i == t.I })
+		for j := len(fx.Events) - 1; j >= 0; j-- {
+			if e := &fx.Events[j]; e.Step == task.Name && e.Type == store.EventQueued {
+				e.Detail = dag.Text("rate limit: " + strings.TrimSpace(e.Detail+" waits for the next window"))
+				e.DueAt = task.DueAt
+				break
+			}
+		}
+	}
+	if len(deferred) == 0 {
+		return
+	}
+	c.Enqueued = slices.DeleteFunc(c.Enqueued, func(e dag.TaskAt) bool { return slices.Contains(deferred, e) })
+	w.Arrivals = slices.DeleteFunc(w.Arrivals, func(t Task) bool { return slices.Contains(deferred, t.TaskAt) })
+}
+
+// Admit is the admission rule of one key: with held slots held (after this
+// call's releases), a cap of max, parked tasks waiting and arrivals new
+// tasks, it promotes the oldest parked tasks first, then admits arrivals,
+// as long as slots are free; the remaining arrivals park behind the parked
+// ones. A cap lowered below held admits nothing until enough slots free.
+func Admit(held, max, parked, arrivals int) (promote, admit int) {
+	free := max - held
+	if free <= 0 {
+		return 0, 0
+	}
+	promote = min(free, parked)
+	admit = min(free-promote, arrivals)
+	return promote, admit
+}
+
+// Decision is the outcome of admission for a call.
+type Decision struct {
+	// Park lists the arrivals to park, in order (FIFO per key).
+	Park []Task
+	// Promote is, per key, how many of the oldest parked tasks to promote.
+	Promote map[string]int
+	// Held is each key's slot count after the call.
+	Held map[string]int
+}
+
+// Decide applies the concurrency caps. held is each key's slot count before
+// the call (as locked by the store), admitted tells whether a dequeued
+// task had a slot (it was in the ready queue) rather than a place in the
+// FIFO, and parked is how many parked tasks of each key may be promoted.
+// The parked arrivals are taken out of c's arrivals.
+func (w *Work) Decide(c *dag.Change, held map[string]int, admitted func(Task) bool, parked map[string]int) *Decision {
+	d := &Decision{Promote: map[string]int{}, Held: map[string]int{}}
+	h := map[string]int{}
+	for k, n := range held {
+		h[k] = n
+	}
+	for k, n := range w.Released {
+		h[k] -= n
+	}
+	for _, t := range w.Dequeued {
+		if admitted(t) {
+			h[t.Key]--
+		}
+	}
+	arrivals := map[string]int{}
+	for _, t := range w.Arrivals {
+		arrivals[t.Key]++
+	}
+	admit := map[string]int{}
+	for _, k := range w.SlotKeys() {
+		h[k] = max(h[k], 0)
+		p, a := Admit(h[k], w.Max[k], parked[k], arrivals[k])
+		d.Promote[k], admit[k] = p, a
+		d.Held[k] = h[k] + p + a
+	}
+	var park []dag.TaskAt
+	for _, t := range w.Arrivals {
+		if admit[t.Key] > 0 {
+			admit[t.Key]--
+			continue
+		}
+		d.Park = append(d.Park, t)
+		park = append(park, t.TaskAt)
+	}
+	if len(park) > 0 {
+		c.Enqueued = slices.DeleteFunc(c.Enqueued, func(e dag.TaskAt) bool { return slices.Contains(park, e) })
+		for _, t := range d.Park {
+			fx := c.Effects[t.R]
+			fx.Enqueued = slices.DeleteFunc(fx.Enqueued, func(i int) bool { return i == t.I })
+		}
+	}
+	return d
+}

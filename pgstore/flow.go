@@ -1,0 +1,352 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/flow"
+	"github.com/effectivelabs/durable/store"
+)
+
+// Concurrency keys and rate limits in PostgreSQL (see internal/flow): a
+// transition whose change involves keyed tasks (flow.Collect) takes one
+// more round trip before its writes, admit, which locks the counters of
+// its keys (concurrency_slots, rate_limits: by primary key, in key order,
+// before the lanes), deletes the queue entries of keyed tasks it dequeues
+// (from ready or from concurrency_waiting, wherever each is), and reads the
+// oldest parked tasks of the keys whose slots it may free. The core's rules
+// decide; the writes go with the transition's others. Every change to a
+// key's parked tasks happens under its slot row's lock, so that a task is
+// promoted whenever a slot frees. Changes without keyed tasks skip all of
+// it.
+
+// ErrKeyedTx is returned by CreateRunsTx for runs whose root steps have a
+// concurrency cap or a rate limit: admitting them needs locks that a
+// caller's transaction must not hold while it is open.
+var ErrKeyedTx = errors.New("pgstore: runs whose first steps have concurrency keys or rate limits cannot be created inside a caller's transaction")
+
+type flowQueries struct {
+	lockRates    string
+	lockSlots    string
+	dequeueKeyed string
+	parkedHeads  string
+	writeSlots   string
+	dropSlots    string
+	unpark       string
+	park         string
+	writeRates   string
+	pruneRates   string
+	setKeys      string
+}
+
+func newFlowQueries(r func(string) string) flowQueries {
+	return flowQueries{
+		// Counters are created on first use and locked in key order: the
+		// upsert takes the row lock whether it inserts or updates.
+		lockRates: r(`
+INSERT INTO {{schema}}.rate_limits AS l (key, window_start, used)
+SELECT key, w, 0 FROM unnest($1::text[], $2::timestamptz[]) AS u(key, w) ORDER BY key, w
+ON CONFLICT (key, window_start) DO UPDATE SET used = l.used
+RETURNING key, window_start, used`),
+		lockSlots: r(`
+INSERT INTO {{schema}}.concurrency_slots AS s (key, held)
+SELECT key, 0 FROM unnest($1::text[]) AS u(key) ORDER BY key
+ON CONFLICT (key) DO UPDATE SET held = s.held
+RETURNING key, held`),
+		// A keyed task leaving the queue unclaimed is in ready (admitted:
+		// it frees a slot) or parked; each row is found by its unique key.
+		dequeueKeyed: r(`
+WITH d AS (SELECT * FROM unnest($1::uuid[], $2::text[]) AS d(run_id, name)),
+r AS (
+  DELETE FROM {{schema}}.ready WHERE ctid = ANY (ARRAY (
+    SELECT (SELECT r.ctid FROM {{schema}}.ready r WHERE r.run_id = d.run_id AND r.name = d.name) FROM d))
+  RETURNING run_id, name
+),
+w AS (
+  DELETE FROM {{schema}}.concurrency_waiting WHERE seq = ANY (ARRAY (
+    SELECT (SELECT w.seq FROM {{schema}}.concurrency_waiting w WHERE w.run_id = d.run_id AND w.name = d.name) FROM d))
+  RETURNING run_id, name
+)
+SELECT true, run_id, name FROM r UNION ALL SELECT false, run_id, name FROM w`),
+		parkedHeads: r(`
+SELECT w.seq, w.key, w.run_id, w.name, w.workflow, w.tenant, w.priority
+FROM unnest($1::text[], $2::int[]) AS k(key, n)
+CROSS JOIN LATERAL (
+  SELECT * FROM {{schema}}.concurrency_waiting w WHERE w.key = k.key ORDER BY w.seq LIMIT k.n) w
+ORDER BY w.key, w.seq`),
+		writeSlots: r(`
+UPDATE {{schema}}.concurrency_slots s SET held = u.held
+FROM unnest($1::text[], $2::int[]) AS u(key, held) WHERE s.key = u.key`),
+		dropSlots: r(`
+DELETE FROM {{schema}}.concurrency_slots s
+WHERE s.key = ANY ($1::text[]) AND s.held = 0
+  AND NOT EXISTS (SELECT 1 FROM {{schema}}.concurrency_waiting w WHERE w.key = s.key)`),
+		unpark: r(`DELETE FROM {{schema}}.concurrency_waiting WHERE seq = ANY ($1::bigint[])`),
+		park: r(`
+INSERT INTO {{schema}}.concurrency_waiting (key, run_id, name, workflow, tenant, priority)
+SELECT key, run_id, name, workflow, tenant, priority
+FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::smallint[])
+  WITH ORDINALITY AS u(key, run_id, name, workflow, tenant, priority, ord)
+ORDER BY ord`),
+		writeRates: r(`
+UPDATE {{schema}}.rate_limits l SET used = u.used
+FROM unnest($1::text[], $2::timestamptz[], $3::int[]) AS u(key, w, used)
+WHERE l.key = u.key AND l.window_start = u.w`),
+		pruneRates: r(`
+DELETE FROM {{schema}}.rate_limits l WHERE ctid = ANY (ARRAY (
+  SELECT o.ctid FROM unnest($1::text[], $2::timestamptz[]) AS u(key, w)
+  CROSS JOIN LATERAL (SELECT l2.ctid FROM {{schema}}.rate_limits l2 WHERE l2.key = u.key AND l2.window_start < u.w) o))`),
+		setKeys: r(`
+UPDATE {{schema}}.tasks t SET ckey = nullif(u.ckey, ''), rkey = nullif(u.rkey, '')
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS u(run_id, name, ckey, rkey)
+WHERE t.run_id = u.run_id AND t.name = u.name`),
+	}
+}
+
+// parkedRow is a parked task.
+type parkedRow struct {
+	seq      int64
+	key      string
+	runID    uuid.UUID
+	name     string
+	workflow string
+	tenant   string
+	priority int16
+}
+
+// flowState is what admit decided for a change.
+type flowState struct {
+	w        *flow.Work
+	used     map[flow.RateKey]int
+	d        *flow.Decision
+	promoted []parkedRow
+	ids      []int64 // fair ids of promoted, once placed
+}
+
+// admit runs admission for a change that involves keyed tasks.
+func (s *Store) admit(ctx context.Context, tx querier, c *change, w *flow.Work) error {
+	if c.deferred {
+		if len(w.Rated) > 0 || len(w.Arrivals) > 0 {
+			return ErrKeyedTx
+		}
+		return nil
+	}
+	b := &pgx.Batch{}
+	used := map[flow.RateKey]int{}
+	if rks := w.RateKeys(); len(rks) > 0 {
+		keys, wins := make([]string, len(rks)), make([]pgtype.Timestamptz, len(rks))
+		for i, rk := range rks {
+			keys[i], wins[i] = rk.Key, stamp(rk.Window)
+		}
+		b.Queue(s.q.lockRates, keys, wins).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var rk flow.RateKey
+				var n int
+				if err := rows.Scan(&rk.Key, &rk.Window, &n); err != nil {
+					return err
+				}
+				rk.Window = rk.Window.UTC()
+				used[rk] = n
+			}
+			return rows.Err()
+		})
+	}
+	keys := w.SlotKeys()
+	held := map[string]int{}
+	if len(keys) > 0 {
+		b.Queue(s.q.lockSlots, keys).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var k string
+				var n int
+				if err := rows.Scan(&k, &n); err != nil {
+					return err
+				}
+				held[k] = n
+			}
+			return rows.Err()
+		})
+	}
+	type runTask struct {
+		run  uuid.UUID
+		name string
+	}
+	inReady := map[runTask]bool{}
+	if len(w.Dequeued) > 0 {
+		runs, names := make([]uuid.UUID, len(w.Dequeued)), make([]string, len(w.Dequeued))
+		for i, t := range w.Dequeued {
+			runs[i], names[i] = t.R.Rec.ID, t.R.Tasks[t.I].Name
+		}
+		b.Queue(s.q.dequeueKeyed, u16(runs), names).Query(func(rows pgx.Rows) error {
+			n := 0
+			for rows.Next() {
+				var ready bool
+				var rt runTask
+				if err := rows.Scan(&ready, p16(&rt.run), &rt.name); err != nil {
+					return err
+				}
+				inReady[rt] = ready
+				n++
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if n != len(w.Dequeued) {
+				return errRaced // a claim took one first
+			}
+			return nil
+		})
+	}
+	// The oldest parked tasks of each key, as many as the call may free.
+	frees := map[string]int{}
+	for k, n := range w.Released {
+		frees[k] += n
+	}
+	for _, t := range w.Dequeued {
+		frees[t.Key]++
+	}
+	heads := map[string][]parkedRow{}
+	if len(frees) > 0 {
+		hk, hn := make([]string, 0, len(frees)), make([]int32, 0, len(frees))
+		for _, k := range keys {
+			if n := frees[k]; n > 0 {
+				hk, hn = append(hk, k), append(hn, int32(n))
+			}
+		}
+		b.Queue(s.q.parkedHeads, hk, hn).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var p parkedRow
+				if err := rows.Scan(&p.seq, &p.key, p16(&p.runID), &p.name, &p.workflow, &p.tenant, &p.priority); err != nil {
+					return err
+				}
+				heads[p.key] = append(heads[p.key], p)
+			}
+			return rows.Err()
+		})
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		if errors.Is(err, errRaced) {
+			return err
+		}
+		return fmt.Errorf("pgstore: admit: %w", err)
+	}
+	w.Limit(c.Change, used)
+	parked := map[string]int{}
+	for k, h := range heads {
+		parked[k] = len(h)
+	}
+	d := w.Decide(c.Change, held, func(t flow.Task) bool {
+		return inReady[runTask{t.R.Rec.ID, t.R.Tasks[t.I].Name}]
+	}, parked)
+	fs := &flowState{w: w, used: used, d: d}
+	for _, k := range keys {
+		fs.promoted = append(fs.promoted, heads[k][:d.Promote[k]]...)
+	}
+	c.flow = fs
+	return nil
+}
+
+// placePromoted gives the promoted tasks their fair ids, before the
+// change's own arrivals (they are older).
+func (c *change) placePromoted() error {
+	if c.flow == nil {
+		return nil
+	}
+	c.flow.ids = make([]int64, len(c.flow.promoted))
+	for k, p := range c.flow.promoted {
+		key := laneKey{p.workflow, p.tenant}
+		l := c.lanes[key]
+		if l == nil {
+			return fmt.Errorf("pgstore: lane of tenant %s in workflow %s is not locked", dag.Quote(key.tenant), dag.Quote(key.workflow))
+		}
+		c.flow.ids[k] = l.Place(c.frontiers[key.workflow])
+		l.dirty = true
+	}
+	return nil
+}
+
+// promotedLanes returns the lanes of the promoted tasks.
+func (c *change) promotedLanes() []laneKey {
+	if c.flow == nil {
+		return nil
+	}
+	var out []laneKey
+	for _, p := range c.flow.promoted {
+		out = append(out, laneKey{p.workflow, p.tenant})
+	}
+	return out
+}
+
+// queueFlowWrites queues the writes of admission, and the keys of the
+// keyed tasks the change created.
+func (c *change) queueFlowWrites(q *queries, channel string, b *pgx.Batch, now time.Time) {
+	var kRuns [][16]byte
+	var kNames, kC, kR []string
+	for _, r := range c.Runs {
+		if !c.Effects[r].Created || !flow.Keyed(r.Shape) {
+			continue
+		}
+		for i := range r.Tasks {
+			if t := &r.Tasks[i]; t.ConcurrencyKey != "" || t.RateKey != "" {
+				kRuns, kNames = append(kRuns, r.Rec.ID), append(kNames, t.Name)
+				kC, kR = append(kC, t.ConcurrencyKey), append(kR, t.RateKey)
+			}
+		}
+	}
+	if len(kRuns) > 0 {
+		b.Queue(q.setKeys, kRuns, kNames, kC, kR)
+	}
+	fs := c.flow
+	if fs == nil {
+		return
+	}
+	if len(fs.used) > 0 {
+		var keys []string
+		var wins []pgtype.Timestamptz
+		var ns []int32
+		for _, rk := range fs.w.RateKeys() {
+			keys, wins, ns = append(keys, rk.Key), append(wins, stamp(rk.Window)), append(ns, int32(fs.used[rk]))
+		}
+		b.Queue(q.writeRates, keys, wins, ns)
+		b.Queue(q.pruneRates, keys, wins)
+	}
+	if n := len(fs.promoted); n > 0 {
+		seqs := make([]int64, n)
+		runs := make([][16]byte, n)
+		names, wfs, tenants := make([]string, n), make([]string, n), make([]string, n)
+		prios := make([]int16, n)
+		for i, p := range fs.promoted {
+			seqs[i], runs[i], names[i], wfs[i], tenants[i], prios[i] = p.seq, p.runID, p.name, p.workflow, p.tenant, p.priority
+		}
+		b.Queue(q.unpark, seqs)
+		b.Queue(q.insertReady, fs.ids, runs, names, wfs, tenants, stamp(now), prios)
+		if len(c.Enqueued) == 0 {
+			b.Queue(q.notify, channel, []string{string(store.TopicReady)})
+		}
+	}
+	if n := len(fs.d.Park); n > 0 {
+		keys := make([]string, n)
+		runs := make([][16]byte, n)
+		names, wfs, tenants := make([]string, n), make([]string, n), make([]string, n)
+		prios := make([]int16, n)
+		for i, t := range fs.d.Park {
+			keys[i], runs[i], names[i] = t.Key, t.R.Rec.ID, t.R.Tasks[t.I].Name
+			wfs[i], tenants[i], prios[i] = t.R.Rec.Workflow, t.R.Rec.Tenant, int16(t.R.Rec.Priority)
+		}
+		b.Queue(q.park, keys, runs, names, wfs, tenants, prios)
+	}
+	if keys := fs.w.SlotKeys(); len(keys) > 0 {
+		ns := make([]int32, len(keys))
+		for i, k := range keys {
+			ns[i] = int32(fs.d.Held[k])
+		}
+		b.Queue(q.writeSlots, keys, ns)
+		b.Queue(q.dropSlots, keys)
+	}
+}
