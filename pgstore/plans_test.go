@@ -235,7 +235,10 @@ func TestOrderedStatementsDoNotSort(t *testing.T) {
 		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err, name)
 		plan := strings.Join(lines, "\n")
-		require.NotRegexp(t, `(?m)^\s*(->\s+)?(Incremental )?Sort\b`, plan, "%s sorts:\n%s", name, plan)
+		// An incremental sort streams: it sorts only the rows that share
+		// its presorted key (timers of one run due at one instant), so the
+		// LIMIT still stops the index scans early.
+		require.NotRegexp(t, `(?m)^\s*(->\s+)?Sort\b`, plan, "%s sorts:\n%s", name, plan)
 	}
 }
 
