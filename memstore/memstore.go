@@ -40,6 +40,10 @@ type Store struct {
 	counts   map[dag.RunCountKey]int // settled runs, by minute
 	eventID  int64
 
+	// schedules holds the cron schedules (see schedule.go); nil until the
+	// first is created.
+	schedules map[store.ScheduleKey]*store.Schedule
+
 	subMu  sync.Mutex
 	subs   map[int]func(store.Notification)
 	nextID int

@@ -82,6 +82,13 @@ func Run(t *testing.T, newStore Factory) {
 		{"PruneRacesReplay", testPruneRacesReplay},
 		{"Stats", testStats},
 		{"StatsCounts", testStatsCounts},
+		{"ScheduleCreate", testScheduleCreate},
+		{"ScheduleFire", testScheduleFire},
+		{"ScheduleFireExistingRun", testScheduleFireExistingRun},
+		{"SchedulePause", testSchedulePause},
+		{"ScheduleDelete", testScheduleDelete},
+		{"ScheduleConcurrentFire", testScheduleConcurrentFire},
+		{"ScheduleShapes", testScheduleShapes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
