@@ -220,4 +220,3 @@ func (s *Store) FireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 	}
 	return res, nil
 }
-

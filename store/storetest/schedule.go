@@ -66,10 +66,22 @@ func testScheduleCreate(t *testing.T, st store.Store) {
 	for _, bad := range []*store.CreateScheduleParams{
 		newSchedule("t1", "bad-cron", "* * *"),
 		newSchedule("t1", "every", "@every 1m"),
-		func() *store.CreateScheduleParams { p := newSchedule("t1", "bad-zone", "* * * * *"); p.TimeZone = "Nowhere/Else"; return p }(),
+		func() *store.CreateScheduleParams {
+			p := newSchedule("t1", "bad-zone", "* * * * *")
+			p.TimeZone = "Nowhere/Else"
+			return p
+		}(),
 		newSchedule("t1", "", "* * * * *"),
-		func() *store.CreateScheduleParams { p := newSchedule("t1", "bad-wf", "* * * * *"); p.Workflow = ""; return p }(),
-		func() *store.CreateScheduleParams { p := newSchedule("t1", "no-shape", "* * * * *"); p.Shape = nil; return p }(),
+		func() *store.CreateScheduleParams {
+			p := newSchedule("t1", "bad-wf", "* * * * *")
+			p.Workflow = ""
+			return p
+		}(),
+		func() *store.CreateScheduleParams {
+			p := newSchedule("t1", "no-shape", "* * * * *")
+			p.Shape = nil
+			return p
+		}(),
 	} {
 		_, err := s.CreateSchedule(ctx, bad)
 		require.ErrorIs(t, err, store.ErrInvalidSchedule, "%+v", bad)
