@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	cron "github.com/netresearch/go-cron"
@@ -31,7 +32,8 @@ var ErrInvalid = errors.New("invalid schedule")
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom |
 	cron.Month | cron.Dow | cron.Descriptor | cron.DowOrDom)
 
-// Spec is a parsed expression in its time zone.
+// Spec is a parsed expression in its time zone. It is immutable and safe
+// for concurrent use.
 type Spec struct {
 	sched cron.Schedule
 	loc   *time.Location
@@ -46,6 +48,52 @@ const MaxExprLen = 200
 // It refuses an expression that never fires within the parser's search
 // horizon (e.g. "0 0 30 2 *"), measured from the reference time ref.
 func Parse(expr, zone string, ref time.Time) (*Spec, error) {
+	s, err := parse(expr, zone)
+	if err != nil {
+		return nil, err
+	}
+	if s.Next(ref).IsZero() {
+		return nil, fmt.Errorf("%w: %q never fires", ErrInvalid, expr)
+	}
+	return s, nil
+}
+
+// cacheKey names a parsed expression in the cache.
+type cacheKey struct{ expr, zone string }
+
+// maxCached bounds the cache of parsed expressions; past it the cache
+// starts again empty.
+const maxCached = 10_000
+
+var (
+	cacheMu sync.Mutex
+	cache   = map[cacheKey]*Spec{}
+)
+
+// parse parses an expression in a zone, or returns it from the cache:
+// loading a zone reads a file, and the leader parses every schedule it fires.
+func parse(expr, zone string) (*Spec, error) {
+	k := cacheKey{expr, zone}
+	cacheMu.Lock()
+	s, ok := cache[k]
+	cacheMu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := parseUncached(expr, zone)
+	if err != nil {
+		return nil, err
+	}
+	cacheMu.Lock()
+	if len(cache) >= maxCached {
+		clear(cache)
+	}
+	cache[k] = s
+	cacheMu.Unlock()
+	return s, nil
+}
+
+func parseUncached(expr, zone string) (*Spec, error) {
 	if len(expr) > MaxExprLen {
 		return nil, fmt.Errorf("%w: expression longer than %d bytes", ErrInvalid, MaxExprLen)
 	}
@@ -72,11 +120,7 @@ func Parse(expr, zone string, ref time.Time) (*Spec, error) {
 		return nil, fmt.Errorf("%w: %q: not a cron expression", ErrInvalid, expr)
 	}
 	const allHours = 1<<24 - 1
-	s := &Spec{sched: sched, loc: loc, hourly: spec.Hour&allHours == allHours}
-	if s.Next(ref).IsZero() {
-		return nil, fmt.Errorf("%w: %q never fires", ErrInvalid, expr)
-	}
-	return s, nil
+	return &Spec{sched: sched, loc: loc, hourly: spec.Hour&allHours == allHours}, nil
 }
 
 // Location loads an IANA time zone; "" is UTC. "Local" is refused: engines
