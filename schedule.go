@@ -249,6 +249,9 @@ const maxScheduleWait = time.Minute
 // maxNotifiedWait is maxScheduleWait on a store that notifies.
 const maxNotifiedWait = 5 * time.Minute
 
+// fireTimeout bounds one FireSchedules call of the leader.
+const fireTimeout = 30 * time.Second
+
 // scheduleBatch is the most schedules fired in one store call.
 const scheduleBatch = 500
 
@@ -277,9 +280,15 @@ func (e *Engine) scheduleLoop(ctx context.Context, rt *runtime, s store.Schedule
 	_, notifies := e.store.(store.Listener)
 	errDelay := 100 * time.Millisecond
 	for {
-		res, err := s.FireSchedules(ctx, &store.FireSchedulesParams{
+		// A call in flight when leadership is lost finishes (bounded), so
+		// that its outcome is known rather than ambiguous: had it been
+		// cancelled during its commit, the slots it fired would go unlogged
+		// (though never fired twice: a new leader finds them fired).
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fireTimeout)
+		res, err := s.FireSchedules(fctx, &store.FireSchedulesParams{
 			Now: e.now(), Limit: scheduleBatch, Shapes: e.registeredShapes(),
 		})
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
