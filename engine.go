@@ -160,7 +160,9 @@ type runtime struct {
 	slotFreed chan struct{}
 	readySig  chan struct{}
 	timerSig  chan struct{}
-	outcomes  chan outcomeMsg
+	// scheduleSig wakes the schedule loop (schedule.go).
+	scheduleSig chan struct{}
+	outcomes    chan outcomeMsg
 
 	flightMu sync.Mutex
 	flights  map[store.TaskRef]*flight
@@ -231,15 +233,16 @@ func (e *Engine) Start(ctx context.Context) error {
 		return ErrAlreadyStarted
 	}
 	rt := &runtime{
-		slots:     make(chan struct{}, e.cfg.Concurrency),
-		slotFreed: make(chan struct{}, 1),
-		readySig:  make(chan struct{}, 1),
-		timerSig:  make(chan struct{}, 1),
-		outcomes:  make(chan outcomeMsg, e.cfg.Concurrency),
-		flights:   map[store.TaskRef]*flight{},
-		completed: make(chan struct{}),
-		hbStop:    make(chan struct{}),
-		hbDone:    make(chan struct{}),
+		slots:       make(chan struct{}, e.cfg.Concurrency),
+		slotFreed:   make(chan struct{}, 1),
+		readySig:    make(chan struct{}, 1),
+		timerSig:    make(chan struct{}, 1),
+		scheduleSig: make(chan struct{}, 1),
+		outcomes:    make(chan outcomeMsg, e.cfg.Concurrency),
+		flights:     map[store.TaskRef]*flight{},
+		completed:   make(chan struct{}),
+		hbStop:      make(chan struct{}),
+		hbDone:      make(chan struct{}),
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	rt.claimCtx, rt.stopClaim = context.WithCancel(rt.ctx)
@@ -351,6 +354,8 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		signal(rt.readySig)
 	case store.TopicTimer:
 		signal(rt.timerSig)
+	case store.TopicSchedule:
+		signal(rt.scheduleSig)
 	case store.TopicRun:
 		if id, err := uuid.Parse(n.Payload); err == nil {
 			e.wakeWaiters(id)
@@ -363,6 +368,7 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		e.notifying.Store(true)
 		signal(rt.readySig)
 		signal(rt.timerSig)
+		signal(rt.scheduleSig)
 		e.wakeAllWaiters()
 	}
 }

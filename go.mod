@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/netresearch/go-cron v0.9.1
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )

@@ -21,6 +21,9 @@ func (e *Engine) lead(ctx context.Context, rt *runtime) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.timerLoop(ctx, rt) })
 	wg.Go(func() { e.rescueLoop(ctx) })
+	if s, ok := e.store.(store.Scheduler); ok {
+		wg.Go(func() { e.scheduleLoop(ctx, rt, s) })
+	}
 	if e.cfg.Retention > 0 {
 		wg.Go(func() { e.retentionLoop(ctx) })
 	}

@@ -51,6 +51,9 @@ type Store struct {
 	parked    map[string][]taskKey
 	parkedKey map[taskKey]string
 	rates     map[flow.RateKey]int
+	// schedules holds the cron schedules (see schedule.go); nil until the
+	// first is created.
+	schedules map[store.ScheduleKey]*store.Schedule
 
 	subMu  sync.Mutex
 	subs   map[int]func(store.Notification)

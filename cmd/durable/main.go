@@ -29,6 +29,8 @@ Commands:
             show RUN_ID (input, steps, outputs, events), cancel and replay
             (by ID or by filter), prune (delete old settled runs)
   stats     queue depths and run counts by workflow and tenant
+  schedules cron schedules of built-in workflows: create, list, pause,
+            resume, delete
   version   print this binary's version, VCS revision and Go version
   help      show this help
 
@@ -50,14 +52,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) int{
-		"demo":    demoCmd,
-		"migrate": migrateCmd,
-		"worker":  workerCmd,
-		"bench":   benchCmd,
-		"trigger": triggerCmd,
-		"runs":    runsCmd,
-		"stats":   statsCmd,
-		"version": versionCmd,
+		"demo":      demoCmd,
+		"migrate":   migrateCmd,
+		"worker":    workerCmd,
+		"bench":     benchCmd,
+		"trigger":   triggerCmd,
+		"runs":      runsCmd,
+		"stats":     statsCmd,
+		"schedules": schedulesCmd,
+		"version":   versionCmd,
 	}
 	switch name := args[0]; name {
 	case "help", "-h", "-help", "--help":

@@ -96,6 +96,13 @@ func Run(t *testing.T, newStore Factory) {
 		{"ConcurrencyReleasePaths", testConcurrencyReleasePaths},
 		{"ConcurrencyKeysInvalid", testConcurrencyKeysInvalid},
 		{"RateLimit", testRateLimit},
+		{"ScheduleCreate", testScheduleCreate},
+		{"ScheduleFire", testScheduleFire},
+		{"ScheduleFireExistingRun", testScheduleFireExistingRun},
+		{"SchedulePause", testSchedulePause},
+		{"ScheduleDelete", testScheduleDelete},
+		{"ScheduleConcurrentFire", testScheduleConcurrentFire},
+		{"ScheduleShapes", testScheduleShapes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,104 @@
+package cronslot
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// runNamespace is the UUID namespace of the run IDs of fired slots.
+var runNamespace = uuid.MustParse("6f1d3c1e-8a55-4f55-9f3e-2b1c0c7d5a01")
+
+// RunID is the ID of the run that fires slot of schedule: a UUID (version 5)
+// derived from both, so that firing a slot twice names the same run, which
+// the store refuses to create again.
+func RunID(schedule uuid.UUID, slot time.Time) uuid.UUID {
+	var b [24]byte
+	copy(b[:16], schedule[:])
+	binary.BigEndian.PutUint64(b[16:], uint64(slot.UnixMicro()))
+	return uuid.NewSHA1(runNamespace, b[:])
+}
+
+// Check validates a new schedule and returns its first slot after now
+// (zero when it is created paused). Errors wrap store.ErrInvalidSchedule,
+// or store.ErrInvalidTenant for the tenant.
+func Check(p *store.CreateScheduleParams, now time.Time) (time.Time, error) {
+	switch {
+	case p.ID == uuid.Nil:
+		return time.Time{}, fmt.Errorf("%w: no ID", store.ErrInvalidSchedule)
+	case !dag.ValidTenant(p.Tenant):
+		return time.Time{}, fmt.Errorf("%w: %s", store.ErrInvalidTenant, dag.Quote(p.Tenant))
+	case !dag.ValidTenant(p.Name):
+		return time.Time{}, fmt.Errorf("%w: name %s: want 1 to %d bytes of UTF-8 without control characters",
+			store.ErrInvalidSchedule, dag.Quote(p.Name), dag.MaxTenantLen)
+	case p.Shape == nil:
+		return time.Time{}, fmt.Errorf("%w: no shape", store.ErrInvalidSchedule)
+	}
+	nr := store.NewRun{ID: p.ID, Workflow: p.Workflow, Tenant: p.Tenant, Input: p.Input, Shape: p.Shape}
+	if err := dag.CheckNewRun(&nr); err != nil {
+		return time.Time{}, fmt.Errorf("%w: %w", store.ErrInvalidSchedule, err)
+	}
+	if _, err := dag.Compile(p.Shape); err != nil {
+		return time.Time{}, fmt.Errorf("%w: %w", store.ErrInvalidSchedule, err)
+	}
+	spec, err := Parse(p.Cron, p.TimeZone, now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %w", store.ErrInvalidSchedule, err)
+	}
+	if p.Paused {
+		return time.Time{}, nil
+	}
+	return spec.Next(now), nil
+}
+
+// NextAfter returns the first slot of a stored schedule after now, for a
+// resume; an error when its expression no longer parses.
+func NextAfter(sc *store.Schedule, now time.Time) (time.Time, error) {
+	spec, err := Parse(sc.Cron, sc.TimeZone, now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return spec.Next(now), nil
+}
+
+// Firing is what to do with one due schedule.
+type Firing struct {
+	Decision
+	// Run is the run of the slot fired.
+	Run store.NewRun
+}
+
+// Plan decides what firing schedule sc at now does: ok is false when it is
+// not due (paused, broken or NextAt in the future). The run uses the shape
+// in shapes under the schedule's workflow when there is one, else the
+// schedule's recorded shape. An error means the schedule cannot fire (its
+// stored expression no longer parses): the store records it as broken.
+func Plan(sc *store.Schedule, now time.Time, shapes map[string]*store.Shape) (f Firing, ok bool, err error) {
+	if sc.Paused || sc.NextAt.IsZero() || sc.NextAt.After(now) {
+		return Firing{}, false, nil
+	}
+	spec, err := Parse(sc.Cron, sc.TimeZone, sc.NextAt)
+	if err != nil {
+		return Firing{}, false, err
+	}
+	d, ok := spec.Due(sc.NextAt, now)
+	if !ok {
+		return Firing{}, false, nil
+	}
+	shape := shapes[sc.Workflow]
+	if shape == nil {
+		shape = sc.Shape
+	}
+	return Firing{
+		Decision: d,
+		Run: store.NewRun{
+			ID: RunID(sc.ID, d.Fire), Workflow: sc.Workflow, Tenant: sc.Tenant,
+			Input: sc.Input, Shape: shape,
+		},
+	}, true, nil
+}

@@ -1,0 +1,222 @@
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/effectivelabs/durable/internal/cronslot"
+	"github.com/effectivelabs/durable/store"
+)
+
+var _ store.Scheduler = (*Store)(nil)
+
+func cloneSchedule(sc *store.Schedule) *store.Schedule {
+	c := *sc
+	c.Input = clone(sc.Input)
+	return &c
+}
+
+// CreateSchedule implements store.Scheduler.
+func (s *Store) CreateSchedule(ctx context.Context, p *store.CreateScheduleParams) (*store.Schedule, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := now(p.Now)
+	next, err := cronslot.Check(p, t)
+	if err != nil {
+		return nil, fmt.Errorf("memstore: %w", err)
+	}
+	key := store.ScheduleKey{Tenant: p.Tenant, Name: p.Name}
+	s.mu.Lock()
+	if s.schedules == nil {
+		s.schedules = make(map[store.ScheduleKey]*store.Schedule)
+	}
+	if _, ok := s.schedules[key]; ok {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("memstore: schedule %s/%s: %w", p.Tenant, p.Name, store.ErrScheduleExists)
+	}
+	for _, sc := range s.schedules {
+		if sc.ID == p.ID {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("memstore: schedule ID %s: %w", p.ID, store.ErrScheduleExists)
+		}
+	}
+	sc := &store.Schedule{
+		ID: p.ID, Tenant: p.Tenant, Name: p.Name, Workflow: p.Workflow, Input: clone(p.Input),
+		Cron: p.Cron, TimeZone: p.TimeZone, Shape: p.Shape, Paused: p.Paused, NextAt: next,
+		CreatedAt: t, UpdatedAt: t,
+	}
+	s.schedules[key] = sc
+	out := cloneSchedule(sc)
+	s.mu.Unlock()
+	if !p.Paused {
+		s.publishTopic(store.TopicSchedule)
+	}
+	return out, nil
+}
+
+func (s *Store) publishTopic(topic store.Topic) {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	for _, deliver := range s.subs {
+		deliver(store.Notification{Topic: topic})
+	}
+}
+
+// GetSchedule implements store.Scheduler.
+func (s *Store) GetSchedule(ctx context.Context, p *store.GetScheduleParams) (*store.Schedule, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc, ok := s.schedules[p.Key]
+	if !ok {
+		return nil, fmt.Errorf("memstore: schedule %s/%s: %w", p.Key.Tenant, p.Key.Name, store.ErrScheduleNotFound)
+	}
+	return cloneSchedule(sc), nil
+}
+
+func compareKeys(a, b store.ScheduleKey) int {
+	return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Name, b.Name))
+}
+
+// ListSchedules implements store.Scheduler.
+func (s *Store) ListSchedules(ctx context.Context, p *store.ListSchedulesParams) (*store.ListSchedulesResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("memstore: list schedules: limit %d: %w", p.Limit, store.ErrInvalidSchedule)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []*store.Schedule
+	for k, sc := range s.schedules {
+		if (p.Tenant == "" || k.Tenant == p.Tenant) && (p.After == nil || compareKeys(k, *p.After) > 0) {
+			all = append(all, sc)
+		}
+	}
+	slices.SortFunc(all, func(a, b *store.Schedule) int {
+		return compareKeys(store.ScheduleKey{Tenant: a.Tenant, Name: a.Name}, store.ScheduleKey{Tenant: b.Tenant, Name: b.Name})
+	})
+	res := &store.ListSchedulesResult{}
+	if len(all) > p.Limit {
+		all, res.More = all[:p.Limit], true
+	}
+	for _, sc := range all {
+		res.Schedules = append(res.Schedules, cloneSchedule(sc))
+	}
+	return res, nil
+}
+
+// PauseSchedule implements store.Scheduler.
+func (s *Store) PauseSchedule(ctx context.Context, p *store.PauseScheduleParams) (*store.Schedule, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := now(p.Now)
+	s.mu.Lock()
+	sc, ok := s.schedules[p.Key]
+	if !ok {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("memstore: schedule %s/%s: %w", p.Key.Tenant, p.Key.Name, store.ErrScheduleNotFound)
+	}
+	resumed := false
+	if sc.Paused != p.Paused {
+		if p.Paused {
+			sc.Paused, sc.NextAt = true, time.Time{}
+		} else {
+			next, err := cronslot.NextAfter(sc, t)
+			if err != nil {
+				s.mu.Unlock()
+				return nil, fmt.Errorf("memstore: schedule %s/%s: %w: %w", p.Key.Tenant, p.Key.Name, store.ErrInvalidSchedule, err)
+			}
+			sc.Paused, sc.NextAt, sc.Error, resumed = false, next, "", true
+		}
+		sc.UpdatedAt = t
+	}
+	out := cloneSchedule(sc)
+	s.mu.Unlock()
+	if resumed {
+		s.publishTopic(store.TopicSchedule)
+	}
+	return out, nil
+}
+
+// DeleteSchedule implements store.Scheduler.
+func (s *Store) DeleteSchedule(ctx context.Context, p *store.DeleteScheduleParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.schedules[p.Key]; !ok {
+		return fmt.Errorf("memstore: schedule %s/%s: %w", p.Key.Tenant, p.Key.Name, store.ErrScheduleNotFound)
+	}
+	delete(s.schedules, p.Key)
+	return nil
+}
+
+// FireSchedules implements store.Scheduler. A schedule whose run cannot be
+// created (its shape is invalid, the fair queue has no room for its tenant)
+// is marked broken rather than failing the call, so that it never stops the
+// others.
+func (s *Store) FireSchedules(ctx context.Context, p *store.FireSchedulesParams) (*store.FireSchedulesResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	limit := max(p.Limit, 1)
+	t := now(p.Now)
+	res := &store.FireSchedulesResult{}
+	var n notes
+	s.mu.Lock()
+	var due []*store.Schedule
+	for _, sc := range s.schedules {
+		if !sc.Paused && !sc.NextAt.IsZero() && !sc.NextAt.After(t) {
+			due = append(due, sc)
+		}
+	}
+	slices.SortFunc(due, func(a, b *store.Schedule) int {
+		return cmp.Or(a.NextAt.Compare(b.NextAt), compareKeys(store.ScheduleKey{Tenant: a.Tenant, Name: a.Name}, store.ScheduleKey{Tenant: b.Tenant, Name: b.Name}))
+	})
+	if len(due) > limit {
+		due, res.More = due[:limit], true
+	}
+	for _, sc := range due {
+		key := store.ScheduleKey{Tenant: sc.Tenant, Name: sc.Name}
+		f, ok, err := cronslot.Plan(sc, t, p.Shapes)
+		if err == nil && ok {
+			if _, exists := s.runs[f.Run.ID]; !exists {
+				_, err = s.createRuns(&store.CreateRunsParams{Now: t, Runs: []store.NewRun{f.Run}}, t, &n)
+			}
+		}
+		if err != nil {
+			sc.NextAt, sc.Error, sc.UpdatedAt = time.Time{}, err.Error(), t
+			res.Broken = append(res.Broken, store.BrokenSchedule{Key: key, Error: sc.Error})
+			continue
+		}
+		if !ok {
+			continue
+		}
+		sc.NextAt, sc.LastSlot, sc.LastRunID, sc.UpdatedAt = f.Next, f.Fire, f.Run.ID, t
+		res.Fired = append(res.Fired, store.FiredSlot{
+			Schedule: sc.ID, Tenant: sc.Tenant, Name: sc.Name, Slot: f.Fire, RunID: f.Run.ID, At: t, Missed: f.Missed,
+		})
+	}
+	var next time.Time
+	for _, sc := range s.schedules {
+		if !sc.Paused && !sc.NextAt.IsZero() && (next.IsZero() || sc.NextAt.Before(next)) {
+			next = sc.NextAt
+		}
+	}
+	s.mu.Unlock()
+	s.publish(&n)
+	if !next.IsZero() {
+		res.HasNext, res.Next = true, max(next.Sub(t), 0)
+	}
+	return res, nil
+}

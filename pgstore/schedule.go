@@ -1,0 +1,395 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/effectivelabs/durable/internal/cronslot"
+	"github.com/effectivelabs/durable/store"
+)
+
+var _ store.Scheduler = (*Store)(nil)
+
+const scheduleCols = `id, tenant, name, workflow, input, cron, time_zone, shape, paused, next_at, last_slot, last_run_id,
+coalesce(error, ''), created_at, updated_at`
+
+func scanSchedule(row pgx.Row) (*store.Schedule, error) {
+	var sc store.Schedule
+	var shape string
+	var next, last pgtype.Timestamptz
+	var lastRun pgtype.UUID
+	if err := row.Scan(p16(&sc.ID), &sc.Tenant, &sc.Name, &sc.Workflow, &sc.Input, &sc.Cron, &sc.TimeZone, &shape,
+		&sc.Paused, &next, &last, &lastRun, &sc.Error, &sc.CreatedAt, &sc.UpdatedAt); err != nil {
+		return nil, err
+	}
+	sc.NextAt, sc.LastSlot = tm(next), tm(last)
+	if lastRun.Valid {
+		sc.LastRunID = lastRun.Bytes
+	}
+	sc.Shape = new(store.Shape)
+	if err := json.Unmarshal([]byte(shape), sc.Shape); err != nil {
+		return nil, fmt.Errorf("pgstore: schedule %s/%s: decode shape: %w", sc.Tenant, sc.Name, err)
+	}
+	return &sc, nil
+}
+
+func (s *Store) dbNow(ctx context.Context, q querier, t time.Time) (time.Time, error) {
+	if t = nowOf(t); !t.IsZero() {
+		return t, nil
+	}
+	err := q.QueryRow(ctx, `SELECT now()`).Scan(&t)
+	return t, err
+}
+
+func notFound(k store.ScheduleKey) error {
+	return fmt.Errorf("pgstore: schedule %s/%s: %w", k.Tenant, k.Name, store.ErrScheduleNotFound)
+}
+
+// CreateSchedule implements store.Scheduler.
+func (s *Store) CreateSchedule(ctx context.Context, p *store.CreateScheduleParams) (*store.Schedule, error) {
+	var out *store.Schedule
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now, err := s.dbNow(ctx, tx, p.Now)
+		if err != nil {
+			return err
+		}
+		next, err := cronslot.Check(p, now)
+		if err != nil {
+			return fmt.Errorf("pgstore: %w", err)
+		}
+		shape, err := json.Marshal(p.Shape)
+		if err != nil {
+			return fmt.Errorf("pgstore: %w: shape: %w", store.ErrInvalidSchedule, err)
+		}
+		var nextAt pgtype.Timestamptz
+		if !next.IsZero() {
+			nextAt = pgtype.Timestamptz{Time: next, Valid: true}
+		}
+		row := tx.QueryRow(ctx, render(s.schema, `
+INSERT INTO {{schema}}.schedules (id, tenant, name, workflow, input, cron, time_zone, shape, paused, next_at, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
+ON CONFLICT DO NOTHING
+RETURNING `+scheduleCols),
+			p16(&p.ID), p.Tenant, p.Name, p.Workflow, p.Input, p.Cron, p.TimeZone, string(shape), p.Paused, nextAt, now)
+		out, err = scanSchedule(row)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("pgstore: schedule %s/%s (or ID %s): %w", p.Tenant, p.Name, p.ID, store.ErrScheduleExists)
+		}
+		if err != nil {
+			return err
+		}
+		if !p.Paused {
+			_, err = tx.Exec(ctx, s.q.notify, s.channel, []string{string(store.TopicSchedule)})
+		}
+		return err
+	})
+	if err != nil {
+		return nil, classify(err)
+	}
+	return out, nil
+}
+
+// GetSchedule implements store.Scheduler.
+func (s *Store) GetSchedule(ctx context.Context, p *store.GetScheduleParams) (*store.Schedule, error) {
+	sc, err := scanSchedule(s.pool.QueryRow(ctx, render(s.schema,
+		`SELECT `+scheduleCols+` FROM {{schema}}.schedules WHERE tenant = $1 AND name = $2`), p.Key.Tenant, p.Key.Name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound(p.Key)
+	}
+	if err != nil {
+		return nil, classify(fmt.Errorf("pgstore: get schedule: %w", err))
+	}
+	return sc, nil
+}
+
+// ListSchedules implements store.Scheduler.
+func (s *Store) ListSchedules(ctx context.Context, p *store.ListSchedulesParams) (*store.ListSchedulesResult, error) {
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("pgstore: list schedules: limit %d: %w", p.Limit, store.ErrInvalidSchedule)
+	}
+	var afterT, afterN pgtype.Text
+	if p.After != nil {
+		afterT = pgtype.Text{String: p.After.Tenant, Valid: true}
+		afterN = pgtype.Text{String: p.After.Name, Valid: true}
+	}
+	rows, err := s.pool.Query(ctx, render(s.schema, `
+SELECT `+scheduleCols+` FROM {{schema}}.schedules
+WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR (tenant, name) > ($2, $3::text))
+ORDER BY tenant, name LIMIT $4`), pgtype.Text{String: p.Tenant, Valid: p.Tenant != ""}, afterT, afterN, p.Limit+1)
+	if err != nil {
+		return nil, classify(fmt.Errorf("pgstore: list schedules: %w", err))
+	}
+	defer rows.Close()
+	res := &store.ListSchedulesResult{}
+	for rows.Next() {
+		sc, err := scanSchedule(rows)
+		if err != nil {
+			return nil, err
+		}
+		res.Schedules = append(res.Schedules, sc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("pgstore: list schedules: %w", err))
+	}
+	if len(res.Schedules) > p.Limit {
+		res.Schedules, res.More = res.Schedules[:p.Limit], true
+	}
+	return res, nil
+}
+
+// PauseSchedule implements store.Scheduler.
+func (s *Store) PauseSchedule(ctx context.Context, p *store.PauseScheduleParams) (*store.Schedule, error) {
+	var out *store.Schedule
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now, err := s.dbNow(ctx, tx, p.Now)
+		if err != nil {
+			return err
+		}
+		sc, err := scanSchedule(tx.QueryRow(ctx, render(s.schema,
+			`SELECT `+scheduleCols+` FROM {{schema}}.schedules WHERE tenant = $1 AND name = $2 FOR UPDATE`), p.Key.Tenant, p.Key.Name))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notFound(p.Key)
+		}
+		if err != nil {
+			return err
+		}
+		out = sc
+		if sc.Paused == p.Paused {
+			return nil
+		}
+		var next pgtype.Timestamptz
+		if !p.Paused {
+			n, err := cronslot.NextAfter(sc, now)
+			if err != nil {
+				return fmt.Errorf("pgstore: schedule %s/%s: %w: %w", p.Key.Tenant, p.Key.Name, store.ErrInvalidSchedule, err)
+			}
+			next = pgtype.Timestamptz{Time: n, Valid: true}
+		}
+		out, err = scanSchedule(tx.QueryRow(ctx, render(s.schema, `
+UPDATE {{schema}}.schedules SET paused = $3, next_at = $4, updated_at = $5, error = CASE WHEN $3 THEN error END
+WHERE tenant = $1 AND name = $2 RETURNING `+scheduleCols), p.Key.Tenant, p.Key.Name, p.Paused, next, now))
+		if err != nil {
+			return err
+		}
+		if !p.Paused {
+			_, err = tx.Exec(ctx, s.q.notify, s.channel, []string{string(store.TopicSchedule)})
+		}
+		return err
+	})
+	if err != nil {
+		return nil, classify(err)
+	}
+	return out, nil
+}
+
+// DeleteSchedule implements store.Scheduler.
+func (s *Store) DeleteSchedule(ctx context.Context, p *store.DeleteScheduleParams) error {
+	ct, err := s.pool.Exec(ctx, render(s.schema, `DELETE FROM {{schema}}.schedules WHERE tenant = $1 AND name = $2`),
+		p.Key.Tenant, p.Key.Name)
+	if err != nil {
+		return classify(fmt.Errorf("pgstore: delete schedule: %w", err))
+	}
+	if ct.RowsAffected() == 0 {
+		return notFound(p.Key)
+	}
+	return nil
+}
+
+// FireSchedules implements store.Scheduler. While nothing is due it costs
+// one statement, the earliest next_at read from the partial index of active
+// schedules. Otherwise one transaction locks up to Limit due schedules
+// (FOR UPDATE SKIP LOCKED: another leader's batch is skipped, and a row it
+// updated is re-checked and found not due), creates their runs (runs
+// already there are skipped: their slots were fired), moves their next_at
+// and commits. A schedule whose run cannot be made (its expression or shape
+// no longer valid) is marked broken instead of failing the batch.
+func (s *Store) FireSchedules(ctx context.Context, p *store.FireSchedulesParams) (*store.FireSchedulesResult, error) {
+	res, err := s.fireSchedules(ctx, p)
+	return res, classify(err)
+}
+
+func (s *Store) nextSchedule(ctx context.Context, q querier, now time.Time, res *store.FireSchedulesResult) (due bool, at time.Time, err error) {
+	var next pgtype.Timestamptz
+	var now0 pgtype.Timestamptz
+	if !now.IsZero() {
+		now0 = pgtype.Timestamptz{Time: now, Valid: true}
+	}
+	if err := q.QueryRow(ctx, render(s.schema,
+		`SELECT min(next_at), coalesce($1, now()) FROM {{schema}}.schedules WHERE NOT paused AND next_at IS NOT NULL`),
+		now0).Scan(&next, &at); err != nil {
+		return false, at, fmt.Errorf("pgstore: next schedule: %w", err)
+	}
+	res.HasNext, res.Next = false, 0
+	if !next.Valid {
+		return false, at, nil
+	}
+	res.HasNext, res.Next = true, max(next.Time.Sub(at), 0)
+	return !next.Time.After(at), at, nil
+}
+
+func (s *Store) fireSchedules(ctx context.Context, p *store.FireSchedulesParams) (*store.FireSchedulesResult, error) {
+	res := &store.FireSchedulesResult{}
+	now := nowOf(p.Now)
+	if due, _, err := s.nextSchedule(ctx, s.pool, now, res); err != nil || !due {
+		return res, err
+	}
+	limit := max(p.Limit, 1)
+	var newShapes []uuid.UUID
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		res.Fired, res.Broken, res.More = nil, nil, false
+		newShapes = nil
+		if _, err := tx.Exec(ctx, s.q.genericPlans); err != nil {
+			return err
+		}
+		at, err := s.dbNow(ctx, tx, now)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, render(s.schema, `
+SELECT `+scheduleCols+` FROM {{schema}}.schedules
+WHERE NOT paused AND next_at IS NOT NULL AND next_at <= $1
+ORDER BY next_at LIMIT $2 FOR UPDATE SKIP LOCKED`), at, limit)
+		if err != nil {
+			return err
+		}
+		var due []*store.Schedule
+		for rows.Next() {
+			sc, err := scanSchedule(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			due = append(due, sc)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		res.More = len(due) == limit
+
+		type fire struct {
+			sc *store.Schedule
+			f  cronslot.Firing
+		}
+		var fires []fire
+		var ids []uuid.UUID
+		var brokenT, brokenN, brokenE []string
+		broken := func(sc *store.Schedule, err error) {
+			brokenT, brokenN, brokenE = append(brokenT, sc.Tenant), append(brokenN, sc.Name), append(brokenE, err.Error())
+			res.Broken = append(res.Broken, store.BrokenSchedule{Key: store.ScheduleKey{Tenant: sc.Tenant, Name: sc.Name}, Error: err.Error()})
+		}
+		for _, sc := range due {
+			f, ok, err := cronslot.Plan(sc, at, p.Shapes)
+			if err == nil && ok {
+				// Checked alone, so that one bad schedule fails alone.
+				_, err = s.prepareCreate(&store.CreateRunsParams{Now: at, Runs: []store.NewRun{f.Run}})
+			}
+			switch {
+			case err != nil:
+				broken(sc, err)
+			case ok:
+				fires = append(fires, fire{sc, f})
+				ids = append(ids, f.Run.ID)
+			}
+		}
+		exists := map[uuid.UUID]bool{}
+		if len(ids) > 0 {
+			rs, err := tx.Query(ctx, s.q.runsExist, u16(ids))
+			if err != nil {
+				return err
+			}
+			for rs.Next() {
+				var id uuid.UUID
+				var wf, tenant string
+				if err := rs.Scan(p16(&id), &wf, &tenant); err != nil {
+					rs.Close()
+					return err
+				}
+				exists[id] = true
+			}
+			rs.Close()
+			if err := rs.Err(); err != nil {
+				return err
+			}
+		}
+		var runs []store.NewRun
+		schedIDs := make([][16]byte, len(fires))
+		nexts := make([]pgtype.Timestamptz, len(fires))
+		slots := make([]time.Time, len(fires))
+		runIDs := make([][16]byte, len(fires))
+		for i, fr := range fires {
+			if !exists[fr.f.Run.ID] {
+				runs = append(runs, fr.f.Run)
+			}
+			schedIDs[i], runIDs[i], slots[i] = fr.sc.ID, fr.f.Run.ID, fr.f.Fire
+			if !fr.f.Next.IsZero() {
+				nexts[i] = pgtype.Timestamptz{Time: fr.f.Next, Valid: true}
+			}
+			res.Fired = append(res.Fired, store.FiredSlot{
+				Schedule: fr.sc.ID, Tenant: fr.sc.Tenant, Name: fr.sc.Name, Slot: fr.f.Fire, RunID: fr.f.Run.ID,
+				At: at, Missed: fr.f.Missed,
+			})
+		}
+		if len(runs) > 0 {
+			prep, err := s.prepareCreate(&store.CreateRunsParams{Now: at, Runs: runs})
+			if err != nil {
+				return err
+			}
+			if _, newShapes, err = s.create(ctx, tx, prep, false); err != nil {
+				return err
+			}
+		}
+		b := &pgx.Batch{}
+		if len(fires) > 0 {
+			b.Queue(render(s.schema, `
+UPDATE {{schema}}.schedules s SET next_at = u.next_at, last_slot = u.slot, last_run_id = u.run_id, updated_at = $5
+FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::uuid[]) AS u(id, next_at, slot, run_id)
+WHERE s.id = u.id`), schedIDs, nexts, slots, runIDs, at)
+		}
+		if len(brokenT) > 0 {
+			b.Queue(render(s.schema, `
+UPDATE {{schema}}.schedules s SET next_at = NULL, error = u.error, updated_at = $4
+FROM unnest($1::text[], $2::text[], $3::text[]) AS u(tenant, name, error)
+WHERE s.tenant = u.tenant AND s.name = u.name`), brokenT, brokenN, brokenE, at)
+		}
+		if b.Len() > 0 {
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+		}
+		_, _, err = s.nextSchedule(ctx, tx, at, res)
+		return err
+	})
+	if err != nil {
+		return nil, s.fireError(err)
+	}
+	if len(newShapes) > 0 {
+		at := time.Now()
+		s.mu.Lock()
+		for _, id := range newShapes {
+			s.stored[id] = at
+		}
+		s.mu.Unlock()
+	}
+	return res, nil
+}
+
+func (s *Store) fireError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" && pgErr.ConstraintName == "runs_shape_id_fkey" {
+		// A shape this process believed stored is gone (the schema was
+		// recreated): forget what it knew; the next call stores it.
+		s.mu.Lock()
+		clear(s.stored)
+		s.mu.Unlock()
+	}
+	return fmt.Errorf("pgstore: fire schedules: %w", err)
+}

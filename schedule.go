@@ -1,0 +1,348 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/store"
+)
+
+// Cron schedules: a workflow, a tenant, an input and a cron expression in a
+// time zone. The leader fires each slot once, as a normal run; see
+// docs/semantics.md ("Schedules") for the misfire, pause and DST rules.
+
+// Errors of schedules.
+var (
+	// ErrInvalidSchedule: the cron expression, the time zone or the name of
+	// a schedule is not valid, or its input does not decode.
+	ErrInvalidSchedule = store.ErrInvalidSchedule
+	// ErrScheduleExists: the tenant already has a schedule of that name.
+	// Creating never replaces one: delete it first.
+	ErrScheduleExists = store.ErrScheduleExists
+	// ErrScheduleNotFound: the tenant has no schedule of that name.
+	ErrScheduleNotFound = store.ErrScheduleNotFound
+	// ErrSchedulesUnsupported: the store keeps no schedules (it does not
+	// implement store.Scheduler).
+	ErrSchedulesUnsupported = errors.New("durable: store does not support schedules")
+	// ErrWorkflowNotRegistered: a schedule names a workflow that is not
+	// registered on the engine creating it, which needs its definition to
+	// record the runs' shape and check the input.
+	ErrWorkflowNotRegistered = errors.New("durable: workflow not registered on this engine")
+)
+
+// Schedule is a stored schedule: its tenant and name (unique together),
+// workflow, encoded input, cron expression and time zone, whether it is
+// paused, its next slot and the last slot it fired.
+type Schedule = store.Schedule
+
+// ScheduleSpec describes a schedule to create with Engine.CreateSchedule.
+type ScheduleSpec struct {
+	// Tenant owns the schedule and its runs (1-200 bytes of UTF-8).
+	Tenant string
+	// Name names the schedule within its tenant (1-200 bytes of UTF-8).
+	Name string
+	// Workflow is the workflow whose runs the schedule starts; it must be
+	// registered on the engine that creates the schedule (any engine may
+	// execute the runs).
+	Workflow string
+	// Input is every run's input, encoded with the engine's Codec (JSON by
+	// default); it must decode into the workflow's input type.
+	Input []byte
+	// Cron is a cron expression: five fields (minute hour day-of-month
+	// month day-of-week), or six with seconds first, or a descriptor such
+	// as @hourly or @daily.
+	Cron string
+	// TimeZone is the IANA time zone the expression is read in (e.g.
+	// "Europe/Paris"). Defaults to UTC.
+	TimeZone string
+	// Paused creates the schedule paused: it fires nothing until resumed.
+	Paused bool
+}
+
+// ScheduleOptions are the options of Workflow.Schedule.
+type ScheduleOptions struct {
+	// TimeZone is the IANA time zone of the expression. Defaults to UTC.
+	TimeZone string
+	// Paused creates the schedule paused.
+	Paused bool
+}
+
+func (e *Engine) scheduler() (store.Scheduler, error) {
+	s, ok := e.store.(store.Scheduler)
+	if !ok {
+		return nil, ErrSchedulesUnsupported
+	}
+	return s, nil
+}
+
+// Schedule creates a schedule named name for tenant that starts a run of w
+// with input in at every slot of the cron expression. w must be registered
+// on e. See Engine.CreateSchedule.
+func (w *Workflow[I]) Schedule(ctx context.Context, e *Engine, tenant, name string, in I, cron string, opts ScheduleOptions) (*Schedule, error) {
+	b, err := e.cfg.Codec.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("%w: input: %w", ErrEncode, err)
+	}
+	return e.CreateSchedule(ctx, ScheduleSpec{
+		Tenant: tenant, Name: name, Workflow: w.def.name, Input: b,
+		Cron: cron, TimeZone: opts.TimeZone, Paused: opts.Paused,
+	})
+}
+
+// CreateSchedule records a schedule and returns it. The workflow must be
+// registered on e: the schedule records its shape (the runs use the shape
+// registered on the leader when it has the workflow, so that a deploy that
+// changes the workflow reaches its schedules) and the input is checked to
+// decode into its input type. The expression and time zone are checked
+// now (ErrInvalidSchedule); a tenant that already has a schedule of that
+// name returns ErrScheduleExists.
+func (e *Engine) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*Schedule, error) {
+	s, err := e.scheduler()
+	if err != nil {
+		return nil, err
+	}
+	if !dag.ValidTenant(spec.Tenant) {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidTenant, dag.Quote(spec.Tenant))
+	}
+	def := e.workflow(spec.Workflow)
+	if def == nil {
+		return nil, fmt.Errorf("%w: %s", ErrWorkflowNotRegistered, dag.Quote(spec.Workflow))
+	}
+	shape, err := def.freeze()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := def.decodeInput(e.cfg.Codec, spec.Input); err != nil {
+		return nil, fmt.Errorf("%w: input does not decode into the workflow's input type: %w", ErrInvalidSchedule, err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("durable: schedule id: %w", err)
+	}
+	sc, err := s.CreateSchedule(ctx, &store.CreateScheduleParams{
+		Now: e.now(), ID: id, Tenant: spec.Tenant, Name: spec.Name, Workflow: spec.Workflow,
+		Input: spec.Input, Cron: spec.Cron, TimeZone: spec.TimeZone, Shape: shape, Paused: spec.Paused,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("durable: creating schedule: %w", err)
+	}
+	e.wakeSchedules()
+	return sc, nil
+}
+
+// GetSchedule returns the schedule name of tenant, or ErrScheduleNotFound.
+func (e *Engine) GetSchedule(ctx context.Context, tenant, name string) (*Schedule, error) {
+	s, err := e.scheduler()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := s.GetSchedule(ctx, &store.GetScheduleParams{Key: store.ScheduleKey{Tenant: tenant, Name: name}})
+	if err != nil {
+		return nil, fmt.Errorf("durable: %w", err)
+	}
+	return sc, nil
+}
+
+// ScheduleListOptions are the options of Engine.ListSchedules.
+type ScheduleListOptions struct {
+	// Tenant, when set, lists that tenant's schedules only.
+	Tenant string
+	// After continues a listing after that schedule (the last of the
+	// previous page).
+	After *store.ScheduleKey
+	// Limit is the most schedules on a page. Defaults to 100; at most 1,000.
+	Limit int
+}
+
+// SchedulePage is one page of schedules, by tenant and name.
+type SchedulePage struct {
+	Schedules []*Schedule
+	// More is set when schedules follow the last one.
+	More bool
+}
+
+// ListSchedules returns a page of schedules ordered by tenant and name.
+func (e *Engine) ListSchedules(ctx context.Context, opts ScheduleListOptions) (*SchedulePage, error) {
+	s, err := e.scheduler()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Limit == 0 {
+		opts.Limit = 100
+	}
+	if opts.Limit < 0 || opts.Limit > 1000 {
+		return nil, fmt.Errorf("%w: limit %d: want 1 to 1000", ErrInvalidFilter, opts.Limit)
+	}
+	res, err := s.ListSchedules(ctx, &store.ListSchedulesParams{Tenant: opts.Tenant, After: opts.After, Limit: opts.Limit})
+	if err != nil {
+		return nil, fmt.Errorf("durable: listing schedules: %w", err)
+	}
+	return &SchedulePage{Schedules: res.Schedules, More: res.More}, nil
+}
+
+// PauseSchedule pauses a schedule: it fires nothing until resumed. Pausing
+// a paused schedule changes nothing.
+func (e *Engine) PauseSchedule(ctx context.Context, tenant, name string) (*Schedule, error) {
+	return e.pauseSchedule(ctx, tenant, name, true)
+}
+
+// ResumeSchedule resumes a paused schedule from the first slot after now:
+// the slots that passed while it was paused are skipped, none is caught
+// up. Resuming also clears the error of a broken schedule and tries again.
+func (e *Engine) ResumeSchedule(ctx context.Context, tenant, name string) (*Schedule, error) {
+	return e.pauseSchedule(ctx, tenant, name, false)
+}
+
+func (e *Engine) pauseSchedule(ctx context.Context, tenant, name string, paused bool) (*Schedule, error) {
+	s, err := e.scheduler()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := s.PauseSchedule(ctx, &store.PauseScheduleParams{
+		Now: e.now(), Key: store.ScheduleKey{Tenant: tenant, Name: name}, Paused: paused,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("durable: %w", err)
+	}
+	if !paused {
+		e.wakeSchedules()
+	}
+	return sc, nil
+}
+
+// DeleteSchedule deletes a schedule. The runs it started are kept.
+func (e *Engine) DeleteSchedule(ctx context.Context, tenant, name string) error {
+	s, err := e.scheduler()
+	if err != nil {
+		return err
+	}
+	if err := s.DeleteSchedule(ctx, &store.DeleteScheduleParams{Key: store.ScheduleKey{Tenant: tenant, Name: name}}); err != nil {
+		return fmt.Errorf("durable: %w", err)
+	}
+	return nil
+}
+
+// wakeSchedules tells this engine's schedule loop, if it leads, that a
+// slot may be due sooner than it thought.
+func (e *Engine) wakeSchedules() {
+	e.mu.Lock()
+	rt := e.rt
+	e.mu.Unlock()
+	if rt != nil {
+		signal(rt.scheduleSig)
+	}
+}
+
+// maxScheduleWait bounds how long the leader trusts its knowledge of the
+// next due slot before asking the store again: a schedule created or resumed
+// elsewhere is announced by a notification, but a store without them (and a
+// process whose timers were frozen by a suspended VM) relies on this bound.
+const maxScheduleWait = time.Minute
+
+// maxNotifiedWait is maxScheduleWait on a store that notifies.
+const maxNotifiedWait = 5 * time.Minute
+
+// fireTimeout bounds one FireSchedules call of the leader.
+const fireTimeout = 30 * time.Second
+
+// scheduleBatch is the most schedules fired in one store call.
+const scheduleBatch = 500
+
+// registeredShapes returns the shapes of the workflows registered on e.
+func (e *Engine) registeredShapes() map[string]*store.Shape {
+	e.mu.Lock()
+	defs := make([]*workflowDef, 0, len(e.workflows))
+	for _, d := range e.workflows {
+		defs = append(defs, d)
+	}
+	e.mu.Unlock()
+	shapes := make(map[string]*store.Shape, len(defs))
+	for _, d := range defs {
+		if sh, err := d.freeze(); err == nil {
+			shapes[d.name] = sh
+		}
+	}
+	return shapes
+}
+
+// scheduleLoop fires due slots, sleeping until the next is due (at most
+// maxScheduleWait) or a notification says a schedule was created or
+// resumed. With no active schedule on a store that notifies, it waits for
+// a notification only: schedules cost nothing when unused.
+func (e *Engine) scheduleLoop(ctx context.Context, rt *runtime, s store.Scheduler) {
+	_, notifies := e.store.(store.Listener)
+	errDelay := 100 * time.Millisecond
+	for {
+		// A call in flight when leadership is lost finishes (bounded), so
+		// that its outcome is known rather than ambiguous: had it been
+		// cancelled during its commit, the slots it fired would go unlogged
+		// (though never fired twice: a new leader finds them fired).
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fireTimeout)
+		res, err := s.FireSchedules(fctx, &store.FireSchedulesParams{
+			Now: e.now(), Limit: scheduleBatch, Shapes: e.registeredShapes(),
+		})
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.Error("durable: firing schedules", slog.Any("error", err))
+			if !sleep.For(ctx, errDelay) {
+				return
+			}
+			errDelay = min(2*errDelay, 5*time.Second)
+			continue
+		}
+		errDelay = 100 * time.Millisecond
+		for _, b := range res.Broken {
+			e.log.Error("durable: schedule cannot fire; it is stopped until resumed",
+				slog.String("tenant", b.Key.Tenant), slog.String("schedule", b.Key.Name), slog.String("error", b.Error))
+		}
+		for _, f := range res.Fired {
+			if f.Missed > 0 {
+				e.log.Warn("durable: schedule missed slots; fired the latest only",
+					slog.String("tenant", f.Tenant), slog.String("schedule", f.Name),
+					slog.Int("missed", f.Missed), slog.Time("slot", f.Slot))
+			}
+		}
+		if len(res.Fired) > 0 {
+			e.wakeClaims()
+		}
+		if res.More {
+			continue
+		}
+		wait := time.Duration(-1) // no timer: a notification only
+		switch {
+		case res.HasNext && notifies:
+			wait = min(res.Next, maxNotifiedWait)
+		case res.HasNext:
+			wait = min(res.Next, maxScheduleWait)
+		case !notifies:
+			wait = maxScheduleWait
+		}
+		var t *time.Timer
+		var tc <-chan time.Time
+		if wait >= 0 {
+			t = time.NewTimer(wait)
+			tc = t.C
+		}
+		select {
+		case <-tc:
+		case <-rt.scheduleSig:
+		case <-ctx.Done():
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Scheduler is implemented by stores that keep cron schedules: a workflow,
+// a tenant, an input and a cron expression in a time zone, whose slots the
+// leader fires as runs (see FireSchedules). Both stores of the module
+// implement it; an engine on a store without it has no schedules.
+//
+// A schedule is named by its tenant and name (unique together). Its next
+// slot (NextAt) is a row's due time, so waiting for it costs nothing.
+type Scheduler interface {
+	// CreateSchedule records a new schedule and returns it, with NextAt the
+	// first slot after Now (none when Paused). A schedule with the same
+	// tenant and name fails with ErrScheduleExists; an expression or time
+	// zone that does not parse with ErrInvalidSchedule.
+	CreateSchedule(ctx context.Context, p *CreateScheduleParams) (*Schedule, error)
+
+	// GetSchedule returns a schedule, or ErrScheduleNotFound.
+	GetSchedule(ctx context.Context, p *GetScheduleParams) (*Schedule, error)
+
+	// ListSchedules returns a page of schedules ordered by tenant and name.
+	ListSchedules(ctx context.Context, p *ListSchedulesParams) (*ListSchedulesResult, error)
+
+	// PauseSchedule pauses or resumes a schedule and returns it. A paused
+	// schedule fires nothing. Resuming sets NextAt to the first slot after
+	// Now: slots that passed while it was paused are skipped. Pausing a
+	// paused schedule (or resuming a running one) changes nothing.
+	PauseSchedule(ctx context.Context, p *PauseScheduleParams) (*Schedule, error)
+
+	// DeleteSchedule deletes a schedule, or returns ErrScheduleNotFound.
+	// Runs it already fired are not touched.
+	DeleteSchedule(ctx context.Context, p *DeleteScheduleParams) error
+
+	// FireSchedules fires up to Limit due schedules (NextAt at or before
+	// Now, not paused), the most overdue first. Firing one is one atomic
+	// unit: it creates the run of the latest due slot (the misfire rule of
+	// internal/cronslot: earlier due slots are skipped) and moves NextAt to
+	// the first slot after Now. The run's ID is derived from the schedule
+	// and the slot, so a slot is never fired twice: a duplicated attempt
+	// finds the run and creates nothing. It reports how long until the next
+	// slot is due.
+	FireSchedules(ctx context.Context, p *FireSchedulesParams) (*FireSchedulesResult, error)
+}
+
+// Schedule is a stored schedule.
+type Schedule struct {
+	ID       uuid.UUID
+	Tenant   string
+	Name     string
+	Workflow string
+	// Input is every run's encoded input.
+	Input []byte
+	// Cron is the cron expression; TimeZone the IANA zone it is read in
+	// ("" or "UTC" for UTC).
+	Cron     string
+	TimeZone string
+	// Shape is the workflow's DAG when the schedule was created; runs are
+	// created with it unless the leader has the workflow registered (see
+	// FireSchedulesParams.Shapes).
+	Shape  *Shape
+	Paused bool
+	// NextAt is the next slot to fire; zero while paused, or when the
+	// schedule is broken (see Error).
+	NextAt time.Time
+	// LastSlot is the last slot fired, LastRunID its run; zero before the
+	// first.
+	LastSlot  time.Time
+	LastRunID uuid.UUID
+	// Error says why the schedule fires nothing any more (its stored
+	// expression no longer parses); empty when it is healthy.
+	Error     string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// ScheduleKey names a schedule.
+type ScheduleKey struct {
+	Tenant string
+	Name   string
+}
+
+// CreateScheduleParams are the parameters of Scheduler.CreateSchedule.
+type CreateScheduleParams struct {
+	Now      time.Time
+	ID       uuid.UUID
+	Tenant   string
+	Name     string
+	Workflow string
+	Input    []byte
+	Cron     string
+	TimeZone string
+	Shape    *Shape
+	Paused   bool
+}
+
+// GetScheduleParams are the parameters of Scheduler.GetSchedule.
+type GetScheduleParams struct {
+	Key ScheduleKey
+}
+
+// ListSchedulesParams are the parameters of Scheduler.ListSchedules.
+type ListSchedulesParams struct {
+	// Tenant, when set, keeps that tenant's schedules.
+	Tenant string
+	// After, when set, starts the page after that schedule.
+	After *ScheduleKey
+	// Limit is the most schedules to return (at least 1).
+	Limit int
+}
+
+// ListSchedulesResult is the result of Scheduler.ListSchedules.
+type ListSchedulesResult struct {
+	Schedules []*Schedule
+	// More is set when schedules follow the last one returned.
+	More bool
+}
+
+// PauseScheduleParams are the parameters of Scheduler.PauseSchedule.
+type PauseScheduleParams struct {
+	Now    time.Time
+	Key    ScheduleKey
+	Paused bool
+}
+
+// DeleteScheduleParams are the parameters of Scheduler.DeleteSchedule.
+type DeleteScheduleParams struct {
+	Key ScheduleKey
+}
+
+// FireSchedulesParams are the parameters of Scheduler.FireSchedules.
+type FireSchedulesParams struct {
+	Now time.Time
+	// Limit is the most schedules fired in one call.
+	Limit int
+	// Shapes holds the current shapes of the workflows the caller has
+	// registered, by name: a schedule of one of them fires runs of that
+	// shape, so that a deploy that changes a workflow reaches its
+	// schedules. Other schedules use their recorded Shape.
+	Shapes map[string]*Shape
+}
+
+// FiredSlot is one slot fired by FireSchedules.
+type FiredSlot struct {
+	Schedule uuid.UUID
+	Tenant   string
+	Name     string
+	Slot     time.Time
+	RunID    uuid.UUID
+	// At is when it fired, on the store's clock.
+	At time.Time
+	// Missed counts the earlier due slots skipped by the misfire rule.
+	Missed int
+}
+
+// BrokenSchedule is a schedule that FireSchedules could not fire and
+// stopped: its Error is set and it is no longer due.
+type BrokenSchedule struct {
+	Key   ScheduleKey
+	Error string
+}
+
+// FireSchedulesResult is the result of Scheduler.FireSchedules.
+type FireSchedulesResult struct {
+	Fired  []FiredSlot
+	Broken []BrokenSchedule
+	// More is set when Limit schedules were due: call again.
+	More bool
+	// Next is the time until the next slot is due, measured on the
+	// store's clock; meaningful only when HasNext (some schedule is
+	// active).
+	Next    time.Duration
+	HasNext bool
+}
+
+var (
+	// ErrScheduleExists: a schedule with this tenant and name exists.
+	ErrScheduleExists = errors.New("durable: schedule already exists")
+	// ErrScheduleNotFound: no schedule has this tenant and name.
+	ErrScheduleNotFound = errors.New("durable: schedule not found")
+	// ErrInvalidSchedule: the cron expression, the time zone or another
+	// field of a schedule is not valid.
+	ErrInvalidSchedule = errors.New("durable: invalid schedule")
+)
+
+// TopicSchedule: a schedule was created or resumed; the leader should
+// re-check when the next slot is due.
+const TopicSchedule Topic = "schedule"
