@@ -76,6 +76,12 @@ Scenarios:
             the server's autovacuum, or the bench standing in for it (the
             same thresholds, naptime and cost delay) when the server has it
             off, as by default
+  cron      --runs schedules (10,000) of bench-noop firing every minute,
+            created through the engine, then workers for --duration (150s):
+            each minute boundary fires every schedule. Slots fired per
+            second at a boundary, fire lag p50/p99/max (run created after
+            its slot time), and a check that each boundary fired every
+            schedule exactly once
 
 Workers run in this process (--processes 0) or as --processes P
 "durable worker" processes of this executable. With --json, stdout is one
@@ -92,13 +98,13 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var cpuProfile string
 	fs.StringVar(&o.DatabaseURL, "database-url", os.Getenv(envDatabaseURL), "PostgreSQL URL, e.g. postgres://user@127.0.0.1:5432/db (default $"+envDatabaseURL+")")
 	fs.StringVar(&o.Schema, "schema", "", "use (and keep) this schema instead of a fresh durable_bench_<random> one; no other workers may serve it")
-	fs.StringVar(&o.Scenario, "scenario", "", "single, dag, latency, fairness, idle, list, soak or concurrency (required)")
+	fs.StringVar(&o.Scenario, "scenario", "", "single, dag, latency, fairness, idle, list, soak, concurrency or cron (required)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as one JSON object on stdout")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the fresh schema (and idle's scratch database) instead of dropping it")
 	fs.BoolVar(&o.SameDatabase, "same-database", false, "idle: measure in the --database-url database instead of a scratch one created for the run")
 	fs.StringVar(&o.ServerLog, "server-log", "", "idle: the server's log file when the logging collector is off (default /var/log/postgresql/postgresql-<version>-<cluster>.log)")
 	fs.IntVar(&o.Keys, "keys", 0, "concurrency: distinct concurrency keys, each capped at one running step (0: 1000)")
-	fs.IntVar(&o.Runs, "runs", 0, "runs: single 100000, dag 10000, latency 500, list 1000000; fairness: tenant B's backlog, 10000 (0: the scenario's default)")
+	fs.IntVar(&o.Runs, "runs", 0, "runs: single 100000, dag 10000, latency 500, list 1000000, concurrency 100000; cron: schedules, 10000; fairness: tenant B's backlog, 10000 (0: the scenario's default)")
 	fs.IntVar(&o.Processes, "processes", 0, "run the workers as this many \"durable worker\" processes (0: in this process)")
 	fs.IntVar(&o.Workers, "workers", 0, "in-process workers (engines), each with its own pool (0: 3 for idle, 1 otherwise)")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, fmt.Sprintf("steps each worker runs at once (0: %d for single, dag, list and soak, 100, the engine's default, otherwise)", bench.ThroughputConcurrency))
@@ -108,7 +114,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&o.TenantStep, "tenant-step", 100, "fairness: the backlogs are this many runs, twice as many, ...")
 	fs.IntVar(&o.InsertBatch, "insert-batch", 5000, "runs per RunManyNoWait call when inserting (soak: the most per call)")
 	fs.DurationVar(&o.Interval, "interval", 0, "latency: pause between runs (0: 10ms)")
-	fs.DurationVar(&o.Duration, "duration", 0, "idle: how long to measure (0: 60s); soak: how long to trigger runs (0: 10m)")
+	fs.DurationVar(&o.Duration, "duration", 0, "idle: how long to measure (0: 60s); soak: how long to trigger runs (0: 10m); cron: how long the workers run (0: 150s)")
 	fs.IntVar(&o.Repeat, "repeat", 0, "list: how many times each kind of page is timed (0: 200)")
 	fs.IntVar(&o.Rate, "rate", 0, "soak: runs triggered per second (0: 5000)")
 	fs.DurationVar(&o.Retention, "retention", 0, "soak: the workers' Config.Retention (0: 1m); at least --sample + 1s")

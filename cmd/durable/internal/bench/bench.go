@@ -44,10 +44,11 @@ const (
 	List     = "list"
 	Soak     = "soak"
 	Keyed    = "concurrency"
+	Cron     = "cron"
 )
 
 // Scenarios lists the scenario names.
-var Scenarios = []string{Single, DAG, Latency, Fairness, Idle, List, Soak, Keyed}
+var Scenarios = []string{Single, DAG, Latency, Fairness, Idle, List, Soak, Keyed, Cron}
 
 // ThroughputConcurrency is each worker's concurrency in the single and dag
 // scenarios unless Options.Concurrency says otherwise. With no-op steps the
@@ -167,7 +168,7 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
 	}
 	switch o.Scenario {
-	case Single, DAG, Latency, Fairness, Idle, List, Soak, Keyed:
+	case Single, DAG, Latency, Fairness, Idle, List, Soak, Keyed, Cron:
 	case "":
 		return bad("a scenario is required (%s)", strings.Join(Scenarios, ", "))
 	default:
@@ -197,7 +198,7 @@ func (o *Options) setDefaults() error {
 		return bad("schema %q: use 1-63 lowercase letters, digits or underscores, not starting with a digit", o.Schema)
 	}
 	if o.Runs == 0 {
-		o.Runs = map[string]int{Single: 100_000, DAG: 10_000, Latency: 500, Fairness: 10_000, List: 1_000_000, Keyed: 100_000}[o.Scenario]
+		o.Runs = map[string]int{Single: 100_000, DAG: 10_000, Latency: 500, Fairness: 10_000, List: 1_000_000, Keyed: 100_000, Cron: 10_000}[o.Scenario]
 	}
 	if o.Processes > 0 && (o.Scenario == List || o.Scenario == Soak) {
 		return bad("%s needs in-process workers (processes 0): %s", o.Scenario, map[string]string{
@@ -252,8 +253,11 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Duration == 0 {
 		o.Duration = 60 * time.Second
-		if o.Scenario == Soak {
+		switch o.Scenario {
+		case Soak:
 			o.Duration = 10 * time.Minute
+		case Cron:
+			o.Duration = 150 * time.Second
 		}
 	}
 	if o.Repeat == 0 {
@@ -366,6 +370,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		err = b.idle(ctx, rep)
 	case Keyed:
 		err = b.keyed(ctx, rep)
+	case Cron:
+		err = b.cron(ctx, rep)
 	case List:
 		err = b.list(ctx, rep)
 	case Soak:
