@@ -78,6 +78,13 @@ type RunResult struct {
 	CreatedAt time.Time
 	// FinishedAt is when the run settled; zero until then.
 	FinishedAt time.Time
+	// IdempotencyKey is the key the run was triggered with, if any.
+	IdempotencyKey string
+	// Priority is the run's priority.
+	Priority Priority
+	// Deadline is when the run fails if it has not settled; zero when it
+	// has none or has settled.
+	Deadline time.Time
 	// Steps lists every step in declaration order; the on-failure handler,
 	// once it exists, comes last under the name OnFailureStep.
 	Steps []StepResult
@@ -127,6 +134,7 @@ func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
 	res := &RunResult{
 		ID: run.ID, Workflow: run.Workflow, Tenant: run.Tenant, Status: run.Status, Input: run.Input,
 		CreatedAt: run.CreatedAt, FinishedAt: run.FinishedAt, codec: codec,
+		IdempotencyKey: run.IdempotencyKey, Priority: Priority(run.Priority), Deadline: run.Deadline,
 	}
 	if run.Status == store.RunFailed || run.Status == store.RunCancelled {
 		res.Err = &RunError{RunID: run.ID, Workflow: run.Workflow, Status: run.Status, Step: run.FailedStep, Message: run.Error}

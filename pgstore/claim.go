@@ -41,16 +41,14 @@ func (s *Store) claimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 			return nil, fmt.Errorf("pgstore: claim: reorder by priority: %w", err)
 		}
 	}
-	probe := func(row pgx.Row) error { return probeRow(row, &s.priorities) }
 	if p.TenantLimit <= 0 {
 		b := &pgx.Batch{}
 		b.Queue(s.q.genericPlans)
 		b.Queue(s.q.claim, p.Workflows, p.Limit, p.WorkerID, now).Query(func(rows pgx.Rows) error {
 			var err error
-			claimed, shapeOf, idxs, err = scanClaimed(rows, nil)
+			claimed, shapeOf, idxs, err = s.scanClaimed(rows, nil)
 			return err
 		})
-		b.Queue(s.q.anyPriority, p.Workflows).QueryRow(probe)
 		err = s.pool.SendBatch(ctx, b).Close()
 	} else {
 		claimed, shapeOf, idxs, err = s.claimCapped(ctx, p, now)
@@ -116,7 +114,10 @@ func (s *Store) release(ctx context.Context, claimed []*store.ClaimedTask) {
 	_, _ = s.FinishTasks(ctx, &store.FinishTasksParams{Outcomes: outs})
 }
 
-func scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int, _ error) {
+// scanClaimed reads the rows of a claim statement, and records in
+// s.priorities whether ready tasks above the default priority exist (each
+// row says it).
+func (s *Store) scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int, _ error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -126,9 +127,13 @@ func scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedTask, shapeO
 		var idx int32
 		var kind string
 		var shapeID uuid.UUID
+		var prio bool
 		if err := rows.Scan(p16(&c.RunID), &c.Step, &idx, &kind, &c.Attempt, &c.Token, &c.Workflow, &c.Tenant,
-			&c.Input, p16(&shapeID), &c.FailedStep, &c.Error); err != nil {
+			&c.Input, p16(&shapeID), &c.FailedStep, &c.Error, &prio); err != nil {
 			return nil, nil, nil, err
+		}
+		if len(claimed) == 0 {
+			s.priorities.Store(prio)
 		}
 		c.Kind = store.TaskKind(kind)
 		if c.Kind != store.KindOnFailure {
@@ -285,7 +290,7 @@ func (s *Store) claimCapped(ctx context.Context, p *store.ClaimTasksParams, now 
 		return nil, nil, nil, tx.Commit(ctx)
 	}
 	rows, qerr := tx.Query(ctx, s.q.claimIDs, chosen, 0, p.WorkerID, now, p.Workflows)
-	claimed, shapeOf, idxs, err = scanClaimed(rows, qerr)
+	claimed, shapeOf, idxs, err = s.scanClaimed(rows, qerr)
 	if err != nil {
 		return nil, nil, nil, err
 	}

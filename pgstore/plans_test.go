@@ -164,6 +164,8 @@ var orderedWalks = map[string]bool{
 	// it; whether any ready task is above the default priority (the first
 	// entry of the partial index of those).
 	"reorderHead": true, "anyPriority": true,
+	// The claims probe that index for its first entry (anyPrioritySQL).
+	"claimIDs": true,
 }
 
 // analyzeWorkedOff leaves the queue tables' statistics as autovacuum

@@ -62,6 +62,12 @@ func (s *Store) reorderLanes(ctx context.Context, workflows []string, limit int)
 		if err != nil {
 			return err
 		}
+		if len(best) == 0 && len(head) < limit {
+			// No lane at the head has a task above the default priority,
+			// and the head is the whole queue: nothing to reorder until a
+			// claim sees such tasks again.
+			s.priorities.Store(false)
+		}
 		for _, r := range best {
 			k := laneKey{r.workflow, r.tenant}
 			if !slices.ContainsFunc(lanes[k], func(x readyRow) bool { return x.id == r.id }) {

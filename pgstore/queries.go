@@ -343,7 +343,7 @@ JOIN {{schema}}.runs r ON r.id = u.run_id`),
 		// the plan is generic.
 		// A row whose lane holds a row of a higher priority is passed over
 		// (notOutranked): reorderLanes gives that row its slot first.
-		claim: r(claimSQL("SELECT ctid FROM {{schema}}.ready r WHERE array_position($1::text[], workflow) > 0 AND "+notOutranked+" ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED", "$1")),
+		claim: r(claimSQL("SELECT ctid FROM {{schema}}.ready r WHERE array_position($1::text[], workflow) > 0 AND (NOT (SELECT p FROM prio) OR "+notOutranked+") ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED", "$1")),
 		// Whether any ready task of these workflows is above the default
 		// priority, through the partial index that holds only those.
 		anyPriority: r(`SELECT EXISTS (SELECT 1 FROM {{schema}}.ready WHERE priority > 0 AND array_position($1::text[], workflow) > 0)`),
@@ -500,7 +500,8 @@ WHERE s.used_at < now() - $1::bigint * interval '1 microsecond'
 // whatever the number of workflows.
 func claimSQL(pick, workflows string) string {
 	return `
-WITH picked AS (` + pick + `),
+WITH prio AS (` + anyPrioritySQL + `),
+picked AS (` + pick + `),
 deleted AS (
   DELETE FROM {{schema}}.ready r WHERE r.ctid = ANY (ARRAY (SELECT p.ctid FROM picked p))
   RETURNING r.id, r.workflow, r.run_id, r.name
@@ -530,10 +531,17 @@ advanced AS (
   WHERE frontier.block < excluded.block
 )
 SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.tenant, r.input, r.shape_id,
-       coalesce(r.failed_step, ''), coalesce(r.error, '')
+       coalesce(r.failed_step, ''), coalesce(r.error, ''), (SELECT p FROM prio)
 FROM claimed c JOIN {{schema}}.runs r ON r.id = c.run_id
 ORDER BY c.token, r.workflow`
 }
+
+// anyPrioritySQL is the SQL of whether any ready task is above the default
+// priority: the first entry of the partial index of those, empty unless
+// priorities are used. A claim computes it once (an InitPlan), probes lanes
+// (notOutranked) only when it holds, and returns it, so that the next claim
+// reorders lanes first (reorderLanes).
+const anyPrioritySQL = `SELECT EXISTS (SELECT 1 FROM {{schema}}.ready WHERE priority > 0) AS p`
 
 // notOutranked is the condition on a ready row r that no row of its lane
 // has a higher priority (fairq.Outranks), probed in the partial index of

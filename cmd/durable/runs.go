@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -339,6 +340,15 @@ func printRun(w io.Writer, res *durable.RunResult, evs []durable.Event, opts sho
 	fmt.Fprintf(tw, "tenant\t%s\n", res.Tenant)
 	fmt.Fprintf(tw, "status\t%s\n", res.Status)
 	fmt.Fprintf(tw, "created\t%s\n", timestamp(res.CreatedAt))
+	if res.IdempotencyKey != "" {
+		fmt.Fprintf(tw, "idempotency key\t%s\n", dag.Quote(res.IdempotencyKey))
+	}
+	if res.Priority != durable.PriorityNormal {
+		fmt.Fprintf(tw, "priority\t%d\n", res.Priority)
+	}
+	if !res.Deadline.IsZero() {
+		fmt.Fprintf(tw, "deadline\t%s\n", timestamp(res.Deadline))
+	}
 	if res.Done() {
 		fmt.Fprintf(tw, "finished\t%s\n", timestamp(res.FinishedAt))
 		fmt.Fprintf(tw, "duration\t%s\n", res.FinishedAt.Sub(res.CreatedAt).Round(time.Millisecond))
@@ -481,10 +491,13 @@ type runJSON struct {
 
 type runDetailJSON struct {
 	runJSON
-	Input       json.RawMessage `json:"input,omitempty"`
-	InputBase64 string          `json:"input_base64,omitempty"`
-	Steps       []stepJSON      `json:"steps"`
-	Events      []eventJSON     `json:"events,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Priority       int             `json:"priority"`
+	Deadline       *time.Time      `json:"deadline"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	InputBase64    string          `json:"input_base64,omitempty"`
+	Steps          []stepJSON      `json:"steps"`
+	Events         []eventJSON     `json:"events,omitempty"`
 }
 
 type stepJSON struct {
@@ -542,7 +555,7 @@ func runDetail(res *durable.RunResult, evs []durable.Event, events bool) *runDet
 	out := &runDetailJSON{runJSON: runJSON{
 		ID: res.ID, Workflow: res.Workflow, Tenant: res.Tenant, Status: res.Status,
 		CreatedAt: res.CreatedAt.UTC(), FinishedAt: optTime(res.FinishedAt),
-	}}
+	}, IdempotencyKey: res.IdempotencyKey, Priority: int(res.Priority), Deadline: optTime(res.Deadline)}
 	var re *durable.RunError
 	if errors.As(res.Err, &re) {
 		out.FailedStep, out.Error = re.Step, re.Message

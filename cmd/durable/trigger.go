@@ -32,6 +32,13 @@ With --wait it then waits for each run to settle and prints a line per run,
 "<id> <STATUS> in <duration>", with the failure of a failed run; it exits 1
 if any run did not complete (failed, or still running after --timeout).
 
+--idempotency-key makes the trigger idempotent: a run of the workflow and
+tenant started with that key before (and still kept) is not started again;
+its ID is printed and "duplicate" said on stderr (with --count above 1, one
+run is started and the others are its duplicates). --priority (0-3),
+--start-after and --run-timeout set the run's priority, delayed start and
+deadline (see docs/semantics.md, "Flow control").
+
 This command only starts runs: "durable worker" processes execute them. The
 schema is migrated up first if needed.
 
@@ -51,10 +58,14 @@ type triggerOptions struct {
 	wait        bool
 	timeout     time.Duration
 	fraudWindow time.Duration
+	key         string
+	priority    int
+	startAfter  time.Duration
+	runTimeout  time.Duration
 }
 
 // starter starts count runs of one workflow with an already decoded input.
-type starter func(ctx context.Context, e *durable.Engine, tenant string, count int) ([]uuid.UUID, error)
+type starter func(ctx context.Context, e *durable.Engine, tenant string, count int, opts []durable.TriggerOption) ([]durable.Started, error)
 
 func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("trigger", flag.ContinueOnError)
@@ -67,6 +78,10 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.BoolVar(&o.wait, "wait", false, "wait for the runs to settle and print their statuses")
 	fs.DurationVar(&o.timeout, "timeout", 0, "with --wait, how long to wait at most (0: no limit)")
 	fs.DurationVar(&o.fraudWindow, "fraud-window", 2*time.Second, "order-processing's durable sleep, recorded in the runs started here")
+	fs.StringVar(&o.key, "idempotency-key", "", "start no run if one of this workflow and tenant was started with this key (1-255 bytes)")
+	fs.IntVar(&o.priority, "priority", 0, "the runs' priority within their tenant, 0 (default) to 3")
+	fs.DurationVar(&o.startAfter, "start-after", 0, "start the runs this long from now (a durable timer)")
+	fs.DurationVar(&o.runTimeout, "run-timeout", 0, "fail the runs that have not settled this long from now (0: no deadline)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), triggerUsage)
 		fs.PrintDefaults()
@@ -93,6 +108,27 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("--timeout applies only with --wait")
 	case o.fraudWindow <= 0:
 		return usageErr("--fraud-window must be positive, got %s", o.fraudWindow)
+	case o.key != "" && !dag.ValidKey(o.key):
+		return usageErr("--idempotency-key %q: want 1 to %d bytes of UTF-8 without control characters", o.key, dag.MaxKeyLen)
+	case o.priority < int(durable.PriorityNormal) || o.priority > int(durable.PriorityUrgent):
+		return usageErr("--priority must be between %d and %d, got %d", durable.PriorityNormal, durable.PriorityUrgent, o.priority)
+	case o.startAfter < 0:
+		return usageErr("--start-after must not be negative, got %s", o.startAfter)
+	case o.runTimeout < 0:
+		return usageErr("--run-timeout must not be negative, got %s", o.runTimeout)
+	}
+	var opts []durable.TriggerOption
+	if o.key != "" {
+		opts = append(opts, durable.WithIdempotencyKey(o.key))
+	}
+	if o.priority != 0 {
+		opts = append(opts, durable.WithPriority(durable.Priority(o.priority)))
+	}
+	if o.startAfter > 0 {
+		opts = append(opts, durable.WithStartAfter(o.startAfter))
+	}
+	if o.runTimeout > 0 {
+		opts = append(opts, durable.WithRunTimeout(o.runTimeout))
 	}
 	start, err := newStarter(workloads.New(workloads.Options{FraudWindow: o.fraudWindow}), o.workflow, o.input)
 	if err != nil {
@@ -112,13 +148,22 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "durable trigger: %v\n", err)
 		return 1
 	}
-	ids, err := start(ctx, e, o.tenant, o.count)
+	started, err := start(ctx, e, o.tenant, o.count, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "durable trigger: %v\n", err)
 		return 1
 	}
-	for _, id := range ids {
-		fmt.Fprintln(stdout, id)
+	var ids []uuid.UUID // each run once, for --wait
+	seen := make(map[uuid.UUID]bool, len(started))
+	for _, st := range started {
+		fmt.Fprintln(stdout, st.RunID)
+		if st.Duplicate {
+			fmt.Fprintf(stderr, "durable trigger: %s: duplicate (idempotency key %q)\n", st.RunID, o.key)
+		}
+		if !seen[st.RunID] {
+			seen[st.RunID] = true
+			ids = append(ids, st.RunID)
+		}
 	}
 	if !o.wait {
 		return 0
@@ -157,12 +202,12 @@ func starterFor[I any](wf *durable.Workflow[I], input string, def I) (starter, e
 			return nil, fmt.Errorf("--input for %s: %w", wf.Name(), err)
 		}
 	}
-	return func(ctx context.Context, e *durable.Engine, tenant string, count int) ([]uuid.UUID, error) {
+	return func(ctx context.Context, e *durable.Engine, tenant string, count int, opts []durable.TriggerOption) ([]durable.Started, error) {
 		ts := make([]durable.Trigger[I], count)
 		for i := range ts {
-			ts[i] = durable.Trigger[I]{Tenant: tenant, Input: in}
+			ts[i] = durable.Trigger[I]{Tenant: tenant, Input: in, Options: opts}
 		}
-		return wf.RunManyNoWait(ctx, e, ts)
+		return wf.StartMany(ctx, e, ts)
 	}, nil
 }
 

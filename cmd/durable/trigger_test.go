@@ -109,6 +109,28 @@ func TestTriggerCreatesQueuedRuns(t *testing.T) {
 	}
 }
 
+func TestTriggerFlowOptions(t *testing.T) {
+	t.Parallel()
+	p := newPGEnv(t, false)
+	code, out, errOut := runCLI(t, p.flags("trigger", "--workflow", "bench-noop", "--count", "3", "--tenant", "acme",
+		"--idempotency-key", "order-9", "--priority", "2", "--start-after", "1h", "--run-timeout", "2h")...)
+	require.Equal(t, 0, code, "stderr:\n%s", errOut)
+	ids := parseIDs(t, out, 3)
+	require.Equal(t, ids[0], ids[1], "one run, its duplicates name it")
+	require.Equal(t, ids[0], ids[2])
+	require.Equal(t, 2, strings.Count(errOut, "duplicate"), "stderr:\n%s", errOut)
+
+	// Again: a duplicate of the same run.
+	code, out, errOut = runCLI(t, p.flags("trigger", "--workflow", "bench-noop", "--tenant", "acme", "--idempotency-key", "order-9")...)
+	require.Equal(t, 0, code, "stderr:\n%s", errOut)
+	require.Equal(t, ids[:1], parseIDs(t, out, 1))
+	require.Contains(t, errOut, "duplicate")
+
+	res, err := p.client(t).Get(context.Background(), ids[0])
+	require.NoError(t, err)
+	require.Equal(t, durable.StepQueued, res.Steps[0].State, "waiting for its start time")
+}
+
 func TestTriggerInput(t *testing.T) {
 	t.Parallel()
 	p := newPGEnv(t, true)
@@ -196,6 +218,10 @@ func TestTriggerUsageErrors(t *testing.T) {
 		{append([]string{"--workflow", "bench-noop", "--wait", "--timeout", "-1s"}, db...), "--timeout must not be negative"},
 		{append([]string{"--workflow", "bench-noop", "--count", "many"}, db...), "invalid value"},
 		{append([]string{"--workflow", "bench-noop", "extra"}, db...), `unexpected argument "extra"`},
+		{append([]string{"--workflow", "bench-noop", "--idempotency-key", "a\x01b"}, db...), "--idempotency-key"},
+		{append([]string{"--workflow", "bench-noop", "--priority", "4"}, db...), "--priority must be between 0 and 3, got 4"},
+		{append([]string{"--workflow", "bench-noop", "--start-after", "-1s"}, db...), "--start-after must not be negative"},
+		{append([]string{"--workflow", "bench-noop", "--run-timeout", "-1s"}, db...), "--run-timeout must not be negative"},
 	} {
 		code, out, errOut := runCLI(t, append([]string{"trigger"}, tc.args...)...)
 		require.Equal(t, exitUsage, code, "%v: stderr:\n%s", tc.args, errOut)
