@@ -346,3 +346,53 @@ func (e *Engine) scheduleLoop(ctx context.Context, rt *runtime, s store.Schedule
 		}
 	}
 }
+
+// The schedules of one tenant (Engine.Tenant): the same methods without
+// the tenant argument. A tenant that could not exist finds nothing.
+
+// GetSchedule returns the tenant's schedule name (ErrScheduleNotFound).
+func (v *TenantRuns) GetSchedule(ctx context.Context, name string) (*Schedule, error) {
+	if v.empty() {
+		return nil, fmt.Errorf("durable: %w", ErrScheduleNotFound)
+	}
+	return v.e.GetSchedule(ctx, v.tenant, name)
+}
+
+// ListSchedules returns a page of the tenant's schedules by name; the
+// options' Tenant is ignored.
+func (v *TenantRuns) ListSchedules(ctx context.Context, opts ScheduleListOptions) (*SchedulePage, error) {
+	if v.empty() {
+		return &SchedulePage{}, nil
+	}
+	opts.Tenant = v.tenant
+	if opts.After != nil && opts.After.Tenant != v.tenant {
+		return nil, fmt.Errorf("%w: the cursor belongs to another tenant", ErrInvalidCursor)
+	}
+	return v.e.ListSchedules(ctx, opts)
+}
+
+// PauseSchedule pauses the tenant's schedule name (see Engine.PauseSchedule).
+func (v *TenantRuns) PauseSchedule(ctx context.Context, name string) (*Schedule, error) {
+	if v.empty() {
+		return nil, fmt.Errorf("durable: %w", ErrScheduleNotFound)
+	}
+	return v.e.PauseSchedule(ctx, v.tenant, name)
+}
+
+// ResumeSchedule resumes the tenant's schedule name (see
+// Engine.ResumeSchedule).
+func (v *TenantRuns) ResumeSchedule(ctx context.Context, name string) (*Schedule, error) {
+	if v.empty() {
+		return nil, fmt.Errorf("durable: %w", ErrScheduleNotFound)
+	}
+	return v.e.ResumeSchedule(ctx, v.tenant, name)
+}
+
+// DeleteSchedule deletes the tenant's schedule name (see
+// Engine.DeleteSchedule).
+func (v *TenantRuns) DeleteSchedule(ctx context.Context, name string) error {
+	if v.empty() {
+		return fmt.Errorf("durable: %w", ErrScheduleNotFound)
+	}
+	return v.e.DeleteSchedule(ctx, v.tenant, name)
+}

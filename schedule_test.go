@@ -220,5 +220,28 @@ func TestScheduleAPI(t *testing.T) {
 		require.ErrorIs(t, err, durable.ErrScheduleNotFound)
 		_, err = e.PauseSchedule(ctx, "t9", "daily")
 		require.ErrorIs(t, err, durable.ErrScheduleNotFound)
+
+		// A tenant's view: its own schedules, never another's.
+		t2 := e.Tenant("t2")
+		page, err = t2.ListSchedules(ctx, durable.ScheduleListOptions{Tenant: "t1"})
+		require.NoError(t, err)
+		require.Len(t, page.Schedules, 1, "the options' tenant does not widen the scope")
+		require.Equal(t, "t2", page.Schedules[0].Tenant)
+		_, err = t2.ListSchedules(ctx, durable.ScheduleListOptions{After: &store.ScheduleKey{Tenant: "t1", Name: "a"}})
+		require.ErrorIs(t, err, durable.ErrInvalidCursor)
+		got, err := t2.ResumeSchedule(ctx, "daily")
+		require.NoError(t, err)
+		require.False(t, got.Paused)
+		_, err = e.Tenant("t1").GetSchedule(ctx, "daily")
+		require.ErrorIs(t, err, durable.ErrScheduleNotFound, "deleted above")
+		for _, none := range []*durable.TenantRuns{e.Tenant(""), e.Tenant("t1")} {
+			_, err = none.PauseSchedule(ctx, "daily")
+			require.ErrorIs(t, err, durable.ErrScheduleNotFound)
+			require.ErrorIs(t, none.DeleteSchedule(ctx, "daily"), durable.ErrScheduleNotFound)
+		}
+		page, err = e.Tenant("").ListSchedules(ctx, durable.ScheduleListOptions{})
+		require.NoError(t, err)
+		require.Empty(t, page.Schedules, "the empty tenant finds nothing")
+		require.NoError(t, t2.DeleteSchedule(ctx, "daily"))
 	})
 }
