@@ -319,11 +319,10 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 		for i, k := range prep.lanes {
 			wfs[i], tenants[i] = k.workflow, k.tenant
 		}
-		cIDs, cWfs, cTenants := make([][16]byte, len(prep.p.Runs)), make([]string, len(prep.p.Runs)), make([]string, len(prep.p.Runs))
-		for i := range prep.p.Runs {
-			cIDs[i], cWfs[i], cTenants[i] = prep.p.Runs[i].ID, prep.p.Runs[i].Workflow, prep.p.Runs[i].Tenant
-		}
-		b.Queue(s.q.ensureTenants, prep.tenants, cIDs, cWfs, cTenants)
+		// New tenants get groups unless a run ID of the call is taken (a
+		// duplicate, or a conflict that fails the call); with a duplicate,
+		// the lanes still missing are created below, as memstore does.
+		b.Queue(s.q.ensureTenants, prep.tenants, u16(prep.ids))
 		b.Queue(s.q.ensureLanes, wfs, tenants)
 		// Lock the batch's lanes (in order) and read their frontiers in the
 		// same round trip; the fair ids are assigned once the runs have
@@ -358,6 +357,22 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 	res, err := dedupe(prep.p.Runs, byID, byKey)
 	if err != nil {
 		return nil, nil, err
+	}
+	if !deferred && len(byID) > 0 {
+		// A duplicate ID held back the tenants' groups: the lanes of the
+		// runs to create get theirs now.
+		var keys []laneKey
+		for i := range prep.p.Runs {
+			if nr := &prep.p.Runs[i]; !res.Runs[i].Duplicate {
+				keys = append(keys, laneKey{nr.Workflow, nr.Tenant})
+			}
+		}
+		keys = sortedLanes(keys)
+		if missing := c.missingLanes(keys); len(missing) > 0 {
+			if err := s.ensureLanes(ctx, q, c, keys, missing); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	// Start the runs. Fair ids are assigned in run order, each run's tasks
 	// in the order the core enqueued them.

@@ -121,7 +121,7 @@ func (s *Store) ensureLanes(ctx context.Context, tx querier, c *change, keys, mi
 	names := slices.Clone(tenants)
 	slices.Sort(names)
 	b := &pgx.Batch{}
-	b.Queue(s.q.ensureTenants, slices.Compact(names), [][16]byte{}, []string{}, []string{})
+	b.Queue(s.q.ensureTenants, slices.Compact(names), [][16]byte{})
 	b.Queue(s.q.ensureLanes, wfs, tenants)
 	c.queueLaneLock(&s.q, b, keys)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {

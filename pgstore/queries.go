@@ -138,17 +138,16 @@ SELECT r.id, r.workflow, r.tenant, r.idem_key FROM unnest($1::text[], $2::text[]
 JOIN {{schema}}.runs r ON r.workflow = k.workflow AND r.tenant = k.tenant AND r.idem_key = k.key
 WHERE r.idem_key IS NOT NULL`),
 		// New tenants get their groups in the order of $1 (sorted by the
-		// caller), and only when the batch will not fail on a run ID taken by
-		// another workflow or tenant ($2-$4),
+		// caller), and only when no run ID of the batch is taken ($2): the
+		// batch fails on it, or it is a duplicate (and create adds the lanes
+		// of the other runs),
 		// so that sequential calls leave no gaps in the groups.
 		ensureTenants: r(`
 INSERT INTO {{schema}}.tenants (name, grp)
 SELECT n.name, nextval('{{schema}}.tenant_groups')
 FROM unnest($1::text[]) WITH ORDINALITY AS n(name, ord)
 WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.tenants t WHERE t.name = n.name)
-  AND NOT EXISTS (
-    SELECT 1 FROM unnest($2::uuid[], $3::text[], $4::text[]) AS c(id, workflow, tenant)
-    JOIN {{schema}}.runs r ON r.id = c.id WHERE r.workflow <> c.workflow OR r.tenant <> c.tenant)
+  AND NOT EXISTS (SELECT 1 FROM {{schema}}.runs WHERE id = ANY($2::uuid[]))
 ORDER BY n.ord
 ON CONFLICT (name) DO NOTHING`),
 		// Lanes of new runs, in the order of $1/$2 (sorted by the caller),
@@ -226,7 +225,7 @@ DELETE FROM {{schema}}.ready WHERE ctid = ANY (ARRAY (
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
                              idem_key, priority, deadline_at)
 SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), priority, deadline_at
+       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
             $11::text[], $12::smallint[], $13::timestamptz[])
   AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at)`),
@@ -237,7 +236,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::byte
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
                              idem_key, priority, deadline_at)
 SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), priority, deadline_at
+       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
             $11::text[], $12::smallint[], $13::timestamptz[])
   AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at)
@@ -283,14 +282,15 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::tex
 WHERE t.run_id = u.run_id AND t.name = u.name`),
 		insertIncoming: r(`
 INSERT INTO {{schema}}.incoming (run_id, name, workflow, tenant, priority)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::smallint[])`),
+SELECT run_id, name, workflow, tenant, coalesce(priority, 0)
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::smallint[]) AS u(run_id, name, workflow, tenant, priority)`),
 		takeIncoming: r(`
 DELETE FROM {{schema}}.incoming WHERE seq IN (
   SELECT seq FROM {{schema}}.incoming ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
 RETURNING seq, run_id, name, workflow, tenant, priority`),
 		insertReady: r(`
 INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant, queued_at, priority)
-SELECT id, run_id, name, workflow, tenant, coalesce($6, now()), priority
+SELECT id, run_id, name, workflow, tenant, coalesce($6, now()), coalesce(priority, 0)
 FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[], $7::smallint[]) AS u(id, run_id, name, workflow, tenant, priority)`),
 		insertEvents: r(`
 INSERT INTO {{schema}}.events (run_id, id, step, type, attempt, at, detail, due_at)

@@ -139,6 +139,29 @@ func newTaskCols(n int) *taskCols {
 	}
 }
 
+// dropUnused sends the columns of features no task of the batch uses as
+// NULL arrays (unnest pads them with NULLs), so that runs without
+// timeouts cost no encoding or transfer for them.
+func (tc *taskCols) dropUnused() {
+	if !slices.ContainsFunc(tc.timeouts, func(t pgtype.Timestamptz) bool { return t.Valid }) {
+		tc.timeouts = nil
+	}
+	if !slices.ContainsFunc(tc.timeoutUs, func(us int64) bool { return us != 0 }) {
+		tc.timeoutUs = nil
+	}
+}
+
+// unlessAny returns vs, or nil (a NULL array) when no element is set.
+func unlessAny[T comparable](vs []T) []T {
+	var zero T
+	for _, v := range vs {
+		if v != zero {
+			return vs
+		}
+	}
+	return nil
+}
+
 func (tc *taskCols) add(r *dag.Run, i int, ec *eventCols) {
 	t := &r.Tasks[i]
 	tc.qIDs = append(tc.qIDs, ec.qID)
@@ -197,6 +220,8 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 			}
 		}
 	}
+	upd.dropUnused()
+	ins.dropUnused()
 	if len(upd.runIDs) > 0 {
 		b.Queue(q.updateTasks, upd.runIDs, upd.names, upd.states, upd.attempts, upd.tokens, upd.workers,
 			upd.dues, upd.outputs, upd.errs, upd.starts, upd.finishes, upd.qIDs, upd.qAts, upd.qAttempts, upd.sIDs, upd.cIDs,
@@ -232,9 +257,9 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 	switch {
 	case n == 0:
 	case c.deferred:
-		b.Queue(q.insertIncoming, rRuns, rNames, rWfs, rTenants, rPrios)
+		b.Queue(q.insertIncoming, rRuns, rNames, rWfs, rTenants, unlessAny(rPrios))
 	default:
-		b.Queue(q.insertReady, rIDs, rRuns, rNames, rWfs, rTenants, stamp(c.Now), rPrios)
+		b.Queue(q.insertReady, rIDs, rRuns, rNames, rWfs, rTenants, stamp(c.Now), unlessAny(rPrios))
 	}
 
 	// (5) Events that do not live in task rows.
@@ -312,7 +337,8 @@ func (c *change) queueNewRunsWith(sql string, b *pgx.Batch) *pgx.QueuedQuery {
 	if len(ids) == 0 {
 		return nil
 	}
-	return b.Queue(sql, ids, wfs, tenants, shapes, sts, inputs, fsteps, errs, createdAt, finishedAt, keys, prios, deadlines)
+	return b.Queue(sql, ids, wfs, tenants, shapes, sts, inputs, fsteps, errs, createdAt, finishedAt,
+		unlessAny(keys), unlessAny(prios), unlessAny(deadlines))
 }
 
 // queueRunUpdates queues the update of existing runs whose record changed,
@@ -345,7 +371,7 @@ func (c *change) queueRunUpdates(q *queries, b *pgx.Batch) {
 		deadlines = append(deadlines, stamp(rec.Deadline))
 	}
 	if len(ids) > 0 {
-		b.Queue(q.updateRuns, ids, sts, fsteps, errs, finishedAt, deadlines)
+		b.Queue(q.updateRuns, ids, sts, fsteps, errs, finishedAt, unlessAny(deadlines))
 	}
 	queueCounts(q, b, counts)
 }
