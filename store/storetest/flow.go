@@ -361,3 +361,44 @@ func testPriorityKeepsFairness(t *testing.T, s store.Store) {
 		require.Equal(t, i < 10, u, "A's claim %d: urgent ones first: %v", i, aOrder)
 	}
 }
+
+func testFlowWithConcurrencyKeys(t *testing.T, s store.Store) {
+	// A parked task (its key's only slot is held) times out in the queue:
+	// it fails its run and leaves the key's FIFO; the next one behind it is
+	// promoted when the slot frees, with its priority.
+	sh := shape(store.StepSpec{Name: "a", Concurrency: 1, QueueTimeout: time.Minute, Retry: once()})
+	holder := keyedRun(sh, "k", "")
+	parked := keyedRun(sh, "k", "")
+	next := keyedRun(sh, "k", "")
+	next.Priority = 2
+	create(t, s, T0, holder)
+	running := claimOne(t, s, T0)
+	require.Equal(t, holder.ID, running.RunID)
+	create(t, s, at(30*time.Second), parked)
+	create(t, s, at(90*time.Second), next)
+	require.Empty(t, claim(t, s, at(90*time.Second), 10), "the key's slot is held")
+
+	require.Equal(t, 1, fireAll(t, s, at(90*time.Second)), "parked's queue timeout")
+	got := run(t, s, parked.ID)
+	require.Equal(t, store.RunFailed, got.Status)
+	require.Contains(t, got.Error, "queue timeout")
+
+	mustApply(t, s, at(100*time.Second), complete(running, `1`))
+	c := claimOne(t, s, at(100*time.Second))
+	require.Equal(t, next.ID, c.RunID, "promoted behind the timed-out one")
+	mustApply(t, s, at(100*time.Second), complete(c, `1`))
+	require.Equal(t, store.RunCompleted, run(t, s, next.ID).Status)
+
+	// A delayed start of a keyed run takes its slot when it starts, not
+	// before.
+	later := keyedRun(sh, "k2", "")
+	later.StartAt = at(time.Hour)
+	now := keyedRun(sh, "k2", "")
+	create(t, s, at(2*time.Minute), later, now)
+	c = claimOne(t, s, at(2*time.Minute))
+	require.Equal(t, now.ID, c.RunID, "the delayed run holds no slot while it waits")
+	mustApply(t, s, at(3*time.Minute), complete(c, `1`))
+	require.Equal(t, 1, fireAll(t, s, at(time.Hour)))
+	c = claimOne(t, s, at(time.Hour))
+	require.Equal(t, later.ID, c.RunID)
+}

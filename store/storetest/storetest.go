@@ -87,6 +87,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"RunDeadline", testRunDeadline},
 		{"Priority", testPriority},
 		{"PriorityKeepsFairness", testPriorityKeepsFairness},
+		{"FlowWithConcurrencyKeys", testFlowWithConcurrencyKeys},
 		{"Prune", testPrune},
 		{"PruneRacesReplay", testPruneRacesReplay},
 		{"Stats", testStats},
