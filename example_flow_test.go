@@ -102,7 +102,11 @@ func TestRunDeadlineCancelsSteps(t *testing.T) {
 		require.GreaterOrEqual(t, time.Since(start), time.Hour)
 		step, _ := res.Step("crunch")
 		require.Equal(t, durable.StepCancelled, step.State)
-		require.ErrorIs(t, cause.Load().(error), durable.ErrRunCancelled)
+		// The run settled when its tasks did; the step's goroutine learns it
+		// from the store's notification: wait until it has.
+		synctest.Wait()
+		got, _ := cause.Load().(error)
+		require.ErrorIs(t, got, durable.ErrRunCancelled)
 	})
 }
 
