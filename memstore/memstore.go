@@ -51,6 +51,9 @@ type Store struct {
 	parked    map[string][]taskKey
 	parkedKey map[taskKey]string
 	rates     map[flow.RateKey]int
+	// rateUntil: when a ready task admitted under a rate limit stops being
+	// claimable (flow.Expired); FireTimers requeues it then.
+	rateUntil map[taskKey]time.Time
 	// schedules holds the cron schedules (see schedule.go); nil until the
 	// first is created.
 	schedules map[store.ScheduleKey]*store.Schedule
@@ -81,7 +84,7 @@ type laneKey struct{ workflow, tenant string }
 // outranking returns the live ready entry of e's lane that outranks every
 // other (fairq.Outranks) if it outranks e, and removes it from the lane's
 // list, which it prunes of dead entries on the way.
-func (s *Store) outranking(e readyEntry) (readyEntry, bool) {
+func (s *Store) outranking(e readyEntry, now time.Time) (readyEntry, bool) {
 	lk := laneKey{e.workflow, e.tenant}
 	list := s.prio[lk]
 	if len(list) == 0 {
@@ -90,7 +93,7 @@ func (s *Store) outranking(e readyEntry) (readyEntry, bool) {
 	list = slices.DeleteFunc(list, func(x readyEntry) bool { id, ok := s.queued[x.key]; return !ok || id != x.id })
 	best := -1
 	for i, x := range list {
-		if x.key != e.key && fairq.Outranks(x.priority, x.id, e.priority, e.id) &&
+		if x.key != e.key && !flow.Expired(s.rateUntil[x.key], now) && fairq.Outranks(x.priority, x.id, e.priority, e.id) &&
 			(best < 0 || fairq.Outranks(x.priority, x.id, list[best].priority, list[best].id)) {
 			best = i
 		}
@@ -137,6 +140,7 @@ func New() *Store {
 		parked:    make(map[string][]taskKey),
 		parkedKey: make(map[taskKey]string),
 		rates:     make(map[flow.RateKey]int),
+		rateUntil: make(map[taskKey]time.Time),
 		subs:      make(map[int]func(store.Notification)),
 		leader:    make(chan struct{}, 1),
 	}
@@ -330,11 +334,13 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 // enqueued tasks are placed in the fair queue in order, and the events are
 // appended.
 func (s *Store) persist(c *dag.Change, n *notes) error {
+	var until map[dag.TaskAt]time.Time
 	if w := flow.Collect(c, s.before(c)); w != nil {
 		if err := s.admit(c, w); err != nil {
 			return err
 		}
 		n.ready = true
+		until = w.Until
 	}
 	for _, r := range c.Runs {
 		fx := c.Effects[r]
@@ -342,6 +348,7 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 		for _, i := range fx.Dequeued {
 			delete(s.queued, taskKey{id, i})
 			delete(s.queuedAt, taskKey{id, i})
+			delete(s.rateUntil, taskKey{id, i})
 		}
 		rs := s.runs[id]
 		if fx.Created {
@@ -390,6 +397,9 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 		if err := s.place(taskKey{e.R.Rec.ID, e.I}, e.R.Rec.Workflow, e.R.Rec.Tenant, c); err != nil {
 			return err
 		}
+		if at := until[e]; !at.IsZero() {
+			s.rateUntil[taskKey{e.R.Rec.ID, e.I}] = at
+		}
 	}
 	n.ready = n.ready || len(c.Enqueued) > 0
 	n.timer = n.timer || c.Timer()
@@ -433,13 +443,14 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		if id, ok := s.queued[e.key]; !ok || id != e.id {
 			continue // dequeued or re-enqueued since
 		}
-		if !served[e.workflow] || (p.TenantLimit > 0 && s.inFlight[e.tenant] >= p.TenantLimit) {
+		if !served[e.workflow] || (p.TenantLimit > 0 && s.inFlight[e.tenant] >= p.TenantLimit) ||
+			flow.Expired(s.rateUntil[e.key], t) {
 			skipped = append(skipped, e)
 			continue
 		}
 		top = e.id
 		key := e.key
-		if h, ok := s.outranking(e); ok {
+		if h, ok := s.outranking(e, t); ok {
 			// h takes e's slot; e moves to h's.
 			key = h.key
 			moved := readyEntry{id: h.id, key: e.key, workflow: e.workflow, tenant: e.tenant, priority: e.priority}
@@ -454,6 +465,7 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		}
 		delete(s.queued, key)
 		delete(s.queuedAt, key)
+		delete(s.rateUntil, key)
 		r := s.load(loaded, key.run)
 		fx, ok := r.Claim(key.task, e.id, p.WorkerID, t)
 		if !ok {
@@ -637,6 +649,23 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 		}
 		c.Add(r, fx)
 	}
+	var lapsed []due
+	for k, at := range s.rateUntil {
+		if flow.Expired(at, t) {
+			lapsed = append(lapsed, due{k, at})
+		}
+	}
+	slices.SortFunc(lapsed, func(a, b due) int {
+		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.k.run.String(), b.k.run.String()), cmp.Compare(a.k.task, b.k.task))
+	})
+	for _, d := range lapsed {
+		r := s.load(loaded, d.k.run)
+		fx, ok := r.Requeue(d.k.task, flow.RequeueDetail, t)
+		if ok {
+			res.Fired++
+		}
+		c.Add(r, fx)
+	}
 	if err := s.persist(c, &n); err != nil {
 		s.mu.Unlock()
 		return nil, err
@@ -647,6 +676,11 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 		}
 	}
 	for _, at := range s.deadline {
+		if wait := at.Sub(t); !res.HasNext || wait < res.Next {
+			res.Next, res.HasNext = wait, true
+		}
+	}
+	for _, at := range s.rateUntil {
 		if wait := at.Sub(t); !res.HasNext || wait < res.Next {
 			res.Next, res.HasNext = wait, true
 		}

@@ -233,7 +233,7 @@ func (s *Store) claimCapped(ctx context.Context, p *store.ClaimTasksParams, now 
 			tenant   string
 		}
 		var cands []cand
-		rows, err := tx.Query(ctx, s.q.claimCandidate, p.Workflows, excluded, after, afterWf, need)
+		rows, err := tx.Query(ctx, s.q.claimCandidate, p.Workflows, excluded, after, afterWf, need, now)
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -179,9 +180,14 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 					}
 					var fx dag.Effects
 					var ok bool
-					if d.idx < 0 { // the run's deadline
+					switch {
+					case d.idx == -1: // the run's deadline
 						fx, ok = r.Expire(c.Now)
-					} else {
+					case d.idx <= -2: // a rate-limit window ended unclaimed
+						if i := -2 - d.idx; i < len(r.Tasks) {
+							fx, ok = r.Requeue(i, flow.RequeueDetail, c.Now)
+						}
+					default:
 						fx, ok = r.Wake(d.idx, p.Rand, c.Now)
 					}
 					if ok {

@@ -325,7 +325,7 @@ func (c *change) queueFlowWrites(q *queries, channel string, b *pgx.Batch, now t
 			seqs[i], runs[i], names[i], wfs[i], tenants[i], prios[i] = p.seq, p.runID, p.name, p.workflow, p.tenant, p.priority
 		}
 		b.Queue(q.unpark, seqs)
-		b.Queue(q.insertReady, fs.ids, runs, names, wfs, tenants, stamp(now), prios)
+		b.Queue(q.insertReady, fs.ids, runs, names, wfs, tenants, stamp(now), prios, []pgtype.Timestamptz(nil))
 		if len(c.Enqueued) == 0 {
 			b.Queue(q.notify, channel, []string{string(store.TopicReady)})
 		}

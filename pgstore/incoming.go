@@ -112,7 +112,7 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 		}
 		b = &pgx.Batch{}
 		c.queueLaneWrites(&s.q, b)
-		b.Queue(s.q.insertReady, ids, runs, tasks, wfs, tenants, pgtype.Timestamptz{}, prios)
+		b.Queue(s.q.insertReady, ids, runs, tasks, wfs, tenants, pgtype.Timestamptz{}, prios, []pgtype.Timestamptz(nil))
 		b.Queue(s.q.notify, s.channel, []string{string(store.TopicReady)})
 		return tx.SendBatch(ctx, b).Close()
 	})

@@ -127,6 +127,7 @@ func (s *Store) reorderLanes(ctx context.Context, workflows []string, limit int)
 			tenants2 []string
 			ats      []time.Time
 			prios    []int16
+			untils   []pgtype.Timestamptz
 		)
 		for rows.Next() {
 			var id int64
@@ -134,7 +135,8 @@ func (s *Store) reorderLanes(ctx context.Context, workflows []string, limit int)
 			var name, wf, tenant string
 			var at time.Time
 			var prio int16
-			if err := rows.Scan(&id, &run, &name, &wf, &tenant, &at, &prio); err != nil {
+			var until pgtype.Timestamptz
+			if err := rows.Scan(&id, &run, &name, &wf, &tenant, &at, &prio, &until); err != nil {
 				rows.Close()
 				return err
 			}
@@ -145,12 +147,13 @@ func (s *Store) reorderLanes(ctx context.Context, workflows []string, limit int)
 			}
 			ids, runs, names, wfs2, tenants2, ats, prios = append(ids, nid), append(runs, run), append(names, name),
 				append(wfs2, wf), append(tenants2, tenant), append(ats, at), append(prios, prio)
+			untils = append(untils, until)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, s.q.reorderPut, ids, runs, names, wfs2, tenants2, ats, prios)
+		_, err = tx.Exec(ctx, s.q.reorderPut, ids, runs, names, wfs2, tenants2, ats, prios, untils)
 		return err
 	})
 }

@@ -289,9 +289,10 @@ DELETE FROM {{schema}}.incoming WHERE seq IN (
   SELECT seq FROM {{schema}}.incoming ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
 RETURNING seq, run_id, name, workflow, tenant, priority`),
 		insertReady: r(`
-INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant, queued_at, priority)
-SELECT id, run_id, name, workflow, tenant, coalesce($6, now()), coalesce(priority, 0)
-FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[], $7::smallint[]) AS u(id, run_id, name, workflow, tenant, priority)`),
+INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant, queued_at, priority, rate_until)
+SELECT id, run_id, name, workflow, tenant, coalesce($6, now()), coalesce(priority, 0), rate_until
+FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[], $7::smallint[], $8::timestamptz[])
+  AS u(id, run_id, name, workflow, tenant, priority, rate_until)`),
 		insertEvents: r(`
 INSERT INTO {{schema}}.events (run_id, id, step, type, attempt, at, detail, due_at)
 SELECT run_id, id, step, type, attempt, at, nullif(detail, ''), due_at
@@ -301,8 +302,9 @@ FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::int[], $6::tim
 		nextTimer: r(`SELECT ` + nextTimerSQL),
 		// The timer index is on (due_at, run_id, idx): the LIMIT reads only
 		// the timers it returns, however many are due at one instant.
-		// Due times and timeouts each by their index, merged; then the runs
-		// past their deadlines (idx -1).
+		// Due times and timeouts each by their index, merged with the runs
+		// past their deadlines (idx -1) and the ready tasks whose rate-limit
+		// window ended unclaimed (idx -2 - the task's).
 		dueTimers: r(`
 SELECT run_id, idx FROM (
   (SELECT due_at AS at, run_id, idx FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND due_at <= coalesce($1, now())
@@ -313,6 +315,11 @@ SELECT run_id, idx FROM (
   UNION ALL
   (SELECT deadline_at, id, -1 FROM {{schema}}.runs WHERE deadline_at IS NOT NULL AND deadline_at <= coalesce($1, now())
    ORDER BY deadline_at, id LIMIT $2)
+  UNION ALL
+  (SELECT r.rate_until, r.run_id, -2 - t.idx FROM {{schema}}.ready r
+   JOIN {{schema}}.tasks t ON t.run_id = r.run_id AND t.name = r.name
+   WHERE r.rate_until IS NOT NULL AND r.rate_until <= coalesce($1, now())
+   ORDER BY r.rate_until, r.run_id, r.name LIMIT $2)
 ) d ORDER BY at, run_id, idx LIMIT $2`),
 		// The next timer and the time, read before FireTimers opens a
 		// transaction: an idle leader stops here.
@@ -343,7 +350,7 @@ JOIN {{schema}}.runs r ON r.id = u.run_id`),
 		// the plan is generic.
 		// A row whose lane holds a row of a higher priority is passed over
 		// (notOutranked): reorderLanes gives that row its slot first.
-		claim: r(claimSQL("SELECT ctid FROM {{schema}}.ready r WHERE array_position($1::text[], workflow) > 0 AND (NOT (SELECT p FROM prio) OR "+notOutranked+") ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED", "$1")),
+		claim: r(claimSQL("SELECT ctid FROM {{schema}}.ready r WHERE array_position($1::text[], workflow) > 0 AND (NOT (SELECT p FROM prio) OR "+notOutranked+") AND "+rateOpen("coalesce($4, clock_timestamp())")+" ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED", "$1")),
 		// Whether any ready task of these workflows is above the default
 		// priority, through the partial index that holds only those.
 		anyPriority: r(`SELECT EXISTS (SELECT 1 FROM {{schema}}.ready WHERE priority > 0 AND array_position($1::text[], workflow) > 0)`),
@@ -361,16 +368,16 @@ CROSS JOIN LATERAL (
   ORDER BY priority DESC, id LIMIT l.n FOR UPDATE SKIP LOCKED) b`),
 		reorderTake: r(`
 DELETE FROM {{schema}}.ready WHERE ctid = ANY($1::tid[])
-RETURNING id, run_id, name, workflow, tenant, queued_at, priority`),
+RETURNING id, run_id, name, workflow, tenant, queued_at, priority, rate_until`),
 		reorderPut: r(`
-INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant, queued_at, priority)
-SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::smallint[])`),
+INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant, queued_at, priority, rate_until)
+SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::smallint[], $8::timestamptz[])`),
 		claimIDs: r(claimSQL("SELECT ctid FROM {{schema}}.ready WHERE ctid = ANY($1::tid[]) AND $2::int IS NOT NULL", "$5")),
 		// Candidates of a capped claim, locked, after the key ($3, $4).
 		claimCandidate: r(`
 SELECT ctid, id, workflow, tenant FROM {{schema}}.ready r
 WHERE array_position($1::text[], workflow) > 0 AND tenant <> ALL($2::text[]) AND (id, workflow) > ($3, $4)
-  AND ` + notOutranked + `
+  AND ` + notOutranked + ` AND ` + rateOpen("coalesce($6::timestamptz, clock_timestamp())") + `
 ORDER BY id, workflow LIMIT $5 FOR UPDATE SKIP LOCKED`),
 		tryTenantLocks: `SELECT k.name, pg_try_advisory_xact_lock(k.key) FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS k(name, key, ord) ORDER BY k.ord`,
 		runningCounts: r(`
@@ -543,6 +550,13 @@ ORDER BY c.token, r.workflow`
 // reorders lanes first (reorderLanes).
 const anyPrioritySQL = `SELECT EXISTS (SELECT 1 FROM {{schema}}.ready WHERE priority > 0) AS p`
 
+// rateOpen is the SQL of the condition on a ready row r that it may be
+// claimed at now: it was not admitted under a rate limit, or the window
+// that admitted it has not ended (flow.Expired).
+func rateOpen(now string) string {
+	return "(r.rate_until IS NULL OR r.rate_until > " + now + ")"
+}
+
 // notOutranked is the condition on a ready row r that no row of its lane
 // has a higher priority (fairq.Outranks), probed in the partial index of
 // rows above the default priority, which is empty unless priorities are
@@ -561,7 +575,8 @@ const notOutranked = `coalesce((SELECT h.priority FROM {{schema}}.ready h
 const nextTimerSQL = `least(
   (SELECT min(due_at) FROM {{schema}}.tasks WHERE due_at IS NOT NULL),
   (SELECT min(timeout_at) FROM {{schema}}.tasks WHERE timeout_at IS NOT NULL),
-  (SELECT min(deadline_at) FROM {{schema}}.runs WHERE deadline_at IS NOT NULL))`
+  (SELECT min(deadline_at) FROM {{schema}}.runs WHERE deadline_at IS NOT NULL),
+  (SELECT min(rate_until) FROM {{schema}}.ready WHERE rate_until IS NOT NULL))`
 
 // obsoleteFrontier is the condition on a frontier row r whose deletion
 // changes no workflow's frontier: for each workflow it serves another row

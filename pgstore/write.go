@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -243,6 +244,7 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 		rWfs     = make([]string, 0, n)
 		rTenants = make([]string, 0, n)
 		rPrios   = make([]int16, 0, n)
+		rUntil   = make([]pgtype.Timestamptz, 0, n)
 	)
 	for k, e := range c.Enqueued {
 		if !c.deferred {
@@ -253,13 +255,18 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 		rWfs = append(rWfs, e.R.Rec.Workflow)
 		rTenants = append(rTenants, e.R.Rec.Tenant)
 		rPrios = append(rPrios, int16(e.R.Rec.Priority))
+		var until time.Time
+		if c.flow != nil {
+			until = c.flow.w.Until[e]
+		}
+		rUntil = append(rUntil, stamp(until))
 	}
 	switch {
 	case n == 0:
 	case c.deferred:
 		b.Queue(q.insertIncoming, rRuns, rNames, rWfs, rTenants, unlessAny(rPrios))
 	default:
-		b.Queue(q.insertReady, rIDs, rRuns, rNames, rWfs, rTenants, stamp(c.Now), unlessAny(rPrios))
+		b.Queue(q.insertReady, rIDs, rRuns, rNames, rWfs, rTenants, stamp(c.Now), unlessAny(rPrios), unlessAny(rUntil))
 	}
 
 	// (5) Events that do not live in task rows.

@@ -282,6 +282,21 @@ func (r *Run) Wake(i int, rand float64, now time.Time) (Effects, bool) {
 	return r.end(), true
 }
 
+// Requeue takes a claimable task i out of the queue and puts it back, as
+// when it became ready, with detail in its QUEUED event: a task admitted
+// under a rate limit whose window ended before a worker claimed it goes
+// through admission again (see internal/flow). Anything else is left
+// alone.
+func (r *Run) Requeue(i int, detail string, now time.Time) (Effects, bool) {
+	r.begin()
+	if !Claimable(&r.Tasks[i]) || !r.wanted(i) {
+		return r.end(), false
+	}
+	r.fx.Dequeued = append(r.fx.Dequeued, i)
+	r.enqueue(i, now, detail)
+	return r.end(), true
+}
+
 // timeOut fails the RUNNING attempt of task i for running past its
 // timeout. The claim is cleared, so that its worker learns it (the claim
 // is not current) and its outcome is stale.

@@ -187,7 +187,25 @@ type Work struct {
 	Dequeued []Task
 	// Max is each key's cap, as the latest task of the key seen says.
 	Max map[string]int
+	// Until holds, for each rated arrival admitted (Limit), the end of the
+	// window that counted it: it may be claimed only before then (see
+	// Expired), else it is admitted again.
+	Until map[dag.TaskAt]time.Time
 }
+
+// Expired reports whether a task admitted under a rate limit until until
+// (zero: not rate-limited) may no longer be claimed at now: its window
+// ended. Claims pass it over; the store requeues it (dag.Run.Requeue) when
+// the window's end fires as a timer, so that it is admitted (and counted)
+// again.
+func Expired(until, now time.Time) bool {
+	return !until.IsZero() && !until.After(now)
+}
+
+// RequeueDetail is the detail of the QUEUED event of a task requeued
+// because its rate-limit window ended before it was claimed.
+const RequeueDetail = "rate limit: the window that admitted it ended before a worker claimed it"
+
 
 // Window returns the fixed window of length per that holds t.
 func Window(t time.Time, per time.Duration) time.Time {
@@ -284,6 +302,10 @@ func (w *Work) Limit(c *dag.Change, used map[RateKey]int) {
 		rk := w.windows[k]
 		if used[rk] < t.Max {
 			used[rk]++
+			if w.Until == nil {
+				w.Until = map[dag.TaskAt]time.Time{}
+			}
+			w.Until[t.TaskAt] = dag.Timestamp(w.next[k])
 			continue
 		}
 		deferred = append(deferred, t.TaskAt)

@@ -40,3 +40,10 @@ CREATE TABLE {{schema}}.rate_limits (
     used         integer NOT NULL CONSTRAINT rate_limits_used_check CHECK (used >= 0),
     PRIMARY KEY (key, window_start)
 );
+
+-- A task admitted under a rate limit may start only within the window that
+-- counted it: its ready row holds the window's end, claims pass it over
+-- after that, and the leader's timer loop admits it again (in the window
+-- then current, or it waits for the next). NULL for every other task.
+ALTER TABLE {{schema}}.ready ADD COLUMN rate_until timestamptz;
+CREATE INDEX ready_rate_until_idx ON {{schema}}.ready (rate_until, run_id, name) WHERE rate_until IS NOT NULL;

@@ -276,3 +276,53 @@ func testRateLimit(t *testing.T, s store.Store) {
 		require.LessOrEqual(t, n, 2, "window %s", w)
 	}
 }
+
+// testRateLimitStarts: a task admitted under a rate limit starts within
+// the window that counted it or not at all: once that window has ended it
+// is passed over by claims and, when the window's end fires, admitted
+// again, counted in the window then current. So no more than N tasks of a
+// key start in any window, even when no worker claimed them in time.
+func testRateLimitStarts(t *testing.T, s store.Store) {
+	sh := shape(store.StepSpec{Name: "a", Retry: once(), Rate: &store.RateLimit{N: 2, Per: time.Minute}})
+	w0 := T0.Truncate(time.Minute)
+	var rs []store.NewRun
+	for range 4 {
+		rs = append(rs, keyedRun(sh, "", "wf@a@r"))
+	}
+	// Two admitted in window 0, two wait for window 1; no worker claims
+	// anything in window 0.
+	create(t, s, w0.Add(50*time.Second), rs...)
+	// Window 1 begins: the two admitted in window 0 may no longer start.
+	require.Empty(t, claim(t, s, w0.Add(time.Minute), 10), "the window that admitted them ended")
+	// The timers fire: the two waiting ones and the two lapsed ones come
+	// back; window 1 admits two of them, the other two wait for window 2.
+	require.Equal(t, 4, fireAll(t, s, w0.Add(time.Minute)))
+	got := claimedRuns(t, s, w0.Add(time.Minute+time.Second))
+	require.Len(t, got, 2, "two starts in window 1")
+	require.Empty(t, claim(t, s, w0.Add(time.Minute+2*time.Second), 10))
+	for _, c := range got {
+		mustApply(t, s, w0.Add(time.Minute+3*time.Second), complete(c, `1`))
+	}
+	require.Equal(t, 2, fireAll(t, s, w0.Add(2*time.Minute)))
+	got = claimedRuns(t, s, w0.Add(2*time.Minute+time.Second))
+	require.Len(t, got, 2, "two starts in window 2")
+	for _, c := range got {
+		mustApply(t, s, w0.Add(2*time.Minute+2*time.Second), complete(c, `1`))
+	}
+	for _, r := range rs {
+		require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	}
+	// STARTED events per window, from the log.
+	perWindow := map[time.Time]int{}
+	for _, r := range rs {
+		evs, err := s.ListEvents(ctx, r.ID)
+		require.NoError(t, err)
+		for _, e := range evs {
+			if e.Type == store.EventStarted {
+				perWindow[e.At.UTC().Truncate(time.Minute)]++
+			}
+		}
+	}
+	require.Equal(t, map[time.Time]int{w0.Add(time.Minute): 2, w0.Add(2 * time.Minute): 2}, perWindow)
+	require.Zero(t, fireAll(t, s, w0.Add(time.Hour)), "no timer is left")
+}

@@ -97,6 +97,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ConcurrencyReleasePaths", testConcurrencyReleasePaths},
 		{"ConcurrencyKeysInvalid", testConcurrencyKeysInvalid},
 		{"RateLimit", testRateLimit},
+		{"RateLimitStarts", testRateLimitStarts},
 		{"ScheduleCreate", testScheduleCreate},
 		{"ScheduleFire", testScheduleFire},
 		{"ScheduleFireExistingRun", testScheduleFireExistingRun},
