@@ -206,7 +206,6 @@ func Expired(until, now time.Time) bool {
 // because its rate-limit window ended before it was claimed.
 const RequeueDetail = "rate limit: the window that admitted it ended before a worker claimed it"
 
-
 // Window returns the fixed window of length per that holds t.
 func Window(t time.Time, per time.Duration) time.Time {
 	ns := t.UnixNano()
