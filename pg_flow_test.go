@@ -1,6 +1,7 @@
 package durable_test
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -222,4 +223,55 @@ func TestPGPriorityOnEngines(t *testing.T) {
 	require.Equal(t, "gate", order[0])
 	require.ElementsMatch(t, []string{"u1", "u2"}, order[1:3], "urgent first: %v", order)
 	require.ElementsMatch(t, []string{"n1", "n2", "n3"}, order[3:], "%v", order)
+}
+
+// TestPGKeyedRunsInTransaction: runs whose first steps have a concurrency
+// key or a rate limit start inside a caller's transaction: their first
+// steps wait as timers, which the leader admits once the caller commits,
+// holding the cap; a rolled-back transaction leaves nothing.
+func TestPGKeyedRunsInTransaction(t *testing.T) {
+	t.Parallel()
+	env := pgSetup(t)
+	var mu sync.Mutex
+	running, most := 0, 0
+	wf := durable.NewWorkflow[string]("keyed-tx")
+	durable.Step(wf, "a", func(ctx durable.Context, in string) (string, error) {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond) // work that overlaps if the cap fails
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return in, nil
+	}, durable.WithConcurrency(func(in string) string { return "one-key" }, 1),
+		durable.WithRateLimit(func(in string) string { return "one-key" }, 100, time.Second))
+	e := pgStart(t, env.store, durable.Config{Concurrency: 8}, wf)
+	ctx := pgCtx(t, 60*time.Second)
+
+	tx, err := env.pool.Begin(ctx)
+	require.NoError(t, err)
+	rolled, err := wf.RunNoWaitTx(ctx, e, tx, "t", "rolled")
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(ctx))
+
+	var ids []uuid.UUID
+	tx, err = env.pool.Begin(ctx)
+	require.NoError(t, err)
+	for i := range 5 {
+		id, err := wf.RunNoWaitTx(ctx, e, tx, "t", fmt.Sprint(i))
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	require.NoError(t, tx.Commit(ctx))
+	for _, id := range ids {
+		res := pgWait(t, e, id, 30*time.Second)
+		require.Equal(t, durable.RunCompleted, res.Status)
+	}
+	_, err = e.Get(ctx, rolled)
+	require.ErrorIs(t, err, durable.ErrRunNotFound)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, most, "the cap held")
 }

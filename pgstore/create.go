@@ -393,6 +393,9 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 		c.load(r, nil)
 		c.Add(r, fx)
 	}
+	if deferred {
+		flow.Defer(c.Change)
+	}
 	if len(c.Runs) == 0 {
 		if own != nil {
 			if err := own.send(ctx, &pgx.Batch{}, true); err != nil {

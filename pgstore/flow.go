@@ -27,10 +27,11 @@ import (
 // promoted whenever a slot frees. Changes without keyed tasks skip all of
 // it.
 
-// ErrKeyedTx is returned by CreateRunsTx for runs whose root steps have a
-// concurrency cap or a rate limit: admitting them needs locks that a
-// caller's transaction must not hold while it is open.
-var ErrKeyedTx = errors.New("pgstore: runs whose first steps have concurrency keys or rate limits cannot be created inside a caller's transaction")
+// ErrKeyedTx is returned when keyed tasks would be admitted inside a
+// caller's transaction, which must not hold the per-key locks admission
+// takes. CreateRunsTx never does: keyed roots wait as timers that the
+// leader fires after the caller commits (flow.Defer).
+var ErrKeyedTx = errors.New("pgstore: keyed tasks cannot be admitted inside a caller's transaction")
 
 type flowQueries struct {
 	lockRates    string

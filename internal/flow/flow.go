@@ -206,6 +206,39 @@ func Expired(until, now time.Time) bool {
 // because its rate-limit window ended before it was claimed.
 const RequeueDetail = "rate limit: the window that admitted it ended before a worker claimed it"
 
+// Defer turns the keyed arrivals of a change made inside a caller's
+// transaction into timers due at once: admission locks per-key rows, which
+// a caller's transaction, open for as long as the caller likes, must not
+// hold. The leader admits them when it fires the timers, after the caller
+// commits (a rolled-back transaction leaves no timer).
+func Defer(c *dag.Change) {
+	var moved []dag.TaskAt
+	for _, e := range c.Enqueued {
+		if e.I >= e.R.Shape.Len() {
+			continue // the on-failure task
+		}
+		t, spec := &e.R.Tasks[e.I], &e.R.Shape.Shape.Steps[e.I]
+		if !(t.RateKey != "" && spec.Rate != nil) && !(t.ConcurrencyKey != "" && spec.Concurrency > 0) {
+			continue
+		}
+		t.DueAt = dag.Timestamp(c.Now)
+		fx := c.Effects[e.R]
+		fx.Timer = true
+		fx.Enqueued = slices.DeleteFunc(fx.Enqueued, func(i int) bool { return i == e.I })
+		for j := len(fx.Events) - 1; j >= 0; j-- {
+			if ev := &fx.Events[j]; ev.Step == t.Name && ev.Type == store.EventQueued {
+				ev.Detail = "admitted by the leader once the caller's transaction commits"
+				ev.DueAt = t.DueAt
+				break
+			}
+		}
+		moved = append(moved, e)
+	}
+	if len(moved) > 0 {
+		c.Enqueued = slices.DeleteFunc(c.Enqueued, func(e dag.TaskAt) bool { return slices.Contains(moved, e) })
+	}
+}
+
 // Window returns the fixed window of length per that holds t.
 func Window(t time.Time, per time.Duration) time.Time {
 	ns := t.UnixNano()
