@@ -37,7 +37,9 @@ type Context interface {
 	// on its own every Config.HeartbeatInterval; a long step may call
 	// Heartbeat to learn early that its claim was lost (it returns
 	// ErrClaimLost) or its run cancelled (ErrRunCancelled), in which case
-	// the context is cancelled too.
+	// the context is cancelled too. Once the context is done, Heartbeat
+	// returns its cause (ErrClaimLost, ErrRunCancelled, ErrStepTimeout,
+	// ErrEngineStopped) without asking the store.
 	Heartbeat() error
 }
 
@@ -96,6 +98,12 @@ func (c *stepContext) Attempt() int     { return c.claim.Attempt }
 func (c *stepContext) WorkerID() string { return c.e.cfg.WorkerID }
 
 func (c *stepContext) Heartbeat() error {
+	if c.Err() != nil {
+		// The engine already stopped the step (its own heartbeat learned
+		// the claim was lost, the run was cancelled, the attempt timed
+		// out): say why rather than that the store call was cancelled.
+		return context.Cause(c)
+	}
 	res, err := c.e.store.Heartbeat(c, &store.HeartbeatParams{
 		Now: c.e.now(), WorkerID: c.e.cfg.WorkerID, Tasks: []store.TaskRef{c.claim.Ref()},
 	})
@@ -105,6 +113,10 @@ func (c *stepContext) Heartbeat() error {
 	if len(res.Cancelled) > 0 {
 		c.lose(ErrRunCancelled)
 		return ErrRunCancelled
+	}
+	if len(res.TimedOut) > 0 {
+		c.lose(ErrStepTimeout)
+		return ErrStepTimeout
 	}
 	if len(res.Lost) > 0 {
 		c.lose(ErrClaimLost)

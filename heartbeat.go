@@ -40,13 +40,19 @@ func (e *Engine) heartbeatLoop(rt *runtime) {
 }
 
 // claimsLost cancels the steps running under lost claims: with
-// ErrRunCancelled when their run was cancelled, ErrClaimLost otherwise.
+// ErrRunCancelled when their run was cancelled, ErrStepTimeout when their
+// attempt timed out, ErrClaimLost otherwise.
 func (e *Engine) claimsLost(rt *runtime, res *store.HeartbeatResult) {
 	rt.flightMu.Lock()
 	defer rt.flightMu.Unlock()
 	for _, ref := range res.Cancelled {
 		if f := rt.flights[ref]; f != nil {
 			f.lose(ErrRunCancelled)
+		}
+	}
+	for _, ref := range res.TimedOut {
+		if f := rt.flights[ref]; f != nil {
+			f.lose(ErrStepTimeout)
 		}
 	}
 	for _, ref := range res.Lost {

@@ -36,12 +36,12 @@ type Store struct {
 	queued   map[taskKey]int64     // task -> id of its live ready entry
 	queuedAt map[taskKey]time.Time // task -> when it became ready
 	timers   map[taskKey]time.Time
-	running  map[taskKey]string       // task -> tenant
-	inFlight map[string]int           // tenant -> RUNNING tasks
-	counts   map[dag.RunCountKey]int  // settled runs, by minute
-	keys     map[idemKey]uuid.UUID    // idempotency keys of the runs kept
-	prio     map[laneKey][]readyEntry // ready entries above the default priority, by lane
-	deadline map[uuid.UUID]time.Time  // runs with a deadline, not settled
+	running  map[taskKey]string        // task -> tenant
+	inFlight map[string]int            // tenant -> RUNNING tasks
+	counts   map[dag.RunCountKey]int   // settled runs, by minute
+	keys     map[dag.IdemKey]uuid.UUID // idempotency keys of the runs kept
+	prio     map[laneKey][]readyEntry  // ready entries above the default priority, by lane
+	deadline map[uuid.UUID]time.Time   // runs with a deadline, not settled
 	eventID  int64
 
 	// Concurrency keys and rate limits (see internal/flow): slots held per
@@ -76,8 +76,6 @@ type taskKey struct {
 	run  uuid.UUID
 	task int
 }
-
-type idemKey struct{ workflow, tenant, key string }
 
 type laneKey struct{ workflow, tenant string }
 
@@ -133,7 +131,7 @@ func New() *Store {
 		running:   make(map[taskKey]string),
 		inFlight:  make(map[string]int),
 		counts:    make(map[dag.RunCountKey]int),
-		keys:      make(map[idemKey]uuid.UUID),
+		keys:      make(map[dag.IdemKey]uuid.UUID),
 		prio:      make(map[laneKey][]readyEntry),
 		deadline:  make(map[uuid.UUID]time.Time),
 		slots:     make(map[string]int),
@@ -249,9 +247,6 @@ func (s *Store) CreateRunsTx(ctx context.Context, _ any, p *store.CreateRunsPara
 
 func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*store.CreateRunsResult, error) {
 	shapes := make([]*dag.Compiled, len(p.Runs))
-	res := &store.CreateRunsResult{Runs: make([]store.CreatedRun, len(p.Runs))}
-	batch := make(map[uuid.UUID]*store.NewRun, len(p.Runs))
-	batchKeys := make(map[idemKey]uuid.UUID)
 	for i := range p.Runs {
 		nr := &p.Runs[i]
 		if err := dag.CheckNewRun(nr); err != nil {
@@ -264,35 +259,20 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 		if err != nil {
 			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, err)
 		}
-		res.Runs[i].ID = nr.ID
-		if nr.IdempotencyKey != "" {
-			k := idemKey{nr.Workflow, nr.Tenant, nr.IdempotencyKey}
-			if id, ok := s.keys[k]; ok {
-				res.Runs[i] = store.CreatedRun{ID: id, Duplicate: true}
-				continue
-			}
-			if id, ok := batchKeys[k]; ok {
-				res.Runs[i] = store.CreatedRun{ID: id, Duplicate: true}
-				continue
-			}
+		shapes[i] = c
+	}
+	res, err := dag.Dedupe(p.Runs, func(id uuid.UUID) (string, string, bool) {
+		rs, ok := s.runs[id]
+		if !ok {
+			return "", "", false
 		}
-		var wf, tenant string
-		if rs, ok := s.runs[nr.ID]; ok {
-			wf, tenant = rs.rec.Workflow, rs.rec.Tenant
-		} else if other, ok := batch[nr.ID]; ok {
-			wf, tenant = other.Workflow, other.Tenant
-		} else {
-			batch[nr.ID] = nr
-			if nr.IdempotencyKey != "" {
-				batchKeys[idemKey{nr.Workflow, nr.Tenant, nr.IdempotencyKey}] = nr.ID
-			}
-			shapes[i] = c
-			continue
-		}
-		if !dag.SameRun(wf, tenant, nr) {
-			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, store.ErrRunExists)
-		}
-		res.Runs[i].Duplicate = true
+		return rs.rec.Workflow, rs.rec.Tenant, true
+	}, func(k dag.IdemKey) (uuid.UUID, bool) {
+		id, ok := s.keys[k]
+		return id, ok
+	})
+	if err != nil {
+		return nil, fmt.Errorf("memstore: %w", err)
 	}
 	// New tenants get their groups in ascending name order, as in PostgreSQL
 	// (which locks tenant rows in that order).
@@ -321,8 +301,8 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 		}
 		r, fx := flow.Start(rec, shapes[i], nr.Keys, t, startAt)
 		c.Add(r, fx)
-		if nr.IdempotencyKey != "" {
-			s.keys[idemKey{nr.Workflow, nr.Tenant, nr.IdempotencyKey}] = nr.ID
+		if k, ok := dag.KeyOf(nr); ok {
+			s.keys[k] = nr.ID
 		}
 	}
 	return res, s.persist(c, n)
@@ -586,8 +566,11 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 		}
 		if !dag.Current(task, ref.Token, rs.rec.Status) {
 			res.Lost = append(res.Lost, ref)
-			if dag.LostToCancel(task, rs.rec.Status) {
+			switch {
+			case dag.LostToCancel(task, rs.rec.Status):
 				res.Cancelled = append(res.Cancelled, ref)
+			case dag.LostToTimeout(task):
+				res.TimedOut = append(res.TimedOut, ref)
 			}
 		}
 	}
@@ -974,7 +957,7 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 	for _, rs := range expired {
 		delete(s.runs, rs.rec.ID) // settled: no queue entry, timer or claim is left
 		if k := rs.rec.IdempotencyKey; k != "" {
-			delete(s.keys, idemKey{rs.rec.Workflow, rs.rec.Tenant, k})
+			delete(s.keys, dag.IdemKey{Workflow: rs.rec.Workflow, Tenant: rs.rec.Tenant, Key: k})
 		}
 	}
 	return &store.PruneRunsResult{Deleted: len(expired)}, nil

@@ -205,55 +205,66 @@ func (s *Store) createOwnTx(ctx context.Context, prep *createPrep) (*store.Creat
 	return res, nil
 }
 
-// recorded is a run found recorded when creating runs.
-type recorded struct {
-	id               uuid.UUID
-	workflow, tenant string
+// recordedRuns are the runs found recorded under the IDs and idempotency
+// keys of runs to create.
+type recordedRuns struct {
+	byID  map[uuid.UUID][2]string // workflow, tenant
+	byKey map[dag.IdemKey]uuid.UUID
 }
 
-// dedupe decides which new runs duplicate recorded ones (byID and byKey:
-// what the database holds) or earlier ones of the batch, as memstore does.
-// It fails with ErrRunExists when a run's ID is taken by a run of another
-// workflow or tenant.
-func dedupe(runs []store.NewRun, byID map[uuid.UUID]recorded, byKey map[idemKey]uuid.UUID) (*store.CreateRunsResult, error) {
-	res := &store.CreateRunsResult{Runs: make([]store.CreatedRun, len(runs))}
-	batch := make(map[uuid.UUID]*store.NewRun, len(runs))
-	batchKeys := make(map[idemKey]uuid.UUID)
+// queueRecorded queues the reads of the runs recorded under the IDs and
+// idempotency keys of runs; the result fills in when b is sent.
+func (s *Store) queueRecorded(b *pgx.Batch, runs []store.NewRun) *recordedRuns {
+	rec := &recordedRuns{byID: map[uuid.UUID][2]string{}, byKey: map[dag.IdemKey]uuid.UUID{}}
+	ids := make([]uuid.UUID, len(runs))
+	var wfs, tenants, keys []string
 	for i := range runs {
-		nr := &runs[i]
-		res.Runs[i].ID = nr.ID
-		if nr.IdempotencyKey != "" {
-			k := idemKey{nr.Workflow, nr.Tenant, nr.IdempotencyKey}
-			if id, ok := byKey[k]; ok {
-				res.Runs[i] = store.CreatedRun{ID: id, Duplicate: true}
-				continue
-			}
-			if id, ok := batchKeys[k]; ok {
-				res.Runs[i] = store.CreatedRun{ID: id, Duplicate: true}
-				continue
-			}
+		ids[i] = runs[i].ID
+		if k, ok := dag.KeyOf(&runs[i]); ok {
+			wfs, tenants, keys = append(wfs, k.Workflow), append(tenants, k.Tenant), append(keys, k.Key)
 		}
-		var wf, tenant string
-		if rec, ok := byID[nr.ID]; ok {
-			wf, tenant = rec.workflow, rec.tenant
-		} else if other, ok := batch[nr.ID]; ok {
-			wf, tenant = other.Workflow, other.Tenant
-		} else {
-			batch[nr.ID] = nr
-			if nr.IdempotencyKey != "" {
-				batchKeys[idemKey{nr.Workflow, nr.Tenant, nr.IdempotencyKey}] = nr.ID
+	}
+	b.Queue(s.q.runsExist, u16(ids)).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id uuid.UUID
+			var wt [2]string
+			if err := rows.Scan(p16(&id), &wt[0], &wt[1]); err != nil {
+				return err
 			}
-			continue
+			rec.byID[id] = wt
 		}
-		if !dag.SameRun(wf, tenant, nr) {
-			return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, store.ErrRunExists)
-		}
-		res.Runs[i].Duplicate = true
+		return rows.Err()
+	})
+	if len(keys) > 0 {
+		b.Queue(s.q.keysExist, wfs, tenants, keys).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id uuid.UUID
+				var k dag.IdemKey
+				if err := rows.Scan(p16(&id), &k.Workflow, &k.Tenant, &k.Key); err != nil {
+					return err
+				}
+				rec.byKey[k] = id
+			}
+			return rows.Err()
+		})
+	}
+	return rec
+}
+
+// dedupe applies dag.Dedupe to the runs found recorded.
+func (rec *recordedRuns) dedupe(runs []store.NewRun) (*store.CreateRunsResult, error) {
+	res, err := dag.Dedupe(runs, func(id uuid.UUID) (string, string, bool) {
+		wt, ok := rec.byID[id]
+		return wt[0], wt[1], ok
+	}, func(k dag.IdemKey) (uuid.UUID, bool) {
+		id, ok := rec.byKey[k]
+		return id, ok
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	return res, nil
 }
-
-type idemKey struct{ workflow, tenant, key string }
 
 // create creates the runs. With tx nil it works in a transaction of its own,
 // which it commits; otherwise inside tx, the caller's, deferring the
@@ -281,37 +292,7 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 	if len(sIDs) > 0 {
 		b.Queue(s.q.insertShapes, u16(sIDs), sWfs, sJS)
 	}
-	byID := map[uuid.UUID]recorded{}
-	b.Queue(s.q.runsExist, u16(prep.ids)).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var rec recorded
-			if err := rows.Scan(p16(&rec.id), &rec.workflow, &rec.tenant); err != nil {
-				return err
-			}
-			byID[rec.id] = rec
-		}
-		return rows.Err()
-	})
-	byKey := map[idemKey]uuid.UUID{}
-	var kWfs, kTenants, kKeys []string
-	for i := range prep.p.Runs {
-		if nr := &prep.p.Runs[i]; nr.IdempotencyKey != "" {
-			kWfs, kTenants, kKeys = append(kWfs, nr.Workflow), append(kTenants, nr.Tenant), append(kKeys, nr.IdempotencyKey)
-		}
-	}
-	if len(kKeys) > 0 {
-		b.Queue(s.q.keysExist, kWfs, kTenants, kKeys).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var id uuid.UUID
-				var k idemKey
-				if err := rows.Scan(p16(&id), &k.workflow, &k.tenant, &k.key); err != nil {
-					return err
-				}
-				byKey[k] = id
-			}
-			return rows.Err()
-		})
-	}
+	rec := s.queueRecorded(b, prep.p.Runs)
 	c := newChange(now)
 	c.deferred = deferred
 	if !deferred {
@@ -354,11 +335,11 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 	if err := q.SendBatch(ctx, b).Close(); err != nil {
 		return nil, nil, s.createError(err)
 	}
-	res, err := dedupe(prep.p.Runs, byID, byKey)
+	res, err := rec.dedupe(prep.p.Runs)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !deferred && len(byID) > 0 {
+	if !deferred && len(rec.byID) > 0 {
 		// A duplicate ID held back the tenants' groups: the lanes of the
 		// runs to create get theirs now.
 		var keys []laneKey
@@ -456,41 +437,12 @@ func (s *Store) insertNewRuns(ctx context.Context, q querier, c *change, res *st
 			at = append(at, i)
 		}
 	}
-	byID, byKey := map[uuid.UUID]recorded{}, map[idemKey]uuid.UUID{}
 	b = &pgx.Batch{}
-	ids := make([]uuid.UUID, len(skipped))
-	var kWfs, kTenants, kKeys []string
-	for i, nr := range skipped {
-		ids[i] = nr.ID
-		if nr.IdempotencyKey != "" {
-			kWfs, kTenants, kKeys = append(kWfs, nr.Workflow), append(kTenants, nr.Tenant), append(kKeys, nr.IdempotencyKey)
-		}
-	}
-	b.Queue(s.q.runsExist, u16(ids)).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var rec recorded
-			if err := rows.Scan(p16(&rec.id), &rec.workflow, &rec.tenant); err != nil {
-				return err
-			}
-			byID[rec.id] = rec
-		}
-		return rows.Err()
-	})
-	b.Queue(s.q.keysExist, kWfs, kTenants, kKeys).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id uuid.UUID
-			var k idemKey
-			if err := rows.Scan(p16(&id), &k.workflow, &k.tenant, &k.key); err != nil {
-				return err
-			}
-			byKey[k] = id
-		}
-		return rows.Err()
-	})
+	found := s.queueRecorded(b, skipped)
 	if err := q.SendBatch(ctx, b).Close(); err != nil {
 		return s.createError(err)
 	}
-	again, err := dedupe(skipped, byID, byKey)
+	again, err := found.dedupe(skipped)
 	if err != nil {
 		return err
 	}

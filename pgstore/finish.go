@@ -89,8 +89,12 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 			var ord int64
 			var f found
 			var kind, state, status string
-			if err := rows.Scan(&ord, &kind, &state, &f.task.Token, &status); err != nil {
+			var timedOut bool
+			if err := rows.Scan(&ord, &kind, &state, &f.task.Token, &status, &timedOut); err != nil {
 				return err
+			}
+			if timedOut {
+				f.task.Error = dag.ErrTimeoutText
 			}
 			f.task.Kind, f.task.State, f.status = store.TaskKind(kind), store.TaskState(state), store.RunStatus(status)
 			byOrd[ord] = f
@@ -104,8 +108,11 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 		f, ok := byOrd[int64(i+1)]
 		if !ok || !dag.Current(&f.task, ref.Token, f.status) {
 			res.Lost = append(res.Lost, ref)
-			if ok && dag.LostToCancel(&f.task, f.status) {
+			switch {
+			case ok && dag.LostToCancel(&f.task, f.status):
 				res.Cancelled = append(res.Cancelled, ref)
+			case ok && dag.LostToTimeout(&f.task):
+				res.TimedOut = append(res.TimedOut, ref)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/fairq"
 )
 
@@ -339,7 +340,7 @@ stamped AS (
     WHERE t2.state = 'RUNNING' AND t2.token = u.token
     FOR UPDATE OF t2 SKIP LOCKED)
 )
-SELECT u.ord, t.kind, t.state, t.token, r.status
+SELECT u.ord, t.kind, t.state, t.token, r.status, starts_with(coalesce(t.error, ''), '` + dag.ErrTimeoutText + `')
 FROM u
 JOIN {{schema}}.tasks t ON t.run_id = u.run_id AND t.name = u.name
 JOIN {{schema}}.runs r ON r.id = u.run_id`),

@@ -525,8 +525,11 @@ type HeartbeatResult struct {
 	// Lost lists claims that are no longer current, or whose run is no
 	// longer running; the worker should stop working on them.
 	Lost []TaskRef
-	// Cancelled lists the claims of Lost whose run was cancelled.
+	// Cancelled lists the claims of Lost whose run was cancelled (or gave
+	// the task up: a deadline).
 	Cancelled []TaskRef
+	// TimedOut lists the claims of Lost whose attempt ran past its timeout.
+	TimedOut []TaskRef
 }
 
 // FireTimersParams are the parameters of Store.FireTimers.

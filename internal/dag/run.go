@@ -2,6 +2,7 @@ package dag
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/effectivelabs/durable/store"
@@ -144,6 +145,13 @@ func Current(t *store.Task, token int64, status store.RunStatus) bool {
 // told so (ErrRunCancelled) rather than that its claim was taken over.
 func LostToCancel(t *store.Task, status store.RunStatus) bool {
 	return status == store.RunCancelled || t.State == store.TaskCancelled
+}
+
+// LostToTimeout reports whether a claim on task t that is not current was
+// lost because its attempt ran past its timeout (the task's latest error
+// is the timeout's): its worker is told so (ErrStepTimeout).
+func LostToTimeout(t *store.Task) bool {
+	return strings.HasPrefix(t.Error, ErrTimeoutText)
 }
 
 // Current reports whether token is the current claim of task i.

@@ -178,6 +178,7 @@ func testStepTimeout(t *testing.T, s store.Store) {
 	hb, err := s.Heartbeat(ctx, &store.HeartbeatParams{Now: at(time.Minute), WorkerID: worker, Tasks: []store.TaskRef{c1.Ref()}})
 	require.NoError(t, err)
 	require.Equal(t, []store.TaskRef{c1.Ref()}, hb.Lost, "its worker learns the claim is lost")
+	require.Equal(t, []store.TaskRef{c1.Ref()}, hb.TimedOut, "to a timeout")
 	require.Equal(t, []store.FinishStatus{store.FinishStale}, finish(t, s, at(time.Minute), complete(c1, `"late"`)))
 
 	// The second attempt completes in time.
