@@ -108,6 +108,9 @@ func (c *stepContext) Heartbeat() error {
 		Now: c.e.now(), WorkerID: c.e.cfg.WorkerID, Tasks: []store.TaskRef{c.claim.Ref()},
 	})
 	if err != nil {
+		if c.Err() != nil { // stopped meanwhile, as above
+			return context.Cause(c)
+		}
 		return fmt.Errorf("durable: heartbeat: %w", err)
 	}
 	if len(res.Cancelled) > 0 {
