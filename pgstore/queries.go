@@ -222,25 +222,11 @@ DELETE FROM {{schema}}.ready WHERE ctid = ANY (ARRAY (
 		// unsuccessful follows status (see migration 003): it changes when a
 		// run fails, is cancelled or is replayed, never when it completes,
 		// so that settling stays a HOT update.
-		insertRuns: r(`
-INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
-                             idem_key, priority, deadline_at)
-SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
-            $11::text[], $12::smallint[], $13::timestamptz[])
-  AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at)`),
+		insertRuns: r(insertRunsSQL),
 		// The same inside a caller's transaction: a run another transaction
 		// creates at the same moment (its key or ID) is skipped instead of
 		// aborting the caller's transaction, and reported as a duplicate.
-		insertRunsNew: r(`
-INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
-                             idem_key, priority, deadline_at)
-SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
-            $11::text[], $12::smallint[], $13::timestamptz[])
-  AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at)
+		insertRunsNew: r(insertRunsSQL + `
 ON CONFLICT DO NOTHING RETURNING id`),
 
 		updateRuns: r(`
@@ -543,6 +529,17 @@ SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.tenant
 FROM claimed c JOIN {{schema}}.runs r ON r.id = c.run_id
 ORDER BY c.token, r.workflow`
 }
+
+// insertRunsSQL inserts new runs from arrays; the arrays of features no
+// run of the batch uses may be NULL (unnest pads them with NULLs).
+const insertRunsSQL = `
+INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
+                             idem_key, priority, deadline_at)
+SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
+       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
+            $11::text[], $12::smallint[], $13::timestamptz[])
+  AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at)`
 
 // anyPrioritySQL is the SQL of whether any ready task is above the default
 // priority: the first entry of the partial index of those, empty unless

@@ -86,6 +86,11 @@ const MaxWorkerLen = 200
 // every claim.
 func ValidWorker(s string) bool { return validLabel(s, MaxWorkerLen) }
 
+// ValidLabel reports whether s is 1 to maxLen bytes of valid UTF-8
+// without control characters: the rule of every identifier users give
+// (tenants, worker IDs, keys).
+func ValidLabel(s string, maxLen int) bool { return validLabel(s, maxLen) }
+
 func validLabel(s string, maxLen int) bool {
 	if len(s) == 0 || len(s) > maxLen || !utf8.ValidString(s) {
 		return false

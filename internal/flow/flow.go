@@ -39,17 +39,7 @@ const MaxKeyLen = 200
 
 // ValidKey reports whether s is a valid user key: 1 to MaxKeyLen bytes of
 // valid UTF-8 without control characters.
-func ValidKey(s string) bool {
-	if len(s) == 0 || len(s) > MaxKeyLen || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return false
-		}
-	}
-	return true
-}
+func ValidKey(s string) bool { return dag.ValidLabel(s, MaxKeyLen) }
 
 // Scoped returns the stored key of user key k for a cap or limit declared
 // on step of workflow, or on the workflow itself (step empty): keys of
