@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
@@ -137,5 +138,50 @@ func TestDelayedStart(t *testing.T) {
 		require.ErrorIs(t, err, durable.ErrInvalidTrigger)
 		_, err = wf.RunNoWait(ctx, e, "t", "x", durable.WithPriority(9))
 		require.ErrorIs(t, err, durable.ErrInvalidTrigger)
+	})
+}
+
+// An attempt failed by its timeout is retried after a jittered backoff,
+// as any failed attempt: the leader's timer gives the transition its
+// random number.
+func TestStepTimeoutRetryJitter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var attempts atomic.Int32
+		wf := durable.NewWorkflow[string]("jittered")
+		durable.Step(wf, "call", func(ctx durable.Context, in string) (string, error) {
+			if attempts.Add(1) <= 2 {
+				<-release // the first attempt of each run hangs past its timeout
+			}
+			return in, nil
+		}, durable.WithTimeout(time.Minute), durable.WithRetry(durable.RetryPolicy{MaxRetries: 1, InitialDelay: time.Hour, Jitter: 1}))
+		e, err := durable.New(memstore.New(), durable.Config{Concurrency: 4})
+		require.NoError(t, err)
+		require.NoError(t, e.Register(wf))
+		ctx := context.Background()
+		require.NoError(t, e.Start(ctx))
+		var ids []uuid.UUID
+		for _, in := range []string{"a", "b"} {
+			id, err := wf.RunNoWait(ctx, e, "t", in)
+			require.NoError(t, err)
+			ids = append(ids, id)
+		}
+		for _, id := range ids {
+			res, err := e.Wait(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, durable.RunCompleted, res.Status)
+			evs, err := e.Events(ctx, id)
+			require.NoError(t, err)
+			var delays []time.Duration
+			for _, ev := range evs {
+				if ev.Type == "RETRYING" {
+					delays = append(delays, ev.DueAt.Sub(ev.At))
+				}
+			}
+			require.Len(t, delays, 1)
+			require.Less(t, delays[0], time.Hour, "jittered: a random part of the hour is taken off")
+		}
+		close(release)
+		require.NoError(t, e.Stop(ctx))
 	})
 }

@@ -37,7 +37,7 @@ func (e *Engine) timerLoop(ctx context.Context, rt *runtime) {
 	const limit = 1000
 	errDelay := 100 * time.Millisecond
 	for {
-		res, err := e.store.FireTimers(ctx, &store.FireTimersParams{Now: e.now(), Limit: limit})
+		res, err := e.store.FireTimers(ctx, &store.FireTimersParams{Now: e.now(), Limit: limit, Rand: randFloat()})
 		if err != nil {
 			if ctx.Err() != nil {
 				return
