@@ -101,7 +101,7 @@ type keyFunc struct {
 // stepFlow returns the cap of step s (its own, else the workflow's, for
 // steps that run code) and the scope of its keys.
 func (d *workflowDef) stepFlow(s *stepDef) (conc *keyFunc, scope string) {
-	if s.sleep != 0 {
+	if s.sleep != 0 || (s.kind != "" && s.kind != store.KindStep) {
 		return nil, ""
 	}
 	if s.conc != nil {

@@ -64,6 +64,13 @@ type Config struct {
 	// every field of Config.)
 	Retention time.Duration
 
+	// EventRetention is how long sent events are kept, for the steps that
+	// begin waiting after an event was sent and look back for it
+	// (WithLookback): the leader deletes older events in small batches.
+	// Defaults to 24 hours; KeepForever keeps every event. Signals are
+	// kept as long as their run.
+	EventRetention time.Duration
+
 	// Codec encodes inputs and outputs. Defaults to JSONCodec.
 	Codec Codec
 
@@ -86,6 +93,10 @@ const KeepForever time.Duration = -1
 
 // DefaultRetention is the Config.Retention of a zero Config: 7 days.
 const DefaultRetention = 7 * 24 * time.Hour
+
+// DefaultEventRetention is the Config.EventRetention of a zero Config: a
+// day.
+const DefaultEventRetention = 24 * time.Hour
 
 // ErrInvalidConfig is returned by New for a Config it cannot use.
 var ErrInvalidConfig = errors.New("durable: invalid config")
@@ -114,6 +125,7 @@ func (c *Config) setDefaults(s store.Store) error {
 	def(&c.HeartbeatInterval, 5*time.Second)
 	def(&c.DeadAfter, 30*time.Second)
 	def(&c.Retention, DefaultRetention)
+	def(&c.EventRetention, DefaultEventRetention)
 	if c.Codec == nil {
 		c.Codec = JSONCodec{}
 	}

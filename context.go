@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -55,7 +56,9 @@ type stepContext struct {
 	cancel  context.CancelCauseFunc
 	// lose cancels the step because its claim is no longer current, so
 	// that the engine knows why when the store rejects its outcome.
-	lose   func(error)
+	lose func(error)
+	// item: the task is an item of a map step, which reads no parent.
+	item   bool
 	misuse atomic.Pointer[error]
 }
 
@@ -93,7 +96,7 @@ func (c *stepContext) Value(key any) any {
 func (c *stepContext) RunID() uuid.UUID { return c.claim.RunID }
 func (c *stepContext) Workflow() string { return c.claim.Workflow }
 func (c *stepContext) TenantID() string { return c.claim.Tenant }
-func (c *stepContext) StepName() string { return c.claim.Step }
+func (c *stepContext) StepName() string { return dag.DisplayName(c.claim.Step) }
 func (c *stepContext) Attempt() int     { return c.claim.Attempt }
 func (c *stepContext) WorkerID() string { return c.e.cfg.WorkerID }
 

@@ -28,9 +28,12 @@ type Engine struct {
 
 	mu        sync.Mutex
 	workflows map[string]*workflowDef
-	names     []string
-	rt        *runtime
-	stopped   bool
+	// children marks the workflows registered only as the child workflow
+	// of another: registering one of them again is not a duplicate.
+	children map[string]bool
+	names    []string
+	rt       *runtime
+	stopped  bool
 
 	waitMu    sync.Mutex
 	waiters   map[uuid.UUID]map[chan struct{}]struct{}
@@ -50,6 +53,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		cfg:       cfg,
 		log:       cfg.Logger.With(slog.String("worker", cfg.WorkerID)),
 		workflows: map[string]*workflowDef{},
+		children:  map[string]bool{},
 		waiters:   map[uuid.UUID]map[chan struct{}]struct{}{},
 	}, nil
 }
@@ -58,10 +62,11 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 func (e *Engine) WorkerID() string { return e.cfg.WorkerID }
 
 // Register validates workflow definitions and makes this engine execute
-// their runs. It reports every definition error it finds (as
-// *DefinitionError values joined together) and registers nothing if there is
-// any. Registering may happen before or after Start, not after Stop
-// (ErrEngineStopped).
+// their runs, and those of the child workflows they start (Child) that no
+// workflow of the same name stands for already. It reports every
+// definition error it finds (as *DefinitionError values joined together)
+// and registers nothing if there is any. Registering may happen before or
+// after Start, not after Stop (ErrEngineStopped).
 func (e *Engine) Register(defs ...Definition) error {
 	var errs []error
 	seen := map[string]bool{}
@@ -71,6 +76,8 @@ func (e *Engine) Register(defs ...Definition) error {
 	if e.stopped {
 		return ErrEngineStopped
 	}
+	queue := make([]*workflowDef, 0, len(defs))
+	childOnly := map[*workflowDef]bool{}
 	for _, def := range defs {
 		var d *workflowDef
 		if def != nil {
@@ -80,8 +87,23 @@ func (e *Engine) Register(defs ...Definition) error {
 			errs = append(errs, &DefinitionError{Err: ErrNilFunc, Detail: "nil workflow"})
 			continue
 		}
+		queue = append(queue, d)
+	}
+	// The workflows given, then the child workflows they start (and
+	// theirs), unless a workflow of that name is registered or given.
+	given := len(queue)
+	for k := 0; k < len(queue); k++ {
+		d := queue[k]
+		if k >= given && (seen[d.name] || e.workflows[d.name] != nil) {
+			continue
+		}
 		if _, err := d.freeze(); err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if k < given && e.workflows[d.name] == d && e.children[d.name] {
+			// Registered as a child workflow before: now on its own account.
+			seen[d.name] = true
 			continue
 		}
 		if e.workflows[d.name] != nil || seen[d.name] {
@@ -90,6 +112,12 @@ func (e *Engine) Register(defs ...Definition) error {
 		}
 		seen[d.name] = true
 		add = append(add, d)
+		if k >= given {
+			childOnly[d] = true
+		}
+		for _, s := range d.steps {
+			queue = append(queue, s.children()...)
+		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -97,7 +125,13 @@ func (e *Engine) Register(defs ...Definition) error {
 	names := slices.Clone(e.names)
 	for _, d := range add {
 		e.workflows[d.name] = d
+		e.children[d.name] = childOnly[d]
 		names = append(names, d.name)
+	}
+	for name := range seen {
+		if !childOnly[e.workflows[name]] {
+			delete(e.children, name)
+		}
 	}
 	slices.Sort(names)
 	e.names = names
@@ -162,7 +196,9 @@ type runtime struct {
 	timerSig  chan struct{}
 	// scheduleSig wakes the schedule loop (schedule.go).
 	scheduleSig chan struct{}
-	outcomes    chan outcomeMsg
+	// inboxSig wakes the leader's inbox loop (leader.go).
+	inboxSig chan struct{}
+	outcomes chan outcomeMsg
 
 	flightMu sync.Mutex
 	flights  map[store.TaskRef]*flight
@@ -238,6 +274,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		readySig:    make(chan struct{}, 1),
 		timerSig:    make(chan struct{}, 1),
 		scheduleSig: make(chan struct{}, 1),
+		inboxSig:    make(chan struct{}, 1),
 		outcomes:    make(chan outcomeMsg, e.cfg.Concurrency),
 		flights:     map[store.TaskRef]*flight{},
 		completed:   make(chan struct{}),
@@ -356,6 +393,8 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		signal(rt.timerSig)
 	case store.TopicSchedule:
 		signal(rt.scheduleSig)
+	case store.TopicInbox:
+		signal(rt.inboxSig)
 	case store.TopicRun:
 		if id, err := uuid.Parse(n.Payload); err == nil {
 			e.wakeWaiters(id)
@@ -369,6 +408,7 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		signal(rt.readySig)
 		signal(rt.timerSig)
 		signal(rt.scheduleSig)
+		signal(rt.inboxSig)
 		e.wakeAllWaiters()
 	}
 }

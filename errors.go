@@ -39,6 +39,11 @@ var (
 	// returned a key that is not 1 to 200 bytes of UTF-8 without control
 	// characters; the run was not started.
 	ErrInvalidKey = store.ErrInvalidKey
+
+	// ErrInvalidEvent is returned when sending an event whose tenant or key
+	// is invalid, or a signal whose name is (1-255 bytes of UTF-8 without
+	// control characters).
+	ErrInvalidEvent = store.ErrInvalidEvent
 	// ErrEncode: the codec could not encode a value, or the encoded value
 	// does not decode back into its type.
 	ErrEncode = errors.New("durable: cannot encode value")

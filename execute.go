@@ -27,11 +27,14 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 	if d == nil {
 		return terminal(fmt.Errorf("%w: workflow %q is not registered", ErrUnknownStep, c.Workflow))
 	}
+	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel, lose: lose}
+	if c.Kind == store.KindItem {
+		return e.runItem(sc, d, o)
+	}
 	in, err := d.decodeInput(e.cfg.Codec, c.Input)
 	if err != nil {
 		return terminal(fmt.Errorf("%w: input of workflow %q: %w", ErrDecode, c.Workflow, err))
 	}
-	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel, lose: lose}
 	// Built only when there is something to log: With formats its
 	// attributes at once, which would cost every step.
 	log := func() *slog.Logger {
@@ -56,17 +59,27 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 	}
 
 	s := d.byName[c.Step]
-	if s == nil || s.run == nil {
-		return terminal(fmt.Errorf("%w: step %q of workflow %q is not a step in this process's definition", ErrUnknownStep, c.Step, c.Workflow))
+	if s == nil || !s.runs(c.Kind) {
+		return terminal(fmt.Errorf("%w: step %q of workflow %q is not a %s step in this process's definition", ErrUnknownStep, c.Step, c.Workflow, c.Kind))
 	}
 	sc.step = s
 	sc.parents = make(map[*stepDef]any, len(s.parents))
 	for _, p := range s.parents {
-		b, ok := c.ParentOutputs[p.name]
-		if !ok {
-			continue // skipped (or not a parent in the run's recorded shape)
+		var v any
+		var err error
+		if p.kind == store.KindMap {
+			items, ok := c.ParentItems[p.name]
+			if !ok {
+				continue // skipped
+			}
+			v, err = p.decodeItems(e.cfg.Codec, items)
+		} else {
+			b, ok := c.ParentOutputs[p.name]
+			if !ok {
+				continue // skipped (or not a parent in the run's recorded shape)
+			}
+			v, err = p.decodeOutput(e.cfg.Codec, b)
 		}
-		v, err := p.decodeOutput(e.cfg.Codec, b)
 		if err != nil {
 			return terminal(fmt.Errorf("%w: output of parent %q: %w", ErrDecode, p.name, err))
 		}
@@ -87,6 +100,14 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 		}
 	}
 
+	switch c.Kind {
+	case store.KindEvent:
+		return e.runWait(sc, s, in, o)
+	case store.KindChild:
+		return e.runChild(sc, s, in, o)
+	case store.KindMap:
+		return e.runMap(sc, s, o)
+	}
 	var out any
 	err = protect(func() error {
 		var err error

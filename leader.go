@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -21,10 +22,11 @@ func (e *Engine) lead(ctx context.Context, rt *runtime) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.timerLoop(ctx, rt) })
 	wg.Go(func() { e.rescueLoop(ctx) })
+	wg.Go(func() { e.inboxLoop(ctx, rt) })
 	if s, ok := e.store.(store.Scheduler); ok {
 		wg.Go(func() { e.scheduleLoop(ctx, rt, s) })
 	}
-	if e.cfg.Retention > 0 {
+	if e.cfg.Retention > 0 || e.cfg.EventRetention > 0 {
 		wg.Go(func() { e.retentionLoop(ctx) })
 	}
 	wg.Wait()
@@ -94,25 +96,85 @@ func (e *Engine) rescueLoop(ctx context.Context) {
 	}
 }
 
-// retentionInterval is how often the leader prunes runs past their
-// retention: a quarter of Config.Retention, between a second and a minute.
+// retentionInterval is how often the leader prunes runs and events past
+// their retention: a quarter of the shorter retention, between a second and
+// a minute.
 func (e *Engine) retentionInterval() time.Duration {
-	return min(max(e.cfg.Retention/4, time.Second), time.Minute)
+	r := e.cfg.Retention
+	if r <= 0 || (e.cfg.EventRetention > 0 && e.cfg.EventRetention < r) {
+		r = e.cfg.EventRetention
+	}
+	return min(max(r/4, time.Second), time.Minute)
 }
 
 // retentionLoop deletes the runs that settled more than Config.Retention
-// ago, in batches (see Engine.Prune), every retentionInterval.
+// ago, in batches (see Engine.Prune), and the events sent more than
+// Config.EventRetention ago, every retentionInterval.
 func (e *Engine) retentionLoop(ctx context.Context) {
 	for {
-		n, err := e.Prune(ctx, e.cfg.Retention)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			e.log.Error("durable: pruning settled runs", slog.Any("error", err))
-		case n > 0:
-			e.log.Debug("durable: pruned settled runs", slog.Int("runs", n), slog.Duration("retention", e.cfg.Retention))
+		if e.cfg.Retention > 0 {
+			n, err := e.Prune(ctx, e.cfg.Retention)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				e.log.Error("durable: pruning settled runs", slog.Any("error", err))
+			case n > 0:
+				e.log.Debug("durable: pruned settled runs", slog.Int("runs", n), slog.Duration("retention", e.cfg.Retention))
+			}
+		}
+		if e.cfg.EventRetention > 0 {
+			n, err := e.pruneEvents(ctx, e.cfg.EventRetention)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				e.log.Error("durable: pruning events", slog.Any("error", err))
+			case n > 0:
+				e.log.Debug("durable: pruned events", slog.Int("events", n), slog.Duration("retention", e.cfg.EventRetention))
+			}
 		}
 		if !sleep.For(ctx, e.retentionInterval()) {
 			return
+		}
+	}
+}
+
+// pruneEvents deletes the events sent more than olderThan ago, in batches
+// of pruneBatch.
+func (e *Engine) pruneEvents(ctx context.Context, olderThan time.Duration) (int, error) {
+	total := 0
+	for {
+		res, err := e.store.PruneEvents(ctx, &store.PruneEventsParams{Now: e.now(), OlderThan: olderThan, Limit: pruneBatch})
+		if err != nil {
+			return total, fmt.Errorf("durable: prune events: %w", err)
+		}
+		total += res.Deleted
+		if res.Deleted < pruneBatch {
+			return total, nil
+		}
+	}
+}
+
+// inboxLoop applies the messages for runs left pending (Store.ApplyInbox)
+// when notified: events sent in callers' transactions, once they commit.
+// What a process that died left behind the store's periodic leader pass
+// finds (pgstore: RescueTasks).
+func (e *Engine) inboxLoop(ctx context.Context, rt *runtime) {
+	const limit = 1000
+	for {
+		select {
+		case <-rt.inboxSig:
+		case <-ctx.Done():
+			return
+		}
+		for {
+			res, err := e.store.ApplyInbox(ctx, &store.ApplyInboxParams{Now: e.now(), Limit: limit, Rand: randFloat()})
+			if err != nil {
+				if ctx.Err() == nil {
+					e.log.Error("durable: applying pending messages", slog.Any("error", err))
+				}
+				break
+			}
+			if res.Applied < limit {
+				break
+			}
 		}
 	}
 }

@@ -61,6 +61,8 @@ type RunFilter struct {
 	// FinishedAfter and FinishedBefore bound when runs settled; either keeps
 	// only settled runs.
 	FinishedAfter, FinishedBefore time.Time
+	// Parent keeps the child runs of one run (see Child).
+	Parent uuid.UUID
 }
 
 // ListOptions are the options of ListRuns.
@@ -417,7 +419,7 @@ func (v *TenantRuns) filter(f RunFilter) (scopedFilter, error) {
 	out := scopedFilter{RunFilter: store.RunFilter{
 		Tenant: f.Tenant, Workflow: f.Workflow, Statuses: slices.Clone(f.Statuses),
 		CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
-		FinishedAfter: f.FinishedAfter, FinishedBefore: f.FinishedBefore,
+		FinishedAfter: f.FinishedAfter, FinishedBefore: f.FinishedBefore, Parent: f.Parent,
 	}}
 	for _, st := range f.Statuses {
 		if !slices.Contains(store.RunStatuses, st) {

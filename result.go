@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -23,12 +24,15 @@ const (
 // StepState is the state of one step of a run.
 type StepState = store.TaskState
 
-// Step states. A step waiting out a retry backoff is QUEUED with a DueAt.
+// Step states. A step waiting out a retry backoff is QUEUED with a DueAt;
+// a step waiting for an event, a signal, a child run or its items is
+// WAITING.
 const (
 	StepPending   = store.TaskPending
 	StepQueued    = store.TaskQueued
 	StepRunning   = store.TaskRunning
 	StepSleeping  = store.TaskSleeping
+	StepWaiting   = store.TaskWaiting
 	StepCompleted = store.TaskCompleted
 	StepFailed    = store.TaskFailed
 	StepSkipped   = store.TaskSkipped
@@ -50,10 +54,15 @@ const (
 	EventWoken     = store.EventWoken
 	EventCancelled = store.EventCancelled
 	EventReplayed  = store.EventReplayed
+	EventWaiting   = store.EventWaiting
 )
 
 // Event is one entry of a run's event log.
 type Event = store.Event
+
+// ParentRef links a child run to its parent: the parent run, its step that
+// started the child, and the child's step whose output is the result.
+type ParentRef = store.ParentRef
 
 // OnFailureStep is the step name under which a run's on-failure handler
 // appears in results and events.
@@ -85,6 +94,9 @@ type RunResult struct {
 	// Deadline is when the run fails if it has not settled; zero when it
 	// has none or has settled.
 	Deadline time.Time
+	// Parent links a child run (see Child) to its parent run and the step
+	// that started it; nil for other runs.
+	Parent *ParentRef
 	// Steps lists every step in declaration order; the on-failure handler,
 	// once it exists, comes last under the name OnFailureStep.
 	Steps []StepResult
@@ -126,8 +138,28 @@ type StepResult struct {
 	StartedAt time.Time
 	// FinishedAt is when the step reached its final state; zero until then.
 	FinishedAt time.Time
-	// Output is the encoded output of a COMPLETED step.
+	// Output is the encoded output of a COMPLETED step. A map step's
+	// output is its items' outputs (Items); StepRef.Result decodes them.
 	Output []byte
+	// EventKey is the key a WaitForEvent step waits for (or last waited
+	// for), and Signal the name of a WaitForSignal step's signal.
+	EventKey, Signal string
+	// ChildRunID is the child run a Child step started last.
+	ChildRunID uuid.UUID
+	// Items are a map step's items, in order; Item is an item's number.
+	Items []StepResult
+	Item  int
+
+	items int // of a map step: how many it fanned out to
+}
+
+// itemOutputs returns the outputs of a map step's items, in order.
+func (s *StepResult) itemOutputs() [][]byte {
+	out := make([][]byte, len(s.Items))
+	for k := range s.Items {
+		out[k] = s.Items[k].Output
+	}
+	return out
 }
 
 func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
@@ -135,6 +167,7 @@ func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
 		ID: run.ID, Workflow: run.Workflow, Tenant: run.Tenant, Status: run.Status, Input: run.Input,
 		CreatedAt: run.CreatedAt, FinishedAt: run.FinishedAt, codec: codec,
 		IdempotencyKey: run.IdempotencyKey, Priority: Priority(run.Priority), Deadline: run.Deadline,
+		Parent: run.Parent,
 	}
 	if run.Status == store.RunFailed || run.Status == store.RunCancelled {
 		res.Err = &RunError{RunID: run.ID, Workflow: run.Workflow, Status: run.Status, Step: run.FailedStep, Message: run.Error}
@@ -145,12 +178,31 @@ func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
 			parents[st.Name] = st.Parents
 		}
 	}
-	res.Steps = make([]StepResult, len(tasks))
-	for i, t := range tasks {
-		res.Steps[i] = StepResult{
-			Name: t.Name, Parents: parents[t.Name], Kind: t.Kind, State: t.State, Attempts: t.Attempt, Error: t.Error,
+	res.Steps = make([]StepResult, 0, len(tasks))
+	for _, t := range tasks {
+		sr := StepResult{
+			Name: dag.DisplayName(t.Name), Parents: parents[t.Name], Kind: t.Kind, State: t.State, Attempts: t.Attempt, Error: t.Error,
 			DueAt: t.DueAt, StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Output: t.Output,
+			ChildRunID: t.Child, Item: t.Item,
 		}
+		if key, sig := dag.ParseWaitKey(t.WaitKey); sig {
+			sr.Signal = key
+		} else {
+			sr.EventKey = key
+		}
+		if t.Kind == store.KindItem {
+			// Items follow their map step, whose results they join (a map
+			// step's Items hold those it fanned out to).
+			if n := len(res.Steps); n > 0 && res.Steps[n-1].Kind == store.KindMap {
+				m := &res.Steps[n-1]
+				if t.Item < m.items {
+					m.Items = append(m.Items, sr)
+				}
+			}
+			continue
+		}
+		sr.items = t.Items
+		res.Steps = append(res.Steps, sr)
 	}
 	return res
 }

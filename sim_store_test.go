@@ -446,6 +446,38 @@ func (f *simFaultStore) PruneRuns(ctx context.Context, p *store.PruneRunsParams)
 	return f.inner.PruneRuns(ctx, p)
 }
 
+// SendEvents implements store.Store (no faults).
+func (f *simFaultStore) SendEvents(ctx context.Context, p *store.SendEventsParams) (*store.SendEventsResult, error) {
+	if f.cut() {
+		return nil, errSimPartitioned
+	}
+	return f.inner.SendEvents(ctx, p)
+}
+
+// Signal implements store.Store (no faults).
+func (f *simFaultStore) Signal(ctx context.Context, p *store.SignalParams) error {
+	if f.cut() {
+		return errSimPartitioned
+	}
+	return f.inner.Signal(ctx, p)
+}
+
+// ApplyInbox implements store.Store (no faults).
+func (f *simFaultStore) ApplyInbox(ctx context.Context, p *store.ApplyInboxParams) (*store.ApplyInboxResult, error) {
+	if f.cut() {
+		return nil, errSimPartitioned
+	}
+	return f.inner.ApplyInbox(ctx, p)
+}
+
+// PruneEvents implements store.Store (no faults).
+func (f *simFaultStore) PruneEvents(ctx context.Context, p *store.PruneEventsParams) (*store.PruneEventsResult, error) {
+	if f.cut() {
+		return nil, errSimPartitioned
+	}
+	return f.inner.PruneEvents(ctx, p)
+}
+
 // untilCut returns ctx, also cancelled when the engine is partitioned.
 func (f *simFaultStore) untilCut(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)

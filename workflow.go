@@ -102,7 +102,7 @@ func (r *StepRef[O]) Output(ctx interface{ Value(any) any }) (O, bool) {
 	}
 	v, ok := sc.parents[r.def]
 	if !ok {
-		if !sc.isParent(r.def) {
+		if sc.item || !sc.isParent(r.def) {
 			sc.misusedBy(notParentError(sc, r.def))
 		}
 		return zero, false
@@ -113,6 +113,10 @@ func (r *StepRef[O]) Output(ctx interface{ Value(any) any }) (O, bool) {
 
 func notParentError(sc *stepContext, p *stepDef) error {
 	reader := sc.claim.Step
+	if sc.item {
+		return fmt.Errorf("%w: an item of map step %q reads the output of step %q; a map step's function receives "+
+			"only its item: put what it needs in the list's items", ErrNotParent, sc.step.name, p.name)
+	}
 	if sc.step == nil {
 		return fmt.Errorf("%w: the on-failure handler reads the output of step %q; a handler has no parents: "+
 			"read what it needs from the run (Engine.Get) instead", ErrNotParent, p.name)
@@ -139,6 +143,13 @@ func (r *StepRef[O]) Result(res *RunResult) (O, error) {
 	}
 	if r.def.sleep > 0 {
 		return out, nil
+	}
+	if r.def.kind == store.KindMap {
+		v, err := r.def.decodeItems(res.codec, s.itemOutputs())
+		if err != nil {
+			return out, fmt.Errorf("%w: output of step %q: %w", ErrDecode, r.def.name, err)
+		}
+		return v.(O), nil
 	}
 	if err := res.codec.Unmarshal(s.Output, &out); err != nil {
 		return out, fmt.Errorf("%w: output of step %q: %w", ErrDecode, r.def.name, err)
@@ -382,8 +393,16 @@ type workflowDef struct {
 }
 
 type stepDef struct {
-	wf           *workflowDef
-	name         string
+	wf   *workflowDef
+	name string
+	// kind is what the step does: KindStep (or "") runs code, KindEvent
+	// waits (wait), KindChild starts a child (child), KindMap maps
+	// (mapDef). A sleep is a KindStep with sleep set.
+	kind         store.TaskKind
+	wait         waitDef
+	child        *childDef
+	mapDef       *mapDef
+	decodeItems  func(Codec, [][]byte) (any, error) // map steps
 	parents      []*stepDef
 	skips        []skipCond
 	retry        RetryPolicy
@@ -461,6 +480,7 @@ func (d *workflowDef) build() (*store.Shape, error) {
 			d.byName[s.name] = s
 		}
 		spec := store.StepSpec{Name: s.name, Sleep: s.sleep, Retry: s.retry.record(), Timeout: s.timeout, QueueTimeout: s.queueTimeout}
+		s.checkKind(&spec, stepErr)
 		for _, p := range s.parents {
 			switch {
 			case p.wf != d:
@@ -516,4 +536,48 @@ func (d *workflowDef) definitionErrors(err error) []error {
 	}
 	walk(err)
 	return out
+}
+
+// checkKind records what a waiting, child or map step does in spec, and
+// reports the options that do not apply to its kind (build calls it).
+func (s *stepDef) checkKind(spec *store.StepSpec, stepErr func(error, string)) {
+	if s.wait.set() && s.kind != store.KindEvent {
+		stepErr(ErrInvalidOption, "WithWaitTimeout, SkipOnTimeout and WithLookback apply to WaitForEvent and WaitForSignal steps")
+	}
+	if s.kind != "" && s.kind != store.KindStep && (s.conc != nil || s.rate != nil) {
+		stepErr(ErrInvalidOption, fmt.Sprintf("WithConcurrency and WithRateLimit do not apply to a %s step", s.kind))
+	}
+	switch s.kind {
+	case store.KindEvent:
+		if s.timeout != 0 {
+			stepErr(ErrInvalidOption, "WithTimeout does not apply to a waiting step: use WithWaitTimeout")
+		}
+		if s.wait.skip && s.wait.timeout == 0 {
+			stepErr(ErrInvalidOption, "SkipOnTimeout needs WithWaitTimeout")
+		}
+		if s.wait.signal != "" && s.wait.lookback != 0 {
+			stepErr(ErrInvalidOption, "WithLookback does not apply to a signal: signals are kept with their run")
+		}
+		spec.Wait = &store.WaitSpec{Signal: s.wait.signal, Timeout: s.wait.timeout, SkipOnTimeout: s.wait.skip, Lookback: s.wait.lookback}
+	case store.KindChild:
+		if c := s.child; c != nil {
+			if c.result.wf != c.wf {
+				stepErr(ErrInvalidOption, fmt.Sprintf("the result step %s is not a step of the child workflow %s",
+					dag.Quote(c.result.name), dag.Quote(c.wf.name)))
+			}
+			spec.Child = &store.ChildSpec{Workflow: c.wf.name, Result: c.result.name}
+		}
+	case store.KindMap:
+		if m := s.mapDef; m != nil {
+			spec.Map = &store.MapSpec{Over: m.over.name}
+		}
+	}
+}
+
+// children returns the child workflows s starts, if any.
+func (s *stepDef) children() []*workflowDef {
+	if s.child != nil && s.child.wf != nil {
+		return []*workflowDef{s.child.wf}
+	}
+	return nil
 }

@@ -58,6 +58,17 @@ type Store struct {
 	// first is created.
 	schedules map[store.ScheduleKey]*store.Schedule
 
+	// Events and waits (see events.go): the WAITING tasks of each tenant
+	// and wait key, each waiting task's key, the events kept (by tenant
+	// and key, in the order sent) and the last message ID.
+	waiting   map[waitKey]map[taskKey]struct{}
+	waitOf    map[taskKey]waitKey
+	sent      map[waitKey][]message
+	messageID int64
+	// waitingAll holds every WAITING task (events, signals, child runs,
+	// map steps), for the stats.
+	waitingAll map[taskKey]struct{}
+
 	subMu  sync.Mutex
 	subs   map[int]func(store.Notification)
 	nextID int
@@ -118,29 +129,37 @@ type runState struct {
 	shape  *dag.Compiled
 	tasks  []store.Task
 	events []store.Event
+	// items holds the items of each map step that fanned out, by number.
+	items map[int][]store.Task
+	// signals are the signals sent to the run, in order.
+	signals []message
 }
 
 // New returns an empty store.
 func New() *Store {
 	return &Store{
-		runs:      make(map[uuid.UUID]*runState),
-		shapes:    make(map[*store.Shape]*dag.Compiled),
-		queued:    make(map[taskKey]int64),
-		queuedAt:  make(map[taskKey]time.Time),
-		timers:    make(map[taskKey]time.Time),
-		running:   make(map[taskKey]string),
-		inFlight:  make(map[string]int),
-		counts:    make(map[dag.RunCountKey]int),
-		keys:      make(map[dag.IdemKey]uuid.UUID),
-		prio:      make(map[laneKey][]readyEntry),
-		deadline:  make(map[uuid.UUID]time.Time),
-		slots:     make(map[string]int),
-		parked:    make(map[string][]taskKey),
-		parkedKey: make(map[taskKey]string),
-		rates:     make(map[flow.RateKey]int),
-		rateUntil: make(map[taskKey]time.Time),
-		subs:      make(map[int]func(store.Notification)),
-		leader:    make(chan struct{}, 1),
+		runs:       make(map[uuid.UUID]*runState),
+		shapes:     make(map[*store.Shape]*dag.Compiled),
+		queued:     make(map[taskKey]int64),
+		queuedAt:   make(map[taskKey]time.Time),
+		timers:     make(map[taskKey]time.Time),
+		running:    make(map[taskKey]string),
+		inFlight:   make(map[string]int),
+		counts:     make(map[dag.RunCountKey]int),
+		keys:       make(map[dag.IdemKey]uuid.UUID),
+		prio:       make(map[laneKey][]readyEntry),
+		deadline:   make(map[uuid.UUID]time.Time),
+		slots:      make(map[string]int),
+		parked:     make(map[string][]taskKey),
+		parkedKey:  make(map[taskKey]string),
+		rates:      make(map[flow.RateKey]int),
+		rateUntil:  make(map[taskKey]time.Time),
+		waiting:    make(map[waitKey]map[taskKey]struct{}),
+		waitOf:     make(map[taskKey]waitKey),
+		sent:       make(map[waitKey][]message),
+		waitingAll: make(map[taskKey]struct{}),
+		subs:       make(map[int]func(store.Notification)),
+		leader:     make(chan struct{}, 1),
 	}
 }
 
@@ -314,6 +333,46 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 // enqueued tasks are placed in the fair queue in order, and the events are
 // appended.
 func (s *Store) persist(c *dag.Change, n *notes) error {
+	var outbox []dag.Message
+	for {
+		if err := s.resolve(c); err != nil {
+			return err
+		}
+		if err := s.persistOne(c, n); err != nil {
+			return err
+		}
+		for _, r := range c.Runs {
+			outbox = append(outbox, c.Effects[r].Outbox...)
+		}
+		if len(outbox) == 0 {
+			return nil
+		}
+		// Messages for other runs are applied after the transitions that
+		// left them, each in a transition of its own, as pgstore does.
+		m := outbox[0]
+		outbox = outbox[1:]
+		c = dag.NewChange(c.Now)
+		if rs := s.runs[m.Run]; rs != nil {
+			r := s.load(map[uuid.UUID]*dag.Run{}, m.Run)
+			if m.Kind == dag.MsgChild {
+				// The result's output, as pgstore reads it when it writes the
+				// message.
+				m.Payload = nil
+				if child := s.runs[m.Child]; child != nil {
+					if i, ok := child.shape.Index(m.Result); ok && i < len(child.tasks) && child.tasks[i].State == store.TaskCompleted {
+						m.Payload = clone(child.tasks[i].Output)
+					}
+				}
+			}
+			fx, _ := r.Apply(&m, s.rand(), c.Now)
+			c.Add(r, fx)
+		}
+	}
+}
+
+// persistOne writes what a call's transitions did, the mirror image of
+// pgstore's (see persist).
+func (s *Store) persistOne(c *dag.Change, n *notes) error {
 	var until map[dag.TaskAt]time.Time
 	if w := flow.Collect(c, s.before(c)); w != nil {
 		if err := s.admit(c, w); err != nil {
@@ -326,23 +385,31 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 		fx := c.Effects[r]
 		id := r.Rec.ID
 		for _, i := range fx.Dequeued {
-			delete(s.queued, taskKey{id, i})
-			delete(s.queuedAt, taskKey{id, i})
-			delete(s.rateUntil, taskKey{id, i})
+			k := keyOf(r, i)
+			delete(s.queued, k)
+			delete(s.queuedAt, k)
+			delete(s.rateUntil, k)
 		}
 		rs := s.runs[id]
 		if fx.Created {
 			rs = &runState{shape: r.Shape}
 			s.runs[id] = rs
 		}
-		rs.rec, rs.tasks = r.Rec, r.Tasks
+		rs.rec, rs.tasks = r.Rec, r.Tasks[:len(r.Tasks):len(r.Tasks)]
 		if r.Rec.Deadline.IsZero() {
 			delete(s.deadline, id)
 		} else {
 			s.deadline[id] = r.Rec.Deadline
 		}
+		for _, i := range fx.Deleted {
+			s.deleteItem(rs, keyOf(r, i))
+		}
 		for _, i := range fx.Tasks {
-			k, t := taskKey{id, i}, &r.Tasks[i]
+			k, t := keyOf(r, i), r.Task(i)
+			if dag.IsItem(i) {
+				s.storeItem(rs, r.StepOf(i), t)
+			}
+			s.noteWait(k, rs, t)
 			if at := dag.Timer(t); at.IsZero() {
 				delete(s.timers, k)
 			} else {
@@ -374,11 +441,11 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 	}
 	for _, e := range c.Enqueued {
 		// Every run's tenant got a group when the run was created.
-		if err := s.place(taskKey{e.R.Rec.ID, e.I}, e.R.Rec.Workflow, e.R.Rec.Tenant, c); err != nil {
+		if err := s.place(keyOf(e.R, e.I), e.R.Rec.Workflow, e.R.Rec.Tenant, c); err != nil {
 			return err
 		}
 		if at := until[e]; !at.IsZero() {
-			s.rateUntil[taskKey{e.R.Rec.ID, e.I}] = at
+			s.rateUntil[keyOf(e.R, e.I)] = at
 		}
 	}
 	n.ready = n.ready || len(c.Enqueued) > 0
@@ -397,8 +464,88 @@ func (s *Store) load(loaded map[uuid.UUID]*dag.Run, id uuid.UUID) *dag.Run {
 	if err != nil {
 		panic(err) // the store built rs itself; this is an invariant
 	}
+	r.LoadItems = func(m int) ([]store.Task, error) { return cloneTasks(rs.items[m]), nil }
 	loaded[id] = r
 	return r
+}
+
+// index returns the index of the task k names in r, loading it into r if
+// it is an item.
+func (s *Store) index(r *dag.Run, k taskKey) int {
+	if k.task < dag.ItemBase {
+		return k.task
+	}
+	m, n := itemOf(k)
+	if i, ok := r.ItemIndex(m, n); ok {
+		return i
+	}
+	rs := s.runs[k.run]
+	idx, err := r.AddItems([]store.Task{cloneTask(rs.items[m][n])})
+	if err != nil {
+		panic(err) // the store built rs itself
+	}
+	return idx[0]
+}
+
+// keyOf returns the key of task i of r: its index for a step, a stable
+// encoding of its map step and number for an item (indexes of items are
+// only good for one call).
+func keyOf(r *dag.Run, i int) taskKey {
+	if !dag.IsItem(i) {
+		return taskKey{r.Rec.ID, i}
+	}
+	return taskKey{r.Rec.ID, dag.ItemBase + r.StepOf(i)*dag.MaxItems + r.Task(i).Item}
+}
+
+// itemOf decodes the key of an item: its map step and number.
+func itemOf(k taskKey) (m, n int) {
+	x := k.task - dag.ItemBase
+	return x / dag.MaxItems, x % dag.MaxItems
+}
+
+// task returns the stored task k names.
+func (rs *runState) task(k taskKey) *store.Task {
+	if k.task < dag.ItemBase {
+		return &rs.tasks[k.task]
+	}
+	m, n := itemOf(k)
+	return &rs.items[m][n]
+}
+
+// storeItem records item t of map step m.
+func (s *Store) storeItem(rs *runState, m int, t *store.Task) {
+	if rs.items == nil {
+		rs.items = map[int][]store.Task{}
+	}
+	list := rs.items[m]
+	for len(list) <= t.Item {
+		list = append(list, store.Task{})
+	}
+	list[t.Item] = cloneTask(*t)
+	rs.items[m] = list
+}
+
+// deleteItem removes an item that a map step no longer fans out to; such
+// items are finished (no queue entry, timer or claim).
+func (s *Store) deleteItem(rs *runState, k taskKey) {
+	m, n := itemOf(k)
+	if list := rs.items[m]; n < len(list) {
+		rs.items[m] = list[:n]
+	}
+}
+
+func cloneTask(t store.Task) store.Task {
+	t.Output = clone(t.Output)
+	t.Input = clone(t.Input)
+	return t
+}
+
+func cloneTasks(ts []store.Task) []store.Task {
+	out := make([]store.Task, len(ts))
+	for i := range ts {
+		out[i] = cloneTask(ts[i])
+	}
+	return out
 }
 
 // ClaimTasks implements store.Store.
@@ -447,7 +594,7 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		delete(s.queuedAt, key)
 		delete(s.rateUntil, key)
 		r := s.load(loaded, key.run)
-		fx, ok := r.Claim(key.task, e.id, p.WorkerID, t)
+		fx, ok := r.Claim(s.index(r, key), e.id, p.WorkerID, t)
 		if !ok {
 			continue
 		}
@@ -468,25 +615,48 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 	}
 	out := make([]*store.ClaimedTask, len(claimed))
 	for k, key := range claimed {
-		out[k] = s.claimed(s.runs[key.run], key.task)
+		out[k] = s.claimed(s.runs[key.run], key)
 	}
 	return out, nil
 }
 
-func (s *Store) claimed(rs *runState, i int) *store.ClaimedTask {
-	t := &rs.tasks[i]
+func (s *Store) claimed(rs *runState, k taskKey) *store.ClaimedTask {
+	t := rs.task(k)
+	i := k.task
+	input := rs.rec.Input
+	if k.task >= dag.ItemBase {
+		i, _ = itemOf(k)
+		input = t.Input
+	}
 	c := &store.ClaimedTask{
 		RunID: rs.rec.ID, Workflow: rs.rec.Workflow, Tenant: rs.rec.Tenant, Step: t.Name, Kind: t.Kind,
-		Attempt: t.Attempt, Token: t.Token, Retry: rs.shape.Retry(i), Input: clone(rs.rec.Input),
+		Attempt: t.Attempt, Token: t.Token, Retry: rs.shape.Retry(i), Input: clone(input),
 		Timeout: rs.shape.Timeout(i),
 	}
+	if t.Kind == store.KindItem {
+		c.Map, c.Item = rs.shape.Name(i), t.Item
+		return c
+	}
 	for _, p := range rs.shape.Parents(i) {
-		if pt := &rs.tasks[p]; pt.State == store.TaskCompleted {
-			if c.ParentOutputs == nil {
-				c.ParentOutputs = make(map[string][]byte)
-			}
-			c.ParentOutputs[pt.Name] = clone(pt.Output)
+		pt := &rs.tasks[p]
+		if pt.State != store.TaskCompleted {
+			continue
 		}
+		if pt.Kind == store.KindMap {
+			if c.ParentItems == nil {
+				c.ParentItems = make(map[string][][]byte)
+			}
+			items := make([][]byte, pt.Items)
+			for n := range items {
+				items[n] = clone(rs.items[p][n].Output)
+			}
+			c.ParentItems[pt.Name] = items
+			continue
+		}
+		if c.ParentOutputs == nil {
+			c.ParentOutputs = make(map[string][]byte)
+		}
+		c.ParentOutputs[pt.Name] = clone(pt.Output)
 	}
 	if t.Kind == store.KindOnFailure {
 		c.FailedStep, c.Error = rs.rec.FailedStep, rs.rec.Error
@@ -494,17 +664,24 @@ func (s *Store) claimed(rs *runState, i int) *store.ClaimedTask {
 	return c
 }
 
-// find returns the run and task index a claim names.
-func (s *Store) find(ref store.TaskRef) (*runState, int, bool) {
+// find returns the run and the key of the task a claim names.
+func (s *Store) find(ref store.TaskRef) (*runState, taskKey, bool) {
 	rs, ok := s.runs[ref.RunID]
 	if !ok {
-		return nil, 0, false
+		return nil, taskKey{}, false
+	}
+	if step, n, ok := dag.ParseItem(ref.Step); ok {
+		m, ok := rs.shape.Index(step)
+		if !ok || m >= rs.shape.Len() || n >= len(rs.items[m]) {
+			return nil, taskKey{}, false
+		}
+		return rs, taskKey{ref.RunID, dag.ItemBase + m*dag.MaxItems + n}, true
 	}
 	i, ok := rs.shape.Index(ref.Step)
 	if !ok || i >= len(rs.tasks) {
-		return nil, 0, false
+		return nil, taskKey{}, false
 	}
-	return rs, i, true
+	return rs, taskKey{ref.RunID, i}, true
 }
 
 // FinishTasks implements store.Store.
@@ -526,14 +703,14 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 	for k := range p.Outcomes {
 		o := p.Outcomes[k]
 		o.Output = clone(o.Output)
-		_, i, ok := s.find(o.Task)
+		_, key, ok := s.find(o.Task)
 		if !ok {
 			res[k].Status = store.FinishStale
 			continue
 		}
 		r := s.load(loaded, o.Task.RunID)
 		var fx dag.Effects
-		fx, res[k].Status = r.Finish(i, &o, t)
+		fx, res[k].Status = r.Finish(s.index(r, key), &o, t)
 		c.Add(r, fx)
 	}
 	err := s.persist(c, &n)
@@ -555,12 +732,12 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 	defer s.mu.Unlock()
 	res := &store.HeartbeatResult{}
 	for _, ref := range p.Tasks {
-		rs, i, ok := s.find(ref)
+		rs, key, ok := s.find(ref)
 		if !ok {
 			res.Lost = append(res.Lost, ref)
 			continue
 		}
-		task := &rs.tasks[i]
+		task := rs.task(key)
 		if task.State == store.TaskRunning && task.Token == ref.Token {
 			task.HeartbeatAt = t
 		}
@@ -626,7 +803,7 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	}
 	for _, d := range fire {
 		r := s.load(loaded, d.k.run)
-		fx, ok := r.Wake(d.k.task, p.Rand, t)
+		fx, ok := r.Wake(s.index(r, d.k), p.Rand, t)
 		if ok {
 			res.Fired++
 		}
@@ -643,7 +820,7 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	})
 	for _, d := range lapsed {
 		r := s.load(loaded, d.k.run)
-		fx, ok := r.Requeue(d.k.task, flow.RequeueDetail, t)
+		fx, ok := r.Requeue(s.index(r, d.k), flow.RequeueDetail, t)
 		if ok {
 			res.Fired++
 		}
@@ -685,7 +862,7 @@ func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 	s.queues.Prune() // as pgstore's leader prunes its frontier rows
 	var dead []taskKey
 	for k := range s.running {
-		if dag.Dead(&s.runs[k.run].tasks[k.task], t, p.DeadAfter) {
+		if dag.Dead(s.runs[k.run].task(k), t, p.DeadAfter) {
 			dead = append(dead, k)
 		}
 	}
@@ -700,8 +877,9 @@ func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 	loaded := map[uuid.UUID]*dag.Run{}
 	for _, k := range dead {
 		r := s.load(loaded, k.run)
-		ref := store.TaskRef{RunID: k.run, Step: r.Tasks[k.task].Name, Token: r.Tasks[k.task].Token}
-		fx, ok := r.Rescue(k.task, p.DeadAfter, p.Rand, t)
+		i := s.index(r, k)
+		ref := store.TaskRef{RunID: k.run, Step: r.Task(i).Name, Token: r.Task(i).Token}
+		fx, ok := r.Rescue(i, p.DeadAfter, p.Rand, t)
 		if ok {
 			res.Rescued = append(res.Rescued, ref)
 		}
@@ -730,6 +908,10 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	rec := rs.rec
 	rec.Input = clone(rec.Input)
 	rec.Shape = rs.shape.Shape
+	if rec.Parent != nil {
+		p := *rec.Parent
+		rec.Parent = &p
+	}
 	return &rec, nil
 }
 
@@ -744,11 +926,16 @@ func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, err
 	if !ok {
 		return nil, store.ErrRunNotFound
 	}
-	out := make([]*store.Task, len(rs.tasks))
+	out := make([]*store.Task, 0, len(rs.tasks))
 	for i := range rs.tasks {
-		t := rs.tasks[i]
-		t.Output = clone(t.Output)
-		out[i] = &t
+		t := cloneTask(rs.tasks[i])
+		out = append(out, &t)
+		if t.Kind == store.KindMap {
+			for _, it := range rs.items[i] {
+				it := cloneTask(it)
+				out = append(out, &it)
+			}
+		}
 	}
 	return out, nil
 }
@@ -796,10 +983,14 @@ func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.L
 	res := &store.ListRunsResult{More: len(keys) > limit}
 	for _, k := range keys[:min(limit, len(keys))] {
 		rec := &s.runs[k.ID].rec
-		res.Runs = append(res.Runs, store.RunSummary{
+		sum := store.RunSummary{
 			ID: rec.ID, Workflow: rec.Workflow, Tenant: rec.Tenant, Status: rec.Status,
 			FailedStep: rec.FailedStep, Error: rec.Error, CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt,
-		})
+		}
+		if rec.Parent != nil {
+			sum.ParentID, sum.ParentStep = rec.Parent.RunID, rec.Parent.Step
+		}
+		res.Runs = append(res.Runs, sum)
 	}
 	return res, nil
 }
@@ -886,7 +1077,12 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		}
 	}
 	for k := range s.timers {
-		if rs := s.runs[k.run]; in(rs) && !rs.tasks[k.task].DueAt.IsZero() {
+		if rs := s.runs[k.run]; in(rs) && !rs.task(k).DueAt.IsZero() {
+			queue(rs).Waiting++
+		}
+	}
+	for k := range s.waitingAll { // waiting for an event, a child run or items
+		if rs := s.runs[k.run]; in(rs) && rs.task(k).DueAt.IsZero() {
 			queue(rs).Waiting++
 		}
 	}

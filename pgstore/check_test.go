@@ -67,8 +67,10 @@ func TestCheck(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	want := newestMigration(t, pool)
-	counted, stmts := countingPool(t)
+	// A counting pool per check: subtests run in parallel, and a shared
+	// count would add up their statements.
 	check := func(schema string) (error, int64) {
+		counted, stmts := countingPool(t)
 		s, err := pgstore.New(counted, &pgstore.Config{Schema: schema})
 		require.NoError(t, err)
 		before := stmts.n.Load()

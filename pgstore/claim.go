@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/sleep"
 	"github.com/effectivelabs/durable/store"
 )
@@ -128,10 +129,12 @@ func (s *Store) scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedT
 		var kind string
 		var shapeID uuid.UUID
 		var prio bool
+		var item int32
 		if err := rows.Scan(p16(&c.RunID), &c.Step, &idx, &kind, &c.Attempt, &c.Token, &c.Workflow, &c.Tenant,
-			&c.Input, p16(&shapeID), &c.FailedStep, &c.Error, &prio); err != nil {
+			&c.Input, p16(&shapeID), &c.FailedStep, &c.Error, &prio, &item); err != nil {
 			return nil, nil, nil, err
 		}
+		c.Item = int(item)
 		if len(claimed) == 0 {
 			s.priorities.Store(prio)
 		}
@@ -147,8 +150,9 @@ func (s *Store) scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedT
 }
 
 // completeClaims fills in what the shapes say (retry policy) and the outputs
-// of completed parents. Parent outputs never change once written, so reading
-// them after the claim committed is safe.
+// of completed parents (for a map step, its items' outputs). Parent outputs
+// never change once written, so reading them after the claim committed is
+// safe.
 func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int) error {
 	shapes, err := s.shapesFor(ctx, s.pool, shapeOf)
 	if err != nil {
@@ -156,17 +160,35 @@ func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask
 	}
 	var pRuns []uuid.UUID
 	var pNames []string
+	var mRuns []uuid.UUID
+	var mSteps, mLo, mHi []string
+	var mClaims []int
 	want := make(map[uuid.UUID][]int) // run -> claims needing its parents
 	for k, c := range claimed {
 		sh := shapes[shapeOf[k]]
 		c.Retry = sh.Retry(idxs[k])
 		c.Timeout = sh.Timeout(idxs[k])
+		if c.Kind == store.KindItem {
+			c.Map = sh.Name(idxs[k])
+			continue
+		}
 		for _, pi := range sh.Parents(idxs[k]) {
+			if sh.Kind(pi) == store.KindMap {
+				prefix := dag.ItemPrefix(sh.Name(pi))
+				mRuns, mSteps, mLo, mHi = append(mRuns, c.RunID), append(mSteps, sh.Name(pi)), append(mLo, prefix), append(mHi, upperBound(prefix))
+				mClaims = append(mClaims, k)
+				continue
+			}
 			pRuns = append(pRuns, c.RunID)
 			pNames = append(pNames, sh.Name(pi))
 		}
 		if len(sh.Parents(idxs[k])) > 0 {
 			want[c.RunID] = append(want[c.RunID], k)
+		}
+	}
+	if len(mRuns) > 0 {
+		if err := s.mapOutputs(ctx, claimed, mRuns, mSteps, mLo, mHi, mClaims); err != nil {
+			return err
 		}
 	}
 	if len(pRuns) == 0 {
@@ -370,4 +392,60 @@ func probeRow(row pgx.Row, to *atomic.Bool) error {
 	}
 	to.Store(any)
 	return nil
+}
+
+// mapOutputs fills in the ParentItems of claims whose parents are map
+// steps: for each (run, step, name range, claim), the outputs of the
+// step's items in item order, if it completed.
+func (s *Store) mapOutputs(ctx context.Context, claimed []*store.ClaimedTask, runs []uuid.UUID, steps, lo, hi []string, claims []int) error {
+	rows, err := s.pool.Query(ctx, s.q.mapOutputs, u16(runs), steps, lo, hi)
+	if err != nil {
+		return fmt.Errorf("pgstore: map outputs: %w", err)
+	}
+	defer rows.Close()
+	got := make(map[int][][]byte) // ordinality -> outputs
+	for rows.Next() {
+		var ord int64
+		var item int32
+		var out []byte
+		if err := rows.Scan(&ord, &item, &out); err != nil {
+			return fmt.Errorf("pgstore: map outputs: %w", err)
+		}
+		got[int(ord)-1] = append(got[int(ord)-1], out)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgstore: map outputs: %w", err)
+	}
+	// A completed map step whose items are all gone cannot be; one with
+	// none fanned out to an empty list: the step's state says which, so
+	// read it for the steps without rows.
+	for n, k := range claims {
+		outs, ok := got[n]
+		if !ok {
+			completed, err := s.completed(ctx, runs[n], steps[n])
+			if err != nil {
+				return err
+			}
+			if !completed {
+				continue
+			}
+			outs = [][]byte{}
+		}
+		c := claimed[k]
+		if c.ParentItems == nil {
+			c.ParentItems = make(map[string][][]byte)
+		}
+		c.ParentItems[steps[n]] = outs
+	}
+	return nil
+}
+
+// completed reports whether a task is COMPLETED.
+func (s *Store) completed(ctx context.Context, run uuid.UUID, name string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, s.q.taskCompleted, [16]byte(run), name).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("pgstore: map outputs: %w", err)
+	}
+	return ok, nil
 }

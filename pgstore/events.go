@@ -45,13 +45,9 @@ func (c *change) placeEvents() ([]store.Event, error) {
 	var rows []store.Event
 	for _, r := range c.Runs {
 		fx := c.Effects[r]
-		cols := c.cols[r]
-		for len(cols) < len(r.Tasks) {
-			cols = append(cols, eventCols{})
-		}
-		c.cols[r] = cols
+		c.colsAt(r, len(r.Tasks)-1) // every step has its columns
 		for _, i := range fx.Tasks {
-			t, ec := &r.Tasks[i], &cols[i]
+			t, ec := r.Task(i), c.colsAt(r, i)
 			// A task going back to the queue will be claimed again, which
 			// overwrites started_at and attempt: its STARTED event moves to
 			// the events table now, so that claims never have to.
@@ -76,8 +72,12 @@ func (c *change) placeEvents() ([]store.Event, error) {
 				return nil, err
 			}
 			e.ID = id
-			i, _ := r.Shape.Index(e.Step)
-			ec := &cols[i]
+			i, ok := taskIndex(r, e.Step)
+			if !ok {
+				rows = append(rows, e) // an item deleted by the call
+				continue
+			}
+			ec := c.colsAt(r, i)
 			switch {
 			case e.Type == store.EventQueued && e.Detail == "":
 				if ec.qID != 0 {

@@ -17,9 +17,10 @@ func Statements(schema string) map[string]string {
 			out[v.Type().Field(i).Name] = f.String()
 		}
 	}
-	fv := reflect.ValueOf(q.flowQueries)
-	for i := range fv.NumField() {
-		out[fv.Type().Field(i).Name] = fv.Field(i).String()
+	for _, fv := range []reflect.Value{reflect.ValueOf(q.flowQueries), reflect.ValueOf(q.waitQueries)} {
+		for i := range fv.NumField() {
+			out[fv.Type().Field(i).Name] = fv.Field(i).String()
+		}
 	}
 	return out
 }

@@ -23,19 +23,25 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 	}
 	ids := make([]uuid.UUID, 0, len(p.Outcomes))
 	seen := make(map[uuid.UUID]bool, len(p.Outcomes))
+	var items []itemRef
 	for k := range p.Outcomes {
 		if !dag.ValidOutcome(&p.Outcomes[k]) {
 			return nil, fmt.Errorf("pgstore: outcome %d: %w: kind %d", k, store.ErrInvalidOutcome, p.Outcomes[k].Kind)
 		}
-		if id := p.Outcomes[k].Task.RunID; !seen[id] {
+		ref := p.Outcomes[k].Task
+		if id := ref.RunID; !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
+		}
+		if _, _, ok := dag.ParseItem(ref.Step); ok {
+			items = append(items, itemRef{ref.RunID, ref.Step})
 		}
 	}
 	err := retryRaced(func(lockReady bool) error {
 		return s.transition(ctx, &plan{
 			now:       nowOf(p.Now),
 			ids:       ids,
+			items:     items,
 			lockReady: lockReady,
 			apply: func(c *change) error {
 				for k := range p.Outcomes {
@@ -43,9 +49,9 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 					r := c.byID[o.Task.RunID]
 					i, ok := 0, false
 					if r != nil {
-						i, ok = r.Shape.Index(o.Task.Step)
+						i, ok = taskIndex(r, o.Task.Step)
 					}
-					if !ok || i >= len(r.Tasks) {
+					if !ok {
 						res[k].Status = store.FinishStale
 						continue
 					}
@@ -147,10 +153,12 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 		limit = -1 // LIMIT NULL: no limit
 	}
 	type due struct {
-		run uuid.UUID
-		idx int
+		run  uuid.UUID
+		idx  int
+		name string
 	}
 	var fire []due
+	var items []itemRef
 	rows, err := s.pool.Query(ctx, s.q.dueTimers, at, nullLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: due timers: %w", err)
@@ -158,11 +166,15 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	for rows.Next() {
 		var d due
 		var idx int32
-		if err := rows.Scan(p16(&d.run), &idx); err != nil {
+		var name pgtype.Text
+		if err := rows.Scan(p16(&d.run), &idx, &name); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("pgstore: due timers: %w", err)
 		}
-		d.idx = int(idx)
+		d.idx, d.name = int(idx), name.String
+		if _, _, ok := dag.ParseItem(d.name); ok {
+			items = append(items, itemRef{d.run, d.name})
+		}
 		fire = append(fire, d)
 	}
 	rows.Close()
@@ -178,7 +190,11 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 		return s.transition(ctx, &plan{
 			now:       nowOf(p.Now),
 			ids:       distinct(ids),
+			items:     items,
 			lockReady: lockReady,
+			// A message pending for a task whose wait times out now (an
+			// event sent just before) is applied first.
+			inbox: true,
 			apply: func(c *change) error {
 				for _, d := range fire {
 					r := c.byID[d.run]
@@ -191,11 +207,13 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 					case d.idx == -1: // the run's deadline
 						fx, ok = r.Expire(c.Now)
 					case d.idx <= -2: // a rate-limit window ended unclaimed
-						if i := -2 - d.idx; i < len(r.Tasks) {
+						if i, found := taskIndex(r, d.name); found {
 							fx, ok = r.Requeue(i, flow.RequeueDetail, c.Now)
 						}
 					default:
-						fx, ok = r.Wake(d.idx, p.Rand, c.Now)
+						if i, found := taskIndex(r, d.name); found {
+							fx, ok = r.Wake(i, p.Rand, c.Now)
+						}
 					}
 					if ok {
 						res.Fired++
@@ -241,11 +259,13 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 		limit = -1
 	}
 	type cand struct {
-		run uuid.UUID
-		idx int
+		run  uuid.UUID
+		idx  int
+		name string
 	}
 	var dead []cand
-	var incoming, prune bool
+	var items []itemRef
+	var incoming, prune, pending bool
 	// Times are whole microseconds, so "now - last >= DeadAfter" is "last <=
 	// now - DeadAfter rounded up to a microsecond".
 	micros := (p.DeadAfter + time.Microsecond - 1) / time.Microsecond
@@ -256,12 +276,16 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 	for rows.Next() {
 		var run pgtype.UUID
 		var idx pgtype.Int4
-		if err := rows.Scan(&run, &idx, &incoming, &prune); err != nil {
+		var name pgtype.Text
+		if err := rows.Scan(&run, &idx, &name, &incoming, &prune, &pending); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("pgstore: rescue: %w", err)
 		}
 		if run.Valid {
-			dead = append(dead, cand{uuid.UUID(run.Bytes), int(idx.Int32)})
+			dead = append(dead, cand{uuid.UUID(run.Bytes), int(idx.Int32), name.String})
+			if _, _, ok := dag.ParseItem(name.String); ok {
+				items = append(items, itemRef{run.Bytes, name.String})
+			}
 		}
 	}
 	rows.Close()
@@ -278,6 +302,11 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 			return nil, fmt.Errorf("pgstore: prune frontier: %w", err)
 		}
 	}
+	if pending {
+		if _, err := s.ApplyInbox(ctx, &store.ApplyInboxParams{Now: p.Now, Rand: p.Rand}); err != nil {
+			return nil, err
+		}
+	}
 	res := &store.RescueTasksResult{}
 	if len(dead) == 0 {
 		return res, nil
@@ -291,16 +320,21 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 		return s.transition(ctx, &plan{
 			now:       nowOf(p.Now),
 			ids:       distinct(ids),
+			items:     items,
 			lockReady: lockReady,
 			apply: func(c *change) error {
 				for _, d := range dead {
 					r := c.byID[d.run]
-					if r == nil || d.idx >= len(r.Tasks) {
+					if r == nil {
 						continue
 					}
-					task := &r.Tasks[d.idx]
+					i, found := taskIndex(r, d.name)
+					if !found {
+						continue
+					}
+					task := r.Task(i)
 					ref := store.TaskRef{RunID: d.run, Step: task.Name, Token: task.Token}
-					fx, ok := r.Rescue(d.idx, p.DeadAfter, p.Rand, c.Now)
+					fx, ok := r.Rescue(i, p.DeadAfter, p.Rand, c.Now)
 					if ok {
 						res.Rescued = append(res.Rescued, ref)
 					}

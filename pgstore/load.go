@@ -20,21 +20,61 @@ type runRow struct {
 }
 
 // loader loads runs for a transition: it locks their rows in id order, then
-// reads their tasks, in the same round trip.
+// reads their tasks (their steps, not their items: see dag.ItemBase), the
+// items the call names, and, when asked, the messages pending for them,
+// in the same round trip.
 type loader struct {
 	recs  []runRow
 	tasks map[uuid.UUID][]store.Task
 	cols  map[uuid.UUID][]eventCols
+	items []loadedTask
+	inbox []inboxRow
 	// eventBase and clock are read after the locks are taken.
 	eventBase int64
 	clock     time.Time
 }
 
-func (l *loader) queue(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady bool) {
+// loadedTask is a task row as loaded, with its events kept in the row.
+type loadedTask struct {
+	task store.Task
+	cols eventCols
+}
+
+// itemRef names an item to load.
+type itemRef struct {
+	run  uuid.UUID
+	name string
+}
+
+func (l *loader) queue(q *queries, b *pgx.Batch, p *plan) {
+	ids := p.ids
 	l.tasks = make(map[uuid.UUID][]store.Task, len(ids))
 	l.cols = make(map[uuid.UUID][]eventCols, len(ids))
 	if len(ids) > 0 {
-		l.queueRuns(q, b, ids, lockReady)
+		l.queueRuns(q, b, ids, p.lockReady)
+	}
+	if len(p.items) > 0 {
+		runs, names := make([]uuid.UUID, len(p.items)), make([]string, len(p.items))
+		for k, it := range p.items {
+			runs[k], names[k] = it.run, it.name
+		}
+		b.Queue(q.loadItems, u16(runs), names).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				lt, _, err := scanTask(rows)
+				if err != nil {
+					return err
+				}
+				l.items = append(l.items, lt)
+			}
+			return rows.Err()
+		})
+	}
+	if p.inbox && len(ids) > 0 {
+		b.Queue(q.loadInbox, u16(ids)).Query(func(rows pgx.Rows) error {
+			var err error
+			l.inbox, err = scanInbox(rows)
+			return err
+		})
 	}
 	b.Queue(q.eventBlock).QueryRow(func(row pgx.Row) error {
 		var block int64
@@ -53,12 +93,15 @@ func (l *loader) queueRuns(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady 
 			var fin, deadline pgtype.Timestamptz
 			var status string
 			var prio int16
+			var parent pgtype.UUID
+			var pStep, pResult string
 			if err := rows.Scan(p16(&rr.rec.ID), &rr.rec.Workflow, &rr.rec.Tenant, p16(&rr.shapeID), &status,
-				&rr.rec.FailedStep, &rr.rec.Error, &rr.rec.CreatedAt, &fin, &prio, &deadline); err != nil {
+				&rr.rec.FailedStep, &rr.rec.Error, &rr.rec.CreatedAt, &fin, &prio, &deadline, &parent, &pStep, &pResult); err != nil {
 				return err
 			}
 			rr.rec.Status = store.RunStatus(status)
 			rr.rec.FinishedAt, rr.rec.Deadline, rr.rec.Priority = tm(fin), tm(deadline), int(prio)
+			rr.rec.Parent = parentRef(parent, pStep, pResult)
 			l.recs = append(l.recs, rr)
 		}
 		return rows.Err()
@@ -70,26 +113,56 @@ func (l *loader) queueRuns(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady 
 	}
 	b.Queue(q.loadTasks, u16(ids)).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var t store.Task
-			var idx int32
-			var kind, state string
-			var due, start, fin, qAt, beat, timeout pgtype.Timestamptz
-			var ec eventCols
-			if err := rows.Scan(p16(&t.RunID), &t.Name, &idx, &kind, &state, &t.Attempt, &t.Token, &t.Worker,
-				&due, &t.Error, &start, &fin, &ec.qID, &qAt, &ec.qAttempt, &ec.sID, &ec.cID, &beat, &timeout, &t.ConcurrencyKey, &t.RateKey); err != nil {
+			lt, _, err := scanTask(rows)
+			if err != nil {
 				return err
 			}
-			t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)
-			t.DueAt, t.StartedAt, t.FinishedAt, t.HeartbeatAt, t.TimeoutAt = tm(due), tm(start), tm(fin), tm(beat), tm(timeout)
-			ec.qAt, ec.attempt, ec.startedAt, ec.finishedAt = tm(qAt), t.Attempt, t.StartedAt, t.FinishedAt
-			l.tasks[t.RunID] = append(l.tasks[t.RunID], t)
-			l.cols[t.RunID] = append(l.cols[t.RunID], ec)
+			l.tasks[lt.task.RunID] = append(l.tasks[lt.task.RunID], lt.task)
+			l.cols[lt.task.RunID] = append(l.cols[lt.task.RunID], lt.cols)
 		}
 		return rows.Err()
 	})
 }
 
-// build wraps the loaded runs for the core, in id order.
+// taskColumns are the columns of a task a transition loads (scanTask).
+const taskColumns = `run_id, name, idx, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
+       coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at, timeout_at,
+       coalesce(ckey, ''), coalesce(rkey, ''), coalesce(wait_key, ''), child_id, coalesce(items, 0), coalesce(items_left, 0),
+       coalesce(item, 0), item_input`
+
+// scanTask reads a row of taskColumns.
+func scanTask(rows pgx.Rows) (loadedTask, int, error) {
+	var lt loadedTask
+	t, ec := &lt.task, &lt.cols
+	var idx int32
+	var kind, state string
+	var due, start, fin, qAt, beat, timeout pgtype.Timestamptz
+	var child pgtype.UUID
+	if err := rows.Scan(p16(&t.RunID), &t.Name, &idx, &kind, &state, &t.Attempt, &t.Token, &t.Worker,
+		&due, &t.Error, &start, &fin, &ec.qID, &qAt, &ec.qAttempt, &ec.sID, &ec.cID, &beat, &timeout, &t.ConcurrencyKey, &t.RateKey,
+		&t.WaitKey, &child, &t.Items, &t.Left, &t.Item, &t.Input); err != nil {
+		return lt, 0, err
+	}
+	t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)
+	t.DueAt, t.StartedAt, t.FinishedAt, t.HeartbeatAt, t.TimeoutAt = tm(due), tm(start), tm(fin), tm(beat), tm(timeout)
+	if child.Valid {
+		t.Child = child.Bytes
+	}
+	ec.qAt, ec.attempt, ec.startedAt, ec.finishedAt = tm(qAt), t.Attempt, t.StartedAt, t.FinishedAt
+	return lt, int(idx), nil
+}
+
+// parentRef returns a run's parent as stored, nil for a run without one.
+func parentRef(id pgtype.UUID, step, result string) *store.ParentRef {
+	if !id.Valid {
+		return nil
+	}
+	return &store.ParentRef{RunID: id.Bytes, Step: step, Result: result}
+}
+
+// build wraps the loaded runs for the core, in id order, with the items
+// loaded for the call; the core loads the other items of a map step
+// through q when it needs them (dag.Run.LoadItems).
 func (l *loader) build(ctx context.Context, s *Store, q querier, c *change) error {
 	ids := make([]uuid.UUID, len(l.recs))
 	for i := range l.recs {
@@ -106,6 +179,16 @@ func (l *loader) build(ctx context.Context, s *Store, q querier, c *change) erro
 			return fmt.Errorf("pgstore: %w", err)
 		}
 		c.load(r, l.cols[rr.rec.ID])
+		r.LoadItems = func(m int) ([]store.Task, error) { return s.loadMapItems(ctx, q, c, r, m) }
+	}
+	for _, lt := range l.items {
+		r := c.byID[lt.task.RunID]
+		if r == nil {
+			continue
+		}
+		if err := c.addItems(r, []loadedTask{lt}); err != nil {
+			return err
+		}
 	}
 	c.eventBase = l.eventBase
 	return nil

@@ -102,8 +102,13 @@ func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.L
 			var r store.RunSummary
 			var status string
 			var fin pgtype.Timestamptz
-			if err := rows.Scan(p16(&r.ID), &r.Workflow, &r.Tenant, &status, &r.FailedStep, &r.Error, &r.CreatedAt, &fin); err != nil {
+			var parent pgtype.UUID
+			if err := rows.Scan(p16(&r.ID), &r.Workflow, &r.Tenant, &status, &r.FailedStep, &r.Error, &r.CreatedAt, &fin,
+				&parent, &r.ParentStep); err != nil {
 				return err
+			}
+			if parent.Valid {
+				r.ParentID = parent.Bytes
 			}
 			r.Status, r.FinishedAt = store.RunStatus(status), tm(fin)
 			if len(res.Runs) == limit {
@@ -165,6 +170,9 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 	if f.Workflow != "" {
 		conds = append(conds, "r.workflow = "+arg(f.Workflow))
 	}
+	if f.Parent != uuid.Nil {
+		conds = append(conds, "r.parent_id = "+arg([16]byte(f.Parent))+"::uuid")
+	}
 	if len(lits) > 0 {
 		conds = append(conds, "r.status IN ("+strings.Join(lits, ", ")+")")
 	}
@@ -186,7 +194,8 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 	if p.After != nil {
 		conds = append(conds, "(r.created_at, r.id) < ("+arg(p.After.CreatedAt)+", "+arg([16]byte(p.After.ID))+"::uuid)")
 	}
-	sql = `SELECT r.id, r.workflow, r.tenant, r.status, coalesce(r.failed_step, ''), coalesce(r.error, ''), r.created_at, r.finished_at FROM ` + from
+	sql = `SELECT r.id, r.workflow, r.tenant, r.status, coalesce(r.failed_step, ''), coalesce(r.error, ''), r.created_at, r.finished_at,
+       r.parent_id, coalesce(r.parent_step, '') FROM ` + from
 	if len(conds) > 0 {
 		sql += " WHERE " + strings.Join(conds, " AND ")
 	}

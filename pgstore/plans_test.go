@@ -274,6 +274,7 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		"finished":       {FinishedAfter: now.Add(-time.Hour)},
 		"tenant failed since": {Tenant: "acme", Statuses: []store.RunStatus{store.RunFailed},
 			CreatedAfter: now.Add(-24 * time.Hour)},
+		"children": {Parent: uuid.New()},
 	}
 	i := 0
 	for name, f := range filters {

@@ -76,6 +76,7 @@ type queries struct {
 	pruneShapes   string
 
 	flowQueries
+	waitQueries
 }
 
 func newQueries(schema string) queries {
@@ -175,19 +176,21 @@ ORDER BY l.workflow, l.tenant FOR UPDATE OF l`),
 		// What the leader's periodic pass has to do, in one statement: the
 		// candidates for a rescue (RUNNING tasks whose claim and last
 		// heartbeat are both DeadAfter old; dag.Dead decides once their runs
-		// are locked), whether incoming tasks wait for promotion, and whether
-		// frontier rows are obsolete. An idle fleet costs this one statement
-		// per pass.
+		// are locked), whether incoming tasks wait for promotion, whether
+		// frontier rows are obsolete, and whether messages for runs are
+		// pending (left by a process that died before applying them). An
+		// idle fleet costs this one statement per pass.
 		leaderCheck: r(`
 WITH dead AS (
-  SELECT t.run_id, t.idx FROM {{schema}}.tasks t
+  SELECT t.run_id, t.idx, t.name FROM {{schema}}.tasks t
   WHERE t.state = 'RUNNING'
     AND greatest(t.started_at, t.heartbeat_at) <= coalesce($1, now()) - $2::bigint * interval '1 microsecond'
   ORDER BY t.run_id, t.idx LIMIT $3
 )
-SELECT d.run_id, d.idx,
+SELECT d.run_id, d.idx, d.name,
        EXISTS (SELECT 1 FROM {{schema}}.incoming),
-       EXISTS (SELECT 1 FROM {{schema}}.frontier r WHERE ` + obsoleteFrontier + `)
+       EXISTS (SELECT 1 FROM {{schema}}.frontier r WHERE ` + obsoleteFrontier + `),
+       EXISTS (SELECT 1 FROM {{schema}}.inbox)
 FROM (SELECT 1) AS one LEFT JOIN dead d ON true`),
 		// Taken after the runs are locked, so that event ids and times follow
 		// the order in which transitions of a run commit.
@@ -198,16 +201,16 @@ FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(workflow, tenant, last_bl
 WHERE l.workflow = u.workflow AND l.tenant = u.tenant`),
 		lockRuns: r(`
 SELECT id, workflow, tenant, shape_id, status, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at,
-       priority, deadline_at
+       priority, deadline_at, parent_id, coalesce(parent_step, ''), coalesce(parent_result, '')
 FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`),
 		// Outputs are not loaded: the core never reads them, and a task's
 		// output is written when it completes, and cleared when a replay
-		// resets it (attempt 0; see updateTasks).
+		// resets it (attempt 0; see updateTasks). Items are not loaded
+		// either (names from '~' on; see dag.ItemName): a transition loads
+		// those it needs (loadItems, loadMapItems).
 		loadTasks: r(`
-SELECT run_id, name, idx, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
-       coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at, timeout_at,
-       coalesce(ckey, ''), coalesce(rkey, '')
-FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) ORDER BY run_id, idx`),
+SELECT ` + taskColumns + `
+FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) AND name < '~' ORDER BY run_id, idx`),
 		lockReady: r(`SELECT id FROM {{schema}}.ready WHERE run_id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`),
 		// Rows of the ready queue are found one key at a time, each by a
 		// subquery on the whole unique key (run_id, name), then deleted by
@@ -244,28 +247,38 @@ INSERT INTO {{schema}}.run_counts AS c (minute, workflow, tenant, status, shard,
 SELECT minute, workflow, tenant, status, (pg_backend_pid() % ` + strconv.Itoa(countShards) + `)::smallint, n
 FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS u(minute, workflow, tenant, status, n)
 ON CONFLICT (minute, workflow, tenant, status, shard) DO UPDATE SET n = c.n + excluded.n`),
+		// The columns of waits, maps and items ($22-$23) are NULL arrays
+		// unless an item of the batch uses them.
 		insertTasks: r(`
 INSERT INTO {{schema}}.tasks (run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
-                              q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us)
+                              q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us, item, item_input)
 SELECT run_id, name, tenant, idx, kind, state, attempt, token, nullif(worker, ''), due_at, output, nullif(error, ''), started_at, finished_at,
-       nullif(q_id, 0), q_at, CASE WHEN q_id = 0 THEN NULL ELSE q_attempt END, nullif(s_id, 0), nullif(c_id, 0), timeout_at, nullif(timeout_us, 0)
+       nullif(q_id, 0), q_at, CASE WHEN q_id = 0 THEN NULL ELSE q_attempt END, nullif(s_id, 0), nullif(c_id, 0), timeout_at, nullif(timeout_us, 0),
+       item, item_input
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::int[], $8::bigint[], $9::text[],
             $10::timestamptz[], $11::bytea[], $12::text[], $13::timestamptz[], $14::timestamptz[],
-            $15::bigint[], $16::timestamptz[], $17::int[], $18::bigint[], $19::bigint[], $20::timestamptz[], $21::bigint[])
+            $15::bigint[], $16::timestamptz[], $17::int[], $18::bigint[], $19::bigint[], $20::timestamptz[], $21::bigint[],
+            $22::int[], $23::bytea[])
   AS u(run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
-       q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us)`),
+       q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us, item, item_input)`),
+		// The columns of waits and maps ($18-$22) are NULL arrays unless a
+		// task of the batch uses them; an item's input changes only when
+		// its map step fans out again after a replay.
 		updateTasks: r(`
 UPDATE {{schema}}.tasks t
 SET state = u.state, attempt = u.attempt, token = u.token, worker = nullif(u.worker, ''), due_at = u.due_at,
     output = CASE WHEN u.state = 'COMPLETED' OR u.attempt = 0 THEN u.output ELSE t.output END,
     error = nullif(u.error, ''), started_at = u.started_at, finished_at = u.finished_at,
     q_id = nullif(u.q_id, 0), q_at = u.q_at, q_attempt = CASE WHEN u.q_id = 0 THEN NULL ELSE u.q_attempt END,
-    s_id = nullif(u.s_id, 0), c_id = nullif(u.c_id, 0), timeout_at = u.timeout_at
+    s_id = nullif(u.s_id, 0), c_id = nullif(u.c_id, 0), timeout_at = u.timeout_at,
+    wait_key = nullif(u.wait_key, ''), child_id = coalesce(u.child_id, t.child_id), items = coalesce(u.items, t.items),
+    items_left = coalesce(u.items_left, t.items_left), item_input = coalesce(u.item_input, t.item_input)
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::timestamptz[], $8::bytea[],
             $9::text[], $10::timestamptz[], $11::timestamptz[],
-            $12::bigint[], $13::timestamptz[], $14::int[], $15::bigint[], $16::bigint[], $17::timestamptz[])
+            $12::bigint[], $13::timestamptz[], $14::int[], $15::bigint[], $16::bigint[], $17::timestamptz[],
+            $18::text[], $19::uuid[], $20::int[], $21::int[], $22::bytea[])
   AS u(run_id, name, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
-       q_id, q_at, q_attempt, s_id, c_id, timeout_at)
+       q_id, q_at, q_attempt, s_id, c_id, timeout_at, wait_key, child_id, items, items_left, item_input)
 WHERE t.run_id = u.run_id AND t.name = u.name`),
 		insertIncoming: r(`
 INSERT INTO {{schema}}.incoming (run_id, name, workflow, tenant, priority)
@@ -293,21 +306,21 @@ FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::int[], $6::tim
 		// past their deadlines (idx -1) and the ready tasks whose rate-limit
 		// window ended unclaimed (idx -2 - the task's).
 		dueTimers: r(`
-SELECT run_id, idx FROM (
-  (SELECT due_at AS at, run_id, idx FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND due_at <= coalesce($1, now())
+SELECT run_id, idx, name FROM (
+  (SELECT due_at AS at, run_id, idx, name FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND due_at <= coalesce($1, now())
    ORDER BY due_at, run_id, idx LIMIT $2)
   UNION ALL
-  (SELECT timeout_at, run_id, idx FROM {{schema}}.tasks WHERE timeout_at IS NOT NULL AND timeout_at <= coalesce($1, now())
+  (SELECT timeout_at, run_id, idx, name FROM {{schema}}.tasks WHERE timeout_at IS NOT NULL AND timeout_at <= coalesce($1, now())
    ORDER BY timeout_at, run_id, idx LIMIT $2)
   UNION ALL
-  (SELECT deadline_at, id, -1 FROM {{schema}}.runs WHERE deadline_at IS NOT NULL AND deadline_at <= coalesce($1, now())
+  (SELECT deadline_at, id, -1, NULL FROM {{schema}}.runs WHERE deadline_at IS NOT NULL AND deadline_at <= coalesce($1, now())
    ORDER BY deadline_at, id LIMIT $2)
   UNION ALL
-  (SELECT r.rate_until, r.run_id, -2 - t.idx FROM {{schema}}.ready r
+  (SELECT r.rate_until, r.run_id, -2 - t.idx, r.name FROM {{schema}}.ready r
    JOIN {{schema}}.tasks t ON t.run_id = r.run_id AND t.name = r.name
    WHERE r.rate_until IS NOT NULL AND r.rate_until <= coalesce($1, now())
    ORDER BY r.rate_until, r.run_id, r.name LIMIT $2)
-) d ORDER BY at, run_id, idx LIMIT $2`),
+) d ORDER BY at, run_id, idx, name LIMIT $2`),
 		// The next timer and the time, read before FireTimers opens a
 		// transaction: an idle leader stops here.
 		timerCheck: r(`SELECT ` + nextTimerSQL + `, coalesce($1, now())`),
@@ -376,12 +389,14 @@ WHERE t.state = 'COMPLETED'`),
 
 		getRun: r(`
 SELECT id, workflow, tenant, status, input, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at, shape_id,
-       coalesce(idem_key, ''), priority, deadline_at
+       coalesce(idem_key, ''), priority, deadline_at, parent_id, coalesce(parent_step, ''), coalesce(parent_result, '')
 FROM {{schema}}.runs WHERE id = $1`),
+		// A map step's items come right after it, in item order.
 		listTasks: r(`
 SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, output, coalesce(error, ''), started_at, finished_at,
-       heartbeat_at, timeout_at, coalesce(ckey, ''), coalesce(rkey, '')
-FROM {{schema}}.tasks WHERE run_id = $1 ORDER BY idx`),
+       heartbeat_at, timeout_at, coalesce(ckey, ''), coalesce(rkey, ''), coalesce(wait_key, ''), child_id,
+       coalesce(items, 0), coalesce(items_left, 0), coalesce(item, 0), item_input
+FROM {{schema}}.tasks WHERE run_id = $1 ORDER BY idx, item NULLS FIRST`),
 		// The log is the events table plus the happy-path events kept in
 		// task rows.
 		listEvents: r(`
@@ -414,6 +429,9 @@ FROM (
   UNION ALL
   SELECT w.run_id, 1, 0 FROM {{schema}}.concurrency_waiting w
   WHERE $1::text IS NULL OR w.tenant = $1
+  UNION ALL
+  SELECT t.run_id, 1, 0 FROM {{schema}}.tasks t
+  WHERE t.state = 'WAITING' AND t.due_at IS NULL AND ($1::text IS NULL OR t.tenant = $1)
 ) x JOIN {{schema}}.runs r ON r.id = x.run_id
 GROUP BY r.workflow, r.tenant`),
 		statsInflight: r(`
@@ -437,6 +455,10 @@ WITH cutoff AS (
   ORDER BY created_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
 ), events_gone AS (
   DELETE FROM {{schema}}.events e USING doomed d WHERE e.run_id = d.id
+), signals_gone AS (
+  DELETE FROM {{schema}}.messages m USING doomed d WHERE m.run_id = d.id
+), inbox_gone AS (
+  DELETE FROM {{schema}}.inbox i USING doomed d WHERE i.run_id = d.id
 )
 DELETE FROM {{schema}}.runs r USING doomed d WHERE r.id = d.id`),
 		// The counts of each closed minute (ended more than a minute ago)
@@ -466,6 +488,7 @@ WHERE s.used_at < now() - $1::bigint * interval '1 microsecond'
   AND NOT EXISTS (SELECT 1 FROM {{schema}}.runs r WHERE r.shape_id = s.id)`),
 	}
 	q.flowQueries = newFlowQueries(r)
+	q.waitQueries = newWaitQueries(r)
 	return q
 }
 
@@ -514,7 +537,7 @@ claimed AS (
       timeout_at = (SELECT at FROM block) + t.timeout_us * interval '1 microsecond'
   FROM numbered n
   WHERE t.run_id = n.run_id AND t.name = n.name AND t.state = 'QUEUED' AND t.due_at IS NULL
-  RETURNING t.run_id, t.name, t.idx, t.kind, t.attempt, t.token, t.started_at
+  RETURNING t.run_id, t.name, t.idx, t.kind, t.attempt, t.token, t.started_at, t.item, t.item_input
 ),
 advanced AS (
   INSERT INTO {{schema}}.frontier (shard, block, workflows)
@@ -524,8 +547,9 @@ advanced AS (
   ON CONFLICT (shard) DO UPDATE SET block = excluded.block, workflows = excluded.workflows
   WHERE frontier.block < excluded.block
 )
-SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.tenant, r.input, r.shape_id,
-       coalesce(r.failed_step, ''), coalesce(r.error, ''), (SELECT p FROM prio)
+SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.tenant,
+       CASE WHEN c.item IS NULL THEN r.input ELSE c.item_input END, r.shape_id,
+       coalesce(r.failed_step, ''), coalesce(r.error, ''), (SELECT p FROM prio), coalesce(c.item, 0)
 FROM claimed c JOIN {{schema}}.runs r ON r.id = c.run_id
 ORDER BY c.token, r.workflow`
 }
@@ -534,12 +558,14 @@ ORDER BY c.token, r.workflow`
 // run of the batch uses may be NULL (unnest pads them with NULLs).
 const insertRunsSQL = `
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
-                             idem_key, priority, deadline_at)
+                             idem_key, priority, deadline_at, parent_id, parent_step, parent_result)
 SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at
+       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at,
+       parent_id, nullif(parent_step, ''), nullif(parent_result, '')
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
-            $11::text[], $12::smallint[], $13::timestamptz[])
-  AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at)`
+            $11::text[], $12::smallint[], $13::timestamptz[], $14::uuid[], $15::text[], $16::text[])
+  AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at,
+       parent_id, parent_step, parent_result)`
 
 // anyPrioritySQL is the SQL of whether any ready task is above the default
 // priority: the first entry of the partial index of those, empty unless
@@ -611,7 +637,8 @@ func inflightRuns(tenant string) string {
 UNION SELECT run_id FROM {{schema}}.incoming WHERE ` + of + `
 UNION SELECT run_id FROM {{schema}}.concurrency_waiting WHERE ` + of + `
 UNION SELECT run_id FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND ` + of + `
-UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'RUNNING' AND ` + of
+UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'RUNNING' AND ` + of + `
+UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'WAITING' AND ` + of
 }
 
 // minuteOf is the SQL of the start of the minute of the timestamptz

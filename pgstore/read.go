@@ -19,8 +19,10 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	var fin, deadline pgtype.Timestamptz
 	var shapeID uuid.UUID
 	var prio int16
+	var parent pgtype.UUID
+	var pStep, pResult string
 	err := s.pool.QueryRow(ctx, s.q.getRun, [16]byte(id)).Scan(p16(&r.ID), &r.Workflow, &r.Tenant, &status, &r.Input,
-		&r.FailedStep, &r.Error, &r.CreatedAt, &fin, p16(&shapeID), &r.IdempotencyKey, &prio, &deadline)
+		&r.FailedStep, &r.Error, &r.CreatedAt, &fin, p16(&shapeID), &r.IdempotencyKey, &prio, &deadline, &parent, &pStep, &pResult)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrRunNotFound
 	}
@@ -29,6 +31,7 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	}
 	r.Status = store.RunStatus(status)
 	r.FinishedAt, r.Deadline, r.Priority = tm(fin), tm(deadline), int(prio)
+	r.Parent = parentRef(parent, pStep, pResult)
 	shapes, err := s.shapesFor(ctx, s.pool, []uuid.UUID{shapeID})
 	if err != nil {
 		return nil, classify(err)
@@ -49,9 +52,14 @@ func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, err
 		t := &store.Task{}
 		var kind, state string
 		var due, start, fin, beat, timeout pgtype.Timestamptz
+		var child pgtype.UUID
 		if err := rows.Scan(p16(&t.RunID), &t.Name, &kind, &state, &t.Attempt, &t.Token, &t.Worker, &due, &t.Output,
-			&t.Error, &start, &fin, &beat, &timeout, &t.ConcurrencyKey, &t.RateKey); err != nil {
+			&t.Error, &start, &fin, &beat, &timeout, &t.ConcurrencyKey, &t.RateKey, &t.WaitKey, &child,
+			&t.Items, &t.Left, &t.Item, &t.Input); err != nil {
 			return nil, fmt.Errorf("pgstore: list tasks: %w", err)
+		}
+		if child.Valid {
+			t.Child = child.Bytes
 		}
 		t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)
 		t.DueAt, t.StartedAt, t.FinishedAt, t.HeartbeatAt, t.TimeoutAt = tm(due), tm(start), tm(fin), tm(beat), tm(timeout)

@@ -81,6 +81,54 @@ type change struct {
 
 	// runsInserted: the new runs are inserted already (insertNewRuns).
 	runsInserted bool
+
+	// itemCols holds the happy-path events kept in the rows of the items
+	// the call loaded or created, by run and name.
+	itemCols map[itemRef]*eventCols
+	// inboxRuns are the runs the call left messages for (dag.Message),
+	// applied after the commit; inboxDone are the messages the call
+	// applied (ids of inbox rows).
+	inboxRuns    []uuid.UUID
+	inboxDone    []int64
+	inboxApplied []int64
+}
+
+// colsAt returns the happy-path events of task i of r, as loaded and as
+// changed by the call.
+func (c *change) colsAt(r *dag.Run, i int) *eventCols {
+	if !dag.IsItem(i) {
+		cols := c.cols[r]
+		for len(cols) <= i {
+			cols = append(cols, eventCols{})
+		}
+		c.cols[r] = cols
+		return &cols[i]
+	}
+	k := itemRef{r.Rec.ID, r.Task(i).Name}
+	ec := c.itemCols[k]
+	if ec == nil {
+		ec = &eventCols{}
+		c.itemCols[k] = ec
+	}
+	return ec
+}
+
+// addItems makes loaded items available to r's transitions, with the
+// events their rows hold.
+func (c *change) addItems(r *dag.Run, lts []loadedTask) error {
+	tasks := make([]store.Task, len(lts))
+	for k := range lts {
+		tasks[k] = lts[k].task
+		key := itemRef{r.Rec.ID, lts[k].task.Name}
+		if _, ok := c.itemCols[key]; !ok {
+			ec := lts[k].cols
+			c.itemCols[key] = &ec
+		}
+	}
+	if _, err := r.AddItems(tasks); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	return nil
 }
 
 // drop takes the runs for which gone is true out of the change, with
@@ -101,7 +149,7 @@ func (c *change) drop(gone func(r *dag.Run) bool) {
 
 func newChange(now time.Time) *change {
 	return &change{Change: dag.NewChange(now), byID: make(map[uuid.UUID]*dag.Run),
-		cols: make(map[*dag.Run][]eventCols)}
+		cols: make(map[*dag.Run][]eventCols), itemCols: make(map[itemRef]*eventCols)}
 }
 
 // load makes r available to the call's transitions.
@@ -130,6 +178,11 @@ type plan struct {
 	// lockReady locks the ready rows of the runs before loading their tasks
 	// (after a lost race).
 	lockReady bool
+	// items are the items to load with the runs.
+	items []itemRef
+	// inbox loads the messages pending for the runs, locked
+	// (change.inbox): the call applies them.
+	inbox bool
 }
 
 // transition runs one transition in its own transaction: it locks and loads
@@ -139,7 +192,7 @@ type plan struct {
 func (s *Store) transition(ctx context.Context, p *plan) error {
 	b := &pgx.Batch{}
 	var l loader
-	l.queue(&s.q, b, p.ids, p.lockReady)
+	l.queue(&s.q, b, p)
 	tx, err := s.beginOwn(ctx, b)
 	if err != nil {
 		return fmt.Errorf("pgstore: begin: %w", err)
@@ -158,6 +211,9 @@ func (s *Store) transition(ctx context.Context, p *plan) error {
 	if err := l.build(ctx, s, tx, c); err != nil {
 		return err
 	}
+	if p.inbox {
+		c.applyInbox(l.inbox)
+	}
 	if err := p.apply(c); err != nil {
 		return err
 	}
@@ -165,5 +221,12 @@ func (s *Store) transition(ctx context.Context, p *plan) error {
 	if p.extra != nil {
 		extra = func(b *pgx.Batch) { p.extra(b, c) }
 	}
-	return s.persist(ctx, tx, c, extra, tx)
+	if err := s.persist(ctx, tx, c, extra, tx); err != nil {
+		return err
+	}
+	// The messages the transition left for other runs are applied now, each
+	// run's in a transaction of its own; what fails here is left to the
+	// leader (ApplyInbox).
+	s.deliver(ctx, p.now, c.inboxRuns)
+	return nil
 }

@@ -29,6 +29,14 @@ import (
 // own, when set, is the store's own transaction: the writes commit in the
 // same round trip. Otherwise tx is a caller's transaction, left open.
 func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b *pgx.Batch), own *ownTx) error {
+	if err := s.resolve(ctx, tx, c); err != nil {
+		return err
+	}
+	for _, r := range c.Runs {
+		if err := r.Err(); err != nil {
+			return fmt.Errorf("pgstore: %w", err)
+		}
+	}
 	if w := flow.Collect(c.Change, c.before); w != nil {
 		if err := s.admit(ctx, tx, c, w); err != nil {
 			return err
@@ -99,11 +107,11 @@ func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b
 func (c *change) dequeues() (runIDs []uuid.UUID, names []string) {
 	for _, r := range c.Runs {
 		for _, i := range c.Effects[r].Dequeued {
-			if r.Tasks[i].ConcurrencyKey != "" {
+			if r.Task(i).ConcurrencyKey != "" {
 				continue
 			}
 			runIDs = append(runIDs, r.Rec.ID)
-			names = append(names, r.Tasks[i].Name)
+			names = append(names, r.Task(i).Name)
 		}
 	}
 	return runIDs, names
@@ -125,6 +133,12 @@ type taskCols struct {
 	qAttempts              []int32
 	timeouts               []pgtype.Timestamptz
 	timeoutUs              []int64
+	// Waits, maps and items: NULL arrays unless a task uses them.
+	waitKeys    []string
+	children    []pgtype.UUID
+	items, left []pgtype.Int4
+	item        []pgtype.Int4
+	inputs      [][]byte
 }
 
 func newTaskCols(n int) *taskCols {
@@ -140,6 +154,14 @@ func newTaskCols(n int) *taskCols {
 	}
 }
 
+// waits reports whether any task of the batch waits, fans out or is an
+// item: only then are the columns of those sent.
+func (tc *taskCols) waits() bool {
+	return slices.ContainsFunc(tc.kinds, func(k string) bool {
+		return k != string(store.KindStep) && k != string(store.KindSleep) && k != string(store.KindOnFailure)
+	})
+}
+
 // dropUnused sends the columns of features no task of the batch uses as
 // NULL arrays (unnest pads them with NULLs), so that runs without
 // timeouts cost no encoding or transfer for them.
@@ -149,6 +171,9 @@ func (tc *taskCols) dropUnused() {
 	}
 	if !slices.ContainsFunc(tc.timeoutUs, func(us int64) bool { return us != 0 }) {
 		tc.timeoutUs = nil
+	}
+	if !tc.waits() {
+		tc.waitKeys, tc.children, tc.items, tc.left, tc.item, tc.inputs = nil, nil, nil, nil, nil, nil
 	}
 }
 
@@ -164,7 +189,7 @@ func unlessAny[T comparable](vs []T) []T {
 }
 
 func (tc *taskCols) add(r *dag.Run, i int, ec *eventCols) {
-	t := &r.Tasks[i]
+	t := r.Task(i)
 	tc.qIDs = append(tc.qIDs, ec.qID)
 	tc.qAts = append(tc.qAts, stamp(ec.qAt))
 	tc.qAttempts = append(tc.qAttempts, int32(ec.qAttempt))
@@ -173,7 +198,7 @@ func (tc *taskCols) add(r *dag.Run, i int, ec *eventCols) {
 	tc.runIDs = append(tc.runIDs, t.RunID)
 	tc.names = append(tc.names, t.Name)
 	tc.tenants = append(tc.tenants, r.Rec.Tenant)
-	tc.idxs = append(tc.idxs, int32(i))
+	tc.idxs = append(tc.idxs, int32(r.StepOf(i)))
 	tc.kinds = append(tc.kinds, string(t.Kind))
 	tc.states = append(tc.states, string(t.State))
 	tc.attempts = append(tc.attempts, int32(t.Attempt))
@@ -185,7 +210,13 @@ func (tc *taskCols) add(r *dag.Run, i int, ec *eventCols) {
 	tc.starts = append(tc.starts, stamp(t.StartedAt))
 	tc.finishes = append(tc.finishes, stamp(t.FinishedAt))
 	tc.timeouts = append(tc.timeouts, stamp(t.TimeoutAt))
-	tc.timeoutUs = append(tc.timeoutUs, r.Shape.Timeout(i).Microseconds())
+	tc.timeoutUs = append(tc.timeoutUs, r.Shape.Timeout(r.StepOf(i)).Microseconds())
+	tc.waitKeys = append(tc.waitKeys, t.WaitKey)
+	tc.children = append(tc.children, pgtype.UUID{Bytes: t.Child, Valid: t.Child != uuid.Nil})
+	tc.items = append(tc.items, pgtype.Int4{Int32: int32(t.Items), Valid: t.Kind == store.KindMap})
+	tc.left = append(tc.left, pgtype.Int4{Int32: int32(t.Left), Valid: t.Kind == store.KindMap})
+	tc.item = append(tc.item, pgtype.Int4{Int32: int32(t.Item), Valid: t.Kind == store.KindItem})
+	tc.inputs = append(tc.inputs, t.Input)
 }
 
 // queueWrites queues the statements that write a change: lanes, new runs,
@@ -215,9 +246,9 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 				k++
 			}
 			if k < len(fx.NewTasks) && fx.NewTasks[k] == i {
-				ins.add(r, i, &c.cols[r][i])
+				ins.add(r, i, c.colsAt(r, i))
 			} else {
-				upd.add(r, i, &c.cols[r][i])
+				upd.add(r, i, c.colsAt(r, i))
 			}
 		}
 	}
@@ -226,12 +257,12 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 	if len(upd.runIDs) > 0 {
 		b.Queue(q.updateTasks, upd.runIDs, upd.names, upd.states, upd.attempts, upd.tokens, upd.workers,
 			upd.dues, upd.outputs, upd.errs, upd.starts, upd.finishes, upd.qIDs, upd.qAts, upd.qAttempts, upd.sIDs, upd.cIDs,
-			upd.timeouts)
+			upd.timeouts, upd.waitKeys, upd.children, upd.items, upd.left, upd.inputs)
 	}
 	if len(ins.runIDs) > 0 {
 		b.Queue(q.insertTasks, ins.runIDs, ins.names, ins.tenants, ins.idxs, ins.kinds, ins.states, ins.attempts,
 			ins.tokens, ins.workers, ins.dues, ins.outputs, ins.errs, ins.starts, ins.finishes,
-			ins.qIDs, ins.qAts, ins.qAttempts, ins.sIDs, ins.cIDs, ins.timeouts, ins.timeoutUs)
+			ins.qIDs, ins.qAts, ins.qAttempts, ins.sIDs, ins.cIDs, ins.timeouts, ins.timeoutUs, ins.item, ins.inputs)
 	}
 
 	// (4) Ready rows, or incoming rows for runs created in a caller's
@@ -251,7 +282,7 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 			rIDs = append(rIDs, c.ids[k])
 		}
 		rRuns = append(rRuns, e.R.Rec.ID)
-		rNames = append(rNames, e.R.Tasks[e.I].Name)
+		rNames = append(rNames, e.R.Task(e.I).Name)
 		rWfs = append(rWfs, e.R.Rec.Workflow)
 		rTenants = append(rTenants, e.R.Rec.Tenant)
 		rPrios = append(rPrios, int16(e.R.Rec.Priority))
@@ -272,8 +303,9 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 	// (5) Events that do not live in task rows.
 	queueEvents(q, b, eventRows)
 
-	// (6) Runs that changed.
+	// (6) Runs that changed, and the messages left for other runs.
 	c.queueRunUpdates(q, b)
+	c.queueOutbox(q, b)
 
 	// (7) Notifications, delivered on commit.
 	var notes []string
@@ -321,6 +353,8 @@ func (c *change) queueNewRunsWith(sql string, b *pgx.Batch) *pgx.QueuedQuery {
 		keys                  []string
 		prios                 []int16
 		deadlines             []pgtype.Timestamptz
+		parents               []pgtype.UUID
+		pSteps, pResults      []string
 	)
 	for _, r := range c.Runs {
 		if !c.Effects[r].Created {
@@ -340,12 +374,21 @@ func (c *change) queueNewRunsWith(sql string, b *pgx.Batch) *pgx.QueuedQuery {
 		keys = append(keys, rec.IdempotencyKey)
 		prios = append(prios, int16(rec.Priority))
 		deadlines = append(deadlines, stamp(rec.Deadline))
+		var parent pgtype.UUID
+		var pStep, pResult string
+		if p := rec.Parent; p != nil {
+			parent, pStep, pResult = pgtype.UUID{Bytes: p.RunID, Valid: true}, p.Step, p.Result
+		}
+		parents, pSteps, pResults = append(parents, parent), append(pSteps, pStep), append(pResults, pResult)
 	}
 	if len(ids) == 0 {
 		return nil
 	}
+	if !slices.ContainsFunc(parents, func(p pgtype.UUID) bool { return p.Valid }) {
+		parents, pSteps, pResults = nil, nil, nil
+	}
 	return b.Queue(sql, ids, wfs, tenants, shapes, sts, inputs, fsteps, errs, createdAt, finishedAt,
-		unlessAny(keys), unlessAny(prios), unlessAny(deadlines))
+		unlessAny(keys), unlessAny(prios), unlessAny(deadlines), parents, pSteps, pResults)
 }
 
 // queueRunUpdates queues the update of existing runs whose record changed,

@@ -108,6 +108,42 @@ type Store interface {
 	// how many it deleted; fewer than Limit means none is left, and then the
 	// counts of runs that settled before the cutoff (Stats) go too.
 	PruneRuns(ctx context.Context, p *PruneRunsParams) (*PruneRunsResult, error)
+
+	// SendEvents records events, each for one tenant and key, in one atomic
+	// unit, and delivers each to every task of its tenant waiting for its
+	// key at that moment (see dag.Run.Deliver): a waiting task receives
+	// the first event sent while it waits, exactly once. Events are kept
+	// (PruneEvents), so that a wait that begins later receives the first
+	// one sent within its lookback (StepSpec.Wait.Lookback).
+	SendEvents(ctx context.Context, p *SendEventsParams) (*SendEventsResult, error)
+
+	// Signal sends a signal to one run: every task of the run waiting for
+	// a signal of that name receives it, and it is kept with the run, so
+	// that a wait for it that begins later receives it too. It fails with
+	// ErrRunNotFound, or ErrRunSettled for a run that has settled.
+	Signal(ctx context.Context, p *SignalParams) error
+
+	// ApplyInbox applies the messages that transitions left for other
+	// runs and that are still pending: the settlement of a child run for
+	// the task waiting for it, the cancellation of a child run whose
+	// parent gave it up, an event for a waiting task. A store applies the
+	// messages of its own calls before they return; what a process that
+	// died left, or a caller's transaction committed (SendEventsTx), waits
+	// for this call, which the leader makes when notified (TopicInbox) and
+	// periodically.
+	ApplyInbox(ctx context.Context, p *ApplyInboxParams) (*ApplyInboxResult, error)
+
+	// PruneEvents deletes up to Limit events sent more than OlderThan ago.
+	// (Signals go with their run.)
+	PruneEvents(ctx context.Context, p *PruneEventsParams) (*PruneEventsResult, error)
+}
+
+// TxSender is implemented by stores that can send events inside a
+// transaction the caller controls (pgx.Tx for pgstore): the events are
+// sent if and only if the transaction commits, and delivered by the
+// engines once it has (TopicInbox).
+type TxSender interface {
+	SendEventsTx(ctx context.Context, tx any, p *SendEventsParams) (*SendEventsResult, error)
 }
 
 // Listener is implemented by stores that push notifications, so that
@@ -174,6 +210,10 @@ const (
 	// cancel the steps they run for it at once rather than at their next
 	// heartbeat.
 	TopicCancel Topic = "cancel"
+	// TopicInbox: messages for runs are pending (a caller's transaction
+	// sent events, or a process died before applying what its transition
+	// left): the leader applies them (Store.ApplyInbox).
+	TopicInbox Topic = "inbox"
 )
 
 // Notification is one message from a Listener.
@@ -204,12 +244,15 @@ var RunStatuses = []RunStatus{RunRunning, RunCompleted, RunFailed, RunCancelled}
 // is durable state, and becomes claimable when its timer fires.
 type TaskState string
 
-// Task states; COMPLETED, FAILED, SKIPPED and CANCELLED are final.
+// Task states; COMPLETED, FAILED, SKIPPED and CANCELLED are final. A
+// WAITING task waits for an event, a signal, a child run or the items of
+// a map step: it holds no worker and no claim, only its row.
 const (
 	TaskPending   TaskState = "PENDING"
 	TaskQueued    TaskState = "QUEUED"
 	TaskRunning   TaskState = "RUNNING"
 	TaskSleeping  TaskState = "SLEEPING"
+	TaskWaiting   TaskState = "WAITING"
 	TaskCompleted TaskState = "COMPLETED"
 	TaskFailed    TaskState = "FAILED"
 	TaskSkipped   TaskState = "SKIPPED"
@@ -235,6 +278,17 @@ const (
 	KindSleep TaskKind = "sleep"
 	// KindOnFailure runs the workflow's on-failure handler after the run failed.
 	KindOnFailure TaskKind = "on_failure"
+	// KindEvent computes the key of the event it waits for (or names its
+	// signal), then waits for it (StepSpec.Wait).
+	KindEvent TaskKind = "event"
+	// KindChild computes the input of a child run, starts it and waits for
+	// it (StepSpec.Child).
+	KindChild TaskKind = "child"
+	// KindMap splits a parent's list into items, one task each (KindItem),
+	// and waits for them (StepSpec.Map).
+	KindMap TaskKind = "map"
+	// KindItem runs a map step's function on one item.
+	KindItem TaskKind = "item"
 )
 
 // OnFailureTask is the task name of a run's on-failure handler. Step names
@@ -258,6 +312,9 @@ const (
 	// EventReplayed: a replay reset the task to run again; the detail says
 	// which replay.
 	EventReplayed EventType = "REPLAYED"
+	// EventWaiting: the task began waiting; the detail says for what (an
+	// event key, a signal, a child run, a map's items).
+	EventWaiting EventType = "WAITING"
 )
 
 // Shape is the DAG of a workflow as recorded with each run at trigger time,
@@ -292,6 +349,48 @@ type StepSpec struct {
 	// Rate, when set, limits how many tasks of this step sharing a rate key
 	// (Task.RateKey) are admitted per window.
 	Rate *RateLimit `json:"rate,omitempty"`
+	// Wait, when set, makes this a step that waits for an event or a
+	// signal (KindEvent).
+	Wait *WaitSpec `json:"wait,omitempty"`
+	// Child, when set, makes this a step that starts a child run and waits
+	// for it (KindChild).
+	Child *ChildSpec `json:"child,omitempty"`
+	// Map, when set, makes this a map step (KindMap): its function runs on
+	// each item of a parent's list, one task per item.
+	Map *MapSpec `json:"map,omitempty"`
+}
+
+// WaitSpec describes a step that waits for an event or a signal. Its
+// worker computes the key of the event it waits for (Outcome.Key); a step
+// waiting for a signal waits for the signal named Signal, sent to its run.
+type WaitSpec struct {
+	// Signal is the name of the signal the step waits for; empty for a
+	// step waiting for an event.
+	Signal string `json:"signal,omitempty"`
+	// Timeout, when positive, bounds the wait: counted from the moment the
+	// wait begins, the step then fails (without retry), or is skipped when
+	// SkipOnTimeout is set.
+	Timeout       time.Duration `json:"timeout,omitempty"`
+	SkipOnTimeout bool          `json:"skip_on_timeout,omitempty"`
+	// Lookback: an event sent at most this long before the wait began is
+	// delivered to it as if it had been sent while it waited (the first
+	// such event). Signals are kept with their run and always delivered.
+	Lookback time.Duration `json:"lookback,omitempty"`
+}
+
+// ChildSpec describes a step that starts a run of another workflow as a
+// child run and waits for it.
+type ChildSpec struct {
+	// Workflow is the child's workflow.
+	Workflow string `json:"workflow"`
+	// Result is the child's step whose output becomes this step's output.
+	Result string `json:"result"`
+}
+
+// MapSpec describes a map step.
+type MapSpec struct {
+	// Over is the parent whose output is the list of items.
+	Over string `json:"over"`
 }
 
 // RateLimit is a rate limit recorded for a step: at most N admissions to
@@ -362,6 +461,18 @@ type NewRun struct {
 	// entry per step). Nil when no step of the shape has a concurrency cap
 	// or a rate limit.
 	Keys []TaskKeys
+	// Parent, set for a child run (dag.Run.Finish sets it when a child
+	// step starts one), links it to the task waiting for it.
+	Parent *ParentRef
+}
+
+// ParentRef links a child run to its parent: the task of the parent run
+// that started it, and the child's step whose output is its result.
+type ParentRef struct {
+	RunID uuid.UUID
+	Step  string
+	// Result is the child's step whose output the parent's task receives.
+	Result string
 }
 
 // Priorities of runs: a tenant's ready tasks of a higher priority are
@@ -423,8 +534,16 @@ type ClaimedTask struct {
 	Timeout time.Duration
 	Input   []byte
 	// ParentOutputs holds the outputs of the parents that COMPLETED, by
-	// name. A skipped parent is absent.
+	// name. A skipped parent is absent. A map step's output is the list
+	// of its items' outputs, in ParentItems instead.
 	ParentOutputs map[string][]byte
+	// ParentItems holds, for each parent that is a map step and
+	// COMPLETED, its items' outputs in item order.
+	ParentItems map[string][][]byte
+	// Map and Item name the map step and the item of a KindItem task;
+	// Input is then the item's input (not the run's).
+	Map  string
+	Item int
 	// FailedStep and Error describe the run's failure; set for KindOnFailure.
 	FailedStep string
 	Error      string
@@ -456,6 +575,15 @@ const (
 	// OutcomeRelease: the worker gave the task back without running it to
 	// the end (shutdown); the attempt does not count.
 	OutcomeRelease
+	// OutcomeWait: a KindEvent task waits for the event with key Key (or
+	// for its signal).
+	OutcomeWait
+	// OutcomeSpawn: a KindChild task starts Child as its child run and
+	// waits for it.
+	OutcomeSpawn
+	// OutcomeFanOut: a KindMap task splits into Items, one task each, and
+	// waits for them.
+	OutcomeFanOut
 )
 
 // Outcome is the result of one claimed task.
@@ -472,6 +600,14 @@ type Outcome struct {
 	Terminal bool
 	// Rand is a random number in [0, 1) used for retry jitter.
 	Rand float64
+	// Key is the event key of OutcomeWait.
+	Key string
+	// Child is the run to start (OutcomeSpawn): its workflow, input,
+	// shape and keys; the store fills in its ID, tenant, priority and
+	// parent (dag.Run.Finish).
+	Child *NewRun
+	// Items are the encoded inputs of the items of OutcomeFanOut.
+	Items [][]byte
 }
 
 // FinishTasksParams are the parameters of Store.FinishTasks.
@@ -586,7 +722,9 @@ type Run struct {
 	Priority int
 	// Deadline, when set, is when the run fails if it has not settled. It
 	// is cleared when the run settles (a replayed run has none).
-	Deadline  time.Time
+	Deadline time.Time
+	// Parent links a child run to its parent; nil for other runs.
+	Parent    *ParentRef
 	CreatedAt time.Time
 	// FinishedAt is set once the run has settled: every task is terminal,
 	// the on-failure handler included.
@@ -625,6 +763,18 @@ type Task struct {
 	// was created; empty when its step has no cap or limit.
 	ConcurrencyKey string
 	RateKey        string
+	// WaitKey is what a KindEvent task waits for, or waited for last: an
+	// event key, or a signal's name marked by dag.SignalKey.
+	WaitKey string
+	// Child is the child run a KindChild task started last; it waits for
+	// it while WAITING.
+	Child uuid.UUID
+	// Items counts the items of a KindMap task that fanned out, and Left
+	// those not COMPLETED yet.
+	Items, Left int
+	// Item and Input are the number and input of a KindItem task.
+	Item  int
+	Input []byte
 }
 
 // Event is one entry of a run's event log.
@@ -657,6 +807,8 @@ type RunFilter struct {
 	// FinishedAfter and FinishedBefore bound the time the run settled;
 	// either keeps only settled runs.
 	FinishedAfter, FinishedBefore time.Time
+	// Parent keeps the child runs of one run.
+	Parent uuid.UUID
 }
 
 // RunKey is the position of a run in the newest-first order of ListRuns.
@@ -685,6 +837,9 @@ type RunSummary struct {
 	Error      string
 	CreatedAt  time.Time
 	FinishedAt time.Time
+	// ParentID and ParentStep link a child run to its parent.
+	ParentID   uuid.UUID
+	ParentStep string
 }
 
 // ListRunsResult is the result of Store.ListRuns.
@@ -790,6 +945,72 @@ type PruneRunsResult struct {
 	Deleted int
 }
 
+// EventMessage is one event to send.
+type EventMessage struct {
+	// Tenant and Key say which waiting tasks receive it: those of the
+	// tenant's runs waiting for an event with that key. Key is 1-255 bytes
+	// of UTF-8 without control characters (dag.ValidEventKey).
+	Tenant string
+	Key    string
+	// Payload is the encoded payload: the output of the tasks receiving it.
+	Payload []byte
+}
+
+// SendEventsParams are the parameters of Store.SendEvents.
+type SendEventsParams struct {
+	Now    time.Time
+	Events []EventMessage
+}
+
+// SendEventsResult is the result of Store.SendEvents.
+type SendEventsResult struct {
+	// Delivered counts, for each event, the waiting tasks it was delivered
+	// to. Inside a caller's transaction (SendEventsTx) delivery happens
+	// after the commit and the counts are those of the tasks waiting when
+	// the event was recorded.
+	Delivered []int
+}
+
+// SignalParams are the parameters of Store.Signal.
+type SignalParams struct {
+	Now   time.Time
+	RunID uuid.UUID
+	// Tenant, when set, restricts the call to that tenant's runs.
+	Tenant string
+	// Name is the signal's name (dag.ValidEventKey).
+	Name    string
+	Payload []byte
+}
+
+// ApplyInboxParams are the parameters of Store.ApplyInbox.
+type ApplyInboxParams struct {
+	Now time.Time
+	// Limit is the most messages applied in one call.
+	Limit int
+	// Rand is a random number in [0, 1) used for the retry jitter of child
+	// steps whose child failed.
+	Rand float64
+}
+
+// ApplyInboxResult is the result of Store.ApplyInbox.
+type ApplyInboxResult struct {
+	// Applied counts the messages taken (whether or not their task still
+	// waited for them).
+	Applied int
+}
+
+// PruneEventsParams are the parameters of Store.PruneEvents.
+type PruneEventsParams struct {
+	Now       time.Time
+	OlderThan time.Duration
+	Limit     int
+}
+
+// PruneEventsResult is the result of Store.PruneEvents.
+type PruneEventsResult struct {
+	Deleted int
+}
+
 var (
 	// ErrRunNotFound is returned for an unknown run ID.
 	ErrRunNotFound = errors.New("durable/store: run not found")
@@ -821,6 +1042,9 @@ var (
 	// rate-limit keys are invalid (see flow.ValidKey) or do not match its
 	// shape.
 	ErrInvalidKey = errors.New("durable: invalid concurrency or rate-limit key")
+	// ErrInvalidEvent is returned when sending an event or a signal whose
+	// tenant, key or name is invalid.
+	ErrInvalidEvent = errors.New("durable: invalid event")
 	// ErrTransient marks an error that may pass if the call is tried again:
 	// the connection was lost, the server is restarting, a transaction lost
 	// a serialization race. The call may or may not have taken effect;

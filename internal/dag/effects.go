@@ -41,12 +41,27 @@ type Effects struct {
 	// Cancelled is set when the transition cancelled the run: engines
 	// running its steps are to be told.
 	Cancelled bool
+	// Waits lists the tasks that began waiting for an event or a signal:
+	// the store looks among the messages it keeps for the first each may
+	// receive at once (Run.WaitQuery) and delivers it (Run.Deliver) in the
+	// same atomic unit.
+	Waits []int
+	// Spawned are the child runs to create, in order, in the same atomic
+	// unit (as CreateRuns would: dag.Start or flow.Start).
+	Spawned []store.NewRun
+	// Outbox holds the messages for other runs (Message), to write in the
+	// same atomic unit and apply to their runs afterwards.
+	Outbox []Message
+	// Deleted lists the items whose records go: a map step fanned out
+	// again to fewer items.
+	Deleted []int
 }
 
 // Empty reports whether the effects change nothing.
 func (fx *Effects) Empty() bool {
 	return !fx.Created && !fx.RunChanged && len(fx.Tasks) == 0 && len(fx.Events) == 0 &&
-		len(fx.Enqueued) == 0 && len(fx.Dequeued) == 0 && !fx.Timer && !fx.Settled && !fx.Cancelled
+		len(fx.Enqueued) == 0 && len(fx.Dequeued) == 0 && !fx.Timer && !fx.Settled && !fx.Cancelled &&
+		len(fx.Waits) == 0 && len(fx.Spawned) == 0 && len(fx.Outbox) == 0 && len(fx.Deleted) == 0
 }
 
 // Merge folds the effects of a later transition of the same run into fx,
@@ -71,6 +86,10 @@ func (fx *Effects) Merge(next Effects) {
 	fx.Timer = fx.Timer || next.Timer
 	fx.Settled = fx.Settled || next.Settled
 	fx.Cancelled = fx.Cancelled || next.Cancelled
+	fx.Waits = append(fx.Waits, next.Waits...)
+	fx.Spawned = append(fx.Spawned, next.Spawned...)
+	fx.Outbox = append(fx.Outbox, next.Outbox...)
+	fx.Deleted = union(fx.Deleted, next.Deleted)
 }
 
 // union merges two ascending index lists.

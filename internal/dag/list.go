@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -16,7 +18,8 @@ func Matches(f *store.RunFilter, r *store.Run) bool {
 		f.Workflow != "" && r.Workflow != f.Workflow,
 		len(f.Statuses) > 0 && !slices.Contains(f.Statuses, r.Status),
 		!f.CreatedAfter.IsZero() && r.CreatedAt.Before(f.CreatedAfter),
-		!f.CreatedBefore.IsZero() && !r.CreatedAt.Before(f.CreatedBefore):
+		!f.CreatedBefore.IsZero() && !r.CreatedAt.Before(f.CreatedBefore),
+		f.Parent != uuid.Nil && (r.Parent == nil || r.Parent.RunID != f.Parent):
 		return false
 	}
 	if !f.FinishedAfter.IsZero() || !f.FinishedBefore.IsZero() {

@@ -2,6 +2,7 @@ package dag
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,9 +30,22 @@ type Run struct {
 	Rec   store.Run
 	Shape *Compiled
 	Tasks []store.Task
+	// Items holds the items of map steps loaded for the call (AddItems,
+	// LoadItems), in load order: index ItemBase+j is Items[j].
+	Items []store.Task
+	// LoadItems, set by the store, returns every item of map step m as
+	// stored. A transition that needs all of a map step's items (to cancel
+	// them, to fan out again after a replay) calls it once per step.
+	LoadItems func(m int) ([]store.Task, error)
 
-	fx    Effects // of the transition in progress
-	dirty []bool
+	itemStep []int          // the map step of each loaded item
+	itemAt   map[itemID]int // loaded items by step and number
+	full     map[int]bool   // map steps whose items are all loaded
+	err      error          // of LoadItems
+
+	fx         Effects // of the transition in progress
+	dirty      []bool
+	dirtyItems []bool
 }
 
 // Timestamp truncates t to the microsecond precision of stored timestamps,
@@ -75,7 +89,7 @@ func Start(rec store.Run, shape *Compiled, now, startAt time.Time) (*Run, Effect
 		if len(shape.Parents(i)) != 0 {
 			continue
 		}
-		if startAt.After(now) && shape.Kind(i) == store.KindStep {
+		if startAt.After(now) && shape.Kind(i) != store.KindSleep {
 			t := &r.Tasks[i]
 			t.State = store.TaskQueued
 			t.DueAt = Timestamp(startAt)
@@ -104,7 +118,7 @@ func Claimable(t *store.Task) bool {
 // token and worker are recorded, and a STARTED event is appended.
 func (r *Run) Claim(i int, token int64, worker string, now time.Time) (Effects, bool) {
 	r.begin()
-	t := &r.Tasks[i]
+	t := r.Task(i)
 	if !Claimable(t) || token == 0 {
 		return r.end(), false
 	}
@@ -116,7 +130,7 @@ func (r *Run) Claim(i int, token int64, worker string, now time.Time) (Effects, 
 	t.HeartbeatAt = time.Time{}
 	t.FinishedAt = time.Time{}
 	t.TimeoutAt = time.Time{}
-	if d := r.Shape.Timeout(i); d > 0 {
+	if d := r.Shape.Timeout(r.StepOf(i)); d > 0 {
 		t.TimeoutAt = Timestamp(now.Add(d))
 		r.fx.Timer = true
 	}
@@ -156,7 +170,7 @@ func LostToTimeout(t *store.Task) bool {
 
 // Current reports whether token is the current claim of task i.
 func (r *Run) Current(i int, token int64) bool {
-	return Current(&r.Tasks[i], token, r.Rec.Status)
+	return Current(r.Task(i), token, r.Rec.Status)
 }
 
 // Dead reports whether a RUNNING task has gone deadAfter without a sign of
@@ -178,7 +192,7 @@ func Dead(t *store.Task, now time.Time, deadAfter time.Duration) bool {
 // claim that was already finished is a duplicate.
 func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.FinishStatus) {
 	r.begin()
-	t := &r.Tasks[i]
+	t := r.Task(i)
 	if t.Token != o.Task.Token || t.Token == 0 {
 		return r.end(), store.FinishStale
 	}
@@ -192,11 +206,35 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 		r.checkRun(now)
 		return r.end(), store.FinishApplied
 	}
+	if !fits(t.Kind, o.Kind) {
+		r.fail(i, Text(fmt.Sprintf("durable: a %s task cannot finish with outcome %d", t.Kind, o.Kind)), true, 0, now)
+		r.checkRun(now)
+		return r.end(), store.FinishApplied
+	}
 	switch o.Kind {
 	case store.OutcomeComplete:
-		r.complete(i, o.Output, now)
+		if IsItem(i) {
+			if r.wanted(i) {
+				r.completeItem(i, o.Output, now)
+			} else {
+				r.cancel(i, now, "run is "+string(r.Rec.Status))
+			}
+		} else {
+			r.complete(i, o.Output, now)
+		}
 	case store.OutcomeFail:
 		r.fail(i, Text(o.Error), o.Terminal, o.Rand, now)
+	case store.OutcomeWait, store.OutcomeSpawn, store.OutcomeFanOut:
+		switch {
+		case !r.wanted(i):
+			r.cancel(i, now, "run is "+string(r.Rec.Status))
+		case o.Kind == store.OutcomeWait:
+			r.beginWait(i, o.Key, now)
+		case o.Kind == store.OutcomeSpawn:
+			r.spawn(i, o.Child, now)
+		default:
+			r.fanOut(i, o.Items, now)
+		}
 	case store.OutcomeSkip:
 		if !r.wanted(i) {
 			r.cancel(i, now, "run is "+string(r.Rec.Status))
@@ -224,10 +262,31 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 // the known kinds.
 func ValidOutcome(o *store.Outcome) bool {
 	switch o.Kind {
-	case store.OutcomeComplete, store.OutcomeFail, store.OutcomeSkip, store.OutcomeRelease:
+	case store.OutcomeComplete, store.OutcomeFail, store.OutcomeSkip, store.OutcomeRelease,
+		store.OutcomeWait, store.OutcomeSpawn, store.OutcomeFanOut:
 		return true
 	}
 	return false
+}
+
+// fits reports whether a task of kind may finish with an outcome of kind
+// o: an event step waits, a child step spawns, a map step fans out, the
+// others complete; any may fail or be released, and any but an item be
+// skipped. A task given an outcome that does not fit fails, without retry.
+func fits(kind store.TaskKind, o store.OutcomeKind) bool {
+	switch o {
+	case store.OutcomeFail, store.OutcomeRelease:
+		return true
+	case store.OutcomeSkip:
+		return kind != store.KindItem
+	case store.OutcomeWait:
+		return kind == store.KindEvent
+	case store.OutcomeSpawn:
+		return kind == store.KindChild
+	case store.OutcomeFanOut:
+		return kind == store.KindMap
+	}
+	return kind == store.KindStep || kind == store.KindOnFailure || kind == store.KindItem
 }
 
 // TimedOut reports whether task t is past its timeout at now: a RUNNING
@@ -237,7 +296,7 @@ func TimedOut(t *store.Task, now time.Time) bool {
 	if t.TimeoutAt.IsZero() || t.TimeoutAt.After(now) {
 		return false
 	}
-	return t.State == store.TaskRunning || Claimable(t)
+	return t.State == store.TaskRunning || Claimable(t) || (t.State == store.TaskWaiting && t.Kind == store.KindChild)
 }
 
 // Timer is when task t's next timer is due: the earlier of its due time
@@ -260,12 +319,12 @@ func Timer(t *store.Task) time.Time {
 // for the retry jitter.
 func (r *Run) Wake(i int, rand float64, now time.Time) (Effects, bool) {
 	r.begin()
-	t := &r.Tasks[i]
+	t := r.Task(i)
 	if TimedOut(t, now) {
-		if t.State == store.TaskRunning {
+		if t.State == store.TaskRunning || t.State == store.TaskWaiting {
 			r.timeOut(i, rand, now)
 		} else {
-			msg := fmt.Sprintf("no worker claimed the step within its queue timeout of %s", r.Shape.QueueTimeout(i))
+			msg := fmt.Sprintf("no worker claimed the step within its queue timeout of %s", r.Shape.QueueTimeout(r.StepOf(i)))
 			r.fx.Dequeued = append(r.fx.Dequeued, i)
 			r.fail(i, Text(msg), true, 0, now)
 		}
@@ -283,6 +342,11 @@ func (r *Run) Wake(i int, rand float64, now time.Time) (Effects, bool) {
 		r.resolveChildren(i, now)
 	case store.TaskQueued:
 		r.enqueue(i, now, "")
+	case store.TaskWaiting:
+		if t.Kind != store.KindEvent {
+			return r.end(), false
+		}
+		r.timeOutWait(i, now)
 	default:
 		return r.end(), false
 	}
@@ -297,7 +361,7 @@ func (r *Run) Wake(i int, rand float64, now time.Time) (Effects, bool) {
 // alone.
 func (r *Run) Requeue(i int, detail string, now time.Time) (Effects, bool) {
 	r.begin()
-	if !Claimable(&r.Tasks[i]) || !r.wanted(i) {
+	if !Claimable(r.Task(i)) || !r.wanted(i) {
 		return r.end(), false
 	}
 	r.fx.Dequeued = append(r.fx.Dequeued, i)
@@ -309,9 +373,10 @@ func (r *Run) Requeue(i int, detail string, now time.Time) (Effects, bool) {
 // timeout. The claim is cleared, so that its worker learns it (the claim
 // is not current) and its outcome is stale.
 func (r *Run) timeOut(i int, rand float64, now time.Time) {
-	t := &r.Tasks[i]
+	t := r.Task(i)
+	msg := fmt.Sprintf("%s: the attempt ran longer than its timeout of %s", ErrTimeoutText, r.Shape.Timeout(r.StepOf(i)))
+	r.abandon(i, now, "step timed out")
 	t.Token = 0
-	msg := fmt.Sprintf("%s: the attempt ran longer than its timeout of %s", ErrTimeoutText, r.Shape.Timeout(i))
 	r.fail(i, Text(msg), false, rand, now)
 }
 
@@ -356,7 +421,7 @@ func (r *Run) Expire(now time.Time) (Effects, bool) {
 // so that the presumed-dead claimer can never record an outcome.
 func (r *Run) Rescue(i int, deadAfter time.Duration, rand float64, now time.Time) (Effects, bool) {
 	r.begin()
-	t := &r.Tasks[i]
+	t := r.Task(i)
 	if !Dead(t, now, deadAfter) {
 		return r.end(), false
 	}
@@ -426,6 +491,7 @@ func (r *Run) Replay(from string, now time.Time) (Effects, error) {
 		fromIdx = i
 	}
 	again := make([]bool, n)
+	forced := make([]bool, n)
 	some := false
 	for i := range n { // parents come before children
 		switch r.Tasks[i].State {
@@ -433,10 +499,11 @@ func (r *Run) Replay(from string, now time.Time) (Effects, error) {
 			again[i] = true
 		}
 		if i == fromIdx {
-			again[i] = true
+			again[i], forced[i] = true, true
 		}
 		for _, p := range r.Shape.Parents(i) {
 			again[i] = again[i] || again[p]
+			forced[i] = forced[i] || forced[p]
 		}
 		some = some || again[i]
 	}
@@ -452,9 +519,17 @@ func (r *Run) Replay(from string, now time.Time) (Effects, error) {
 	r.Rec.FinishedAt = time.Time{}
 	r.fx.RunChanged = true
 	for i := range n {
-		if again[i] {
-			r.event(i, store.EventReplayed, now, detail, time.Time{})
-			r.reset(i)
+		if !again[i] {
+			continue
+		}
+		r.event(i, store.EventReplayed, now, detail, time.Time{})
+		r.reset(i)
+		if forced[i] && r.Tasks[i].Kind == store.KindMap && r.Tasks[i].Items > 0 {
+			// Forced to run again: none of its items keeps its output.
+			for _, j := range r.itemsOf(i) {
+				r.event(j, store.EventReplayed, now, detail, time.Time{})
+				r.resetTask(j)
+			}
 		}
 	}
 	for i := range n {
@@ -473,13 +548,13 @@ func Expired(rec *store.Run, before time.Time) bool {
 }
 
 // wanted reports whether the run still wants task i to run: it is RUNNING,
-// or i is its on-failure handler.
+// or i is its on-failure handler. (Items have indexes above Len.)
 func (r *Run) wanted(i int) bool {
 	return r.Rec.Status == store.RunRunning || i == r.Shape.Len()
 }
 
 func (r *Run) complete(i int, output []byte, now time.Time) {
-	t := &r.Tasks[i]
+	t := r.Task(i)
 	t.Output = output
 	t.Error = ""
 	r.finish(i, store.TaskCompleted, now)
@@ -491,20 +566,21 @@ func (r *Run) complete(i int, output []byte, now time.Time) {
 
 // fail records a failed attempt of task i with msg, which must be Text.
 func (r *Run) fail(i int, msg string, terminal bool, rand float64, now time.Time) {
-	t := &r.Tasks[i]
+	t := r.Task(i)
 	t.Error = msg
 	t.Worker = ""
 	if !r.wanted(i) {
 		r.cancel(i, now, "run is "+string(r.Rec.Status)+"; step error: "+msg)
 		return
 	}
-	policy := r.Shape.Retry(i)
+	policy := r.Shape.Retry(r.StepOf(i))
 	if !terminal && t.Attempt < policy.MaxAttempts {
 		delay := RetryDelay(policy, t.Attempt, rand)
 		due := Timestamp(now.Add(delay))
 		r.touch(i)
 		t.State = store.TaskQueued
 		t.TimeoutAt = time.Time{}
+		t.WaitKey = ""
 		r.event(i, store.EventRetrying, now, msg, due)
 		if delay <= 0 {
 			r.enqueue(i, now, "")
@@ -516,7 +592,10 @@ func (r *Run) fail(i int, msg string, terminal bool, rand float64, now time.Time
 	}
 	r.finish(i, store.TaskFailed, now)
 	r.event(i, store.EventFailed, now, msg, time.Time{})
-	if i < r.Shape.Len() {
+	switch {
+	case IsItem(i):
+		r.failMap(r.StepOf(i), t.Item, msg, now)
+	case i < r.Shape.Len():
 		r.failRun(i, msg, now)
 	}
 }
@@ -529,7 +608,7 @@ func (r *Run) failRun(failed int, msg string, now time.Time) {
 	reason := fmt.Sprintf("run failed: step %q failed", r.Rec.FailedStep)
 	for j := range r.Shape.Len() {
 		switch r.Tasks[j].State {
-		case store.TaskPending, store.TaskQueued, store.TaskSleeping:
+		case store.TaskPending, store.TaskQueued, store.TaskSleeping, store.TaskWaiting:
 			r.cancel(j, now, reason)
 		}
 	}
@@ -558,9 +637,16 @@ func (r *Run) startOnFailure(now time.Time) {
 }
 
 // reset makes task i as new: PENDING, no attempt, no claim, no result.
-func (r *Run) reset(i int) {
-	t := &r.Tasks[i]
+func (r *Run) reset(i int) { r.resetTask(i) }
+
+// resetTask makes task i as new: PENDING, no attempt, no claim, no
+// result. A map step keeps its count of items (their rows stay), a child
+// step its last child, an item its input.
+func (r *Run) resetTask(i int) {
+	t := r.Task(i)
 	t.State = store.TaskPending
+	t.WaitKey = ""
+	t.Left = 0
 	t.Attempt = 0
 	t.Token = 0
 	t.Worker = ""
@@ -575,7 +661,8 @@ func (r *Run) reset(i int) {
 }
 
 func (r *Run) cancel(i int, now time.Time, reason string) {
-	t := &r.Tasks[i]
+	t := r.Task(i)
+	r.abandon(i, now, reason)
 	if Claimable(t) {
 		r.fx.Dequeued = append(r.fx.Dequeued, i)
 	}
@@ -627,7 +714,7 @@ func (r *Run) becomeReady(i int, now time.Time) {
 // becomeReadyAt makes task i ready at now, a sleep step sleeping from
 // from.
 func (r *Run) becomeReadyAt(i int, now, from time.Time) {
-	if r.Shape.Kind(i) == store.KindSleep {
+	if !IsItem(i) && r.Shape.Kind(i) == store.KindSleep {
 		t := &r.Tasks[i]
 		t.State = store.TaskSleeping
 		t.DueAt = Timestamp(from.Add(r.Shape.Shape.Steps[i].Sleep))
@@ -641,11 +728,11 @@ func (r *Run) becomeReadyAt(i int, now, from time.Time) {
 }
 
 func (r *Run) enqueue(i int, now time.Time, detail string) {
-	t := &r.Tasks[i]
+	t := r.Task(i)
 	t.State = store.TaskQueued
 	t.DueAt = time.Time{}
 	t.TimeoutAt = time.Time{}
-	if d := r.Shape.QueueTimeout(i); d > 0 {
+	if d := r.Shape.QueueTimeout(r.StepOf(i)); d > 0 {
 		t.TimeoutAt = Timestamp(now.Add(d))
 		r.fx.Timer = true
 	}
@@ -655,7 +742,7 @@ func (r *Run) enqueue(i int, now time.Time, detail string) {
 }
 
 func (r *Run) finish(i int, state store.TaskState, now time.Time) {
-	t := &r.Tasks[i]
+	t := r.Task(i)
 	t.State = state
 	t.TimeoutAt = time.Time{}
 	t.FinishedAt = now
@@ -680,6 +767,9 @@ func (r *Run) checkRun(now time.Time) {
 	r.Rec.Deadline = time.Time{}
 	r.fx.RunChanged = true
 	r.fx.Settled = true
+	if r.Rec.Parent != nil {
+		r.fx.Outbox = append(r.fx.Outbox, r.settledMessage())
+	}
 }
 
 // begin starts a transition: its effects start empty.
@@ -690,6 +780,11 @@ func (r *Run) begin() {
 	} else {
 		clear(r.dirty)
 	}
+	if len(r.dirtyItems) < len(r.Items) {
+		r.dirtyItems = make([]bool, len(r.Items))
+	} else {
+		clear(r.dirtyItems)
+	}
 }
 
 // end returns the effects of the transition in progress.
@@ -699,16 +794,32 @@ func (r *Run) end() Effects {
 			r.fx.Tasks = append(r.fx.Tasks, i)
 		}
 	}
+	for j, d := range r.dirtyItems {
+		if d {
+			r.fx.Tasks = append(r.fx.Tasks, ItemBase+j)
+		}
+	}
+	slices.Sort(r.fx.NewTasks)
 	fx := r.fx
 	r.fx = Effects{}
 	return fx
 }
 
-func (r *Run) touch(i int) { r.dirty[i] = true }
+func (r *Run) touch(i int) {
+	if i >= ItemBase {
+		for len(r.dirtyItems) < len(r.Items) {
+			r.dirtyItems = append(r.dirtyItems, false)
+		}
+		r.dirtyItems[i-ItemBase] = true
+		return
+	}
+	r.dirty[i] = true
+}
 
 func (r *Run) event(i int, typ store.EventType, now time.Time, detail string, due time.Time) {
+	t := r.Task(i)
 	r.fx.Events = append(r.fx.Events, store.Event{
-		RunID: r.Rec.ID, Step: r.Shape.Name(i), Type: typ, Attempt: r.Tasks[i].Attempt,
+		RunID: r.Rec.ID, Step: t.Name, Type: typ, Attempt: t.Attempt,
 		At: now, Detail: Text(detail), DueAt: due,
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -27,6 +28,7 @@ var (
 	ErrInvalidSleep    = errors.New("sleep duration must be positive")
 	ErrInvalidTimeout  = errors.New("timeout must not be negative")
 	ErrInvalidRetry    = errors.New("invalid retry policy")
+	ErrInvalidKind     = errors.New("invalid step kind")
 )
 
 // MaxNameLen is the longest workflow or step name, in bytes.
@@ -219,6 +221,9 @@ func Compile(s *store.Shape) (*Compiled, error) {
 		if err := ValidateRetry(st.Retry); err != nil {
 			bad(ErrInvalidRetry, trimSentinel(err, ErrInvalidRetry))
 		}
+		if detail := checkKind(&st); detail != "" {
+			bad(ErrInvalidKind, detail)
+		}
 		seen := make(map[int]bool, len(st.Parents))
 		for _, p := range st.Parents {
 			pi, ok := c.index[p]
@@ -232,6 +237,9 @@ func Compile(s *store.Shape) (*Compiled, error) {
 				c.parents[i] = append(c.parents[i], pi)
 				c.children[pi] = append(c.children[pi], i)
 			}
+		}
+		if st.Map != nil && !slices.Contains(st.Parents, st.Map.Over) {
+			bad(ErrInvalidKind, "a map step's list "+Quote(st.Map.Over)+" must be one of its parents")
 		}
 		if _, dup := c.index[st.Name]; !dup {
 			c.index[st.Name] = i
@@ -287,8 +295,62 @@ func (c *Compiled) Kind(i int) store.TaskKind {
 		return store.KindOnFailure
 	case c.Shape.Steps[i].Sleep > 0:
 		return store.KindSleep
+	case c.Shape.Steps[i].Wait != nil:
+		return store.KindEvent
+	case c.Shape.Steps[i].Child != nil:
+		return store.KindChild
+	case c.Shape.Steps[i].Map != nil:
+		return store.KindMap
 	}
 	return store.KindStep
+}
+
+// Spec returns the spec of step i (i < Len()).
+func (c *Compiled) Spec(i int) *store.StepSpec { return &c.Shape.Steps[i] }
+
+// checkKind checks that a step is of one kind only, and the settings of
+// that kind; it returns what is wrong, or "".
+func checkKind(st *store.StepSpec) string {
+	n := 0
+	if st.Sleep != 0 {
+		n++
+	}
+	if st.Wait != nil {
+		n++
+	}
+	if st.Child != nil {
+		n++
+	}
+	if st.Map != nil {
+		n++
+	}
+	if n > 1 {
+		return "a step is one of a sleep, a wait, a child step and a map step"
+	}
+	switch {
+	case st.Wait != nil:
+		w := st.Wait
+		switch {
+		case w.Timeout < 0 || w.Lookback < 0:
+			return fmt.Sprintf("negative wait timeout %s or lookback %s", w.Timeout, w.Lookback)
+		case w.Signal != "" && !ValidEventKey(w.Signal):
+			return "signal name " + Quote(w.Signal) + ": use 1-255 bytes of UTF-8 without control characters"
+		case w.SkipOnTimeout && w.Timeout == 0:
+			return "skip on timeout without a timeout"
+		}
+	case st.Child != nil:
+		switch {
+		case !ValidName(st.Child.Workflow):
+			return "child workflow " + Quote(st.Child.Workflow)
+		case !ValidName(st.Child.Result):
+			return "child result step " + Quote(st.Child.Result)
+		}
+	case st.Map != nil:
+		if !ValidName(st.Map.Over) {
+			return "map over " + Quote(st.Map.Over)
+		}
+	}
+	return ""
 }
 
 // Retry returns the retry policy of task i.

@@ -262,7 +262,7 @@ func Collect(c *dag.Change, before Before) *Work {
 			}
 		}
 		for _, i := range fx.Dequeued {
-			t := &r.Tasks[i]
+			t := r.Task(i)
 			if t.ConcurrencyKey == "" || t.State == store.TaskRunning {
 				continue // unkeyed, or claimed (memstore): holds on
 			}

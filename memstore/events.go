@@ -1,0 +1,272 @@
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/flow"
+	"github.com/effectivelabs/durable/store"
+)
+
+var _ store.TxSender = (*Store)(nil)
+
+// waitKey is what WAITING tasks wait for: the tenant and the wait key of an
+// event (or of a signal; see dag.SignalKey).
+type waitKey struct{ tenant, key string }
+
+// message is an event or a signal as kept.
+type message struct {
+	id      int64
+	key     string // signals: dag.SignalKey
+	payload []byte
+	at      time.Time
+}
+
+func (s *Store) rand() float64 { return rand.Float64() }
+
+// noteWait keeps the indexes of WAITING tasks up to date with task t (key
+// k, of run rs) as a transition left it.
+func (s *Store) noteWait(k taskKey, rs *runState, t *store.Task) {
+	if old, ok := s.waitOf[k]; ok {
+		delete(s.waiting[old], k)
+		if len(s.waiting[old]) == 0 {
+			delete(s.waiting, old)
+		}
+		delete(s.waitOf, k)
+	}
+	delete(s.waitingAll, k)
+	if t.State != store.TaskWaiting {
+		return
+	}
+	s.waitingAll[k] = struct{}{}
+	if t.WaitKey == "" {
+		return
+	}
+	wk := waitKey{rs.rec.Tenant, t.WaitKey}
+	if s.waiting[wk] == nil {
+		s.waiting[wk] = map[taskKey]struct{}{}
+	}
+	s.waiting[wk][k] = struct{}{}
+	s.waitOf[k] = wk
+}
+
+// resolve completes what a change's transitions leave to the store, before
+// it is persisted: each task that began waiting receives the first kept
+// message it may (dag.Run.WaitQuery), and the child runs they started are
+// created.
+func (s *Store) resolve(c *dag.Change) error {
+	for n := 0; n < len(c.Runs); n++ { // spawned runs join c.Runs
+		r := c.Runs[n]
+		fx := c.Effects[r]
+		waits, spawned := fx.Waits, fx.Spawned
+		fx.Waits, fx.Spawned = nil, nil
+		for _, i := range waits {
+			t := r.Task(i)
+			if t.State != store.TaskWaiting || t.WaitKey == "" {
+				continue
+			}
+			if m, ok := s.firstMessage(r.WaitQuery(i, c.Now)); ok {
+				dfx, _ := r.Deliver(i, t.Token, clone(m.payload), c.Now)
+				c.Add(r, dfx)
+			}
+		}
+		for k := range spawned {
+			if err := s.spawn(c, &spawned[k]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// firstMessage returns the first kept message a wait may receive.
+func (s *Store) firstMessage(q dag.WaitQuery) (message, bool) {
+	if q.Signal {
+		if rs := s.runs[q.Run]; rs != nil {
+			for _, m := range rs.signals {
+				if m.key == q.Key {
+					return m, true
+				}
+			}
+		}
+		return message{}, false
+	}
+	for _, m := range s.sent[waitKey{q.Tenant, q.Key}] {
+		if !m.at.Before(q.Since) {
+			return m, true
+		}
+	}
+	return message{}, false
+}
+
+// spawn creates a child run as part of change c.
+func (s *Store) spawn(c *dag.Change, nr *store.NewRun) error {
+	if _, ok := s.runs[nr.ID]; ok {
+		return nil // the same attempt's child, created already
+	}
+	for _, r := range c.Runs {
+		if r.Rec.ID == nr.ID {
+			return nil
+		}
+	}
+	if err := dag.CheckNewRun(nr); err != nil {
+		return fmt.Errorf("memstore: child run %s: %w", nr.ID, err)
+	}
+	if err := flow.Check(nr); err != nil {
+		return fmt.Errorf("memstore: child run %s: %w", nr.ID, err)
+	}
+	shape, err := s.compile(nr.Shape)
+	if err != nil {
+		return fmt.Errorf("memstore: child run %s: %w", nr.ID, err)
+	}
+	if !s.queues.Ensure(nr.Tenant) {
+		return fmt.Errorf("memstore: tenant %s: %w", dag.Quote(nr.Tenant), store.ErrTooManyTenants)
+	}
+	rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: clone(nr.Input),
+		Priority: nr.Priority, Parent: nr.Parent}
+	r, fx := flow.Start(rec, shape, nr.Keys, c.Now, time.Time{})
+	c.Add(r, fx)
+	return nil
+}
+
+// SendEvents implements store.Store.
+func (s *Store) SendEvents(ctx context.Context, p *store.SendEventsParams) (*store.SendEventsResult, error) {
+	return s.SendEventsTx(ctx, nil, p)
+}
+
+// SendEventsTx implements store.TxSender. The in-memory store has no
+// transactions of its own; tx is ignored.
+func (s *Store) SendEventsTx(ctx context.Context, _ any, p *store.SendEventsParams) (*store.SendEventsResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := dag.CheckEvents(p.Events); err != nil {
+		return nil, fmt.Errorf("memstore: %w", err)
+	}
+	t := now(p.Now)
+	res := &store.SendEventsResult{Delivered: make([]int, len(p.Events))}
+	var n notes
+	s.mu.Lock()
+	c := dag.NewChange(t)
+	loaded := map[uuid.UUID]*dag.Run{}
+	for k := range p.Events {
+		e := &p.Events[k]
+		s.messageID++
+		wk := waitKey{e.Tenant, e.Key}
+		s.sent[wk] = append(s.sent[wk], message{id: s.messageID, key: e.Key, payload: clone(e.Payload), at: t})
+		keys := make([]taskKey, 0, len(s.waiting[wk]))
+		for tk := range s.waiting[wk] {
+			keys = append(keys, tk)
+		}
+		slices.SortFunc(keys, func(a, b taskKey) int {
+			return cmp.Or(cmp.Compare(a.run.String(), b.run.String()), cmp.Compare(a.task, b.task))
+		})
+		for _, tk := range keys {
+			r := s.load(loaded, tk.run)
+			i := s.index(r, tk)
+			fx, ok := r.Deliver(i, r.Task(i).Token, clone(e.Payload), t)
+			if ok {
+				res.Delivered[k]++
+				// Taken out of the index now, so that a later event of the
+				// call does not find it waiting.
+				delete(s.waiting[wk], tk)
+			}
+			c.Add(r, fx)
+		}
+	}
+	err := s.persist(c, &n)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	s.publish(&n)
+	return res, nil
+}
+
+// Signal implements store.Store.
+func (s *Store) Signal(ctx context.Context, p *store.SignalParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := dag.CheckSignal(p.Name); err != nil {
+		return fmt.Errorf("memstore: %w", err)
+	}
+	t := now(p.Now)
+	var n notes
+	s.mu.Lock()
+	rs, ok := s.runs[p.RunID]
+	if !ok || (p.Tenant != "" && rs.rec.Tenant != p.Tenant) {
+		s.mu.Unlock()
+		return store.ErrRunNotFound
+	}
+	r := s.load(map[uuid.UUID]*dag.Run{}, p.RunID)
+	fx, err := r.Signal(p.Name, clone(p.Payload), t)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.messageID++
+	rs.signals = append(rs.signals, message{id: s.messageID, key: dag.SignalKey(p.Name), payload: clone(p.Payload), at: t})
+	c := dag.NewChange(t)
+	c.Add(r, fx)
+	err = s.persist(c, &n)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	s.publish(&n)
+	return nil
+}
+
+// ApplyInbox implements store.Store. The in-memory store applies every
+// message in the call that leaves it: nothing is ever pending.
+func (s *Store) ApplyInbox(ctx context.Context, _ *store.ApplyInboxParams) (*store.ApplyInboxResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &store.ApplyInboxResult{}, nil
+}
+
+// PruneEvents implements store.Store: the events sent first go first.
+func (s *Store) PruneEvents(ctx context.Context, p *store.PruneEventsParams) (*store.PruneEventsResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	before := now(p.Now).Add(-p.OlderThan)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type old struct {
+		wk waitKey
+		m  message
+	}
+	var doomed []old
+	for wk, list := range s.sent {
+		for _, m := range list {
+			if m.at.Before(before) {
+				doomed = append(doomed, old{wk, m})
+			}
+		}
+	}
+	slices.SortFunc(doomed, func(a, b old) int { return cmp.Compare(a.m.id, b.m.id) })
+	doomed = doomed[:min(len(doomed), max(p.Limit, 0))]
+	gone := map[int64]bool{}
+	for _, d := range doomed {
+		gone[d.m.id] = true
+	}
+	for wk, list := range s.sent {
+		list = slices.DeleteFunc(list, func(m message) bool { return gone[m.id] })
+		if len(list) == 0 {
+			delete(s.sent, wk)
+		} else {
+			s.sent[wk] = list
+		}
+	}
+	return &store.PruneEventsResult{Deleted: len(doomed)}, nil
+}

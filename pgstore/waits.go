@@ -1,0 +1,641 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/flow"
+	"github.com/effectivelabs/durable/store"
+)
+
+// Steps that wait (events, signals, child runs, map items) in PostgreSQL.
+//
+// A WAITING task is a row (tasks_waiting_idx). What ends a wait reaches it
+// as a message in the inbox table, written by the transaction that causes
+// it and applied to the waiting task's run by a transition of its own
+// (dag.Run.Apply): an event (SendEvents), a child run's settlement (the
+// child's transition), the cancellation of a child whose parent gave it up.
+// So no transaction ever locks a run to change another one: a transition
+// locks the runs it names, in id order, and nothing else, and child and
+// parent never wait for each other. The store applies the messages of its
+// own calls right after they commit (deliver); the leader applies what a
+// process that died before it left (ApplyInbox).
+//
+// Events and waits meet under a transaction advisory lock on the event's
+// tenant and key: SendEvents takes it before it records the event and
+// looks for the tasks waiting for its key; a transition whose tasks begin
+// waiting takes it (after its runs' locks, in key order) before it looks
+// for the events they may receive at once (their lookback). Whichever
+// commits first, the other sees it: an event is delivered to every task
+// that waits for its key when it is recorded, and to none that begins
+// waiting later unless its lookback covers it. SendEvents takes no other
+// lock and waits for nothing else, so the two never deadlock.
+
+type waitQueries struct {
+	loadItems     string
+	loadMapItems  string
+	deleteItems   string
+	mapOutputs    string
+	lockKeys      string
+	firstEvents   string
+	firstSignals  string
+	sendEvents    string
+	insertSignal  string
+	insertInbox   string
+	loadInbox     string
+	deleteInbox   string
+	pendingRuns   string
+	pruneEvents   string
+	taskCompleted string
+}
+
+func newWaitQueries(r func(string) string) waitQueries {
+	return waitQueries{
+		// Items by key: those the outcomes, timers and rescues of a call
+		// name.
+		loadItems: r(`
+SELECT ` + taskColumns + ` FROM {{schema}}.tasks t
+WHERE t.ctid = ANY (ARRAY (
+  SELECT (SELECT t2.ctid FROM {{schema}}.tasks t2 WHERE t2.run_id = u.run_id AND t2.name = u.name)
+  FROM unnest($1::uuid[], $2::text[]) AS u(run_id, name)))`),
+		// Every item of a map step: the range of its names in the primary
+		// key ($2 <= name < $3; see dag.ItemPrefix).
+		loadMapItems: r(`
+SELECT ` + taskColumns + ` FROM {{schema}}.tasks
+WHERE run_id = $1 AND name >= $2 AND name < $3 AND kind = 'item' ORDER BY item`),
+		deleteItems: r(`
+DELETE FROM {{schema}}.tasks t USING unnest($1::uuid[], $2::text[]) AS u(run_id, name)
+WHERE t.run_id = u.run_id AND t.name = u.name`),
+		// The outputs of the items of completed map steps, for the claims
+		// of their children: ($1, $2, $3) name each map step's run, step
+		// and item name range.
+		mapOutputs: r(`
+SELECT u.ord, t.item, t.output
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(run_id, step, lo, hi, ord)
+JOIN {{schema}}.tasks m ON m.run_id = u.run_id AND m.name = u.step AND m.state = 'COMPLETED'
+JOIN {{schema}}.tasks t ON t.run_id = u.run_id AND t.name >= u.lo AND t.name < u.hi AND t.kind = 'item'
+  AND t.item < coalesce(m.items, 0)
+ORDER BY u.ord, t.item`),
+		// Transaction advisory locks, taken in the order given (sorted by
+		// the caller).
+		lockKeys: `SELECT pg_advisory_xact_lock(k.key) FROM unnest($1::bigint[]) WITH ORDINALITY AS k(key, ord) ORDER BY k.ord`,
+		// The first event each beginning wait may receive: of its tenant and
+		// key, sent at or after its lookback's start.
+		firstEvents: r(`
+SELECT u.ord, m.payload
+FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS u(tenant, key, since, ord)
+CROSS JOIN LATERAL (
+  SELECT payload FROM {{schema}}.messages
+  WHERE run_id IS NULL AND tenant = u.tenant AND key = u.key AND sent_at >= u.since
+  ORDER BY sent_at, id LIMIT 1) m`),
+		// The first signal of each name a beginning wait of a run may
+		// receive: the first sent to the run.
+		firstSignals: r(`
+SELECT u.ord, m.payload
+FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS u(run_id, key, ord)
+CROSS JOIN LATERAL (
+  SELECT payload FROM {{schema}}.messages
+  WHERE run_id = u.run_id AND key = u.key ORDER BY id LIMIT 1) m`),
+		// Records events (their keys locked) and leaves each a message for
+		// every task waiting for its key, in the order of the events: the
+		// first message of a task is the one it receives. The waiting tasks
+		// of each event are probed by key (OFFSET 0 keeps the subquery a
+		// probe rather than a join over every waiting task).
+		sendEvents: r(`
+WITH m AS (
+  INSERT INTO {{schema}}.messages (tenant, key, payload, sent_at)
+  SELECT u.tenant, u.key, u.payload, coalesce($4, clock_timestamp())
+  FROM unnest($1::text[], $2::text[], $3::bytea[]) WITH ORDINALITY AS u(tenant, key, payload, ord) ORDER BY u.ord
+  RETURNING id, tenant, key, payload
+), i AS (
+  INSERT INTO {{schema}}.inbox (run_id, kind, step, token, message_id, payload)
+  SELECT w.run_id, 'event', w.name, w.token, m.id, m.payload
+  FROM m CROSS JOIN LATERAL (
+    SELECT t.run_id, t.name, t.token FROM {{schema}}.tasks t
+    WHERE t.tenant = m.tenant AND t.wait_key = m.key AND t.state = 'WAITING' AND t.kind = 'event' OFFSET 0) w
+  ORDER BY m.id, w.run_id, w.name
+  RETURNING id, run_id, message_id
+)
+SELECT m.id, NULL::bigint, NULL::uuid FROM m
+UNION ALL
+SELECT i.message_id, i.id, i.run_id FROM i`),
+		insertSignal: r(`
+INSERT INTO {{schema}}.messages (tenant, key, run_id, payload, sent_at) VALUES ($1, $2, $3, $4, $5)`),
+		// A child's settlement carries its result step's output, read from
+		// the row this transaction wrote.
+		insertInbox: r(`
+INSERT INTO {{schema}}.inbox (run_id, kind, step, child_id, status, result, result_state, error, payload)
+SELECT u.run_id, u.kind, nullif(u.step, ''), u.child_id, nullif(u.status, ''), nullif(u.result, ''), nullif(u.result_state, ''),
+       nullif(u.error, ''),
+       CASE WHEN u.kind = 'child' THEN (SELECT t.output FROM {{schema}}.tasks t
+                                        WHERE t.run_id = u.child_id AND t.name = u.result AND t.state = 'COMPLETED') END
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[])
+  WITH ORDINALITY AS u(run_id, kind, step, child_id, status, result, result_state, error, ord)
+ORDER BY u.ord`),
+		// Taken after the runs are locked: every transition applying a run's
+		// messages holds its lock.
+		loadInbox: r(`
+SELECT id, run_id, kind, coalesce(step, ''), coalesce(token, 0), child_id, coalesce(status, ''), coalesce(result, ''),
+       coalesce(result_state, ''), coalesce(error, ''), payload
+FROM {{schema}}.inbox WHERE run_id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`),
+		deleteInbox: r(`DELETE FROM {{schema}}.inbox WHERE id = ANY($1::bigint[])`),
+		// The runs with messages pending, oldest message first.
+		pendingRuns: r(`
+SELECT run_id FROM (SELECT run_id, min(id) AS first FROM {{schema}}.inbox GROUP BY run_id) p ORDER BY first LIMIT $1`),
+		taskCompleted: r(`SELECT EXISTS (SELECT 1 FROM {{schema}}.tasks WHERE run_id = $1 AND name = $2 AND state = 'COMPLETED')`),
+		pruneEvents: r(`
+DELETE FROM {{schema}}.messages WHERE id = ANY (ARRAY (
+  SELECT id FROM {{schema}}.messages
+  WHERE run_id IS NULL AND sent_at < coalesce($1, now()) - $2::bigint * interval '1 microsecond'
+  ORDER BY sent_at, id LIMIT $3))`),
+	}
+}
+
+// inboxRow is a pending message as loaded.
+type inboxRow struct {
+	id  int64
+	msg dag.Message
+}
+
+func scanInbox(rows pgx.Rows) ([]inboxRow, error) {
+	var out []inboxRow
+	for rows.Next() {
+		var ir inboxRow
+		var kind, status, resultState string
+		var child pgtype.UUID
+		m := &ir.msg
+		if err := rows.Scan(&ir.id, p16(&m.Run), &kind, &m.Step, &m.Token, &child, &status, &m.Result,
+			&resultState, &m.Error, &m.Payload); err != nil {
+			return nil, err
+		}
+		switch kind {
+		case "event":
+			m.Kind = dag.MsgEvent
+		case "child":
+			m.Kind = dag.MsgChild
+		case "cancel":
+			m.Kind = dag.MsgCancel
+		}
+		if child.Valid {
+			m.Child = child.Bytes
+		}
+		m.Status, m.ResultState = store.RunStatus(status), store.TaskState(resultState)
+		out = append(out, ir)
+	}
+	return out, rows.Err()
+}
+
+// applyInbox applies the loaded messages of the call's runs, in the order
+// they were written.
+func (c *change) applyInbox(rows []inboxRow) {
+	for _, ir := range rows {
+		c.inboxDone = append(c.inboxDone, ir.id)
+		if r := c.byID[ir.msg.Run]; r != nil {
+			fx, ok := r.Apply(&ir.msg, rand.Float64(), c.Now)
+			c.Add(r, fx)
+			if ok {
+				c.inboxApplied = append(c.inboxApplied, ir.id)
+			}
+		}
+	}
+}
+
+// loadMapItems loads every item of map step m of r inside the call's
+// transaction (dag.Run.LoadItems).
+func (s *Store) loadMapItems(ctx context.Context, q querier, c *change, r *dag.Run, m int) ([]store.Task, error) {
+	prefix := dag.ItemPrefix(r.Shape.Name(m))
+	rows, err := q.Query(ctx, s.q.loadMapItems, [16]byte(r.Rec.ID), prefix, upperBound(prefix))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Task
+	for rows.Next() {
+		lt, _, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		key := itemRef{r.Rec.ID, lt.task.Name}
+		if _, ok := c.itemCols[key]; !ok {
+			ec := lt.cols
+			c.itemCols[key] = &ec
+		}
+		out = append(out, lt.task)
+	}
+	return out, rows.Err()
+}
+
+// upperBound returns the least string greater than every string starting
+// with prefix, whose last byte is ASCII and below 0x7f.
+func upperBound(prefix string) string {
+	return prefix[:len(prefix)-1] + string(prefix[len(prefix)-1]+1)
+}
+
+// itemRefs returns the items among the task names of refs, to load with
+// their runs.
+func itemRefs(runs []uuid.UUID, names []string) []itemRef {
+	var out []itemRef
+	for k, name := range names {
+		if _, _, ok := dag.ParseItem(name); ok {
+			out = append(out, itemRef{runs[k], name})
+		}
+	}
+	return out
+}
+
+// taskIndex returns the index of the task named name in r, and false when
+// it is not loaded (or not there).
+func taskIndex(r *dag.Run, name string) (int, bool) {
+	if step, k, ok := dag.ParseItem(name); ok {
+		m, ok := r.Shape.Index(step)
+		if !ok || m >= r.Shape.Len() {
+			return 0, false
+		}
+		return r.ItemIndex(m, k)
+	}
+	i, ok := r.Shape.Index(name)
+	if !ok || i >= len(r.Tasks) {
+		return 0, false
+	}
+	return i, true
+}
+
+// resolve completes what the call's transitions leave to the store before
+// its writes: each task that began waiting receives the first kept
+// message it may (dag.Run.WaitQuery), under its event key's lock; and the
+// child runs they started join the change, to be created with it.
+func (s *Store) resolve(ctx context.Context, tx querier, c *change) error {
+	type wait struct {
+		r *dag.Run
+		i int
+		q dag.WaitQuery
+	}
+	var events, signals []wait
+	for _, r := range c.Runs {
+		fx := c.Effects[r]
+		for _, i := range fx.Waits {
+			if t := r.Task(i); t.State == store.TaskWaiting && t.WaitKey != "" {
+				w := wait{r, i, r.WaitQuery(i, c.Now)}
+				if w.q.Signal {
+					signals = append(signals, w)
+				} else {
+					events = append(events, w)
+				}
+			}
+		}
+		fx.Waits = nil
+	}
+	if len(events)+len(signals) > 0 {
+		b := &pgx.Batch{}
+		if len(events) > 0 {
+			keys := make([]int64, 0, len(events))
+			tenants, ks, since := make([]string, len(events)), make([]string, len(events)), make([]pgtype.Timestamptz, len(events))
+			for n, w := range events {
+				keys = append(keys, s.eventLock(w.q.Tenant, w.q.Key))
+				tenants[n], ks[n], since[n] = w.q.Tenant, w.q.Key, stamp(w.q.Since)
+			}
+			slices.Sort(keys)
+			b.Queue(s.q.lockKeys, slices.Compact(keys))
+			b.Queue(s.q.firstEvents, tenants, ks, since).Query(func(rows pgx.Rows) error {
+				return deliverFound(rows, c, func(n int) (*dag.Run, int) { return events[n].r, events[n].i })
+			})
+		}
+		if len(signals) > 0 {
+			runs, ks := make([]uuid.UUID, len(signals)), make([]string, len(signals))
+			for n, w := range signals {
+				runs[n], ks[n] = w.q.Run, w.q.Key
+			}
+			b.Queue(s.q.firstSignals, u16(runs), ks).Query(func(rows pgx.Rows) error {
+				return deliverFound(rows, c, func(n int) (*dag.Run, int) { return signals[n].r, signals[n].i })
+			})
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("pgstore: waits: %w", err)
+		}
+	}
+	return s.spawn(ctx, tx, c)
+}
+
+// deliverFound delivers the messages a lookup found, each to the wait
+// (by ordinality) of which it returns the run and task.
+func deliverFound(rows pgx.Rows, c *change, of func(n int) (*dag.Run, int)) error {
+	for rows.Next() {
+		var ord int64
+		var payload []byte
+		if err := rows.Scan(&ord, &payload); err != nil {
+			return err
+		}
+		r, i := of(int(ord) - 1)
+		fx, _ := r.Deliver(i, r.Task(i).Token, payload, c.Now)
+		c.Add(r, fx)
+	}
+	return rows.Err()
+}
+
+// eventLock is the advisory lock of an event key.
+func (s *Store) eventLock(tenant, key string) int64 {
+	return lockKey("event", s.schema, tenant+"\x00"+key)
+}
+
+// spawn adds the child runs the call's transitions started to the change,
+// as CreateRuns would create them (their shapes stored first).
+func (s *Store) spawn(ctx context.Context, tx querier, c *change) error {
+	var ids []uuid.UUID
+	var wfs, jss []string
+	for n := 0; n < len(c.Runs); n++ {
+		fx := c.Effects[c.Runs[n]]
+		spawned := fx.Spawned
+		fx.Spawned = nil
+		for k := range spawned {
+			nr := &spawned[k]
+			if err := dag.CheckNewRun(nr); err != nil {
+				return fmt.Errorf("pgstore: child run %s: %w", nr.ID, err)
+			}
+			if err := flow.Check(nr); err != nil {
+				return fmt.Errorf("pgstore: child run %s: %w", nr.ID, err)
+			}
+			id, js, compiled, err := s.compileShape(nr.Shape)
+			if err != nil {
+				return fmt.Errorf("pgstore: child run %s: %w: %w", nr.ID, store.ErrInvalidRun, err)
+			}
+			s.mu.Lock()
+			known := s.shapeKnown(id)
+			s.mu.Unlock()
+			if !known && !slices.Contains(ids, id) {
+				ids, wfs, jss = append(ids, id), append(wfs, nr.Workflow), append(jss, string(js))
+			}
+			rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: nr.Input,
+				Priority: nr.Priority, Parent: nr.Parent}
+			r, rfx := flow.Start(rec, compiled, nr.Keys, c.Now, time.Time{})
+			if c.shapeIDs == nil {
+				c.shapeIDs = map[*dag.Run]uuid.UUID{}
+			}
+			c.shapeIDs[r] = id
+			c.load(r, nil)
+			c.Add(r, rfx)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, s.q.insertShapes, u16(ids), wfs, jss); err != nil {
+		return fmt.Errorf("pgstore: store child shapes: %w", err)
+	}
+	return nil
+}
+
+// queueOutbox queues the writes of the messages the call's transitions
+// left for other runs, and of the messages it applied (deleted), and the
+// deletion of items a map step no longer has.
+func (c *change) queueOutbox(q *queries, b *pgx.Batch) {
+	var (
+		runs, children              []uuid.UUID
+		kinds, steps, statuses      []string
+		results, resultStates, errs []string
+		dRuns                       []uuid.UUID
+		dNames                      []string
+	)
+	for _, r := range c.Runs {
+		fx := c.Effects[r]
+		for _, i := range fx.Deleted {
+			dRuns, dNames = append(dRuns, r.Rec.ID), append(dNames, r.Task(i).Name)
+		}
+		for _, m := range fx.Outbox {
+			kind := "cancel"
+			if m.Kind == dag.MsgChild {
+				kind = "child"
+			}
+			runs, kinds, steps, children = append(runs, m.Run), append(kinds, kind), append(steps, m.Step), append(children, m.Child)
+			statuses, results = append(statuses, string(m.Status)), append(results, m.Result)
+			resultStates, errs = append(resultStates, string(m.ResultState)), append(errs, dag.Text(m.Error))
+			if !slices.Contains(c.inboxRuns, m.Run) {
+				c.inboxRuns = append(c.inboxRuns, m.Run)
+			}
+		}
+	}
+	if len(dRuns) > 0 {
+		b.Queue(q.deleteItems, u16(dRuns), dNames)
+	}
+	if len(runs) > 0 {
+		b.Queue(q.insertInbox, u16(runs), kinds, steps, nullUUIDs(children), statuses, results, resultStates, errs)
+	}
+	if len(c.inboxDone) > 0 {
+		b.Queue(q.deleteInbox, c.inboxDone)
+	}
+}
+
+// nullUUIDs returns ids as a uuid array, the nil UUID as NULL.
+func nullUUIDs(ids []uuid.UUID) []pgtype.UUID {
+	out := make([]pgtype.UUID, len(ids))
+	for k, id := range ids {
+		out[k] = pgtype.UUID{Bytes: id, Valid: id != uuid.Nil}
+	}
+	return out
+}
+
+// deliver applies the messages pending for runs, each run's in a
+// transition of its own at now (zero: the database's clock); runs chained
+// through messages, a parent and its children, are handled one after the
+// other. It returns the IDs of the messages taken and whether each changed
+// its run. Errors leave the messages to the leader.
+func (s *Store) deliver(ctx context.Context, now time.Time, runs []uuid.UUID) map[int64]bool {
+	done := map[int64]bool{}
+	for len(runs) > 0 {
+		id := runs[0]
+		runs = runs[1:]
+		var c *change
+		err := retryRaced(func(lockReady bool) error {
+			return s.transition(ctx, &plan{
+				now:       now,
+				ids:       []uuid.UUID{id},
+				lockReady: lockReady,
+				inbox:     true,
+				apply: func(cc *change) error {
+					c = cc
+					return nil
+				},
+			})
+		})
+		if err != nil || c == nil {
+			continue
+		}
+		for _, mid := range c.inboxDone {
+			done[mid] = false
+		}
+		for _, mid := range c.inboxApplied {
+			done[mid] = true
+		}
+	}
+	return done
+}
+
+// SendEvents implements store.Store: one transaction records the events
+// and leaves a message for each task waiting for their keys; another
+// applies them, once committed.
+func (s *Store) SendEvents(ctx context.Context, p *store.SendEventsParams) (*store.SendEventsResult, error) {
+	res, err := s.sendEvents(ctx, nil, p)
+	return res, classify(err)
+}
+
+// SendEventsTx implements store.TxSender: the events are recorded inside
+// tx, a pgx.Tx the caller commits or rolls back; the engines apply their
+// messages once it commits (the commit notifies TopicInbox). Sending locks
+// each event's key until tx ends: keep such transactions short.
+func (s *Store) SendEventsTx(ctx context.Context, tx any, p *store.SendEventsParams) (*store.SendEventsResult, error) {
+	ptx, ok := tx.(pgx.Tx)
+	if !ok || ptx == nil {
+		return nil, &TxTypeError{Got: tx}
+	}
+	res, err := s.sendEvents(ctx, ptx, p)
+	return res, classify(err)
+}
+
+func (s *Store) sendEvents(ctx context.Context, tx pgx.Tx, p *store.SendEventsParams) (*store.SendEventsResult, error) {
+	res := &store.SendEventsResult{Delivered: make([]int, len(p.Events))}
+	if err := dag.CheckEvents(p.Events); err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	if len(p.Events) == 0 {
+		return res, nil
+	}
+	n := len(p.Events)
+	tenants, keys, payloads := make([]string, n), make([]string, n), make([][]byte, n)
+	locks := make([]int64, n)
+	for k, e := range p.Events {
+		tenants[k], keys[k], payloads[k] = e.Tenant, e.Key, e.Payload
+		locks[k] = s.eventLock(e.Tenant, e.Key)
+	}
+	slices.Sort(locks)
+	b := &pgx.Batch{}
+	b.Queue(s.q.lockKeys, slices.Compact(locks))
+	var messages []int64
+	inboxOf := map[int64][]int64{} // message -> its inbox rows
+	var runs []uuid.UUID
+	b.Queue(s.q.sendEvents, tenants, keys, payloads, stamp(nowOf(p.Now))).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var mid int64
+			var iid pgtype.Int8
+			var run pgtype.UUID
+			if err := rows.Scan(&mid, &iid, &run); err != nil {
+				return err
+			}
+			if !iid.Valid {
+				messages = append(messages, mid)
+				continue
+			}
+			inboxOf[mid] = append(inboxOf[mid], iid.Int64)
+			if !slices.Contains(runs, uuid.UUID(run.Bytes)) {
+				runs = append(runs, run.Bytes)
+			}
+		}
+		return rows.Err()
+	})
+	if tx != nil {
+		b.Queue(s.q.notify, s.channel, []string{string(store.TopicInbox)})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return nil, fmt.Errorf("pgstore: send events: %w", err)
+		}
+		slices.Sort(messages)
+		for k, mid := range messages {
+			res.Delivered[k] = len(inboxOf[mid])
+		}
+		return res, nil
+	}
+	own, err := s.beginOwn(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: begin: %w", err)
+	}
+	err = own.send(ctx, b, true)
+	own.close(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: send events: %w", err)
+	}
+	done := s.deliver(ctx, nowOf(p.Now), runs)
+	slices.Sort(messages)
+	for k, mid := range messages {
+		for _, iid := range inboxOf[mid] {
+			if done[iid] {
+				res.Delivered[k]++
+			}
+		}
+	}
+	return res, nil
+}
+
+// Signal implements store.Store: a transition of the run, which records
+// the signal with it.
+func (s *Store) Signal(ctx context.Context, p *store.SignalParams) error {
+	if err := dag.CheckSignal(p.Name); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	err := retryRaced(func(lockReady bool) error {
+		return s.transition(ctx, &plan{
+			now:       nowOf(p.Now),
+			ids:       []uuid.UUID{p.RunID},
+			lockReady: lockReady,
+			apply: func(c *change) error {
+				r := c.byID[p.RunID]
+				if r == nil || (p.Tenant != "" && r.Rec.Tenant != p.Tenant) {
+					return store.ErrRunNotFound
+				}
+				fx, err := r.Signal(p.Name, p.Payload, c.Now)
+				if err != nil {
+					return err
+				}
+				c.Add(r, fx)
+				return nil
+			},
+			extra: func(b *pgx.Batch, c *change) {
+				r := c.byID[p.RunID]
+				b.Queue(s.q.insertSignal, r.Rec.Tenant, dag.SignalKey(p.Name), [16]byte(p.RunID), p.Payload, stamp(c.Now))
+			},
+		})
+	})
+	return classify(err)
+}
+
+// ApplyInbox implements store.Store: the runs with messages pending, oldest
+// first, each in a transition of its own.
+func (s *Store) ApplyInbox(ctx context.Context, p *store.ApplyInboxParams) (*store.ApplyInboxResult, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, err := s.pool.Query(ctx, s.q.pendingRuns, limit)
+	if err != nil {
+		return nil, classify(fmt.Errorf("pgstore: pending messages: %w", err))
+	}
+	var runs []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(p16(&id)); err != nil {
+			rows.Close()
+			return nil, classify(err)
+		}
+		runs = append(runs, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, classify(err)
+	}
+	done := s.deliver(ctx, nowOf(p.Now), runs)
+	return &store.ApplyInboxResult{Applied: len(done)}, nil
+}
+
+// PruneEvents implements store.Store.
+func (s *Store) PruneEvents(ctx context.Context, p *store.PruneEventsParams) (*store.PruneEventsResult, error) {
+	micros := p.OlderThan.Microseconds()
+	ct, err := s.pool.Exec(ctx, s.q.pruneEvents, stamp(nowOf(p.Now)), micros, max(p.Limit, 0))
+	if err != nil {
+		return nil, classify(fmt.Errorf("pgstore: prune events: %w", err))
+	}
+	return &store.PruneEventsResult{Deleted: int(ct.RowsAffected())}, nil
+}
