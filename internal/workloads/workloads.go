@@ -16,12 +16,30 @@ import (
 
 // Workflow names.
 const (
-	Noop  = "bench-noop"
-	DAG   = "bench-dag"
-	Chain = "bench-chain"
-	Keyed = "bench-keyed"
-	Chaos = "chaos"
+	Noop       = "bench-noop"
+	DAG        = "bench-dag"
+	Chain      = "bench-chain"
+	Keyed      = "bench-keyed"
+	Map        = "bench-map"
+	Wait       = "bench-wait"
+	Parent     = "bench-parent"
+	ChildWF    = "bench-child"
+	Chaos      = "chaos"
+	ChaosChild = "chaos-child"
 )
+
+// ParentChildren is how many child runs a bench-parent run starts.
+const ParentChildren = 10
+
+// WaitKey is the event key a bench-wait run with input n waits for.
+func WaitKey(n int) string { return "bench-" + strconv.Itoa(n) }
+
+// ChaosKey is the event key the chaos run with input n waits for: the
+// chaos tests send it.
+func ChaosKey(n int) string { return "chaos-" + strconv.Itoa(n) }
+
+// ChaosItems is how many items the chaos workflow's map step maps.
+const ChaosItems = 4
 
 // Recorder is called at the start of every execution of a chaos step, so
 // that tests can count executions (at least once) independently of the
@@ -49,7 +67,17 @@ type Set struct {
 	DAG   *durable.Workflow[int]
 	Chain *durable.Workflow[int]
 	Keyed *durable.Workflow[int]
-	Chaos *durable.Workflow[ChaosInput]
+	// Map maps a no-op over a list of as many items as its input.
+	Map *durable.Workflow[int]
+	// Wait waits for the event WaitKey(input).
+	Wait *durable.Workflow[int]
+	// Parent starts ParentChildren runs of Child (one no-op step), in
+	// parallel, and joins their results.
+	Parent *durable.Workflow[int]
+	Child  *durable.Workflow[int]
+	Chaos  *durable.Workflow[ChaosInput]
+	// ChaosChild is the child workflow of the chaos workflow.
+	ChaosChild *durable.Workflow[ChaosInput]
 }
 
 // ChaosInput is the chaos workflow's input.
@@ -95,13 +123,42 @@ func New(o Options) *Set {
 	durable.Step(s.Keyed, "work", func(durable.Context, int) (struct{}, error) { return struct{}{}, nil },
 		durable.WithConcurrency(func(in int) string { return strconv.Itoa(in) }, 1))
 
-	s.Chaos = chaos(o)
+	// bench-map: list (as many items as the input) -> items (a no-op per
+	// item) -> join.
+	s.Map = durable.NewWorkflow[int](Map)
+	list := durable.Step(s.Map, "list", func(_ durable.Context, n int) ([]int, error) { return make([]int, n), nil })
+	items := durable.Map(s.Map, "items", list, func(durable.Context, int) (struct{}, error) { return struct{}{}, nil })
+	durable.Step(s.Map, "join", func(ctx durable.Context, _ int) (int, error) {
+		out, ok := items.Output(ctx)
+		if !ok {
+			return 0, durable.Terminal(errors.New("no items"))
+		}
+		return len(out), nil
+	}, durable.After(items))
+
+	// bench-wait: waits for the event WaitKey(input).
+	s.Wait = durable.NewWorkflow[int](Wait)
+	durable.WaitForEvent[int](s.Wait, "wait", func(_ durable.Context, n int) (string, error) { return WaitKey(n), nil })
+
+	// bench-parent: ParentChildren bench-child runs at once, then a join.
+	s.Child = durable.NewWorkflow[int](ChildWF)
+	work := durable.Step(s.Child, "work", func(_ durable.Context, n int) (int, error) { return n, nil })
+	s.Parent = durable.NewWorkflow[int](Parent)
+	var kids []durable.Parent
+	for i := range ParentChildren {
+		kids = append(kids, durable.Child(s.Parent, fmt.Sprintf("child-%d", i), s.Child, work,
+			func(_ durable.Context, n int) (int, error) { return n*ParentChildren + i, nil }))
+	}
+	durable.Step(s.Parent, "join", func(durable.Context, int) (struct{}, error) { return struct{}{}, nil }, durable.After(kids...))
+
+	s.Chaos, s.ChaosChild = chaos(o)
 	return s
 }
 
 // All returns every built-in workflow, for Engine.Register.
 func (s *Set) All() []durable.Definition {
-	return []durable.Definition{s.Demo.Workflow, s.Noop, s.DAG, s.Chain, s.Keyed, s.Chaos}
+	return []durable.Definition{s.Demo.Workflow, s.Noop, s.DAG, s.Chain, s.Keyed, s.Map, s.Wait, s.Parent, s.Child,
+		s.Chaos, s.ChaosChild}
 }
 
 // ErrFlaky is the error of the chaos workflow's flaky step on its first
@@ -114,18 +171,23 @@ type Parity struct {
 }
 
 // chaos defines a workflow exercising fan-out, fan-in, a branch, a durable
-// sleep and a retrying step:
+// sleep, a retrying step, an event wait, a child run and a map step:
 //
-//	start ─┬─ even (skipped for odd N) ──┐
-//	       ├─ odd  (skipped for even N) ─┤
-//	       ├─ flaky (fails attempt 1) ───┤
-//	       ├─ work-0 .. work-3 ──────────┼─ join
-//	       └─ nap (durable sleep) ───────┘
+//	start ─┬─ even (skipped for odd N) ──────────┐
+//	       ├─ odd  (skipped for even N) ─────────┤
+//	       ├─ flaky (fails attempt 1) ───────────┤
+//	       ├─ work-0 .. work-3 ──────────────────┤
+//	       ├─ nap (durable sleep) ───────────────┼─ join
+//	       ├─ approve (event ChaosKey(N)) ───────┤
+//	       ├─ sub (child run of chaos-child) ────┤
+//	       └─ lines ── fan (ChaosItems items) ───┘
 //
-// Every step but the sleep calls Options.Record first, then works for a
-// random time up to Options.ChaosWork, so that a killed worker is likely to
-// die mid-step.
-func chaos(o Options) *durable.Workflow[ChaosInput] {
+// chaos-child is a → b. Every step that runs code calls Options.Record
+// first, then works for a random time up to Options.ChaosWork, so that a
+// killed worker is likely to die mid-step; so does each item of fan. The
+// tests send the events approve waits for (it looks back an hour, so that
+// an event sent before it waits counts).
+func chaos(o Options) (*durable.Workflow[ChaosInput], *durable.Workflow[ChaosInput]) {
 	wf := durable.NewWorkflow[ChaosInput](Chaos)
 	busy := func(ctx durable.Context) error {
 		if o.Record != nil {
@@ -174,6 +236,41 @@ func chaos(o Options) *durable.Workflow[ChaosInput] {
 		parents = append(parents, durable.Step(wf, fmt.Sprintf("work-%d", i), work, retry, durable.After(start)))
 	}
 	parents = append(parents, durable.Sleep(wf, "nap", o.ChaosSleep, durable.After(start)))
+
+	approve := durable.WaitForEvent[string](wf, "approve", func(_ durable.Context, in ChaosInput) (string, error) {
+		return ChaosKey(in.N), nil
+	}, retry, durable.After(start), durable.WithLookback(time.Hour))
+
+	child := durable.NewWorkflow[ChaosInput](ChaosChild)
+	a := durable.Step(child, "a", work, retry)
+	b := durable.Step(child, "b", func(ctx durable.Context, in ChaosInput) (string, error) {
+		if err := busy(ctx); err != nil {
+			return "", err
+		}
+		prev, _ := a.Output(ctx)
+		return "child:" + prev, nil
+	}, retry, durable.After(a))
+	sub := durable.Child(wf, "sub", child, b, func(_ durable.Context, in ChaosInput) (ChaosInput, error) { return in, nil },
+		retry, durable.After(start))
+
+	lines := durable.Step(wf, "lines", func(ctx durable.Context, in ChaosInput) ([]int, error) {
+		if err := busy(ctx); err != nil {
+			return nil, err
+		}
+		out := make([]int, ChaosItems)
+		for k := range out {
+			out[k] = in.N*ChaosItems + k
+		}
+		return out, nil
+	}, retry, durable.After(start))
+	fan := durable.Map(wf, "fan", lines, func(ctx durable.Context, x int) (int, error) {
+		if err := busy(ctx); err != nil {
+			return 0, err
+		}
+		return 2 * x, nil
+	}, retry)
+	parents = append(parents, approve, sub, fan)
+
 	durable.Step(wf, "join", func(ctx durable.Context, in ChaosInput) (string, error) {
 		if err := busy(ctx); err != nil {
 			return "", err
@@ -183,7 +280,18 @@ func chaos(o Options) *durable.Workflow[ChaosInput] {
 		if okEven == okOdd {
 			return "", durable.Terminal(fmt.Errorf("exactly one branch must run (even %v, odd %v)", okEven, okOdd))
 		}
-		return e + od, nil
+		ap, okAp := approve.Output(ctx)
+		kid, okKid := sub.Output(ctx)
+		items, okFan := fan.Output(ctx)
+		if !okAp || !okKid || !okFan || len(items) != ChaosItems {
+			return "", durable.Terminal(fmt.Errorf("missing outputs: approve %v, sub %v, fan %v (%d items)", okAp, okKid, okFan, len(items)))
+		}
+		for k, v := range items {
+			if v != 2*(in.N*ChaosItems+k) {
+				return "", durable.Terminal(fmt.Errorf("item %d is %d, want %d", k, v, 2*(in.N*ChaosItems+k)))
+			}
+		}
+		return e + od + "/" + ap + "/" + kid, nil
 	}, retry, durable.After(parents...))
-	return wf
+	return wf, child
 }

@@ -34,6 +34,9 @@ func TestBuiltinsComplete(t *testing.T) {
 
 		for _, n := range []int{1, 2} {
 			start := time.Now()
+			// Sent before the run waits: the wait looks back for it.
+			_, err := e.SendEvent(ctx, "t", ChaosKey(n), "ok")
+			require.NoError(t, err)
 			res, err := set.Chaos.Run(ctx, e, "t", ChaosInput{N: n})
 			require.NoError(t, err)
 			require.Equal(t, durable.RunCompleted, res.Status)
@@ -58,5 +61,28 @@ func TestBuiltinsComplete(t *testing.T) {
 		res, err := set.DAG.Run(ctx, e, "t", 0)
 		require.NoError(t, err)
 		require.Len(t, res.Steps, 10)
+		require.Equal(t, 2*ChaosItems, executions["fan[1]"]+executions["fan[2]"]+executions["fan[5]"]+executions["fan[6]"]+
+			executions["fan[0]"]+executions["fan[3]"]+executions["fan[4]"]+executions["fan[7]"], "%v", executions)
+
+		res, err = set.Map.Run(ctx, e, "t", 100)
+		require.NoError(t, err)
+		s, _ := res.Step("items")
+		require.Len(t, s.Items, 100)
+
+		id, err := set.Wait.RunNoWait(ctx, e, "t", 7)
+		require.NoError(t, err)
+		synctest.Wait()
+		n, err := e.SendEvent(ctx, "t", WaitKey(7), 1)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		res, err = e.Wait(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, durable.RunCompleted, res.Status)
+
+		res, err = set.Parent.Run(ctx, e, "t", 3)
+		require.NoError(t, err)
+		kids, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Parent: res.ID}})
+		require.NoError(t, err)
+		require.Len(t, kids.Runs, ParentChildren)
 	})
 }
