@@ -165,7 +165,7 @@ func (e *Engine) inboxLoop(ctx context.Context, rt *runtime) {
 			return
 		}
 		for {
-			res, err := e.store.ApplyInbox(ctx, &store.ApplyInboxParams{Now: e.now(), Limit: limit, Rand: randFloat()})
+			res, err := e.store.ApplyInbox(ctx, &store.ApplyInboxParams{Now: e.now(), Limit: limit})
 			if err != nil {
 				if ctx.Err() == nil {
 					e.log.Error("durable: applying pending messages", slog.Any("error", err))

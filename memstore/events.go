@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -28,8 +27,6 @@ type message struct {
 	payload []byte
 	at      time.Time
 }
-
-func (s *Store) rand() float64 { return rand.Float64() }
 
 // noteWait keeps the indexes of WAITING tasks up to date with task t (key
 // k, of run rs) as a transition left it.

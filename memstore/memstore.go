@@ -364,7 +364,7 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 					}
 				}
 			}
-			fx, _ := r.Apply(&m, s.rand(), c.Now)
+			fx, _ := r.Apply(&m, c.Now)
 			c.Add(r, fx)
 		}
 	}

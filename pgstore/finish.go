@@ -159,6 +159,7 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	}
 	var fire []due
 	var items []itemRef
+	var locks []int64
 	rows, err := s.pool.Query(ctx, s.q.dueTimers, at, nullLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: due timers: %w", err)
@@ -166,10 +167,15 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	for rows.Next() {
 		var d due
 		var idx int32
-		var name pgtype.Text
-		if err := rows.Scan(p16(&d.run), &idx, &name); err != nil {
+		var name, tenant, waitKey pgtype.Text
+		if err := rows.Scan(p16(&d.run), &idx, &name, &tenant, &waitKey); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("pgstore: due timers: %w", err)
+		}
+		if waitKey.Valid {
+			if _, sig := dag.ParseWaitKey(waitKey.String); !sig {
+				locks = append(locks, s.eventLock(tenant.String, waitKey.String))
+			}
 		}
 		d.idx, d.name = int(idx), name.String
 		if _, _, ok := dag.ParseItem(d.name); ok {
@@ -193,8 +199,11 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 			items:     items,
 			lockReady: lockReady,
 			// A message pending for a task whose wait times out now (an
-			// event sent just before) is applied first.
+			// event sent just before) is applied first; the waits' event
+			// keys are locked before the messages are read, so that an
+			// event being sent is either seen or finds the wait ended.
 			inbox: true,
+			locks: locks,
 			apply: func(c *change) error {
 				for _, d := range fire {
 					r := c.byID[d.run]
@@ -303,7 +312,7 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 		}
 	}
 	if pending {
-		if _, err := s.ApplyInbox(ctx, &store.ApplyInboxParams{Now: p.Now, Rand: p.Rand}); err != nil {
+		if _, err := s.ApplyInbox(ctx, &store.ApplyInboxParams{Now: p.Now}); err != nil {
 			return nil, err
 		}
 	}

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,6 +53,11 @@ func (l *loader) queue(q *queries, b *pgx.Batch, p *plan) {
 	l.cols = make(map[uuid.UUID][]eventCols, len(ids))
 	if len(ids) > 0 {
 		l.queueRuns(q, b, ids, p.lockReady)
+	}
+	if len(p.locks) > 0 {
+		locks := slices.Clone(p.locks)
+		slices.Sort(locks)
+		b.Queue(q.lockKeys, slices.Compact(locks))
 	}
 	if len(p.items) > 0 {
 		runs, names := make([]uuid.UUID, len(p.items)), make([]string, len(p.items))

@@ -305,18 +305,22 @@ FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::int[], $6::tim
 		// Due times and timeouts each by their index, merged with the runs
 		// past their deadlines (idx -1) and the ready tasks whose rate-limit
 		// window ended unclaimed (idx -2 - the task's).
+		// A waiting event step's timeout comes with its tenant and key: the
+		// transaction that fires it takes the key's lock before it reads
+		// the messages pending for the step (see waits.go).
 		dueTimers: r(`
-SELECT run_id, idx, name FROM (
-  (SELECT due_at AS at, run_id, idx, name FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND due_at <= coalesce($1, now())
+SELECT run_id, idx, name, tenant, wait_key FROM (
+  (SELECT due_at AS at, run_id, idx, name, tenant, CASE WHEN state = 'WAITING' AND kind = 'event' THEN wait_key END AS wait_key
+   FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND due_at <= coalesce($1, now())
    ORDER BY due_at, run_id, idx LIMIT $2)
   UNION ALL
-  (SELECT timeout_at, run_id, idx, name FROM {{schema}}.tasks WHERE timeout_at IS NOT NULL AND timeout_at <= coalesce($1, now())
+  (SELECT timeout_at, run_id, idx, name, NULL, NULL FROM {{schema}}.tasks WHERE timeout_at IS NOT NULL AND timeout_at <= coalesce($1, now())
    ORDER BY timeout_at, run_id, idx LIMIT $2)
   UNION ALL
-  (SELECT deadline_at, id, -1, NULL FROM {{schema}}.runs WHERE deadline_at IS NOT NULL AND deadline_at <= coalesce($1, now())
+  (SELECT deadline_at, id, -1, NULL, NULL, NULL FROM {{schema}}.runs WHERE deadline_at IS NOT NULL AND deadline_at <= coalesce($1, now())
    ORDER BY deadline_at, id LIMIT $2)
   UNION ALL
-  (SELECT r.rate_until, r.run_id, -2 - t.idx, r.name FROM {{schema}}.ready r
+  (SELECT r.rate_until, r.run_id, -2 - t.idx, r.name, NULL, NULL FROM {{schema}}.ready r
    JOIN {{schema}}.tasks t ON t.run_id = r.run_id AND t.name = r.name
    WHERE r.rate_until IS NOT NULL AND r.rate_until <= coalesce($1, now())
    ORDER BY r.rate_until, r.run_id, r.name LIMIT $2)

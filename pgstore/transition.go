@@ -183,6 +183,9 @@ type plan struct {
 	// inbox loads the messages pending for the runs, locked
 	// (change.inbox): the call applies them.
 	inbox bool
+	// locks are transaction advisory locks (event keys) taken after the
+	// runs' locks, before the messages are read.
+	locks []int64
 }
 
 // transition runs one transition in its own transaction: it locks and loads
@@ -190,16 +193,29 @@ type plan struct {
 // trips (begin+load, writes+commit), three when the change dequeues or
 // enqueues (ready rows and lanes are locked first).
 func (s *Store) transition(ctx context.Context, p *plan) error {
+	c, err := s.transact(ctx, p)
+	if err != nil {
+		return err
+	}
+	// The messages the transition left for other runs are applied now,
+	// once its connection is back in the pool, each run's in a transaction
+	// of its own; what fails here is left to the leader (ApplyInbox).
+	s.deliver(ctx, p.now, c.inboxRuns)
+	return nil
+}
+
+// transact runs the transaction of a transition and returns its change.
+func (s *Store) transact(ctx context.Context, p *plan) (*change, error) {
 	b := &pgx.Batch{}
 	var l loader
 	l.queue(&s.q, b, p)
 	tx, err := s.beginOwn(ctx, b)
 	if err != nil {
-		return fmt.Errorf("pgstore: begin: %w", err)
+		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
 	defer tx.close(ctx)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("pgstore: load runs: %w", err)
+		return nil, fmt.Errorf("pgstore: load runs: %w", err)
 	}
 	now := p.now
 	if now.IsZero() {
@@ -209,24 +225,20 @@ func (s *Store) transition(ctx context.Context, p *plan) error {
 	}
 	c := newChange(dag.Timestamp(now))
 	if err := l.build(ctx, s, tx, c); err != nil {
-		return err
+		return nil, err
 	}
 	if p.inbox {
 		c.applyInbox(l.inbox)
 	}
 	if err := p.apply(c); err != nil {
-		return err
+		return nil, err
 	}
 	var extra func(b *pgx.Batch)
 	if p.extra != nil {
 		extra = func(b *pgx.Batch) { p.extra(b, c) }
 	}
 	if err := s.persist(ctx, tx, c, extra, tx); err != nil {
-		return err
+		return nil, err
 	}
-	// The messages the transition left for other runs are applied now, each
-	// run's in a transaction of its own; what fails here is left to the
-	// leader (ApplyInbox).
-	s.deliver(ctx, p.now, c.inboxRuns)
-	return nil
+	return c, nil
 }

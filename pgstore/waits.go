@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -199,7 +198,7 @@ func (c *change) applyInbox(rows []inboxRow) {
 	for _, ir := range rows {
 		c.inboxDone = append(c.inboxDone, ir.id)
 		if r := c.byID[ir.msg.Run]; r != nil {
-			fx, ok := r.Apply(&ir.msg, rand.Float64(), c.Now)
+			fx, ok := r.Apply(&ir.msg, c.Now)
 			c.Add(r, fx)
 			if ok {
 				c.inboxApplied = append(c.inboxApplied, ir.id)

@@ -985,11 +985,8 @@ type SignalParams struct {
 // ApplyInboxParams are the parameters of Store.ApplyInbox.
 type ApplyInboxParams struct {
 	Now time.Time
-	// Limit is the most messages applied in one call.
+	// Limit is the most runs whose messages are applied in one call.
 	Limit int
-	// Rand is a random number in [0, 1) used for the retry jitter of child
-	// steps whose child failed.
-	Rand float64
 }
 
 // ApplyInboxResult is the result of Store.ApplyInbox.

@@ -280,8 +280,10 @@ type Message struct {
 
 // Apply applies a message to its run. It reports whether it changed
 // anything: a message for a task that no longer waits for it, or a
-// cancellation of a settled run, does nothing.
-func (r *Run) Apply(m *Message, rand float64, now time.Time) (Effects, bool) {
+// cancellation of a settled run, does nothing. The retry jitter of a child
+// step whose child failed comes from the message (its child's ID), so that
+// every store applying it computes the same delay.
+func (r *Run) Apply(m *Message, now time.Time) (Effects, bool) {
 	switch m.Kind {
 	case MsgEvent:
 		i, ok := r.Shape.Index(m.Step)
@@ -294,7 +296,7 @@ func (r *Run) Apply(m *Message, rand float64, now time.Time) (Effects, bool) {
 		if !ok || i >= r.Shape.Len() {
 			return Effects{}, false
 		}
-		return r.childSettled(i, m, rand, now)
+		return r.childSettled(i, m, unitFloat(m.Child), now)
 	case MsgCancel:
 		fx, err := r.Cancel(m.Error, now)
 		return fx, err == nil
@@ -333,6 +335,11 @@ func (r *Run) childSettled(i int, m *Message, rand float64, now time.Time) (Effe
 	}
 	r.checkRun(now)
 	return r.end(), true
+}
+
+// unitFloat maps an ID to a number in [0, 1).
+func unitFloat(id uuid.UUID) float64 {
+	return float64(binary.BigEndian.Uint64(id[8:])>>11) / (1 << 53)
 }
 
 // settledMessage is the message a child run that settled leaves for its

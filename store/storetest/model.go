@@ -24,10 +24,11 @@ const ModelSteps = 150
 // after every step: the results of each call, and every run with its tasks
 // and events (event IDs aside; times compared with Equal). Operations cover
 // creating runs of small random shapes (sleeps, retries with backoff,
-// on-failure handlers, several tenants and workflows), claiming with random
-// limits and tenant caps, finishing with every outcome kind (stale and
-// duplicate outcomes included), firing timers, rescuing, heartbeating and
-// advancing the clock.
+// on-failure handlers, steps that wait for events and signals, child steps,
+// map steps, several tenants and workflows), claiming with random limits
+// and tenant caps, finishing with every outcome kind (stale and duplicate
+// outcomes included), sending events and signals, cancelling and replaying
+// runs, firing timers, rescuing, heartbeating and advancing the clock.
 //
 // Use it to hold a store to a reference one: Model(t, memstore.New(), s, seed).
 func Model(t *testing.T, a, b store.Store, seed int64) {
@@ -54,18 +55,28 @@ type model struct {
 	a, b store.Store
 	rng  *rand.Rand
 	now  time.Time
-	runs []uuid.UUID
+	runs []uuid.UUID // every run, child runs included
 	// claims holds every claim seen, current or not, to replay outcomes.
-	claims []store.TaskRef
+	claims []claimRef
 	log    []string
 	cur    string // the operation being applied
 }
 
+// claimRef is a claim and the kind of its task.
+type claimRef struct {
+	ref  store.TaskRef
+	kind store.TaskKind
+}
+
 var (
 	modelTenants   = []string{"t-a", "t-b", "t-c", "t-d"}
-	modelWorkflows = []string{"wf1", "wf2"}
+	modelWorkflows = []string{"wf1", "wf2", modelChild}
 	modelWorkers   = []string{"w1", "w2", "w3"}
+	modelKeys      = []string{"k0", "k1", "k2"}
 )
+
+// modelChild is the workflow of the model's child runs.
+const modelChild = "wfc"
 
 func (m *model) fail(format string, args ...any) {
 	m.t.Helper()
@@ -101,10 +112,18 @@ func (m *model) step() string {
 		return m.finish()
 	case k < 73:
 		return m.fire()
-	case k < 80:
+	case k < 78:
 		return m.rescue()
-	case k < 87:
+	case k < 83:
 		return m.heartbeat()
+	case k < 86:
+		return m.send()
+	case k < 88:
+		return m.signal()
+	case k < 90:
+		return m.cancel()
+	case k < 92:
+		return m.replay()
 	default:
 		d := time.Duration(m.rng.IntN(3000))*time.Millisecond + time.Duration(m.rng.IntN(1000))
 		m.now = m.now.Add(d)
@@ -134,8 +153,30 @@ func (m *model) shape() *store.Shape {
 				st.Parents = append(st.Parents, fmt.Sprintf("s%d", p))
 			}
 		}
-		if m.rng.IntN(6) == 0 {
+		switch m.rng.IntN(12) {
+		case 0:
 			st.Sleep = time.Duration(1+m.rng.IntN(4)) * time.Second
+		case 1, 2:
+			w := &store.WaitSpec{}
+			if m.rng.IntN(3) == 0 {
+				w.Signal = "sig"
+			} else if m.rng.IntN(2) == 0 {
+				w.Lookback = time.Duration(1+m.rng.IntN(4)) * time.Second
+			}
+			if m.rng.IntN(2) == 0 {
+				w.Timeout = time.Duration(1+m.rng.IntN(4)) * time.Second
+				w.SkipOnTimeout = m.rng.IntN(2) == 0
+			}
+			st.Wait = w
+		case 3:
+			st.Child = &store.ChildSpec{Workflow: modelChild, Result: "c1"}
+		case 4, 5, 6:
+			if i > 0 {
+				if len(st.Parents) == 0 {
+					st.Parents = []string{fmt.Sprintf("s%d", m.rng.IntN(i))}
+				}
+				st.Map = &store.MapSpec{Over: st.Parents[0]}
+			}
 		}
 		sh.Steps = append(sh.Steps, st)
 	}
@@ -143,6 +184,15 @@ func (m *model) shape() *store.Shape {
 		sh.OnFailure = &store.OnFailureSpec{Retry: m.policy()}
 	}
 	return sh
+}
+
+// childRun is the run a child step asks to start.
+func (m *model) childRun() *store.NewRun {
+	sh := &store.Shape{Steps: []store.StepSpec{
+		{Name: "c0", Retry: m.policy()},
+		{Name: "c1", Parents: []string{"c0"}, Retry: m.policy()},
+	}}
+	return &store.NewRun{Workflow: modelChild, Input: m.bytes(), Shape: sh}
 }
 
 func (m *model) uuid() uuid.UUID {
@@ -189,11 +239,7 @@ func (m *model) create() string {
 		if !reflect.DeepEqual(ra, rb) {
 			m.fail("CreateRuns results differ: A: %+v, B: %+v", ra, rb)
 		}
-		for k, cr := range ra.Runs {
-			if !cr.Duplicate {
-				m.runs = append(m.runs, ids[k])
-			}
-		}
+		_ = ids
 	}
 	return fmt.Sprintf("create %d runs (err %v)", n, ea)
 }
@@ -226,30 +272,38 @@ func (m *model) claim() string {
 	require.NoError(m.t, err)
 	m.equal(normClaims(ca), normClaims(cb), "claims")
 	for _, c := range ca {
-		m.claims = append(m.claims, c.Ref())
+		m.claims = append(m.claims, claimRef{c.Ref(), c.Kind})
 	}
 	return fmt.Sprintf("claim %s limit %d cap %d %v: %d", p.WorkerID, p.Limit, p.TenantLimit, p.Workflows, len(ca))
 }
 
-func (m *model) pickRefs(max int) []store.TaskRef {
+func (m *model) pickRefs(max int) []claimRef {
 	if len(m.claims) == 0 {
 		return nil
 	}
 	n := 1 + m.rng.IntN(max)
-	var refs []store.TaskRef
+	var refs []claimRef
 	for range n {
 		// Favour recent claims, which are more likely current.
 		k := len(m.claims) - 1 - m.rng.IntN(min(len(m.claims), 6))
 		if m.rng.IntN(5) == 0 {
 			k = m.rng.IntN(len(m.claims))
 		}
-		ref := m.claims[k]
+		c := m.claims[k]
 		if m.rng.IntN(12) == 0 {
-			ref.Token++ // a claim that never was
+			c.ref.Token++ // a claim that never was
 		}
-		refs = append(refs, ref)
+		refs = append(refs, c)
 	}
 	return refs
+}
+
+func taskRefs(cs []claimRef) []store.TaskRef {
+	out := make([]store.TaskRef, len(cs))
+	for i, c := range cs {
+		out[i] = c.ref
+	}
+	return out
 }
 
 func (m *model) finish() string {
@@ -258,9 +312,18 @@ func (m *model) finish() string {
 		return m.claim()
 	}
 	p := &store.FinishTasksParams{Now: m.now}
-	for _, ref := range refs {
-		o := store.Outcome{Task: ref, Rand: m.rng.Float64()}
+	for _, c := range refs {
+		o := store.Outcome{Task: c.ref, Rand: m.rng.Float64()}
 		switch k := m.rng.IntN(10); {
+		case k < 5 && c.kind == store.KindEvent:
+			o.Kind, o.Key = store.OutcomeWait, modelKeys[m.rng.IntN(len(modelKeys))]
+		case k < 5 && c.kind == store.KindChild:
+			o.Kind, o.Child = store.OutcomeSpawn, m.childRun()
+		case k < 5 && c.kind == store.KindMap:
+			o.Kind = store.OutcomeFanOut
+			for range m.rng.IntN(4) {
+				o.Items = append(o.Items, fmt.Appendf(nil, "%d", m.rng.IntN(3)))
+			}
 		case k < 5:
 			o.Kind, o.Output = store.OutcomeComplete, m.bytes()
 		case k < 8:
@@ -278,6 +341,60 @@ func (m *model) finish() string {
 	require.NoError(m.t, err)
 	m.equal(ra, rb, "finish results")
 	return fmt.Sprintf("finish %d outcomes: %v", len(p.Outcomes), ra)
+}
+
+func (m *model) send() string {
+	p := &store.SendEventsParams{Now: m.now}
+	for range 1 + m.rng.IntN(2) {
+		p.Events = append(p.Events, store.EventMessage{Tenant: modelTenants[m.rng.IntN(len(modelTenants))],
+			Key: modelKeys[m.rng.IntN(len(modelKeys))], Payload: m.bytes()})
+	}
+	ra, err := m.a.SendEvents(ctx, p)
+	require.NoError(m.t, err)
+	rb, err := m.b.SendEvents(ctx, p)
+	require.NoError(m.t, err)
+	m.equal(ra, rb, "send results")
+	return fmt.Sprintf("send %d events: %v", len(p.Events), ra.Delivered)
+}
+
+func (m *model) pickRun() uuid.UUID {
+	if len(m.runs) == 0 {
+		return m.uuid()
+	}
+	return m.runs[m.rng.IntN(len(m.runs))]
+}
+
+func (m *model) signal() string {
+	p := &store.SignalParams{Now: m.now, RunID: m.pickRun(), Name: "sig", Payload: m.bytes()}
+	ea := m.a.Signal(ctx, p)
+	eb := m.b.Signal(ctx, p)
+	if (ea == nil) != (eb == nil) || errors.Is(ea, store.ErrRunSettled) != errors.Is(eb, store.ErrRunSettled) {
+		m.fail("signal errors differ: A: %v, B: %v", ea, eb)
+	}
+	return fmt.Sprintf("signal %s: %v", p.RunID, ea)
+}
+
+func (m *model) cancel() string {
+	p := &store.CancelRunsParams{Now: m.now, IDs: []uuid.UUID{m.pickRun()}, Reason: "model"}
+	ra, err := m.a.CancelRuns(ctx, p)
+	require.NoError(m.t, err)
+	rb, err := m.b.CancelRuns(ctx, p)
+	require.NoError(m.t, err)
+	m.equal(ra, rb, "cancel results")
+	return fmt.Sprintf("cancel %s: %v", p.IDs[0], ra[0].Err)
+}
+
+func (m *model) replay() string {
+	p := &store.ReplayRunsParams{Now: m.now, IDs: []uuid.UUID{m.pickRun()}}
+	if m.rng.IntN(3) == 0 {
+		p.FromStep = fmt.Sprintf("s%d", m.rng.IntN(3))
+	}
+	ra, err := m.a.ReplayRuns(ctx, p)
+	require.NoError(m.t, err)
+	rb, err := m.b.ReplayRuns(ctx, p)
+	require.NoError(m.t, err)
+	m.equal(ra, rb, "replay results")
+	return fmt.Sprintf("replay %s from %q: %v", p.IDs[0], p.FromStep, ra[0].Err)
 }
 
 func (m *model) fire() string {
@@ -306,7 +423,7 @@ func (m *model) rescue() string {
 }
 
 func (m *model) heartbeat() string {
-	p := &store.HeartbeatParams{Now: m.now, WorkerID: modelWorkers[m.rng.IntN(len(modelWorkers))], Tasks: m.pickRefs(4)}
+	p := &store.HeartbeatParams{Now: m.now, WorkerID: modelWorkers[m.rng.IntN(len(modelWorkers))], Tasks: taskRefs(m.pickRefs(4))}
 	ra, err := m.a.Heartbeat(ctx, p)
 	require.NoError(m.t, err)
 	rb, err := m.b.Heartbeat(ctx, p)
@@ -315,9 +432,16 @@ func (m *model) heartbeat() string {
 	return fmt.Sprintf("heartbeat %s %d tasks: %d lost", p.WorkerID, len(p.Tasks), len(ra.Lost))
 }
 
-// compareRuns requires both stores to hold the same runs, tasks and events.
+// compareRuns requires both stores to hold the same runs (as ListRuns lists
+// them: the child runs too), tasks and events.
 func (m *model) compareRuns() {
 	m.t.Helper()
+	la, lb := m.listAll(m.a), m.listAll(m.b)
+	m.equal(la, lb, "run lists")
+	m.runs = m.runs[:0]
+	for _, r := range la {
+		m.runs = append(m.runs, r.ID)
+	}
 	for _, id := range m.runs {
 		ra, err := m.a.GetRun(ctx, id)
 		require.NoError(m.t, err)
@@ -336,6 +460,26 @@ func (m *model) compareRuns() {
 		eb, err := m.b.ListEvents(ctx, id)
 		require.NoError(m.t, err)
 		m.equal(normEvents(ea), normEvents(eb), fmt.Sprintf("events of run %s", id))
+	}
+}
+
+// listAll lists every run of s, newest first.
+func (m *model) listAll(s store.Store) []store.RunSummary {
+	m.t.Helper()
+	var out []store.RunSummary
+	var after *store.RunKey
+	for {
+		res, err := s.ListRuns(ctx, &store.ListRunsParams{After: after, Limit: 100})
+		require.NoError(m.t, err)
+		for _, r := range res.Runs {
+			r.CreatedAt, r.FinishedAt = normTime(r.CreatedAt), normTime(r.FinishedAt)
+			out = append(out, r)
+		}
+		if !res.More {
+			return out
+		}
+		last := res.Runs[len(res.Runs)-1]
+		after = &store.RunKey{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
 }
 
@@ -367,7 +511,7 @@ func normTasks(ts []*store.Task) []store.Task {
 	out := make([]store.Task, len(ts))
 	for i, t := range ts {
 		c := *t
-		c.Output = normBytes(c.Output)
+		c.Output, c.Input = normBytes(c.Output), normBytes(c.Input)
 		c.DueAt, c.StartedAt, c.FinishedAt = normTime(c.DueAt), normTime(c.StartedAt), normTime(c.FinishedAt)
 		c.HeartbeatAt = normTime(c.HeartbeatAt)
 		out[i] = c
@@ -398,6 +542,16 @@ func normClaims(cs []*store.ClaimedTask) []store.ClaimedTask {
 			}
 		} else {
 			n.ParentOutputs = nil
+		}
+		if n.ParentItems != nil {
+			n.ParentItems = make(map[string][][]byte, len(c.ParentItems))
+			for k, items := range c.ParentItems {
+				norm := make([][]byte, len(items))
+				for j, it := range items {
+					norm[j] = normBytes(it)
+				}
+				n.ParentItems[k] = norm
+			}
 		}
 		out[i] = n
 	}
