@@ -1,6 +1,7 @@
 // Command durable is the command-line companion of the durable library: a
 // demo, and (with PostgreSQL) migrations, workers, triggers, operating runs
-// (list, show, cancel, replay, prune, stats) and benchmarks.
+// (list, show, cancel, replay, prune, stats), sending events and signals to
+// the steps waiting for them, and benchmarks.
 package main
 
 import (
@@ -25,9 +26,13 @@ Commands:
   worker    serve the built-in workflows until SIGTERM, then drain
   bench     measure throughput, latency, fairness and idle cost on PostgreSQL
   trigger   start runs of a built-in workflow, optionally wait for them
-  runs      operate runs: list (filter by status, workflow, tenant, time),
-            show RUN_ID (input, steps, outputs, events), cancel and replay
+  runs      operate runs: list (filter by status, workflow, tenant, time,
+            parent run), show RUN_ID (input, steps, what they wait for,
+            parent and child runs, outputs, events), cancel and replay
             (by ID or by filter), prune (delete old settled runs)
+  events    send an event to the steps of a tenant's runs waiting for its
+            key (events send)
+  signal    send a signal to the steps of a run waiting for it
   stats     queue depths and run counts by workflow and tenant
   schedules cron schedules of built-in workflows: create, list, pause,
             resume, delete
@@ -58,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"bench":     benchCmd,
 		"trigger":   triggerCmd,
 		"runs":      runsCmd,
+		"events":    eventsCmd,
+		"signal":    signalCmd,
 		"stats":     statsCmd,
 		"schedules": schedulesCmd,
 		"version":   versionCmd,

@@ -23,9 +23,11 @@ import (
 
 const runsUsage = `Usage: durable runs <list|show|cancel|replay|prune> [flags]
 
-  list    list runs, newest first, by status, workflow, tenant and time
-  show    print a run: its input, its steps with their parents, its
-          failure; on request each step's output and the event log
+  list    list runs, newest first, by status, workflow, tenant, time and
+          parent run
+  show    print a run: its input, its steps with their parents, what
+          they wait for, its parent and child runs, its failure; on
+          request each step's output and the event log
   cancel  cancel runs that have not settled, by ID or by filter
   replay  run settled runs again, keeping what completed, by ID or by
           filter
@@ -40,17 +42,31 @@ errors), 2 bad flags or arguments.
 
 const runsShowUsage = `Usage: durable runs show RUN_ID --database-url URL [flags]
 
-Prints a run (workflow, tenant, status, times, the failure or the reason it
-was cancelled), its input (indented when it is JSON, else base64), and a
-table of its steps: their parents, state, attempts, when each started and
-finished, when a sleep or a retry backoff is due, and the latest error. With
---outputs, the output of every completed step too; with --events, the run's
-event log. Times in the tables are relative to the run's creation.
+Prints a run (workflow, tenant, its parent run and step if a step of
+another run started it, status, times, the failure or the reason it was
+cancelled), its input (indented when it is JSON, else base64), and a table
+of its steps: their parents, state, attempts, when each started and
+finished, when a sleep, a retry backoff or the timeout of a wait is due,
+and the latest error.
 
-With --json, one JSON object holding all of it, the outputs included: the
-input and each output as JSON when it is valid JSON ("input", "output"),
-else as base64 ("input_base64", "output_base64"); times in RFC 3339, null
-when they did not happen; "events" with --events.
+Then, if it has steps that wait, what each waits (or waited) for: the
+event key, the signal name, the child run, or a map step's items counted
+by state, with the first failed items and their errors; and its child runs
+(the first 20: ID, step, workflow, status, failure; "durable runs list
+--parent RUN_ID" lists every one). With --outputs, the output of every
+completed step too (of a map step, its first 10 completed items); with
+--events, the run's event log. Times in the tables are relative to the
+run's creation.
+
+With --json, one JSON object holding all of it, the outputs and every item
+of a map step included: the input and each output as JSON when it is
+valid JSON ("input", "output"), else as base64 ("input_base64",
+"output_base64"); times in RFC 3339, null when they did not happen;
+"parent" ({"run_id", "step", "result"}, null for a run that is not a
+child), "children" (as "durable runs list --json" prints runs, up to 1000;
+"more_children" when there are more); per step "event_key", "signal",
+"child_run_id" when set, and for a map step "item_counts" (by state) and
+"items"; "events" with --events.
 
 Flags:
 `
@@ -59,10 +75,13 @@ const runsListUsage = `Usage: durable runs list --database-url URL [flags]
 
 Lists runs newest first, --limit at a time: ID, workflow, tenant, status,
 when each was created and when it settled (local time), and the step that
-failed it with its error, or the reason it was cancelled. A run is listed
-when it matches every filter given. --since, --until, --finished-since and
---finished-until take an RFC 3339 time or a duration meaning that long ago,
-on the database's clock.
+failed it with its error, or the reason it was cancelled. When child runs
+are listed (runs a step started with durable.Child), a PARENT (STEP) column
+names each one's parent run and the step that started it ("-" for the
+others). A run is listed when it matches every filter given. --since,
+--until, --finished-since and --finished-until take an RFC 3339 time or a
+duration meaning that long ago, on the database's clock; --parent RUN_ID
+lists the child runs of that run.
 
 When more runs match, the last line is the command for the next page: the
 same flags (--database-url left out) and --cursor. A cursor continues only
@@ -71,10 +90,10 @@ the first page.
 
 With --json, one JSON object:
   {"runs": [{"id", "workflow", "tenant", "status", "failed_step", "error",
-             "created_at", "finished_at"}, ...],
+             "created_at", "finished_at", "parent_id", "parent_step"}, ...],
    "next": "CURSOR"}
-with RFC 3339 times, "finished_at" null until the run settles, and "next"
-empty on the last page.
+with RFC 3339 times, "finished_at" null until the run settles, "parent_id"
+and "parent_step" only for child runs, and "next" empty on the last page.
 
 Flags:
 `
@@ -258,16 +277,19 @@ func runsShow(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return a.fail(explainRunError(err, id, op.schema))
 	}
-	var evs []durable.Event
+	v := &runView{res: res}
+	if v.children, v.moreChildren, err = childRuns(ctx, op.e, res); err != nil {
+		return a.fail(err)
+	}
 	if *events {
-		if evs, err = op.e.Events(ctx, id); err != nil {
+		if v.events, err = op.e.Events(ctx, id); err != nil {
 			return a.fail(explainRunError(err, id, op.schema))
 		}
 	}
 	if *asJSON {
-		return a.printJSON(stdout, runDetail(res, evs, *events))
+		return a.printJSON(stdout, runDetail(v, *events))
 	}
-	printRun(stdout, res, evs, showOptions{events: *events, outputs: *outputs})
+	printRun(stdout, v, showOptions{events: *events, outputs: *outputs})
 	return 0
 }
 
@@ -330,14 +352,18 @@ type showOptions struct {
 	outputs bool
 }
 
-// printRun prints a run, its input and steps and, on request, the steps'
-// outputs and the event log.
-func printRun(w io.Writer, res *durable.RunResult, evs []durable.Event, opts showOptions) {
+// printRun prints a run, its input and steps, what its steps wait for, its
+// child runs and, on request, the steps' outputs and the event log.
+func printRun(w io.Writer, v *runView, opts showOptions) {
+	res, evs := v.res, v.events
 	rel := func(t time.Time) string { return offset(t, res.CreatedAt) }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "run\t%s\n", res.ID)
 	fmt.Fprintf(tw, "workflow\t%s\n", res.Workflow)
 	fmt.Fprintf(tw, "tenant\t%s\n", res.Tenant)
+	if res.Parent != nil {
+		fmt.Fprintf(tw, "parent\t%s (step %s)\n", res.Parent.RunID, dag.DisplayName(res.Parent.Step))
+	}
 	fmt.Fprintf(tw, "status\t%s\n", res.Status)
 	fmt.Fprintf(tw, "created\t%s\n", timestamp(res.CreatedAt))
 	if res.IdempotencyKey != "" {
@@ -396,11 +422,18 @@ func printRun(w io.Writer, res *durable.RunResult, evs []durable.Event, opts sho
 			s.Name, parents, s.State, s.Attempts, rel(s.StartedAt), rel(s.FinishedAt), took, due, errText)
 	}
 	tw.Flush()
+	printWaits(w, v)
+	printFailedItems(w, res)
+	printChildren(w, v)
 
 	if opts.outputs {
 		fmt.Fprintf(w, "\noutputs of the completed steps:\n")
 		n := 0
 		for _, s := range res.Steps {
+			if s.Kind == store.KindMap {
+				n += printItemOutputs(w, s)
+				continue
+			}
 			if s.State == durable.StepCompleted && len(s.Output) > 0 {
 				printValue(w, s.Name, s.Output)
 				n++
@@ -424,19 +457,24 @@ func printRun(w io.Writer, res *durable.RunResult, evs []durable.Event, opts sho
 			detail = "until " + rel(ev.DueAt)
 		case durable.EventRetrying:
 			detail = "next attempt at " + rel(ev.DueAt) + " after: " + detail
+		case durable.EventWaiting:
+			if !ev.DueAt.IsZero() {
+				detail += ", times out at " + rel(ev.DueAt)
+			}
 		}
 		if detail == "" {
 			detail = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", rel(ev.At), ev.Step, ev.Type, ev.Attempt, detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", rel(ev.At), dag.DisplayName(ev.Step), ev.Type, ev.Attempt, detail)
 	}
 	tw.Flush()
 }
 
-// waiting reports whether a step waits for its DueAt: a sleep, or a retry
-// backoff.
+// waiting reports whether a step waits for its DueAt: a sleep, a retry
+// backoff, or the timeout of a wait for an event or a signal.
 func waiting(s durable.StepResult) bool {
-	return !s.DueAt.IsZero() && (s.State == durable.StepSleeping || s.State == durable.StepQueued)
+	return !s.DueAt.IsZero() &&
+		(s.State == durable.StepSleeping || s.State == durable.StepQueued || s.State == durable.StepWaiting)
 }
 
 // printValue prints an encoded input or output under a label: indented
@@ -487,6 +525,10 @@ type runJSON struct {
 	Error      string            `json:"error"`
 	CreatedAt  time.Time         `json:"created_at"`
 	FinishedAt *time.Time        `json:"finished_at"`
+	// ParentID and ParentStep link a child run to its parent run and the
+	// step that started it; absent for other runs.
+	ParentID   *uuid.UUID `json:"parent_id,omitempty"`
+	ParentStep string     `json:"parent_step,omitempty"`
 }
 
 type runDetailJSON struct {
@@ -496,14 +538,48 @@ type runDetailJSON struct {
 	Deadline       *time.Time      `json:"deadline"`
 	Input          json.RawMessage `json:"input,omitempty"`
 	InputBase64    string          `json:"input_base64,omitempty"`
+	Parent         *parentJSON     `json:"parent"`
+	Children       []runJSON       `json:"children"`
+	MoreChildren   bool            `json:"more_children,omitempty"`
 	Steps          []stepJSON      `json:"steps"`
 	Events         []eventJSON     `json:"events,omitempty"`
+}
+
+// parentJSON links a child run to its parent: the run, its step that
+// started the child, and the child's step whose output is the result.
+type parentJSON struct {
+	RunID  uuid.UUID `json:"run_id"`
+	Step   string    `json:"step"`
+	Result string    `json:"result"`
 }
 
 type stepJSON struct {
 	Name         string            `json:"name"`
 	Kind         store.TaskKind    `json:"kind"`
 	Parents      []string          `json:"parents"`
+	State        durable.StepState `json:"state"`
+	Attempts     int               `json:"attempts"`
+	Error        string            `json:"error"`
+	DueAt        *time.Time        `json:"due_at"`
+	StartedAt    *time.Time        `json:"started_at"`
+	FinishedAt   *time.Time        `json:"finished_at"`
+	Output       json.RawMessage   `json:"output,omitempty"`
+	OutputBase64 string            `json:"output_base64,omitempty"`
+	// EventKey and Signal are what an event step waits (or waited) for,
+	// ChildRunID the child run a child step started last.
+	EventKey   string    `json:"event_key,omitempty"`
+	Signal     string    `json:"signal,omitempty"`
+	ChildRunID uuid.UUID `json:"child_run_id,omitzero"`
+	// ItemCounts and Items are a map step's items: how many are in each
+	// state, and every one (both present, maybe empty, for map steps only).
+	ItemCounts map[durable.StepState]int `json:"item_counts,omitzero"`
+	Items      []itemJSON                `json:"items,omitzero"`
+}
+
+// itemJSON is one item of a map step.
+type itemJSON struct {
+	Item         int               `json:"item"`
+	Name         string            `json:"name"`
 	State        durable.StepState `json:"state"`
 	Attempts     int               `json:"attempts"`
 	Error        string            `json:"error"`
@@ -545,13 +621,18 @@ func encoded(b []byte) (json.RawMessage, string) {
 }
 
 func summaryJSON(r durable.RunSummary) runJSON {
-	return runJSON{
+	out := runJSON{
 		ID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: r.Status, FailedStep: r.FailedStep, Error: r.Error,
 		CreatedAt: r.CreatedAt.UTC(), FinishedAt: optTime(r.FinishedAt),
 	}
+	if r.ParentID != uuid.Nil {
+		out.ParentID, out.ParentStep = &r.ParentID, dag.DisplayName(r.ParentStep)
+	}
+	return out
 }
 
-func runDetail(res *durable.RunResult, evs []durable.Event, events bool) *runDetailJSON {
+func runDetail(v *runView, events bool) *runDetailJSON {
+	res := v.res
 	out := &runDetailJSON{runJSON: runJSON{
 		ID: res.ID, Workflow: res.Workflow, Tenant: res.Tenant, Status: res.Status,
 		CreatedAt: res.CreatedAt.UTC(), FinishedAt: optTime(res.FinishedAt),
@@ -560,12 +641,22 @@ func runDetail(res *durable.RunResult, evs []durable.Event, events bool) *runDet
 	if errors.As(res.Err, &re) {
 		out.FailedStep, out.Error = re.Step, re.Message
 	}
+	if p := res.Parent; p != nil {
+		out.ParentID, out.ParentStep = &p.RunID, dag.DisplayName(p.Step)
+		out.Parent = &parentJSON{RunID: p.RunID, Step: dag.DisplayName(p.Step), Result: p.Result}
+	}
+	out.Children = make([]runJSON, len(v.children))
+	for i, c := range v.children {
+		out.Children[i] = summaryJSON(c)
+	}
+	out.MoreChildren = v.moreChildren
 	out.Input, out.InputBase64 = encoded(res.Input)
 	out.Steps = make([]stepJSON, len(res.Steps))
 	for i, s := range res.Steps {
 		js := stepJSON{
 			Name: s.Name, Kind: s.Kind, Parents: s.Parents, State: s.State, Attempts: s.Attempts, Error: s.Error,
 			StartedAt: optTime(s.StartedAt), FinishedAt: optTime(s.FinishedAt),
+			EventKey: s.EventKey, Signal: s.Signal, ChildRunID: s.ChildRunID,
 		}
 		if js.Parents == nil {
 			js.Parents = []string{}
@@ -574,13 +665,29 @@ func runDetail(res *durable.RunResult, evs []durable.Event, events bool) *runDet
 			js.DueAt = optTime(s.DueAt)
 		}
 		js.Output, js.OutputBase64 = encoded(s.Output)
+		if s.Kind == store.KindMap {
+			js.ItemCounts = itemCounts(s.Items)
+			js.Items = make([]itemJSON, len(s.Items))
+			for k, it := range s.Items {
+				ij := itemJSON{
+					Item: it.Item, Name: it.Name, State: it.State, Attempts: it.Attempts, Error: it.Error,
+					StartedAt: optTime(it.StartedAt), FinishedAt: optTime(it.FinishedAt),
+				}
+				if waiting(it) {
+					ij.DueAt = optTime(it.DueAt)
+				}
+				ij.Output, ij.OutputBase64 = encoded(it.Output)
+				js.Items[k] = ij
+			}
+		}
 		out.Steps[i] = js
 	}
 	if events {
-		out.Events = make([]eventJSON, len(evs))
-		for i, ev := range evs {
+		out.Events = make([]eventJSON, len(v.events))
+		for i, ev := range v.events {
 			out.Events[i] = eventJSON{
-				At: ev.At.UTC(), Step: ev.Step, Type: ev.Type, Attempt: ev.Attempt, Detail: ev.Detail, DueAt: optTime(ev.DueAt),
+				At: ev.At.UTC(), Step: dag.DisplayName(ev.Step), Type: ev.Type, Attempt: ev.Attempt, Detail: ev.Detail,
+				DueAt: optTime(ev.DueAt),
 			}
 		}
 	}

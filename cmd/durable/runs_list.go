@@ -6,10 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/google/uuid"
+
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/dag"
 )
 
 // listTime is how the run list prints times: to the second, local time.
@@ -21,6 +25,7 @@ func runsList(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	ff.register(a.fs)
 	limit := a.fs.Int("limit", 50, "most runs on a page, 1 to 1000")
 	cursor := a.fs.String("cursor", "", "continue a listing: the cursor its previous page printed (with the same filter flags)")
+	parent := a.fs.String("parent", "", "only the child runs of this run (a run ID)")
 	asJSON := a.fs.Bool("json", false, `print one JSON object: {"runs": [...], "next": CURSOR}`)
 	if _, code := a.parse(args, 0); code >= 0 {
 		return code
@@ -28,6 +33,12 @@ func runsList(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	f, err := ff.parse()
 	if err != nil {
 		return a.usageErr("%v", err)
+	}
+	if *parent != "" {
+		if f.filter.Parent, err = uuid.Parse(*parent); err != nil {
+			return a.usageErr("--parent %q is not a run ID: %v", *parent, err)
+		}
+		f.given = true
 	}
 	if *limit < 1 || *limit > 1000 {
 		return a.usageErr("--limit must be between 1 and 1000, got %d", *limit)
@@ -81,21 +92,35 @@ func runsList(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
-// printRunList prints runs as a table.
+// printRunList prints runs as a table; when child runs are among them, a
+// PARENT column names the parent run and step of each.
 func printRunList(w io.Writer, runs []durable.RunSummary) {
 	if len(runs) == 0 {
 		fmt.Fprintln(w, "no runs match")
 		return
 	}
+	children := slices.ContainsFunc(runs, func(r durable.RunSummary) bool { return r.ParentID != uuid.Nil })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "ID\tWORKFLOW\tTENANT\tSTATUS\tCREATED\tFINISHED\tFAILURE\n")
+	if children {
+		fmt.Fprintf(tw, "ID\tWORKFLOW\tTENANT\tSTATUS\tCREATED\tFINISHED\tPARENT (STEP)\tFAILURE\n")
+	} else {
+		fmt.Fprintf(tw, "ID\tWORKFLOW\tTENANT\tSTATUS\tCREATED\tFINISHED\tFAILURE\n")
+	}
 	for _, r := range runs {
 		finished := "-"
 		if !r.FinishedAt.IsZero() {
 			finished = r.FinishedAt.Local().Format(listTime)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Workflow, r.Tenant, r.Status,
-			r.CreatedAt.Local().Format(listTime), finished, failure(r))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t", r.ID, r.Workflow, r.Tenant, r.Status,
+			r.CreatedAt.Local().Format(listTime), finished)
+		if children {
+			parent := "-"
+			if r.ParentID != uuid.Nil {
+				parent = fmt.Sprintf("%s (%s)", r.ParentID, dag.DisplayName(r.ParentStep))
+			}
+			fmt.Fprintf(tw, "%s\t", parent)
+		}
+		fmt.Fprintf(tw, "%s\n", failure(r))
 	}
 	tw.Flush()
 }

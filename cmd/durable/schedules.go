@@ -129,11 +129,16 @@ func builtinDefinitions() (map[string]durable.Definition, map[string]any) {
 		workloads.Noop:    set.Noop,
 		workloads.DAG:     set.DAG,
 		workloads.Chain:   set.Chain,
+		workloads.Keyed:   set.Keyed,
+		workloads.Map:     set.Map,
+		workloads.Wait:    set.Wait,
+		workloads.Parent:  set.Parent,
 		workloads.Chaos:   set.Chaos,
 	}
 	inputs := map[string]any{
 		demo.WorkflowName: demo.Order{ID: "cli-1", Customer: "cli", Cents: 4200, Items: []string{"keyboard"}},
 		workloads.Noop:    0, workloads.DAG: 0, workloads.Chain: 0,
+		workloads.Keyed: 0, workloads.Map: 0, workloads.Wait: 0, workloads.Parent: 0,
 		workloads.Chaos: workloads.ChaosInput{},
 	}
 	return defs, inputs

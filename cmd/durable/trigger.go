@@ -23,10 +23,14 @@ import (
 const triggerUsage = `Usage: durable trigger --database-url URL --workflow NAME [flags]
 
 Starts --count runs of a built-in workflow (those "durable worker" serves:
-order-processing, bench-noop, bench-dag, bench-chain, chaos) in one
-transaction, and prints their IDs, one a line. Every run gets the same input:
---input, as JSON of the workflow's input type, or a default (a valid order for
-order-processing, {"n":0} for chaos, 0 for the bench-* workflows).
+order-processing, bench-noop, bench-dag, bench-chain, bench-keyed,
+bench-map, bench-wait, bench-parent, chaos) in one transaction, and prints
+their IDs, one a line. Every run gets the same input: --input, as JSON of
+the workflow's input type, or a default (a valid order for
+order-processing, {"n":0} for chaos, 0 for the bench-* workflows). The
+input of bench-map is its number of items; bench-wait N waits for the event
+"bench-N" and chaos {"n":N} for "chaos-N" (see "durable events send");
+bench-parent starts 10 child runs of bench-child.
 
 With --wait it then waits for each run to settle and prints a line per run,
 "<id> <STATUS> in <duration>", with the failure of a failed run; it exits 1
@@ -173,7 +177,8 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // builtinWorkflows lists the workflows `durable trigger` can start.
 func builtinWorkflows() []string {
-	return []string{demo.WorkflowName, workloads.Noop, workloads.DAG, workloads.Chain, workloads.Chaos}
+	return []string{demo.WorkflowName, workloads.Noop, workloads.DAG, workloads.Chain, workloads.Keyed,
+		workloads.Map, workloads.Wait, workloads.Parent, workloads.Chaos}
 }
 
 // newStarter decodes input (JSON; empty for the workflow's default input)
@@ -189,6 +194,14 @@ func newStarter(set *workloads.Set, name, input string) (starter, error) {
 		return starterFor(set.DAG, input, 0)
 	case workloads.Chain:
 		return starterFor(set.Chain, input, 0)
+	case workloads.Keyed:
+		return starterFor(set.Keyed, input, 0)
+	case workloads.Map:
+		return starterFor(set.Map, input, 0)
+	case workloads.Wait:
+		return starterFor(set.Wait, input, 0)
+	case workloads.Parent:
+		return starterFor(set.Parent, input, 0)
 	case workloads.Chaos:
 		return starterFor(set.Chaos, input, workloads.ChaosInput{})
 	}

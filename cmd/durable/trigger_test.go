@@ -176,7 +176,11 @@ func TestTriggerWait(t *testing.T) {
 	}
 	require.True(t, slept)
 
-	code, out, errOut = runCLI(t, p.flags("trigger", "--workflow", "chaos", "--input", `{"n":3}`, "--wait")...)
+	// chaos waits for the event "chaos-3", looking back an hour: sent
+	// first, it lets the run complete.
+	code, out, errOut = runCLI(t, p.flags("events", "send", "--key", "chaos-3")...)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	code, out, errOut = runCLI(t, p.flags("trigger", "--workflow", "chaos", "--input", `{"n":3}`, "--wait", "--timeout", "60s")...)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	id := parseIDs(t, out, 1)[0]
 	res, err := p.client(t).Get(context.Background(), id)
@@ -206,7 +210,7 @@ func TestTriggerUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--workflow", "bench-noop", "--database-url="}, "--database-url (or $DURABLE_DATABASE_URL) is required"},
-		{db, "--workflow is required: one of order-processing, bench-noop, bench-dag, bench-chain, chaos"},
+		{db, "--workflow is required: one of order-processing, bench-noop, bench-dag, bench-chain, bench-keyed, bench-map, bench-wait, bench-parent, chaos"},
 		{append([]string{"--workflow", "nope"}, db...), `unknown workflow "nope"`},
 		{append([]string{"--workflow", "chaos", "--input", `{"n":`}, db...), "--input for chaos: invalid JSON"},
 		{append([]string{"--workflow", "chaos", "--input", `{"m":1}`}, db...), `unknown field "m"`},
