@@ -114,10 +114,10 @@ type StatsOptions struct {
 }
 
 // Stats counts tasks and runs by workflow and tenant: the tasks ready,
-// waiting (retry backoffs, sleeps) and running with the age of the oldest
-// ready one, the runs in flight by status, and the runs that settled within
-// the window by status. Its cost does not grow with the number of settled
-// runs.
+// waiting (retry backoffs, sleeps, events, signals, child runs, map items)
+// and running with the age of the oldest ready one, the runs in flight by
+// status, and the runs that settled within the window by status. Its cost
+// does not grow with the number of settled runs.
 type Stats = store.Stats
 
 // TenantRuns is the operator API scoped to one tenant: every read and action

@@ -142,7 +142,8 @@ type StepResult struct {
 	// output is its items' outputs (Items); StepRef.Result decodes them.
 	Output []byte
 	// EventKey is the key a WaitForEvent step waits for (or last waited
-	// for), and Signal the name of a WaitForSignal step's signal.
+	// for; empty before it first waits), and Signal the name of a
+	// WaitForSignal step's signal.
 	EventKey, Signal string
 	// ChildRunID is the child run a Child step started last.
 	ChildRunID uuid.UUID
@@ -173,9 +174,13 @@ func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
 		res.Err = &RunError{RunID: run.ID, Workflow: run.Workflow, Status: run.Status, Step: run.FailedStep, Message: run.Error}
 	}
 	parents := map[string][]string{}
+	signals := map[string]string{}
 	if run.Shape != nil {
 		for _, st := range run.Shape.Steps {
 			parents[st.Name] = st.Parents
+			if st.Wait != nil {
+				signals[st.Name] = st.Wait.Signal
+			}
 		}
 	}
 	res.Steps = make([]StepResult, 0, len(tasks))
@@ -185,11 +190,10 @@ func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
 			DueAt: t.DueAt, StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Output: t.Output,
 			ChildRunID: t.Child, Item: t.Item,
 		}
-		if key, sig := dag.ParseWaitKey(t.WaitKey); sig {
-			sr.Signal = key
-		} else {
+		if key, sig := dag.ParseWaitKey(t.WaitKey); !sig {
 			sr.EventKey = key
 		}
+		sr.Signal = signals[t.Name] // known before the step waits
 		if t.Kind == store.KindItem {
 			// Items follow their map step, whose results they join (a map
 			// step's Items hold those it fanned out to).

@@ -497,6 +497,20 @@ func keyOf(r *dag.Run, i int) taskKey {
 	return taskKey{r.Rec.ID, dag.ItemBase + r.StepOf(i)*dag.MaxItems + r.Task(i).Item}
 }
 
+// compareTasks orders the tasks of a run as pgstore does (by idx, then
+// item): each step, then its items in item order.
+func compareTasks(a, b taskKey) int {
+	order := func(k taskKey) (int, int) {
+		if k.task < dag.ItemBase {
+			return k.task, -1
+		}
+		return itemOf(k)
+	}
+	am, ak := order(a)
+	bm, bk := order(b)
+	return cmp.Or(cmp.Compare(am, bm), cmp.Compare(ak, bk))
+}
+
 // itemOf decodes the key of an item: its map step and number.
 func itemOf(k taskKey) (m, n int) {
 	x := k.task - dag.ItemBase
@@ -773,7 +787,7 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 		}
 	}
 	slices.SortFunc(fire, func(a, b due) int {
-		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.k.run.String(), b.k.run.String()), cmp.Compare(a.k.task, b.k.task))
+		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.k.run.String(), b.k.run.String()), compareTasks(a.k, b.k))
 	})
 	if p.Limit > 0 && len(fire) > p.Limit {
 		fire = fire[:p.Limit]
@@ -867,7 +881,7 @@ func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 		}
 	}
 	slices.SortFunc(dead, func(a, b taskKey) int {
-		return cmp.Or(cmp.Compare(a.run.String(), b.run.String()), cmp.Compare(a.task, b.task))
+		return cmp.Or(cmp.Compare(a.run.String(), b.run.String()), compareTasks(a, b))
 	})
 	if p.Limit > 0 && len(dead) > p.Limit {
 		dead = dead[:p.Limit]

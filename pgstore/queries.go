@@ -185,7 +185,7 @@ WITH dead AS (
   SELECT t.run_id, t.idx, t.name FROM {{schema}}.tasks t
   WHERE t.state = 'RUNNING'
     AND greatest(t.started_at, t.heartbeat_at) <= coalesce($1, now()) - $2::bigint * interval '1 microsecond'
-  ORDER BY t.run_id, t.idx LIMIT $3
+  ORDER BY t.run_id, t.idx, t.item NULLS FIRST LIMIT $3
 )
 SELECT d.run_id, d.idx, d.name,
        EXISTS (SELECT 1 FROM {{schema}}.incoming),
@@ -310,21 +310,21 @@ FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::int[], $6::tim
 		// the messages pending for the step (see waits.go).
 		dueTimers: r(`
 SELECT run_id, idx, name, tenant, wait_key FROM (
-  (SELECT due_at AS at, run_id, idx, name, tenant, CASE WHEN state = 'WAITING' AND kind = 'event' THEN wait_key END AS wait_key
+  (SELECT due_at AS at, run_id, idx, item, name, tenant, CASE WHEN state = 'WAITING' AND kind = 'event' THEN wait_key END AS wait_key
    FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND due_at <= coalesce($1, now())
    ORDER BY due_at, run_id, idx LIMIT $2)
   UNION ALL
-  (SELECT timeout_at, run_id, idx, name, NULL, NULL FROM {{schema}}.tasks WHERE timeout_at IS NOT NULL AND timeout_at <= coalesce($1, now())
+  (SELECT timeout_at, run_id, idx, item, name, NULL, NULL FROM {{schema}}.tasks WHERE timeout_at IS NOT NULL AND timeout_at <= coalesce($1, now())
    ORDER BY timeout_at, run_id, idx LIMIT $2)
   UNION ALL
-  (SELECT deadline_at, id, -1, NULL, NULL, NULL FROM {{schema}}.runs WHERE deadline_at IS NOT NULL AND deadline_at <= coalesce($1, now())
+  (SELECT deadline_at, id, -1, NULL, NULL, NULL, NULL FROM {{schema}}.runs WHERE deadline_at IS NOT NULL AND deadline_at <= coalesce($1, now())
    ORDER BY deadline_at, id LIMIT $2)
   UNION ALL
-  (SELECT r.rate_until, r.run_id, -2 - t.idx, r.name, NULL, NULL FROM {{schema}}.ready r
+  (SELECT r.rate_until, r.run_id, -2 - t.idx, NULL, r.name, NULL, NULL FROM {{schema}}.ready r
    JOIN {{schema}}.tasks t ON t.run_id = r.run_id AND t.name = r.name
    WHERE r.rate_until IS NOT NULL AND r.rate_until <= coalesce($1, now())
    ORDER BY r.rate_until, r.run_id, r.name LIMIT $2)
-) d ORDER BY at, run_id, idx, name LIMIT $2`),
+) d ORDER BY at, run_id, idx, item NULLS FIRST LIMIT $2`),
 		// The next timer and the time, read before FireTimers opens a
 		// transaction: an idle leader stops here.
 		timerCheck: r(`SELECT ` + nextTimerSQL + `, coalesce($1, now())`),

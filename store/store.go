@@ -910,7 +910,8 @@ type QueueStats struct {
 	// Ready counts the tasks claimable now.
 	Ready int
 	// Waiting counts the tasks waiting for a timer (retry backoffs, sleeps,
-	// rate limits) or parked behind a concurrency key.
+	// rate limits, wait timeouts), parked behind a concurrency key, or
+	// WAITING for an event, a signal, a child run or a map step's items.
 	Waiting int
 	// Running counts the tasks claimed and running.
 	Running int

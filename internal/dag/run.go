@@ -641,7 +641,8 @@ func (r *Run) reset(i int) { r.resetTask(i) }
 
 // resetTask makes task i as new: PENDING, no attempt, no claim, no
 // result. A map step keeps its count of items (their rows stay), a child
-// step its last child, an item its input.
+// step its last child, an item its input, and every task its last
+// heartbeat (a claim clears it; stores keep it as a worker wrote it).
 func (r *Run) resetTask(i int) {
 	t := r.Task(i)
 	t.State = store.TaskPending
@@ -652,7 +653,6 @@ func (r *Run) resetTask(i int) {
 	t.Worker = ""
 	t.DueAt = time.Time{}
 	t.TimeoutAt = time.Time{}
-	t.HeartbeatAt = time.Time{}
 	t.Output = nil
 	t.Error = ""
 	t.StartedAt = time.Time{}
