@@ -60,7 +60,11 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 
 	s := d.byName[c.Step]
 	if s == nil || !s.runs(c.Kind) {
-		return terminal(fmt.Errorf("%w: step %q of workflow %q is not a %s step in this process's definition", ErrUnknownStep, c.Step, c.Workflow, c.Kind))
+		what := "a step"
+		if c.Kind != store.KindStep {
+			what = "a " + string(c.Kind) + " step"
+		}
+		return terminal(fmt.Errorf("%w: step %q of workflow %q is not %s in this process's definition", ErrUnknownStep, c.Step, c.Workflow, what))
 	}
 	sc.step = s
 	sc.parents = make(map[*stepDef]any, len(s.parents))
