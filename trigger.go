@@ -202,7 +202,8 @@ func (e *Engine) result(ctx context.Context, run *store.Run) (*RunResult, error)
 	return newRunResult(run, tasks, e.cfg.Codec), nil
 }
 
-// Events returns a run's event log in order.
+// Events returns a run's event log in order. Events of a map step's items
+// name them "step[k]".
 func (e *Engine) Events(ctx context.Context, id uuid.UUID) ([]Event, error) {
 	evs, err := e.store.ListEvents(ctx, id)
 	if err != nil {
@@ -211,6 +212,7 @@ func (e *Engine) Events(ctx context.Context, id uuid.UUID) ([]Event, error) {
 	out := make([]Event, len(evs))
 	for i, ev := range evs {
 		out[i] = *ev
+		out[i].Step = dag.DisplayName(ev.Step) // an item as "step[k]", as RunResult names it
 	}
 	return out, nil
 }

@@ -255,22 +255,25 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 // (RUNNING tasks whose claim and last heartbeat are DeadAfter old, in run id
 // and shape order) and whether the leader's other chores are due: promoting
 // incoming tasks whose notification was lost, pruning obsolete frontier
-// rows. Candidates are rescued by dag.Run.Rescue once their runs are
-// locked, which decides on the heartbeats as they are then.
+// rows, applying messages for runs that a process left pending. Candidates
+// are rescued first, by dag.Run.Rescue once their runs are locked, which
+// decides on the heartbeats as they are then; the chores follow.
 func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*store.RescueTasksResult, error) {
 	res, err := s.rescueTasks(ctx, p)
 	return res, classify(err)
+}
+
+// cand is a candidate for a rescue.
+type cand struct {
+	run  uuid.UUID
+	idx  int
+	name string
 }
 
 func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*store.RescueTasksResult, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = -1
-	}
-	type cand struct {
-		run  uuid.UUID
-		idx  int
-		name string
 	}
 	var dead []cand
 	var items []itemRef
@@ -301,6 +304,12 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: rescue: %w", err)
 	}
+	res := &store.RescueTasksResult{}
+	// The dead workers' steps first: their runs wait for them, and the
+	// chores can take seconds on a busy machine.
+	if err := s.rescueDead(ctx, p, dead, items, res); err != nil {
+		return nil, err
+	}
 	if incoming {
 		if _, err := s.promote(ctx); err != nil {
 			return nil, err
@@ -316,15 +325,19 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 			return nil, err
 		}
 	}
-	res := &store.RescueTasksResult{}
+	return res, nil
+}
+
+// rescueDead rescues the candidates of a leader pass (dag.Run.Rescue).
+func (s *Store) rescueDead(ctx context.Context, p *store.RescueTasksParams, dead []cand, items []itemRef, res *store.RescueTasksResult) error {
 	if len(dead) == 0 {
-		return res, nil
+		return nil
 	}
 	ids := make([]uuid.UUID, 0, len(dead))
 	for _, d := range dead {
 		ids = append(ids, d.run)
 	}
-	err = retryRaced(func(lockReady bool) error {
+	return retryRaced(func(lockReady bool) error {
 		res.Rescued = nil
 		return s.transition(ctx, &plan{
 			now:       nowOf(p.Now),
@@ -353,10 +366,6 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 			},
 		})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
 }
 
 // nullLimit turns a negative limit into SQL NULL (LIMIT NULL: no limit).

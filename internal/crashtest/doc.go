@@ -3,9 +3,13 @@
 // them during durable sleeps, and restart PostgreSQL under them.
 //
 // The tests build ./cmd/durable once, give each test its own schema, and
-// check afterwards, from the database alone, that every run completed, that
-// every step's outcome was recorded exactly once, that the event logs are
-// consistent, and how fast the steps of killed workers were run again.
+// check afterwards, from the database and the engine's API, that every run
+// completed, child runs included, that every step's and every map item's
+// outcome was recorded exactly once, that the event logs are consistent,
+// that each event wait received the first event sent for it (the tests send
+// the chaos runs' events, some before the runs wait and some while they
+// do), that each child step's result is its one completed child run's, and
+// how fast the steps of killed workers were run again.
 //
 // They are heavy and one of them restarts the PostgreSQL server, so they
 // skip unless DURABLE_CRASH_TESTS=1, and must not run beside other tests:

@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,11 +18,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
 )
@@ -411,6 +414,7 @@ func (w *worker) runningOf() []attemptKey {
 	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (attemptKey, error) {
 		var k attemptKey
 		err := row.Scan(&k.run, &k.step, &k.attempt)
+		k.step = dag.DisplayName(k.step) // an item as the engine's API names it
 		return k, err
 	})
 	require.NoError(h.t, err)
@@ -424,32 +428,84 @@ type attemptKey struct {
 	attempt int
 }
 
-// counts returns how many runs there are and how many have settled. It
-// returns an error instead of failing, for polls that span a PostgreSQL
-// restart.
-func (h *harness) counts(ctx context.Context) (total, settled int, err error) {
-	err = h.pool.QueryRow(ctx, `SELECT count(*), count(finished_at) FROM `+h.table("runs")).Scan(&total, &settled)
-	return total, settled, err
+// counts returns how many runs the test triggered (child runs left out)
+// and how many of them have settled, and how many runs, child runs
+// included, have not. It returns an error instead of failing, for polls
+// that span a PostgreSQL restart.
+func (h *harness) counts(ctx context.Context) (total, settled, open int, err error) {
+	err = h.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE parent_id IS NULL),
+  count(finished_at) FILTER (WHERE parent_id IS NULL), count(*) FILTER (WHERE finished_at IS NULL) FROM `+h.table("runs")).
+		Scan(&total, &settled, &open)
+	return total, settled, open, err
 }
 
-// waitSettled waits until at least want runs exist and all have settled.
+// pendingMessages returns how many messages for runs (a sent event for a
+// waiting step, a child run's settlement, the cancellation of a child) wait
+// in the inbox table to be applied to their runs.
+func (h *harness) pendingMessages(ctx context.Context) (n int, err error) {
+	err = h.pool.QueryRow(ctx, `SELECT count(*) FROM `+h.table("inbox")).Scan(&n)
+	return n, err
+}
+
+// waitSettled waits until at least want runs were triggered, and all runs,
+// child runs included, have settled, and no message for a run is left
+// pending: a message the process that wrote it did not apply (it died) is
+// applied by the leader's periodic pass.
 func (h *harness) waitSettled(want int, within time.Duration) {
 	h.t.Helper()
+	ctx := context.Background()
 	deadline := time.Now().Add(within)
-	var total, settled int
+	var total, settled, open, pending int
 	var err error
 	for time.Now().Before(deadline) {
-		total, settled, err = h.counts(context.Background())
-		if err == nil && total >= want && settled == total {
-			return
+		total, settled, open, err = h.counts(ctx)
+		if err == nil && total >= want && open == 0 {
+			pending, err = h.pendingMessages(ctx)
+			if err == nil && pending == 0 {
+				return
+			}
 		}
 		time.Sleep(100 * time.Millisecond) // polling a condition
 	}
-	rows, _ := h.pool.Query(context.Background(), `
-SELECT t.run_id::text || ' ' || t.name || ' ' || t.state || ' attempt ' || t.attempt || ' worker ' || coalesce(t.worker, '-')
+	require.Failf(h.t, "runs did not settle", "%d of %d runs settled, %d runs open (child runs included), %d messages pending, after %s (want %d runs; last error %v)\n%s",
+		settled, total, open, pending, within, want, err, h.diagnose(ctx))
+}
+
+// diagnose describes what keeps runs from settling: their open tasks, the
+// messages pending in the inbox, and the event log of the first open run.
+func (h *harness) diagnose(ctx context.Context) string {
+	var b strings.Builder
+	rows, err := h.pool.Query(ctx, `
+SELECT t.run_id::text || ' ' || r.workflow || ' ' || t.name || ' ' || t.kind || ' ' || t.state || ' attempt ' || t.attempt ||
+       ' token ' || t.token || ' worker ' || coalesce(t.worker, '-') || coalesce(' wait_key ' || t.wait_key, '') ||
+       coalesce(' child ' || t.child_id::text, '') || coalesce(' items_left ' || t.items_left, '')
 FROM `+h.table("tasks")+` t JOIN `+h.table("runs")+` r ON r.id = t.run_id
-WHERE r.finished_at IS NULL AND t.state NOT IN ('COMPLETED', 'SKIPPED', 'FAILED', 'CANCELLED') LIMIT 20`)
-	open, _ := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.Failf(h.t, "runs did not settle", "%d of %d settled after %s (want %d; last error %v); open tasks:\n%s",
-		settled, total, within, want, err, strings.Join(open, "\n"))
+WHERE r.finished_at IS NULL AND t.state NOT IN ('COMPLETED', 'SKIPPED', 'FAILED', 'CANCELLED')
+ORDER BY r.created_at, t.run_id, t.name LIMIT 30`)
+	open, err2 := pgx.CollectRows(rows, pgx.RowTo[string])
+	fmt.Fprintf(&b, "open tasks (error %v):\n%s\n", cmp.Or(err, err2), strings.Join(open, "\n"))
+	rows, err = h.pool.Query(ctx, `
+SELECT i.id || ' run ' || i.run_id::text || ' ' || coalesce(r.workflow || ' ' || r.status, 'no such run') || ' kind ' || i.kind ||
+       coalesce(' step ' || i.step, '') || coalesce(' token ' || i.token, '') || coalesce(' message ' || i.message_id, '') ||
+       coalesce(' child ' || i.child_id::text, '') || coalesce(' status ' || i.status, '') ||
+       coalesce(' result_state ' || i.result_state, '') || coalesce(' error ' || i.error, '')
+FROM `+h.table("inbox")+` i LEFT JOIN `+h.table("runs")+` r ON r.id = i.run_id ORDER BY i.id LIMIT 30`)
+	inbox, err2 := pgx.CollectRows(rows, pgx.RowTo[string])
+	fmt.Fprintf(&b, "inbox (error %v):\n%s\n", cmp.Or(err, err2), strings.Join(inbox, "\n"))
+	var first string
+	err = h.pool.QueryRow(ctx, `SELECT coalesce((SELECT id::text FROM `+h.table("runs")+
+		` WHERE finished_at IS NULL ORDER BY created_at, id LIMIT 1), '')`).Scan(&first)
+	if err != nil || first == "" {
+		return b.String()
+	}
+	evs, err := h.client.Events(ctx, uuid.MustParse(first))
+	fmt.Fprintf(&b, "event log of run %s (error %v):\n", first, err)
+	for _, ev := range evs {
+		due := ""
+		if !ev.DueAt.IsZero() {
+			due = " due " + ev.DueAt.Format("15:04:05.000000")
+		}
+		fmt.Fprintf(&b, "  %s %s %s#%d %s%s\n", ev.At.Format("15:04:05.000000"), ev.Step, ev.Type, ev.Attempt, ev.Detail, due)
+	}
+	return b.String()
 }

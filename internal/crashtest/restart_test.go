@@ -3,6 +3,7 @@ package crashtest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,16 +14,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/internal/workloads"
 )
 
 // TestPostgresRestart restarts the PostgreSQL server under three busy
 // workers: chaos runs are triggered at a steady pace, half before the
-// restart and half after it, so that every worker has work on both sides.
-// The workers must reconnect by themselves (their processes are never
-// restarted), each must run steps again, and every run must complete, with
-// each step recorded once.
+// restart and half after it, so that every worker has work on both sides,
+// and their events are sent (some only after the restart). The workers
+// must reconnect by themselves (their processes are never restarted), each
+// must run steps again, and every run and child run must complete, with
+// each step and item recorded once and each event received once.
 func TestPostgresRestart(t *testing.T) {
 	h := newHarness(t)
 	version, cluster := localCluster(t, h)
@@ -33,22 +34,26 @@ func TestPostgresRestart(t *testing.T) {
 
 	set := workloads.New(workloads.Options{})
 	ctx := context.Background()
-	// trigger starts runs from..to-1, 10 every 250ms.
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	// trigger starts runs from..to-1, 10 every 250ms, and sends their
+	// events (see approver): the events held back from the last batch
+	// before the restart go out after it.
+	ap := newApprover(h.client, set.Chaos, rand.New(rand.NewPCG(seed, seed>>1)))
 	trigger := func(from, to int) {
 		tick := time.NewTicker(250 * time.Millisecond)
 		defer tick.Stop()
 		for b := from; b < to; b += 10 {
-			ts := make([]durable.Trigger[workloads.ChaosInput], 0, 10)
+			ns := make([]int, 0, 10)
 			for n := b; n < min(b+10, to); n++ {
-				ts = append(ts, durable.Trigger[workloads.ChaosInput]{Tenant: fmt.Sprintf("tenant-%d", n%5), Input: workloads.ChaosInput{N: n}})
+				ns = append(ns, n)
 			}
-			_, err := set.Chaos.RunManyNoWait(ctx, h.client, ts)
-			require.NoError(t, err)
+			require.NoError(t, ap.trigger(ctx, ns))
 			<-tick.C
 		}
 	}
 	trigger(0, runs/2)
-	total, before, err := h.counts(ctx)
+	total, before, _, err := h.counts(ctx)
 	require.NoError(t, err)
 
 	issued := time.Now()
@@ -64,6 +69,7 @@ func TestPostgresRestart(t *testing.T) {
 	t.Logf("PostgreSQL restarted with %d of %d runs settled: accepting connections again %s after the restart was issued (pg_ctlcluster returned after %s)",
 		before, total, up.Sub(issued).Round(time.Millisecond), returned.Sub(issued).Round(time.Millisecond))
 	trigger(runs/2, runs)
+	require.NoError(t, ap.flush(ctx))
 
 	h.waitSettled(runs, 3*time.Minute)
 	settledAt := time.Since(up)
@@ -131,9 +137,13 @@ func TestPostgresRestart(t *testing.T) {
 	require.Empty(t, rescued, "steps of live workers were rescued (times relative to PostgreSQL coming back)")
 
 	rs := verifyRecorded(t, s, runs)
-	es := verifyChaos(t, h, s)
-	t.Logf("runs %d (all COMPLETED), recorded outcomes %d, recorded duplicates %d; executions %d for %d recorded step outputs (%d re-executions)",
-		rs.runs, rs.outcomes, rs.duplicates, es.executions, es.recordedSteps, es.reexecutions)
+	cs := verifyChaos(t, h, s)
+	as := ap.st
+	t.Logf("runs %d (all COMPLETED) and %d child runs (%d failed or cancelled, retried), tasks %d (%d items), recorded outcomes %d, recorded duplicates %d; executions %d for %d recorded outputs of code (%d re-executions)",
+		rs.runs, rs.children, cs.failedChildren, rs.tasks, rs.items, rs.outcomes, rs.duplicates, cs.executions, cs.recordedSteps, cs.reexecutions)
+	t.Logf("events: %d sent before their run was triggered, %d after it (%d received by a step already waiting); %d approve steps received theirs by the lookback, %d while waiting; %d second events, none received",
+		as.early, as.late, as.live, cs.lookback, cs.approvals-cs.lookback, as.seconds)
+	require.Equal(t, runs, cs.approvals, "every approve step received its event")
 }
 
 // watchRestart reports when a server started after issued first accepts a

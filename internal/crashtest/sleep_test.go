@@ -67,7 +67,7 @@ func TestStoppedDuringSleep(t *testing.T) {
 	time.Sleep(time.Until(lastDue.Add(time.Second)))
 	n, _, _ = sleeping()
 	require.Equal(t, runs, n, "with no worker running nothing wakes")
-	_, settled, err := h.counts(ctx)
+	_, settled, _, err := h.counts(ctx)
 	require.NoError(t, err)
 	require.Zero(t, settled)
 
