@@ -203,19 +203,29 @@ func (r *Run) failMap(m, k int, msg string, now time.Time) {
 // included (their claims are cleared, so that their workers learn it and
 // their late outcomes are stale).
 func (r *Run) cancelItems(m int, now time.Time, reason string) {
+	for _, i := range r.itemsInOrder(m) {
+		if t := r.Task(i); !t.State.Terminal() {
+			t.Token = 0
+			r.cancel(i, now, reason)
+		}
+	}
+}
+
+// itemsInOrder returns the indexes of every item of map step m, in item
+// order (itemsOf), so that transitions over them record their events in
+// the same order in every store.
+func (r *Run) itemsInOrder(m int) []int {
 	items := r.itemsOf(m)
 	ks := make([]int, 0, len(items))
 	for k := range items {
 		ks = append(ks, k)
 	}
 	slices.Sort(ks)
-	for _, k := range ks {
-		i := items[k]
-		if t := r.Task(i); !t.State.Terminal() {
-			t.Token = 0
-			r.cancel(i, now, reason)
-		}
+	out := make([]int, len(ks))
+	for n, k := range ks {
+		out[n] = items[k]
 	}
+	return out
 }
 
 // fanOut splits map step i into one item per input and makes it wait for

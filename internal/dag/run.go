@@ -526,7 +526,7 @@ func (r *Run) Replay(from string, now time.Time) (Effects, error) {
 		r.reset(i)
 		if forced[i] && r.Tasks[i].Kind == store.KindMap && r.Tasks[i].Items > 0 {
 			// Forced to run again: none of its items keeps its output.
-			for _, j := range r.itemsOf(i) {
+			for _, j := range r.itemsInOrder(i) {
 				r.event(j, store.EventReplayed, now, detail, time.Time{})
 				r.resetTask(j)
 			}

@@ -1,0 +1,233 @@
+package dag
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable/store"
+)
+
+func TestItemNames(t *testing.T) {
+	t.Parallel()
+	for _, step := range []string{"a", "charge-lines", "a/b:c.d_e", "9"} {
+		for _, k := range []int{0, 7, 10, 99_999} {
+			name := ItemName(step, k)
+			got, n, ok := ParseItem(name)
+			require.True(t, ok, name)
+			require.Equal(t, step, got)
+			require.Equal(t, k, n)
+			require.Greater(t, name, "z", "items sort after every step name: %s", name)
+			require.Greater(t, name, store.OnFailureTask)
+			require.Equal(t, step+"["+itoa(k)+"]", DisplayName(name))
+		}
+	}
+	for _, bad := range []string{"a", "~a", "~a[", "~a[]", "~[1]", "~a[-1]", "~a[01]", "~a[1", "a[1]", "~a[x]"} {
+		_, _, ok := ParseItem(bad)
+		require.False(t, ok, bad)
+		require.Equal(t, bad, DisplayName(bad))
+	}
+	require.Equal(t, "~a[", ItemPrefix("a"))
+}
+
+func itoa(k int) string {
+	return ItemName("x", k)[3 : len(ItemName("x", k))-1]
+}
+
+func TestFits(t *testing.T) {
+	t.Parallel()
+	kinds := []store.TaskKind{store.KindStep, store.KindOnFailure, store.KindEvent, store.KindChild, store.KindMap, store.KindItem}
+	fitting := map[store.OutcomeKind][]store.TaskKind{
+		store.OutcomeComplete: {store.KindStep, store.KindOnFailure, store.KindItem},
+		store.OutcomeFail:     kinds,
+		store.OutcomeRelease:  kinds,
+		store.OutcomeSkip:     {store.KindStep, store.KindOnFailure, store.KindEvent, store.KindChild, store.KindMap},
+		store.OutcomeWait:     {store.KindEvent},
+		store.OutcomeSpawn:    {store.KindChild},
+		store.OutcomeFanOut:   {store.KindMap},
+	}
+	for o, ok := range fitting {
+		for _, k := range kinds {
+			want := false
+			for _, f := range ok {
+				want = want || f == k
+			}
+			require.Equal(t, want, fits(k, o), "kind %s, outcome %d", k, o)
+		}
+	}
+}
+
+func TestChildID(t *testing.T) {
+	t.Parallel()
+	p := uuid.New()
+	a := ChildID(p, "ship", 7)
+	require.Equal(t, a, ChildID(p, "ship", 7), "deterministic")
+	require.NotEqual(t, a, ChildID(p, "ship", 8), "per claim")
+	require.NotEqual(t, a, ChildID(p, "ship2", 7), "per step")
+	require.NotEqual(t, a, ChildID(uuid.New(), "ship", 7), "per parent")
+	require.Equal(t, uuid.Version(5), a.Version())
+}
+
+func TestSignalKeys(t *testing.T) {
+	t.Parallel()
+	k, sig := ParseWaitKey(SignalKey("go"))
+	require.True(t, sig)
+	require.Equal(t, "go", k)
+	k, sig = ParseWaitKey("go")
+	require.False(t, sig)
+	require.Equal(t, "go", k)
+	require.False(t, ValidEventKey(SignalKey("go")), "no event key is a signal's")
+}
+
+func TestCompileKinds(t *testing.T) {
+	t.Parallel()
+	waiting := st("w")
+	waiting.Wait = &store.WaitSpec{Timeout: time.Hour, SkipOnTimeout: true, Lookback: time.Minute}
+	child := st("c")
+	child.Child = &store.ChildSpec{Workflow: "other", Result: "r"}
+	mapped := st("m", "l")
+	mapped.Map = &store.MapSpec{Over: "l"}
+	c, err := Compile(&store.Shape{Steps: []store.StepSpec{waiting, child, st("l"), mapped}})
+	require.NoError(t, err)
+	require.Equal(t, store.KindEvent, c.Kind(0))
+	require.Equal(t, store.KindChild, c.Kind(1))
+	require.Equal(t, store.KindStep, c.Kind(2))
+	require.Equal(t, store.KindMap, c.Kind(3))
+
+	bad := map[string]store.StepSpec{}
+	two := st("x")
+	two.Wait, two.Child = &store.WaitSpec{}, &store.ChildSpec{Workflow: "o", Result: "r"}
+	bad["two kinds"] = two
+	neg := st("x")
+	neg.Wait = &store.WaitSpec{Timeout: -1}
+	bad["negative timeout"] = neg
+	skip := st("x")
+	skip.Wait = &store.WaitSpec{SkipOnTimeout: true}
+	bad["skip without timeout"] = skip
+	sig := st("x")
+	sig.Wait = &store.WaitSpec{Signal: "a\nb"}
+	bad["bad signal"] = sig
+	noWf := st("x")
+	noWf.Child = &store.ChildSpec{Workflow: "", Result: "r"}
+	bad["no child workflow"] = noWf
+	over := st("x")
+	over.Map = &store.MapSpec{Over: "nope"}
+	bad["map over a non-parent"] = over
+	for name, spec := range bad {
+		_, err := Compile(&store.Shape{Steps: []store.StepSpec{st("l"), spec}})
+		require.ErrorIs(t, err, ErrInvalidKind, name)
+	}
+}
+
+// startSteps starts a run of steps for the wait tests.
+func startSteps(t *testing.T, steps ...store.StepSpec) *Run {
+	t.Helper()
+	c, err := Compile(&store.Shape{Steps: steps})
+	require.NoError(t, err)
+	r, _ := Start(store.Run{ID: uuid.New(), Workflow: "wf", Tenant: "acme"}, c, t0, time.Time{})
+	return r
+}
+
+func claimed(t *testing.T, r *Run, i int, token int64) {
+	t.Helper()
+	_, ok := r.Claim(i, token, "w", t0)
+	require.True(t, ok)
+}
+
+func TestDeliverOnlyToTheWaitingClaim(t *testing.T) {
+	t.Parallel()
+	w := st("w")
+	w.Wait = &store.WaitSpec{Lookback: time.Minute}
+	r := startSteps(t, w, st("after", "w"))
+	claimed(t, r, 0, 10)
+	fx, status := r.Finish(0, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: "w", Token: 10}, Kind: store.OutcomeWait, Key: "k"}, t0)
+	require.Equal(t, store.FinishApplied, status)
+	require.Equal(t, []int{0}, fx.Waits)
+	require.Equal(t, store.TaskWaiting, r.Tasks[0].State)
+	require.Equal(t, WaitQuery{I: 0, Run: r.Rec.ID, Tenant: "acme", Key: "k", Since: t0.Add(-time.Minute)}, r.WaitQuery(0, t0))
+
+	_, ok := r.Deliver(0, 11, []byte(`1`), t0) // another claim's
+	require.False(t, ok)
+	fx, ok = r.Deliver(0, 10, []byte(`1`), t0.Add(time.Second))
+	require.True(t, ok)
+	require.Equal(t, store.TaskCompleted, r.Tasks[0].State)
+	require.Equal(t, []int{1}, fx.Enqueued)
+	_, ok = r.Deliver(0, 10, []byte(`2`), t0.Add(2*time.Second)) // once
+	require.False(t, ok)
+	require.Equal(t, `1`, string(r.Tasks[0].Output))
+}
+
+func TestFanOutKeepsCompletedItemsOfTheSameInput(t *testing.T) {
+	t.Parallel()
+	m := st("m", "l")
+	m.Map = &store.MapSpec{Over: "l"}
+	r := startSteps(t, st("l"), m)
+	r.Tasks[0].State = store.TaskCompleted
+	r.Tasks[1].State = store.TaskQueued
+	claimed(t, r, 1, 5)
+	ref := store.TaskRef{RunID: r.Rec.ID, Step: "m", Token: 5}
+	fx, _ := r.Finish(1, &store.Outcome{Task: ref, Kind: store.OutcomeFanOut, Items: [][]byte{[]byte(`a`), []byte(`b`), []byte(`c`)}}, t0)
+	require.Len(t, fx.NewTasks, 3)
+	require.Len(t, fx.Enqueued, 3)
+	require.Equal(t, 3, r.Tasks[1].Left)
+
+	// As stored after item 0 completed and item 1 failed, then a replay
+	// fanned out again to a, B: item 0 keeps its output, item 1 runs again
+	// with its new input, item 2 goes.
+	stored := []store.Task{
+		{RunID: r.Rec.ID, Name: ItemName("m", 0), Kind: store.KindItem, State: store.TaskCompleted, Item: 0, Input: []byte(`a`), Output: []byte(`A`)},
+		{RunID: r.Rec.ID, Name: ItemName("m", 1), Kind: store.KindItem, State: store.TaskFailed, Item: 1, Input: []byte(`b`)},
+		{RunID: r.Rec.ID, Name: ItemName("m", 2), Kind: store.KindItem, State: store.TaskCancelled, Item: 2, Input: []byte(`c`)},
+	}
+	r2, err := Load(r.Rec, r.Shape, []store.Task{r.Tasks[0], {RunID: r.Rec.ID, Name: "m", Kind: store.KindMap, State: store.TaskQueued, Items: 3}})
+	require.NoError(t, err)
+	r2.LoadItems = func(int) ([]store.Task, error) { return stored, nil }
+	claimed(t, r2, 1, 6)
+	fx, _ = r2.Finish(1, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: "m", Token: 6}, Kind: store.OutcomeFanOut,
+		Items: [][]byte{[]byte(`a`), []byte(`B`)}}, t0)
+	require.NoError(t, r2.Err())
+	require.Equal(t, 2, r2.Tasks[1].Items)
+	require.Equal(t, 1, r2.Tasks[1].Left, "only item 1 runs again")
+	require.Len(t, fx.Enqueued, 1)
+	require.Len(t, fx.Deleted, 1)
+	i0, _ := r2.ItemIndex(1, 0)
+	i1, _ := r2.ItemIndex(1, 1)
+	i2, _ := r2.ItemIndex(1, 2)
+	require.Equal(t, []int{i1}, fx.Enqueued)
+	require.Equal(t, []int{i2}, fx.Deleted)
+	require.Equal(t, `A`, string(r2.Task(i0).Output))
+	require.Equal(t, `B`, string(r2.Task(i1).Input))
+	require.Equal(t, store.TaskQueued, r2.Task(i1).State)
+}
+
+func TestApplyChildSettled(t *testing.T) {
+	t.Parallel()
+	c := st("c")
+	c.Child = &store.ChildSpec{Workflow: "other", Result: "r"}
+	c.Retry = store.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Second, Factor: 1, Jitter: 1}
+	r := startSteps(t, c)
+	claimed(t, r, 0, 3)
+	child := &store.NewRun{Workflow: "other", Shape: &store.Shape{Steps: []store.StepSpec{st("r")}}}
+	fx, _ := r.Finish(0, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: "c", Token: 3}, Kind: store.OutcomeSpawn, Child: child}, t0)
+	require.Len(t, fx.Spawned, 1)
+	kid := fx.Spawned[0]
+	require.Equal(t, ChildID(r.Rec.ID, "c", 3), kid.ID)
+	require.Equal(t, &store.ParentRef{RunID: r.Rec.ID, Step: "c", Result: "r"}, kid.Parent)
+
+	// Another child's settlement, and a run settling while still running,
+	// change nothing.
+	_, ok := r.Apply(&Message{Kind: MsgChild, Run: r.Rec.ID, Step: "c", Child: uuid.New(), Status: store.RunCompleted}, t0)
+	require.False(t, ok)
+	_, ok = r.Apply(&Message{Kind: MsgChild, Run: r.Rec.ID, Step: "c", Child: kid.ID, Status: store.RunRunning}, t0)
+	require.False(t, ok)
+	// A failure retries, with a jitter that comes from the child's ID: the
+	// same in every store.
+	_, ok = r.Apply(&Message{Kind: MsgChild, Run: r.Rec.ID, Step: "c", Child: kid.ID, Status: store.RunFailed, Error: "boom"}, t0)
+	require.True(t, ok)
+	require.Equal(t, store.TaskQueued, r.Tasks[0].State)
+	want := Timestamp(t0.Add(RetryDelay(c.Retry, 1, unitFloat(kid.ID))))
+	require.Equal(t, want, r.Tasks[0].DueAt)
+	require.Contains(t, r.Tasks[0].Error, "boom")
+}
