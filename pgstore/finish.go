@@ -277,7 +277,8 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 	}
 	var dead []cand
 	var items []itemRef
-	var incoming, prune, pending bool
+	var incoming, prune bool
+	var pending pgtype.Int8
 	// Times are whole microseconds, so "now - last >= DeadAfter" is "last <=
 	// now - DeadAfter rounded up to a microsecond".
 	micros := (p.DeadAfter + time.Microsecond - 1) / time.Microsecond
@@ -320,8 +321,12 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 			return nil, fmt.Errorf("pgstore: prune frontier: %w", err)
 		}
 	}
-	if pending {
-		if _, err := s.ApplyInbox(ctx, &store.ApplyInboxParams{Now: p.Now}); err != nil {
+	// Messages left pending since the previous pass at least (the store
+	// applies those of its calls right after they commit, so that a
+	// younger one is likely being applied now): a process died before it
+	// applied them.
+	if mark := s.inboxMark.Swap(pending.Int64); mark > 0 && pending.Valid {
+		if _, err := s.applyPending(ctx, &store.ApplyInboxParams{Now: p.Now}, min(mark, pending.Int64)); err != nil {
 			return nil, err
 		}
 	}

@@ -69,6 +69,9 @@ type Store struct {
 	// priority; the next claim reorders their lanes first (priority.go).
 	priorities atomic.Bool
 	incoming   atomic.Bool
+	// inboxMark is the newest pending message the leader's previous pass
+	// saw: the next pass applies those up to it that are still pending.
+	inboxMark atomic.Int64
 }
 
 var (

@@ -190,7 +190,7 @@ WITH dead AS (
 SELECT d.run_id, d.idx, d.name,
        EXISTS (SELECT 1 FROM {{schema}}.incoming),
        EXISTS (SELECT 1 FROM {{schema}}.frontier r WHERE ` + obsoleteFrontier + `),
-       EXISTS (SELECT 1 FROM {{schema}}.inbox)
+       (SELECT max(id) FROM {{schema}}.inbox)
 FROM (SELECT 1) AS one LEFT JOIN dead d ON true`),
 		// Taken after the runs are locked, so that event ids and times follow
 		// the order in which transitions of a run commit.

@@ -148,7 +148,9 @@ FROM {{schema}}.inbox WHERE run_id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`),
 		deleteInbox: r(`DELETE FROM {{schema}}.inbox WHERE id = ANY($1::bigint[])`),
 		// The runs with messages pending, oldest message first.
 		pendingRuns: r(`
-SELECT run_id FROM (SELECT run_id, min(id) AS first FROM {{schema}}.inbox GROUP BY run_id) p ORDER BY first LIMIT $1`),
+SELECT run_id FROM (
+  SELECT run_id, min(id) AS first FROM {{schema}}.inbox WHERE $2::bigint IS NULL OR id <= $2 GROUP BY run_id) p
+ORDER BY first LIMIT $1`),
 		taskCompleted: r(`SELECT EXISTS (SELECT 1 FROM {{schema}}.tasks WHERE run_id = $1 AND name = $2 AND state = 'COMPLETED')`),
 		pruneEvents: r(`
 DELETE FROM {{schema}}.messages WHERE id = ANY (ARRAY (
@@ -440,21 +442,29 @@ func nullUUIDs(ids []uuid.UUID) []pgtype.UUID {
 	return out
 }
 
-// deliver applies the messages pending for runs, each run's in a
-// transition of its own at now (zero: the database's clock); runs chained
-// through messages, a parent and its children, are handled one after the
-// other. It returns the IDs of the messages taken and whether each changed
-// its run. Errors leave the messages to the leader.
+// deliverBatch is the most runs whose messages one transition applies.
+// One run per transaction made 1,000 events cost 1,000 commits (about 700
+// events/s delivered); 256 runs per transaction, about 9,600 (measured
+// with `durable bench --scenario events`, one sender).
+const deliverBatch = 256
+
+// deliver applies the messages pending for runs, deliverBatch runs per
+// transition (locked in id order, as every transition locks its runs), at
+// now (zero: the database's clock); the messages those leave for other
+// runs (a parent's, its children's) follow once they commit. It returns
+// the IDs of the messages taken and whether each changed its run. Errors
+// leave the messages to the leader.
 func (s *Store) deliver(ctx context.Context, now time.Time, runs []uuid.UUID) map[int64]bool {
 	done := map[int64]bool{}
+	runs = distinct(slices.Clone(runs))
 	for len(runs) > 0 {
-		id := runs[0]
-		runs = runs[1:]
+		chunk := runs[:min(len(runs), deliverBatch)]
+		runs = runs[len(chunk):]
 		var c *change
 		err := retryRaced(func(lockReady bool) error {
 			return s.transition(ctx, &plan{
 				now:       now,
-				ids:       []uuid.UUID{id},
+				ids:       chunk,
 				lockReady: lockReady,
 				inbox:     true,
 				apply: func(cc *change) error {
@@ -561,7 +571,9 @@ func (s *Store) sendEvents(ctx context.Context, tx pgx.Tx, p *store.SendEventsPa
 	slices.Sort(messages)
 	for k, mid := range messages {
 		for _, iid := range inboxOf[mid] {
-			if done[iid] {
+			// A message this call did not take was taken by the leader
+			// (or is left to it): it is delivered all the same.
+			if applied, taken := done[iid]; applied || !taken {
 				res.Delivered[k]++
 			}
 		}
@@ -602,13 +614,19 @@ func (s *Store) Signal(ctx context.Context, p *store.SignalParams) error {
 }
 
 // ApplyInbox implements store.Store: the runs with messages pending, oldest
-// first, each in a transition of its own.
+// first (deliver).
 func (s *Store) ApplyInbox(ctx context.Context, p *store.ApplyInboxParams) (*store.ApplyInboxResult, error) {
+	return s.applyPending(ctx, p, 0)
+}
+
+// applyPending applies the messages pending for up to p.Limit runs, those
+// with IDs up to upTo when it is positive.
+func (s *Store) applyPending(ctx context.Context, p *store.ApplyInboxParams, upTo int64) (*store.ApplyInboxResult, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 1000
 	}
-	rows, err := s.pool.Query(ctx, s.q.pendingRuns, limit)
+	rows, err := s.pool.Query(ctx, s.q.pendingRuns, limit, pgtype.Int8{Int64: upTo, Valid: upTo > 0})
 	if err != nil {
 		return nil, classify(fmt.Errorf("pgstore: pending messages: %w", err))
 	}

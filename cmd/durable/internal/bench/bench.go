@@ -1,8 +1,9 @@
 // Package bench measures durable on PostgreSQL: throughput of one-step runs
 // and of DAG runs inserted first and then worked, trigger and hand-off
 // latency at low load, fairness between tenants, what idle workers cost
-// the database, list pages over a million settled runs, and a soak at a
-// fixed rate with short retention. It is the engine of `durable bench`.
+// the database, list pages over a million settled runs, a soak at a fixed
+// rate with short retention, and the steps that wait: a map step's items,
+// runs waiting for events, child runs. It is the engine of `durable bench`.
 //
 // Every figure that can be is computed from the database's own timestamps
 // (tasks.started_at, tasks.finished_at, runs.created_at), which the store
@@ -30,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/workloads"
 	"github.com/effectivelabs/durable/pgstore"
 )
@@ -45,10 +47,13 @@ const (
 	Soak     = "soak"
 	Keyed    = "concurrency"
 	Cron     = "cron"
+	Map      = "map"
+	Events   = "events"
+	Children = "children"
 )
 
 // Scenarios lists the scenario names.
-var Scenarios = []string{Single, DAG, Latency, Fairness, Idle, List, Soak, Keyed, Cron}
+var Scenarios = []string{Single, DAG, Latency, Fairness, Idle, List, Soak, Keyed, Cron, Map, Events, Children}
 
 // ThroughputConcurrency is each worker's concurrency in the single and dag
 // scenarios unless Options.Concurrency says otherwise. With no-op steps the
@@ -92,7 +97,10 @@ type Options struct {
 	// Scenario is one of Scenarios. Required.
 	Scenario string
 	// Runs is the number of runs: single 100,000, dag 10,000 (100,000
-	// tasks), latency 500; for fairness, tenant B's backlog (10,000).
+	// tasks), latency 500, events 100,000, children 1,000 (parents,
+	// each starting workloads.ParentChildren child runs); for fairness,
+	// tenant B's backlog (10,000); for map, the items of its one run
+	// (10,000, at most dag.MaxItems).
 	Runs int
 	// Processes, when positive, runs the workers as that many `durable
 	// worker` processes (started from WorkerExe); 0 runs them in this
@@ -102,9 +110,10 @@ type Options struct {
 	// 3 for idle, 1 otherwise.
 	Workers int
 	// Concurrency is each worker's Config.Concurrency. Defaults to
-	// ThroughputConcurrency for single and dag, where it sets how many
-	// outcomes and claims share a transaction, and to the engine's default,
-	// 100, for the other scenarios.
+	// ThroughputConcurrency for single, dag, list, soak, concurrency, map,
+	// events and children, where it sets how many outcomes and claims
+	// share a transaction, and to the engine's default, 100, for the
+	// other scenarios.
 	Concurrency int
 	// ClaimBatch and FinishBatch are each in-process engine's
 	// Config.ClaimBatch and Config.FinishBatch; 0 keeps the engine's
@@ -112,10 +121,12 @@ type Options struct {
 	// Processes 0.
 	ClaimBatch  int
 	FinishBatch int
-	// Tenants spreads single and dag runs over that many tenants
-	// (default 1); for fairness it is the number of tenants with skewed
-	// backlogs (default 10), of TenantStep, 2×TenantStep, ... runs
-	// (default 100).
+	// Tenants spreads single, dag, soak, events and children runs over
+	// that many tenants (default 1); for fairness it is the number of
+	// tenants with skewed backlogs (default 10), of TenantStep,
+	// 2×TenantStep, ... runs (default 100); for map, above 1, Tenants-1
+	// other tenants queue Runs bench-noop runs each, competing with the
+	// map's items.
 	Tenants    int
 	TenantStep int
 	// InsertBatch is how many runs each RunManyNoWait call inserts.
@@ -127,9 +138,16 @@ type Options struct {
 	// Interval is the pause between two latency runs (each is waited for
 	// first). Defaults to 10ms.
 	Interval time.Duration
-	// Duration is how long idle measures (default 60s) and how long soak
-	// triggers runs (default 10m).
+	// Duration is how long idle measures (default 60s), how long soak
+	// triggers runs (default 10m), how long cron's workers run (default
+	// 150s), and the quiet period over which events samples the waiting
+	// workers' memory and goroutines (default 10s).
 	Duration time.Duration
+	// Senders is how many goroutines send the events scenario's events,
+	// each calling SendEvents with SendBatch events at a time. Defaults to
+	// DefaultSenders and 1,000.
+	Senders   int
+	SendBatch int
 	// Repeat is how many times list times each kind of page. Defaults to
 	// 200.
 	Repeat int
@@ -168,7 +186,7 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
 	}
 	switch o.Scenario {
-	case Single, DAG, Latency, Fairness, Idle, List, Soak, Keyed, Cron:
+	case Single, DAG, Latency, Fairness, Idle, List, Soak, Keyed, Cron, Map, Events, Children:
 	case "":
 		return bad("a scenario is required (%s)", strings.Join(Scenarios, ", "))
 	default:
@@ -181,6 +199,7 @@ func (o *Options) setDefaults() error {
 		"runs": o.Runs, "processes": o.Processes, "workers": o.Workers, "concurrency": o.Concurrency,
 		"claim batch": o.ClaimBatch, "finish batch": o.FinishBatch, "tenants": o.Tenants,
 		"tenant step": o.TenantStep, "insert batch": o.InsertBatch, "repeat": o.Repeat, "rate": o.Rate,
+		"senders": o.Senders, "send batch": o.SendBatch,
 	} {
 		if v < 0 {
 			return bad("%s must not be negative", name)
@@ -198,7 +217,11 @@ func (o *Options) setDefaults() error {
 		return bad("schema %q: use 1-63 lowercase letters, digits or underscores, not starting with a digit", o.Schema)
 	}
 	if o.Runs == 0 {
-		o.Runs = map[string]int{Single: 100_000, DAG: 10_000, Latency: 500, Fairness: 10_000, List: 1_000_000, Keyed: 100_000, Cron: 10_000}[o.Scenario]
+		o.Runs = map[string]int{Single: 100_000, DAG: 10_000, Latency: 500, Fairness: 10_000, List: 1_000_000, Keyed: 100_000, Cron: 10_000,
+			Map: 10_000, Events: 100_000, Children: 1_000}[o.Scenario]
+	}
+	if o.Scenario == Map && o.Runs > dag.MaxItems {
+		return bad("map: %d items: a map step fans out to at most %d", o.Runs, dag.MaxItems)
 	}
 	if o.Processes > 0 && (o.Scenario == List || o.Scenario == Soak) {
 		return bad("%s needs in-process workers (processes 0): %s", o.Scenario, map[string]string{
@@ -226,7 +249,8 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 100
-		if o.Scenario == Single || o.Scenario == DAG || o.Scenario == List || o.Scenario == Soak || o.Scenario == Keyed {
+		switch o.Scenario {
+		case Single, DAG, List, Soak, Keyed, Map, Events, Children:
 			o.Concurrency = ThroughputConcurrency
 		}
 	}
@@ -258,7 +282,15 @@ func (o *Options) setDefaults() error {
 			o.Duration = 10 * time.Minute
 		case Cron:
 			o.Duration = 150 * time.Second
+		case Events:
+			o.Duration = 10 * time.Second
 		}
+	}
+	if o.Senders == 0 {
+		o.Senders = DefaultSenders
+	}
+	if o.SendBatch == 0 {
+		o.SendBatch = 1000
 	}
 	if o.Repeat == 0 {
 		o.Repeat = 200
@@ -332,6 +364,21 @@ func (o *Options) params() Params {
 	case Soak:
 		p.Tenants, p.DurationS, p.Rate = o.Tenants, o.Duration.Seconds(), o.Rate
 		p.RetentionS, p.SampleS, p.Autovacuum = o.Retention.Seconds(), o.Sample.Seconds(), o.Autovacuum
+	case Map:
+		// list, the map step, its items and join.
+		p.Runs, p.Items, p.Tasks, p.Tenants = 1, o.Runs, o.Runs+3, o.Tenants
+		if o.Tenants > 1 {
+			p.Runs += (o.Tenants - 1) * o.Runs
+			p.Tasks += (o.Tenants - 1) * o.Runs
+			p.InsertBatch = o.InsertBatch
+		}
+	case Events:
+		p.Runs, p.Tasks, p.Tenants, p.InsertBatch = o.Runs, o.Runs, o.Tenants, o.InsertBatch
+		p.DurationS, p.Senders, p.SendBatch = o.Duration.Seconds(), o.Senders, o.SendBatch
+	case Children:
+		// Each parent: its child steps and join; each child: one step.
+		p.Runs, p.Children, p.Tasks, p.Tenants, p.InsertBatch = o.Runs, o.Runs*workloads.ParentChildren,
+			o.Runs*(2*workloads.ParentChildren+1), o.Tenants, o.InsertBatch
 	}
 	return p
 }
@@ -376,6 +423,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		err = b.list(ctx, rep)
 	case Soak:
 		err = b.soak(ctx, rep)
+	case Map:
+		err = b.mapStep(ctx, rep)
+	case Events:
+		err = b.events(ctx, rep)
+	case Children:
+		err = b.children(ctx, rep)
 	}
 	if err != nil {
 		return nil, err

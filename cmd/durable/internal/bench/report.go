@@ -43,8 +43,12 @@ type Report struct {
 
 // Params are the parameters a scenario ran with, defaults resolved.
 type Params struct {
-	Runs        int     `json:"runs,omitempty"`
-	Tasks       int     `json:"tasks,omitempty"`
+	Runs  int `json:"runs,omitempty"`
+	Tasks int `json:"tasks,omitempty"`
+	// Items is the map scenario's items; Children the child runs of the
+	// children scenario.
+	Items       int     `json:"items,omitempty"`
+	Children    int     `json:"children,omitempty"`
 	Mode        string  `json:"mode"` // "in-process" or "processes"
 	Workers     int     `json:"workers"`
 	Concurrency int     `json:"concurrency"`
@@ -63,6 +67,10 @@ type Params struct {
 	// Autovacuum is who vacuumed during soak: VacuumServer or VacuumBench
 	// once resolved.
 	Autovacuum string `json:"autovacuum,omitempty"`
+	// Senders and SendBatch are how events sent its events: goroutines,
+	// and events per SendEvents call.
+	Senders   int `json:"senders,omitempty"`
+	SendBatch int `json:"send_batch,omitempty"`
 }
 
 // Metric is one measured figure. Key is stable, for machines; Label is for

@@ -1,0 +1,14 @@
+package bench
+
+import (
+	"os"
+	"testing"
+
+	"github.com/effectivelabs/durable/internal/pgtest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.NoteSkipped()
+	os.Exit(code)
+}
