@@ -66,8 +66,8 @@ func (l *loader) queue(q *queries, b *pgx.Batch, p *plan) {
 		}
 		b.Queue(q.loadItems, u16(runs), names).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				lt, _, err := scanTask(rows)
-				if err != nil {
+				var lt loadedTask
+				if err := scanTask(rows, &lt.task, &lt.cols, true); err != nil {
 					return err
 				}
 				l.items = append(l.items, lt)
@@ -100,14 +100,14 @@ func (l *loader) queueRuns(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady 
 			var status string
 			var prio int16
 			var parent pgtype.UUID
-			var pStep, pResult string
+			var pStep, pResult pgtype.Text
 			if err := rows.Scan(p16(&rr.rec.ID), &rr.rec.Workflow, &rr.rec.Tenant, p16(&rr.shapeID), &status,
 				&rr.rec.FailedStep, &rr.rec.Error, &rr.rec.CreatedAt, &fin, &prio, &deadline, &parent, &pStep, &pResult); err != nil {
 				return err
 			}
 			rr.rec.Status = store.RunStatus(status)
 			rr.rec.FinishedAt, rr.rec.Deadline, rr.rec.Priority = tm(fin), tm(deadline), int(prio)
-			rr.rec.Parent = parentRef(parent, pStep, pResult)
+			rr.rec.Parent = parentRef(parent, pStep.String, pResult.String)
 			l.recs = append(l.recs, rr)
 		}
 		return rows.Err()
@@ -118,44 +118,56 @@ func (l *loader) queueRuns(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady 
 		b.Queue(q.lockReady, u16(ids))
 	}
 	b.Queue(q.loadTasks, u16(ids)).Query(func(rows pgx.Rows) error {
+		var t store.Task
+		var ec eventCols
 		for rows.Next() {
-			lt, _, err := scanTask(rows)
-			if err != nil {
+			t, ec = store.Task{}, eventCols{}
+			if err := scanTask(rows, &t, &ec, false); err != nil {
 				return err
 			}
-			l.tasks[lt.task.RunID] = append(l.tasks[lt.task.RunID], lt.task)
-			l.cols[lt.task.RunID] = append(l.cols[lt.task.RunID], lt.cols)
+			l.tasks[t.RunID] = append(l.tasks[t.RunID], t)
+			l.cols[t.RunID] = append(l.cols[t.RunID], ec)
 		}
 		return rows.Err()
 	})
 }
 
-// taskColumns are the columns of a task a transition loads (scanTask).
-const taskColumns = `run_id, name, idx, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
+// stepColumns are the columns of a run's step a transition loads
+// (scanTask), and itemColumns those of an item.
+const (
+	stepColumns = `run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
        coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at, timeout_at,
-       coalesce(ckey, ''), coalesce(rkey, ''), coalesce(wait_key, ''), child_id, coalesce(items, 0), coalesce(items_left, 0),
-       coalesce(item, 0), item_input`
+       coalesce(ckey, ''), coalesce(rkey, ''), wait_key, child_id, items, items_left`
+	itemColumns = stepColumns + `, coalesce(item, 0), item_input`
+)
 
-// scanTask reads a row of taskColumns.
-func scanTask(rows pgx.Rows) (loadedTask, int, error) {
-	var lt loadedTask
-	t, ec := &lt.task, &lt.cols
-	var idx int32
+// scanTask reads a row of stepColumns, or of itemColumns (item), into t
+// and ec.
+func scanTask(rows pgx.Rows, t *store.Task, ec *eventCols, item bool) error {
 	var kind, state string
 	var due, start, fin, qAt, beat, timeout pgtype.Timestamptz
+	// The columns of waits are NULL for most tasks: read as such, they
+	// cost nothing to send or decode.
+	var waitKey pgtype.Text
 	var child pgtype.UUID
-	if err := rows.Scan(p16(&t.RunID), &t.Name, &idx, &kind, &state, &t.Attempt, &t.Token, &t.Worker,
+	var items, left pgtype.Int4
+	dest := []any{p16(&t.RunID), &t.Name, &kind, &state, &t.Attempt, &t.Token, &t.Worker,
 		&due, &t.Error, &start, &fin, &ec.qID, &qAt, &ec.qAttempt, &ec.sID, &ec.cID, &beat, &timeout, &t.ConcurrencyKey, &t.RateKey,
-		&t.WaitKey, &child, &t.Items, &t.Left, &t.Item, &t.Input); err != nil {
-		return lt, 0, err
+		&waitKey, &child, &items, &left}
+	if item {
+		dest = append(dest, &t.Item, &t.Input)
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
 	}
 	t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)
 	t.DueAt, t.StartedAt, t.FinishedAt, t.HeartbeatAt, t.TimeoutAt = tm(due), tm(start), tm(fin), tm(beat), tm(timeout)
 	if child.Valid {
 		t.Child = child.Bytes
 	}
+	t.WaitKey, t.Items, t.Left = waitKey.String, int(items.Int32), int(left.Int32)
 	ec.qAt, ec.attempt, ec.startedAt, ec.finishedAt = tm(qAt), t.Attempt, t.StartedAt, t.FinishedAt
-	return lt, int(idx), nil
+	return nil
 }
 
 // parentRef returns a run's parent as stored, nil for a run without one.

@@ -19,35 +19,39 @@ type queries struct {
 	loadShapes   string
 	insertShapes string
 
-	runsExist      string
-	keysExist      string
-	insertRunsNew  string
-	ensureTenants  string
-	ensureLanes    string
-	lockLanes      string
-	readFrontiers  string
-	pruneFrontier  string
-	leaderCheck    string
-	eventBlock     string
-	updateLanes    string
-	lockRuns       string
-	loadTasks      string
-	lockReady      string
-	deleteReady    string
-	insertRuns     string
-	updateRuns     string
-	countSettled   string
-	insertTasks    string
-	updateTasks    string
-	insertReady    string
-	insertIncoming string
-	takeIncoming   string
-	insertEvents   string
-	notify         string
-	nextTimer      string
-	timerCheck     string
-	dueTimers      string
-	heartbeatTasks string
+	runsExist     string
+	keysExist     string
+	insertRunsNew string
+	ensureTenants string
+	ensureLanes   string
+	lockLanes     string
+	readFrontiers string
+	pruneFrontier string
+	leaderCheck   string
+	eventBlock    string
+	updateLanes   string
+	lockRuns      string
+	loadTasks     string
+	lockReady     string
+	deleteReady   string
+	insertRuns    string
+	updateRuns    string
+	countSettled  string
+	insertTasks   string
+	updateTasks   string
+	// The same for batches with waits, maps or items, and child runs.
+	insertTasksWaits string
+	updateTasksWaits string
+	insertChildRuns  string
+	insertReady      string
+	insertIncoming   string
+	takeIncoming     string
+	insertEvents     string
+	notify           string
+	nextTimer        string
+	timerCheck       string
+	dueTimers        string
+	heartbeatTasks   string
 
 	claim          string
 	claimIDs       string
@@ -201,7 +205,7 @@ FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(workflow, tenant, last_bl
 WHERE l.workflow = u.workflow AND l.tenant = u.tenant`),
 		lockRuns: r(`
 SELECT id, workflow, tenant, shape_id, status, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at,
-       priority, deadline_at, parent_id, coalesce(parent_step, ''), coalesce(parent_result, '')
+       priority, deadline_at, parent_id, parent_step, parent_result
 FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`),
 		// Outputs are not loaded: the core never reads them, and a task's
 		// output is written when it completes, and cleared when a replay
@@ -209,7 +213,7 @@ FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`),
 		// either (names from '~' on; see dag.ItemName): a transition loads
 		// those it needs (loadItems, loadMapItems).
 		loadTasks: r(`
-SELECT ` + taskColumns + `
+SELECT ` + stepColumns + `
 FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) AND name < '~' ORDER BY run_id, idx`),
 		lockReady: r(`SELECT id FROM {{schema}}.ready WHERE run_id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`),
 		// Rows of the ready queue are found one key at a time, each by a
@@ -225,11 +229,12 @@ DELETE FROM {{schema}}.ready WHERE ctid = ANY (ARRAY (
 		// unsuccessful follows status (see migration 003): it changes when a
 		// run fails, is cancelled or is replayed, never when it completes,
 		// so that settling stays a HOT update.
-		insertRuns: r(insertRunsSQL),
+		insertRuns:      r(insertRunsSQL(false)),
+		insertChildRuns: r(insertRunsSQL(true)),
 		// The same inside a caller's transaction: a run another transaction
 		// creates at the same moment (its key or ID) is skipped instead of
 		// aborting the caller's transaction, and reported as a duplicate.
-		insertRunsNew: r(insertRunsSQL + `
+		insertRunsNew: r(insertRunsSQL(false) + `
 ON CONFLICT DO NOTHING RETURNING id`),
 
 		updateRuns: r(`
@@ -247,39 +252,12 @@ INSERT INTO {{schema}}.run_counts AS c (minute, workflow, tenant, status, shard,
 SELECT minute, workflow, tenant, status, (pg_backend_pid() % ` + strconv.Itoa(countShards) + `)::smallint, n
 FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS u(minute, workflow, tenant, status, n)
 ON CONFLICT (minute, workflow, tenant, status, shard) DO UPDATE SET n = c.n + excluded.n`),
-		// The columns of waits, maps and items ($22-$23) are NULL arrays
-		// unless an item of the batch uses them.
-		insertTasks: r(`
-INSERT INTO {{schema}}.tasks (run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
-                              q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us, item, item_input)
-SELECT run_id, name, tenant, idx, kind, state, attempt, token, nullif(worker, ''), due_at, output, nullif(error, ''), started_at, finished_at,
-       nullif(q_id, 0), q_at, CASE WHEN q_id = 0 THEN NULL ELSE q_attempt END, nullif(s_id, 0), nullif(c_id, 0), timeout_at, nullif(timeout_us, 0),
-       item, item_input
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::int[], $8::bigint[], $9::text[],
-            $10::timestamptz[], $11::bytea[], $12::text[], $13::timestamptz[], $14::timestamptz[],
-            $15::bigint[], $16::timestamptz[], $17::int[], $18::bigint[], $19::bigint[], $20::timestamptz[], $21::bigint[],
-            $22::int[], $23::bytea[])
-  AS u(run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
-       q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us, item, item_input)`),
-		// The columns of waits and maps ($18-$22) are NULL arrays unless a
-		// task of the batch uses them; an item's input changes only when
-		// its map step fans out again after a replay.
-		updateTasks: r(`
-UPDATE {{schema}}.tasks t
-SET state = u.state, attempt = u.attempt, token = u.token, worker = nullif(u.worker, ''), due_at = u.due_at,
-    output = CASE WHEN u.state = 'COMPLETED' OR u.attempt = 0 THEN u.output ELSE t.output END,
-    error = nullif(u.error, ''), started_at = u.started_at, finished_at = u.finished_at,
-    q_id = nullif(u.q_id, 0), q_at = u.q_at, q_attempt = CASE WHEN u.q_id = 0 THEN NULL ELSE u.q_attempt END,
-    s_id = nullif(u.s_id, 0), c_id = nullif(u.c_id, 0), timeout_at = u.timeout_at,
-    wait_key = nullif(u.wait_key, ''), child_id = coalesce(u.child_id, t.child_id), items = coalesce(u.items, t.items),
-    items_left = coalesce(u.items_left, t.items_left), item_input = coalesce(u.item_input, t.item_input)
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::timestamptz[], $8::bytea[],
-            $9::text[], $10::timestamptz[], $11::timestamptz[],
-            $12::bigint[], $13::timestamptz[], $14::int[], $15::bigint[], $16::bigint[], $17::timestamptz[],
-            $18::text[], $19::uuid[], $20::int[], $21::int[], $22::bytea[])
-  AS u(run_id, name, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
-       q_id, q_at, q_attempt, s_id, c_id, timeout_at, wait_key, child_id, items, items_left, item_input)
-WHERE t.run_id = u.run_id AND t.name = u.name`),
+		// Tasks of batches without waits, maps or items (most) are written
+		// by statements without their columns (the ...Waits variants).
+		insertTasks:      r(insertTasksSQL(false)),
+		insertTasksWaits: r(insertTasksSQL(true)),
+		updateTasks:      r(updateTasksSQL(false)),
+		updateTasksWaits: r(updateTasksSQL(true)),
 		insertIncoming: r(`
 INSERT INTO {{schema}}.incoming (run_id, name, workflow, tenant, priority)
 SELECT run_id, name, workflow, tenant, coalesce(priority, 0)
@@ -559,17 +537,71 @@ ORDER BY c.token, r.workflow`
 }
 
 // insertRunsSQL inserts new runs from arrays; the arrays of features no
-// run of the batch uses may be NULL (unnest pads them with NULLs).
-const insertRunsSQL = `
+// run of the batch uses may be NULL (unnest pads them with NULLs). With
+// children, it takes the parents of child runs too ($14-$16).
+func insertRunsSQL(children bool) string {
+	cols, sel, params, as := "", "", "", ""
+	if children {
+		cols = ", parent_id, parent_step, parent_result"
+		sel = ",\n       parent_id, nullif(parent_step, ''), nullif(parent_result, '')"
+		params = ", $14::uuid[], $15::text[], $16::text[]"
+		as = ", parent_id, parent_step, parent_result"
+	}
+	return `
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
-                             idem_key, priority, deadline_at, parent_id, parent_step, parent_result)
+                             idem_key, priority, deadline_at` + cols + `)
 SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at,
-       parent_id, nullif(parent_step, ''), nullif(parent_result, '')
+       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at` + sel + `
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
-            $11::text[], $12::smallint[], $13::timestamptz[], $14::uuid[], $15::text[], $16::text[])
-  AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at,
-       parent_id, parent_step, parent_result)`
+            $11::text[], $12::smallint[], $13::timestamptz[]` + params + `)
+  AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at` + as + `)`
+}
+
+// insertTasksSQL inserts tasks from arrays; with waits, the items' numbers
+// and inputs too ($22-$23).
+func insertTasksSQL(waits bool) string {
+	cols, sel, params := "", "", ""
+	if waits {
+		cols, sel, params = ", item, item_input", ", item, item_input", ",\n            $22::int[], $23::bytea[]"
+	}
+	return `
+INSERT INTO {{schema}}.tasks (run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
+                              q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us` + cols + `)
+SELECT run_id, name, tenant, idx, kind, state, attempt, token, nullif(worker, ''), due_at, output, nullif(error, ''), started_at, finished_at,
+       nullif(q_id, 0), q_at, CASE WHEN q_id = 0 THEN NULL ELSE q_attempt END, nullif(s_id, 0), nullif(c_id, 0), timeout_at, nullif(timeout_us, 0)` + sel + `
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::int[], $8::bigint[], $9::text[],
+            $10::timestamptz[], $11::bytea[], $12::text[], $13::timestamptz[], $14::timestamptz[],
+            $15::bigint[], $16::timestamptz[], $17::int[], $18::bigint[], $19::bigint[], $20::timestamptz[], $21::bigint[]` + params + `)
+  AS u(run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
+       q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us` + cols + `)`
+}
+
+// updateTasksSQL updates tasks from arrays; with waits, the columns of
+// waits and maps too ($18-$22; an item's input changes only when its map
+// step fans out again after a replay).
+func updateTasksSQL(waits bool) string {
+	set, params, as := "", "", ""
+	if waits {
+		set = `,
+    wait_key = nullif(u.wait_key, ''), child_id = coalesce(u.child_id, t.child_id), items = coalesce(u.items, t.items),
+    items_left = coalesce(u.items_left, t.items_left), item_input = coalesce(u.item_input, t.item_input)`
+		params = ",\n            $18::text[], $19::uuid[], $20::int[], $21::int[], $22::bytea[]"
+		as = ", wait_key, child_id, items, items_left, item_input"
+	}
+	return `
+UPDATE {{schema}}.tasks t
+SET state = u.state, attempt = u.attempt, token = u.token, worker = nullif(u.worker, ''), due_at = u.due_at,
+    output = CASE WHEN u.state = 'COMPLETED' OR u.attempt = 0 THEN u.output ELSE t.output END,
+    error = nullif(u.error, ''), started_at = u.started_at, finished_at = u.finished_at,
+    q_id = nullif(u.q_id, 0), q_at = u.q_at, q_attempt = CASE WHEN u.q_id = 0 THEN NULL ELSE u.q_attempt END,
+    s_id = nullif(u.s_id, 0), c_id = nullif(u.c_id, 0), timeout_at = u.timeout_at` + set + `
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::timestamptz[], $8::bytea[],
+            $9::text[], $10::timestamptz[], $11::timestamptz[],
+            $12::bigint[], $13::timestamptz[], $14::int[], $15::bigint[], $16::bigint[], $17::timestamptz[]` + params + `)
+  AS u(run_id, name, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
+       q_id, q_at, q_attempt, s_id, c_id, timeout_at` + as + `)
+WHERE t.run_id = u.run_id AND t.name = u.name`
+}
 
 // anyPrioritySQL is the SQL of whether any ready task is above the default
 // priority: the first entry of the partial index of those, empty unless

@@ -61,14 +61,14 @@ func newWaitQueries(r func(string) string) waitQueries {
 		// Items by key: those the outcomes, timers and rescues of a call
 		// name.
 		loadItems: r(`
-SELECT ` + taskColumns + ` FROM {{schema}}.tasks t
+SELECT ` + itemColumns + ` FROM {{schema}}.tasks t
 WHERE t.ctid = ANY (ARRAY (
   SELECT (SELECT t2.ctid FROM {{schema}}.tasks t2 WHERE t2.run_id = u.run_id AND t2.name = u.name)
   FROM unnest($1::uuid[], $2::text[]) AS u(run_id, name)))`),
 		// Every item of a map step: the range of its names in the primary
 		// key ($2 <= name < $3; see dag.ItemPrefix).
 		loadMapItems: r(`
-SELECT ` + taskColumns + ` FROM {{schema}}.tasks
+SELECT ` + itemColumns + ` FROM {{schema}}.tasks
 WHERE run_id = $1 AND name >= $2 AND name < $3 AND kind = 'item' ORDER BY item`),
 		deleteItems: r(`
 DELETE FROM {{schema}}.tasks t USING unnest($1::uuid[], $2::text[]) AS u(run_id, name)
@@ -220,8 +220,8 @@ func (s *Store) loadMapItems(ctx context.Context, q querier, c *change, r *dag.R
 	defer rows.Close()
 	var out []store.Task
 	for rows.Next() {
-		lt, _, err := scanTask(rows)
-		if err != nil {
+		var lt loadedTask
+		if err := scanTask(rows, &lt.task, &lt.cols, true); err != nil {
 			return nil, err
 		}
 		key := itemRef{r.Rec.ID, lt.task.Name}
@@ -455,6 +455,9 @@ const deliverBatch = 256
 // the IDs of the messages taken and whether each changed its run. Errors
 // leave the messages to the leader.
 func (s *Store) deliver(ctx context.Context, now time.Time, runs []uuid.UUID) map[int64]bool {
+	if len(runs) == 0 {
+		return nil
+	}
 	done := map[int64]bool{}
 	runs = distinct(slices.Clone(runs))
 	for len(runs) > 0 {

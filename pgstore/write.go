@@ -255,14 +255,24 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 	upd.dropUnused()
 	ins.dropUnused()
 	if len(upd.runIDs) > 0 {
-		b.Queue(q.updateTasks, upd.runIDs, upd.names, upd.states, upd.attempts, upd.tokens, upd.workers,
+		args := []any{upd.runIDs, upd.names, upd.states, upd.attempts, upd.tokens, upd.workers,
 			upd.dues, upd.outputs, upd.errs, upd.starts, upd.finishes, upd.qIDs, upd.qAts, upd.qAttempts, upd.sIDs, upd.cIDs,
-			upd.timeouts, upd.waitKeys, upd.children, upd.items, upd.left, upd.inputs)
+			upd.timeouts}
+		if upd.waits() {
+			b.Queue(q.updateTasksWaits, append(args, upd.waitKeys, upd.children, upd.items, upd.left, upd.inputs)...)
+		} else {
+			b.Queue(q.updateTasks, args...)
+		}
 	}
 	if len(ins.runIDs) > 0 {
-		b.Queue(q.insertTasks, ins.runIDs, ins.names, ins.tenants, ins.idxs, ins.kinds, ins.states, ins.attempts,
+		args := []any{ins.runIDs, ins.names, ins.tenants, ins.idxs, ins.kinds, ins.states, ins.attempts,
 			ins.tokens, ins.workers, ins.dues, ins.outputs, ins.errs, ins.starts, ins.finishes,
-			ins.qIDs, ins.qAts, ins.qAttempts, ins.sIDs, ins.cIDs, ins.timeouts, ins.timeoutUs, ins.item, ins.inputs)
+			ins.qIDs, ins.qAts, ins.qAttempts, ins.sIDs, ins.cIDs, ins.timeouts, ins.timeoutUs}
+		if ins.waits() {
+			b.Queue(q.insertTasksWaits, append(args, ins.item, ins.inputs)...)
+		} else {
+			b.Queue(q.insertTasks, args...)
+		}
 	}
 
 	// (4) Ready rows, or incoming rows for runs created in a caller's
@@ -336,14 +346,14 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 // they are inserted already.
 func (c *change) queueNewRuns(q *queries, b *pgx.Batch) {
 	if !c.runsInserted {
-		c.queueNewRunsWith(q.insertRuns, b)
+		c.queueNewRunsWith(q, q.insertRuns, b)
 	}
 }
 
 // queueNewRunsWith queues the insert of the runs the change created with
 // the statement sql (insertRuns or insertRunsNew), or nothing (nil) when
 // there are none.
-func (c *change) queueNewRunsWith(sql string, b *pgx.Batch) *pgx.QueuedQuery {
+func (c *change) queueNewRunsWith(q *queries, sql string, b *pgx.Batch) *pgx.QueuedQuery {
 	var (
 		ids, shapes           [][16]byte
 		wfs, tenants, sts     []string
@@ -384,11 +394,14 @@ func (c *change) queueNewRunsWith(sql string, b *pgx.Batch) *pgx.QueuedQuery {
 	if len(ids) == 0 {
 		return nil
 	}
-	if !slices.ContainsFunc(parents, func(p pgtype.UUID) bool { return p.Valid }) {
-		parents, pSteps, pResults = nil, nil, nil
+	args := []any{ids, wfs, tenants, shapes, sts, inputs, fsteps, errs, createdAt, finishedAt,
+		unlessAny(keys), unlessAny(prios), unlessAny(deadlines)}
+	if slices.ContainsFunc(parents, func(p pgtype.UUID) bool { return p.Valid }) {
+		// Child runs come from transitions, never from a caller's
+		// transaction (insertRunsNew).
+		return b.Queue(q.insertChildRuns, append(args, parents, pSteps, pResults)...)
 	}
-	return b.Queue(sql, ids, wfs, tenants, shapes, sts, inputs, fsteps, errs, createdAt, finishedAt,
-		unlessAny(keys), unlessAny(prios), unlessAny(deadlines), parents, pSteps, pResults)
+	return b.Queue(sql, args...)
 }
 
 // queueRunUpdates queues the update of existing runs whose record changed,
