@@ -464,7 +464,7 @@ func (s *Store) load(loaded map[uuid.UUID]*dag.Run, id uuid.UUID) *dag.Run {
 	if err != nil {
 		panic(err) // the store built rs itself; this is an invariant
 	}
-	r.LoadItems = func(m int) ([]store.Task, error) { return cloneTasks(rs.items[m]), nil }
+	r.LoadItems = func(_ *dag.Run, m int) ([]store.Task, error) { return cloneTasks(rs.items[m]), nil }
 	loaded[id] = r
 	return r
 }

@@ -94,13 +94,14 @@ func (l *loader) queue(q *queries, b *pgx.Batch, p *plan) {
 
 func (l *loader) queueRuns(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady bool) {
 	b.Queue(q.lockRuns, u16(ids)).Query(func(rows pgx.Rows) error {
+		// Declared once: what Scan is handed escapes to the heap.
+		var fin, deadline pgtype.Timestamptz
+		var status string
+		var prio int16
+		var parent pgtype.UUID
+		var pStep, pResult pgtype.Text
 		for rows.Next() {
 			var rr runRow
-			var fin, deadline pgtype.Timestamptz
-			var status string
-			var prio int16
-			var parent pgtype.UUID
-			var pStep, pResult pgtype.Text
 			if err := rows.Scan(p16(&rr.rec.ID), &rr.rec.Workflow, &rr.rec.Tenant, p16(&rr.shapeID), &status,
 				&rr.rec.FailedStep, &rr.rec.Error, &rr.rec.CreatedAt, &fin, &prio, &deadline, &parent, &pStep, &pResult); err != nil {
 				return err
@@ -190,6 +191,7 @@ func (l *loader) build(ctx context.Context, s *Store, q querier, c *change) erro
 	if err != nil {
 		return err
 	}
+	loadItems := func(r *dag.Run, m int) ([]store.Task, error) { return s.loadMapItems(ctx, q, c, r, m) }
 	for i := range l.recs {
 		rr := &l.recs[i]
 		r, err := dag.Load(rr.rec, shapes[rr.shapeID], l.tasks[rr.rec.ID])
@@ -197,7 +199,7 @@ func (l *loader) build(ctx context.Context, s *Store, q querier, c *change) erro
 			return fmt.Errorf("pgstore: %w", err)
 		}
 		c.load(r, l.cols[rr.rec.ID])
-		r.LoadItems = func(m int) ([]store.Task, error) { return s.loadMapItems(ctx, q, c, r, m) }
+		r.LoadItems = loadItems
 	}
 	for _, lt := range l.items {
 		r := c.byID[lt.task.RunID]

@@ -133,7 +133,9 @@ type taskCols struct {
 	qAttempts              []int32
 	timeouts               []pgtype.Timestamptz
 	timeoutUs              []int64
-	// Waits, maps and items: NULL arrays unless a task uses them.
+	// Waits, maps and items: nil (NULL arrays) until a task of one of
+	// those kinds is added (withWaits), then one entry per task.
+	withWaits   bool
 	waitKeys    []string
 	children    []pgtype.UUID
 	items, left []pgtype.Int4
@@ -154,14 +156,6 @@ func newTaskCols(n int) *taskCols {
 	}
 }
 
-// waits reports whether any task of the batch waits, fans out or is an
-// item: only then are the columns of those sent.
-func (tc *taskCols) waits() bool {
-	return slices.ContainsFunc(tc.kinds, func(k string) bool {
-		return k != string(store.KindStep) && k != string(store.KindSleep) && k != string(store.KindOnFailure)
-	})
-}
-
 // dropUnused sends the columns of features no task of the batch uses as
 // NULL arrays (unnest pads them with NULLs), so that runs without
 // timeouts cost no encoding or transfer for them.
@@ -171,9 +165,6 @@ func (tc *taskCols) dropUnused() {
 	}
 	if !slices.ContainsFunc(tc.timeoutUs, func(us int64) bool { return us != 0 }) {
 		tc.timeoutUs = nil
-	}
-	if !tc.waits() {
-		tc.waitKeys, tc.children, tc.items, tc.left, tc.item, tc.inputs = nil, nil, nil, nil, nil, nil
 	}
 }
 
@@ -211,6 +202,18 @@ func (tc *taskCols) add(r *dag.Run, i int, ec *eventCols) {
 	tc.finishes = append(tc.finishes, stamp(t.FinishedAt))
 	tc.timeouts = append(tc.timeouts, stamp(t.TimeoutAt))
 	tc.timeoutUs = append(tc.timeoutUs, r.Shape.Timeout(r.StepOf(i)).Microseconds())
+	if !tc.withWaits {
+		switch t.Kind {
+		case store.KindStep, store.KindSleep, store.KindOnFailure:
+			return
+		}
+		// The first task of those kinds: the tasks before it get the
+		// columns' zero values (NULL in each).
+		n := len(tc.runIDs) - 1
+		tc.withWaits = true
+		tc.waitKeys, tc.children = make([]string, n), make([]pgtype.UUID, n)
+		tc.items, tc.left, tc.item, tc.inputs = make([]pgtype.Int4, n), make([]pgtype.Int4, n), make([]pgtype.Int4, n), make([][]byte, n)
+	}
 	tc.waitKeys = append(tc.waitKeys, t.WaitKey)
 	tc.children = append(tc.children, pgtype.UUID{Bytes: t.Child, Valid: t.Child != uuid.Nil})
 	tc.items = append(tc.items, pgtype.Int4{Int32: int32(t.Items), Valid: t.Kind == store.KindMap})
@@ -258,7 +261,7 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 		args := []any{upd.runIDs, upd.names, upd.states, upd.attempts, upd.tokens, upd.workers,
 			upd.dues, upd.outputs, upd.errs, upd.starts, upd.finishes, upd.qIDs, upd.qAts, upd.qAttempts, upd.sIDs, upd.cIDs,
 			upd.timeouts}
-		if upd.waits() {
+		if upd.withWaits {
 			b.Queue(q.updateTasksWaits, append(args, upd.waitKeys, upd.children, upd.items, upd.left, upd.inputs)...)
 		} else {
 			b.Queue(q.updateTasks, args...)
@@ -268,7 +271,7 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 		args := []any{ins.runIDs, ins.names, ins.tenants, ins.idxs, ins.kinds, ins.states, ins.attempts,
 			ins.tokens, ins.workers, ins.dues, ins.outputs, ins.errs, ins.starts, ins.finishes,
 			ins.qIDs, ins.qAts, ins.qAttempts, ins.sIDs, ins.cIDs, ins.timeouts, ins.timeoutUs}
-		if ins.waits() {
+		if ins.withWaits {
 			b.Queue(q.insertTasksWaits, append(args, ins.item, ins.inputs)...)
 		} else {
 			b.Queue(q.insertTasks, args...)
@@ -384,19 +387,27 @@ func (c *change) queueNewRunsWith(q *queries, sql string, b *pgx.Batch) *pgx.Que
 		keys = append(keys, rec.IdempotencyKey)
 		prios = append(prios, int16(rec.Priority))
 		deadlines = append(deadlines, stamp(rec.Deadline))
-		var parent pgtype.UUID
-		var pStep, pResult string
-		if p := rec.Parent; p != nil {
-			parent, pStep, pResult = pgtype.UUID{Bytes: p.RunID, Valid: true}, p.Step, p.Result
+		// The parents' columns exist from the first child run on (most
+		// batches have none); the runs before it have no parent.
+		if rec.Parent != nil && parents == nil {
+			n := len(ids) - 1
+			parents, pSteps, pResults = make([]pgtype.UUID, n), make([]string, n), make([]string, n)
 		}
-		parents, pSteps, pResults = append(parents, parent), append(pSteps, pStep), append(pResults, pResult)
+		if parents != nil {
+			var parent pgtype.UUID
+			var pStep, pResult string
+			if p := rec.Parent; p != nil {
+				parent, pStep, pResult = pgtype.UUID{Bytes: p.RunID, Valid: true}, p.Step, p.Result
+			}
+			parents, pSteps, pResults = append(parents, parent), append(pSteps, pStep), append(pResults, pResult)
+		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
 	args := []any{ids, wfs, tenants, shapes, sts, inputs, fsteps, errs, createdAt, finishedAt,
 		unlessAny(keys), unlessAny(prios), unlessAny(deadlines)}
-	if slices.ContainsFunc(parents, func(p pgtype.UUID) bool { return p.Valid }) {
+	if parents != nil {
 		// Child runs come from transitions, never from a caller's
 		// transaction (insertRunsNew).
 		return b.Queue(q.insertChildRuns, append(args, parents, pSteps, pResults)...)

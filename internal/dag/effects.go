@@ -146,13 +146,19 @@ func NewChange(now time.Time) *Change {
 	return &Change{Now: now, Effects: make(map[*Run]*Effects)}
 }
 
-// Add records the effects of a transition of r.
+// Add records the effects of a transition of r. The effects of a run's
+// first transition in the call are kept as they are (its lists are the
+// transition's, which hands them over); later ones are merged into them.
 func (c *Change) Add(r *Run, fx Effects) {
 	acc := c.Effects[r]
 	if acc == nil {
-		acc = &Effects{}
-		c.Effects[r] = acc
+		c.Effects[r] = &fx
 		c.Runs = append(c.Runs, r)
+		c.Enqueued = slices.Grow(c.Enqueued, len(fx.Enqueued))
+		for _, i := range fx.Enqueued {
+			c.Enqueued = append(c.Enqueued, TaskAt{r, i})
+		}
+		return
 	}
 	for _, i := range fx.Dequeued {
 		if k := slices.Index(c.Enqueued, TaskAt{r, i}); k >= 0 {

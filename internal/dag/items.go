@@ -13,8 +13,8 @@ import (
 
 // ItemBase is where items start in the index space of a run's tasks, the
 // space Effects name tasks in: index i < ItemBase is r.Tasks[i] (the steps
-// in shape order, then the on-failure task), and ItemBase+j is r.Items[j],
-// the j-th item loaded for the call. Items are the tasks of map steps, one
+// in shape order, then the on-failure task), and ItemBase+j is the j-th
+// item loaded or created for the call. Items are the tasks of map steps, one
 // per element of the list a map step fans out to; a run may have tens of
 // thousands, so a transition loads only those it needs.
 const ItemBase = 1 << 30
@@ -71,7 +71,7 @@ type itemID struct{ m, k int }
 // Task returns task i of the index space (see ItemBase).
 func (r *Run) Task(i int) *store.Task {
 	if i >= ItemBase {
-		return &r.Items[i-ItemBase]
+		return &r.items.tasks[i-ItemBase]
 	}
 	return &r.Tasks[i]
 }
@@ -80,7 +80,7 @@ func (r *Run) Task(i int) *store.Task {
 // on-failure task, the map step of an item.
 func (r *Run) StepOf(i int) int {
 	if i >= ItemBase {
-		return r.itemStep[i-ItemBase]
+		return r.items.step[i-ItemBase]
 	}
 	return i
 }
@@ -88,7 +88,20 @@ func (r *Run) StepOf(i int) int {
 // Err returns the error of loading items during the call's transitions
 // (Run.LoadItems): their effects are then incomplete, and the store must
 // not persist them.
-func (r *Run) Err() error { return r.err }
+func (r *Run) Err() error {
+	if r.items == nil {
+		return nil
+	}
+	return r.items.err
+}
+
+// loaded returns the run's loaded items, made on first use.
+func (r *Run) loaded() *loadedItems {
+	if r.items == nil {
+		r.items = &loadedItems{at: map[itemID]int{}}
+	}
+	return r.items
+}
 
 // AddItems makes stored items of the run available to the call's
 // transitions and returns their indexes. An item already loaded keeps its
@@ -102,7 +115,7 @@ func (r *Run) AddItems(items []store.Task) ([]int, error) {
 		if !ok || !known || m >= r.Shape.Len() || r.Shape.Kind(m) != store.KindMap || t.Item != k {
 			return nil, fmt.Errorf("dag: run %s: task %s is not an item of a map step", r.Rec.ID, Quote(t.Name))
 		}
-		if j, ok := r.itemAt[itemID{m, k}]; ok {
+		if j, ok := r.loaded().at[itemID{m, k}]; ok {
 			out[n] = ItemBase + j
 			continue
 		}
@@ -113,19 +126,21 @@ func (r *Run) AddItems(items []store.Task) ([]int, error) {
 
 // appendItem adds item t of map step m to the loaded items.
 func (r *Run) appendItem(m int, t store.Task) int {
-	if r.itemAt == nil {
-		r.itemAt = map[itemID]int{}
-	}
-	j := len(r.Items)
-	r.Items = append(r.Items, t)
-	r.itemStep = append(r.itemStep, m)
-	r.itemAt[itemID{m, t.Item}] = j
+	li := r.loaded()
+	j := len(li.tasks)
+	li.tasks = append(li.tasks, t)
+	li.step = append(li.step, m)
+	li.dirty = append(li.dirty, false)
+	li.at[itemID{m, t.Item}] = j
 	return ItemBase + j
 }
 
 // ItemIndex returns the index of item k of map step m, if it is loaded.
 func (r *Run) ItemIndex(m, k int) (int, bool) {
-	j, ok := r.itemAt[itemID{m, k}]
+	if r.items == nil {
+		return 0, false
+	}
+	j, ok := r.items.at[itemID{m, k}]
 	return ItemBase + j, ok
 }
 
@@ -133,22 +148,23 @@ func (r *Run) ItemIndex(m, k int) (int, bool) {
 // loading them (LoadItems) the first time. A loading error is kept
 // (Err) and leaves the items loaded so far.
 func (r *Run) itemsOf(m int) map[int]int {
-	if !r.full[m] && r.Tasks[m].Items > 0 {
+	li := r.loaded()
+	if !li.full[m] && r.Tasks[m].Items > 0 {
 		if r.LoadItems == nil {
 			r.fail0(fmt.Errorf("dag: run %s: the items of step %s are not loaded", r.Rec.ID, Quote(r.Shape.Name(m))))
-		} else if items, err := r.LoadItems(m); err != nil {
+		} else if items, err := r.LoadItems(r, m); err != nil {
 			r.fail0(fmt.Errorf("dag: run %s: loading the items of step %s: %w", r.Rec.ID, Quote(r.Shape.Name(m)), err))
 		} else if _, err := r.AddItems(items); err != nil {
 			r.fail0(err)
 		} else {
-			if r.full == nil {
-				r.full = map[int]bool{}
+			if li.full == nil {
+				li.full = map[int]bool{}
 			}
-			r.full[m] = true
+			li.full[m] = true
 		}
 	}
 	out := map[int]int{}
-	for id, j := range r.itemAt {
+	for id, j := range li.at {
 		if id.m == m {
 			out[id.k] = ItemBase + j
 		}
@@ -157,8 +173,8 @@ func (r *Run) itemsOf(m int) map[int]int {
 }
 
 func (r *Run) fail0(err error) {
-	if r.err == nil {
-		r.err = err
+	if li := r.loaded(); li.err == nil {
+		li.err = err
 	}
 }
 

@@ -30,22 +30,30 @@ type Run struct {
 	Rec   store.Run
 	Shape *Compiled
 	Tasks []store.Task
-	// Items holds the items of map steps loaded for the call (AddItems,
-	// LoadItems), in load order: index ItemBase+j is Items[j].
-	Items []store.Task
-	// LoadItems, set by the store, returns every item of map step m as
-	// stored. A transition that needs all of a map step's items (to cancel
-	// them, to fan out again after a replay) calls it once per step.
-	LoadItems func(m int) ([]store.Task, error)
+	// LoadItems, set by the store, returns every item of map step m of r
+	// as stored. A transition that needs all of a map step's items (to
+	// cancel them, to fan out again after a replay) calls it once per
+	// step.
+	LoadItems func(r *Run, m int) ([]store.Task, error)
 
-	itemStep []int          // the map step of each loaded item
-	itemAt   map[itemID]int // loaded items by step and number
-	full     map[int]bool   // map steps whose items are all loaded
-	err      error          // of LoadItems
+	// items are the items of map steps loaded or created during the call;
+	// nil until the first (most runs have none).
+	items *loadedItems
 
-	fx         Effects // of the transition in progress
-	dirty      []bool
-	dirtyItems []bool
+	fx    Effects // of the transition in progress
+	dirty []bool
+}
+
+// loadedItems holds the items of a run's map steps that a call loaded
+// (AddItems, LoadItems) or created, in that order: index ItemBase+j is
+// tasks[j].
+type loadedItems struct {
+	tasks []store.Task
+	step  []int          // the map step of each
+	at    map[itemID]int // by step and number
+	full  map[int]bool   // map steps whose items are all loaded
+	err   error          // of LoadItems
+	dirty []bool
 }
 
 // Timestamp truncates t to the microsecond precision of stored timestamps,
@@ -780,10 +788,8 @@ func (r *Run) begin() {
 	} else {
 		clear(r.dirty)
 	}
-	if len(r.dirtyItems) < len(r.Items) {
-		r.dirtyItems = make([]bool, len(r.Items))
-	} else {
-		clear(r.dirtyItems)
+	if r.items != nil {
+		clear(r.items.dirty)
 	}
 }
 
@@ -794,9 +800,11 @@ func (r *Run) end() Effects {
 			r.fx.Tasks = append(r.fx.Tasks, i)
 		}
 	}
-	for j, d := range r.dirtyItems {
-		if d {
-			r.fx.Tasks = append(r.fx.Tasks, ItemBase+j)
+	if r.items != nil {
+		for j, d := range r.items.dirty {
+			if d {
+				r.fx.Tasks = append(r.fx.Tasks, ItemBase+j)
+			}
 		}
 	}
 	slices.Sort(r.fx.NewTasks)
@@ -807,10 +815,7 @@ func (r *Run) end() Effects {
 
 func (r *Run) touch(i int) {
 	if i >= ItemBase {
-		for len(r.dirtyItems) < len(r.Items) {
-			r.dirtyItems = append(r.dirtyItems, false)
-		}
-		r.dirtyItems[i-ItemBase] = true
+		r.items.dirty[i-ItemBase] = true
 		return
 	}
 	r.dirty[i] = true

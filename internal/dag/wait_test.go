@@ -183,7 +183,7 @@ func TestFanOutKeepsCompletedItemsOfTheSameInput(t *testing.T) {
 	}
 	r2, err := Load(r.Rec, r.Shape, []store.Task{r.Tasks[0], {RunID: r.Rec.ID, Name: "m", Kind: store.KindMap, State: store.TaskQueued, Items: 3}})
 	require.NoError(t, err)
-	r2.LoadItems = func(int) ([]store.Task, error) { return stored, nil }
+	r2.LoadItems = func(*Run, int) ([]store.Task, error) { return stored, nil }
 	claimed(t, r2, 1, 6)
 	fx, _ = r2.Finish(1, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: "m", Token: 6}, Kind: store.OutcomeFanOut,
 		Items: [][]byte{[]byte(`a`), []byte(`B`)}}, t0)
