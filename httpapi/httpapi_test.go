@@ -364,3 +364,7 @@ func testMainPath(t *testing.T, en *env) {
 	r = en.send(httptest.NewRequest("GET", "/readyz", nil))
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
 }
+
+// pgtestStore returns a pgstore on a fresh schema, or skips the test
+// without DURABLE_TEST_DATABASE_URL.
+func pgtestStore(t *testing.T) store.Store { return pgtest.Store(t) }
