@@ -52,6 +52,12 @@ type Options struct {
 	// Logger receives the errors answered with 500. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+	// Dashboard serves the web dashboard at / (its assets under /ui/): the
+	// runs with filters, a run's DAG, attempts and events, cancel and
+	// replay. It calls this API from the browser, so it sees what the
+	// API lets the browser's requests see; it asks for a bearer token
+	// when the API answers 401.
+	Dashboard bool
 }
 
 // Handler is the HTTP API of one engine. It is an http.Handler.
@@ -116,6 +122,9 @@ func New(e *durable.Engine, opts Options) *Handler {
 			writeProblem(w, r, &problem{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
 				detail: "this resource allows " + list})
 		})
+	}
+	if opts.Dashboard {
+		h.registerDashboard()
 	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, &problem{status: http.StatusNotFound, code: "not_found", detail: "no such resource"})

@@ -26,7 +26,9 @@ accepting connections and lets requests in flight finish for up to
 and signals, and triggers the built-in workflows (those "durable worker"
 serves) by name; it executes no step: "durable worker" processes do.
 /healthz answers while the process is up, /readyz while PostgreSQL answers
-and the schema is current (this command does not migrate it).
+and the schema is current (this command does not migrate it). The web
+dashboard is at / (runs, their DAGs, attempts and events, cancel and
+replay); it asks for the token.
 
 Every request but /healthz and /readyz must carry "Authorization: Bearer
 <token>", the token given by --token or, better (a flag is visible to other
@@ -51,6 +53,7 @@ type serveOptions struct {
 	noAuth          bool
 	tenant          string
 	maxBody         int64
+	dashboard       bool
 	shutdownTimeout time.Duration
 	logFormat       string
 	logLevel        string
@@ -64,6 +67,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.token, "token", os.Getenv(envAPIToken), "bearer token every API request must carry (default $"+envAPIToken+")")
 	fs.BoolVar(&o.noAuth, "no-auth", false, "serve without a token on any address (authentication is done in front)")
 	fs.StringVar(&o.tenant, "tenant", "", "scope the API to this tenant (default: every tenant)")
+	fs.BoolVar(&o.dashboard, "dashboard", true, "serve the web dashboard at / (--dashboard=false: the API only)")
 	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBodyBytes, "largest request body in bytes")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long requests in flight may finish after SIGTERM")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -128,7 +132,7 @@ func runServe(ctx context.Context, o *serveOptions, logger *slog.Logger) error {
 	if err := e.Register(workloads.New(workloads.Options{}).All()...); err != nil {
 		return err
 	}
-	opts := httpapi.Options{Logger: logger, MaxBodyBytes: o.maxBody}
+	opts := httpapi.Options{Logger: logger, MaxBodyBytes: o.maxBody, Dashboard: o.dashboard}
 	if o.token != "" {
 		opts.Authenticate = httpapi.BearerToken(o.token)
 	}

@@ -56,6 +56,9 @@ func TestServe(t *testing.T) {
 	require.Equal(t, 200, code, body)
 	code, body = get("/readyz", "")
 	require.Equal(t, 200, code, body)
+	code, body = get("/", "") // the dashboard's page; it asks for the token
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, `<script src="ui/app.js" defer></script>`)
 	code, body = get("/api/v1/runs", "")
 	require.Equal(t, 401, code, body)
 	code, body = get("/api/v1/runs", "wrong")
