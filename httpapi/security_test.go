@@ -11,7 +11,9 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/httpapi"
+	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/memstore"
+	"github.com/effectivelabs/durable/pgstore"
 )
 
 func TestTenantIsolationMemory(t *testing.T) {
@@ -219,4 +221,44 @@ func TestBadRequests(t *testing.T) {
 	// An empty trigger body is a null input: a zero Greeting.
 	r = en.do(t, "a", "POST", trig, "")
 	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+}
+
+// TestDefaultBodyLimit: without MaxBodyBytes, bodies over 1 MiB answer 413.
+func TestDefaultBodyLimit(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t, memstore.New())
+	h := httpapi.New(en.e, httpapi.Options{Logger: quiet})
+	send := func(n int) *httptest.ResponseRecorder {
+		body := `{"tenant":"a","input":{"name":"` + strings.Repeat("x", n) + `"}}`
+		req := httptest.NewRequest("POST", "/api/v1/workflows/greet/runs", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	overhead := len(`{"tenant":"a","input":{"name":""}}`)
+	require.Equal(t, http.StatusCreated, send(httpapi.DefaultMaxBodyBytes-overhead).Code)
+	rec := send(httpapi.DefaultMaxBodyBytes - overhead + 1)
+	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, rec.Body.String())
+	require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+}
+
+// TestNotReady: /readyz answers 503 while the schema is not migrated, and
+// says nothing of the database's error.
+func TestNotReady(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s, err := pgstore.New(pool, &pgstore.Config{Schema: pgtest.EmptySchema(t, pool)})
+	require.NoError(t, err)
+	e, err := durable.New(s, durable.Config{Logger: quiet})
+	require.NoError(t, err)
+	h := httpapi.New(e, httpapi.Options{Logger: quiet, Authenticate: httpapi.BearerToken(token)})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), `"code":"not_ready"`)
+	require.NotContains(t, rec.Body.String(), "pgstore")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
 }
