@@ -1,8 +1,9 @@
 // Package httpapi serves durable's operator and trigger API over HTTP: a
 // JSON API under /api/v1/ (runs, their steps and events, cancel, replay,
 // signals, events, triggering a registered workflow by name, workflows and
-// their DAGs, stats), /healthz and /readyz. Mount the *Handler that New
-// returns in your own server, or run "durable serve".
+// their DAGs, stats), /healthz and /readyz, and optionally a web dashboard
+// at / (Options.Dashboard). Mount the *Handler that New returns in your own
+// server, or run "durable serve".
 //
 // Errors are RFC 9457 problem details (application/problem+json). Every
 // request but /healthz and /readyz passes Options.Authenticate, and every
