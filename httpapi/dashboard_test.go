@@ -133,6 +133,11 @@ func TestDashboardReplay(t *testing.T) {
 		chromedp.WaitVisible(`#dag .node[data-step="second"][data-state="COMPLETED"]`),
 		chromedp.WaitVisible(`#timeline rect[data-step="second"][data-attempt="1"]`),
 		shot("dashboard-replayed-run.png"),
+		// The workflows and their DAGs.
+		chromedp.Navigate(srv.URL+"/#/workflows"),
+		chromedp.WaitVisible(`section[data-workflow="approval"] svg .node[data-step="approved"]`),
+		chromedp.WaitVisible(`section[data-workflow="approval"] svg path.edge[data-from="approved"][data-to="record"]`),
+		chromedp.WaitVisible(`section[data-workflow="slow"] svg .node[data-step="nap"]`),
 		// Hostile text stays text.
 		chromedp.Navigate(srv.URL+"/#/runs/"+ok.String()),
 		chromedp.WaitVisible(`#dag .node[data-step="shout"]`),

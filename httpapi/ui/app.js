@@ -178,9 +178,9 @@ function layout(steps) {
   return { pos, width, height };
 }
 
-function dagSVG(steps, onSelect) {
+function dagSVG(steps, onSelect, id) {
   const { pos, width, height } = layout(steps);
-  const g = svg("svg", { id: "dag", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "the run's steps" });
+  const g = svg("svg", { id: id || "dag", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "the run's steps" });
   for (const s of steps) {
     for (const p of s.parents || []) {
       const a = pos[p], b = pos[s.name];
@@ -326,9 +326,9 @@ async function runView(id) {
 
 async function workflowsView() {
   const d = await api("workflows");
-  main.replaceChildren(el("h1", {}, "Workflows"), ...d.workflows.map((w) => el("section", {},
+  main.replaceChildren(el("h1", {}, "Workflows"), ...d.workflows.map((w, i) => el("section", { "data-workflow": w.name },
     el("h2", {}, w.name, w.child_only ? " (child workflow)" : ""),
-    dagSVG(w.steps.map((s) => ({ ...s, state: "PENDING", attempts: 0 })), () => {}))));
+    dagSVG(w.steps.map((s) => ({ ...s, state: "PENDING", attempts: 0 })), () => {}, "dag-" + i))));
   setLive(null);
 }
 
