@@ -166,20 +166,8 @@ func (w *Workflow[I]) prepare(e *Engine, triggers []Trigger[I]) (*store.CreateRu
 		if _, err := w.def.decodeInput(e.cfg.Codec, b); err != nil {
 			return nil, fmt.Errorf("%w: input does not decode back into its type: %w", ErrEncode, err)
 		}
-		id := o.runID
-		if id == uuid.Nil {
-			if id, err = uuid.NewV7(); err != nil {
-				return nil, fmt.Errorf("durable: run id: %w", err)
-			}
-		}
-		keys, err := w.def.keys(t.Input)
-		if err != nil {
+		if p.Runs[i], err = w.def.newRun(shape, t.Tenant, b, t.Input, o); err != nil {
 			return nil, err
-		}
-		p.Runs[i] = store.NewRun{
-			ID: id, Workflow: w.def.name, Tenant: t.Tenant, Input: b, Shape: shape, Keys: keys,
-			IdempotencyKey: o.key, Priority: int(o.priority),
-			StartAt: o.startAt, StartAfter: o.startAfter, Deadline: o.deadline, Timeout: o.timeout,
 		}
 	}
 	return p, nil

@@ -1,7 +1,7 @@
 // Command durable is the command-line companion of the durable library: a
-// demo, and (with PostgreSQL) migrations, workers, triggers, operating runs
-// (list, show, cancel, replay, prune, stats), sending events and signals to
-// the steps waiting for them, and benchmarks.
+// demo, and (with PostgreSQL) migrations, workers, an HTTP API, triggers,
+// operating runs (list, show, cancel, replay, prune, stats), sending events
+// and signals to the steps waiting for them, and benchmarks.
 package main
 
 import (
@@ -24,6 +24,7 @@ Commands:
   demo      run the order-processing demo workflow and watch it
   migrate   create or update the PostgreSQL schema (up, down, status, sql)
   worker    serve the built-in workflows until SIGTERM, then drain
+  serve     serve the HTTP API (runs, triggers, events, signals, stats)
   bench     measure throughput, latency, fairness and idle cost on PostgreSQL
   trigger   start runs of a built-in workflow, optionally wait for them
   runs      operate runs: list (filter by status, workflow, tenant, time,
@@ -60,6 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"demo":      demoCmd,
 		"migrate":   migrateCmd,
 		"worker":    workerCmd,
+		"serve":     serveCmd,
 		"bench":     benchCmd,
 		"trigger":   triggerCmd,
 		"runs":      runsCmd,

@@ -1,0 +1,174 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// Workflows by name: starting a registered workflow from encoded input
+// (for callers that do not share its Go types, such as an HTTP API),
+// describing the registered DAGs, and checking that the store is ready.
+
+// Errors of starting a workflow by name.
+var (
+	// ErrInvalidInput: the encoded input given to StartByName does not
+	// decode into the workflow's input type. Nothing is started.
+	ErrInvalidInput = errors.New("durable: input does not decode into the workflow's input type")
+	// ErrRunExists: a trigger's run ID (WithRunID) is taken by a run of
+	// another workflow or tenant.
+	ErrRunExists = store.ErrRunExists
+)
+
+// StartByName starts a run of the workflow registered on e under the name
+// workflow, for tenant, with input already encoded by the engine's Codec
+// (JSON by default). The input is checked by decoding it into the
+// workflow's input type: when that fails the error matches ErrInvalidInput
+// and nothing is started. An unregistered name fails with
+// ErrWorkflowNotRegistered. Otherwise it behaves as Workflow.Start, options
+// and duplicates included.
+func (e *Engine) StartByName(ctx context.Context, workflow, tenant string, input []byte, opts ...TriggerOption) (Started, error) {
+	if e.isStopped() {
+		return Started{}, ErrEngineStopped
+	}
+	def := e.workflow(workflow)
+	if def == nil {
+		return Started{}, fmt.Errorf("%w: %s", ErrWorkflowNotRegistered, dag.Quote(workflow))
+	}
+	shape, err := def.freeze()
+	if err != nil {
+		return Started{}, err
+	}
+	if !dag.ValidTenant(tenant) {
+		return Started{}, fmt.Errorf("%w: %s", ErrInvalidTenant, dag.Quote(tenant))
+	}
+	o, err := applyTrigger(opts)
+	if err != nil {
+		return Started{}, err
+	}
+	in, err := def.decodeInput(e.cfg.Codec, input)
+	if err != nil {
+		return Started{}, fmt.Errorf("%w: workflow %s: %w", ErrInvalidInput, dag.Quote(workflow), err)
+	}
+	run, err := def.newRun(shape, tenant, input, in, o)
+	if err != nil {
+		return Started{}, err
+	}
+	res, err := e.store.CreateRuns(ctx, &store.CreateRunsParams{Now: e.now(), Runs: []store.NewRun{run}})
+	if err != nil {
+		return Started{}, fmt.Errorf("durable: starting run: %w", err)
+	}
+	e.wakeClaims()
+	return started(res)[0], nil
+}
+
+// newRun is the store's record of a new run of d: b is the encoded input,
+// in the decoded one (for concurrency and rate-limit keys).
+func (d *workflowDef) newRun(shape *store.Shape, tenant string, b []byte, in any, o *triggerOpts) (store.NewRun, error) {
+	id := o.runID
+	if id == uuid.Nil {
+		var err error
+		if id, err = uuid.NewV7(); err != nil {
+			return store.NewRun{}, fmt.Errorf("durable: run id: %w", err)
+		}
+	}
+	keys, err := d.keys(in)
+	if err != nil {
+		return store.NewRun{}, err
+	}
+	return store.NewRun{
+		ID: id, Workflow: d.name, Tenant: tenant, Input: b, Shape: shape, Keys: keys,
+		IdempotencyKey: o.key, Priority: int(o.priority),
+		StartAt: o.startAt, StartAfter: o.startAfter, Deadline: o.deadline, Timeout: o.timeout,
+	}, nil
+}
+
+// WorkflowInfo describes a registered workflow: its name and its DAG.
+type WorkflowInfo struct {
+	// Name is the workflow's name.
+	Name string
+	// Steps are its steps in declaration order; a step's parents come
+	// before it.
+	Steps []StepInfo
+	// OnFailure is set when the workflow has an on-failure handler.
+	OnFailure bool
+	// ChildOnly is set for a workflow registered only because another
+	// registered workflow starts it as a child run (Child).
+	ChildOnly bool
+}
+
+// StepInfo describes one step of a registered workflow.
+type StepInfo struct {
+	// Name is the step's name.
+	Name string
+	// Parents are the steps it runs after.
+	Parents []string
+	// Kind is what the step does: "step" (code), "sleep", "event" (waits
+	// for an event or a signal), "child" (starts a child run) or "map".
+	Kind store.TaskKind
+	// Sleep is a sleep step's duration.
+	Sleep time.Duration
+	// Signal is the signal a WaitForSignal step waits for.
+	Signal string
+	// Child is the workflow a child step starts.
+	Child string
+	// MapOver is the parent whose list a map step maps over.
+	MapOver string
+}
+
+// Workflows describes the workflows registered on e, by name.
+func (e *Engine) Workflows() []WorkflowInfo {
+	e.mu.Lock()
+	names := e.names
+	defs := make([]*workflowDef, len(names))
+	childOnly := make([]bool, len(names))
+	for i, n := range names {
+		defs[i], childOnly[i] = e.workflows[n], e.children[n]
+	}
+	e.mu.Unlock()
+	out := make([]WorkflowInfo, 0, len(defs))
+	for i, d := range defs {
+		shape, err := d.freeze()
+		if err != nil {
+			continue // registered definitions froze without error
+		}
+		wi := WorkflowInfo{Name: d.name, OnFailure: shape.OnFailure != nil, ChildOnly: childOnly[i]}
+		for _, s := range shape.Steps {
+			si := StepInfo{Name: s.Name, Parents: s.Parents, Kind: store.KindStep, Sleep: s.Sleep}
+			switch {
+			case s.Sleep > 0:
+				si.Kind = store.KindSleep
+			case s.Wait != nil:
+				si.Kind, si.Signal = store.KindEvent, s.Wait.Signal
+			case s.Child != nil:
+				si.Kind, si.Child = store.KindChild, s.Child.Workflow
+			case s.Map != nil:
+				si.Kind, si.MapOver = store.KindMap, s.Map.Over
+			}
+			wi.Steps = append(wi.Steps, si)
+		}
+		out = append(out, wi)
+	}
+	return out
+}
+
+// Check reports whether the engine's store is ready to serve: for pgstore,
+// that the database answers and its schema is migrated to the version this
+// code expects. A store that cannot tell (one that does not implement
+// store.Checker, like memstore) is ready.
+func (e *Engine) Check(ctx context.Context) error {
+	c, ok := e.store.(store.Checker)
+	if !ok {
+		return nil
+	}
+	if err := c.Check(ctx); err != nil {
+		return fmt.Errorf("durable: store not ready: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,183 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/httpapi"
+	"github.com/effectivelabs/durable/memstore"
+)
+
+// chromium returns Debian's Chromium, or skips the test without it (fails
+// it under CI=true: CI must not pass by skipping browser tests).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no chromium: install it (apt-get install -y chromium)")
+	}
+	t.Skip("no chromium: install it (apt-get install -y chromium) to run the browser tests")
+	return ""
+}
+
+// browser starts a headless Chromium and returns its context, with a
+// timeout for the test's actions. Console errors, uncaught exceptions and
+// browser log errors (failed loads) are collected; the test fails on any.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	exe := chromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	require.NoError(t, chromedp.Do(ctx)) // start the browser, without a timeout
+	cctx, stopConsole := context.WithCancel(ctx)
+	messages := chromedp.Console(cctx)
+	var problems []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m, err := range messages {
+			if err != nil {
+				return // the subscription ended
+			}
+			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException {
+				problems = append(problems, string(m.Type)+": "+m.Text+" "+m.URL)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		stopConsole()
+		<-done
+		cancelCtx()
+		cancelAlloc()
+		require.Empty(t, problems, "the page logged errors")
+	})
+	tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(cancel)
+	return tctx
+}
+
+// TestDashboardReplay opens a failed run's page, sees the failed step
+// marked on the DAG, replays the run once fixed, and sees it complete.
+func TestDashboardReplay(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t, memstore.New())
+	srv := httptest.NewServer(httpapi.New(en.e, httpapi.Options{Logger: quiet, Dashboard: true}))
+	t.Cleanup(srv.Close)
+	ok := en.trigger(t, "a", "greet", map[string]any{"input": map[string]any{"name": "<img src=x onerror=alert(1)>"}})
+	en.settle(t, ok)
+	id := en.trigger(t, "a", "flaky", map[string]any{"input": 4})
+	require.Equal(t, durable.RunFailed, en.settle(t, id).Status)
+
+	ctx := browser(t)
+	shots := map[string][]byte{}
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			if os.Getenv("DURABLE_UPDATE_SCREENSHOTS") == "" {
+				return nil
+			}
+			b, err := chromedp.FullScreenshot(100)(ctx, tg)
+			shots[name] = b
+			return err
+		})
+	}
+	require.NoError(t, chromedp.Do(ctx,
+		// The runs list, its rows linking to the runs.
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-run="%s"] .badge[data-status="FAILED"]`, id)),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-run="%s"] .badge[data-status="COMPLETED"]`, ok)),
+		shot("dashboard-runs.png"),
+		// A filter keeps the failed run only.
+		chromedp.Navigate(srv.URL+"/#/?status=FAILED"),
+		chromedp.WaitReady(`#f-status option[value="FAILED"]:checked`),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-run="%s"]`, id)),
+		chromedp.WaitNotPresent(fmt.Sprintf(`tr[data-run="%s"]`, ok)),
+		// The failed run: the failed step marked, its error shown as text.
+		chromedp.Click(fmt.Sprintf(`tr[data-run="%s"] a`, id)),
+		chromedp.WaitVisible(`#dag .node[data-step="second"][data-state="FAILED"]`),
+		chromedp.WaitVisible(`#dag .node[data-step="first"][data-state="COMPLETED"]`),
+		chromedp.WaitVisible(`#dag path.edge[data-from="first"][data-to="second"]`),
+		chromedp.WaitVisible(`#timeline rect[data-step="second"][data-attempt="1"]`),
+	))
+	errText, err := chromedp.Run(ctx, chromedp.Text(`#run-error`))
+	require.NoError(t, err)
+	require.Equal(t, "second: <b>broken</b>", errText)
+	en.fixed.Store(true) // the fix is deployed
+	require.NoError(t, chromedp.Do(ctx,
+		shot("dashboard-failed-run.png"),
+		// Replay, confirmed in the dialog.
+		chromedp.Click(`#replay`),
+		chromedp.WaitVisible(`#confirm[open] #confirm-yes`),
+		chromedp.Click(`#confirm-yes`),
+		chromedp.WaitVisible(`h1 .badge[data-status="COMPLETED"]`),
+		chromedp.WaitVisible(`#dag .node[data-step="second"][data-state="COMPLETED"]`),
+		chromedp.WaitVisible(`#timeline rect[data-step="second"][data-attempt="1"]`),
+		shot("dashboard-replayed-run.png"),
+		// The workflows and their DAGs.
+		chromedp.Navigate(srv.URL+"/#/workflows"),
+		chromedp.WaitVisible(`section[data-workflow="approval"] svg .node[data-step="approved"]`),
+		chromedp.WaitVisible(`section[data-workflow="approval"] svg path.edge[data-from="approved"][data-to="record"]`),
+		chromedp.WaitVisible(`section[data-workflow="slow"] svg .node[data-step="nap"]`),
+		// Hostile text stays text.
+		chromedp.Navigate(srv.URL+"/#/runs/"+ok.String()),
+		chromedp.WaitVisible(`#dag .node[data-step="shout"]`),
+		chromedp.Click(`#dag .node[data-step="shout"]`),
+		chromedp.WaitVisible(`#dag .node.selected[data-step="shout"]`),
+	))
+	page, err := chromedp.Run(ctx, chromedp.Text(`main`))
+	require.NoError(t, err)
+	require.Contains(t, page, `"name": "<img src=x onerror=alert(1)>"`)
+	require.Contains(t, page, `"HELLO <IMG SRC=X ONERROR=ALERT(1)>"`)
+	imgs, err := chromedp.Run(ctx, chromedp.Nodes(`main img`, chromedp.AtLeast(0)))
+	require.NoError(t, err)
+	require.Empty(t, imgs)
+	for name, b := range shots {
+		require.NoError(t, os.WriteFile(filepath.Join("..", "docs", name), b, 0o644))
+	}
+	require.Equal(t, durable.RunCompleted, en.settle(t, id).Status)
+}
+
+// TestDashboardAssets: the dashboard's files are served with a strict
+// content security policy, and only when enabled.
+func TestDashboardAssets(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t, memstore.New())
+	on := httpapi.New(en.e, httpapi.Options{Logger: quiet, Dashboard: true})
+	for _, path := range []string{"/", "/ui/app.js", "/ui/style.css"} {
+		rec := httptest.NewRecorder()
+		on.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		require.Equal(t, http.StatusOK, rec.Code, path)
+		require.Contains(t, rec.Header().Get("Content-Security-Policy"), "script-src 'self'", path)
+		require.Equal(t, "nosniff", rec.Header().Get("X-Content-Type-Options"), path)
+		require.Equal(t, "DENY", rec.Header().Get("X-Frame-Options"), path)
+	}
+	for _, path := range []string{"/ui/", "/ui/index.html", "/ui/nope.js", "/ui/../httpapi.go"} {
+		rec := httptest.NewRecorder()
+		on.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		require.NotEqual(t, http.StatusOK, rec.Code, path)
+	}
+	off := httpapi.New(en.e, httpapi.Options{Logger: quiet})
+	rec := httptest.NewRecorder()
+	off.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	require.Equal(t, http.StatusNotFound, rec.Code)
+}

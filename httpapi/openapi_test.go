@@ -1,0 +1,58 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestOpenAPICoversRoutes fails when a route of the handler is missing
+// from the OpenAPI document, or the document names one the handler does
+// not serve.
+func TestOpenAPICoversRoutes(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(openAPIDoc, &doc))
+	require.True(t, strings.HasPrefix(doc.OpenAPI, "3.1."), doc.OpenAPI)
+
+	h := New(nil, Options{}) // the routes only: no request reaches the engine
+	var served, documented []string
+	for _, rt := range h.routes {
+		served = append(served, rt.method+" "+rt.pattern)
+	}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			documented = append(documented, strings.ToUpper(method)+" "+path)
+			var o struct {
+				OperationID string                     `json:"operationId"`
+				Responses   map[string]json.RawMessage `json:"responses"`
+			}
+			require.NoError(t, json.Unmarshal(op, &o))
+			require.NotEmpty(t, o.OperationID, "%s %s", method, path)
+			require.NotEmpty(t, o.Responses, "%s %s", method, path)
+		}
+	}
+	slices.Sort(served)
+	slices.Sort(documented)
+	for _, r := range served {
+		require.Contains(t, documented, r, "route missing from openapi.json")
+	}
+	for _, d := range documented {
+		require.Contains(t, served, d, "openapi.json documents a route the handler does not serve")
+	}
+
+	// The document is served as it is checked in.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/openapi.json", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	require.Equal(t, openAPIDoc, rec.Body.Bytes())
+}

@@ -1,0 +1,358 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable"
+)
+
+// runSummary is a run in a listing.
+type runSummary struct {
+	ID         uuid.UUID  `json:"id"`
+	Workflow   string     `json:"workflow"`
+	Tenant     string     `json:"tenant"`
+	Status     string     `json:"status"`
+	FailedStep string     `json:"failed_step,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	ParentID   *uuid.UUID `json:"parent_id,omitempty"`
+	ParentStep string     `json:"parent_step,omitempty"`
+}
+
+// runPage is a page of runs.
+type runPage struct {
+	Runs []runSummary `json:"runs"`
+	// NextCursor continues the listing (the cursor parameter); absent on
+	// the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// runDetail is a run with its steps.
+type runDetail struct {
+	ID             uuid.UUID       `json:"id"`
+	Workflow       string          `json:"workflow"`
+	Tenant         string          `json:"tenant"`
+	Status         string          `json:"status"`
+	Error          *runError       `json:"error,omitempty"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Priority       int             `json:"priority"`
+	Deadline       *time.Time      `json:"deadline,omitempty"`
+	Parent         *parentRef      `json:"parent,omitempty"`
+	Steps          []stepDetail    `json:"steps"`
+}
+
+type runError struct {
+	Step    string `json:"step,omitempty"`
+	Message string `json:"message"`
+}
+
+type parentRef struct {
+	RunID  uuid.UUID `json:"run_id"`
+	Step   string    `json:"step"`
+	Result string    `json:"result,omitempty"`
+}
+
+// stepDetail is one step of a run (or one item of a map step).
+type stepDetail struct {
+	Name       string          `json:"name"`
+	Kind       string          `json:"kind"`
+	State      string          `json:"state"`
+	Parents    []string        `json:"parents"`
+	Attempts   int             `json:"attempts"`
+	Error      string          `json:"error,omitempty"`
+	DueAt      *time.Time      `json:"due_at,omitempty"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	EventKey   string          `json:"event_key,omitempty"`
+	Signal     string          `json:"signal,omitempty"`
+	ChildRunID *uuid.UUID      `json:"child_run_id,omitempty"`
+	Item       *int            `json:"item,omitempty"`
+	Items      []stepDetail    `json:"items,omitempty"`
+}
+
+type event struct {
+	ID      int64      `json:"id"`
+	Step    string     `json:"step"`
+	Type    string     `json:"type"`
+	Attempt int        `json:"attempt"`
+	At      time.Time  `json:"at"`
+	Detail  string     `json:"detail,omitempty"`
+	DueAt   *time.Time `json:"due_at,omitempty"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func idPtr(id uuid.UUID) *uuid.UUID {
+	if id == uuid.Nil {
+		return nil
+	}
+	return &id
+}
+
+// rawJSON returns encoded bytes as they are when they are JSON (the
+// default codec), else as a JSON string of their base64.
+func rawJSON(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	if json.Valid(b) {
+		return b
+	}
+	s, _ := json.Marshal(base64.StdEncoding.EncodeToString(b))
+	return s
+}
+
+func summaryJSON(r durable.RunSummary) runSummary {
+	return runSummary{
+		ID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: string(r.Status), FailedStep: r.FailedStep,
+		Error: r.Error, CreatedAt: r.CreatedAt, FinishedAt: timePtr(r.FinishedAt),
+		ParentID: idPtr(r.ParentID), ParentStep: r.ParentStep,
+	}
+}
+
+func detailJSON(res *durable.RunResult) runDetail {
+	out := runDetail{
+		ID: res.ID, Workflow: res.Workflow, Tenant: res.Tenant, Status: string(res.Status),
+		Input: rawJSON(res.Input), CreatedAt: res.CreatedAt, FinishedAt: timePtr(res.FinishedAt),
+		IdempotencyKey: res.IdempotencyKey, Priority: int(res.Priority), Deadline: timePtr(res.Deadline),
+		Steps: make([]stepDetail, len(res.Steps)),
+	}
+	var re *durable.RunError
+	if errors.As(res.Err, &re) {
+		out.Error = &runError{Step: re.Step, Message: re.Message}
+	}
+	if p := res.Parent; p != nil {
+		out.Parent = &parentRef{RunID: p.RunID, Step: p.Step, Result: p.Result}
+	}
+	for i := range res.Steps {
+		out.Steps[i] = stepJSON(&res.Steps[i], false)
+	}
+	return out
+}
+
+func stepJSON(s *durable.StepResult, item bool) stepDetail {
+	d := stepDetail{
+		Name: s.Name, Kind: string(s.Kind), State: string(s.State), Parents: s.Parents, Attempts: s.Attempts,
+		Error: s.Error, DueAt: timePtr(s.DueAt), StartedAt: timePtr(s.StartedAt), FinishedAt: timePtr(s.FinishedAt),
+		Output: rawJSON(s.Output), EventKey: s.EventKey, Signal: s.Signal, ChildRunID: idPtr(s.ChildRunID),
+	}
+	if d.Kind == "" {
+		d.Kind = "step"
+	}
+	if d.Parents == nil {
+		d.Parents = []string{}
+	}
+	if item {
+		n := s.Item
+		d.Item = &n
+	}
+	for k := range s.Items {
+		d.Items = append(d.Items, stepJSON(&s.Items[k], true))
+	}
+	return d
+}
+
+// listParams are the query parameters of GET /api/v1/runs.
+var listParams = []string{"status", "workflow", "tenant", "created_after", "created_before",
+	"finished_after", "finished_before", "parent", "limit", "cursor"}
+
+func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) error {
+	q := r.URL.Query()
+	for name := range q {
+		if !slices.Contains(listParams, name) {
+			return badRequest("invalid_filter", "unknown query parameter "+strconv.Quote(name))
+		}
+	}
+	var opts durable.ListOptions
+	for _, v := range q["status"] {
+		for st := range strings.SplitSeq(v, ",") {
+			if st = strings.TrimSpace(st); st != "" {
+				opts.Statuses = append(opts.Statuses, durable.RunStatus(strings.ToUpper(st)))
+			}
+		}
+	}
+	opts.Workflow = q.Get("workflow")
+	opts.Tenant = q.Get("tenant")
+	for _, tp := range []struct {
+		name string
+		dst  *time.Time
+	}{
+		{"created_after", &opts.CreatedAfter}, {"created_before", &opts.CreatedBefore},
+		{"finished_after", &opts.FinishedAfter}, {"finished_before", &opts.FinishedBefore},
+	} {
+		if v := q.Get(tp.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return badRequest("invalid_filter", tp.name+": want an RFC 3339 time such as 2026-01-02T15:04:05Z")
+			}
+			*tp.dst = t
+		}
+	}
+	if v := q.Get("parent"); v != "" {
+		id, err := parseID(v)
+		if err != nil {
+			return err
+		}
+		opts.Parent = id
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return badRequest("invalid_filter", "limit: want a whole number from 1 to 1000")
+		}
+		opts.Limit = n
+	}
+	opts.Cursor = q.Get("cursor")
+	page, err := sc.ops.ListRuns(r.Context(), opts)
+	if err != nil {
+		return err
+	}
+	out := runPage{Runs: make([]runSummary, len(page.Runs)), NextCursor: page.Next}
+	for i, run := range page.Runs {
+		out.Runs[i] = summaryJSON(run)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// parseID parses a run ID.
+func parseID(s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
+	if err != nil || len(s) != 36 {
+		return uuid.Nil, badRequest("invalid_id", "not a run ID: want a UUID such as 01890a5d-ac96-774b-bcce-b302099a8057")
+	}
+	return id, nil
+}
+
+func (h *Handler) getRun(w http.ResponseWriter, r *http.Request, sc scope) error {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return h.writeRun(w, r, sc, id, http.StatusOK)
+}
+
+func (h *Handler) writeRun(w http.ResponseWriter, r *http.Request, sc scope, id uuid.UUID, status int) error {
+	res, err := sc.ops.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, detailJSON(res))
+	return nil
+}
+
+func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, sc scope) error {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	evs, err := sc.ops.Events(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Events []event `json:"events"`
+	}{Events: make([]event, len(evs))}
+	for i, ev := range evs {
+		out.Events[i] = event{ID: ev.ID, Step: ev.Step, Type: string(ev.Type), Attempt: ev.Attempt, At: ev.At,
+			Detail: ev.Detail, DueAt: timePtr(ev.DueAt)}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// cancelRequest is the body of POST /api/v1/runs/{id}/cancel (optional).
+type cancelRequest struct {
+	Reason string `json:"reason"`
+}
+
+// maxReason is the longest cancel reason, in bytes.
+const maxReason = 1000
+
+func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request, sc scope) error {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	var req cancelRequest
+	if err := h.decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	if len(req.Reason) > maxReason {
+		return badRequest("bad_body", "reason: at most "+strconv.Itoa(maxReason)+" bytes")
+	}
+	if err := sc.ops.Cancel(r.Context(), id, req.Reason); err != nil {
+		return err
+	}
+	return h.writeRun(w, r, sc, id, http.StatusOK)
+}
+
+// replayRequest is the body of POST /api/v1/runs/{id}/replay (optional).
+type replayRequest struct {
+	FromStep string `json:"from_step"`
+}
+
+func (h *Handler) replayRun(w http.ResponseWriter, r *http.Request, sc scope) error {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	var req replayRequest
+	if err := h.decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	if err := sc.ops.Replay(r.Context(), id, durable.ReplayOptions{FromStep: req.FromStep}); err != nil {
+		return err
+	}
+	return h.writeRun(w, r, sc, id, http.StatusOK)
+}
+
+// signalRequest is the body of POST /api/v1/runs/{id}/signals.
+type signalRequest struct {
+	Name    string          `json:"name"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+func (h *Handler) signalRun(w http.ResponseWriter, r *http.Request, sc scope) error {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	var req signalRequest
+	if err := h.decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	if err := sc.ops.Signal(r.Context(), id, req.Name, payload(req.Payload)); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"run_id": id.String()})
+	return nil
+}
+
+// payload is a JSON payload as the codec encodes it: as it is, null when
+// absent.
+func payload(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}

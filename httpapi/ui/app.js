@@ -1,0 +1,352 @@
+// The durable dashboard: plain JavaScript over the JSON API (no build
+// step). Every text from the API goes into the page as text nodes, never
+// as HTML.
+"use strict";
+
+const SVGNS = "http://www.w3.org/2000/svg";
+const main = document.getElementById("main");
+const live = document.getElementById("live");
+let timer = null; // the live refresh of the current view
+
+// el builds an element: attributes, then children (strings become text).
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const k of kids.flat()) {
+    if (k === null || k === undefined) continue;
+    e.append(typeof k === "string" || typeof k === "number" ? document.createTextNode(String(k)) : k);
+  }
+  return e;
+}
+
+function svg(tag, attrs, ...kids) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const k of kids) e.append(typeof k === "string" ? document.createTextNode(k) : k);
+  return e;
+}
+
+// api calls the JSON API with the token of this tab, if any.
+async function api(path, opts) {
+  opts = opts || {};
+  const headers = {};
+  const token = sessionStorage.getItem("durable-token");
+  if (token) headers["Authorization"] = "Bearer " + token;
+  if (opts.body !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch("api/v1/" + path, {
+    method: opts.method || "GET", headers,
+    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+  });
+  const data = await resp.json();
+  if (resp.status === 401) {
+    showLogin();
+    throw new Error("sign in first");
+  }
+  if (!resp.ok) throw new Error(data.detail || data.title || ("HTTP " + resp.status));
+  return data;
+}
+
+function showLogin() {
+  const form = document.getElementById("login");
+  form.hidden = false;
+  main.hidden = true;
+}
+
+document.getElementById("login").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  sessionStorage.setItem("durable-token", document.getElementById("token").value);
+  document.getElementById("login").hidden = true;
+  main.hidden = false;
+  route();
+});
+
+function fmtTime(s) {
+  if (!s) return "";
+  return new Date(s).toLocaleString();
+}
+
+function badge(status) {
+  return el("span", { class: "badge " + status, "data-status": status }, status);
+}
+
+function showError(err) {
+  main.replaceChildren(el("p", { class: "error", role: "alert" }, String(err.message || err)));
+}
+
+// confirmAction asks in a modal dialog; extra is an optional element (an
+// option of the action). It resolves true when confirmed.
+function confirmAction(text, extra) {
+  const dlg = document.getElementById("confirm");
+  document.getElementById("confirm-text").textContent = text;
+  document.getElementById("confirm-extra").replaceChildren(...(extra ? [extra] : []));
+  return new Promise((resolve) => {
+    dlg.addEventListener("close", () => resolve(dlg.returnValue === "ok"), { once: true });
+    dlg.returnValue = "";
+    dlg.showModal();
+  });
+}
+
+function setLive(fn, ms) {
+  clearInterval(timer);
+  timer = null;
+  if (fn) timer = setInterval(() => { if (live.checked && !document.hidden) fn(); }, ms);
+}
+
+// ---- runs list --------------------------------------------------------------
+
+async function runsView(params) {
+  const status = el("select", { id: "f-status" },
+    ["", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"].map((s) => el("option", { value: s, selected: params.get("status") === s }, s || "any")));
+  const workflow = el("select", { id: "f-workflow" }, el("option", { value: "" }, "any"));
+  const tenant = el("input", { id: "f-tenant", value: params.get("tenant") || "", placeholder: "any", size: 14 });
+  const apply = () => {
+    const q = new URLSearchParams();
+    if (status.value) q.set("status", status.value);
+    if (workflow.value) q.set("workflow", workflow.value);
+    if (tenant.value) q.set("tenant", tenant.value);
+    location.hash = "#/?" + q.toString();
+  };
+  status.addEventListener("change", apply);
+  workflow.addEventListener("change", apply);
+  tenant.addEventListener("change", apply);
+  const tbody = el("tbody", { id: "runs" });
+  const more = el("button", { id: "more", hidden: true }, "More");
+  main.replaceChildren(
+    el("h1", {}, "Runs"),
+    el("div", { class: "filters" },
+      el("label", {}, "status", status), el("label", {}, "workflow", workflow), el("label", {}, "tenant", tenant)),
+    el("table", {}, el("thead", {}, el("tr", {}, ["Run", "Workflow", "Tenant", "Status", "Failed step", "Created", "Finished"].map((h) => el("th", {}, h)))), tbody),
+    more);
+
+  api("workflows").then((d) => {
+    for (const w of d.workflows) workflow.append(el("option", { value: w.name, selected: params.get("workflow") === w.name }, w.name));
+  }).catch(() => {});
+
+  const query = new URLSearchParams();
+  for (const k of ["status", "workflow", "tenant"]) if (params.get(k)) query.set(k, params.get(k));
+  query.set("limit", "50");
+  let cursor = "";
+  const row = (r) => el("tr", { "data-run": r.id },
+    el("td", { class: "id" }, el("a", { href: "#/runs/" + r.id }, r.id)),
+    el("td", {}, r.workflow), el("td", {}, r.tenant), el("td", {}, badge(r.status)),
+    el("td", {}, r.failed_step || ""), el("td", {}, fmtTime(r.created_at)), el("td", {}, fmtTime(r.finished_at)));
+  const load = async (append) => {
+    const q = new URLSearchParams(query);
+    if (append && cursor) q.set("cursor", cursor);
+    const page = await api("runs?" + q.toString());
+    const rows = page.runs.map(row);
+    if (append) tbody.append(...rows); else tbody.replaceChildren(...rows);
+    if (!append || page.next_cursor) cursor = page.next_cursor || "";
+    more.hidden = !cursor;
+    if (!append && page.runs.length === 0) tbody.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No runs match.")));
+  };
+  more.addEventListener("click", () => load(true).catch(showError));
+  await load(false);
+  setLive(() => { if (tbody.children.length <= 50) load(false).catch(() => {}); }, 3000);
+}
+
+// ---- one run ----------------------------------------------------------------
+
+// layout places the steps of a DAG in columns by depth (longest path from
+// a root), in declaration order within a column.
+function layout(steps) {
+  const depth = {};
+  let maxDepth = 0;
+  for (const s of steps) {
+    if (s.kind === "on_failure") continue;
+    let d = 0;
+    for (const p of s.parents || []) d = Math.max(d, (depth[p] ?? 0) + 1);
+    depth[s.name] = d;
+    maxDepth = Math.max(maxDepth, d);
+  }
+  for (const s of steps) if (s.kind === "on_failure") depth[s.name] = maxDepth + 1;
+  const rows = {};
+  const pos = {};
+  const W = 160, H = 44, GX = 60, GY = 18;
+  let width = 0, height = 0;
+  for (const s of steps) {
+    const d = depth[s.name];
+    const r = rows[d] = (rows[d] ?? -1) + 1;
+    pos[s.name] = { x: 16 + d * (W + GX), y: 16 + r * (H + GY), w: W, h: H };
+    width = Math.max(width, pos[s.name].x + W + 16);
+    height = Math.max(height, pos[s.name].y + H + 16);
+  }
+  return { pos, width, height };
+}
+
+function dagSVG(steps, onSelect, id) {
+  const { pos, width, height } = layout(steps);
+  const g = svg("svg", { id: id || "dag", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "the run's steps" });
+  for (const s of steps) {
+    for (const p of s.parents || []) {
+      const a = pos[p], b = pos[s.name];
+      if (!a || !b) continue;
+      const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x, y2 = b.y + b.h / 2, mx = (x1 + x2) / 2;
+      g.append(svg("path", { class: "edge", d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, "data-from": p, "data-to": s.name }));
+    }
+  }
+  for (const s of steps) {
+    const p = pos[s.name];
+    const label = s.name.length > 22 ? s.name.slice(0, 21) + "…" : s.name;
+    let sub = s.state.toLowerCase();
+    if (s.attempts > 1) sub += ` · ${s.attempts} attempts`;
+    if (s.items) sub += ` · ${s.items.length} items`;
+    const node = svg("g", { class: "node " + s.state, "data-step": s.name, "data-state": s.state, tabindex: "0" },
+      svg("title", {}, `${s.name}: ${s.state}${s.error ? " — " + s.error : ""}`),
+      svg("rect", { x: p.x, y: p.y, width: p.w, height: p.h }),
+      svg("text", { x: p.x + 8, y: p.y + 18 }, label),
+      svg("text", { x: p.x + 8, y: p.y + 34, class: "sub" }, sub));
+    node.addEventListener("click", () => onSelect(s.name));
+    g.append(node);
+  }
+  return g;
+}
+
+// attempts rebuilds each step's attempts from the event log.
+function attempts(events) {
+  const out = [];
+  const open = {};
+  for (const ev of events) {
+    const key = ev.step + "#" + ev.attempt;
+    if (ev.type === "STARTED") {
+      open[key] = { step: ev.step, attempt: ev.attempt, start: new Date(ev.at), end: null, outcome: "RUNNING" };
+      out.push(open[key]);
+    } else if (open[key] && ["COMPLETED", "FAILED", "RETRYING", "CANCELLED", "WAITING", "SLEEPING"].includes(ev.type)) {
+      open[key].end = new Date(ev.at);
+      open[key].outcome = ev.type === "RETRYING" ? "FAILED" : ev.type;
+      delete open[key];
+    }
+  }
+  return out;
+}
+
+function timelineSVG(run, events) {
+  const bars = attempts(events);
+  const steps = [...new Set(bars.map((b) => b.step))];
+  const t0 = new Date(run.created_at).getTime();
+  const now = Date.now();
+  let t1 = run.finished_at ? new Date(run.finished_at).getTime() : now;
+  for (const b of bars) t1 = Math.max(t1, (b.end || new Date(now)).getTime());
+  const span = Math.max(t1 - t0, 1);
+  const LW = 170, W = 700, RH = 22;
+  const height = 24 + steps.length * RH;
+  const g = svg("svg", { id: "timeline", width: LW + W + 20, height, role: "img", "aria-label": "attempts over time" });
+  g.append(svg("line", { class: "axis", x1: LW, y1: 16, x2: LW + W, y2: 16 }));
+  g.append(svg("text", { class: "label", x: LW, y: 12 }, "0"));
+  g.append(svg("text", { class: "label", x: LW + W - 60, y: 12 }, `${((t1 - t0) / 1000).toFixed(2)} s`));
+  steps.forEach((name, i) => {
+    const y = 22 + i * RH;
+    g.append(svg("text", { class: "label", x: 4, y: y + 13 }, name.length > 26 ? name.slice(0, 25) + "…" : name));
+    for (const b of bars.filter((b) => b.step === name)) {
+      const x = LW + ((b.start.getTime() - t0) / span) * W;
+      const w = Math.max(2, (((b.end || new Date(now)).getTime() - b.start.getTime()) / span) * W);
+      g.append(svg("rect", { class: b.outcome, x, y: y + 2, width: w, height: RH - 6, "data-step": name, "data-attempt": b.attempt },
+        svg("title", {}, `${name} attempt ${b.attempt}: ${b.outcome.toLowerCase()}`)));
+    }
+  });
+  return g;
+}
+
+// actionError shows why an action was refused next to its button.
+function actionError(actions, err) {
+  for (const old of actions.querySelectorAll(".error")) old.remove();
+  actions.append(el("span", { class: "error", role: "alert" }, err.message));
+}
+
+function json(v) {
+  return el("pre", {}, v === undefined ? "—" : JSON.stringify(v, null, 2));
+}
+
+async function runView(id) {
+  let selected = null;
+  const render = async () => {
+    const [run, ev] = await Promise.all([api("runs/" + encodeURIComponent(id)), api("runs/" + encodeURIComponent(id) + "/events")]);
+    const actions = el("div", { class: "actions" });
+    if (run.status === "RUNNING") {
+      actions.append(el("button", { class: "danger", id: "cancel", onclick: async () => {
+        const reason = el("input", { id: "cancel-reason", placeholder: "reason (optional)", size: 30 });
+        if (!await confirmAction("Cancel this run? Its waiting steps never run.", reason)) return;
+        try { await api(`runs/${id}/cancel`, { method: "POST", body: { reason: reason.value } }); } catch (e) { actionError(actions, e); return; }
+        render().catch(showError);
+      } }, "Cancel…"));
+    } else {
+      actions.append(el("button", { class: "primary", id: "replay", onclick: async () => {
+        const from = el("select", { id: "replay-from" }, el("option", { value: "" }, run.status === "COMPLETED" ? "choose a step" : "the failed and cancelled steps"),
+          run.steps.filter((s) => s.kind !== "on_failure").map((s) => el("option", { value: s.name }, "from " + s.name)));
+        if (!await confirmAction("Replay this run?", from)) return;
+        try { await api(`runs/${id}/replay`, { method: "POST", body: { from_step: from.value } }); } catch (e) { actionError(actions, e); return; }
+        render().catch(showError);
+      } }, "Replay…"));
+    }
+    const detail = el("div", { id: "step-detail" });
+    const showStep = (name) => {
+      selected = name;
+      for (const n of document.querySelectorAll("#dag .node")) n.classList.toggle("selected", n.dataset.step === name);
+      const s = run.steps.find((x) => x.name === name);
+      if (!s) { detail.replaceChildren(); return; }
+      detail.replaceChildren(el("div", {}, el("h2", {}, "Step " + s.name),
+        el("dl", { class: "meta" },
+          el("dt", {}, "state"), el("dd", {}, s.state), el("dt", {}, "kind"), el("dd", {}, s.kind),
+          el("dt", {}, "parents"), el("dd", {}, s.parents.join(", ") || "—"), el("dt", {}, "attempts"), el("dd", {}, s.attempts),
+          el("dt", {}, "started"), el("dd", {}, fmtTime(s.started_at)), el("dt", {}, "finished"), el("dd", {}, fmtTime(s.finished_at)),
+          s.event_key ? [el("dt", {}, "waits for event"), el("dd", {}, s.event_key)] : null,
+          s.signal ? [el("dt", {}, "waits for signal"), el("dd", {}, s.signal)] : null,
+          s.child_run_id ? [el("dt", {}, "child run"), el("dd", {}, el("a", { href: "#/runs/" + s.child_run_id }, s.child_run_id))] : null),
+        s.error ? el("pre", { class: "error" }, s.error) : null,
+        el("div", {}, "output"), json(s.output),
+        s.items ? el("div", { class: "muted" }, `${s.items.length} items: ` + s.items.map((i) => i.state).join(", ")) : null));
+    };
+    main.replaceChildren(
+      el("h1", {}, "Run ", el("span", { class: "id" }, run.id), " ", badge(run.status)),
+      el("dl", { class: "meta" },
+        el("dt", {}, "workflow"), el("dd", {}, run.workflow), el("dt", {}, "tenant"), el("dd", {}, run.tenant),
+        el("dt", {}, "created"), el("dd", {}, fmtTime(run.created_at)), el("dt", {}, "finished"), el("dd", {}, fmtTime(run.finished_at) || "—"),
+        run.idempotency_key ? [el("dt", {}, "idempotency key"), el("dd", {}, run.idempotency_key)] : null,
+        run.parent ? [el("dt", {}, "parent run"), el("dd", {}, el("a", { href: "#/runs/" + run.parent.run_id }, run.parent.run_id))] : null,
+        run.error ? [el("dt", {}, "error"), el("dd", { class: "error", id: "run-error" }, (run.error.step ? run.error.step + ": " : "") + run.error.message)] : null),
+      actions,
+      el("h2", {}, "Steps"), dagSVG(run.steps, showStep), detail,
+      el("h2", {}, "Attempts"), timelineSVG(run, ev.events),
+      el("h2", {}, "Input"), json(run.input),
+      el("h2", {}, "Events"),
+      el("table", { id: "events" }, el("thead", {}, el("tr", {}, ["At", "Step", "Event", "Attempt", "Detail"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, ev.events.map((e) => el("tr", {}, el("td", {}, fmtTime(e.at)), el("td", {}, e.step), el("td", {}, e.type),
+          el("td", {}, e.attempt), el("td", {}, e.detail || (e.due_at ? "until " + fmtTime(e.due_at) : "")))))));
+    showStep(selected || (run.steps.find((s) => s.state === "FAILED") || {}).name);
+    setLive(run.finished_at ? null : () => render().catch(() => {}), 1500);
+  };
+  await render();
+}
+
+// ---- workflows --------------------------------------------------------------
+
+async function workflowsView() {
+  const d = await api("workflows");
+  main.replaceChildren(el("h1", {}, "Workflows"), ...d.workflows.map((w, i) => el("section", { "data-workflow": w.name },
+    el("h2", {}, w.name, w.child_only ? " (child workflow)" : ""),
+    dagSVG(w.steps.map((s) => ({ ...s, state: "PENDING", attempts: 0 })), () => {}, "dag-" + i))));
+  setLive(null);
+}
+
+// ---- routing ----------------------------------------------------------------
+
+async function route() {
+  setLive(null);
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const [path, query] = hash.split("?");
+  try {
+    const m = path.match(/^\/runs\/([0-9a-fA-F-]{36})$/);
+    if (m) await runView(m[1]);
+    else if (path === "/workflows") await workflowsView();
+    else await runsView(new URLSearchParams(query || ""));
+  } catch (err) {
+    showError(err);
+  }
+}
+
+window.addEventListener("hashchange", route);
+route();
