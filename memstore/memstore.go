@@ -577,8 +577,12 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 	defer s.mu.Unlock()
 	c := dag.NewChange(t)
 	loaded := map[uuid.UUID]*dag.Run{}
-	var claimed []taskKey
-	var readyAts []time.Time
+	// claimed are the tasks claimed, with when each became ready.
+	type claim struct {
+		key     taskKey
+		readyAt time.Time
+	}
+	var claimed []claim
 	var skipped []readyEntry
 	var top int64
 	for len(claimed) < p.Limit && s.ready.Len() > 0 {
@@ -618,8 +622,7 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		c.Add(r, fx)
 		s.inFlight[e.tenant]++ // counted now, for the cap within this call
 		s.running[key] = e.tenant
-		claimed = append(claimed, key)
-		readyAts = append(readyAts, readyAt)
+		claimed = append(claimed, claim{key, readyAt})
 	}
 	for _, e := range skipped {
 		heap.Push(&s.ready, e)
@@ -632,9 +635,9 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		return nil, err
 	}
 	out := make([]*store.ClaimedTask, len(claimed))
-	for k, key := range claimed {
-		out[k] = s.claimed(s.runs[key.run], key)
-		out[k].ReadyAt, out[k].ClaimedAt = readyAts[k], t
+	for k, c := range claimed {
+		out[k] = s.claimed(s.runs[c.key.run], c.key)
+		out[k].ReadyAt, out[k].ClaimedAt = c.readyAt, t
 	}
 	return out, nil
 }
