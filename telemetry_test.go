@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -344,4 +345,40 @@ func attrInt(s sdktrace.ReadOnlySpan, key string) int64 {
 		}
 	}
 	return -1
+}
+
+// TestTraceParentTriggers: every way to trigger a run stores the active
+// span as its trace parent: StartMany (every run of the batch) and, on
+// PostgreSQL, StartTx inside the caller's transaction.
+func TestTraceParentTriggers(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		tp := sdktrace.NewTracerProvider()
+		wf := durable.NewWorkflow[int]("triggers")
+		durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) { return in, nil })
+		e, err := durable.New(h.store, h.config(durable.Config{TracerProvider: tp}))
+		require.NoError(t, err)
+		ctx, span := tp.Tracer("test").Start(h.ctx(time.Minute), "trigger")
+		defer span.End()
+		want := "00-" + span.SpanContext().TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"
+		traceParent := func(id uuid.UUID) string {
+			run, err := h.store.GetRun(ctx, id)
+			require.NoError(t, err)
+			return run.TraceParent
+		}
+
+		st, err := wf.StartMany(ctx, e, []durable.Trigger[int]{{Tenant: "t", Input: 1}, {Tenant: "t", Input: 2}})
+		require.NoError(t, err)
+		for _, s := range st {
+			require.Equal(t, want, traceParent(s.RunID))
+		}
+		if h.pg == nil {
+			return // no transactions in memory
+		}
+		tx, commit := h.tx()
+		id, err := wf.RunNoWaitTx(ctx, e, tx, "t", 3)
+		require.NoError(t, err)
+		require.NoError(t, commit())
+		require.Equal(t, want, traceParent(id))
+	})
 }
