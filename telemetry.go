@@ -49,6 +49,7 @@ const (
 	AttrState    = "durable.state"
 	AttrRunID    = "durable.run_id"
 	AttrAttempt  = "durable.attempt"
+	AttrOutcome  = "durable.outcome"
 )
 
 // telemetry is what an engine reports through OpenTelemetry. Either part is
@@ -265,7 +266,8 @@ func (m *meters) recordFinish(ctx context.Context, batch []store.Outcome, meta [
 	}
 }
 
-// recordRescued counts the tasks a rescue pass rescued.
+// recordRescued counts the tasks a rescue pass rescued. The store does not
+// say their tenants: with MetricsTenant their tenant attribute is empty.
 func (m *meters) recordRescued(ctx context.Context, res *store.RescueTasksResult) {
 	for k, ref := range res.Rescued {
 		if k >= len(res.Workflows) {
@@ -458,7 +460,7 @@ func endStep(span trace.Span, o *store.Outcome) {
 	case store.OutcomeComplete:
 		span.SetStatus(codes.Ok, "")
 	}
-	span.SetAttributes(attribute.String("durable.outcome", outcomeName(o.Kind)))
+	span.SetAttributes(attribute.String(AttrOutcome, outcomeName(o.Kind)))
 	span.End()
 }
 

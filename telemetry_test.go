@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -299,6 +300,11 @@ func TestTraces(t *testing.T) {
 			require.Equal(t, "a", attrOf(s, durable.AttrStep))
 			require.Equal(t, int64(k+1), attrInt(s, durable.AttrAttempt))
 		}
+		require.Equal(t, codes.Error, as[0].Status().Code, "the first attempt failed")
+		require.Equal(t, "once", as[0].Status().Description)
+		require.Equal(t, "failed", attrOf(as[0], durable.AttrOutcome))
+		require.Equal(t, codes.Ok, as[1].Status().Code)
+		require.Equal(t, "completed", attrOf(as[1], durable.AttrOutcome))
 		cs := byName["durable.step traced/c"]
 		require.Len(t, cs, 1)
 		require.Equal(t, root.SpanContext().SpanID(), cs[0].Parent().SpanID())
