@@ -38,7 +38,7 @@ func (e *Engine) claimLoop(rt *runtime) {
 			Workflows: e.workflowNames(), TenantLimit: e.cfg.TenantLimit,
 		})
 		cancel()
-		if e.tel.m != nil && err == nil {
+		if e.tel.m != nil { // a failed claim took its time too
 			e.tel.m.recordClaims(rt.ctx, claimed, time.Since(began))
 		}
 		if err != nil {

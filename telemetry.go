@@ -227,7 +227,8 @@ func (m *meters) claimed(c *store.ClaimedTask) *attrs {
 	return m.step(c.Workflow, step, c.Tenant)
 }
 
-// recordClaims counts the tasks a claim took and how long they waited.
+// recordClaims records how long a claim call took, and counts the tasks
+// it took (none if it failed) and how long they waited.
 func (m *meters) recordClaims(ctx context.Context, claimed []*store.ClaimedTask, took time.Duration) {
 	m.storeDuration.Record(ctx, took.Seconds(), m.claimOp.rec...)
 	for _, c := range claimed {
