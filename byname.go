@@ -60,6 +60,7 @@ func (e *Engine) StartByName(ctx context.Context, workflow, tenant string, input
 	if err != nil {
 		return Started{}, err
 	}
+	run.TraceParent = e.tel.traceParent(ctx)
 	res, err := e.store.CreateRuns(ctx, &store.CreateRunsParams{Now: e.now(), Runs: []store.NewRun{run}})
 	if err != nil {
 		return Started{}, fmt.Errorf("durable: starting run: %w", err)

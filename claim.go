@@ -29,11 +29,18 @@ func (e *Engine) claimLoop(rt *runtime) {
 		// tasks are this engine's, and the drain must run (or release) them
 		// rather than leave them RUNNING until a rescue.
 		claimCtx, cancel := context.WithTimeout(context.WithoutCancel(rt.claimCtx), claimTimeout)
+		var began time.Time
+		if e.tel.m != nil {
+			began = time.Now()
+		}
 		claimed, err := e.store.ClaimTasks(claimCtx, &store.ClaimTasksParams{
 			Now: e.now(), WorkerID: e.cfg.WorkerID, Limit: want,
 			Workflows: e.workflowNames(), TenantLimit: e.cfg.TenantLimit,
 		})
 		cancel()
+		if e.tel.m != nil { // a failed claim took its time too
+			e.tel.m.recordClaims(rt.ctx, claimed, time.Since(began))
+		}
 		if err != nil {
 			if rt.claimCtx.Err() != nil {
 				return
@@ -101,13 +108,26 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 	rt.execs.Go(func() {
 		var o store.Outcome
 		returned := false
+		var meta outcomeMeta
+		var began time.Time
+		if m := e.tel.m; m != nil {
+			meta = outcomeMeta{attrs: m.claimed(c), workflow: c.Workflow, tenant: c.Tenant}
+			began = time.Now()
+		}
+		ctx, span := e.tel.startStep(ctx, c)
 		defer func() {
 			if !returned {
 				o = e.failed(ctx, store.Outcome{Task: ref}, errGoexit)
 			}
+			if meta.attrs != nil {
+				e.tel.m.stepDuration.Record(ctx, time.Since(began).Seconds(), meta.attrs.rec...)
+			}
+			if span != nil {
+				endStep(span, &o)
+			}
 			stopTimer()
 			cancel(nil)
-			rt.outcomes <- outcomeMsg{o: o}
+			rt.outcomes <- outcomeMsg{o: o, meta: meta}
 			<-rt.slots
 			signal(rt.slotFreed)
 		}()

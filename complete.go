@@ -14,12 +14,17 @@ import (
 // is being written, and the next batch takes them all at once.
 func (e *Engine) completeLoop(rt *runtime) {
 	defer close(rt.completed)
+	var metaBuf []outcomeMeta // reused: record keeps none
 	for {
 		m, ok := <-rt.outcomes
 		if !ok {
 			return
 		}
 		batch := []store.Outcome{m.o}
+		var meta []outcomeMeta // with metrics only
+		if e.tel.m != nil {
+			meta = append(metaBuf[:0], m.meta)
+		}
 		open := true
 	drain:
 		for len(batch) < e.cfg.FinishBatch {
@@ -30,11 +35,15 @@ func (e *Engine) completeLoop(rt *runtime) {
 					break drain
 				}
 				batch = append(batch, m.o)
+				if meta != nil {
+					meta = append(meta, m.meta)
+				}
 			default:
 				break drain
 			}
 		}
-		e.record(rt, batch)
+		e.record(rt, batch, meta)
+		metaBuf = meta[:0]
 		rt.flightMu.Lock()
 		for _, o := range batch {
 			delete(rt.flights, o.Task)
@@ -53,14 +62,20 @@ func (e *Engine) completeLoop(rt *runtime) {
 // terminal failure of its step naming the store's error, and given up (its
 // step is rescued later) only if even that is refused. One outcome the store
 // cannot take never holds back the rest.
-func (e *Engine) record(rt *runtime, batch []store.Outcome) {
-	e.recordOrReplace(rt, batch, true)
+//
+// meta, set when the engine has metrics, describes the outcomes of batch
+// for them.
+func (e *Engine) record(rt *runtime, batch []store.Outcome, meta []outcomeMeta) {
+	e.recordOrReplace(rt, batch, meta, true)
 }
 
-func (e *Engine) recordOrReplace(rt *runtime, batch []store.Outcome, replace bool) {
+func (e *Engine) recordOrReplace(rt *runtime, batch []store.Outcome, meta []outcomeMeta, replace bool) {
 	res, err := e.finish(rt, batch)
 	switch {
 	case err == nil:
+		if e.tel.m != nil {
+			e.tel.m.recordFinish(rt.ctx, batch, meta, res)
+		}
 		// The outcomes may have made children ready: look at once rather
 		// than wait for the store's notification to come back.
 		signal(rt.readySig)
@@ -72,8 +87,13 @@ func (e *Engine) recordOrReplace(rt *runtime, batch []store.Outcome, replace boo
 	case rt.flushCtx.Err() != nil || errors.Is(err, store.ErrTransient):
 		e.notRecorded(rt, batch, err)
 	case len(batch) > 1:
-		e.recordOrReplace(rt, batch[:len(batch)/2], replace)
-		e.recordOrReplace(rt, batch[len(batch)/2:], replace)
+		h := len(batch) / 2
+		var lo, hi []outcomeMeta
+		if meta != nil {
+			lo, hi = meta[:h], meta[h:]
+		}
+		e.recordOrReplace(rt, batch[:h], lo, replace)
+		e.recordOrReplace(rt, batch[h:], hi, replace)
 	case !replace || batch[0].Kind == store.OutcomeRelease:
 		e.notRecorded(rt, batch, err)
 	default:
@@ -83,7 +103,7 @@ func (e *Engine) recordOrReplace(rt *runtime, batch []store.Outcome, replace boo
 		e.recordOrReplace(rt, []store.Outcome{{
 			Task: o.Task, Kind: store.OutcomeFail, Terminal: true,
 			Error: fmt.Sprintf("durable: the store refused this step's outcome: %v", err),
-		}}, false)
+		}}, meta, false)
 	}
 }
 
@@ -109,7 +129,14 @@ func (e *Engine) staleOutcome(rt *runtime, o store.Outcome) {
 func (e *Engine) finish(rt *runtime, batch []store.Outcome) ([]store.FinishResult, error) {
 	delay := 50 * time.Millisecond
 	for {
+		var began time.Time
+		if e.tel.m != nil {
+			began = time.Now()
+		}
 		res, err := e.store.FinishTasks(rt.flushCtx, &store.FinishTasksParams{Now: e.now(), Outcomes: batch})
+		if e.tel.m != nil {
+			e.tel.m.storeDuration.Record(rt.ctx, time.Since(began).Seconds(), e.tel.m.finishOp.rec...)
+		}
 		if err == nil || !errors.Is(err, store.ErrTransient) || rt.flushCtx.Err() != nil {
 			return res, err
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
@@ -86,6 +88,31 @@ type Config struct {
 	// clock ran ahead would rescue other engines' live steps and fire
 	// timers early.
 	Clock func() time.Time
+
+	// MeterProvider, when set, receives the engine's metrics (steps
+	// started, completed, failed, retried, rescued; runs settled; step,
+	// queue-wait and store-call durations; the queue depth, sampled by the
+	// leader): see the README, "Metrics and traces". Defaults to nil: no
+	// metrics, at no cost.
+	MeterProvider metric.MeterProvider
+
+	// TracerProvider, when set, makes the engine trace every step attempt
+	// in a span whose parent is the span that was active when its run was
+	// triggered (its W3C traceparent is stored with the run), or for a
+	// child run the span of the parent's step. Defaults to nil: no spans,
+	// and runs store no trace parent.
+	TracerProvider trace.TracerProvider
+
+	// MetricsTenant adds the tenant attribute to the metrics of steps,
+	// runs and queues. Tenants are as many as your users: opt in only if
+	// your metrics backend can take one series per tenant. Defaults to
+	// false.
+	MetricsTenant bool
+
+	// QueueDepthInterval is how often the leader samples the queue depth
+	// (a Stats call) for the durable.queue.depth gauge; only with a
+	// MeterProvider. Defaults to 30s.
+	QueueDepthInterval time.Duration
 }
 
 // KeepForever is the Config.Retention that keeps every run.
@@ -126,6 +153,7 @@ func (c *Config) setDefaults(s store.Store) error {
 	def(&c.DeadAfter, 30*time.Second)
 	def(&c.Retention, DefaultRetention)
 	def(&c.EventRetention, DefaultEventRetention)
+	def(&c.QueueDepthInterval, 30*time.Second)
 	if c.Codec == nil {
 		c.Codec = JSONCodec{}
 	}
@@ -138,7 +166,7 @@ func (c *Config) setDefaults(s store.Store) error {
 		return fmt.Errorf("%w: WorkerID %s: use 1-200 bytes of UTF-8 without control characters", ErrInvalidConfig, dag.Quote(c.WorkerID))
 	case c.Concurrency < 0 || c.ClaimBatch < 0 || c.FinishBatch < 0 || c.TenantLimit < 0:
 		return fmt.Errorf("%w: negative count", ErrInvalidConfig)
-	case c.PollInterval < 0 || c.HeartbeatInterval < 0 || c.DeadAfter < 0:
+	case c.PollInterval < 0 || c.HeartbeatInterval < 0 || c.DeadAfter < 0 || c.QueueDepthInterval < 0:
 		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
 	case c.MaxPollInterval < c.PollInterval:
 		return fmt.Errorf("%w: MaxPollInterval %s < PollInterval %s", ErrInvalidConfig, c.MaxPollInterval, c.PollInterval)

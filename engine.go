@@ -25,6 +25,7 @@ type Engine struct {
 	store store.Store
 	cfg   Config
 	log   *slog.Logger
+	tel   telemetry
 
 	mu        sync.Mutex
 	workflows map[string]*workflowDef
@@ -48,9 +49,14 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 	if err := cfg.setDefaults(s); err != nil {
 		return nil, err
 	}
+	tel, err := newTelemetry(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	return &Engine{
 		store:     s,
 		cfg:       cfg,
+		tel:       tel,
 		log:       cfg.Logger.With(slog.String("worker", cfg.WorkerID)),
 		workflows: map[string]*workflowDef{},
 		children:  map[string]bool{},
@@ -239,6 +245,14 @@ func (f *flight) lose(cause error) {
 
 type outcomeMsg struct {
 	o store.Outcome
+	// meta is set when the engine has metrics.
+	meta outcomeMeta
+}
+
+// outcomeMeta is what the metrics of an outcome need besides it.
+type outcomeMeta struct {
+	attrs            *attrs
+	workflow, tenant string
 }
 
 func signal(c chan struct{}) {

@@ -69,7 +69,7 @@ func (e *Engine) runChild(sc *stepContext, s *stepDef, in any, o store.Outcome) 
 		return terminalOutcome(o, err)
 	}
 	o.Kind = store.OutcomeSpawn
-	o.Child = &store.NewRun{Workflow: c.wf.name, Input: b, Shape: shape, Keys: keys}
+	o.Child = &store.NewRun{Workflow: c.wf.name, Input: b, Shape: shape, Keys: keys, TraceParent: e.tel.traceParent(sc)}
 	return o
 }
 

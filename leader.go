@@ -29,6 +29,9 @@ func (e *Engine) lead(ctx context.Context, rt *runtime) {
 	if e.cfg.Retention > 0 || e.cfg.EventRetention > 0 {
 		wg.Go(func() { e.retentionLoop(ctx) })
 	}
+	if e.tel.m != nil {
+		wg.Go(func() { e.depthLoop(ctx) })
+	}
 	wg.Wait()
 	e.log.Info("durable: no longer leading")
 }
@@ -82,6 +85,9 @@ func (e *Engine) rescueLoop(ctx context.Context) {
 		case err != nil && ctx.Err() == nil:
 			e.log.Error("durable: rescuing dead tasks", slog.Any("error", err))
 		case err == nil:
+			if e.tel.m != nil {
+				e.tel.m.recordRescued(ctx, res)
+			}
 			for _, r := range res.Rescued {
 				e.log.Warn("durable: rescued the step of a dead worker",
 					slog.String("run_id", r.RunID.String()), slog.String("step", r.Step))

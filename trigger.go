@@ -82,7 +82,7 @@ func (w *Workflow[I]) StartTx(ctx context.Context, e *Engine, tx any, tenant str
 	if !ok {
 		return Started{}, ErrTxUnsupported
 	}
-	p, err := w.prepare(e, []Trigger[I]{{Tenant: tenant, Input: in, Options: opts}})
+	p, err := w.prepare(ctx, e, []Trigger[I]{{Tenant: tenant, Input: in, Options: opts}})
 	if err != nil {
 		return Started{}, err
 	}
@@ -125,7 +125,7 @@ func (w *Workflow[I]) StartMany(ctx context.Context, e *Engine, triggers []Trigg
 	if e.isStopped() {
 		return nil, ErrEngineStopped
 	}
-	p, err := w.prepare(e, triggers)
+	p, err := w.prepare(ctx, e, triggers)
 	if err != nil {
 		return nil, err
 	}
@@ -145,11 +145,14 @@ func started(res *store.CreateRunsResult) []Started {
 	return out
 }
 
-func (w *Workflow[I]) prepare(e *Engine, triggers []Trigger[I]) (*store.CreateRunsParams, error) {
+// prepare makes the new runs of triggers; with tracing, each records the
+// span active in ctx as its trace parent.
+func (w *Workflow[I]) prepare(ctx context.Context, e *Engine, triggers []Trigger[I]) (*store.CreateRunsParams, error) {
 	shape, err := w.def.freeze()
 	if err != nil {
 		return nil, err
 	}
+	traceParent := e.tel.traceParent(ctx)
 	p := &store.CreateRunsParams{Now: e.now(), Runs: make([]store.NewRun, len(triggers))}
 	for i, t := range triggers {
 		if !dag.ValidTenant(t.Tenant) {
@@ -169,6 +172,7 @@ func (w *Workflow[I]) prepare(e *Engine, triggers []Trigger[I]) (*store.CreateRu
 		if p.Runs[i], err = w.def.newRun(shape, t.Tenant, b, t.Input, o); err != nil {
 			return nil, err
 		}
+		p.Runs[i].TraceParent = traceParent
 	}
 	return p, nil
 }

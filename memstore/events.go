@@ -127,7 +127,7 @@ func (s *Store) spawn(c *dag.Change, nr *store.NewRun) error {
 		return fmt.Errorf("memstore: tenant %s: %w", dag.Quote(nr.Tenant), store.ErrTooManyTenants)
 	}
 	rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: clone(nr.Input),
-		Priority: nr.Priority, Parent: nr.Parent}
+		Priority: nr.Priority, Parent: nr.Parent, TraceParent: nr.TraceParent}
 	r, fx := flow.Start(rec, shape, nr.Keys, c.Now, time.Time{})
 	c.Add(r, fx)
 	return nil

@@ -317,6 +317,7 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 		rec := store.Run{
 			ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: clone(nr.Input),
 			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
+			TraceParent: nr.TraceParent,
 		}
 		r, fx := flow.Start(rec, shapes[i], nr.Keys, t, startAt)
 		c.Add(r, fx)
@@ -576,7 +577,12 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 	defer s.mu.Unlock()
 	c := dag.NewChange(t)
 	loaded := map[uuid.UUID]*dag.Run{}
-	var claimed []taskKey
+	// claimed are the tasks claimed, with when each became ready.
+	type claim struct {
+		key     taskKey
+		readyAt time.Time
+	}
+	var claimed []claim
 	var skipped []readyEntry
 	var top int64
 	for len(claimed) < p.Limit && s.ready.Len() > 0 {
@@ -605,6 +611,7 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 			delete(s.queued, e.key)
 		}
 		delete(s.queued, key)
+		readyAt := s.queuedAt[key]
 		delete(s.queuedAt, key)
 		delete(s.rateUntil, key)
 		r := s.load(loaded, key.run)
@@ -615,7 +622,7 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		c.Add(r, fx)
 		s.inFlight[e.tenant]++ // counted now, for the cap within this call
 		s.running[key] = e.tenant
-		claimed = append(claimed, key)
+		claimed = append(claimed, claim{key, readyAt})
 	}
 	for _, e := range skipped {
 		heap.Push(&s.ready, e)
@@ -628,8 +635,9 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		return nil, err
 	}
 	out := make([]*store.ClaimedTask, len(claimed))
-	for k, key := range claimed {
-		out[k] = s.claimed(s.runs[key.run], key)
+	for k, c := range claimed {
+		out[k] = s.claimed(s.runs[c.key.run], c.key)
+		out[k].ReadyAt, out[k].ClaimedAt = c.readyAt, t
 	}
 	return out, nil
 }
@@ -645,7 +653,7 @@ func (s *Store) claimed(rs *runState, k taskKey) *store.ClaimedTask {
 	c := &store.ClaimedTask{
 		RunID: rs.rec.ID, Workflow: rs.rec.Workflow, Tenant: rs.rec.Tenant, Step: t.Name, Kind: t.Kind,
 		Attempt: t.Attempt, Token: t.Token, Retry: rs.shape.Retry(i), Input: clone(input),
-		Timeout: rs.shape.Timeout(i),
+		Timeout: rs.shape.Timeout(i), TraceParent: rs.rec.TraceParent,
 	}
 	if t.Kind == store.KindItem {
 		c.Map, c.Item = rs.shape.Name(i), t.Item
@@ -723,8 +731,9 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 			continue
 		}
 		r := s.load(loaded, o.Task.RunID)
-		var fx dag.Effects
-		fx, res[k].Status = r.Finish(s.index(r, key), &o, t)
+		i := s.index(r, key)
+		fx, st := r.Finish(i, &o, t)
+		res[k] = r.Result(i, &o, fx, st)
 		c.Add(r, fx)
 	}
 	err := s.persist(c, &n)
@@ -896,6 +905,7 @@ func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 		fx, ok := r.Rescue(i, p.DeadAfter, p.Rand, t)
 		if ok {
 			res.Rescued = append(res.Rescued, ref)
+			res.Workflows = append(res.Workflows, r.Rec.Workflow)
 		}
 		c.Add(r, fx)
 	}

@@ -131,10 +131,11 @@ func (s *Store) scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedT
 		var prio bool
 		var item int32
 		if err := rows.Scan(p16(&c.RunID), &c.Step, &idx, &kind, &c.Attempt, &c.Token, &c.Workflow, &c.Tenant,
-			&c.Input, p16(&shapeID), &c.FailedStep, &c.Error, &prio, &item); err != nil {
+			&c.Input, p16(&shapeID), &c.FailedStep, &c.Error, &prio, &item, &c.ReadyAt, &c.ClaimedAt, &c.TraceParent); err != nil {
 			return nil, nil, nil, err
 		}
 		c.Item = int(item)
+		c.ReadyAt, c.ClaimedAt = c.ReadyAt.UTC(), c.ClaimedAt.UTC()
 		if len(claimed) == 0 {
 			s.priorities.Store(prio)
 		}

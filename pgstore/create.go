@@ -368,6 +368,7 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 		rec := store.Run{
 			ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: nr.Input,
 			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
+			TraceParent: nr.TraceParent,
 		}
 		r, fx := flow.Start(rec, prep.shapes[i], nr.Keys, now, startAt)
 		c.shapeIDs[r] = prep.shapeIDs[i]
@@ -410,7 +411,7 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 func (s *Store) insertNewRuns(ctx context.Context, q querier, c *change, res *store.CreateRunsResult, prep *createPrep) error {
 	b := &pgx.Batch{}
 	inserted := map[uuid.UUID]bool{}
-	c.queueNewRunsWith(&s.q, s.q.insertRunsNew, b).Query(func(rows pgx.Rows) error {
+	c.queueNewRunsWith(&s.q, true, b).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id uuid.UUID
 			if err := rows.Scan(p16(&id)); err != nil {

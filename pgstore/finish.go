@@ -55,8 +55,8 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 						res[k].Status = store.FinishStale
 						continue
 					}
-					var fx dag.Effects
-					fx, res[k].Status = r.Finish(i, o, c.Now)
+					fx, st := r.Finish(i, o, c.Now)
+					res[k] = r.Result(i, o, fx, st)
 					c.Add(r, fx)
 				}
 				return nil
@@ -343,7 +343,7 @@ func (s *Store) rescueDead(ctx context.Context, p *store.RescueTasksParams, dead
 		ids = append(ids, d.run)
 	}
 	return retryRaced(func(lockReady bool) error {
-		res.Rescued = nil
+		res.Rescued, res.Workflows = nil, nil
 		return s.transition(ctx, &plan{
 			now:       nowOf(p.Now),
 			ids:       distinct(ids),
@@ -364,6 +364,7 @@ func (s *Store) rescueDead(ctx context.Context, p *store.RescueTasksParams, dead
 					fx, ok := r.Rescue(i, p.DeadAfter, p.Rand, c.Now)
 					if ok {
 						res.Rescued = append(res.Rescued, ref)
+						res.Workflows = append(res.Workflows, r.Rec.Workflow)
 					}
 					c.Add(r, fx)
 				}

@@ -79,6 +79,10 @@ type queries struct {
 	pruneRuns     string
 	pruneShapes   string
 
+	// insertRuns, insertChildRuns and insertRunsNew with the runs' trace
+	// parents.
+	insertRunsTraced, insertChildRunsTraced, insertRunsNewTraced string
+
 	flowQueries
 	waitQueries
 }
@@ -229,13 +233,17 @@ DELETE FROM {{schema}}.ready WHERE ctid = ANY (ARRAY (
 		// unsuccessful follows status (see migration 003): it changes when a
 		// run fails, is cancelled or is replayed, never when it completes,
 		// so that settling stays a HOT update.
-		insertRuns:      r(insertRunsSQL(false)),
-		insertChildRuns: r(insertRunsSQL(true)),
+		insertRuns:      r(insertRunsSQL(false, false)),
+		insertChildRuns: r(insertRunsSQL(true, false)),
+		// Batches of runs without trace parents (most) are inserted by
+		// statements without their column.
+		insertRunsTraced:      r(insertRunsSQL(false, true)),
+		insertChildRunsTraced: r(insertRunsSQL(true, true)),
+		insertRunsNewTraced:   r(insertRunsSQL(false, true) + onConflictNew),
 		// The same inside a caller's transaction: a run another transaction
 		// creates at the same moment (its key or ID) is skipped instead of
 		// aborting the caller's transaction, and reported as a duplicate.
-		insertRunsNew: r(insertRunsSQL(false) + `
-ON CONFLICT DO NOTHING RETURNING id`),
+		insertRunsNew: r(insertRunsSQL(false, false) + onConflictNew),
 
 		updateRuns: r(`
 UPDATE {{schema}}.runs r
@@ -371,7 +379,8 @@ WHERE t.state = 'COMPLETED'`),
 
 		getRun: r(`
 SELECT id, workflow, tenant, status, input, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at, shape_id,
-       coalesce(idem_key, ''), priority, deadline_at, parent_id, coalesce(parent_step, ''), coalesce(parent_result, '')
+       coalesce(idem_key, ''), priority, deadline_at, parent_id, coalesce(parent_step, ''), coalesce(parent_result, ''),
+       coalesce(trace_parent, '')
 FROM {{schema}}.runs WHERE id = $1`),
 		// A map step's items come right after it, in item order.
 		listTasks: r(`
@@ -503,10 +512,10 @@ WITH prio AS (` + anyPrioritySQL + `),
 picked AS (` + pick + `),
 deleted AS (
   DELETE FROM {{schema}}.ready r WHERE r.ctid = ANY (ARRAY (SELECT p.ctid FROM picked p))
-  RETURNING r.id, r.workflow, r.run_id, r.name
+  RETURNING r.id, r.workflow, r.run_id, r.name, r.queued_at
 ),
 numbered AS (
-  SELECT d.id, d.run_id, d.name, row_number() OVER (ORDER BY d.id, d.workflow) AS k FROM deleted d
+  SELECT d.id, d.run_id, d.name, d.queued_at, row_number() OVER (ORDER BY d.id, d.workflow) AS k FROM deleted d
 ),
 block AS (
   SELECT nextval('{{schema}}.event_blocks') * ` + strconv.FormatInt(eventBlockSize, 10) + ` AS base,
@@ -519,7 +528,7 @@ claimed AS (
       timeout_at = (SELECT at FROM block) + t.timeout_us * interval '1 microsecond'
   FROM numbered n
   WHERE t.run_id = n.run_id AND t.name = n.name AND t.state = 'QUEUED' AND t.due_at IS NULL
-  RETURNING t.run_id, t.name, t.idx, t.kind, t.attempt, t.token, t.started_at, t.item, t.item_input
+  RETURNING t.run_id, t.name, t.idx, t.kind, t.attempt, t.token, t.started_at, t.item, t.item_input, n.queued_at
 ),
 advanced AS (
   INSERT INTO {{schema}}.frontier (shard, block, workflows)
@@ -531,21 +540,33 @@ advanced AS (
 )
 SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.tenant,
        CASE WHEN c.item IS NULL THEN r.input ELSE c.item_input END, r.shape_id,
-       coalesce(r.failed_step, ''), coalesce(r.error, ''), (SELECT p FROM prio), coalesce(c.item, 0)
+       coalesce(r.failed_step, ''), coalesce(r.error, ''), (SELECT p FROM prio), coalesce(c.item, 0),
+       c.queued_at, c.started_at, coalesce(r.trace_parent, '')
 FROM claimed c JOIN {{schema}}.runs r ON r.id = c.run_id
 ORDER BY c.token, r.workflow`
 }
 
 // insertRunsSQL inserts new runs from arrays; the arrays of features no
 // run of the batch uses may be NULL (unnest pads them with NULLs). With
-// children, it takes the parents of child runs too ($14-$16).
-func insertRunsSQL(children bool) string {
+// children, it takes the parents of child runs too ($14-$16); traced, the
+// runs' trace parents (the parameter after those).
+func insertRunsSQL(children, traced bool) string {
 	cols, sel, params, as := "", "", "", ""
 	if children {
 		cols = ", parent_id, parent_step, parent_result"
 		sel = ",\n       parent_id, nullif(parent_step, ''), nullif(parent_result, '')"
 		params = ", $14::uuid[], $15::text[], $16::text[]"
 		as = ", parent_id, parent_step, parent_result"
+	}
+	if traced {
+		n := 14
+		if children {
+			n = 17
+		}
+		cols += ", trace_parent"
+		sel += ", nullif(trace_parent, '')"
+		params += ", $" + strconv.Itoa(n) + "::text[]"
+		as += ", trace_parent"
 	}
 	return `
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
@@ -602,6 +623,10 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::tex
        q_id, q_at, q_attempt, s_id, c_id, timeout_at` + as + `)
 WHERE t.run_id = u.run_id AND t.name = u.name`
 }
+
+// onConflictNew ends the insert of runs inside a caller's transaction.
+const onConflictNew = `
+ON CONFLICT DO NOTHING RETURNING id`
 
 // anyPrioritySQL is the SQL of whether any ready task is above the default
 // priority: the first entry of the partial index of those, empty unless

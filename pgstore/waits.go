@@ -374,7 +374,7 @@ func (s *Store) spawn(ctx context.Context, tx querier, c *change) error {
 				ids, wfs, jss = append(ids, id), append(wfs, nr.Workflow), append(jss, string(js))
 			}
 			rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: nr.Input,
-				Priority: nr.Priority, Parent: nr.Parent}
+				Priority: nr.Priority, Parent: nr.Parent, TraceParent: nr.TraceParent}
 			r, rfx := flow.Start(rec, compiled, nr.Keys, c.Now, time.Time{})
 			if c.shapeIDs == nil {
 				c.shapeIDs = map[*dag.Run]uuid.UUID{}

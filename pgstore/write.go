@@ -349,14 +349,15 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 // they are inserted already.
 func (c *change) queueNewRuns(q *queries, b *pgx.Batch) {
 	if !c.runsInserted {
-		c.queueNewRunsWith(q, q.insertRuns, b)
+		c.queueNewRunsWith(q, false, b)
 	}
 }
 
-// queueNewRunsWith queues the insert of the runs the change created with
-// the statement sql (insertRuns or insertRunsNew), or nothing (nil) when
-// there are none.
-func (c *change) queueNewRunsWith(q *queries, sql string, b *pgx.Batch) *pgx.QueuedQuery {
+// queueNewRunsWith queues the insert of the runs the change created, by
+// insertRunsNew inside a caller's transaction (inTx), else by insertRuns
+// (or their variants with parents and trace parents), or nothing (nil)
+// when there are none.
+func (c *change) queueNewRunsWith(q *queries, inTx bool, b *pgx.Batch) *pgx.QueuedQuery {
 	var (
 		ids, shapes           [][16]byte
 		wfs, tenants, sts     []string
@@ -368,6 +369,7 @@ func (c *change) queueNewRunsWith(q *queries, sql string, b *pgx.Batch) *pgx.Que
 		deadlines             []pgtype.Timestamptz
 		parents               []pgtype.UUID
 		pSteps, pResults      []string
+		traces                []string
 	)
 	for _, r := range c.Runs {
 		if !c.Effects[r].Created {
@@ -401,16 +403,39 @@ func (c *change) queueNewRunsWith(q *queries, sql string, b *pgx.Batch) *pgx.Que
 			}
 			parents, pSteps, pResults = append(parents, parent), append(pSteps, pStep), append(pResults, pResult)
 		}
+		// Likewise the trace parents' column, from the first run with one.
+		if rec.TraceParent != "" && traces == nil {
+			traces = make([]string, len(ids)-1)
+		}
+		if traces != nil {
+			traces = append(traces, rec.TraceParent)
+		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
 	args := []any{ids, wfs, tenants, shapes, sts, inputs, fsteps, errs, createdAt, finishedAt,
 		unlessAny(keys), unlessAny(prios), unlessAny(deadlines)}
+	sql := q.insertRuns
+	if inTx {
+		sql = q.insertRunsNew
+	}
 	if parents != nil {
 		// Child runs come from transitions, never from a caller's
 		// transaction (insertRunsNew).
-		return b.Queue(q.insertChildRuns, append(args, parents, pSteps, pResults)...)
+		sql = q.insertChildRuns
+		args = append(args, parents, pSteps, pResults)
+	}
+	if traces != nil {
+		switch sql {
+		case q.insertRuns:
+			sql = q.insertRunsTraced
+		case q.insertRunsNew:
+			sql = q.insertRunsNewTraced
+		default:
+			sql = q.insertChildRunsTraced
+		}
+		args = append(args, traces)
 	}
 	return b.Queue(sql, args...)
 }

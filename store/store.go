@@ -464,6 +464,11 @@ type NewRun struct {
 	// Parent, set for a child run (dag.Run.Finish sets it when a child
 	// step starts one), links it to the task waiting for it.
 	Parent *ParentRef
+	// TraceParent, when set, is the W3C traceparent of the span that
+	// triggered the run (for a child run, of its parent's step attempt):
+	// the engines executing the run's steps parent their spans on it.
+	// Stored as given; empty (most runs) stores nothing.
+	TraceParent string
 }
 
 // ParentRef links a child run to its parent: the task of the parent run
@@ -547,6 +552,12 @@ type ClaimedTask struct {
 	// FailedStep and Error describe the run's failure; set for KindOnFailure.
 	FailedStep string
 	Error      string
+	// ReadyAt is when the task became ready (claimable), and ClaimedAt
+	// when this claim took it, both on the store's clock: the difference is
+	// how long it waited in the queue. ReadyAt is zero if unknown.
+	ReadyAt, ClaimedAt time.Time
+	// TraceParent is the run's NewRun.TraceParent, read with the claim.
+	TraceParent string
 }
 
 // Ref returns the claim's TaskRef.
@@ -645,6 +656,12 @@ func (s FinishStatus) String() string {
 // FinishResult is the result of one outcome, in the order of the outcomes.
 type FinishResult struct {
 	Status FinishStatus
+	// Retried is set when the outcome was an applied failure whose task
+	// will be attempted again (after its backoff).
+	Retried bool
+	// Settled is the status of the run when this outcome settled it; empty
+	// otherwise.
+	Settled RunStatus
 }
 
 // HeartbeatParams are the parameters of Store.Heartbeat.
@@ -701,6 +718,9 @@ type RescueTasksParams struct {
 // RescueTasksResult is the result of Store.RescueTasks.
 type RescueTasksResult struct {
 	Rescued []TaskRef
+	// Workflows holds the workflow of each rescued task, in the order of
+	// Rescued.
+	Workflows []string
 }
 
 // Run is a stored run.
@@ -724,8 +744,11 @@ type Run struct {
 	// is cleared when the run settles (a replayed run has none).
 	Deadline time.Time
 	// Parent links a child run to its parent; nil for other runs.
-	Parent    *ParentRef
-	CreatedAt time.Time
+	Parent *ParentRef
+	// TraceParent is the W3C traceparent the run was created with
+	// (NewRun.TraceParent), empty if none.
+	TraceParent string
+	CreatedAt   time.Time
 	// FinishedAt is set once the run has settled: every task is terminal,
 	// the on-failure handler included.
 	FinishedAt time.Time

@@ -33,6 +33,13 @@ checked, so that a role without DDL rights can serve a schema migrated by
 "durable migrate up": the worker then exits with status 1 and says so if
 the schema is missing or older than this binary.
 
+With --metrics-addr (e.g. :9464) the worker serves its metrics to
+Prometheus at http://ADDR/metrics: steps started, completed, failed,
+retried, rescued and released (durable_steps_completed_total, ...), runs
+settled by status, step, queue-wait and store-call durations, and the
+queue depth the leader samples every 30s (see the README, "Metrics and
+traces"). Without it the worker records no metrics.
+
 Settled runs are kept for --retention (default 168h, 7 days): the leader
 among the workers deletes the runs that settled longer ago, with their
 steps and events, in small batches. --retention 0 keeps every run; "durable
@@ -68,6 +75,7 @@ type workerOptions struct {
 	noMigrate         bool
 	logFormat         string
 	logLevel          string
+	metricsAddr       string
 }
 
 func workerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -117,6 +125,7 @@ func newWorkerFlags(o *workerOptions) *flag.FlagSet {
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the schema at start (for roles without DDL rights); fail if it is missing or old")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address to serve Prometheus metrics on at /metrics, e.g. :9464 (default: no metrics)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), workerUsage)
 		fs.PrintDefaults()
@@ -171,7 +180,22 @@ func runWorker(ctx context.Context, o *workerOptions, logger *slog.Logger) error
 		}
 	}
 	set := workloads.New(workloads.Options{FraudWindow: o.fraudWindow, Record: record})
-	e, err := durable.New(s, o.config(logger))
+	cfg := o.config(logger)
+	if o.metricsAddr != "" {
+		m, err := startMetrics(o.metricsAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := m.stop(ctx); err != nil {
+				logger.Warn("durable worker: stopping the metrics server", "error", err)
+			}
+		}()
+		cfg.MeterProvider = m.provider
+	}
+	e, err := durable.New(s, cfg)
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -253,4 +255,69 @@ func TestWorkerRetention(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the leader deletes runs settled more than a second ago")
 	cancel()
 	require.Equal(t, 0, <-done, log.String())
+}
+
+// TestWorkerMetrics: a worker started with --metrics-addr serves the
+// engine's metrics to Prometheus, under the names the README lists.
+func TestWorkerMetrics(t *testing.T) {
+	t.Parallel()
+	p := newPGEnv(t, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	log := newLines(pr)
+	done := make(chan int, 1)
+	go func() {
+		var stdout strings.Builder
+		done <- run(ctx, p.flags("worker", "--metrics-addr", "127.0.0.1:0", "--worker-id", "metrics"), &stdout, pw)
+		pw.Close()
+	}()
+	log.waitFor(t, "durable worker: serving", 30*time.Second)
+	m := regexp.MustCompile(`serving metrics" addr=(\S+)`).FindStringSubmatch(log.String())
+	require.NotNil(t, m, log.String())
+	url := "http://" + m[1] + "/metrics"
+
+	client := p.client(t)
+	noop := workloads.New(workloads.Options{}).Noop
+	for range 2 {
+		_, err := noop.Run(ctx, client, "t", 0)
+		require.NoError(t, err)
+	}
+	scrape := func() string {
+		resp, err := http.Get(url)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	// The worker counts an outcome once the store took it, a moment after
+	// the run settled.
+	completed := regexp.MustCompile(`(?m)^durable_steps_completed_total\{durable_step="noop",durable_workflow="bench-noop",otel_scope_name="github.com/effectivelabs/durable"[^}]*\} (\S+)$`)
+	require.Eventually(t, func() bool {
+		m := completed.FindStringSubmatch(scrape())
+		return m != nil && m[1] == "2"
+	}, 30*time.Second, 50*time.Millisecond, "durable_steps_completed_total of bench-noop is 2")
+	body := scrape()
+	for _, want := range []string{
+		`durable_steps_started_total{durable_step="noop",durable_workflow="bench-noop"`,
+		`durable_runs_settled_total{durable_status="COMPLETED",durable_workflow="bench-noop"`,
+		`durable_step_duration_seconds_count{durable_step="noop",durable_workflow="bench-noop"`,
+		`durable_queue_wait_seconds_bucket{durable_step="noop",durable_workflow="bench-noop"`,
+		`durable_store_duration_seconds_count{durable_op="finish"`,
+		`durable_store_duration_seconds_count{durable_op="claim"`,
+		`durable_queue_depth{durable_state="ready",durable_workflow="bench-noop"`,
+	} {
+		require.Contains(t, body, want)
+	}
+	require.NotContains(t, body, "go_goroutines", "a registry of its own, not the default one")
+	code, _, help := runCLI(t, "worker", "-h")
+	require.Equal(t, 0, code)
+	require.Contains(t, help, "-metrics-addr string")
+	require.Contains(t, help, "durable_steps_completed_total")
+	cancel()
+	require.Equal(t, 0, <-done, log.String())
+	_, err := http.Get(url)
+	require.Error(t, err, "the metrics server stops with the worker")
 }

@@ -266,6 +266,21 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 	return r.end(), store.FinishApplied
 }
 
+// Result is the FinishResult of outcome o of task i, which Finish applied
+// with status st and effects fx: whether a failure will be retried, and
+// the run's status if the outcome settled it.
+func (r *Run) Result(i int, o *store.Outcome, fx Effects, st store.FinishStatus) store.FinishResult {
+	res := store.FinishResult{Status: st}
+	if st != store.FinishApplied {
+		return res
+	}
+	res.Retried = o.Kind == store.OutcomeFail && r.Task(i).State == store.TaskQueued
+	if fx.Settled {
+		res.Settled = r.Rec.Status
+	}
+	return res
+}
+
 // ValidOutcome reports whether o is an outcome a store can apply: one of
 // the known kinds.
 func ValidOutcome(o *store.Outcome) bool {

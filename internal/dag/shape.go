@@ -125,8 +125,29 @@ func CheckNewRun(nr *store.NewRun) error {
 		return fmt.Errorf("%w: deadline %s outside years 1-9999", store.ErrInvalidRun, nr.Deadline)
 	case nr.StartAfter < 0 || nr.Timeout < 0:
 		return fmt.Errorf("%w: negative start delay %s or timeout %s", store.ErrInvalidRun, nr.StartAfter, nr.Timeout)
+	case !ValidTraceParent(nr.TraceParent):
+		return fmt.Errorf("%w: trace parent %s: use at most %d bytes of printable ASCII", store.ErrInvalidRun, Quote(nr.TraceParent), MaxTraceParentLen)
 	}
 	return nil
+}
+
+// MaxTraceParentLen bounds NewRun.TraceParent: a W3C traceparent of
+// version 00 takes 55 bytes; later versions may append fields.
+const MaxTraceParentLen = 256
+
+// ValidTraceParent reports whether s may be stored as a run's trace
+// parent: empty, or at most MaxTraceParentLen bytes of printable ASCII.
+// Its syntax is the propagator's business.
+func ValidTraceParent(s string) bool {
+	if len(s) > MaxTraceParentLen {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // Times returns when a new run created at now starts (zero: at once) and

@@ -177,7 +177,8 @@ func (r *Run) spawn(i int, nr *store.NewRun, now time.Time) {
 	child := store.NewRun{
 		ID: ChildID(r.Rec.ID, t.Name, t.Token), Workflow: nr.Workflow, Tenant: r.Rec.Tenant, Input: nr.Input,
 		Shape: nr.Shape, Keys: nr.Keys, Priority: r.Rec.Priority,
-		Parent: &store.ParentRef{RunID: r.Rec.ID, Step: t.Name, Result: spec.Result},
+		Parent:      &store.ParentRef{RunID: r.Rec.ID, Step: t.Name, Result: spec.Result},
+		TraceParent: nr.TraceParent,
 	}
 	t.Child = child.ID
 	r.wait(i, now, "child run "+child.ID.String(), time.Time{})

@@ -123,6 +123,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"MapCancel", testMapCancel},
 		{"MapFairness", testMapFairness},
 		{"WaitingStats", testWaitingStats},
+		{"TelemetryFields", testTelemetryFields},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

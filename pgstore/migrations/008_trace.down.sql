@@ -1,0 +1,1 @@
+ALTER TABLE {{schema}}.runs DROP COLUMN trace_parent;
