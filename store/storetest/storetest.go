@@ -123,6 +123,9 @@ func Run(t *testing.T, newStore Factory) {
 		{"MapCancel", testMapCancel},
 		{"MapFairness", testMapFairness},
 		{"WaitingStats", testWaitingStats},
+		{"WorkerRegistry", testWorkerRegistry},
+		{"WorkerRegistryInvalid", testWorkerRegistryInvalid},
+		{"WorkerPrune", testWorkerPrune},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
