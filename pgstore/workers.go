@@ -16,10 +16,11 @@ var (
 	_ store.LeaderRefresher = (*Store)(nil)
 )
 
-// RefreshesLeader implements store.LeaderRefresher: while an engine leads,
-// the health check of its election connection (every 5s) is an update of
-// its worker record's last_seen instead of an empty ping.
-func (s *Store) RefreshesLeader() bool { return true }
+// LeaderRefresh implements store.LeaderRefresher: while an engine leads,
+// the health check of its election connection (every 5s, plus the round
+// trip) is an update of its worker record's last_seen instead of an empty
+// ping.
+func (s *Store) LeaderRefresh() time.Duration { return s.health + pingTimeout }
 
 const workerCols = `id, host, version, workflows, concurrency, in_flight, leader, dead_after, started_at, last_seen`
 

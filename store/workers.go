@@ -44,13 +44,14 @@ type WorkerRegistry interface {
 // LeaderRefresher is implemented by stores whose Elector refreshes the
 // leader's worker record (its LastSeen) while it leads, on a statement it
 // makes anyway (pgstore: the health check of the leader's connection,
-// every 5s). An engine that leads on such a store refreshes its record
-// only when the record changes (its steps in flight), so that leading
-// costs the database nothing more than before the registry.
+// every 5s). An engine that leads on such a store, and would refresh its
+// record less often than the store does, refreshes it only when the
+// record changes (its steps in flight), so that leading costs the
+// database nothing more than before the registry.
 type LeaderRefresher interface {
-	// RefreshesLeader reports whether the store refreshes the leader's
-	// record.
-	RefreshesLeader() bool
+	// LeaderRefresh reports how often the store refreshes the leader's
+	// record; 0 if it does not.
+	LeaderRefresh() time.Duration
 }
 
 // Worker is the record of one engine working on a store.
