@@ -26,12 +26,12 @@ const pingTimeout = 3 * time.Second
 // A candidate blocks in pg_advisory_lock, costing no statements while it
 // waits, and is granted the lock by PostgreSQL as soon as the leader's
 // session ends. The leader blocks reading its connection (and checks it
-// every 5s with a statement that refreshes the last_seen of its worker
-// record, id: see RefreshesLeader), so when its backend dies or its connection drops, lead's context is
-// cancelled at once; Lead waits for lead to return, then campaigns again on
-// a new connection. When ctx is done the lock is released and Lead returns
-// ctx.Err(). If lead returns by itself, leadership is released and Lead
-// campaigns again.
+// every 5s with a statement that refreshes the last_seen of the worker
+// record of id: see LeaderRefresh), so when its backend dies or its
+// connection drops, lead's context is cancelled at once; Lead waits for
+// lead to return, then campaigns again on a new connection. When ctx is
+// done the lock is released and Lead returns ctx.Err(). If lead returns by
+// itself, leadership is released and Lead campaigns again.
 //
 // Failover after the leader's backend or process dies takes a few
 // milliseconds: 1.4 to 4.8ms from pg_terminate_backend to the next leader's
@@ -92,8 +92,11 @@ func (s *Store) leadOnce(ctx context.Context, id string, lead func(ctx context.C
 	lost := watch(watchCtx, conn, s.health, func(ctx context.Context) error {
 		_, err := conn.Exec(ctx, touch, id)
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) {
-			return nil // the server answered: the connection is fine
+		if errors.As(err, &pgErr) && !conn.IsClosed() {
+			// The server answered, and the session lives on: the
+			// connection is fine, whatever the update met.
+			s.log.Warn("pgstore: refreshing the leader's worker record", slog.Any("error", err))
+			return nil
 		}
 		return err
 	})
