@@ -47,3 +47,29 @@ func TestElectorRefreshesLeaderRecord(t *testing.T) {
 	}
 	require.Positive(t, s.LeaderRefresh())
 }
+
+// A leader whose record update fails on the server (here: the table is
+// gone) keeps leading: the server answered, so the connection is fine.
+func TestElectorKeepsLeadingWithoutWorkersTable(t *testing.T) {
+	t.Parallel()
+	s, pool, schema := setup(t)
+	pgstore.SetHealthInterval(s, 10*time.Millisecond)
+	_, err := pool.Exec(ctx, "DROP TABLE "+schema+".workers")
+	require.NoError(t, err)
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	terms := make(chan context.Context, 10)
+	done := make(chan error, 1)
+	go func() { done <- s.Lead(lctx, "leader", func(ctx context.Context) { terms <- ctx; <-ctx.Done() }) }()
+	term := <-terms
+	// Twenty health checks, each an update that fails.
+	timer := time.NewTimer(20 * 10 * time.Millisecond)
+	select {
+	case <-term.Done():
+		t.Fatal("leadership lost over a failed update of the worker record")
+	case <-timer.C:
+	}
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Len(t, terms, 0, "one term of leadership")
+}
