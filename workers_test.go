@@ -224,3 +224,25 @@ func TestWorkersLeaderRefreshedByStore(t *testing.T) {
 		require.Empty(t, ws)
 	})
 }
+
+// Workflows registered after Start are in the record at once.
+func TestWorkersRegisterAfterStart(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		first := durable.NewWorkflow[int]("late-first")
+		durable.Step(first, "s", func(ctx durable.Context, n int) (int, error) { return n, nil })
+		e := h.start(durable.Config{WorkerID: "late"}, first)
+		unserved, err := e.Unserved(ctx, "late-first", "late-second")
+		require.NoError(t, err)
+		require.Equal(t, []string{"late-second"}, unserved)
+
+		second := durable.NewWorkflow[int]("late-second")
+		durable.Step(second, "s", func(ctx durable.Context, n int) (int, error) { return n, nil })
+		require.NoError(t, e.Register(second))
+		h.eventually(h.duration(time.Second, 5*time.Second), func() bool {
+			unserved, err = e.Unserved(ctx, "late-first", "late-second")
+			require.NoError(t, err)
+			return len(unserved) == 0
+		}, "both workflows served: unserved %v", unserved)
+	})
+}
