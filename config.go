@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
@@ -23,6 +24,12 @@ type Config struct {
 	// without control characters. Defaults to
 	// "<hostname>-<pid>-<random>".
 	WorkerID string
+
+	// Version labels this engine's code in the registry of workers
+	// (Engine.Workers), e.g. a release or a commit; at most 255 bytes of
+	// UTF-8. Defaults to the main module's version as the Go toolchain
+	// recorded it, or the first 12 digits of its VCS revision.
+	Version string
 
 	// Concurrency is the most steps this engine runs at once. Defaults to 100.
 	Concurrency int
@@ -133,6 +140,9 @@ func (c *Config) setDefaults(s store.Store) error {
 		host, _ := os.Hostname()
 		c.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
 	}
+	if c.Version == "" {
+		c.Version = buildVersion()
+	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -164,6 +174,8 @@ func (c *Config) setDefaults(s store.Store) error {
 	switch {
 	case !dag.ValidWorker(c.WorkerID):
 		return fmt.Errorf("%w: WorkerID %s: use 1-200 bytes of UTF-8 without control characters", ErrInvalidConfig, dag.Quote(c.WorkerID))
+	case len(c.Version) > dag.MaxWorkerLabelLen || !utf8.ValidString(c.Version):
+		return fmt.Errorf("%w: Version %s: use at most %d bytes of UTF-8", ErrInvalidConfig, dag.Quote(c.Version), dag.MaxWorkerLabelLen)
 	case c.Concurrency < 0 || c.ClaimBatch < 0 || c.FinishBatch < 0 || c.TenantLimit < 0:
 		return fmt.Errorf("%w: negative count", ErrInvalidConfig)
 	case c.PollInterval < 0 || c.HeartbeatInterval < 0 || c.DeadAfter < 0 || c.QueueDepthInterval < 0:

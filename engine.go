@@ -141,6 +141,9 @@ func (e *Engine) Register(defs ...Definition) error {
 	}
 	slices.Sort(names)
 	e.names = names
+	if e.rt != nil {
+		signal(e.rt.registrySig) // the record lists the new workflows
+	}
 	return nil
 }
 
@@ -204,7 +207,13 @@ type runtime struct {
 	scheduleSig chan struct{}
 	// inboxSig wakes the leader's inbox loop (leader.go).
 	inboxSig chan struct{}
-	outcomes chan outcomeMsg
+	// registrySig asks the registry loop to refresh the worker's record
+	// now (workers.go); leading is set while this engine leads; host is
+	// the host name in its record.
+	registrySig chan struct{}
+	leading     atomic.Bool
+	host        string
+	outcomes    chan outcomeMsg
 
 	flightMu sync.Mutex
 	flights  map[store.TaskRef]*flight
@@ -220,7 +229,7 @@ type runtime struct {
 	completed chan struct{}  // closed when the completer has exited
 	hbStop    chan struct{}
 	hbDone    chan struct{}
-	aux       sync.WaitGroup // listener
+	aux       sync.WaitGroup // listener, registry loop
 }
 
 // flight is a step this engine runs, keyed by its claim in
@@ -289,6 +298,8 @@ func (e *Engine) Start(ctx context.Context) error {
 		timerSig:    make(chan struct{}, 1),
 		scheduleSig: make(chan struct{}, 1),
 		inboxSig:    make(chan struct{}, 1),
+		registrySig: make(chan struct{}, 1),
+		host:        hostname(),
 		outcomes:    make(chan outcomeMsg, e.cfg.Concurrency),
 		flights:     map[store.TaskRef]*flight{},
 		completed:   make(chan struct{}),
@@ -301,6 +312,12 @@ func (e *Engine) Start(ctx context.Context) error {
 	rt.flushCtx, rt.stopFlush = context.WithCancel(rt.ctx)
 	e.rt = rt
 
+	if r, err := e.registry(); err == nil {
+		// Registered before Start returns, so that the engine is listed
+		// at once; the loop tries again if this fails.
+		registered := e.registerWorker(ctx, rt, r, e.names)
+		rt.aux.Go(func() { e.registryLoop(rt, r, registered) })
+	}
 	if l, ok := e.store.(store.Listener); ok {
 		rt.aux.Go(func() {
 			deliver := func(n store.Notification) { e.deliver(rt, n) }
@@ -383,6 +400,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	rt.stopWork(ErrEngineStopped)
 	rt.cancel()
 	rt.aux.Wait()
+	e.removeWorker(ctx)
 	e.wakeAllWaiters()
 	e.log.Info("durable: engine stopped")
 	rt.lostMu.Lock()

@@ -19,12 +19,21 @@ const maxTimerWait = time.Minute
 // the engine stopping).
 func (e *Engine) lead(ctx context.Context, rt *runtime) {
 	e.log.Info("durable: leading")
+	rt.leading.Store(true)
+	signal(rt.registrySig)
+	defer func() {
+		rt.leading.Store(false)
+		signal(rt.registrySig)
+	}()
 	var wg sync.WaitGroup
 	wg.Go(func() { e.timerLoop(ctx, rt) })
 	wg.Go(func() { e.rescueLoop(ctx) })
 	wg.Go(func() { e.inboxLoop(ctx, rt) })
 	if s, ok := e.store.(store.Scheduler); ok {
 		wg.Go(func() { e.scheduleLoop(ctx, rt, s) })
+	}
+	if r, err := e.registry(); err == nil {
+		wg.Go(func() { e.pruneWorkersLoop(ctx, r) })
 	}
 	if e.cfg.Retention > 0 || e.cfg.EventRetention > 0 {
 		wg.Go(func() { e.retentionLoop(ctx) })

@@ -69,6 +69,10 @@ type Store struct {
 	// map steps), for the stats.
 	waitingAll map[taskKey]struct{}
 
+	// workers holds the worker records (see workers.go), by ID; nil until
+	// the first registers.
+	workers map[string]*store.Worker
+
 	subMu  sync.Mutex
 	subs   map[int]func(store.Notification)
 	nextID int

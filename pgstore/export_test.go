@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"reflect"
+	"time"
 
 	"github.com/effectivelabs/durable/store"
 )
@@ -28,3 +29,7 @@ func Statements(schema string) map[string]string {
 // ListQuery returns the query ListRuns runs for p, with its arguments, and
 // whether it reads the runs in flight (planned with sorts allowed).
 func ListQuery(s *Store, p *store.ListRunsParams) (string, []any, bool, error) { return s.listQuery(p) }
+
+// SetHealthInterval sets how often a leader of s checks its election
+// connection (and refreshes its worker record).
+func SetHealthInterval(s *Store, d time.Duration) { s.health = d }

@@ -69,6 +69,9 @@ type Store struct {
 	// priority; the next claim reorders their lanes first (priority.go).
 	priorities atomic.Bool
 	incoming   atomic.Bool
+	// health is how often a leader checks its election connection
+	// (healthInterval; shorter in tests).
+	health time.Duration
 	// inboxMark is the newest pending message the leader's previous pass
 	// saw: the next pass applies those up to it that are still pending.
 	inboxMark atomic.Int64
@@ -123,6 +126,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		q:       newQueries(schema),
 		shapes:  make(map[uuid.UUID]*dag.Compiled),
 		stored:  make(map[uuid.UUID]time.Time),
+		health:  healthInterval,
 	}
 	st.incoming.Store(true)
 	return st, nil

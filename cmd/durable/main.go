@@ -1,7 +1,8 @@
 // Command durable is the command-line companion of the durable library: a
 // demo, and (with PostgreSQL) migrations, workers, an HTTP API, triggers,
-// operating runs (list, show, cancel, replay, prune, stats), sending events
-// and signals to the steps waiting for them, and benchmarks.
+// operating runs (list, show, cancel, replay, prune, stats), listing the live
+// workers, sending events and signals to the steps waiting for them, and
+// benchmarks.
 package main
 
 import (
@@ -35,6 +36,8 @@ Commands:
             key (events send)
   signal    send a signal to the steps of a run waiting for it
   stats     queue depths and run counts by workflow and tenant
+  workers   the live workers (host, version, workflows, steps in flight,
+            leader) and the queued workflows no live worker serves
   schedules cron schedules of built-in workflows: create, list, pause,
             resume, delete
   version   print this binary's version, VCS revision and Go version
@@ -68,6 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"events":    eventsCmd,
 		"signal":    signalCmd,
 		"stats":     statsCmd,
+		"workers":   workersCmd,
 		"schedules": schedulesCmd,
 		"version":   versionCmd,
 	}

@@ -58,6 +58,10 @@ completed step too (of a map step, its first 10 completed items); with
 --events, the run's event log. Times in the tables are relative to the
 run's creation.
 
+A run that has not settled and whose workflow no live worker serves (see
+"durable workers") gets a warning line: its steps wait until a worker that
+serves the workflow starts.
+
 With --json, one JSON object holding all of it, the outputs and every item
 of a map step included: the input and each output as JSON when it is
 valid JSON ("input", "output"), else as base64 ("input_base64",
@@ -66,7 +70,7 @@ valid JSON ("input", "output"), else as base64 ("input_base64",
 child), "children" (as "durable runs list --json" prints runs, up to 1000;
 "more_children" when there are more); per step "event_key", "signal",
 "child_run_id" when set, and for a map step "item_counts" (by state) and
-"items"; "events" with --events.
+"items"; "events" with --events; "unserved": true with the warning.
 
 Flags:
 `
@@ -278,6 +282,13 @@ func runsShow(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return a.fail(explainRunError(err, id, op.schema))
 	}
 	v := &runView{res: res}
+	if !res.Done() {
+		unserved, err := op.e.Unserved(ctx, res.Workflow)
+		if err != nil {
+			return a.fail(err)
+		}
+		v.unserved = len(unserved) > 0
+	}
 	if v.children, v.moreChildren, err = childRuns(ctx, op.e, res); err != nil {
 		return a.fail(err)
 	}
@@ -365,6 +376,10 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 		fmt.Fprintf(tw, "parent\t%s (step %s)\n", res.Parent.RunID, dag.DisplayName(res.Parent.Step))
 	}
 	fmt.Fprintf(tw, "status\t%s\n", res.Status)
+	if v.unserved {
+		fmt.Fprintf(tw, "warning\tno live worker serves workflow %s: its steps wait until one starts (see durable workers)\n",
+			dag.Quote(res.Workflow))
+	}
 	fmt.Fprintf(tw, "created\t%s\n", timestamp(res.CreatedAt))
 	if res.IdempotencyKey != "" {
 		fmt.Fprintf(tw, "idempotency key\t%s\n", dag.Quote(res.IdempotencyKey))
@@ -541,8 +556,11 @@ type runDetailJSON struct {
 	Parent         *parentJSON     `json:"parent"`
 	Children       []runJSON       `json:"children"`
 	MoreChildren   bool            `json:"more_children,omitempty"`
-	Steps          []stepJSON      `json:"steps"`
-	Events         []eventJSON     `json:"events,omitempty"`
+	// Unserved is set for a run that has not settled and whose workflow
+	// no live worker serves.
+	Unserved bool        `json:"unserved,omitempty"`
+	Steps    []stepJSON  `json:"steps"`
+	Events   []eventJSON `json:"events,omitempty"`
 }
 
 // parentJSON links a child run to its parent: the run, its step that
@@ -650,6 +668,7 @@ func runDetail(v *runView, events bool) *runDetailJSON {
 		out.Children[i] = summaryJSON(c)
 	}
 	out.MoreChildren = v.moreChildren
+	out.Unserved = v.unserved
 	out.Input, out.InputBase64 = encoded(res.Input)
 	out.Steps = make([]stepJSON, len(res.Steps))
 	for i, s := range res.Steps {

@@ -44,6 +44,9 @@ type runView struct {
 	children     []durable.RunSummary
 	moreChildren bool
 	events       []durable.Event
+	// unserved is set for a run not settled whose workflow no live worker
+	// serves.
+	unserved bool
 }
 
 // childRuns reads the child runs of res (at most maxChildren), in the order

@@ -28,6 +28,19 @@ func TestStoppedDuringSleep(t *testing.T) {
 	flags := []string{"--fraud-window", "1h", "--dead-after", "3s", "--heartbeat-interval", "500ms",
 		"--drain-timeout", "5s", "--concurrency", "10"}
 	ws := []*worker{h.startWorker("s1", flags...), h.startWorker("s2", flags...)}
+	ctx := context.Background()
+	requireWorkers := func(msg string, want ...string) {
+		t.Helper()
+		listed, err := h.client.Workers(ctx)
+		require.NoError(t, err)
+		var ids []string
+		for _, w := range listed {
+			require.True(t, w.Live, "%s: %s is live", msg, w.ID)
+			ids = append(ids, w.ID)
+		}
+		require.Equal(t, want, ids, msg)
+	}
+	requireWorkers("both processes are registered once up", "s1", "s2")
 
 	flow := workloads.New(workloads.Options{FraudWindow: window}).Demo
 	ts := make([]durable.Trigger[demo.Order], runs)
@@ -37,7 +50,6 @@ func TestStoppedDuringSleep(t *testing.T) {
 			ID: fmt.Sprintf("O-%d", i), Customer: customer, Cents: 100 + i, Items: []string{"book"},
 		}}
 	}
-	ctx := context.Background()
 	_, err := flow.Workflow.RunManyNoWait(ctx, h.client, ts)
 	require.NoError(t, err)
 
@@ -57,6 +69,10 @@ func TestStoppedDuringSleep(t *testing.T) {
 		require.Equal(t, 0, w.terminate(30*time.Second), "%s exits 0 on SIGTERM", w.id)
 	}
 	stopped := time.Now()
+	requireWorkers("a worker stopped by SIGTERM removes its record")
+	unserved, err := h.client.Unserved(ctx, "order-processing")
+	require.NoError(t, err)
+	require.Equal(t, []string{"order-processing"}, unserved, "with no worker, the sleeping runs' workflow is unserved")
 	n, firstDue, lastDue := sleeping()
 	require.Equal(t, runs, n, "stopping the workers does not disturb a sleep")
 	require.True(t, firstDue.After(stopped), "the workers stopped after a sleep was due (first due %s, stopped %s)", firstDue, stopped)

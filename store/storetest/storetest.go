@@ -124,6 +124,9 @@ func Run(t *testing.T, newStore Factory) {
 		{"MapFairness", testMapFairness},
 		{"WaitingStats", testWaitingStats},
 		{"TelemetryFields", testTelemetryFields},
+		{"WorkerRegistry", testWorkerRegistry},
+		{"WorkerRegistryInvalid", testWorkerRegistryInvalid},
+		{"WorkerPrune", testWorkerPrune},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -255,7 +255,7 @@ func (b *bencher) idle(ctx context.Context, rep *Report) error {
 			"(unless it is the server log's, which leaves them out); the in-process counts do not", len(others), strings.Join(dedupe(names, 5), ", "))
 	}
 	if leader != "" {
-		rep.Note("leader: %s (it fires timers, rescues dead tasks and checks its connection; the others block on the leader lock)", leader)
+		rep.Note("leader: %s (it fires timers, rescues dead tasks and checks its connection, which refreshes its worker record; the others block on the leader lock, poll for work and refresh their worker records)", leader)
 	}
 	if leader0 != leader {
 		rep.Note("the leader changed during the window (from %q to %q): the split between leader and non-leaders is blurred", leader0, leader)

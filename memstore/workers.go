@@ -1,0 +1,84 @@
+package memstore
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+var _ store.WorkerRegistry = (*Store)(nil)
+
+// RegisterWorker implements store.WorkerRegistry.
+func (s *Store) RegisterWorker(ctx context.Context, p *store.RegisterWorkerParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := dag.CheckWorker(&p.Worker); err != nil {
+		return err
+	}
+	t := now(p.Now)
+	w := p.Worker
+	w.Workflows = slices.Clone(w.Workflows)
+	w.LastSeen, w.StartedAt, w.Live = t, t, false
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.workers == nil {
+		s.workers = make(map[string]*store.Worker)
+	}
+	if old, ok := s.workers[w.ID]; ok && !p.Started {
+		w.StartedAt = old.StartedAt
+	}
+	s.workers[w.ID] = &w
+	return nil
+}
+
+// RemoveWorker implements store.WorkerRegistry.
+func (s *Store) RemoveWorker(ctx context.Context, p *store.RemoveWorkerParams) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.workers, p.ID)
+	return nil
+}
+
+// ListWorkers implements store.WorkerRegistry.
+func (s *Store) ListWorkers(ctx context.Context, p *store.ListWorkersParams) (*store.ListWorkersResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := now(p.Now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res := &store.ListWorkersResult{Now: t, Workers: make([]store.Worker, 0, len(s.workers))}
+	for _, w := range s.workers {
+		c := *w
+		c.Workflows = slices.Clone(w.Workflows)
+		c.Live = dag.WorkerLive(c.LastSeen, t, c.DeadAfter)
+		res.Workers = append(res.Workers, c)
+	}
+	slices.SortFunc(res.Workers, func(a, b store.Worker) int { return strings.Compare(a.ID, b.ID) })
+	return res, nil
+}
+
+// PruneWorkers implements store.WorkerRegistry.
+func (s *Store) PruneWorkers(ctx context.Context, p *store.PruneWorkersParams) (*store.PruneWorkersResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := now(p.Now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res := &store.PruneWorkersResult{}
+	for id, w := range s.workers {
+		if dag.WorkerPrunable(w.LastSeen, t, w.DeadAfter) {
+			delete(s.workers, id)
+			res.Deleted++
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,75 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable/pgstore"
+	"github.com/effectivelabs/durable/store"
+)
+
+// The leader's health check refreshes its worker record's last_seen (and
+// no other record), so that leading costs no statement for the registry.
+func TestElectorRefreshesLeaderRecord(t *testing.T) {
+	t.Parallel()
+	s, _, _ := setup(t)
+	pgstore.SetHealthInterval(s, 20*time.Millisecond)
+	past := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, id := range []string{"leader", "other"} {
+		require.NoError(t, s.RegisterWorker(ctx, &store.RegisterWorkerParams{Now: past, Started: true,
+			Worker: store.Worker{ID: id, Concurrency: 1, DeadAfter: time.Second}}))
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Lead(lctx, "leader", func(ctx context.Context) { <-ctx.Done() }) }()
+	defer func() {
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+	}()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := s.ListWorkers(ctx, &store.ListWorkersParams{})
+		require.NoError(t, err)
+		require.Len(t, res.Workers, 2)
+		leader, other := res.Workers[0], res.Workers[1]
+		require.True(t, other.LastSeen.Equal(past), "the other record is not touched: %s", other.LastSeen)
+		require.True(t, leader.StartedAt.Equal(past), "a refresh keeps the start: %s", leader.StartedAt)
+		if leader.LastSeen.After(past) {
+			require.True(t, leader.Live, "refreshed on the database's clock")
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the leader's record was not refreshed within 10s")
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Positive(t, s.LeaderRefresh())
+}
+
+// A leader whose record update fails on the server (here: the table is
+// gone) keeps leading: the server answered, so the connection is fine.
+func TestElectorKeepsLeadingWithoutWorkersTable(t *testing.T) {
+	t.Parallel()
+	s, pool, schema := setup(t)
+	pgstore.SetHealthInterval(s, 10*time.Millisecond)
+	_, err := pool.Exec(ctx, "DROP TABLE "+schema+".workers")
+	require.NoError(t, err)
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	terms := make(chan context.Context, 10)
+	done := make(chan error, 1)
+	go func() { done <- s.Lead(lctx, "leader", func(ctx context.Context) { terms <- ctx; <-ctx.Done() }) }()
+	term := <-terms
+	// Twenty health checks, each an update that fails.
+	timer := time.NewTimer(20 * 10 * time.Millisecond)
+	select {
+	case <-term.Done():
+		t.Fatal("leadership lost over a failed update of the worker record")
+	case <-timer.C:
+	}
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Len(t, terms, 0, "one term of leadership")
+}

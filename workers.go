@@ -1,0 +1,257 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/store"
+)
+
+// WorkerInfo describes a worker: an engine that was started on the store
+// (Engine.Start) and has not stopped gracefully since.
+type WorkerInfo struct {
+	// ID is the engine's Config.WorkerID.
+	ID string
+	// Host is the host name of the engine's machine.
+	Host string
+	// Version labels the engine's code (Config.Version).
+	Version string
+	// StartedAt is when the engine started; LastSeen when it last
+	// refreshed its record. Both are on the store's clock.
+	StartedAt time.Time
+	LastSeen  time.Time
+	// Workflows lists the workflows the engine serves (registered), sorted.
+	Workflows []string
+	// Concurrency is the most steps the engine runs at once.
+	Concurrency int
+	// InFlight counts the steps the engine ran when it last refreshed its
+	// record (at most dag.MaxWorkerRefresh, 15s, ago while it is live).
+	InFlight int
+	// Leader is set when the engine is live and leads (fires timers,
+	// rescues dead workers' steps). Around a change of leader two engines
+	// may say so for a moment, as both may lead for a moment.
+	Leader bool
+	// Live is set while the engine was seen within its DeadAfter: after
+	// that its running steps are rescued, and it is shown as dead until
+	// it comes back or its record is pruned, a day later.
+	Live bool
+	// DeadAfter is the engine's Config.DeadAfter, its liveness window.
+	DeadAfter time.Duration
+}
+
+// Serves reports whether the worker is live and serves workflow.
+func (w *WorkerInfo) Serves(workflow string) bool {
+	return w.Live && dag.Serves(w.Workflows, workflow)
+}
+
+// ErrWorkersUnsupported is returned by Engine.Workers and Engine.Unserved
+// on a store that keeps no registry of workers (it does not implement
+// store.WorkerRegistry).
+var ErrWorkersUnsupported = errors.New("durable: store does not keep a registry of workers")
+
+func (e *Engine) registry() (store.WorkerRegistry, error) {
+	r, ok := e.store.(store.WorkerRegistry)
+	if !ok {
+		return nil, ErrWorkersUnsupported
+	}
+	return r, nil
+}
+
+// Workers lists the workers of the store, live or not (dead workers are
+// kept for a day, unless they stopped gracefully), ordered by ID.
+// Liveness is judged on the store's clock.
+func (e *Engine) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	r, err := e.registry()
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.ListWorkers(ctx, &store.ListWorkersParams{Now: e.now()})
+	if err != nil {
+		return nil, fmt.Errorf("durable: list workers: %w", err)
+	}
+	out := make([]WorkerInfo, len(res.Workers))
+	for i, w := range res.Workers {
+		out[i] = WorkerInfo{
+			ID: w.ID, Host: w.Host, Version: w.Version, StartedAt: w.StartedAt, LastSeen: w.LastSeen,
+			Workflows: w.Workflows, Concurrency: w.Concurrency, InFlight: w.InFlight,
+			Leader: w.Leader && w.Live, Live: w.Live, DeadAfter: w.DeadAfter,
+		}
+	}
+	return out, nil
+}
+
+// Unserved returns those of workflows that no live worker serves, in the
+// order given and without repeats: their queued steps wait until a worker
+// that serves them starts. It lists the workers once (Workers).
+func (e *Engine) Unserved(ctx context.Context, workflows ...string) ([]string, error) {
+	ws, err := e.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return Unserved(ws, workflows...), nil
+}
+
+// Unserved returns those of workflows that none of workers serves
+// (WorkerInfo.Serves), in the order given and without repeats.
+func Unserved(workers []WorkerInfo, workflows ...string) []string {
+	var out []string
+	for _, wf := range workflows {
+		if slices.Contains(out, wf) {
+			continue
+		}
+		if !slices.ContainsFunc(workers, func(w WorkerInfo) bool { return w.Serves(wf) }) {
+			out = append(out, wf)
+		}
+	}
+	return out
+}
+
+// workerRecord is this engine's record as of now.
+func (e *Engine) workerRecord(rt *runtime) store.Worker {
+	return e.recordOf(rt, e.workflowNames())
+}
+
+// recordOf is this engine's record as of now, serving workflows.
+func (e *Engine) recordOf(rt *runtime, workflows []string) store.Worker {
+	rt.flightMu.Lock()
+	inFlight := len(rt.flights)
+	rt.flightMu.Unlock()
+	return store.Worker{
+		ID: e.cfg.WorkerID, Host: rt.host, Version: e.cfg.Version, Workflows: workflows,
+		Concurrency: e.cfg.Concurrency, InFlight: inFlight, Leader: rt.leading.Load(), DeadAfter: e.cfg.DeadAfter,
+	}
+}
+
+// sameRecord reports whether two records of this engine say the same.
+func sameRecord(a, b *store.Worker) bool {
+	return a.InFlight == b.InFlight && a.Leader == b.Leader && a.Concurrency == b.Concurrency &&
+		slices.Equal(a.Workflows, b.Workflows)
+}
+
+// registerWorker registers this engine at its start, serving workflows; a
+// failure is logged, and the registry loop tries again. Start calls it
+// with e.mu held (a round trip), so that the engine is listed once Start
+// returns.
+func (e *Engine) registerWorker(ctx context.Context, rt *runtime, r store.WorkerRegistry, workflows []string) bool {
+	w := e.recordOf(rt, workflows)
+	if err := r.RegisterWorker(ctx, &store.RegisterWorkerParams{Now: e.now(), Worker: w, Started: true}); err != nil {
+		e.log.Warn("durable: registering the worker failed; trying again", slog.Any("error", err))
+		return false
+	}
+	return true
+}
+
+// registryLoop refreshes this engine's worker record every
+// dag.WorkerRefresh(DeadAfter), and at once when asked (rt.registrySig:
+// leadership or the registered workflows changed). A leader on a store that
+// refreshes the leader's record itself at least as often
+// (store.LeaderRefresher) skips the periodic refreshes of an unchanged
+// record.
+func (e *Engine) registryLoop(rt *runtime, r store.WorkerRegistry, registered bool) {
+	interval := dag.WorkerRefresh(e.cfg.DeadAfter)
+	storeRefreshes := false
+	if lr, ok := e.store.(store.LeaderRefresher); ok {
+		d := lr.LeaderRefresh()
+		storeRefreshes = d > 0 && d <= interval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last store.Worker
+	for {
+		periodic := false
+		select {
+		case <-t.C:
+			periodic = true
+		case <-rt.registrySig:
+		case <-rt.ctx.Done():
+			return
+		}
+		w := e.workerRecord(rt)
+		if periodic && registered && storeRefreshes && w.Leader && last.Leader && sameRecord(&w, &last) {
+			continue
+		}
+		err := r.RegisterWorker(rt.ctx, &store.RegisterWorkerParams{Now: e.now(), Worker: w, Started: !registered})
+		if err != nil {
+			if rt.ctx.Err() == nil {
+				e.log.Warn("durable: refreshing the worker's record failed", slog.Any("error", err))
+			}
+			continue
+		}
+		registered, last = true, w
+	}
+}
+
+// removeTimeout bounds the removal of an engine's record at Stop.
+const removeTimeout = 5 * time.Second
+
+// removeWorker deletes this engine's record at a graceful stop; a record
+// left behind shows the worker as dead after its DeadAfter.
+func (e *Engine) removeWorker(ctx context.Context) {
+	r, err := e.registry()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer cancel()
+	if err := r.RemoveWorker(ctx, &store.RemoveWorkerParams{ID: e.cfg.WorkerID}); err != nil {
+		e.log.Warn("durable: removing the worker's record failed; it shows as dead until pruned", slog.Any("error", err))
+	}
+}
+
+// workerPruneInterval is how often the leader prunes the records of
+// workers that died (dag.WorkerPrunable).
+const workerPruneInterval = time.Hour
+
+// pruneWorkersLoop prunes dead workers' records when leadership begins and
+// every workerPruneInterval.
+func (e *Engine) pruneWorkersLoop(ctx context.Context, r store.WorkerRegistry) {
+	for {
+		res, err := r.PruneWorkers(ctx, &store.PruneWorkersParams{Now: e.now()})
+		switch {
+		case err != nil && ctx.Err() == nil:
+			e.log.Error("durable: pruning dead workers' records", slog.Any("error", err))
+		case err == nil && res.Deleted > 0:
+			e.log.Debug("durable: pruned dead workers' records", slog.Int("workers", res.Deleted))
+		}
+		if !sleep.For(ctx, workerPruneInterval) {
+			return
+		}
+	}
+}
+
+// hostname is the host name recorded with this engine's worker record.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
+}
+
+// buildVersion is the default Config.Version: the main module's version as
+// the Go toolchain recorded it, or, for a build without one, the first 12
+// digits of its VCS revision.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	v := bi.Main.Version
+	if v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			return s.Value[:min(len(s.Value), 12)]
+		}
+	}
+	return v
+}

@@ -1,0 +1,250 @@
+package durable_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/memstore"
+	"github.com/effectivelabs/durable/store"
+)
+
+// leaders returns the IDs of the workers that say they lead.
+func leaders(ws []durable.WorkerInfo) []string {
+	var out []string
+	for _, w := range ws {
+		if w.Leader {
+			out = append(out, w.ID)
+		}
+	}
+	return out
+}
+
+// inFlight sums the steps in flight the workers reported.
+func stepsInFlight(ws []durable.WorkerInfo) int {
+	n := 0
+	for _, w := range ws {
+		n += w.InFlight
+	}
+	return n
+}
+
+func TestWorkers(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		release := make(chan struct{})
+		started := make(chan struct{}, 1)
+		build := func() (*durable.Workflow[int], *durable.Workflow[int]) {
+			wf := durable.NewWorkflow[int]("workers-wf")
+			durable.Step(wf, "block", func(ctx durable.Context, n int) (int, error) {
+				started <- struct{}{}
+				select {
+				case <-release:
+					return n, nil
+				case <-ctx.Done():
+					return 0, context.Cause(ctx)
+				}
+			})
+			other := durable.NewWorkflow[int]("workers-other")
+			durable.Step(other, "noop", func(ctx durable.Context, n int) (int, error) { return n, nil })
+			return wf, other
+		}
+		wfA, _ := build()
+		h.startOn(h.another(), durable.Config{WorkerID: "workers-a", Concurrency: 3, Version: "v-test"}, wfA)
+		wfB, otherB := build()
+		b := h.startOn(h.another(), durable.Config{WorkerID: "workers-b"}, wfB, otherB)
+		c := h.client()
+
+		// Both are listed as soon as Start returns; one of them leads.
+		ws, err := c.Workers(ctx)
+		require.NoError(t, err)
+		require.Len(t, ws, 2)
+		require.Equal(t, "workers-a", ws[0].ID)
+		require.Equal(t, "workers-b", ws[1].ID)
+		require.Equal(t, "v-test", ws[0].Version)
+		require.Equal(t, 3, ws[0].Concurrency)
+		require.Equal(t, 100, ws[1].Concurrency)
+		require.Equal(t, []string{"workers-wf"}, ws[0].Workflows)
+		require.Equal(t, []string{"workers-other", "workers-wf"}, ws[1].Workflows)
+		for _, w := range ws {
+			require.True(t, w.Live, "%s is live", w.ID)
+			require.Equal(t, h.deadAfter(), w.DeadAfter)
+			require.NotEmpty(t, w.Host)
+			require.False(t, w.StartedAt.IsZero())
+			require.False(t, w.LastSeen.Before(w.StartedAt))
+			require.True(t, w.Serves("workers-wf"))
+		}
+		require.False(t, ws[0].Serves("workers-other"))
+		// Three refreshes in memory (virtual time: a refresh that did not
+		// happen fails the test); on PostgreSQL, room for a loaded machine.
+		within := h.duration(3*dag.WorkerRefresh(h.deadAfter()), 15*time.Second)
+		h.eventually(within, func() bool {
+			ws, err = c.Workers(ctx)
+			require.NoError(t, err)
+			return len(leaders(ws)) == 1
+		}, "one leader among %v", ws)
+		unserved, err := c.Unserved(ctx, "nope", "workers-wf", "workers-other", "nope")
+		require.NoError(t, err)
+		require.Equal(t, []string{"nope"}, unserved)
+
+		// A running step is counted in flight at the next refresh, and
+		// no longer once it finished.
+		id, err := wfA.RunNoWait(ctx, c, "t", 7)
+		require.NoError(t, err)
+		<-started
+		h.eventually(within, func() bool {
+			ws, err = c.Workers(ctx)
+			require.NoError(t, err)
+			return stepsInFlight(ws) == 1
+		}, "one step in flight: %+v", ws)
+		close(release)
+		h.wait(c, id, h.duration(time.Minute, 10*time.Second))
+		h.eventually(within, func() bool {
+			ws, err = c.Workers(ctx)
+			require.NoError(t, err)
+			return stepsInFlight(ws) == 0
+		}, "no step in flight: %+v", ws)
+
+		// A worker that stops gracefully is gone at once; the other leads.
+		require.NoError(t, b.Stop(h.ctx(time.Minute)))
+		ws, err = c.Workers(ctx)
+		require.NoError(t, err)
+		require.Len(t, ws, 1)
+		require.Equal(t, "workers-a", ws[0].ID)
+		h.eventually(within, func() bool {
+			ws, err = c.Workers(ctx)
+			require.NoError(t, err)
+			return len(ws) == 1 && ws[0].Leader
+		}, "workers-a leads: %+v", ws)
+		unserved, err = c.Unserved(ctx, "workers-wf", "workers-other")
+		require.NoError(t, err)
+		require.Equal(t, []string{"workers-other"}, unserved)
+	})
+}
+
+// A worker that died is listed, not live and not leading, until pruned.
+func TestWorkersDead(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		r, ok := h.store.(store.WorkerRegistry)
+		require.True(t, ok)
+		seen := time.Now().Add(-time.Hour)
+		require.NoError(t, r.RegisterWorker(ctx, &store.RegisterWorkerParams{Now: seen, Started: true, Worker: store.Worker{
+			ID: "crashed", Workflows: []string{"wf"}, Concurrency: 1, Leader: true, DeadAfter: time.Minute,
+		}}))
+		c := h.client()
+		ws, err := c.Workers(ctx)
+		require.NoError(t, err)
+		require.Len(t, ws, 1)
+		require.False(t, ws[0].Live)
+		require.False(t, ws[0].Leader, "a dead worker does not lead")
+		require.False(t, ws[0].Serves("wf"))
+		unserved, err := c.Unserved(ctx, "wf")
+		require.NoError(t, err)
+		require.Equal(t, []string{"wf"}, unserved)
+	})
+}
+
+// On a store without a registry, Workers says so.
+func TestWorkersUnsupported(t *testing.T) {
+	e, err := durable.New(&hookStore{Store: memstore.New()}, durable.Config{Logger: quiet})
+	require.NoError(t, err)
+	_, err = e.Workers(context.Background())
+	require.ErrorIs(t, err, durable.ErrWorkersUnsupported)
+	_, err = e.Unserved(context.Background(), "wf")
+	require.ErrorIs(t, err, durable.ErrWorkersUnsupported)
+}
+
+func TestConfigVersion(t *testing.T) {
+	_, err := durable.New(memstore.New(), durable.Config{Version: string(make([]byte, 256))})
+	require.ErrorIs(t, err, durable.ErrInvalidConfig)
+	_, err = durable.New(memstore.New(), durable.Config{Version: "\xff"})
+	require.ErrorIs(t, err, durable.ErrInvalidConfig)
+}
+
+// refreshingStore is an in-memory store that claims to refresh the
+// leader's record itself (as pgstore's elector does) and counts the
+// registrations of each worker.
+type refreshingStore struct {
+	*memstore.Store
+	mu        sync.Mutex
+	registers map[string]int
+}
+
+func (s *refreshingStore) LeaderRefresh() time.Duration { return time.Second }
+
+func (s *refreshingStore) RegisterWorker(ctx context.Context, p *store.RegisterWorkerParams) error {
+	s.mu.Lock()
+	s.registers[p.Worker.ID]++
+	s.mu.Unlock()
+	return s.Store.RegisterWorker(ctx, p)
+}
+
+func (s *refreshingStore) count(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.registers[id]
+}
+
+// An idle leader on a store that refreshes the leader's record makes no
+// periodic refresh of its own; the other workers refresh theirs every
+// dag.WorkerRefresh(DeadAfter).
+func TestWorkersLeaderRefreshedByStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &refreshingStore{Store: memstore.New(), registers: map[string]int{}}
+		start := func(id string) *durable.Engine {
+			e, err := durable.New(st, durable.Config{WorkerID: id, Logger: quiet})
+			require.NoError(t, err)
+			wf := durable.NewWorkflow[int]("refresh-" + id)
+			durable.Step(wf, "s", func(ctx durable.Context, n int) (int, error) { return n, nil })
+			require.NoError(t, e.Register(wf))
+			require.NoError(t, e.Start(context.Background()))
+			return e
+		}
+		leader := start("leader")
+		synctest.Wait() // it leads, and registered again to say so
+		require.Equal(t, 2, st.count("leader"), "registered at start and when it began to lead")
+		other := start("other")
+		synctest.Wait()
+
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.Equal(t, 2, st.count("leader"), "an idle leader leaves its refreshes to the store")
+		periods := int(time.Minute / dag.WorkerRefresh(30*time.Second))
+		require.Equal(t, 1+periods, st.count("other"), "registered at start, refreshed every %s", dag.WorkerRefresh(30*time.Second))
+
+		require.NoError(t, other.Stop(context.Background()))
+		require.NoError(t, leader.Stop(context.Background()))
+		ws, err := leader.Workers(context.Background())
+		require.NoError(t, err)
+		require.Empty(t, ws)
+	})
+}
+
+// Workflows registered after Start are in the record at once.
+func TestWorkersRegisterAfterStart(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		first := durable.NewWorkflow[int]("late-first")
+		durable.Step(first, "s", func(ctx durable.Context, n int) (int, error) { return n, nil })
+		e := h.start(durable.Config{WorkerID: "late"}, first)
+		unserved, err := e.Unserved(ctx, "late-first", "late-second")
+		require.NoError(t, err)
+		require.Equal(t, []string{"late-second"}, unserved)
+
+		second := durable.NewWorkflow[int]("late-second")
+		durable.Step(second, "s", func(ctx durable.Context, n int) (int, error) { return n, nil })
+		require.NoError(t, e.Register(second))
+		h.eventually(h.duration(time.Second, 5*time.Second), func() bool {
+			unserved, err = e.Unserved(ctx, "late-first", "late-second")
+			require.NoError(t, err)
+			return len(unserved) == 0
+		}, "both workflows served: unserved %v", unserved)
+	})
+}
