@@ -377,7 +377,7 @@ func (v *TenantRuns) Signal(ctx context.Context, id uuid.UUID, name string, payl
 	if err != nil {
 		return fmt.Errorf("%w: signal payload: %w", ErrEncode, err)
 	}
-	err = v.e.store.Signal(ctx, &store.SignalParams{Now: v.e.now(), RunID: id, Tenant: v.tenant, Name: name, Payload: b})
+	_, err = v.e.store.Signal(ctx, &store.SignalParams{Now: v.e.now(), RunID: id, Tenant: v.tenant, Name: name, Payload: b})
 	if err != nil {
 		return fmt.Errorf("durable: run %s: signal %s: %w", id, dag.Quote(name), err)
 	}

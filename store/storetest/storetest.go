@@ -124,6 +124,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"MapFairness", testMapFairness},
 		{"WaitingStats", testWaitingStats},
 		{"TelemetryFields", testTelemetryFields},
+		{"SettledReports", testSettledReports},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
