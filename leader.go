@@ -64,6 +64,7 @@ func (e *Engine) timerLoop(ctx context.Context, rt *runtime) {
 			continue
 		}
 		errDelay = 100 * time.Millisecond
+		e.countSettled(ctx, res.Settled)
 		if res.Fired == limit {
 			continue
 		}
@@ -97,6 +98,7 @@ func (e *Engine) rescueLoop(ctx context.Context) {
 			if e.tel.m != nil {
 				e.tel.m.recordRescued(ctx, res)
 			}
+			e.countSettled(ctx, res.Settled)
 			for _, r := range res.Rescued {
 				e.log.Warn("durable: rescued the step of a dead worker",
 					slog.String("run_id", r.RunID.String()), slog.String("step", r.Step))
@@ -187,6 +189,7 @@ func (e *Engine) inboxLoop(ctx context.Context, rt *runtime) {
 				}
 				break
 			}
+			e.countSettled(ctx, res.Settled)
 			if res.Applied < limit {
 				break
 			}

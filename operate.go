@@ -307,6 +307,7 @@ func (v *TenantRuns) Cancel(ctx context.Context, id uuid.UUID, reason string) er
 	if err != nil {
 		return fmt.Errorf("durable: cancel run %s: %w", id, err)
 	}
+	v.e.countSettled(ctx, res[0].Settled)
 	if res[0].Err != nil {
 		return fmt.Errorf("durable: cancel run %s: %w", id, res[0].Err)
 	}
@@ -319,7 +320,11 @@ func (v *TenantRuns) CancelRuns(ctx context.Context, f RunFilter, reason string)
 		f.Statuses = []RunStatus{RunRunning}
 	}
 	return v.bulk(ctx, f, func(ids []uuid.UUID) ([]store.RunActionResult, error) {
-		return v.e.store.CancelRuns(ctx, &store.CancelRunsParams{Now: v.e.now(), IDs: ids, Tenant: v.tenant, Reason: reason})
+		res, err := v.e.store.CancelRuns(ctx, &store.CancelRunsParams{Now: v.e.now(), IDs: ids, Tenant: v.tenant, Reason: reason})
+		if err == nil && len(res) > 0 {
+			v.e.countSettled(ctx, res[0].Settled)
+		}
+		return res, err
 	})
 }
 
@@ -332,6 +337,7 @@ func (v *TenantRuns) Replay(ctx context.Context, id uuid.UUID, opts ReplayOption
 	if err != nil {
 		return fmt.Errorf("durable: replay run %s: %w", id, err)
 	}
+	v.e.countSettled(ctx, res[0].Settled)
 	if res[0].Err != nil {
 		return fmt.Errorf("durable: replay run %s: %w", id, res[0].Err)
 	}
@@ -345,7 +351,11 @@ func (v *TenantRuns) ReplayRuns(ctx context.Context, f RunFilter, opts ReplayOpt
 		f.Statuses = []RunStatus{RunFailed, RunCancelled}
 	}
 	res, err := v.bulk(ctx, f, func(ids []uuid.UUID) ([]store.RunActionResult, error) {
-		return v.e.store.ReplayRuns(ctx, &store.ReplayRunsParams{Now: v.e.now(), IDs: ids, Tenant: v.tenant, FromStep: opts.FromStep})
+		res, err := v.e.store.ReplayRuns(ctx, &store.ReplayRunsParams{Now: v.e.now(), IDs: ids, Tenant: v.tenant, FromStep: opts.FromStep})
+		if err == nil && len(res) > 0 {
+			v.e.countSettled(ctx, res[0].Settled)
+		}
+		return res, err
 	})
 	v.e.wakeClaims()
 	return res, err

@@ -455,9 +455,9 @@ func (f *simFaultStore) SendEvents(ctx context.Context, p *store.SendEventsParam
 }
 
 // Signal implements store.Store (no faults).
-func (f *simFaultStore) Signal(ctx context.Context, p *store.SignalParams) error {
+func (f *simFaultStore) Signal(ctx context.Context, p *store.SignalParams) (*store.SignalResult, error) {
 	if f.cut() {
-		return errSimPartitioned
+		return nil, errSimPartitioned
 	}
 	return f.inner.Signal(ctx, p)
 }

@@ -141,7 +141,7 @@ func newMeters(mt metric.Meter, tenant bool) (*meters, error) {
 	m.skipped = counter(MetricStepsSkipped, "Steps skipped by their skip conditions.")
 	m.released = counter(MetricStepsReleased, "Step attempts given back to the queue by a stopping engine.")
 	m.rescued = counter(MetricStepsRescued, "Step attempts of dead workers rescued by the leader.")
-	if m.settled, err = mt.Int64Counter(MetricRunsSettled, metric.WithDescription("Runs settled by step outcomes this engine recorded, by status."),
+	if m.settled, err = mt.Int64Counter(MetricRunsSettled, metric.WithDescription("Runs settled by the store calls this engine made, by status."),
 		metric.WithUnit("{run}")); err != nil {
 		return nil, err
 	}
@@ -264,6 +264,26 @@ func (m *meters) recordFinish(ctx context.Context, batch []store.Outcome, meta [
 		if r.Settled != "" {
 			m.settled.Add(ctx, 1, m.run(meta[i].workflow, r.Settled, meta[i].tenant).add...)
 		}
+	}
+	if len(res) > 0 {
+		m.recordSettled(ctx, res[0].Cascade)
+	}
+}
+
+// recordSettled counts the runs a store call settled.
+func (m *meters) recordSettled(ctx context.Context, runs []store.SettledRun) {
+	for k := range runs {
+		r := &runs[k]
+		m.settled.Add(ctx, 1, m.run(r.Workflow, r.Status, r.Tenant).add...)
+	}
+}
+
+// countSettled counts the runs a store call this engine made settled
+// (store.SettledRun): each settlement is reported by the one call that
+// recorded it, so each is counted once, by the engine that made the call.
+func (e *Engine) countSettled(ctx context.Context, runs []store.SettledRun) {
+	if e.tel.m != nil && len(runs) > 0 {
+		e.tel.m.recordSettled(ctx, runs)
 	}
 }
 

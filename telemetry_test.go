@@ -392,3 +392,150 @@ func TestTraceParentTriggers(t *testing.T) {
 		require.Equal(t, want, traceParent(id))
 	})
 }
+
+// settledRuns starts an engine of wfs with metrics, runs fn, waits until
+// the engine counted the settled runs want (the leader counts what its
+// passes settle once its store call returns, which may be after the run is
+// seen settled), stops the engine and checks that it counted exactly want.
+func settledRuns(t *testing.T, h *harness, want map[string]int64, fn func(e *durable.Engine), wfs ...durable.Definition) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	e := h.launchOn(h.store, durable.Config{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}, wfs...)
+	fn(e)
+	total := func(m map[string]int64) (n int64) {
+		for _, v := range m {
+			n += v
+		}
+		return n
+	}
+	// Polled like harness.eventually, but the engine is stopped before
+	// the counts are checked, whether or not they came.
+	deadline := time.Now().Add(h.duration(time.Minute, 10*time.Second))
+	for total(sums(t, collect(t, reader), durable.MetricRunsSettled)) < total(want) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopNow(t, e)
+	require.Equal(t, want, sums(t, collect(t, reader), durable.MetricRunsSettled))
+}
+
+// waitsForEvent returns a workflow whose one step waits for the event
+// named by the run's input.
+func waitsForEvent(name string) *durable.Workflow[string] {
+	wf := durable.NewWorkflow[string](name)
+	durable.WaitForEvent[int](wf, "w", func(ctx durable.Context, key string) (string, error) { return key, nil })
+	return wf
+}
+
+// TestMetricsSettledCancelled: a run cancelled is counted CANCELLED, once.
+func TestMetricsSettledCancelled(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		wf := waitsForEvent("cancelled")
+		ctx := h.ctx(h.duration(time.Hour, time.Minute))
+		settledRuns(t, h, map[string]int64{"CANCELLED/cancelled": 1}, func(e *durable.Engine) {
+			id, err := wf.RunNoWait(ctx, e, "t", "never")
+			require.NoError(t, err)
+			require.NoError(t, e.Cancel(ctx, id, "not wanted"))
+			require.ErrorIs(t, e.Cancel(ctx, id, "again"), durable.ErrRunSettled)
+			require.Equal(t, durable.RunCancelled, h.wait(e, id, time.Minute).Status)
+		}, wf)
+	})
+}
+
+// TestMetricsSettledDeadline: a run past its deadline is failed by the
+// leader's timers, and counted FAILED by the leader.
+func TestMetricsSettledDeadline(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		// The wait's timeout, well after the deadline, is a timer: it
+		// notifies the leader, which then reads the deadline as the next
+		// timer due (creating a run with a deadline notifies nothing).
+		wf := durable.NewWorkflow[string]("late")
+		durable.WaitForEvent[int](wf, "w", func(ctx durable.Context, key string) (string, error) { return key, nil },
+			durable.WithWaitTimeout(time.Hour))
+		ctx := h.ctx(h.duration(time.Hour, time.Minute))
+		settledRuns(t, h, map[string]int64{"FAILED/late": 1}, func(e *durable.Engine) {
+			id, err := wf.RunNoWait(ctx, e, "t", "never", durable.WithRunTimeout(h.duration(time.Minute, time.Second)))
+			require.NoError(t, err)
+			res := h.wait(e, id, h.duration(time.Hour, 30*time.Second))
+			require.Equal(t, durable.RunFailed, res.Status)
+		}, wf)
+	})
+}
+
+// TestMetricsSettledByEvent: a run whose last step receives its event
+// settles in the call that sends it, and is counted COMPLETED once, by
+// the engine that sent it; sent inside a transaction (delivered after the
+// commit, on PostgreSQL by the leader's inbox pass), likewise.
+func TestMetricsSettledByEvent(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		wf := waitsForEvent("awaited")
+		ctx := h.ctx(h.duration(time.Hour, time.Minute))
+		settledRuns(t, h, map[string]int64{"COMPLETED/awaited": 2}, func(e *durable.Engine) {
+			for k, key := range []string{"sent", "sent-in-tx"} {
+				id, err := wf.RunNoWait(ctx, e, "t", key)
+				require.NoError(t, err)
+				h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, e, id, "w") == durable.StepWaiting },
+					"the step waits")
+				if k == 0 {
+					n, err := e.SendEvent(ctx, "t", key, 1)
+					require.NoError(t, err)
+					require.Equal(t, 1, n)
+				} else {
+					tx, commit := h.tx()
+					n, err := e.SendEventTx(ctx, tx, "t", key, 2)
+					require.NoError(t, err)
+					require.Equal(t, 1, n)
+					require.NoError(t, commit())
+				}
+				require.Equal(t, durable.RunCompleted, h.wait(e, id, h.duration(time.Hour, 30*time.Second)).Status)
+			}
+		}, wf)
+	})
+}
+
+// TestMetricsSettledWithParent: cancelling a parent run cancels its child
+// run; both are counted CANCELLED.
+func TestMetricsSettledWithParent(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		child := durable.NewWorkflow[string]("kid")
+		w := durable.WaitForEvent[int](child, "w", func(ctx durable.Context, key string) (string, error) { return key, nil })
+		parent := durable.NewWorkflow[string]("parent")
+		durable.Child(parent, "c", child, w, func(ctx durable.Context, in string) (string, error) { return in, nil })
+		ctx := h.ctx(h.duration(time.Hour, time.Minute))
+		settledRuns(t, h, map[string]int64{"CANCELLED/kid": 1, "CANCELLED/parent": 1}, func(e *durable.Engine) {
+			id, err := parent.RunNoWait(ctx, e, "t", "never")
+			require.NoError(t, err)
+			h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, e, id, "c") == durable.StepWaiting },
+				"the child run starts")
+			require.NoError(t, e.Cancel(ctx, id, "not wanted"))
+			require.Equal(t, durable.RunCancelled, h.wait(e, id, time.Minute).Status)
+			kids, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Parent: id}})
+			require.NoError(t, err)
+			require.Len(t, kids.Runs, 1)
+			require.Equal(t, durable.RunCancelled, h.wait(e, kids.Runs[0].ID, time.Minute).Status)
+		}, parent)
+	})
+}
+
+// TestMetricsSettledByChild: a child run's last outcome settles the child
+// and, by its settlement, its parent: each counted once.
+func TestMetricsSettledByChild(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		child := durable.NewWorkflow[int]("kid")
+		x := durable.Step(child, "x", func(ctx durable.Context, in int) (int, error) { return in, nil })
+		parent := durable.NewWorkflow[int]("parent")
+		durable.Child(parent, "c", child, x, func(ctx durable.Context, in int) (int, error) { return in, nil })
+		ctx := h.ctx(h.duration(time.Hour, time.Minute))
+		settledRuns(t, h, map[string]int64{"COMPLETED/kid": 2, "COMPLETED/parent": 2}, func(e *durable.Engine) {
+			for i := range 2 {
+				res, err := parent.Run(ctx, e, "t", i)
+				require.NoError(t, err)
+				require.Equal(t, durable.RunCompleted, res.Status)
+			}
+		}, parent)
+	})
+}

@@ -313,6 +313,7 @@ func (e *Engine) SendEvents(ctx context.Context, events []EventToSend) ([]int, e
 	if err != nil {
 		return nil, fmt.Errorf("durable: sending events: %w", err)
 	}
+	e.countSettled(ctx, res.Settled)
 	e.wakeClaims()
 	return res.Delivered, nil
 }
@@ -336,6 +337,7 @@ func (e *Engine) SendEventTx(ctx context.Context, tx any, tenant, key string, pa
 	if err != nil {
 		return 0, fmt.Errorf("durable: sending event: %w", err)
 	}
+	e.countSettled(ctx, res.Settled) // none when delivered after the commit
 	return res.Delivered[0], nil
 }
 
@@ -377,10 +379,11 @@ func (v *TenantRuns) Signal(ctx context.Context, id uuid.UUID, name string, payl
 	if err != nil {
 		return fmt.Errorf("%w: signal payload: %w", ErrEncode, err)
 	}
-	err = v.e.store.Signal(ctx, &store.SignalParams{Now: v.e.now(), RunID: id, Tenant: v.tenant, Name: name, Payload: b})
+	res, err := v.e.store.Signal(ctx, &store.SignalParams{Now: v.e.now(), RunID: id, Tenant: v.tenant, Name: name, Payload: b})
 	if err != nil {
 		return fmt.Errorf("durable: run %s: signal %s: %w", id, dag.Quote(name), err)
 	}
+	v.e.countSettled(ctx, res.Settled)
 	v.e.wakeClaims()
 	return nil
 }

@@ -184,16 +184,17 @@ func (s *Store) SendEventsTx(ctx context.Context, _ any, p *store.SendEventsPara
 		return nil, err
 	}
 	s.publish(&n)
+	res.Settled = n.settled
 	return res, nil
 }
 
 // Signal implements store.Store.
-func (s *Store) Signal(ctx context.Context, p *store.SignalParams) error {
+func (s *Store) Signal(ctx context.Context, p *store.SignalParams) (*store.SignalResult, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := dag.CheckSignal(p.Name); err != nil {
-		return fmt.Errorf("memstore: %w", err)
+		return nil, fmt.Errorf("memstore: %w", err)
 	}
 	t := now(p.Now)
 	var n notes
@@ -201,13 +202,13 @@ func (s *Store) Signal(ctx context.Context, p *store.SignalParams) error {
 	rs, ok := s.runs[p.RunID]
 	if !ok || (p.Tenant != "" && rs.rec.Tenant != p.Tenant) {
 		s.mu.Unlock()
-		return store.ErrRunNotFound
+		return nil, store.ErrRunNotFound
 	}
 	r := s.load(map[uuid.UUID]*dag.Run{}, p.RunID)
 	fx, err := r.Signal(p.Name, clone(p.Payload), t)
 	if err != nil {
 		s.mu.Unlock()
-		return err
+		return nil, err
 	}
 	s.messageID++
 	rs.signals = append(rs.signals, message{id: s.messageID, key: dag.SignalKey(p.Name), payload: clone(p.Payload), at: t})
@@ -216,10 +217,10 @@ func (s *Store) Signal(ctx context.Context, p *store.SignalParams) error {
 	err = s.persist(c, &n)
 	s.mu.Unlock()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.publish(&n)
-	return nil
+	return &store.SignalResult{Settled: n.settled}, nil
 }
 
 // ApplyInbox implements store.Store. The in-memory store applies every

@@ -180,6 +180,11 @@ type notes struct {
 	ready, timer bool
 	runs         []uuid.UUID
 	cancelled    []uuid.UUID
+	// settled are the settlements of the call, to report (see
+	// store.SettledRun); with omit, those of its first change are left out
+	// (FinishTasks reports them per outcome).
+	settled []store.SettledRun
+	omit    bool
 }
 
 func (s *Store) publish(n *notes) {
@@ -346,6 +351,7 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 		if err := s.persistOne(c, n); err != nil {
 			return err
 		}
+		n.omit = false
 		for _, r := range c.Runs {
 			outbox = append(outbox, c.Effects[r].Outbox...)
 		}
@@ -439,6 +445,9 @@ func (s *Store) persistOne(c *dag.Change, n *notes) error {
 		if fx.Settled {
 			n.runs = append(n.runs, id)
 			s.counts[dag.SettledCount(&r.Rec)]++
+			if !n.omit {
+				n.settled = append(n.settled, r.Settlement())
+			}
 		}
 		if fx.Cancelled {
 			n.cancelled = append(n.cancelled, id)
@@ -722,7 +731,7 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 	}
 	t := now(p.Now)
 	res := make([]store.FinishResult, len(p.Outcomes))
-	var n notes
+	n := notes{omit: true}
 	s.mu.Lock()
 	c := dag.NewChange(t)
 	loaded := map[uuid.UUID]*dag.Run{}
@@ -746,6 +755,9 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 		return nil, err
 	}
 	s.publish(&n)
+	if len(res) > 0 {
+		res[0].Cascade = n.settled
+	}
 	return res, nil
 }
 
@@ -873,6 +885,7 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 		}
 	}
 	res.Next = max(res.Next, 0)
+	res.Settled = n.settled
 	s.mu.Unlock()
 	s.publish(&n)
 	return res, nil
@@ -919,6 +932,7 @@ func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 		return nil, err
 	}
 	s.publish(&n)
+	res.Settled = n.settled
 	return res, nil
 }
 
@@ -1070,6 +1084,9 @@ func (s *Store) runAction(ctx context.Context, now0 time.Time, ids []uuid.UUID, 
 	}
 	s.mu.Unlock()
 	s.publish(&n)
+	if len(out) > 0 {
+		out[0].Settled = n.settled
+	}
 	return out, nil
 }
 

@@ -37,12 +37,15 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 			items = append(items, itemRef{ref.RunID, ref.Step})
 		}
 	}
+	var cascade []store.SettledRun
 	err := retryRaced(func(lockReady bool) error {
 		return s.transition(ctx, &plan{
 			now:       nowOf(p.Now),
 			ids:       ids,
 			items:     items,
 			lockReady: lockReady,
+			settled:   &cascade,
+			omit:      true,
 			apply: func(c *change) error {
 				for k := range p.Outcomes {
 					o := &p.Outcomes[k]
@@ -66,6 +69,7 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 	if err != nil {
 		return nil, classify(err)
 	}
+	res[0].Cascade = cascade
 	return res, nil
 }
 
@@ -202,8 +206,9 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 			// event sent just before) is applied first; the waits' event
 			// keys are locked before the messages are read, so that an
 			// event being sent is either seen or finds the wait ended.
-			inbox: true,
-			locks: locks,
+			inbox:   true,
+			locks:   locks,
+			settled: &res.Settled,
 			apply: func(c *change) error {
 				for _, d := range fire {
 					r := c.byID[d.run]
@@ -326,9 +331,11 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 	// younger one is likely being applied now): a process died before it
 	// applied them.
 	if mark := s.inboxMark.Swap(pending.Int64); mark > 0 && pending.Valid {
-		if _, err := s.applyPending(ctx, &store.ApplyInboxParams{Now: p.Now}, min(mark, pending.Int64)); err != nil {
+		applied, err := s.applyPending(ctx, &store.ApplyInboxParams{Now: p.Now}, min(mark, pending.Int64))
+		if err != nil {
 			return nil, err
 		}
+		res.Settled = append(res.Settled, applied.Settled...)
 	}
 	return res, nil
 }
@@ -343,12 +350,13 @@ func (s *Store) rescueDead(ctx context.Context, p *store.RescueTasksParams, dead
 		ids = append(ids, d.run)
 	}
 	return retryRaced(func(lockReady bool) error {
-		res.Rescued, res.Workflows = nil, nil
+		res.Rescued, res.Workflows, res.Settled = nil, nil, nil
 		return s.transition(ctx, &plan{
 			now:       nowOf(p.Now),
 			ids:       distinct(ids),
 			items:     items,
 			lockReady: lockReady,
+			settled:   &res.Settled,
 			apply: func(c *change) error {
 				for _, d := range dead {
 					r := c.byID[d.run]

@@ -165,3 +165,59 @@ func TestRunsInFlightFromTheQueues(t *testing.T) {
 	require.Empty(t, running("B"), "settled")
 	require.Len(t, running(""), 3)
 }
+
+// TestInboxReportsSettled: an event sent inside a caller's transaction
+// settles nothing in that call; the pass that applies it once committed
+// (ApplyInbox, or the leader's rescue pass) reports the run it settled,
+// and no later pass reports it again.
+func TestInboxReportsSettled(t *testing.T) {
+	t.Parallel()
+	s, pool, _ := setup(t)
+	sendInTx := func(key string) store.NewRun {
+		t.Helper()
+		w := step("w")
+		w.Wait = &store.WaitSpec{}
+		r := newRun("wf", "T", &store.Shape{Steps: []store.StepSpec{w}})
+		require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
+		c := claimN(t, s, 1)
+		res, err := s.FinishTasks(ctx, &store.FinishTasksParams{Outcomes: []store.Outcome{{Task: c[0].Ref(), Kind: store.OutcomeWait, Key: key}}})
+		require.NoError(t, err)
+		require.Equal(t, store.FinishApplied, res[0].Status)
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck
+		sent, err := s.SendEventsTx(ctx, tx, &store.SendEventsParams{Events: []store.EventMessage{{Tenant: "T", Key: key, Payload: []byte(`1`)}}})
+		require.NoError(t, err)
+		require.Equal(t, []int{1}, sent.Delivered)
+		require.Empty(t, sent.Settled, "delivered after the commit")
+		require.NoError(t, tx.Commit(ctx))
+		return r
+	}
+	settled := func(r store.NewRun) []store.SettledRun {
+		return []store.SettledRun{{RunID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: store.RunCompleted}}
+	}
+
+	first := sendInTx("k1")
+	ai, err := s.ApplyInbox(ctx, &store.ApplyInboxParams{Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, 1, ai.Applied)
+	require.Equal(t, settled(first), ai.Settled)
+	ai, err = s.ApplyInbox(ctx, &store.ApplyInboxParams{Limit: 10})
+	require.NoError(t, err)
+	require.Zero(t, ai.Applied)
+	require.Empty(t, ai.Settled)
+
+	// The leader's pass applies what stayed pending since its previous
+	// pass.
+	second := sendInTx("k2")
+	var got []store.SettledRun
+	for range 2 {
+		rs, err := s.RescueTasks(ctx, &store.RescueTasksParams{DeadAfter: time.Hour, Limit: 10})
+		require.NoError(t, err)
+		got = append(got, rs.Settled...)
+	}
+	require.Equal(t, settled(second), got)
+	rs, err := s.RescueTasks(ctx, &store.RescueTasksParams{DeadAfter: time.Hour, Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, rs.Settled)
+}

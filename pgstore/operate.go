@@ -46,11 +46,13 @@ func (s *Store) runAction(ctx context.Context, now time.Time, ids []uuid.UUID, t
 	if len(ids) == 0 {
 		return out, nil
 	}
+	var settled []store.SettledRun
 	err := retryRaced(func(lockReady bool) error {
 		return s.transition(ctx, &plan{
 			now:       nowOf(now),
 			ids:       distinct(append([]uuid.UUID(nil), ids...)),
 			lockReady: lockReady,
+			settled:   &settled,
 			apply: func(c *change) error {
 				for k, id := range ids {
 					out[k] = store.RunActionResult{ID: id}
@@ -73,6 +75,7 @@ func (s *Store) runAction(ctx context.Context, now time.Time, ids []uuid.UUID, t
 	if err != nil {
 		return nil, err
 	}
+	out[0].Settled = settled
 	return out, nil
 }
 

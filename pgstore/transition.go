@@ -186,6 +186,12 @@ type plan struct {
 	// locks are transaction advisory locks (event keys) taken after the
 	// runs' locks, before the messages are read.
 	locks []int64
+	// settled, when set, collects the settlements of the call (see
+	// store.SettledRun): of its transaction once committed, unless omit
+	// (FinishTasks reports those per outcome), and of the transitions
+	// that apply the messages it left.
+	settled *[]store.SettledRun
+	omit    bool
 }
 
 // transition runs one transition in its own transaction: it locks and loads
@@ -197,10 +203,13 @@ func (s *Store) transition(ctx context.Context, p *plan) error {
 	if err != nil {
 		return err
 	}
+	if p.settled != nil && !p.omit {
+		*p.settled = c.AppendSettled(*p.settled)
+	}
 	// The messages the transition left for other runs are applied now,
 	// once its connection is back in the pool, each run's in a transaction
 	// of its own; what fails here is left to the leader (ApplyInbox).
-	s.deliver(ctx, p.now, c.inboxRuns)
+	s.deliver(ctx, p.now, c.inboxRuns, p.settled)
 	return nil
 }
 

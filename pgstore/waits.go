@@ -453,8 +453,9 @@ const deliverBatch = 256
 // now (zero: the database's clock); the messages those leave for other
 // runs (a parent's, its children's) follow once they commit. It returns
 // the IDs of the messages taken and whether each changed its run. Errors
-// leave the messages to the leader.
-func (s *Store) deliver(ctx context.Context, now time.Time, runs []uuid.UUID) map[int64]bool {
+// leave the messages to the leader. The runs the messages settle are
+// appended to settled, when set.
+func (s *Store) deliver(ctx context.Context, now time.Time, runs []uuid.UUID, settled *[]store.SettledRun) map[int64]bool {
 	if len(runs) == 0 {
 		return nil
 	}
@@ -470,6 +471,7 @@ func (s *Store) deliver(ctx context.Context, now time.Time, runs []uuid.UUID) ma
 				ids:       chunk,
 				lockReady: lockReady,
 				inbox:     true,
+				settled:   settled,
 				apply: func(cc *change) error {
 					c = cc
 					return nil
@@ -570,7 +572,7 @@ func (s *Store) sendEvents(ctx context.Context, tx pgx.Tx, p *store.SendEventsPa
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: send events: %w", err)
 	}
-	done := s.deliver(ctx, nowOf(p.Now), runs)
+	done := s.deliver(ctx, nowOf(p.Now), runs, &res.Settled)
 	slices.Sort(messages)
 	for k, mid := range messages {
 		for _, iid := range inboxOf[mid] {
@@ -586,15 +588,17 @@ func (s *Store) sendEvents(ctx context.Context, tx pgx.Tx, p *store.SendEventsPa
 
 // Signal implements store.Store: a transition of the run, which records
 // the signal with it.
-func (s *Store) Signal(ctx context.Context, p *store.SignalParams) error {
+func (s *Store) Signal(ctx context.Context, p *store.SignalParams) (*store.SignalResult, error) {
 	if err := dag.CheckSignal(p.Name); err != nil {
-		return fmt.Errorf("pgstore: %w", err)
+		return nil, fmt.Errorf("pgstore: %w", err)
 	}
+	res := &store.SignalResult{}
 	err := retryRaced(func(lockReady bool) error {
 		return s.transition(ctx, &plan{
 			now:       nowOf(p.Now),
 			ids:       []uuid.UUID{p.RunID},
 			lockReady: lockReady,
+			settled:   &res.Settled,
 			apply: func(c *change) error {
 				r := c.byID[p.RunID]
 				if r == nil || (p.Tenant != "" && r.Rec.Tenant != p.Tenant) {
@@ -613,7 +617,10 @@ func (s *Store) Signal(ctx context.Context, p *store.SignalParams) error {
 			},
 		})
 	})
-	return classify(err)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return res, nil
 }
 
 // ApplyInbox implements store.Store: the runs with messages pending, oldest
@@ -646,8 +653,10 @@ func (s *Store) applyPending(ctx context.Context, p *store.ApplyInboxParams, upT
 	if err := rows.Err(); err != nil {
 		return nil, classify(err)
 	}
-	done := s.deliver(ctx, nowOf(p.Now), runs)
-	return &store.ApplyInboxResult{Applied: len(done)}, nil
+	res := &store.ApplyInboxResult{}
+	done := s.deliver(ctx, nowOf(p.Now), runs, &res.Settled)
+	res.Applied = len(done)
+	return res, nil
 }
 
 // PruneEvents implements store.Store.

@@ -121,7 +121,7 @@ type Store interface {
 	// a signal of that name receives it, and it is kept with the run, so
 	// that a wait for it that begins later receives it too. It fails with
 	// ErrRunNotFound, or ErrRunSettled for a run that has settled.
-	Signal(ctx context.Context, p *SignalParams) error
+	Signal(ctx context.Context, p *SignalParams) (*SignalResult, error)
 
 	// ApplyInbox applies the messages that transitions left for other
 	// runs and that are still pending: the settlement of a child run for
@@ -662,6 +662,25 @@ type FinishResult struct {
 	// Settled is the status of the run when this outcome settled it; empty
 	// otherwise.
 	Settled RunStatus
+	// Cascade, set on the first result of a call only, lists the other
+	// runs the call settled: those settled by the messages its outcomes
+	// left for other runs (a parent its child's settlement completed or
+	// failed, a child run cancelled with its failed parent), applied
+	// before the call returned. The runs the outcomes settled themselves
+	// are reported by Settled, never here.
+	Cascade []SettledRun
+}
+
+// SettledRun is a run that a store call settled (see dag.Run.Settlement):
+// each settlement is reported once, by the call that recorded it (a
+// replayed run that settles again is reported again).
+type SettledRun struct {
+	RunID    uuid.UUID
+	Workflow string
+	Tenant   string
+	// Status is the run's status once settled: COMPLETED, FAILED or
+	// CANCELLED.
+	Status RunStatus
 }
 
 // HeartbeatParams are the parameters of Store.Heartbeat.
@@ -702,6 +721,9 @@ type FireTimersResult struct {
 	// store's clock; meaningful only when HasNext.
 	Next    time.Duration
 	HasNext bool
+	// Settled lists the runs the call settled (a run past its deadline, a
+	// step timed out for good), in the order they settled.
+	Settled []SettledRun
 }
 
 // RescueTasksParams are the parameters of Store.RescueTasks.
@@ -721,6 +743,9 @@ type RescueTasksResult struct {
 	// Workflows holds the workflow of each rescued task, in the order of
 	// Rescued.
 	Workflows []string
+	// Settled lists the runs the call settled (a rescued task out of
+	// attempts, and the runs settled by the pending messages it applied).
+	Settled []SettledRun
 }
 
 // Run is a stored run.
@@ -900,6 +925,10 @@ type ReplayRunsParams struct {
 type RunActionResult struct {
 	ID  uuid.UUID
 	Err error
+	// Settled, set on the first result of a call only, lists the runs the
+	// call settled: the runs it cancelled, and the runs settled by the
+	// messages those left (their child runs, cancelled with them).
+	Settled []SettledRun
 }
 
 // StatsParams are the parameters of Store.Stats.
@@ -993,6 +1022,10 @@ type SendEventsResult struct {
 	// after the commit and the counts are those of the tasks waiting when
 	// the event was recorded.
 	Delivered []int
+	// Settled lists the runs the delivered events settled (and the runs
+	// settled in turn: a parent its child's settlement completed). Inside
+	// a caller's transaction nothing is delivered, and nothing settles.
+	Settled []SettledRun
 }
 
 // SignalParams are the parameters of Store.Signal.
@@ -1004,6 +1037,14 @@ type SignalParams struct {
 	// Name is the signal's name (dag.ValidEventKey).
 	Name    string
 	Payload []byte
+}
+
+// SignalResult is the result of Store.Signal.
+type SignalResult struct {
+	// Settled lists the runs the signal settled: its run, when the step
+	// that received it was the last to finish, and the runs settled in
+	// turn (its parent, if a child run).
+	Settled []SettledRun
 }
 
 // ApplyInboxParams are the parameters of Store.ApplyInbox.
@@ -1018,6 +1059,8 @@ type ApplyInboxResult struct {
 	// Applied counts the messages taken (whether or not their task still
 	// waited for them).
 	Applied int
+	// Settled lists the runs the messages applied settled.
+	Settled []SettledRun
 }
 
 // PruneEventsParams are the parameters of Store.PruneEvents.

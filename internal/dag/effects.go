@@ -202,3 +202,15 @@ func (c *Change) Settled() []*Run {
 	}
 	return out
 }
+
+// AppendSettled appends to dst the settlement (Run.Settlement) of each run
+// the call settled, in order, and returns the extended slice: dst itself
+// when none did.
+func (c *Change) AppendSettled(dst []store.SettledRun) []store.SettledRun {
+	for _, r := range c.Runs {
+		if c.Effects[r].Settled {
+			dst = append(dst, r.Settlement())
+		}
+	}
+	return dst
+}

@@ -281,6 +281,13 @@ func (r *Run) Result(i int, o *store.Outcome, fx Effects, st store.FinishStatus)
 	return res
 }
 
+// Settlement is what a store reports of run r once a transition settled
+// it (Effects.Settled): the run, its workflow and tenant, and the status it
+// settled with.
+func (r *Run) Settlement() store.SettledRun {
+	return store.SettledRun{RunID: r.Rec.ID, Workflow: r.Rec.Workflow, Tenant: r.Rec.Tenant, Status: r.Rec.Status}
+}
+
 // ValidOutcome reports whether o is an outcome a store can apply: one of
 // the known kinds.
 func ValidOutcome(o *store.Outcome) bool {

@@ -366,10 +366,13 @@ func (m *model) pickRun() uuid.UUID {
 
 func (m *model) signal() string {
 	p := &store.SignalParams{Now: m.now, RunID: m.pickRun(), Name: "sig", Payload: m.bytes()}
-	ea := m.a.Signal(ctx, p)
-	eb := m.b.Signal(ctx, p)
+	ra, ea := m.a.Signal(ctx, p)
+	rb, eb := m.b.Signal(ctx, p)
 	if (ea == nil) != (eb == nil) || errors.Is(ea, store.ErrRunSettled) != errors.Is(eb, store.ErrRunSettled) {
 		m.fail("signal errors differ: A: %v, B: %v", ea, eb)
+	}
+	if ea == nil && eb == nil {
+		m.equal(ra, rb, "signal results")
 	}
 	return fmt.Sprintf("signal %s: %v", p.RunID, ea)
 }

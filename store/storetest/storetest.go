@@ -127,6 +127,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"WorkerRegistry", testWorkerRegistry},
 		{"WorkerRegistryInvalid", testWorkerRegistryInvalid},
 		{"WorkerPrune", testWorkerPrune},
+		{"SettledReports", testSettledReports},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable/internal/dag"
@@ -84,4 +85,101 @@ func testTelemetryFields(t *testing.T, s store.Store) {
 	bad.TraceParent = "00-\n"
 	_, err = s.CreateRuns(ctx, &store.CreateRunsParams{Now: at(3 * time.Hour), Runs: []store.NewRun{bad}})
 	require.ErrorIs(t, err, store.ErrInvalidRun)
+}
+
+// testSettledReports checks that every transition that settles a run
+// reports it (store.SettledRun), once, in the result of the call that
+// recorded it: a rescue out of attempts, a run past its deadline, a
+// cancel (with the child runs cancelled with their parent), an event and
+// a signal that complete their runs, and a child run whose settlement
+// completes its parent; calls that settle nothing report nothing.
+func testSettledReports(t *testing.T, s store.Store) {
+	settled := func(r store.NewRun, status store.RunStatus) store.SettledRun {
+		return store.SettledRun{RunID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: status}
+	}
+
+	// A rescue that uses up the last attempt fails the run.
+	rescued := newRun("wf", "t1", shape(step("a")))
+	create(t, s, T0, rescued)
+	claimOne(t, s, T0)
+	resc, err := s.RescueTasks(ctx, &store.RescueTasksParams{Now: at(time.Minute), DeadAfter: time.Second, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, resc.Rescued, 1)
+	require.Equal(t, []store.SettledRun{settled(rescued, store.RunFailed)}, resc.Settled)
+
+	// A run past its deadline fails; a timer that settles nothing
+	// reports nothing.
+	late := newRun("wf", "t2", shape(step("a"), sleepStep("nap", time.Minute)))
+	late.Deadline = at(time.Hour)
+	create(t, s, at(time.Minute), late)
+	fr, err := s.FireTimers(ctx, &store.FireTimersParams{Now: at(2 * time.Minute), Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, 1, fr.Fired, "the nap ends")
+	require.Empty(t, fr.Settled)
+	fr, err = s.FireTimers(ctx, &store.FireTimersParams{Now: at(time.Hour), Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []store.SettledRun{settled(late, store.RunFailed)}, fr.Settled)
+
+	// Cancelling a parent cancels its child run: both are reported, on
+	// the first result; an action that settles nothing reports nothing.
+	parent := newRun("wf", "t3", shape(childStep("ship", "c2")))
+	create(t, s, at(2*time.Hour), parent)
+	c := claimOne(t, s, at(2*time.Hour))
+	mustApply(t, s, at(2*time.Hour), spawn(c, `1`))
+	kid := store.NewRun{ID: dag.ChildID(parent.ID, "ship", c.Token), Workflow: "child", Tenant: "t3"}
+	cr, err := s.CancelRuns(ctx, &store.CancelRunsParams{Now: at(2 * time.Hour), IDs: []uuid.UUID{uuid.New(), parent.ID, parent.ID}})
+	require.NoError(t, err)
+	require.Len(t, cr, 3)
+	require.ErrorIs(t, cr[0].Err, store.ErrRunNotFound)
+	require.NoError(t, cr[1].Err)
+	require.ErrorIs(t, cr[2].Err, store.ErrRunSettled)
+	require.Equal(t, []store.SettledRun{settled(parent, store.RunCancelled), settled(kid, store.RunCancelled)}, cr[0].Settled)
+	require.Empty(t, cr[1].Settled)
+	require.Empty(t, cr[2].Settled)
+	cr, err = s.CancelRuns(ctx, &store.CancelRunsParams{Now: at(2 * time.Hour), IDs: []uuid.UUID{parent.ID}})
+	require.NoError(t, err)
+	require.Empty(t, cr[0].Settled)
+
+	// An event that completes the run waiting for it; sent again, it
+	// settles nothing.
+	waiting := startWait(t, s, at(3*time.Hour), "t4", shape(eventStep("e")), "order-1")
+	sr, err := s.SendEvents(ctx, &store.SendEventsParams{Now: at(3 * time.Hour), Events: []store.EventMessage{event("t4", "order-1", `1`)}})
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, sr.Delivered)
+	require.Equal(t, []store.SettledRun{settled(waiting, store.RunCompleted)}, sr.Settled)
+	sr, err = s.SendEvents(ctx, &store.SendEventsParams{Now: at(3 * time.Hour), Events: []store.EventMessage{event("t4", "order-1", `2`)}})
+	require.NoError(t, err)
+	require.Empty(t, sr.Settled)
+
+	// A signal that completes its run.
+	signalled := newRun("wf", "t5", shape(signalStep("s", "go")))
+	create(t, s, at(4*time.Hour), signalled)
+	mustApply(t, s, at(4*time.Hour), waitFor(claimOne(t, s, at(4*time.Hour)), ""))
+	sig := mustSignal(t, s, &store.SignalParams{Now: at(4 * time.Hour), RunID: signalled.ID, Name: "go", Payload: []byte(`1`)})
+	require.Equal(t, []store.SettledRun{settled(signalled, store.RunCompleted)}, sig.Settled)
+
+	// The last outcome of a child run settles it (FinishResult.Settled)
+	// and, by its settlement, its parent (Cascade, on the first result).
+	p2 := newRun("wf", "t6", shape(childStep("ship", "c2")))
+	create(t, s, at(5*time.Hour), p2)
+	c = claimOne(t, s, at(5*time.Hour))
+	mustApply(t, s, at(5*time.Hour), spawn(c, `1`))
+	cs := claim(t, s, at(5*time.Hour), 1, "child")
+	require.Len(t, cs, 1)
+	mustApply(t, s, at(5*time.Hour), complete(cs[0], `1`))
+	cs = claim(t, s, at(5*time.Hour), 1, "child")
+	require.Len(t, cs, 1)
+	c2 := cs[0]
+	require.Equal(t, "c2", c2.Step)
+	res, err := s.FinishTasks(ctx, &store.FinishTasksParams{Now: at(5 * time.Hour), Outcomes: []store.Outcome{complete(c2, `2`)}})
+	require.NoError(t, err)
+	require.Equal(t, []store.FinishResult{{Status: store.FinishApplied, Settled: store.RunCompleted,
+		Cascade: []store.SettledRun{settled(p2, store.RunCompleted)}}}, res)
+	require.Equal(t, store.RunCompleted, run(t, s, p2.ID).Status)
+
+	// Every settlement was reported by the call that recorded it: nothing
+	// is left for the leader's pass.
+	ai, err := s.ApplyInbox(ctx, &store.ApplyInboxParams{Now: at(6 * time.Hour), Limit: 100})
+	require.NoError(t, err)
+	require.Empty(t, ai.Settled)
 }

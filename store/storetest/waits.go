@@ -229,8 +229,8 @@ func testSignal(t *testing.T, s store.Store) {
 	create(t, s, at(0), r)
 
 	// Sent before any step waits: kept with the run.
-	require.NoError(t, s.Signal(ctx, &store.SignalParams{Now: at(time.Second), RunID: r.ID, Name: "approved", Payload: []byte(`"yes"`)}))
-	require.NoError(t, s.Signal(ctx, &store.SignalParams{Now: at(2 * time.Second), RunID: r.ID, Name: "approved", Payload: []byte(`"again"`)}))
+	mustSignal(t, s, &store.SignalParams{Now: at(time.Second), RunID: r.ID, Name: "approved", Payload: []byte(`"yes"`)})
+	mustSignal(t, s, &store.SignalParams{Now: at(2 * time.Second), RunID: r.ID, Name: "approved", Payload: []byte(`"again"`)})
 	c := claimOne(t, s, at(3*time.Second))
 	mustApply(t, s, at(3*time.Second), complete(c, `1`))
 	cs := claim(t, s, at(4*time.Second), 10)
@@ -247,15 +247,15 @@ func testSignal(t *testing.T, s store.Store) {
 	require.Equal(t, store.TaskQueued, ts["done"].State)
 
 	// Not found, another tenant's, invalid, settled.
-	err := s.Signal(ctx, &store.SignalParams{Now: at(5 * time.Second), RunID: uuid.New(), Name: "approved"})
+	_, err := s.Signal(ctx, &store.SignalParams{Now: at(5 * time.Second), RunID: uuid.New(), Name: "approved"})
 	require.ErrorIs(t, err, store.ErrRunNotFound)
-	err = s.Signal(ctx, &store.SignalParams{Now: at(5 * time.Second), RunID: r.ID, Tenant: "globex", Name: "approved"})
+	_, err = s.Signal(ctx, &store.SignalParams{Now: at(5 * time.Second), RunID: r.ID, Tenant: "globex", Name: "approved"})
 	require.ErrorIs(t, err, store.ErrRunNotFound)
-	err = s.Signal(ctx, &store.SignalParams{Now: at(5 * time.Second), RunID: r.ID, Name: "bad\x00name"})
+	_, err = s.Signal(ctx, &store.SignalParams{Now: at(5 * time.Second), RunID: r.ID, Name: "bad\x00name"})
 	require.ErrorIs(t, err, store.ErrInvalidEvent)
 	mustApply(t, s, at(6*time.Second), complete(claimOne(t, s, at(6*time.Second)), `1`))
 	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
-	err = s.Signal(ctx, &store.SignalParams{Now: at(7 * time.Second), RunID: r.ID, Name: "approved"})
+	_, err = s.Signal(ctx, &store.SignalParams{Now: at(7 * time.Second), RunID: r.ID, Name: "approved"})
 	require.ErrorIs(t, err, store.ErrRunSettled)
 
 	// A signal sent while a step waits is delivered at once; an event with
@@ -265,7 +265,7 @@ func testSignal(t *testing.T, s store.Store) {
 	mustApply(t, s, at(0), waitFor(claimOne(t, s, at(0)), ""))
 	require.Equal(t, []int{0}, send(t, s, at(time.Second), event("acme", "go", `1`)))
 	require.Equal(t, store.TaskWaiting, states(t, s, r2.ID)["s"])
-	require.NoError(t, s.Signal(ctx, &store.SignalParams{Now: at(2 * time.Second), RunID: r2.ID, Tenant: "acme", Name: "go", Payload: []byte(`2`)}))
+	mustSignal(t, s, &store.SignalParams{Now: at(2 * time.Second), RunID: r2.ID, Tenant: "acme", Name: "go", Payload: []byte(`2`)})
 	require.Equal(t, `2`, string(tasks(t, s, r2.ID)["s"].Output))
 	require.Equal(t, store.RunCompleted, run(t, s, r2.ID).Status)
 }
@@ -672,4 +672,12 @@ func testWaitingStats(t *testing.T, s store.Store) {
 	require.Equal(t, 2, running, "runs that only wait are in flight")
 	page := listAll(t, s, store.RunFilter{Statuses: []store.RunStatus{store.RunRunning}}, 10)
 	require.Len(t, page, 2)
+}
+
+// mustSignal sends a signal that must be taken, and returns the result.
+func mustSignal(t *testing.T, s store.Store, p *store.SignalParams) *store.SignalResult {
+	t.Helper()
+	res, err := s.Signal(ctx, p)
+	require.NoError(t, err)
+	return res
 }
