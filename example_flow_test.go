@@ -111,6 +111,34 @@ func TestRunDeadlineCancelsSteps(t *testing.T) {
 	})
 }
 
+// A run's deadline fires on time even when the leader is idle: creating
+// the run tells the leader of the new timer, rather than leaving it to its
+// next periodic look (a minute), which may come long after the deadline.
+func TestRunDeadlineWakesIdleLeader(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		wf := durable.NewWorkflow[string]("approval")
+		durable.WaitForEvent[int](wf, "approved", func(ctx durable.Context, key string) (string, error) { return key, nil })
+		e := h.start(durable.Config{}, wf)
+		ctx := h.ctx(time.Hour)
+		// The leader has looked for timers, found none, and waits.
+		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
+			ws, err := e.Workers(ctx)
+			require.NoError(t, err)
+			return len(ws) == 1 && ws[0].Leader
+		}, "the engine leads")
+		if h.virtual {
+			synctest.Wait()
+		}
+		deadline := h.duration(5*time.Second, 300*time.Millisecond)
+		id, err := wf.RunNoWait(ctx, e, "t", "never", durable.WithRunTimeout(deadline))
+		require.NoError(t, err)
+		// Well under the leader's periodic look at the timers (a minute).
+		res := h.wait(e, id, h.duration(20*time.Second, 20*time.Second))
+		require.Equal(t, durable.RunFailed, res.Status)
+		require.ErrorContains(t, res.Err, "run deadline exceeded")
+	})
+}
+
 // A delayed start holds the run's steps, durably, until its time.
 func TestDelayedStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

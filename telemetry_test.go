@@ -447,9 +447,6 @@ func TestMetricsSettledCancelled(t *testing.T) {
 func TestMetricsSettledDeadline(t *testing.T) {
 	t.Parallel()
 	both(t, func(t *testing.T, h *harness) {
-		// The wait's timeout, well after the deadline, is a timer: it
-		// notifies the leader, which then reads the deadline as the next
-		// timer due (creating a run with a deadline notifies nothing).
 		wf := durable.NewWorkflow[string]("late")
 		durable.WaitForEvent[int](wf, "w", func(ctx durable.Context, key string) (string, error) { return key, nil },
 			durable.WithWaitTimeout(time.Hour))

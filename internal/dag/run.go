@@ -91,6 +91,9 @@ func Start(rec store.Run, shape *Compiled, now, startAt time.Time) (*Run, Effect
 	r := &Run{Rec: rec, Shape: shape, Tasks: tasks}
 	r.begin()
 	r.fx.Created, r.fx.RunChanged = true, true
+	// A deadline is a timer: the leader must learn of it now, not at its
+	// next wake-up, which may be later than the deadline.
+	r.fx.Timer = !rec.Deadline.IsZero()
 	for i := range tasks {
 		r.touch(i)
 		r.fx.NewTasks = append(r.fx.NewTasks, i)
