@@ -90,10 +90,19 @@ function confirmAction(text, extra) {
   });
 }
 
+// setLive refreshes the current view with fn every ms while "live" is
+// checked and the tab is visible; a refresh still loading (stats on a big
+// schema take seconds) is not doubled.
 function setLive(fn, ms) {
   clearInterval(timer);
   timer = null;
-  if (fn) timer = setInterval(() => { if (live.checked && !document.hidden) fn(); }, ms);
+  if (!fn) return;
+  let busy = false;
+  timer = setInterval(async () => {
+    if (busy || !live.checked || document.hidden) return;
+    busy = true;
+    try { await fn(); } finally { busy = false; }
+  }, ms);
 }
 
 // ---- runs list --------------------------------------------------------------
