@@ -181,3 +181,88 @@ func TestDashboardAssets(t *testing.T) {
 	off.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	require.Equal(t, http.StatusNotFound, rec.Code)
 }
+
+// screenshots takes full-page screenshots into docs/ when
+// DURABLE_UPDATE_SCREENSHOTS is set: shot(name) is an action, and the
+// files are written when the test passes.
+func screenshots(t *testing.T) func(name string) chromedp.Action[chromedp.Void] {
+	t.Helper()
+	shots := map[string][]byte{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		for name, b := range shots {
+			require.NoError(t, os.WriteFile(filepath.Join("..", "docs", name), b, 0o644))
+		}
+	})
+	return func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			if os.Getenv("DURABLE_UPDATE_SCREENSHOTS") == "" {
+				return nil
+			}
+			b, err := chromedp.FullScreenshot(100)(ctx, tg)
+			shots[name] = b
+			return err
+		})
+	}
+}
+
+// TestDashboardWorkersQueues: the workers page lists the running engine as
+// live and leading and warns of the workflow no worker serves; the queues
+// page shows that workflow's backlog; the runs list marks its run, and the
+// run's page shows the unserved banner.
+func TestDashboardWorkersQueues(t *testing.T) {
+	t.Parallel()
+	s := memstore.New()
+	en := newEnv(t, s)
+	srv := httptest.NewServer(httpapi.New(en.e, httpapi.Options{Logger: quiet, Dashboard: true}))
+	t.Cleanup(srv.Close)
+	ws, err := en.e.Workers(context.Background())
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	self := ws[0].ID
+	done := en.trigger(t, "acme", "greet", map[string]any{"input": map[string]any{"name": "ada"}})
+	require.Equal(t, durable.RunCompleted, en.settle(t, done).Status)
+	sid := en.trigger(t, "acme", "slow", map[string]any{"input": 1})
+	orphan := orphanRun(t, s, "acme")
+
+	ctx := browser(t)
+	shot := screenshots(t)
+	require.NoError(t, chromedp.Do(ctx,
+		// The workers: this engine, live and leading; the orphan
+		// workflow's warning.
+		chromedp.Navigate(srv.URL+"/#/workers"),
+		chromedp.WaitVisible(fmt.Sprintf(`#workers tr[data-worker="%s"][data-live="true"][data-leader="true"]`, self)),
+		chromedp.WaitVisible(`#unserved-flows .warning[data-workflow="orphan"]`),
+		shot("dashboard-workers.png"),
+		// The queues: the orphan workflow's queued step, and the totals.
+		chromedp.Navigate(srv.URL+"/#/queues"),
+		chromedp.WaitVisible(`#queues tr[data-workflow="orphan"][data-tenant="acme"] td[data-col="ready"][data-count="1"]`),
+		chromedp.WaitVisible(`#queues tr[data-workflow="slow"][data-tenant="acme"] td[data-col="waiting"][data-count="1"]`),
+		chromedp.WaitVisible(`#queue-totals td[data-col="ready"][data-count="1"]`),
+		chromedp.WaitVisible(`#run-counts tr[data-workflow="greet"][data-tenant="acme"] td[data-col="COMPLETED"][data-count="1"]`),
+		shot("dashboard-queues.png"),
+		// The runs list marks the orphan run only.
+		chromedp.Navigate(srv.URL+"/#/"),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-run="%s"] .badge.unserved`, orphan)),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-run="%s"]`, sid)),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-run="%s"]`, done)),
+	))
+	marks, err := chromedp.Run(ctx, chromedp.Nodes(`#runs .badge.unserved`, chromedp.AtLeast(0)))
+	require.NoError(t, err)
+	require.Len(t, marks, 1)
+	require.NoError(t, chromedp.Do(ctx,
+		// The orphan run's page: the banner.
+		chromedp.Click(fmt.Sprintf(`tr[data-run="%s"] a`, orphan)),
+		chromedp.WaitVisible(`#unserved[role="alert"]`),
+		shot("dashboard-unserved-run.png"),
+		// A served run: no banner.
+		chromedp.Navigate(srv.URL+"/#/runs/"+sid.String()),
+		chromedp.WaitVisible(`#dag .node[data-step="nap"]`),
+		chromedp.WaitNotPresent(`#unserved`),
+	))
+	banner, err := chromedp.Run(ctx, chromedp.Text(`main`))
+	require.NoError(t, err)
+	require.NotContains(t, banner, "No live worker serves")
+}

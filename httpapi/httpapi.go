@@ -1,7 +1,7 @@
 // Package httpapi serves durable's operator and trigger API over HTTP: a
 // JSON API under /api/v1/ (runs, their steps and events, cancel, replay,
 // signals, events, triggering a registered workflow by name, workflows and
-// their DAGs, stats), /healthz and /readyz, and optionally a web dashboard
+// their DAGs, stats, the live workers), /healthz and /readyz, and optionally a web dashboard
 // at / (Options.Dashboard). Mount the *Handler that New returns in your own
 // server, or run "durable serve".
 //
@@ -107,6 +107,7 @@ func New(e *durable.Engine, opts Options) *Handler {
 		{method: "POST", pattern: "/api/v1/workflows/{name}/runs", h: h.trigger},
 		{method: "POST", pattern: "/api/v1/events", h: h.sendEvent},
 		{method: "GET", pattern: "/api/v1/stats", h: h.stats},
+		{method: "GET", pattern: "/api/v1/workers", h: h.listWorkers},
 	}
 	allow := map[string][]string{}
 	for _, rt := range h.routes {

@@ -87,6 +87,9 @@ func classify(err error) *problem {
 		return &problem{status: http.StatusBadRequest, code: "invalid_trigger", detail: msg, err: err}
 	case is(durable.ErrInvalidEvent):
 		return &problem{status: http.StatusBadRequest, code: "invalid_event", detail: msg, err: err}
+	case is(durable.ErrWorkersUnsupported):
+		return &problem{status: http.StatusNotImplemented, code: "workers_unsupported",
+			detail: "the store keeps no registry of workers", err: err}
 	case is(durable.ErrEngineStopped):
 		return &problem{status: http.StatusServiceUnavailable, code: "stopped", detail: "the engine is stopped", err: err}
 	}

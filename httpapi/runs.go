@@ -27,6 +27,9 @@ type runSummary struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	ParentID   *uuid.UUID `json:"parent_id,omitempty"`
 	ParentStep string     `json:"parent_step,omitempty"`
+	// Unserved is set for a run not settled whose workflow no live
+	// worker serves.
+	Unserved bool `json:"unserved,omitempty"`
 }
 
 // runPage is a page of runs.
@@ -52,6 +55,9 @@ type runDetail struct {
 	Deadline       *time.Time      `json:"deadline,omitempty"`
 	Parent         *parentRef      `json:"parent,omitempty"`
 	Steps          []stepDetail    `json:"steps"`
+	// Unserved is set for a run not settled whose workflow no live
+	// worker serves: its queued steps wait for a worker that serves it.
+	Unserved bool `json:"unserved,omitempty"`
 }
 
 type runError struct {
@@ -227,8 +233,16 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 		return err
 	}
 	out := runPage{Runs: make([]runSummary, len(page.Runs)), NextCursor: page.Next}
+	var unserved func(string) bool
+	if slices.ContainsFunc(page.Runs, func(run durable.RunSummary) bool { return run.Status == durable.RunRunning }) {
+		// One listing of the workers for the page, not one per run.
+		if unserved, err = h.unservedCheck(r.Context()); err != nil {
+			return err
+		}
+	}
 	for i, run := range page.Runs {
 		out.Runs[i] = summaryJSON(run)
+		out.Runs[i].Unserved = unserved != nil && run.Status == durable.RunRunning && unserved(run.Workflow)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -256,7 +270,15 @@ func (h *Handler) writeRun(w http.ResponseWriter, r *http.Request, sc scope, id 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, status, detailJSON(res))
+	out := detailJSON(res)
+	if !res.Done() {
+		unserved, err := h.unservedCheck(r.Context())
+		if err != nil {
+			return err
+		}
+		out.Unserved = unserved != nil && unserved(res.Workflow)
+	}
+	writeJSON(w, status, out)
 	return nil
 }
 

@@ -28,7 +28,7 @@ serves) by name; it executes no step: "durable worker" processes do.
 /healthz answers while the process is up, /readyz while PostgreSQL answers
 and the schema is current (this command does not migrate it). The web
 dashboard is at / (runs, their DAGs, attempts and events, cancel and
-replay); it asks for the token.
+replay, the live workers, queue depths); it asks for the token.
 
 Every request but /healthz and /readyz must carry "Authorization: Bearer
 <token>", the token given by --token or, better (a flag is visible to other
@@ -36,6 +36,7 @@ users in the process list), by $DURABLE_API_TOKEN. Without a token the API
 is served only on a loopback address, unless --no-auth says that something
 in front of it authenticates. --tenant scopes the whole API to one tenant:
 other tenants' runs are not found, and runs are triggered for that tenant.
+The workers (/api/v1/workers) are shown whatever the tenant.
 
 Exit status: 0 stopped, 1 failed (could not connect or listen), 2 bad flags.
 

@@ -90,10 +90,19 @@ function confirmAction(text, extra) {
   });
 }
 
+// setLive refreshes the current view with fn every ms while "live" is
+// checked and the tab is visible; a refresh still loading (stats on a big
+// schema take seconds) is not doubled.
 function setLive(fn, ms) {
   clearInterval(timer);
   timer = null;
-  if (fn) timer = setInterval(() => { if (live.checked && !document.hidden) fn(); }, ms);
+  if (!fn) return;
+  let busy = false;
+  timer = setInterval(async () => {
+    if (busy || !live.checked || document.hidden) return;
+    busy = true;
+    try { await fn(); } finally { busy = false; }
+  }, ms);
 }
 
 // ---- runs list --------------------------------------------------------------
@@ -114,7 +123,7 @@ async function runsView(params) {
   workflow.addEventListener("change", apply);
   tenant.addEventListener("change", apply);
   const tbody = el("tbody", { id: "runs" });
-  const more = el("button", { id: "more", hidden: true }, "More");
+  const more = el("button", { id: "more", hidden: true }, "Next 50 runs");
   main.replaceChildren(
     el("h1", {}, "Runs"),
     el("div", { class: "filters" },
@@ -132,7 +141,8 @@ async function runsView(params) {
   let cursor = "";
   const row = (r) => el("tr", { "data-run": r.id },
     el("td", { class: "id" }, el("a", { href: "#/runs/" + r.id }, r.id)),
-    el("td", {}, r.workflow), el("td", {}, r.tenant), el("td", {}, badge(r.status)),
+    el("td", {}, r.workflow), el("td", {}, r.tenant), el("td", {}, badge(r.status),
+      r.unserved ? [" ", el("span", { class: "badge unserved", title: "no live worker serves this workflow" }, "unserved")] : null),
     el("td", {}, r.failed_step || ""), el("td", {}, fmtTime(r.created_at)), el("td", {}, fmtTime(r.finished_at)));
   const load = async (append) => {
     const q = new URLSearchParams(query);
@@ -302,6 +312,9 @@ async function runView(id) {
     };
     main.replaceChildren(
       el("h1", {}, "Run ", el("span", { class: "id" }, run.id), " ", badge(run.status)),
+      run.unserved ? el("p", { class: "warning", id: "unserved", role: "alert" },
+        "No live worker serves workflow ", el("strong", {}, run.workflow),
+        ": this run's queued steps wait until a worker that serves it starts. See ", el("a", { href: "#/workers" }, "Workers"), ".") : null,
       el("dl", { class: "meta" },
         el("dt", {}, "workflow"), el("dd", {}, run.workflow), el("dt", {}, "tenant"), el("dd", {}, run.tenant),
         el("dt", {}, "created"), el("dd", {}, fmtTime(run.created_at)), el("dt", {}, "finished"), el("dd", {}, fmtTime(run.finished_at) || "—"),
@@ -332,6 +345,88 @@ async function workflowsView() {
   setLive(null);
 }
 
+// ---- workers ----------------------------------------------------------------
+
+function yes(b) { return b ? "yes" : "no"; }
+
+// ago says how long ago an RFC 3339 time was.
+function ago(s) {
+  const d = Math.max(0, (Date.now() - new Date(s).getTime()) / 1000);
+  if (d < 60) return d.toFixed(0) + "s ago";
+  if (d < 3600) return (d / 60).toFixed(0) + "m ago";
+  return (d / 3600).toFixed(1) + "h ago";
+}
+
+async function workersView(params) {
+  const all = el("input", { type: "checkbox", id: "f-all", checked: params.get("all") === "true" });
+  all.addEventListener("change", () => { location.hash = all.checked ? "#/workers?all=true" : "#/workers"; });
+  const tbody = el("tbody", { id: "workers" });
+  const warnings = el("div", { id: "unserved-flows" });
+  main.replaceChildren(
+    el("h1", {}, "Workers"),
+    el("div", { class: "filters" }, el("label", { class: "inline" }, all, " also the workers that are not live")),
+    warnings,
+    el("table", {}, el("thead", {}, el("tr", {}, ["ID", "Host", "Version", "Started", "Last seen", "Workflows", "Concurrency", "In flight", "Leader", "Live"]
+      .map((h) => el("th", { class: ["Concurrency", "In flight"].includes(h) ? "num" : null }, h)))), tbody));
+  const load = async () => {
+    const d = await api("workers" + (all.checked ? "?all=true" : ""));
+    warnings.replaceChildren(...d.unserved.map((u) => el("p", { class: "warning", role: "alert", "data-workflow": u.workflow },
+      "Workflow ", el("strong", {}, u.workflow), ` has ${u.ready} queued step${u.ready === 1 ? "" : "s"}, but no live worker serves it.`)));
+    const rows = d.workers.map((w) => el("tr", { "data-worker": w.id, "data-live": String(w.live), "data-leader": String(w.leader), class: w.live ? "" : "dead" },
+      el("td", { class: "id" }, w.id), el("td", {}, w.host || "—"), el("td", {}, w.version || "—"),
+      el("td", {}, fmtTime(w.started_at)), el("td", { title: fmtTime(w.last_seen) }, ago(w.last_seen)),
+      el("td", {}, w.workflows.join(", ") || "—"), el("td", { class: "num" }, w.concurrency), el("td", { class: "num" }, w.in_flight),
+      el("td", { class: "leader" }, yes(w.leader)), el("td", { class: "live" }, yes(w.live))));
+    tbody.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 10, class: "muted" }, all.checked ? "No workers." : "No live workers."))]));
+  };
+  await load();
+  setLive(() => load().catch(() => {}), 3000);
+}
+
+// ---- queues -----------------------------------------------------------------
+
+const RUN_STATUSES = ["RUNNING", "COMPLETED", "FAILED", "CANCELLED"];
+
+async function queuesView() {
+  const queues = el("tbody", { id: "queues" });
+  const qfoot = el("tfoot", {});
+  const runs = el("tbody", { id: "run-counts" });
+  const rfoot = el("tfoot", {});
+  const windowNote = el("span", {});
+  main.replaceChildren(
+    el("h1", {}, "Queues"),
+    el("p", { class: "muted" }, "Steps by workflow and tenant: ready (queued, due), waiting (for a timer, an event, a signal or a child run), running."),
+    el("table", {}, el("thead", {}, el("tr", {}, ["Workflow", "Tenant", "Ready", "Waiting", "Running", "Oldest ready"].map((h) => el("th", { class: ["Ready", "Waiting", "Running"].includes(h) ? "num" : null }, h)))), queues, qfoot),
+    el("h2", {}, "Runs ", windowNote),
+    el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Workflow"), el("th", {}, "Tenant"), RUN_STATUSES.map((s) => el("th", { class: "num" }, s.toLowerCase())))), runs, rfoot));
+  const cell = (name, n) => el("td", { class: "num", "data-col": name, "data-count": String(n) }, String(n));
+  const load = async () => {
+    const d = await api("stats");
+    windowNote.textContent = `(not settled, or settled in the last ${d.window})`;
+    const tot = { ready: 0, waiting: 0, running: 0 };
+    queues.replaceChildren(...d.queues.map((q) => {
+      tot.ready += q.ready; tot.waiting += q.waiting; tot.running += q.running;
+      return el("tr", { "data-workflow": q.workflow, "data-tenant": q.tenant }, el("td", {}, q.workflow), el("td", {}, q.tenant),
+        cell("ready", q.ready), cell("waiting", q.waiting), cell("running", q.running), el("td", {}, q.oldest_ready ? ago(q.oldest_ready) : "—"));
+    }));
+    if (!d.queues.length) queues.replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "No queued, waiting or running steps.")));
+    qfoot.replaceChildren(el("tr", { id: "queue-totals" }, el("th", {}, "Total"), el("th", {}), cell("ready", tot.ready), cell("waiting", tot.waiting), cell("running", tot.running), el("th", {})));
+    const byKey = new Map();
+    for (const c of d.runs) {
+      const k = JSON.stringify([c.workflow, c.tenant]);
+      if (!byKey.has(k)) byKey.set(k, { workflow: c.workflow, tenant: c.tenant });
+      byKey.get(k)[c.status] = (byKey.get(k)[c.status] || 0) + c.count;
+    }
+    const rtot = {};
+    runs.replaceChildren(...[...byKey.values()].map((r) => el("tr", { "data-workflow": r.workflow, "data-tenant": r.tenant },
+      el("td", {}, r.workflow), el("td", {}, r.tenant), RUN_STATUSES.map((s) => { rtot[s] = (rtot[s] || 0) + (r[s] || 0); return cell(s, r[s] || 0); }))));
+    if (!byKey.size) runs.replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "No runs.")));
+    rfoot.replaceChildren(el("tr", {}, el("th", {}, "Total"), el("th", {}), RUN_STATUSES.map((s) => cell(s, rtot[s] || 0))));
+  };
+  await load();
+  setLive(() => load().catch(() => {}), 3000);
+}
+
 // ---- routing ----------------------------------------------------------------
 
 async function route() {
@@ -342,6 +437,8 @@ async function route() {
     const m = path.match(/^\/runs\/([0-9a-fA-F-]{36})$/);
     if (m) await runView(m[1]);
     else if (path === "/workflows") await workflowsView();
+    else if (path === "/workers") await workersView(new URLSearchParams(query || ""));
+    else if (path === "/queues") await queuesView();
     else await runsView(new URLSearchParams(query || ""));
   } catch (err) {
     showError(err);

@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/effectivelabs/durable"
+)
+
+// workerInfo is a worker of GET /api/v1/workers.
+type workerInfo struct {
+	ID          string    `json:"id"`
+	Host        string    `json:"host"`
+	Version     string    `json:"version"`
+	StartedAt   time.Time `json:"started_at"`
+	LastSeen    time.Time `json:"last_seen"`
+	Workflows   []string  `json:"workflows"`
+	Concurrency int       `json:"concurrency"`
+	InFlight    int       `json:"in_flight"`
+	Leader      bool      `json:"leader"`
+	Live        bool      `json:"live"`
+	DeadAfter   string    `json:"dead_after"`
+}
+
+// unservedFlow is a workflow with ready steps that no live worker serves.
+type unservedFlow struct {
+	Workflow string `json:"workflow"`
+	Ready    int    `json:"ready"`
+}
+
+// workersJSON is the answer of GET /api/v1/workers.
+type workersJSON struct {
+	Workers  []workerInfo   `json:"workers"`
+	Unserved []unservedFlow `json:"unserved"`
+}
+
+// listWorkers answers GET /api/v1/workers: the live workers (every one
+// with all=true) and the workflows with ready steps that none of the live
+// ones serves. The fleet is shown to every authenticated caller (workflow
+// names are not tenant data: GET /api/v1/workflows shows them too); the
+// ready counts behind "unserved" are the caller's tenant's only.
+func (h *Handler) listWorkers(w http.ResponseWriter, r *http.Request, sc scope) error {
+	q := r.URL.Query()
+	all := false
+	for name := range q {
+		if name != "all" {
+			return badRequest("invalid_filter", "unknown query parameter "+strconv.Quote(name))
+		}
+	}
+	if v := q.Get("all"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return badRequest("invalid_filter", "all: want true or false")
+		}
+		all = b
+	}
+	ws, err := h.e.Workers(r.Context())
+	if err != nil {
+		return err
+	}
+	st, err := sc.ops.Stats(r.Context(), durable.StatsOptions{})
+	if err != nil {
+		return err
+	}
+	out := workersJSON{Workers: []workerInfo{}, Unserved: []unservedFlow{}}
+	for _, x := range ws {
+		if !x.Live && !all {
+			continue
+		}
+		wfs := x.Workflows
+		if wfs == nil {
+			wfs = []string{}
+		}
+		out.Workers = append(out.Workers, workerInfo{
+			ID: x.ID, Host: x.Host, Version: x.Version, StartedAt: x.StartedAt.UTC(), LastSeen: x.LastSeen.UTC(),
+			Workflows: wfs, Concurrency: x.Concurrency, InFlight: x.InFlight, Leader: x.Leader, Live: x.Live,
+			DeadAfter: x.DeadAfter.String(),
+		})
+	}
+	ready := map[string]int{}
+	var flows []string
+	for _, qs := range st.Queues {
+		if qs.Ready <= 0 {
+			continue
+		}
+		if _, ok := ready[qs.Workflow]; !ok {
+			flows = append(flows, qs.Workflow)
+		}
+		ready[qs.Workflow] += qs.Ready
+	}
+	slices.Sort(flows)
+	for _, wf := range durable.Unserved(ws, flows...) {
+		out.Unserved = append(out.Unserved, unservedFlow{Workflow: wf, Ready: ready[wf]})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// unservedCheck returns a function reporting whether a run of a workflow that
+// has not settled is unserved (no live worker serves its workflow), or
+// nil when the store keeps no registry of workers. It lists the workers
+// once.
+func (h *Handler) unservedCheck(ctx context.Context) (func(workflow string) bool, error) {
+	ws, err := h.e.Workers(ctx)
+	if errors.Is(err, durable.ErrWorkersUnsupported) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func(workflow string) bool { return len(durable.Unserved(ws, workflow)) > 0 }, nil
+}
