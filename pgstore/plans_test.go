@@ -91,6 +91,9 @@ func TestGenericPlansUseIndexes(t *testing.T) {
 		if scan := unkeyedScan(lines, leading); scan != "" && !orderedWalks[name] {
 			t.Errorf("%s reads a table whole through an index (no Index Cond): %s\n%s\n%s", name, scan, sql, plan)
 		}
+		if m := runsNotByID(plan); m != "" && strings.HasPrefix(name, "stats") {
+			t.Errorf("%s reads runs other than by ID (%s): the tasks in flight must drive the join\n%s\n%s", name, m, sql, plan)
+		}
 		if m := hashOrMerge.FindString(plan); m != "" {
 			t.Errorf("%s reads a table whole into a %s:\n%s\n%s", name, m, sql, plan)
 		}
@@ -101,6 +104,22 @@ func TestGenericPlansUseIndexes(t *testing.T) {
 			t.Errorf("%s would be JIT-compiled at every execution:\n%s\n%s", name, sql, plan)
 		}
 	}
+}
+
+// runsNotByID returns the first scan of runs in an EXPLAIN output that is
+// not through its primary key, or "". The stats find the runs in flight
+// from the queues and the partial indexes of tasks, then look each run up
+// by ID: a plan that walks runs instead (say, in workflow order, to skip a
+// sort, probing a materialized list of the tasks for each run) reads the
+// whole history, and took 9.6 s on 1,000,000 runs with 300 waiting.
+func runsNotByID(plan string) string {
+	scan := regexp.MustCompile(`(?:Seq Scan on runs\b|Scan (?:Backward )?using (\S+) on runs\b)`)
+	for _, m := range scan.FindAllStringSubmatch(plan, -1) {
+		if m[1] != "runs_pkey" {
+			return m[0]
+		}
+	}
+	return ""
 }
 
 // unkeyedScan returns the first index scan of one of the big tables in an

@@ -409,6 +409,12 @@ ORDER BY 1`),
 		statsReady: r(`
 SELECT workflow, tenant, count(*), min(queued_at) FROM {{schema}}.ready
 WHERE $1::text IS NULL OR tenant = $1 GROUP BY workflow, tenant`),
+		// Each task in flight looks its run up by ID: the lateral
+		// subquery (kept apart by OFFSET 0) fixes that join order. A plain
+		// join let the planner walk all of runs in workflow order, probing
+		// the tasks for each (the sequential scan of concurrency_waiting,
+		// off for the stats, priced the tasks' side as too dear to read
+		// twice): 9.6 s on 1,000,000 runs with 300 waiting, 12 ms now.
 		statsTasks: r(`
 SELECT r.workflow, r.tenant, sum(x.waiting)::int, sum(x.running)::int
 FROM (
@@ -423,7 +429,7 @@ FROM (
   UNION ALL
   SELECT t.run_id, 1, 0 FROM {{schema}}.tasks t
   WHERE t.state = 'WAITING' AND t.due_at IS NULL AND ($1::text IS NULL OR t.tenant = $1)
-) x JOIN {{schema}}.runs r ON r.id = x.run_id
+) x CROSS JOIN LATERAL (SELECT workflow, tenant FROM {{schema}}.runs WHERE id = x.run_id OFFSET 0) r
 GROUP BY r.workflow, r.tenant`),
 		statsInflight: r(`
 SELECT r.workflow, r.tenant, r.status, count(*)::int FROM {{schema}}.runs r
