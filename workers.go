@@ -114,6 +114,38 @@ func Unserved(workers []WorkerInfo, workflows ...string) []string {
 	return out
 }
 
+// UnservedWorkflow is a workflow with ready steps that no live worker
+// serves: its runs wait until a worker that serves it starts.
+type UnservedWorkflow struct {
+	// Workflow is the workflow's name.
+	Workflow string
+	// Ready counts its ready steps, over the tenants st covered.
+	Ready int
+}
+
+// UnservedQueues returns, by name, the workflows with ready steps in st
+// (Engine.Stats) that none of workers serves (Unserved), with their ready
+// steps summed over tenants.
+func UnservedQueues(workers []WorkerInfo, st *Stats) []UnservedWorkflow {
+	ready := map[string]int{}
+	var flows []string
+	for _, q := range st.Queues {
+		if q.Ready <= 0 {
+			continue
+		}
+		if _, ok := ready[q.Workflow]; !ok {
+			flows = append(flows, q.Workflow)
+		}
+		ready[q.Workflow] += q.Ready
+	}
+	slices.Sort(flows)
+	var out []UnservedWorkflow
+	for _, wf := range Unserved(workers, flows...) {
+		out = append(out, UnservedWorkflow{Workflow: wf, Ready: ready[wf]})
+	}
+	return out
+}
+
 // workerRecord is this engine's record as of now.
 func (e *Engine) workerRecord(rt *runtime) store.Worker {
 	return e.recordOf(rt, e.workflowNames())

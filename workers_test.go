@@ -248,3 +248,22 @@ func TestWorkersRegisterAfterStart(t *testing.T) {
 		}, "both workflows served: unserved %v", unserved)
 	})
 }
+
+// UnservedQueues: the workflows with ready steps (summed over tenants)
+// that no live worker serves, by name; a dead worker serves nothing.
+func TestUnservedQueues(t *testing.T) {
+	workers := []durable.WorkerInfo{
+		{ID: "live", Live: true, Workflows: []string{"served"}},
+		{ID: "dead", Live: false, Workflows: []string{"orphan"}},
+	}
+	st := &durable.Stats{Queues: []store.QueueStats{
+		{Workflow: "zeta", Tenant: "a", Ready: 2},
+		{Workflow: "served", Tenant: "a", Ready: 5},
+		{Workflow: "orphan", Tenant: "a", Ready: 1},
+		{Workflow: "orphan", Tenant: "b", Ready: 3},
+		{Workflow: "idle", Tenant: "a", Waiting: 4},
+	}}
+	require.Equal(t, []durable.UnservedWorkflow{{Workflow: "orphan", Ready: 4}, {Workflow: "zeta", Ready: 2}},
+		durable.UnservedQueues(workers, st))
+	require.Empty(t, durable.UnservedQueues(workers, &durable.Stats{}))
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -81,20 +80,8 @@ func (h *Handler) listWorkers(w http.ResponseWriter, r *http.Request, sc scope) 
 			DeadAfter: x.DeadAfter.String(),
 		})
 	}
-	ready := map[string]int{}
-	var flows []string
-	for _, qs := range st.Queues {
-		if qs.Ready <= 0 {
-			continue
-		}
-		if _, ok := ready[qs.Workflow]; !ok {
-			flows = append(flows, qs.Workflow)
-		}
-		ready[qs.Workflow] += qs.Ready
-	}
-	slices.Sort(flows)
-	for _, wf := range durable.Unserved(ws, flows...) {
-		out.Unserved = append(out.Unserved, unservedFlow{Workflow: wf, Ready: ready[wf]})
+	for _, u := range durable.UnservedQueues(ws, st) {
+		out.Unserved = append(out.Unserved, unservedFlow{Workflow: u.Workflow, Ready: u.Ready})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -146,21 +144,9 @@ func workersView(ws []durable.WorkerInfo, st *durable.Stats, now time.Time, all 
 			InFlight: w.InFlight, Leader: w.Leader, Live: w.Live, DeadAfter: w.DeadAfter.Seconds(),
 		})
 	}
-	ready := map[string]int{}
-	for _, q := range st.Queues {
-		if q.Ready > 0 {
-			ready[q.Workflow] += q.Ready
-		}
+	for _, u := range durable.UnservedQueues(ws, st) {
+		out.Unserved = append(out.Unserved, unservedFlowJSON{Workflow: u.Workflow, Ready: u.Ready})
 	}
-	flows := make([]string, 0, len(ready))
-	for wf := range ready {
-		flows = append(flows, wf)
-	}
-	slices.Sort(flows)
-	for _, wf := range durable.Unserved(ws, flows...) {
-		out.Unserved = append(out.Unserved, unservedFlowJSON{Workflow: wf, Ready: ready[wf]})
-	}
-	slices.SortFunc(out.Unserved, func(a, b unservedFlowJSON) int { return cmp.Compare(a.Workflow, b.Workflow) })
 	return out
 }
 
