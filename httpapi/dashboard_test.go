@@ -261,8 +261,12 @@ func TestDashboardWorkersQueues(t *testing.T) {
 		chromedp.Navigate(srv.URL+"/#/runs/"+sid.String()),
 		chromedp.WaitVisible(`#dag .node[data-step="nap"]`),
 		chromedp.WaitNotPresent(`#unserved`),
+		// Its timeline draws the sleep, which holds no worker, apart from
+		// attempts.
+		chromedp.WaitVisible(`#timeline rect.gap.sleeping[data-step="nap"]`),
 	))
 	banner, err := chromedp.Run(ctx, chromedp.Text(`main`))
 	require.NoError(t, err)
 	require.NotContains(t, banner, "No live worker serves")
+	require.NotRegexp(t, `(?m)^\s*null\s*$`, banner, "the banner's absence is not shown as text")
 }

@@ -216,44 +216,67 @@ function dagSVG(steps, onSelect, id) {
   return g;
 }
 
-// attempts rebuilds each step's attempts from the event log.
-function attempts(events) {
+// bars rebuilds, from the event log, each step's attempts (STARTED to its
+// outcome) and the time between them that holds no worker: a sleep
+// (SLEEPING), a wait for an event, a signal, a child run or a map's items
+// (WAITING), a retry's backoff (RETRYING), each until the step's next event.
+function bars(events) {
   const out = [];
-  const open = {};
+  const open = {}; // attempts, by step and attempt
+  const gap = {}; // the open sleep, wait or backoff, by step
+  const ends = ["COMPLETED", "FAILED", "RETRYING", "CANCELLED", "WAITING", "SLEEPING"];
+  const gaps = { SLEEPING: "sleeping", WAITING: "waiting", RETRYING: "backoff" };
   for (const ev of events) {
+    const at = new Date(ev.at);
+    if (gap[ev.step]) {
+      gap[ev.step].end = at;
+      delete gap[ev.step];
+    }
     const key = ev.step + "#" + ev.attempt;
     if (ev.type === "STARTED") {
-      open[key] = { step: ev.step, attempt: ev.attempt, start: new Date(ev.at), end: null, outcome: "RUNNING" };
+      open[key] = { step: ev.step, attempt: ev.attempt, start: at, end: null, outcome: "RUNNING" };
       out.push(open[key]);
-    } else if (open[key] && ["COMPLETED", "FAILED", "RETRYING", "CANCELLED", "WAITING", "SLEEPING"].includes(ev.type)) {
-      open[key].end = new Date(ev.at);
+    } else if (open[key] && ends.includes(ev.type)) {
+      open[key].end = at;
       open[key].outcome = ev.type === "RETRYING" ? "FAILED" : ev.type;
       delete open[key];
+    }
+    if (gaps[ev.type]) {
+      gap[ev.step] = { step: ev.step, attempt: ev.attempt, start: at, end: null, gap: gaps[ev.type] };
+      out.push(gap[ev.step]);
     }
   }
   return out;
 }
 
 function timelineSVG(run, events) {
-  const bars = attempts(events);
-  const steps = [...new Set(bars.map((b) => b.step))];
+  const all = bars(events);
+  const steps = [...new Set(all.map((b) => b.step))];
   const t0 = new Date(run.created_at).getTime();
   const now = Date.now();
-  let t1 = run.finished_at ? new Date(run.finished_at).getTime() : now;
-  for (const b of bars) t1 = Math.max(t1, (b.end || new Date(now)).getTime());
+  // An open bar ends when the run did, or now.
+  const last = run.finished_at ? new Date(run.finished_at).getTime() : now;
+  const endOf = (b) => (b.end ? b.end.getTime() : Math.max(last, b.start.getTime()));
+  let t1 = last;
+  for (const b of all) t1 = Math.max(t1, endOf(b));
   const span = Math.max(t1 - t0, 1);
   const LW = 170, W = 700, RH = 22;
   const height = 24 + steps.length * RH;
-  const g = svg("svg", { id: "timeline", width: LW + W + 20, height, role: "img", "aria-label": "attempts over time" });
+  const g = svg("svg", { id: "timeline", width: LW + W + 20, height, role: "img", "aria-label": "attempts, sleeps, waits and backoffs over time" });
   g.append(svg("line", { class: "axis", x1: LW, y1: 16, x2: LW + W, y2: 16 }));
   g.append(svg("text", { class: "label", x: LW, y: 12 }, "0"));
   g.append(svg("text", { class: "label", x: LW + W - 60, y: 12 }, `${((t1 - t0) / 1000).toFixed(2)} s`));
   steps.forEach((name, i) => {
     const y = 22 + i * RH;
     g.append(svg("text", { class: "label", x: 4, y: y + 13 }, name.length > 26 ? name.slice(0, 25) + "…" : name));
-    for (const b of bars.filter((b) => b.step === name)) {
+    for (const b of all.filter((b) => b.step === name)) {
       const x = LW + ((b.start.getTime() - t0) / span) * W;
-      const w = Math.max(2, (((b.end || new Date(now)).getTime() - b.start.getTime()) / span) * W);
+      const w = Math.max(2, ((endOf(b) - b.start.getTime()) / span) * W);
+      if (b.gap) {
+        g.append(svg("rect", { class: "gap " + b.gap, x, y: y + 6, width: w, height: RH - 14, "data-step": name, "data-gap": b.gap },
+          svg("title", {}, `${name}: ${b.gap}${b.end ? "" : " (still)"}`)));
+        continue;
+      }
       g.append(svg("rect", { class: b.outcome, x, y: y + 2, width: w, height: RH - 6, "data-step": name, "data-attempt": b.attempt },
         svg("title", {}, `${name} attempt ${b.attempt}: ${b.outcome.toLowerCase()}`)));
     }
@@ -310,7 +333,8 @@ async function runView(id) {
         el("div", {}, "output"), json(s.output),
         s.items ? el("div", { class: "muted" }, `${s.items.length} items: ` + s.items.map((i) => i.state).join(", ")) : null));
     };
-    main.replaceChildren(
+    // replaceChildren would show a null (the banner's absence) as text.
+    main.replaceChildren(...[
       el("h1", {}, "Run ", el("span", { class: "id" }, run.id), " ", badge(run.status)),
       run.unserved ? el("p", { class: "warning", id: "unserved", role: "alert" },
         "No live worker serves workflow ", el("strong", {}, run.workflow),
@@ -328,7 +352,8 @@ async function runView(id) {
       el("h2", {}, "Events"),
       el("table", { id: "events" }, el("thead", {}, el("tr", {}, ["At", "Step", "Event", "Attempt", "Detail"].map((h) => el("th", {}, h)))),
         el("tbody", {}, ev.events.map((e) => el("tr", {}, el("td", {}, fmtTime(e.at)), el("td", {}, e.step), el("td", {}, e.type),
-          el("td", {}, e.attempt), el("td", {}, e.detail || (e.due_at ? "until " + fmtTime(e.due_at) : "")))))));
+          el("td", {}, e.attempt), el("td", {}, e.detail || (e.due_at ? "until " + fmtTime(e.due_at) : "")))))),
+    ].filter((k) => k !== null));
     showStep(selected || (run.steps.find((s) => s.state === "FAILED") || {}).name);
     setLive(run.finished_at ? null : () => render().catch(() => {}), 1500);
   };
