@@ -210,7 +210,13 @@ func (e *Engine) registryLoop(rt *runtime, r store.WorkerRegistry, registered bo
 		if periodic && registered && storeRefreshes && w.Leader && last.Leader && sameRecord(&w, &last) {
 			continue
 		}
-		err := r.RegisterWorker(rt.ctx, &store.RegisterWorkerParams{Now: e.now(), Worker: w, Started: !registered})
+		// A refresh is never abandoned when the engine stops: a statement
+		// cancelled on its way could still be applied after Stop removed
+		// the record, and list the stopped worker again. Stop waits for
+		// this loop (bounded by removeTimeout) before it removes the record.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(rt.ctx), removeTimeout)
+		err := r.RegisterWorker(rctx, &store.RegisterWorkerParams{Now: e.now(), Worker: w, Started: !registered})
+		cancel()
 		if err != nil {
 			if rt.ctx.Err() == nil {
 				e.log.Warn("durable: refreshing the worker's record failed", slog.Any("error", err))

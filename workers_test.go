@@ -3,6 +3,7 @@ package durable_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -266,4 +267,71 @@ func TestUnservedQueues(t *testing.T) {
 	require.Equal(t, []durable.UnservedWorkflow{{Workflow: "orphan", Ready: 4}, {Workflow: "zeta", Ready: 2}},
 		durable.UnservedQueues(workers, st))
 	require.Empty(t, durable.UnservedQueues(workers, &durable.Stats{}))
+}
+
+// lateRegistry is a memory store whose worker refresh, when its context is
+// cancelled while it runs, lands anyway after the record's removal: what a
+// statement already on its way to PostgreSQL does when its client gives up
+// on it.
+type lateRegistry struct {
+	*memstore.Store
+	entered, release, removed chan struct{}
+	late                      sync.WaitGroup
+	blocking                  atomic.Bool
+	once                      sync.Once
+}
+
+func (s *lateRegistry) RegisterWorker(ctx context.Context, p *store.RegisterWorkerParams) error {
+	if !s.blocking.Load() {
+		return s.Store.RegisterWorker(ctx, p)
+	}
+	s.once.Do(func() { close(s.entered) })
+	select {
+	case <-s.release:
+		return s.Store.RegisterWorker(ctx, p)
+	case <-ctx.Done():
+		s.late.Go(func() {
+			<-s.removed
+			_ = s.Store.RegisterWorker(context.Background(), p)
+		})
+		return ctx.Err()
+	}
+}
+
+func (s *lateRegistry) RemoveWorker(ctx context.Context, p *store.RemoveWorkerParams) error {
+	defer close(s.removed)
+	return s.Store.RemoveWorker(ctx, p)
+}
+
+// A refresh of the worker's record in flight when the engine stops is
+// waited for, not abandoned: abandoned, it could land after Stop removed
+// the record and bring the stopped worker back to the list.
+func TestWorkersRefreshInFlightAtStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &lateRegistry{Store: memstore.New(), entered: make(chan struct{}), release: make(chan struct{}), removed: make(chan struct{})}
+		e, err := durable.New(s, durable.Config{Logger: quiet, WorkerID: "stopping"})
+		require.NoError(t, err)
+		first := durable.NewWorkflow[int]("first")
+		durable.Step(first, "a", func(ctx durable.Context, n int) (int, error) { return n, nil })
+		require.NoError(t, e.Register(first))
+		ctx := context.Background()
+		require.NoError(t, e.Start(ctx))
+
+		// Registering a workflow after Start refreshes the record at once.
+		s.blocking.Store(true)
+		second := durable.NewWorkflow[int]("second")
+		durable.Step(second, "b", func(ctx durable.Context, n int) (int, error) { return n, nil })
+		require.NoError(t, e.Register(second))
+		<-s.entered
+
+		stopped := make(chan error, 1)
+		go func() { stopped <- e.Stop(ctx) }()
+		synctest.Wait() // Stop waits for the refresh
+		close(s.release)
+		require.NoError(t, <-stopped)
+		s.late.Wait()
+		ws, err := s.ListWorkers(ctx, &store.ListWorkersParams{Now: time.Now()})
+		require.NoError(t, err)
+		require.Empty(t, ws.Workers, "a stopped worker is not listed")
+	})
 }
