@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectivelabs/durable/pgstore"
@@ -120,8 +122,19 @@ func EmptySchema(t testing.TB, pool *pgxpool.Pool) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("pgtest: drop schema %s: %v", schema, err)
+		// A session of the test that is still ending (a backend whose client
+		// hung up a moment ago) can make the drop lose a deadlock: the drop
+		// is rolled back, and taken again.
+		for attempt := 1; ; attempt++ {
+			_, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			var pgErr *pgconn.PgError
+			if err != nil && attempt < 5 && errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+				continue
+			}
+			if err != nil {
+				t.Errorf("pgtest: drop schema %s: %v", schema, err)
+			}
+			return
 		}
 	})
 	return schema
