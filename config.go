@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
@@ -174,8 +173,8 @@ func (c *Config) setDefaults(s store.Store) error {
 	switch {
 	case !dag.ValidWorker(c.WorkerID):
 		return fmt.Errorf("%w: WorkerID %s: use 1-200 bytes of UTF-8 without control characters", ErrInvalidConfig, dag.Quote(c.WorkerID))
-	case len(c.Version) > dag.MaxWorkerLabelLen || !utf8.ValidString(c.Version):
-		return fmt.Errorf("%w: Version %s: use at most %d bytes of UTF-8", ErrInvalidConfig, dag.Quote(c.Version), dag.MaxWorkerLabelLen)
+	case !dag.ValidWorkerLabel(c.Version):
+		return fmt.Errorf("%w: Version %s: use at most %d bytes of UTF-8 without control characters", ErrInvalidConfig, dag.Quote(c.Version), dag.MaxWorkerLabelLen)
 	case c.Concurrency < 0 || c.ClaimBatch < 0 || c.FinishBatch < 0 || c.TenantLimit < 0:
 		return fmt.Errorf("%w: negative count", ErrInvalidConfig)
 	case c.PollInterval < 0 || c.HeartbeatInterval < 0 || c.DeadAfter < 0 || c.QueueDepthInterval < 0:

@@ -167,6 +167,11 @@ func TestConfigVersion(t *testing.T) {
 	require.ErrorIs(t, err, durable.ErrInvalidConfig)
 	_, err = durable.New(memstore.New(), durable.Config{Version: "\xff"})
 	require.ErrorIs(t, err, durable.ErrInvalidConfig)
+	// PostgreSQL's text takes no NUL: such a version would never register.
+	_, err = durable.New(memstore.New(), durable.Config{Version: "v1\x00"})
+	require.ErrorIs(t, err, durable.ErrInvalidConfig)
+	_, err = durable.New(memstore.New(), durable.Config{Version: "v1\nv2"})
+	require.ErrorIs(t, err, durable.ErrInvalidConfig)
 }
 
 // refreshingStore is an in-memory store that claims to refresh the

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/effectivelabs/durable/store"
 )
@@ -61,9 +60,14 @@ func Serves(workflows []string, workflow string) bool {
 // record, in bytes.
 const MaxWorkerLabelLen = 255
 
+// ValidWorkerLabel reports whether s may be a worker record's host or
+// version: empty (unknown), or 1 to MaxWorkerLabelLen bytes of UTF-8
+// without control characters (PostgreSQL's text takes no NUL).
+func ValidWorkerLabel(s string) bool { return s == "" || validLabel(s, MaxWorkerLabelLen) }
+
 // CheckWorker returns an error matching store.ErrInvalidWorker when a
 // worker record cannot be registered: an invalid ID (ValidWorker), a host
-// or version longer than MaxWorkerLabelLen bytes or not UTF-8, workflows
+// or version that is not a ValidWorkerLabel, workflows
 // not sorted or not unique, a negative count, or a DeadAfter that is not
 // positive.
 func CheckWorker(w *store.Worker) error {
@@ -73,10 +77,10 @@ func CheckWorker(w *store.Worker) error {
 	switch {
 	case !ValidWorker(w.ID):
 		return bad("id %s: use 1-%d bytes of UTF-8 without control characters", Quote(w.ID), MaxWorkerLen)
-	case len(w.Host) > MaxWorkerLabelLen || !utf8.ValidString(w.Host):
-		return bad("host %s: use at most %d bytes of UTF-8", Quote(w.Host), MaxWorkerLabelLen)
-	case len(w.Version) > MaxWorkerLabelLen || !utf8.ValidString(w.Version):
-		return bad("version %s: use at most %d bytes of UTF-8", Quote(w.Version), MaxWorkerLabelLen)
+	case !ValidWorkerLabel(w.Host):
+		return bad("host %s: use at most %d bytes of UTF-8 without control characters", Quote(w.Host), MaxWorkerLabelLen)
+	case !ValidWorkerLabel(w.Version):
+		return bad("version %s: use at most %d bytes of UTF-8 without control characters", Quote(w.Version), MaxWorkerLabelLen)
 	case w.Concurrency < 0 || w.InFlight < 0:
 		return bad("negative count")
 	case w.DeadAfter <= 0:

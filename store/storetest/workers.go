@@ -89,6 +89,8 @@ func testWorkerRegistryInvalid(t *testing.T, st store.Store) {
 		"no deadAfter":  {ID: "w"},
 		"unsorted":      {ID: "w", Workflows: []string{"b", "a"}, DeadAfter: time.Second},
 		"bad utf8 host": {ID: "w", Host: "\xff", DeadAfter: time.Second},
+		"nul version":   {ID: "w", Version: "v1\x00", DeadAfter: time.Second},
+		"control host":  {ID: "w", Host: "a\tb", DeadAfter: time.Second},
 	} {
 		err := r.RegisterWorker(ctx, &store.RegisterWorkerParams{Now: T0, Worker: w, Started: true})
 		require.ErrorIs(t, err, store.ErrInvalidWorker, name)
