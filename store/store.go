@@ -315,11 +315,24 @@ const (
 	// EventWaiting: the task began waiting; the detail says for what (an
 	// event key, a signal, a child run, a map's items).
 	EventWaiting EventType = "WAITING"
+	// EventUpgraded: the task's run moved to another version of its
+	// workflow (a task added by that version, or one not finished when it
+	// moved); the detail names both versions.
+	EventUpgraded EventType = "UPGRADED"
 )
 
 // Shape is the DAG of a workflow as recorded with each run at trigger time,
 // so that a deploy that changes the workflow does not break runs in flight.
 type Shape struct {
+	// Version is the version of the workflow this shape is of: the
+	// definition's fingerprint or the version its author set (see
+	// docs/semantics.md, "Versions and deploys"). A run is pinned to it:
+	// only engines that registered the workflow at this version claim its
+	// tasks. Empty for runs recorded before versions existed, which any
+	// engine that registered the workflow serves.
+	Version string `json:"version,omitempty"`
+	// Input names the Go type of the run's input; empty when unknown.
+	Input string `json:"input,omitempty"`
 	// Steps in declaration order; a step's parents come before it.
 	Steps []StepSpec `json:"steps"`
 	// OnFailure is set when the workflow has an on-failure handler.
@@ -330,6 +343,13 @@ type Shape struct {
 type StepSpec struct {
 	Name    string   `json:"name"`
 	Parents []string `json:"parents,omitempty"`
+	// Output names the Go type of the step's output; empty when unknown.
+	Output string `json:"output,omitempty"`
+	// Retired marks a step that an upgrade to another version kept only
+	// for its record (dag.Run.Upgrade): the step is finished, the version
+	// the run moved to does not have it (or has it in another form), and
+	// it never runs again, not even when the run is replayed.
+	Retired bool `json:"retired,omitempty"`
 	// Sleep, when positive, makes this a durable sleep step.
 	Sleep time.Duration `json:"sleep,omitempty"`
 	Retry RetryPolicy   `json:"retry"`
@@ -518,6 +538,11 @@ type ClaimTasksParams struct {
 	Limit int
 	// Workflows lists the workflows this worker can run.
 	Workflows []string
+	// Queues, when not nil, narrows Workflows to the versions this worker
+	// serves: a task is claimed only if dag.Queue(workflow, version) of
+	// its run is listed (a run recorded before versions has version "").
+	// Nil claims every version of Workflows.
+	Queues []string
 	// TenantLimit, when positive, caps the RUNNING tasks of one tenant across
 	// all workers; ready tasks of a tenant at its cap are left queued.
 	TenantLimit int
@@ -527,10 +552,12 @@ type ClaimTasksParams struct {
 type ClaimedTask struct {
 	RunID    uuid.UUID
 	Workflow string
-	Tenant   string
-	Step     string
-	Kind     TaskKind
-	Attempt  int
+	// Version is the version the task's run is pinned to (Run.Version).
+	Version string
+	Tenant  string
+	Step    string
+	Kind    TaskKind
+	Attempt int
 	// Token identifies this claim; outcomes and heartbeats must present it.
 	Token int64
 	Retry RetryPolicy
@@ -752,9 +779,12 @@ type RescueTasksResult struct {
 type Run struct {
 	ID       uuid.UUID
 	Workflow string
-	Tenant   string
-	Status   RunStatus
-	Input    []byte
+	// Version is the version of the workflow the run is pinned to
+	// (Shape.Version); empty for a run recorded before versions.
+	Version string
+	Tenant  string
+	Status  RunStatus
+	Input   []byte
 	// FailedStep and Error describe the failure that failed the run; Error
 	// is the reason of a cancelled run.
 	FailedStep string
@@ -847,6 +877,8 @@ type RunFilter struct {
 	Tenant string
 	// Workflow keeps the runs of one workflow.
 	Workflow string
+	// Version keeps the runs pinned to one version (Run.Version).
+	Version string
 	// Statuses keeps the runs whose status is one of these.
 	Statuses []RunStatus
 	// CreatedAfter and CreatedBefore bound the creation time: after (or
@@ -879,6 +911,7 @@ type ListRunsParams struct {
 type RunSummary struct {
 	ID         uuid.UUID
 	Workflow   string
+	Version    string
 	Tenant     string
 	Status     RunStatus
 	FailedStep string
@@ -958,7 +991,9 @@ type Stats struct {
 // QueueStats counts the unfinished tasks of one workflow and tenant.
 type QueueStats struct {
 	Workflow string
-	Tenant   string
+	// Version is the version of the runs the tasks belong to.
+	Version string
+	Tenant  string
 	// Ready counts the tasks claimable now.
 	Ready int
 	// Waiting counts the tasks waiting for a timer (retry backoffs, sleeps,
@@ -975,8 +1010,11 @@ type QueueStats struct {
 // RunCount counts the runs of one workflow, tenant and status.
 type RunCount struct {
 	Workflow string
-	Tenant   string
-	Status   RunStatus
+	// Version is the version the runs in flight are pinned to; empty for
+	// counts of settled runs, which are counted by workflow only.
+	Version string
+	Tenant  string
+	Status  RunStatus
 	// Settled tells counts of runs that settled within the window from
 	// counts of runs in flight.
 	Settled bool
@@ -1102,6 +1140,13 @@ var (
 	ErrNothingToReplay = errors.New("durable: nothing to replay: the run completed")
 	// ErrStepNotFound: a replay names a step that is not in the run's shape.
 	ErrStepNotFound = errors.New("durable: no such step in the run")
+	// ErrVersionMismatch: an upgrade found the run at another version than
+	// the one it was asked to move runs from.
+	ErrVersionMismatch = errors.New("durable: the run is not at that version")
+	// ErrIncompatible: a run cannot move to a version, or a definition
+	// cannot accept runs of a version, because a step it has not finished
+	// is missing or different there; the error names the step.
+	ErrIncompatible = errors.New("durable: incompatible versions")
 	// ErrInvalidKey is returned when creating a run whose concurrency or
 	// rate-limit keys are invalid (see flow.ValidKey) or do not match its
 	// shape.
@@ -1132,3 +1177,56 @@ type transientError struct{ err error }
 func (e *transientError) Error() string        { return e.err.Error() }
 func (e *transientError) Unwrap() error        { return e.err }
 func (e *transientError) Is(target error) bool { return target == ErrTransient }
+
+// Versioner is implemented by stores that can move runs from one version
+// of their workflow to another and list the versions they recorded. Both
+// stores of the module implement it.
+type Versioner interface {
+	// UpgradeRuns moves runs to another version of their workflow, each in
+	// one atomic unit (see dag.Run.Upgrade): the run's shape becomes To
+	// merged with what it has done, and its tasks are claimed by the
+	// engines serving To from then on. The results say, per run, what
+	// happened: nil, ErrRunNotFound, ErrRunSettled, ErrVersionMismatch (the
+	// run is not at From) or an error matching ErrIncompatible that names
+	// the step at fault.
+	UpgradeRuns(ctx context.Context, p *UpgradeRunsParams) ([]RunActionResult, error)
+
+	// ListVersions returns the versions of workflows recorded with runs
+	// (a shape is kept while a run uses it, and an hour after), each with
+	// its shape, ordered by workflow, then newest first.
+	ListVersions(ctx context.Context, p *ListVersionsParams) (*ListVersionsResult, error)
+}
+
+// UpgradeRunsParams are the parameters of Versioner.UpgradeRuns.
+type UpgradeRunsParams struct {
+	Now time.Time
+	IDs []uuid.UUID
+	// Tenant, when set, restricts the call to that tenant's runs.
+	Tenant string
+	// From is the version the runs must be at; a run at another version is
+	// reported ErrVersionMismatch and left alone.
+	From string
+	// To is the shape of the version to move to, with its Version set.
+	To *Shape
+}
+
+// ListVersionsParams are the parameters of Versioner.ListVersions.
+type ListVersionsParams struct {
+	// Workflow, when set, lists only that workflow's versions.
+	Workflow string
+}
+
+// ListVersionsResult is the result of Versioner.ListVersions.
+type ListVersionsResult struct {
+	Versions []VersionRecord
+}
+
+// VersionRecord is one version of a workflow as a store recorded it.
+type VersionRecord struct {
+	Workflow string
+	Version  string
+	// Shape is the version's shape as last recorded.
+	Shape *Shape
+	// RecordedAt is when a run first recorded that shape.
+	RecordedAt time.Time
+}

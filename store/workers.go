@@ -62,8 +62,14 @@ type Worker struct {
 	Host string
 	// Version labels the engine's code (Config.Version).
 	Version string
-	// Workflows lists the workflows the engine serves, sorted.
+	// Workflows lists what the engine serves, sorted: each workflow
+	// version it registered as dag.Queue(workflow, version). An entry
+	// without a version (a bare name, recorded by an engine older than
+	// versions) serves every version of the workflow.
 	Workflows []string
+	// Accepts lists, the same way, the versions whose runs the engine
+	// moves to a version it serves (durable's Workflow.Accepts), sorted.
+	Accepts []string
 	// Concurrency is the most steps the engine runs at once.
 	Concurrency int
 	// InFlight counts the steps the engine ran when it last refreshed its

@@ -55,13 +55,19 @@ type Effects struct {
 	// Deleted lists the items whose records go: a map step fanned out
 	// again to fewer items.
 	Deleted []int
+	// Reshaped is set when the run moved to another version (Run.Upgrade):
+	// its record's shape and version changed, its steps kept their
+	// indexes and new ones follow them, and the on-failure task, if it
+	// exists, is now at index Shape.Len(). The queue entries of its tasks
+	// take the new version.
+	Reshaped bool
 }
 
 // Empty reports whether the effects change nothing.
 func (fx *Effects) Empty() bool {
 	return !fx.Created && !fx.RunChanged && len(fx.Tasks) == 0 && len(fx.Events) == 0 &&
 		len(fx.Enqueued) == 0 && len(fx.Dequeued) == 0 && !fx.Timer && !fx.Settled && !fx.Cancelled &&
-		len(fx.Waits) == 0 && len(fx.Spawned) == 0 && len(fx.Outbox) == 0 && len(fx.Deleted) == 0
+		len(fx.Waits) == 0 && len(fx.Spawned) == 0 && len(fx.Outbox) == 0 && len(fx.Deleted) == 0 && !fx.Reshaped
 }
 
 // Merge folds the effects of a later transition of the same run into fx,
@@ -90,6 +96,7 @@ func (fx *Effects) Merge(next Effects) {
 	fx.Spawned = append(fx.Spawned, next.Spawned...)
 	fx.Outbox = append(fx.Outbox, next.Outbox...)
 	fx.Deleted = union(fx.Deleted, next.Deleted)
+	fx.Reshaped = fx.Reshaped || next.Reshaped
 }
 
 // union merges two ascending index lists.

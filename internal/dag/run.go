@@ -498,7 +498,8 @@ func (r *Run) Cancel(reason string, now time.Time) (Effects, error) {
 	return r.end(), nil
 }
 
-// Replay makes a settled run run again. The tasks to run again are those
+// Replay makes a settled run run again (a step an upgrade retired never
+// runs again; see Upgrade). The tasks to run again are those
 // that FAILED or were CANCELLED, the step named from (when set) even if it
 // completed, and every descendant of these; each is reset as new (PENDING,
 // no attempt, no output) with a REPLAYED event, and those whose parents are
@@ -518,26 +519,30 @@ func (r *Run) Replay(from string, now time.Time) (Effects, error) {
 	fromIdx := -1
 	if from != "" {
 		i, ok := r.Shape.Index(from)
-		if !ok || i >= n {
+		if !ok || i >= n || r.Shape.Spec(i).Retired {
 			return r.end(), store.ErrStepNotFound
 		}
 		fromIdx = i
 	}
+	reached := make([]bool, n) // i or an ancestor runs again
 	again := make([]bool, n)
 	forced := make([]bool, n)
 	some := false
 	for i := range n { // parents come before children
 		switch r.Tasks[i].State {
 		case store.TaskFailed, store.TaskCancelled:
-			again[i] = true
+			reached[i] = true
 		}
 		if i == fromIdx {
-			again[i], forced[i] = true, true
+			reached[i], forced[i] = true, true
 		}
 		for _, p := range r.Shape.Parents(i) {
-			again[i] = again[i] || again[p]
+			reached[i] = reached[i] || reached[p]
 			forced[i] = forced[i] || forced[p]
 		}
+		// A step an upgrade kept for its record keeps it: it never runs
+		// again, and its descendants read its recorded output.
+		again[i] = reached[i] && !r.Shape.Spec(i).Retired
 		some = some || again[i]
 	}
 	if !some {
