@@ -29,7 +29,12 @@ var (
 	ErrInvalidTimeout  = errors.New("timeout must not be negative")
 	ErrInvalidRetry    = errors.New("invalid retry policy")
 	ErrInvalidKind     = errors.New("invalid step kind")
+	ErrInvalidVersion  = errors.New("invalid version")
+	ErrInvalidType     = errors.New("invalid type name")
 )
+
+// MaxTypeLen is the longest type name a shape records, in bytes.
+const MaxTypeLen = 1024
 
 // MaxNameLen is the longest workflow or step name, in bytes.
 const MaxNameLen = 128
@@ -223,6 +228,12 @@ func Compile(s *store.Shape) (*Compiled, error) {
 		children: make([][]int, len(s.Steps)),
 	}
 	var errs []error
+	if s.Version != "" && !ValidVersion(s.Version) {
+		errs = append(errs, &ShapeError{Err: ErrInvalidVersion, Detail: Quote(s.Version) + ": use 1-64 letters, digits or _-.+ starting with a letter or digit"})
+	}
+	if s.Input != "" && !validLabel(s.Input, MaxTypeLen) {
+		errs = append(errs, &ShapeError{Err: ErrInvalidType, Detail: "input " + Quote(s.Input)})
+	}
 	for i, st := range s.Steps {
 		bad := func(err error, detail string) {
 			errs = append(errs, &ShapeError{Step: st.Name, Err: err, Detail: detail})
@@ -241,6 +252,9 @@ func Compile(s *store.Shape) (*Compiled, error) {
 		}
 		if err := ValidateRetry(st.Retry); err != nil {
 			bad(ErrInvalidRetry, trimSentinel(err, ErrInvalidRetry))
+		}
+		if st.Output != "" && !validLabel(st.Output, MaxTypeLen) {
+			bad(ErrInvalidType, "output "+Quote(st.Output))
 		}
 		if detail := checkKind(&st); detail != "" {
 			bad(ErrInvalidKind, detail)

@@ -273,3 +273,17 @@ func TestUpgradeKeepsTheHandlerOfAReplayedRun(t *testing.T) {
 	require.Equal(t, store.OnFailureTask, r.Tasks[3].Name, "the handler's task follows the steps")
 	require.Equal(t, "c", r.Tasks[2].Name)
 }
+
+func TestCompileChecksVersionAndTypes(t *testing.T) {
+	t.Parallel()
+	_, err := Compile(&store.Shape{Version: "a@b", Steps: []store.StepSpec{st("a")}})
+	require.ErrorIs(t, err, ErrInvalidVersion)
+	_, err = Compile(&store.Shape{Version: "2", Input: "bad\x00type", Steps: []store.StepSpec{st("a")}})
+	require.ErrorIs(t, err, ErrInvalidType)
+	bad := st("a")
+	bad.Output = string(make([]byte, MaxTypeLen+1))
+	_, err = Compile(&store.Shape{Steps: []store.StepSpec{bad}})
+	require.ErrorIs(t, err, ErrInvalidType)
+	_, err = Compile(&store.Shape{Version: "2", Input: "map[string]main.Item", Steps: []store.StepSpec{typed("a", "struct { A int }")}})
+	require.NoError(t, err)
+}
