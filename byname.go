@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -90,10 +91,21 @@ func (d *workflowDef) newRun(shape *store.Shape, tenant string, b []byte, in any
 	}, nil
 }
 
-// WorkflowInfo describes a registered workflow: its name and its DAG.
+// WorkflowInfo describes a registered workflow: its name and the DAG of
+// its newest version.
 type WorkflowInfo struct {
 	// Name is the workflow's name.
 	Name string
+	// Version is the newest version registered: the one StartByName and
+	// schedules start.
+	Version string
+	// Versions lists every version registered, newest first.
+	Versions []string
+	// Accepts lists the older versions whose runs the registered versions
+	// accept (Workflow.Accepts), sorted.
+	Accepts []string
+	// Input names the Go type of the workflow's input.
+	Input string
 	// Steps are its steps in declaration order; a step's parents come
 	// before it.
 	Steps []StepInfo
@@ -104,7 +116,7 @@ type WorkflowInfo struct {
 	ChildOnly bool
 }
 
-// StepInfo describes one step of a registered workflow.
+// StepInfo describes one step of a workflow.
 type StepInfo struct {
 	// Name is the step's name.
 	Name string
@@ -113,6 +125,8 @@ type StepInfo struct {
 	// Kind is what the step does: "step" (code), "sleep", "event" (waits
 	// for an event or a signal), "child" (starts a child run) or "map".
 	Kind store.TaskKind
+	// Output names the Go type of the step's output.
+	Output string
 	// Sleep is a sleep step's duration.
 	Sleep time.Duration
 	// Signal is the signal a WaitForSignal step waits for.
@@ -121,39 +135,53 @@ type StepInfo struct {
 	Child string
 	// MapOver is the parent whose list a map step maps over.
 	MapOver string
+	// Retired is set on a step that an upgrade kept only for its record
+	// (a run's shape: see Engine.UpgradeRuns).
+	Retired bool
 }
 
-// Workflows describes the workflows registered on e, by name.
+// stepsOf describes the steps of a shape.
+func stepsOf(shape *store.Shape) []StepInfo {
+	out := make([]StepInfo, 0, len(shape.Steps))
+	for _, s := range shape.Steps {
+		si := StepInfo{Name: s.Name, Parents: s.Parents, Kind: store.KindStep, Output: s.Output, Sleep: s.Sleep, Retired: s.Retired}
+		switch {
+		case s.Sleep > 0:
+			si.Kind = store.KindSleep
+		case s.Wait != nil:
+			si.Kind, si.Signal = store.KindEvent, s.Wait.Signal
+		case s.Child != nil:
+			si.Kind, si.Child = store.KindChild, s.Child.Workflow
+		case s.Map != nil:
+			si.Kind, si.MapOver = store.KindMap, s.Map.Over
+		}
+		out = append(out, si)
+	}
+	return out
+}
+
+// Workflows describes the workflows registered on e, by name: each with
+// the DAG of its newest version.
 func (e *Engine) Workflows() []WorkflowInfo {
 	e.mu.Lock()
-	names := e.names
-	defs := make([]*workflowDef, len(names))
-	childOnly := make([]bool, len(names))
-	for i, n := range names {
-		defs[i], childOnly[i] = e.workflows[n], e.children[n]
-	}
+	reg := e.reg
 	e.mu.Unlock()
-	out := make([]WorkflowInfo, 0, len(defs))
-	for i, d := range defs {
-		shape, err := d.freeze()
-		if err != nil {
-			continue // registered definitions froze without error
-		}
-		wi := WorkflowInfo{Name: d.name, OnFailure: shape.OnFailure != nil, ChildOnly: childOnly[i]}
-		for _, s := range shape.Steps {
-			si := StepInfo{Name: s.Name, Parents: s.Parents, Kind: store.KindStep, Sleep: s.Sleep}
-			switch {
-			case s.Sleep > 0:
-				si.Kind = store.KindSleep
-			case s.Wait != nil:
-				si.Kind, si.Signal = store.KindEvent, s.Wait.Signal
-			case s.Child != nil:
-				si.Kind, si.Child = store.KindChild, s.Child.Workflow
-			case s.Map != nil:
-				si.Kind, si.MapOver = store.KindMap, s.Map.Over
+	out := make([]WorkflowInfo, 0, len(reg.names))
+	for _, name := range reg.names {
+		newest := reg.newest(name)
+		wi := WorkflowInfo{Name: name, Version: newest.shape.Version, Input: newest.shape.Input,
+			Steps: stepsOf(newest.shape), OnFailure: newest.shape.OnFailure != nil, ChildOnly: true}
+		vs := reg.byName[name]
+		for i := len(vs) - 1; i >= 0; i-- {
+			if vs[i] != newest {
+				wi.Versions = append(wi.Versions, vs[i].shape.Version)
 			}
-			wi.Steps = append(wi.Steps, si)
+			wi.ChildOnly = wi.ChildOnly && vs[i].childOnly
+			wi.Accepts = append(wi.Accepts, vs[i].d.accepts...)
 		}
+		wi.Versions = append([]string{newest.shape.Version}, wi.Versions...)
+		slices.Sort(wi.Accepts)
+		wi.Accepts = slices.Compact(wi.Accepts)
 		out = append(out, wi)
 	}
 	return out

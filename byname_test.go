@@ -97,13 +97,14 @@ func TestWorkflows(t *testing.T) {
 	require.Empty(t, e.Workflows())
 	require.NoError(t, e.Register(wf))
 	require.Equal(t, []durable.WorkflowInfo{
-		{Name: "kid", ChildOnly: true, Steps: []durable.StepInfo{{Name: "out", Kind: "step"}}},
-		{Name: "main", OnFailure: true, Steps: []durable.StepInfo{
-			{Name: "list", Kind: "step"},
-			{Name: "nap", Kind: "sleep", Parents: []string{"list"}, Sleep: time.Minute},
-			{Name: "each", Kind: "map", Parents: []string{"list", "nap"}, MapOver: "list"},
-			{Name: "ok", Kind: "event", Parents: []string{"nap"}, Signal: "approve"},
-			{Name: "sub", Kind: "child", Parents: []string{"list"}, Child: "kid"},
+		{Name: "kid", Version: child.Version(), Versions: []string{child.Version()}, Input: "int", ChildOnly: true,
+			Steps: []durable.StepInfo{{Name: "out", Kind: "step", Output: "int"}}},
+		{Name: "main", Version: wf.Version(), Versions: []string{wf.Version()}, Input: "int", OnFailure: true, Steps: []durable.StepInfo{
+			{Name: "list", Kind: "step", Output: "[]int"},
+			{Name: "nap", Kind: "sleep", Parents: []string{"list"}, Sleep: time.Minute, Output: "struct {}"},
+			{Name: "each", Kind: "map", Parents: []string{"list", "nap"}, MapOver: "list", Output: "[]int"},
+			{Name: "ok", Kind: "event", Parents: []string{"nap"}, Signal: "approve", Output: "string"},
+			{Name: "sub", Kind: "child", Parents: []string{"list"}, Child: "kid", Output: "int"},
 		}},
 	}, e.Workflows())
 }

@@ -33,9 +33,10 @@ func (e *Engine) claimLoop(rt *runtime) {
 		if e.tel.m != nil {
 			began = time.Now()
 		}
+		names, queues := e.servedQueues()
 		claimed, err := e.store.ClaimTasks(claimCtx, &store.ClaimTasksParams{
 			Now: e.now(), WorkerID: e.cfg.WorkerID, Limit: want,
-			Workflows: e.workflowNames(), TenantLimit: e.cfg.TenantLimit,
+			Workflows: names, Queues: queues, TenantLimit: e.cfg.TenantLimit,
 		})
 		cancel()
 		if e.tel.m != nil { // a failed claim took its time too

@@ -156,9 +156,9 @@ func TestDefinitionErrors(t *testing.T) {
 func TestDuplicateWorkflow(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t)
-	a := durable.NewWorkflow[int]("same")
+	a := durable.NewWorkflow[int]("same").WithVersion("1")
 	durable.Step(a, "x", noop[int])
-	b := durable.NewWorkflow[string]("same")
+	b := durable.NewWorkflow[string]("same").WithVersion("1")
 	durable.Step(b, "y", noop[string])
 	requireDefErr(t, e.Register(a, b), durable.ErrDuplicateWorkflow, "same", "")
 
@@ -166,6 +166,16 @@ func TestDuplicateWorkflow(t *testing.T) {
 	// registering b afterwards fails too.
 	require.NoError(t, e.Register(a))
 	requireDefErr(t, e.Register(b), durable.ErrDuplicateWorkflow, "same", "")
+
+	// Two versions of a workflow register side by side; the same version
+	// twice is a duplicate, whether set by hand or a fingerprint.
+	c := durable.NewWorkflow[string]("same")
+	durable.Step(c, "y", noop[string])
+	require.NoError(t, e.Register(c))
+	d := durable.NewWorkflow[string]("same")
+	durable.Step(d, "y", noop[string])
+	require.Equal(t, c.Version(), d.Version(), "the same definition has the same fingerprint")
+	requireDefErr(t, e.Register(d), durable.ErrDuplicateWorkflow, "same", "")
 }
 
 func TestRegisterReportsEveryError(t *testing.T) {

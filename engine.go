@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,14 +26,11 @@ type Engine struct {
 	log   *slog.Logger
 	tel   telemetry
 
-	mu        sync.Mutex
-	workflows map[string]*workflowDef
-	// children marks the workflows registered only as the child workflow
-	// of another: registering one of them again is not a duplicate.
-	children map[string]bool
-	names    []string
-	rt       *runtime
-	stopped  bool
+	mu sync.Mutex
+	// reg holds the registered workflows (registry.go).
+	reg     registry
+	rt      *runtime
+	stopped bool
 
 	waitMu    sync.Mutex
 	waiters   map[uuid.UUID]map[chan struct{}]struct{}
@@ -54,98 +50,17 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	return &Engine{
-		store:     s,
-		cfg:       cfg,
-		tel:       tel,
-		log:       cfg.Logger.With(slog.String("worker", cfg.WorkerID)),
-		workflows: map[string]*workflowDef{},
-		children:  map[string]bool{},
-		waiters:   map[uuid.UUID]map[chan struct{}]struct{}{},
+		store:   s,
+		cfg:     cfg,
+		tel:     tel,
+		log:     cfg.Logger.With(slog.String("worker", cfg.WorkerID)),
+		reg:     registry{byName: map[string][]*registered{}},
+		waiters: map[uuid.UUID]map[chan struct{}]struct{}{},
 	}, nil
 }
 
 // WorkerID returns the engine's worker ID.
 func (e *Engine) WorkerID() string { return e.cfg.WorkerID }
-
-// Register validates workflow definitions and makes this engine execute
-// their runs, and those of the child workflows they start (Child) that no
-// workflow of the same name stands for already. It reports every
-// definition error it finds (as *DefinitionError values joined together)
-// and registers nothing if there is any. Registering may happen before or
-// after Start, not after Stop (ErrEngineStopped).
-func (e *Engine) Register(defs ...Definition) error {
-	var errs []error
-	seen := map[string]bool{}
-	var add []*workflowDef
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.stopped {
-		return ErrEngineStopped
-	}
-	queue := make([]*workflowDef, 0, len(defs))
-	childOnly := map[*workflowDef]bool{}
-	for _, def := range defs {
-		var d *workflowDef
-		if def != nil {
-			d = def.definition()
-		}
-		if d == nil {
-			errs = append(errs, &DefinitionError{Err: ErrNilFunc, Detail: "nil workflow"})
-			continue
-		}
-		queue = append(queue, d)
-	}
-	// The workflows given, then the child workflows they start (and
-	// theirs), unless a workflow of that name is registered or given.
-	given := len(queue)
-	for k := 0; k < len(queue); k++ {
-		d := queue[k]
-		if k >= given && (seen[d.name] || e.workflows[d.name] != nil) {
-			continue
-		}
-		if _, err := d.freeze(); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if k < given && e.workflows[d.name] == d && e.children[d.name] {
-			// Registered as a child workflow before: now on its own account.
-			seen[d.name] = true
-			continue
-		}
-		if e.workflows[d.name] != nil || seen[d.name] {
-			errs = append(errs, &DefinitionError{Workflow: d.name, Err: ErrDuplicateWorkflow})
-			continue
-		}
-		seen[d.name] = true
-		add = append(add, d)
-		if k >= given {
-			childOnly[d] = true
-		}
-		for _, s := range d.steps {
-			queue = append(queue, s.children()...)
-		}
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	names := slices.Clone(e.names)
-	for _, d := range add {
-		e.workflows[d.name] = d
-		e.children[d.name] = childOnly[d]
-		names = append(names, d.name)
-	}
-	for name := range seen {
-		if !childOnly[e.workflows[name]] {
-			delete(e.children, name)
-		}
-	}
-	slices.Sort(names)
-	e.names = names
-	if e.rt != nil {
-		signal(e.rt.registrySig) // the record lists the new workflows
-	}
-	return nil
-}
 
 // isStopped reports whether Stop was called.
 func (e *Engine) isStopped() bool {
@@ -164,18 +79,6 @@ func (e *Engine) wakeClaims() {
 	if rt != nil && !stopped {
 		signal(rt.readySig)
 	}
-}
-
-func (e *Engine) workflow(name string) *workflowDef {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.workflows[name]
-}
-
-func (e *Engine) workflowNames() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.names
 }
 
 func (e *Engine) now() time.Time {
@@ -207,6 +110,8 @@ type runtime struct {
 	scheduleSig chan struct{}
 	// inboxSig wakes the leader's inbox loop (leader.go).
 	inboxSig chan struct{}
+	// upgradeSig wakes the upgrade loop (upgrade.go).
+	upgradeSig chan struct{}
 	// registrySig asks the registry loop to refresh the worker's record
 	// now (workers.go); leading is set while this engine leads; host is
 	// the host name in its record.
@@ -299,6 +204,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		scheduleSig: make(chan struct{}, 1),
 		inboxSig:    make(chan struct{}, 1),
 		registrySig: make(chan struct{}, 1),
+		upgradeSig:  make(chan struct{}, 1),
 		host:        hostname(),
 		outcomes:    make(chan outcomeMsg, e.cfg.Concurrency),
 		flights:     map[store.TaskRef]*flight{},
@@ -315,7 +221,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if r, err := e.registry(); err == nil {
 		// Registered before Start returns, so that the engine is listed
 		// at once; the loop tries again if this fails.
-		registered := e.registerWorker(ctx, rt, r, e.names)
+		registered := e.registerWorker(ctx, rt, r, e.reg.record())
 		rt.aux.Go(func() { e.registryLoop(rt, r, registered) })
 	}
 	if l, ok := e.store.(store.Listener); ok {
@@ -330,6 +236,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	go e.completeLoop(rt)
 	go e.heartbeatLoop(rt)
 	rt.loops.Go(func() { e.claimLoop(rt) })
+	rt.loops.Go(func() { e.upgradeLoop(rt.claimCtx, rt) })
 	rt.loops.Go(func() {
 		if el, ok := e.store.(store.Elector); ok {
 			if err := el.Lead(rt.claimCtx, e.cfg.WorkerID, func(ctx context.Context) { e.lead(ctx, rt) }); err != nil && rt.claimCtx.Err() == nil {
@@ -339,7 +246,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		e.lead(rt.claimCtx, rt)
 	})
-	e.log.Info("durable: engine started", slog.Int("concurrency", e.cfg.Concurrency), slog.Any("workflows", e.names))
+	e.log.Info("durable: engine started", slog.Int("concurrency", e.cfg.Concurrency), slog.Any("workflows", e.reg.queues))
 	return nil
 }
 

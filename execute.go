@@ -23,9 +23,9 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 		o.Kind, o.Error, o.Terminal = store.OutcomeFail, err.Error(), true
 		return o
 	}
-	d := e.workflow(c.Workflow)
+	d := e.workflowVersion(c.Workflow, c.Version)
 	if d == nil {
-		return terminal(fmt.Errorf("%w: workflow %q is not registered", ErrUnknownStep, c.Workflow))
+		return terminal(fmt.Errorf("%w: workflow %q is not registered at version %q", ErrUnknownStep, c.Workflow, c.Version))
 	}
 	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel, lose: lose}
 	if c.Kind == store.KindItem {

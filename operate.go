@@ -52,6 +52,8 @@ type RunFilter struct {
 	Statuses []RunStatus
 	// Workflow keeps runs of one workflow.
 	Workflow string
+	// Version keeps runs pinned to one version of their workflow.
+	Version string
 	// Tenant keeps runs of one tenant. Through a *TenantRuns it must be
 	// empty or that tenant.
 	Tenant string
@@ -427,7 +429,7 @@ type scopedFilter struct {
 // filter checks f and applies the scope.
 func (v *TenantRuns) filter(f RunFilter) (scopedFilter, error) {
 	out := scopedFilter{RunFilter: store.RunFilter{
-		Tenant: f.Tenant, Workflow: f.Workflow, Statuses: slices.Clone(f.Statuses),
+		Tenant: f.Tenant, Workflow: f.Workflow, Version: f.Version, Statuses: slices.Clone(f.Statuses),
 		CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
 		FinishedAfter: f.FinishedAfter, FinishedBefore: f.FinishedBefore, Parent: f.Parent,
 	}}
@@ -446,6 +448,9 @@ func (v *TenantRuns) filter(f RunFilter) (scopedFilter, error) {
 		return out, fmt.Errorf("%w: a time range that ends before it begins", ErrInvalidFilter)
 	}
 	if f.Workflow != "" && !dag.ValidName(f.Workflow) {
+		out.Impossible = true
+	}
+	if f.Version != "" && !dag.ValidVersion(f.Version) {
 		out.Impossible = true
 	}
 	if f.Tenant != "" && !dag.ValidTenant(f.Tenant) {

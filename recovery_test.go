@@ -369,21 +369,25 @@ func TestUnknownWorkflowWaits(t *testing.T) {
 	})
 }
 
-// TestChangedDefinitionFailsClearly: a run started under one version of a
-// workflow is executed by a process whose version lacks the step; the step
-// fails at once (although the new version retries its steps) with
-// ErrUnknownStep and a message naming it, and the worker keeps serving
-// other runs.
+// TestChangedDefinitionFailsClearly: a run started under one definition of
+// a workflow versioned by hand is executed by a process whose definition,
+// under the same version, lacks the step (the version was not changed with
+// the steps: runs are pinned to versions, and a fingerprint would have
+// changed); the step fails at once (although the new definition retries
+// its steps) with ErrUnknownStep and a message naming it, and the worker
+// keeps serving other runs.
 func TestChangedDefinitionFailsClearly(t *testing.T) {
 	t.Parallel()
 	both(t, func(t *testing.T, h *harness) {
 		ctx := h.ctx(time.Minute)
-		v1 := durable.NewWorkflow[int]("evolving")
+		// Versioned by hand, and the version not changed with the steps:
+		// the runs of "1" reach a definition without their step.
+		v1 := durable.NewWorkflow[int]("evolving").WithVersion("1")
 		durable.Step(v1, "old-step", noop[int])
 		oldRun, err := v1.RunNoWait(ctx, h.client(), "t", 1)
 		require.NoError(t, err)
 
-		v2 := durable.NewWorkflow[int]("evolving")
+		v2 := durable.NewWorkflow[int]("evolving").WithVersion("1")
 		durable.Step(v2, "new-step", noop[int], durable.WithRetry(durable.RetryPolicy{MaxRetries: 3}))
 		e := h.startOn(h.another(), durable.Config{}, v2)
 		res := h.wait(e, oldRun, 20*time.Second)
@@ -408,13 +412,15 @@ func TestUndecodableInputFailsTheStepNotTheWorker(t *testing.T) {
 	t.Parallel()
 	both(t, func(t *testing.T, h *harness) {
 		ctx := h.ctx(time.Minute)
-		v1 := durable.NewWorkflow[string]("typed")
+		// The version not changed with the input type (see
+		// TestChangedDefinitionFailsClearly).
+		v1 := durable.NewWorkflow[string]("typed").WithVersion("1")
 		durable.Step(v1, "a", noop[string])
 		bad, err := v1.RunNoWait(ctx, h.client(), "t", "not a number")
 		require.NoError(t, err)
 
 		var calls atomic.Int32
-		v2 := durable.NewWorkflow[int]("typed")
+		v2 := durable.NewWorkflow[int]("typed").WithVersion("1")
 		durable.Step(v2, "a", func(ctx durable.Context, in int) (int, error) { calls.Add(1); return in, nil },
 			durable.WithRetry(durable.RetryPolicy{MaxRetries: 3, InitialDelay: h.duration(time.Second, 50*time.Millisecond)}))
 		e := h.startOn(h.another(), durable.Config{}, v2)

@@ -55,6 +55,7 @@ const (
 	EventCancelled = store.EventCancelled
 	EventReplayed  = store.EventReplayed
 	EventWaiting   = store.EventWaiting
+	EventUpgraded  = store.EventUpgraded
 )
 
 // Event is one entry of a run's event log.
@@ -75,6 +76,10 @@ type RunResult struct {
 	ID uuid.UUID
 	// Workflow is the name of the run's workflow.
 	Workflow string
+	// Version is the version of the workflow the run is pinned to: only
+	// engines that registered that version run its steps. Empty for a run
+	// started before versions existed.
+	Version string
 	// Tenant is the tenant the run belongs to.
 	Tenant string
 	// Status is RUNNING, COMPLETED, FAILED or CANCELLED.
@@ -126,6 +131,9 @@ type StepResult struct {
 	Parents []string
 	// Kind tells a step, a sleep and the on-failure handler apart.
 	Kind store.TaskKind
+	// Retired is set on a step that an upgrade kept only for its record:
+	// the version the run moved to does not run it (Engine.UpgradeRuns).
+	Retired bool
 	// State is the step's state (PENDING, QUEUED, RUNNING, ...).
 	State StepState
 	// Attempts is the number of the latest attempt (0 if it never ran).
@@ -165,7 +173,7 @@ func (s *StepResult) itemOutputs() [][]byte {
 
 func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
 	res := &RunResult{
-		ID: run.ID, Workflow: run.Workflow, Tenant: run.Tenant, Status: run.Status, Input: run.Input,
+		ID: run.ID, Workflow: run.Workflow, Version: run.Version, Tenant: run.Tenant, Status: run.Status, Input: run.Input,
 		CreatedAt: run.CreatedAt, FinishedAt: run.FinishedAt, codec: codec,
 		IdempotencyKey: run.IdempotencyKey, Priority: Priority(run.Priority), Deadline: run.Deadline,
 		Parent: run.Parent,
@@ -175,9 +183,11 @@ func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
 	}
 	parents := map[string][]string{}
 	signals := map[string]string{}
+	retired := map[string]bool{}
 	if run.Shape != nil {
 		for _, st := range run.Shape.Steps {
 			parents[st.Name] = st.Parents
+			retired[st.Name] = st.Retired
 			if st.Wait != nil {
 				signals[st.Name] = st.Wait.Signal
 			}
@@ -186,7 +196,7 @@ func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
 	res.Steps = make([]StepResult, 0, len(tasks))
 	for _, t := range tasks {
 		sr := StepResult{
-			Name: dag.DisplayName(t.Name), Parents: parents[t.Name], Kind: t.Kind, State: t.State, Attempts: t.Attempt, Error: t.Error,
+			Name: dag.DisplayName(t.Name), Parents: parents[t.Name], Kind: t.Kind, Retired: retired[t.Name], State: t.State, Attempts: t.Attempt, Error: t.Error,
 			DueAt: t.DueAt, StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Output: t.Output,
 			ChildRunID: t.Child, Item: t.Item,
 		}

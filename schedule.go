@@ -255,19 +255,14 @@ const fireTimeout = 30 * time.Second
 // scheduleBatch is the most schedules fired in one store call.
 const scheduleBatch = 500
 
-// registeredShapes returns the shapes of the workflows registered on e.
+// registeredShapes returns the shapes of the workflows registered on e:
+// of each, its newest version (the one a schedule's runs start with).
 func (e *Engine) registeredShapes() map[string]*store.Shape {
 	e.mu.Lock()
-	defs := make([]*workflowDef, 0, len(e.workflows))
-	for _, d := range e.workflows {
-		defs = append(defs, d)
-	}
-	e.mu.Unlock()
-	shapes := make(map[string]*store.Shape, len(defs))
-	for _, d := range defs {
-		if sh, err := d.freeze(); err == nil {
-			shapes[d.name] = sh
-		}
+	defer e.mu.Unlock()
+	shapes := make(map[string]*store.Shape, len(e.reg.names))
+	for _, name := range e.reg.names {
+		shapes[name] = e.reg.newest(name).shape
 	}
 	return shapes
 }

@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/google/uuid"
@@ -168,13 +169,7 @@ func Map[T, U, I any](w *Workflow[I], name string, over *StepRef[[]T], fn func(c
 			},
 		}
 	}
-	s.decodeOutput = func(c Codec, b []byte) (any, error) {
-		var out []U
-		if err := c.Unmarshal(b, &out); err != nil {
-			return nil, err
-		}
-		return out, nil
-	}
+	setDecode[[]U](s)
 	s.decodeItems = func(c Codec, items [][]byte) (any, error) {
 		out := make([]U, len(items))
 		for k, b := range items {
@@ -189,6 +184,7 @@ func Map[T, U, I any](w *Workflow[I], name string, over *StepRef[[]T], fn func(c
 
 // setDecode sets how step s's output decodes: into an O.
 func setDecode[O any](s *stepDef) {
+	s.out = reflect.TypeFor[O]()
 	s.decodeOutput = func(c Codec, b []byte) (any, error) {
 		var out O
 		if err := c.Unmarshal(b, &out); err != nil {

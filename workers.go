@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,13 @@ type WorkerInfo struct {
 	LastSeen  time.Time
 	// Workflows lists the workflows the engine serves (registered), sorted.
 	Workflows []string
+	// Versions lists the versions of those workflows it serves, sorted by
+	// workflow, then version. (A worker older than versions lists none: it
+	// serves every version of its workflows.)
+	Versions []WorkflowVersion
+	// Accepts lists the versions whose runs it moves to a version it
+	// serves (Workflow.Accepts), sorted.
+	Accepts []WorkflowVersion
 	// Concurrency is the most steps the engine runs at once.
 	Concurrency int
 	// InFlight counts the steps the engine ran when it last refreshed its
@@ -47,9 +55,45 @@ type WorkerInfo struct {
 	DeadAfter time.Duration
 }
 
-// Serves reports whether the worker is live and serves workflow.
+// Serves reports whether the worker is live and serves workflow, at any
+// version.
 func (w *WorkerInfo) Serves(workflow string) bool {
 	return w.Live && dag.Serves(w.Workflows, workflow)
+}
+
+// ServesVersion reports whether the worker is live and serves the runs of
+// workflow pinned to version: it registered that version (a worker older
+// than versions serves every version), or accepts it and moves them to one
+// it serves.
+func (w *WorkerInfo) ServesVersion(workflow, version string) bool {
+	if !w.Live || !dag.Serves(w.Workflows, workflow) {
+		return false
+	}
+	if len(w.Versions) == 0 {
+		return true
+	}
+	return slices.Contains(w.Versions, WorkflowVersion{workflow, version}) || slices.Contains(w.Accepts, WorkflowVersion{workflow, version}) ||
+		(version == "" && slices.ContainsFunc(w.Versions, func(v WorkflowVersion) bool { return v.Workflow == workflow }))
+}
+
+// WorkflowVersion names one version of a workflow.
+type WorkflowVersion struct {
+	Workflow string
+	Version  string
+}
+
+// versionsOf splits a worker record's queue names into its workflows and
+// their versions.
+func versionsOf(queues []string) (workflows []string, versions []WorkflowVersion) {
+	for _, q := range queues {
+		w, v, bare := dag.SplitQueue(q)
+		workflows = append(workflows, w)
+		if !bare && v != "" {
+			versions = append(versions, WorkflowVersion{w, v})
+		}
+	}
+	slices.Sort(workflows)
+	return slices.Compact(workflows), versions
 }
 
 // ErrWorkersUnsupported is returned by Engine.Workers and Engine.Unserved
@@ -81,9 +125,11 @@ func (e *Engine) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	for i, w := range res.Workers {
 		out[i] = WorkerInfo{
 			ID: w.ID, Host: w.Host, Version: w.Version, StartedAt: w.StartedAt, LastSeen: w.LastSeen,
-			Workflows: w.Workflows, Concurrency: w.Concurrency, InFlight: w.InFlight,
+			Concurrency: w.Concurrency, InFlight: w.InFlight,
 			Leader: w.Leader && w.Live, Live: w.Live, DeadAfter: w.DeadAfter,
 		}
+		out[i].Workflows, out[i].Versions = versionsOf(w.Workflows)
+		_, out[i].Accepts = versionsOf(w.Accepts)
 	}
 	return out, nil
 }
@@ -114,50 +160,64 @@ func Unserved(workers []WorkerInfo, workflows ...string) []string {
 	return out
 }
 
-// UnservedWorkflow is a workflow with ready steps that no live worker
-// serves: its runs wait until a worker that serves it starts.
+// UnservedWorkflow is a version of a workflow with ready steps that no
+// live worker serves: its runs wait until a worker that serves (or
+// accepts) that version starts, or until they are moved to another
+// version (Engine.UpgradeRuns).
 type UnservedWorkflow struct {
 	// Workflow is the workflow's name.
 	Workflow string
+	// Version is the version its runs are pinned to ("" for runs started
+	// before versions).
+	Version string
 	// Ready counts its ready steps, over the tenants st covered.
 	Ready int
 }
 
-// UnservedQueues returns, by name, the workflows with ready steps in st
-// (Engine.Stats) that none of workers serves (Unserved), with their ready
-// steps summed over tenants.
+// UnservedQueues returns the versions of workflows with ready steps in
+// st (Engine.Stats) that none of workers serves (WorkerInfo.ServesVersion),
+// with their ready steps summed over tenants, sorted by workflow and
+// version.
 func UnservedQueues(workers []WorkerInfo, st *Stats) []UnservedWorkflow {
-	ready := map[string]int{}
-	var flows []string
+	ready := map[WorkflowVersion]int{}
+	var queues []WorkflowVersion
 	for _, q := range st.Queues {
 		if q.Ready <= 0 {
 			continue
 		}
-		if _, ok := ready[q.Workflow]; !ok {
-			flows = append(flows, q.Workflow)
+		k := WorkflowVersion{q.Workflow, q.Version}
+		if _, ok := ready[k]; !ok {
+			queues = append(queues, k)
 		}
-		ready[q.Workflow] += q.Ready
+		ready[k] += q.Ready
 	}
-	slices.Sort(flows)
+	slices.SortFunc(queues, func(a, b WorkflowVersion) int {
+		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Version, b.Version))
+	})
 	var out []UnservedWorkflow
-	for _, wf := range Unserved(workers, flows...) {
-		out = append(out, UnservedWorkflow{Workflow: wf, Ready: ready[wf]})
+	for _, k := range queues {
+		if !slices.ContainsFunc(workers, func(w WorkerInfo) bool { return w.ServesVersion(k.Workflow, k.Version) }) {
+			out = append(out, UnservedWorkflow{Workflow: k.Workflow, Version: k.Version, Ready: ready[k]})
+		}
 	}
 	return out
 }
 
 // workerRecord is this engine's record as of now.
 func (e *Engine) workerRecord(rt *runtime) store.Worker {
-	return e.recordOf(rt, e.workflowNames())
+	e.mu.Lock()
+	sv := e.reg.record()
+	e.mu.Unlock()
+	return e.recordOf(rt, sv)
 }
 
-// recordOf is this engine's record as of now, serving workflows.
-func (e *Engine) recordOf(rt *runtime, workflows []string) store.Worker {
+// recordOf is this engine's record as of now, serving sv.
+func (e *Engine) recordOf(rt *runtime, sv served) store.Worker {
 	rt.flightMu.Lock()
 	inFlight := len(rt.flights)
 	rt.flightMu.Unlock()
 	return store.Worker{
-		ID: e.cfg.WorkerID, Host: rt.host, Version: e.cfg.Version, Workflows: workflows,
+		ID: e.cfg.WorkerID, Host: rt.host, Version: e.cfg.Version, Workflows: sv.workflows, Accepts: sv.accepts,
 		Concurrency: e.cfg.Concurrency, InFlight: inFlight, Leader: rt.leading.Load(), DeadAfter: e.cfg.DeadAfter,
 	}
 }
@@ -165,15 +225,15 @@ func (e *Engine) recordOf(rt *runtime, workflows []string) store.Worker {
 // sameRecord reports whether two records of this engine say the same.
 func sameRecord(a, b *store.Worker) bool {
 	return a.InFlight == b.InFlight && a.Leader == b.Leader && a.Concurrency == b.Concurrency &&
-		slices.Equal(a.Workflows, b.Workflows)
+		slices.Equal(a.Workflows, b.Workflows) && slices.Equal(a.Accepts, b.Accepts)
 }
 
-// registerWorker registers this engine at its start, serving workflows; a
+// registerWorker registers this engine at its start, serving sv; a
 // failure is logged, and the registry loop tries again. Start calls it
 // with e.mu held (a round trip), so that the engine is listed once Start
 // returns.
-func (e *Engine) registerWorker(ctx context.Context, rt *runtime, r store.WorkerRegistry, workflows []string) bool {
-	w := e.recordOf(rt, workflows)
+func (e *Engine) registerWorker(ctx context.Context, rt *runtime, r store.WorkerRegistry, sv served) bool {
+	w := e.recordOf(rt, sv)
 	if err := r.RegisterWorker(ctx, &store.RegisterWorkerParams{Now: e.now(), Worker: w, Started: true}); err != nil {
 		e.log.Warn("durable: registering the worker failed; trying again", slog.Any("error", err))
 		return false

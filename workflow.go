@@ -273,13 +273,7 @@ func Step[I, O any](w *Workflow[I], name string, fn func(ctx Context, in I) (O, 
 	} else {
 		s.run = func(ctx Context, in any) (any, error) { return fn(ctx, in.(I)) }
 	}
-	s.decodeOutput = func(c Codec, b []byte) (any, error) {
-		var out O
-		if err := c.Unmarshal(b, &out); err != nil {
-			return nil, err
-		}
-		return out, nil
-	}
+	setDecode[O](s)
 	return &StepRef[O]{def: s}
 }
 
@@ -295,6 +289,7 @@ func Sleep[I any](w *Workflow[I], name string, d time.Duration, opts ...StepOpti
 	if s.timeout != 0 || s.queueTimeout != 0 {
 		s.fail(ErrInvalidOption, "WithTimeout and WithQueueTimeout do not apply to a sleep")
 	}
+	s.out = reflect.TypeFor[struct{}]()
 	s.decodeOutput = func(Codec, []byte) (any, error) { return struct{}{}, nil }
 	return &StepRef[struct{}]{def: s}
 }
@@ -384,6 +379,10 @@ type workflowDef struct {
 	decodeInput func(Codec, []byte) (any, error)
 	inType      reflect.Type
 	conc        *keyFunc // WithConcurrency on the workflow
+	// version is the version set by WithVersion ("": the fingerprint);
+	// accepts the versions set by Accepts.
+	version string
+	accepts []string
 
 	mu     sync.Mutex
 	frozen bool
@@ -412,6 +411,7 @@ type stepDef struct {
 	run          func(ctx Context, in any) (any, error)
 	onFailure    func(ctx Context, in any, f Failure) error
 	decodeOutput func(Codec, []byte) (any, error)
+	out          reflect.Type // the output's type
 	errs         []error
 	conc, rate   *keyFunc // WithConcurrency, WithRateLimit
 }
@@ -469,7 +469,11 @@ func (d *workflowDef) build() (*store.Shape, error) {
 		errs = append(errs, &DefinitionError{Workflow: d.name, Err: ErrInvalidName,
 			Detail: "use 1-128 letters, digits or _-.:/ starting with a letter or digit"})
 	}
-	shape := &store.Shape{}
+	shape := &store.Shape{Version: d.versionLocked(), Input: typeName(d.inType)}
+	if slices.Contains(d.accepts, shape.Version) {
+		errs = append(errs, &DefinitionError{Workflow: d.name, Err: ErrInvalidOption,
+			Detail: "Accepts(" + dag.Quote(shape.Version) + "): that is this definition's own version"})
+	}
 	declared := map[*stepDef]bool{}
 	for _, s := range d.steps {
 		errs = append(errs, s.errs...)
@@ -479,7 +483,8 @@ func (d *workflowDef) build() (*store.Shape, error) {
 		if d.byName[s.name] == nil {
 			d.byName[s.name] = s
 		}
-		spec := store.StepSpec{Name: s.name, Sleep: s.sleep, Retry: s.retry.record(), Timeout: s.timeout, QueueTimeout: s.queueTimeout}
+		spec := store.StepSpec{Name: s.name, Output: typeName(s.out), Sleep: s.sleep, Retry: s.retry.record(),
+			Timeout: s.timeout, QueueTimeout: s.queueTimeout}
 		s.checkKind(&spec, stepErr)
 		for _, p := range s.parents {
 			switch {

@@ -119,14 +119,14 @@ func (s *Store) spawn(c *dag.Change, nr *store.NewRun) error {
 	if err := flow.Check(nr); err != nil {
 		return fmt.Errorf("memstore: child run %s: %w", nr.ID, err)
 	}
-	shape, err := s.compile(nr.Shape)
+	shape, err := s.compile(nr.Workflow, nr.Shape, c.Now)
 	if err != nil {
 		return fmt.Errorf("memstore: child run %s: %w", nr.ID, err)
 	}
 	if !s.queues.Ensure(nr.Tenant) {
 		return fmt.Errorf("memstore: tenant %s: %w", dag.Quote(nr.Tenant), store.ErrTooManyTenants)
 	}
-	rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: clone(nr.Input),
+	rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Version: shape.Shape.Version, Tenant: nr.Tenant, Input: clone(nr.Input),
 		Priority: nr.Priority, Parent: nr.Parent, TraceParent: nr.TraceParent}
 	r, fx := flow.Start(rec, shape, nr.Keys, c.Now, time.Time{})
 	c.Add(r, fx)

@@ -31,6 +31,7 @@ type Store struct {
 	mu       sync.Mutex
 	runs     map[uuid.UUID]*runState
 	shapes   map[*store.Shape]*dag.Compiled
+	versions []store.VersionRecord // versions.go
 	queues   fairq.Queues
 	ready    readyHeap
 	queued   map[taskKey]int64     // task -> id of its live ready entry
@@ -241,7 +242,9 @@ func (s *Store) Lead(ctx context.Context, id string, lead func(ctx context.Conte
 	}
 }
 
-func (s *Store) compile(shape *store.Shape) (*dag.Compiled, error) {
+// compile compiles the shape of a new run of workflow, once per shape
+// value, and records its version (versions.go).
+func (s *Store) compile(workflow string, shape *store.Shape, at time.Time) (*dag.Compiled, error) {
 	if c, ok := s.shapes[shape]; ok {
 		return c, nil
 	}
@@ -250,6 +253,7 @@ func (s *Store) compile(shape *store.Shape) (*dag.Compiled, error) {
 		return nil, fmt.Errorf("%w: %w", store.ErrInvalidRun, err)
 	}
 	s.shapes[shape] = c
+	s.recordVersion(workflow, c, at)
 	return c, nil
 }
 
@@ -283,7 +287,7 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 		if err := flow.Check(nr); err != nil {
 			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, err)
 		}
-		c, err := s.compile(nr.Shape)
+		c, err := s.compile(nr.Workflow, nr.Shape, t)
 		if err != nil {
 			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, err)
 		}
@@ -324,7 +328,7 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 		}
 		startAt, deadline := dag.Times(nr, t)
 		rec := store.Run{
-			ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: clone(nr.Input),
+			ID: nr.ID, Workflow: nr.Workflow, Version: shapes[i].Shape.Version, Tenant: nr.Tenant, Input: clone(nr.Input),
 			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
 			TraceParent: nr.TraceParent,
 		}
@@ -407,6 +411,12 @@ func (s *Store) persistOne(c *dag.Change, n *notes) error {
 			s.runs[id] = rs
 		}
 		rs.rec, rs.tasks = r.Rec, r.Tasks[:len(r.Tasks):len(r.Tasks)]
+		if fx.Reshaped {
+			// Moved to another version: its steps kept their indexes, so
+			// its queue entries, timers and claims stand as they are.
+			rs.shape = r.Shape
+			s.recordVersion(r.Rec.Workflow, r.Shape, c.Now)
+		}
 		if r.Rec.Deadline.IsZero() {
 			delete(s.deadline, id)
 		} else {
@@ -603,7 +613,8 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		if id, ok := s.queued[e.key]; !ok || id != e.id {
 			continue // dequeued or re-enqueued since
 		}
-		if !served[e.workflow] || (p.TenantLimit > 0 && s.inFlight[e.tenant] >= p.TenantLimit) ||
+		if !served[e.workflow] || !dag.ServesQueue(p.Queues, e.workflow, s.runs[e.key.run].rec.Version) ||
+			(p.TenantLimit > 0 && s.inFlight[e.tenant] >= p.TenantLimit) ||
 			flow.Expired(s.rateUntil[e.key], t) {
 			skipped = append(skipped, e)
 			continue
@@ -664,7 +675,7 @@ func (s *Store) claimed(rs *runState, k taskKey) *store.ClaimedTask {
 		input = t.Input
 	}
 	c := &store.ClaimedTask{
-		RunID: rs.rec.ID, Workflow: rs.rec.Workflow, Tenant: rs.rec.Tenant, Step: t.Name, Kind: t.Kind,
+		RunID: rs.rec.ID, Workflow: rs.rec.Workflow, Version: rs.rec.Version, Tenant: rs.rec.Tenant, Step: t.Name, Kind: t.Kind,
 		Attempt: t.Attempt, Token: t.Token, Retry: rs.shape.Retry(i), Input: clone(input),
 		Timeout: rs.shape.Timeout(i), TraceParent: rs.rec.TraceParent,
 	}
@@ -1026,7 +1037,7 @@ func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.L
 	for _, k := range keys[:min(limit, len(keys))] {
 		rec := &s.runs[k.ID].rec
 		sum := store.RunSummary{
-			ID: rec.ID, Workflow: rec.Workflow, Tenant: rec.Tenant, Status: rec.Status,
+			ID: rec.ID, Workflow: rec.Workflow, Version: rec.Version, Tenant: rec.Tenant, Status: rec.Status,
 			FailedStep: rec.FailedStep, Error: rec.Error, CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt,
 		}
 		if rec.Parent != nil {
@@ -1098,13 +1109,13 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	t := now(p.Now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	type wt struct{ workflow, tenant string }
-	queues := map[wt]*store.QueueStats{}
+	type wvt struct{ workflow, version, tenant string }
+	queues := map[wvt]*store.QueueStats{}
 	queue := func(rs *runState) *store.QueueStats {
-		k := wt{rs.rec.Workflow, rs.rec.Tenant}
+		k := wvt{rs.rec.Workflow, rs.rec.Version, rs.rec.Tenant}
 		q := queues[k]
 		if q == nil {
-			q = &store.QueueStats{Workflow: k.workflow, Tenant: k.tenant}
+			q = &store.QueueStats{Workflow: k.workflow, Version: k.version, Tenant: k.tenant}
 			queues[k] = q
 		}
 		return q
@@ -1142,10 +1153,10 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		}
 	}
 	st := &store.Stats{}
-	inflight := map[dag.RunCountKey]int{}
+	inflight := map[store.RunCount]int{}
 	for _, rs := range s.runs {
 		if in(rs) && !rs.rec.Settled() {
-			inflight[dag.RunCountKey{Workflow: rs.rec.Workflow, Tenant: rs.rec.Tenant, Status: rs.rec.Status}]++
+			inflight[store.RunCount{Workflow: rs.rec.Workflow, Version: rs.rec.Version, Tenant: rs.rec.Tenant, Status: rs.rec.Status}]++
 		}
 	}
 	settled := map[dag.RunCountKey]int{}
@@ -1156,7 +1167,8 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		}
 	}
 	for k, n := range inflight {
-		st.Runs = append(st.Runs, store.RunCount{Workflow: k.Workflow, Tenant: k.Tenant, Status: k.Status, Count: n})
+		k.Count = n
+		st.Runs = append(st.Runs, k)
 	}
 	for k, n := range settled {
 		st.Runs = append(st.Runs, store.RunCount{Workflow: k.Workflow, Tenant: k.Tenant, Status: k.Status, Settled: true, Count: n})

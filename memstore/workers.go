@@ -21,7 +21,7 @@ func (s *Store) RegisterWorker(ctx context.Context, p *store.RegisterWorkerParam
 	}
 	t := now(p.Now)
 	w := p.Worker
-	w.Workflows = slices.Clone(w.Workflows)
+	w.Workflows, w.Accepts = slices.Clone(w.Workflows), slices.Clone(w.Accepts)
 	w.LastSeen, w.StartedAt, w.Live = t, t, false
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -57,7 +57,7 @@ func (s *Store) ListWorkers(ctx context.Context, p *store.ListWorkersParams) (*s
 	res := &store.ListWorkersResult{Now: t, Workers: make([]store.Worker, 0, len(s.workers))}
 	for _, w := range s.workers {
 		c := *w
-		c.Workflows = slices.Clone(w.Workflows)
+		c.Workflows, c.Accepts = slices.Clone(w.Workflows), slices.Clone(w.Accepts)
 		c.Live = dag.WorkerLive(c.LastSeen, t, c.DeadAfter)
 		res.Workers = append(res.Workers, c)
 	}

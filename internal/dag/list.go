@@ -16,6 +16,7 @@ func Matches(f *store.RunFilter, r *store.Run) bool {
 	switch {
 	case f.Tenant != "" && r.Tenant != f.Tenant,
 		f.Workflow != "" && r.Workflow != f.Workflow,
+		f.Version != "" && r.Version != f.Version,
 		len(f.Statuses) > 0 && !slices.Contains(f.Statuses, r.Status),
 		!f.CreatedAfter.IsZero() && r.CreatedAt.Before(f.CreatedAfter),
 		!f.CreatedBefore.IsZero() && !r.CreatedAt.Before(f.CreatedBefore),

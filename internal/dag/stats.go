@@ -40,15 +40,15 @@ func SettledCount(rec *store.Run) RunCountKey {
 }
 
 // SortStats puts stats in the order both stores return them: queues by
-// workflow and tenant; run counts by workflow, tenant, in flight before
-// settled, and status.
+// workflow, version and tenant; run counts by workflow, tenant, in flight
+// before settled, version and status.
 func SortStats(st *store.Stats) {
 	slices.SortFunc(st.Queues, func(a, b store.QueueStats) int {
-		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Tenant, b.Tenant))
+		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Version, b.Version), cmp.Compare(a.Tenant, b.Tenant))
 	})
 	slices.SortFunc(st.Runs, func(a, b store.RunCount) int {
 		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Tenant, b.Tenant),
-			compareBool(a.Settled, b.Settled), cmp.Compare(a.Status, b.Status))
+			compareBool(a.Settled, b.Settled), cmp.Compare(a.Version, b.Version), cmp.Compare(a.Status, b.Status))
 	})
 }
 

@@ -212,6 +212,18 @@ func finished(t *store.Task) bool {
 	return t.State == store.TaskCompleted || t.State == store.TaskSkipped
 }
 
+// CheckTarget checks the shape of a version runs are to move to: a valid
+// shape with its version set.
+func CheckTarget(to *store.Shape) error {
+	if to == nil || to.Version == "" {
+		return fmt.Errorf("%w: the version to move to has no version set", store.ErrInvalidRun)
+	}
+	if _, err := Compile(to); err != nil {
+		return fmt.Errorf("%w: the version to move to: %w", store.ErrInvalidRun, err)
+	}
+	return nil
+}
+
 // upgradeShape is the shape a run takes when it moves to version to: its
 // steps in their order, each as to has it when it is the same there
 // (differs), else kept as recorded and Retired (only a finished step

@@ -86,9 +86,14 @@ func CheckWorker(w *store.Worker) error {
 	case w.DeadAfter <= 0:
 		return bad("DeadAfter %s is not positive", w.DeadAfter)
 	}
-	for i, wf := range w.Workflows {
-		if i > 0 && w.Workflows[i-1] >= wf {
-			return bad("workflows not sorted and unique at %s", Quote(wf))
+	for _, list := range [][]string{w.Workflows, w.Accepts} {
+		for i, q := range list {
+			if i > 0 && list[i-1] >= q {
+				return bad("workflows not sorted and unique at %s", Quote(q))
+			}
+			if wf, v, bare := SplitQueue(q); !ValidName(wf) || (!bare && v != "" && !ValidVersion(v)) {
+				return bad("workflow %s: want a name, or a name@version", Quote(q))
+			}
 		}
 	}
 	return nil

@@ -1,0 +1,270 @@
+package durable
+
+import (
+	"crypto/sha256"
+	"encoding"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// Versions of a workflow (docs/semantics.md, "Versions and deploys").
+//
+// Every registered workflow has a version: by default a fingerprint of its
+// definition (Workflow.Version says which), or the one set by WithVersion.
+// A run records the version it started with and stays pinned to it: only
+// an engine that registered the workflow at that version claims its steps,
+// so that a deploy that changes a workflow never fails a run in flight.
+// An engine may register several versions of one workflow side by side,
+// and a newer definition may declare that it accepts the runs of older
+// versions (Accepts): its engines move those runs to it.
+
+// Errors of versions.
+var (
+	// ErrInvalidVersion: a version given to WithVersion, Accepts or an
+	// upgrade is not 1-64 letters, digits or _-.+ starting with a letter
+	// or digit.
+	ErrInvalidVersion = dag.ErrInvalidVersion
+	// ErrIncompatible: a definition cannot accept the runs of a version, or
+	// a run cannot move to a version, because a step it has not finished
+	// is missing or different there; the error names the step.
+	ErrIncompatible = store.ErrIncompatible
+	// ErrVersionMismatch: an upgrade found a run at another version than
+	// the one it moves runs from.
+	ErrVersionMismatch = store.ErrVersionMismatch
+	// ErrUnknownVersion: an upgrade names a version that no engine
+	// registered here and no run recorded.
+	ErrUnknownVersion = fmt.Errorf("durable: unknown version")
+)
+
+// WithVersion sets the workflow's version to v instead of its
+// fingerprint, for teams that version workflows by hand: runs started with
+// it are served only by engines that registered this workflow at version
+// v. Change v when a deploy changes the workflow in a way runs in flight
+// cannot follow; keep it when it does not. v is 1-64 letters, digits or
+// _-.+ starting with a letter or a digit. It returns w. Call it while
+// declaring the workflow, before it is registered.
+func (w *Workflow[I]) WithVersion(v string) *Workflow[I] {
+	d := w.defn()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.frozen:
+		d.errs = append(d.errs, &DefinitionError{Workflow: d.name, Err: ErrWorkflowFrozen, Detail: "WithVersion"})
+	case !dag.ValidVersion(v):
+		d.errs = append(d.errs, &DefinitionError{Workflow: d.name, Err: ErrInvalidVersion,
+			Detail: dag.Quote(v) + ": use 1-64 letters, digits or _-.+ starting with a letter or digit"})
+	case d.version != "":
+		d.errs = append(d.errs, &DefinitionError{Workflow: d.name, Err: ErrInvalidOption, Detail: "WithVersion set twice"})
+	default:
+		d.version = v
+	}
+	return w
+}
+
+// Accepts declares that this definition can run the runs of the given
+// older versions of the workflow: the engines that register it move those
+// runs to its version (each in one atomic unit, as Engine.UpgradeRuns
+// does) and then run them. A run moves with what it has done: its
+// finished steps keep their outputs, steps this version adds are created
+// and run when their parents are done.
+//
+// Registering refuses the declaration when it cannot hold for every run of
+// such a version, whatever it has done: each step of that version must be
+// here, of the same kind, with the same parents and output type, and the
+// input types must agree. The engine checks it against the version's
+// shape as registered on it (side by side) or as recorded by the store's
+// runs. A run that cannot move anyway is left at its version and logged.
+// It returns w. Call it while declaring the workflow.
+func (w *Workflow[I]) Accepts(versions ...string) *Workflow[I] {
+	d := w.defn()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.frozen {
+		d.errs = append(d.errs, &DefinitionError{Workflow: d.name, Err: ErrWorkflowFrozen, Detail: "Accepts"})
+		return w
+	}
+	for _, v := range versions {
+		switch {
+		case !dag.ValidVersion(v):
+			d.errs = append(d.errs, &DefinitionError{Workflow: d.name, Err: ErrInvalidVersion,
+				Detail: "Accepts(" + dag.Quote(v) + "): use 1-64 letters, digits or _-.+ starting with a letter or digit"})
+		case !slices.Contains(d.accepts, v):
+			d.accepts = append(d.accepts, v)
+		}
+	}
+	return w
+}
+
+// Version returns the workflow's version: the one set by WithVersion, or
+// else the fingerprint of its definition as declared so far (declare
+// every step first). A definition with errors has the version of what it
+// declared without them.
+func (w *Workflow[I]) Version() string {
+	d := w.definition()
+	if d == nil {
+		return ""
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.versionLocked()
+}
+
+func (d *workflowDef) versionLocked() string {
+	if d.version != "" {
+		return d.version
+	}
+	return d.fingerprint()
+}
+
+// fingerprintLen is the length of a fingerprint, in hex digits: 48 bits,
+// plenty to tell apart the versions of one workflow.
+const fingerprintLen = 12
+
+// fingerprint is the default version of d: the first 12 hex digits of the
+// SHA-256 of what runs in flight rely on (docs/semantics.md, "What a
+// fingerprint covers"): the input type; each step's name, kind, parents,
+// skip edges, output type and what it waits for, starts or maps over; and
+// whether there is an on-failure handler. Types are described by their
+// names and their JSON structure (the exported fields, their JSON names
+// and types, recursively; a type that encodes itself, by its name only).
+// Step code, retry policies, timeouts, a sleep's length and concurrency or
+// rate limits are not covered: runs take those from their recorded shape.
+func (d *workflowDef) fingerprint() string {
+	var b strings.Builder
+	b.WriteString("durable/fingerprint/1\n")
+	b.WriteString("input " + typeShape(d.inType) + "\n")
+	for _, s := range d.steps {
+		fmt.Fprintf(&b, "step %q kind=%s", s.name, s.kindName())
+		for _, p := range s.parents {
+			fmt.Fprintf(&b, " parent=%q", p.name)
+		}
+		var skips []string
+		for _, c := range s.skips {
+			if c.parent != nil {
+				skips = append(skips, c.parent.name)
+			}
+		}
+		slices.Sort(skips)
+		for _, p := range slices.Compact(skips) {
+			fmt.Fprintf(&b, " skip=%q", p)
+		}
+		switch {
+		case s.wait.signal != "":
+			fmt.Fprintf(&b, " signal=%q", s.wait.signal)
+		case s.child != nil && s.child.wf != nil && s.child.result != nil:
+			fmt.Fprintf(&b, " child=%q result=%q", s.child.wf.name, s.child.result.name)
+		case s.mapDef != nil && s.mapDef.over != nil:
+			fmt.Fprintf(&b, " over=%q", s.mapDef.over.name)
+		}
+		b.WriteString(" output " + typeShape(s.out) + "\n")
+	}
+	if d.onFailure != nil {
+		b.WriteString("on_failure\n")
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])[:fingerprintLen]
+}
+
+// kindName is the kind a fingerprint records for s.
+func (s *stepDef) kindName() store.TaskKind {
+	switch {
+	case s.sleep != 0:
+		return store.KindSleep
+	case s.kind == "":
+		return store.KindStep
+	}
+	return s.kind
+}
+
+// typeName is how a shape records a Go type: its name as Go prints it.
+func typeName(t reflect.Type) string {
+	if t == nil {
+		return ""
+	}
+	return t.String()
+}
+
+var (
+	jsonMarshaler   = reflect.TypeFor[json.Marshaler]()
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textMarshaler   = reflect.TypeFor[encoding.TextMarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// typeShape describes t for a fingerprint: its name, and for a type that
+// does not encode itself, its JSON structure.
+func typeShape(t reflect.Type) string {
+	var b strings.Builder
+	writeTypeShape(&b, t, map[reflect.Type]bool{})
+	return b.String()
+}
+
+func writeTypeShape(b *strings.Builder, t reflect.Type, seen map[reflect.Type]bool) {
+	if t == nil {
+		b.WriteString("nil")
+		return
+	}
+	if t.Name() != "" {
+		b.WriteString(t.PkgPath() + "." + t.Name())
+		if seen[t] || t.PkgPath() == "" || encodesItself(t) {
+			return
+		}
+		seen[t] = true
+		defer delete(seen, t)
+		b.WriteString("=")
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		b.WriteString("*")
+		writeTypeShape(b, t.Elem(), seen)
+	case reflect.Slice:
+		b.WriteString("[]")
+		writeTypeShape(b, t.Elem(), seen)
+	case reflect.Array:
+		b.WriteString("[" + strconv.Itoa(t.Len()) + "]")
+		writeTypeShape(b, t.Elem(), seen)
+	case reflect.Map:
+		b.WriteString("map[")
+		writeTypeShape(b, t.Key(), seen)
+		b.WriteString("]")
+		writeTypeShape(b, t.Elem(), seen)
+	case reflect.Struct:
+		b.WriteString("struct{")
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() && !f.Anonymous {
+				continue
+			}
+			tag := f.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			fmt.Fprintf(b, "%s %q ", f.Name, tag)
+			writeTypeShape(b, f.Type, seen)
+			b.WriteString(";")
+		}
+		b.WriteString("}")
+	default:
+		b.WriteString(t.Kind().String())
+	}
+}
+
+// encodesItself reports whether values of t (or *t) encode themselves in
+// JSON or text: their structure is theirs to keep compatible.
+func encodesItself(t reflect.Type) bool {
+	for _, x := range []reflect.Type{t, reflect.PointerTo(t)} {
+		if x.Implements(jsonMarshaler) || x.Implements(jsonUnmarshaler) ||
+			x.Implements(textMarshaler) || x.Implements(textUnmarshaler) {
+			return true
+		}
+	}
+	return false
+}
