@@ -97,7 +97,8 @@ type laneKey struct{ workflow, tenant string }
 
 // outranking returns the live ready entry of e's lane that outranks every
 // other (fairq.Outranks) if it outranks e, and removes it from the lane's
-// list, which it prunes of dead entries on the way.
+// list, which it prunes of dead entries on the way. Priorities rank the
+// entries of one version of the workflow (their runs'), as in pgstore.
 func (s *Store) outranking(e readyEntry, now time.Time) (readyEntry, bool) {
 	lk := laneKey{e.workflow, e.tenant}
 	list := s.prio[lk]
@@ -108,6 +109,7 @@ func (s *Store) outranking(e readyEntry, now time.Time) (readyEntry, bool) {
 	best := -1
 	for i, x := range list {
 		if x.key != e.key && !flow.Expired(s.rateUntil[x.key], now) && fairq.Outranks(x.priority, x.id, e.priority, e.id) &&
+			s.runs[x.key.run].rec.Version == s.runs[e.key.run].rec.Version &&
 			(best < 0 || fairq.Outranks(x.priority, x.id, list[best].priority, list[best].id)) {
 			best = i
 		}

@@ -38,14 +38,14 @@ func (s *Store) claimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		err     error
 	)
 	if s.priorities.Load() {
-		if err := s.reorderLanes(ctx, p.Workflows, p.Limit); err != nil {
+		if err := s.reorderLanes(ctx, p.Workflows, p.Queues, p.Limit); err != nil {
 			return nil, fmt.Errorf("pgstore: claim: reorder by priority: %w", err)
 		}
 	}
 	if p.TenantLimit <= 0 {
 		b := &pgx.Batch{}
 		b.Queue(s.q.genericPlans)
-		b.Queue(s.q.claim, p.Workflows, p.Limit, p.WorkerID, now).Query(func(rows pgx.Rows) error {
+		b.Queue(s.q.claim, p.Workflows, p.Limit, p.WorkerID, now, p.Queues).Query(func(rows pgx.Rows) error {
 			var err error
 			claimed, shapeOf, idxs, err = s.scanClaimed(rows, nil)
 			return err
@@ -130,7 +130,7 @@ func (s *Store) scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedT
 		var shapeID uuid.UUID
 		var prio bool
 		var item int32
-		if err := rows.Scan(p16(&c.RunID), &c.Step, &idx, &kind, &c.Attempt, &c.Token, &c.Workflow, &c.Tenant,
+		if err := rows.Scan(p16(&c.RunID), &c.Step, &idx, &kind, &c.Attempt, &c.Token, &c.Workflow, &c.Version, &c.Tenant,
 			&c.Input, p16(&shapeID), &c.FailedStep, &c.Error, &prio, &item, &c.ReadyAt, &c.ClaimedAt, &c.TraceParent); err != nil {
 			return nil, nil, nil, err
 		}
@@ -256,7 +256,7 @@ func (s *Store) claimCapped(ctx context.Context, p *store.ClaimTasksParams, now 
 			tenant   string
 		}
 		var cands []cand
-		rows, err := tx.Query(ctx, s.q.claimCandidate, p.Workflows, excluded, after, afterWf, need, now)
+		rows, err := tx.Query(ctx, s.q.claimCandidate, p.Workflows, excluded, after, afterWf, need, now, p.Queues)
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -34,7 +34,7 @@ func TestClaimIsStampedAfterItsTaskWasQueued(t *testing.T) {
 	r := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})
 	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 
-	rows, err := tx.Query(ctx, pgstore.Statements(schema)["claim"], []string{"wf"}, 10, "w", nil)
+	rows, err := tx.Query(ctx, pgstore.Statements(schema)["claim"], []string{"wf"}, 10, "w", nil, nil)
 	require.NoError(t, err)
 	n := 0
 	for rows.Next() {

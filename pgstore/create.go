@@ -366,7 +366,7 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 		nr := &prep.p.Runs[i]
 		startAt, deadline := dag.Times(nr, now)
 		rec := store.Run{
-			ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: nr.Input,
+			ID: nr.ID, Workflow: nr.Workflow, Version: prep.shapes[i].Shape.Version, Tenant: nr.Tenant, Input: nr.Input,
 			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
 			TraceParent: nr.TraceParent,
 		}

@@ -77,7 +77,7 @@ w AS (
 )
 SELECT true, run_id, name FROM r UNION ALL SELECT false, run_id, name FROM w`),
 		parkedHeads: r(`
-SELECT w.seq, w.key, w.run_id, w.name, w.workflow, w.tenant, w.priority
+SELECT w.seq, w.key, w.run_id, w.name, w.workflow, w.tenant, w.priority, w.version
 FROM unnest($1::text[], $2::int[]) AS k(key, n)
 CROSS JOIN LATERAL (
   SELECT * FROM {{schema}}.concurrency_waiting w WHERE w.key = k.key ORDER BY w.seq LIMIT k.n) w
@@ -91,10 +91,10 @@ WHERE s.key = ANY ($1::text[]) AND s.held = 0
   AND NOT EXISTS (SELECT 1 FROM {{schema}}.concurrency_waiting w WHERE w.key = s.key)`),
 		unpark: r(`DELETE FROM {{schema}}.concurrency_waiting WHERE seq = ANY ($1::bigint[])`),
 		park: r(`
-INSERT INTO {{schema}}.concurrency_waiting (key, run_id, name, workflow, tenant, priority)
-SELECT key, run_id, name, workflow, tenant, priority
-FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::smallint[])
-  WITH ORDINALITY AS u(key, run_id, name, workflow, tenant, priority, ord)
+INSERT INTO {{schema}}.concurrency_waiting (key, run_id, name, workflow, tenant, priority, version)
+SELECT key, run_id, name, workflow, tenant, priority, version
+FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::smallint[], $7::text[])
+  WITH ORDINALITY AS u(key, run_id, name, workflow, tenant, priority, version, ord)
 ORDER BY ord`),
 		writeRates: r(`
 UPDATE {{schema}}.rate_limits l SET used = u.used
@@ -120,6 +120,7 @@ type parkedRow struct {
 	workflow string
 	tenant   string
 	priority int16
+	version  string
 }
 
 // flowState is what admit decided for a change.
@@ -223,7 +224,7 @@ func (s *Store) admit(ctx context.Context, tx querier, c *change, w *flow.Work) 
 		b.Queue(s.q.parkedHeads, hk, hn).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var p parkedRow
-				if err := rows.Scan(&p.seq, &p.key, p16(&p.runID), &p.name, &p.workflow, &p.tenant, &p.priority); err != nil {
+				if err := rows.Scan(&p.seq, &p.key, p16(&p.runID), &p.name, &p.workflow, &p.tenant, &p.priority, &p.version); err != nil {
 					return err
 				}
 				heads[p.key] = append(heads[p.key], p)
@@ -320,13 +321,14 @@ func (c *change) queueFlowWrites(q *queries, channel string, b *pgx.Batch, now t
 	if n := len(fs.promoted); n > 0 {
 		seqs := make([]int64, n)
 		runs := make([][16]byte, n)
-		names, wfs, tenants := make([]string, n), make([]string, n), make([]string, n)
+		names, wfs, tenants, versions := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		prios := make([]int16, n)
 		for i, p := range fs.promoted {
 			seqs[i], runs[i], names[i], wfs[i], tenants[i], prios[i] = p.seq, p.runID, p.name, p.workflow, p.tenant, p.priority
+			versions[i] = p.version
 		}
 		b.Queue(q.unpark, seqs)
-		b.Queue(q.insertReady, fs.ids, runs, names, wfs, tenants, stamp(now), prios, []pgtype.Timestamptz(nil))
+		b.Queue(q.insertReady, fs.ids, runs, names, wfs, tenants, stamp(now), prios, []pgtype.Timestamptz(nil), versions)
 		if len(c.Enqueued) == 0 {
 			b.Queue(q.notify, channel, []string{string(store.TopicReady)})
 		}
@@ -334,13 +336,13 @@ func (c *change) queueFlowWrites(q *queries, channel string, b *pgx.Batch, now t
 	if n := len(fs.d.Park); n > 0 {
 		keys := make([]string, n)
 		runs := make([][16]byte, n)
-		names, wfs, tenants := make([]string, n), make([]string, n), make([]string, n)
+		names, wfs, tenants, versions := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		prios := make([]int16, n)
 		for i, t := range fs.d.Park {
 			keys[i], runs[i], names[i] = t.Key, t.R.Rec.ID, t.R.Tasks[t.I].Name
-			wfs[i], tenants[i], prios[i] = t.R.Rec.Workflow, t.R.Rec.Tenant, int16(t.R.Rec.Priority)
+			wfs[i], tenants[i], prios[i], versions[i] = t.R.Rec.Workflow, t.R.Rec.Tenant, int16(t.R.Rec.Priority), t.R.Rec.Version
 		}
-		b.Queue(q.park, keys, runs, names, wfs, tenants, prios)
+		b.Queue(q.park, keys, runs, names, wfs, tenants, prios, versions)
 	}
 	if keys := fs.w.SlotKeys(); len(keys) > 0 {
 		ns := make([]int32, len(keys))

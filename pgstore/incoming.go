@@ -55,6 +55,7 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 		workflow string
 		tenant   string
 		priority int16
+		version  string
 	}
 	var rows []row
 	c := newChange(time.Time{})
@@ -68,7 +69,7 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 		}
 		for rs.Next() {
 			var r row
-			if err := rs.Scan(&r.seq, &r.runID, &r.name, &r.workflow, &r.tenant, &r.priority); err != nil {
+			if err := rs.Scan(&r.seq, &r.runID, &r.name, &r.workflow, &r.tenant, &r.priority, &r.version); err != nil {
 				rs.Close()
 				return err
 			}
@@ -104,15 +105,16 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 		wfs := make([]string, len(rows))
 		tenants := make([]string, len(rows))
 		prios := make([]int16, len(rows))
+		versions := make([]string, len(rows))
 		for i, r := range rows {
 			l := c.lanes[laneKey{r.workflow, r.tenant}]
 			l.dirty = true
 			ids[i] = l.Place(c.frontiers[r.workflow])
-			runs[i], tasks[i], wfs[i], tenants[i], prios[i] = r.runID, r.name, r.workflow, r.tenant, r.priority
+			runs[i], tasks[i], wfs[i], tenants[i], prios[i], versions[i] = r.runID, r.name, r.workflow, r.tenant, r.priority, r.version
 		}
 		b = &pgx.Batch{}
 		c.queueLaneWrites(&s.q, b)
-		b.Queue(s.q.insertReady, ids, runs, tasks, wfs, tenants, pgtype.Timestamptz{}, prios, []pgtype.Timestamptz(nil))
+		b.Queue(s.q.insertReady, ids, runs, tasks, wfs, tenants, pgtype.Timestamptz{}, prios, []pgtype.Timestamptz(nil), versions)
 		b.Queue(s.q.notify, s.channel, []string{string(store.TopicReady)})
 		return tx.SendBatch(ctx, b).Close()
 	})

@@ -42,6 +42,18 @@ func (s *Store) ReplayRuns(ctx context.Context, p *store.ReplayRunsParams) ([]st
 // set), is reported ErrRunNotFound and left alone.
 func (s *Store) runAction(ctx context.Context, now time.Time, ids []uuid.UUID, tenant string,
 	act func(r *dag.Run, now time.Time) (dag.Effects, error)) ([]store.RunActionResult, error) {
+	return s.runActionOpts(ctx, now, ids, tenant, false, act)
+}
+
+// runActionLocked is runAction locking the runs' ready rows before it
+// loads their tasks, as a retry after a lost race does.
+func (s *Store) runActionLocked(ctx context.Context, now time.Time, ids []uuid.UUID, tenant string,
+	act func(r *dag.Run, now time.Time) (dag.Effects, error)) ([]store.RunActionResult, error) {
+	return s.runActionOpts(ctx, now, ids, tenant, true, act)
+}
+
+func (s *Store) runActionOpts(ctx context.Context, now time.Time, ids []uuid.UUID, tenant string, lock bool,
+	act func(r *dag.Run, now time.Time) (dag.Effects, error)) ([]store.RunActionResult, error) {
 	out := make([]store.RunActionResult, len(ids))
 	if len(ids) == 0 {
 		return out, nil
@@ -51,7 +63,7 @@ func (s *Store) runAction(ctx context.Context, now time.Time, ids []uuid.UUID, t
 		return s.transition(ctx, &plan{
 			now:       nowOf(now),
 			ids:       distinct(append([]uuid.UUID(nil), ids...)),
-			lockReady: lockReady,
+			lockReady: lockReady || lock,
 			settled:   &settled,
 			apply: func(c *change) error {
 				for k, id := range ids {
@@ -107,7 +119,7 @@ func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.L
 			var fin pgtype.Timestamptz
 			var parent pgtype.UUID
 			if err := rows.Scan(p16(&r.ID), &r.Workflow, &r.Tenant, &status, &r.FailedStep, &r.Error, &r.CreatedAt, &fin,
-				&parent, &r.ParentStep); err != nil {
+				&parent, &r.ParentStep, &r.Version); err != nil {
 				return err
 			}
 			if parent.Valid {
@@ -173,6 +185,9 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 	if f.Workflow != "" {
 		conds = append(conds, "r.workflow = "+arg(f.Workflow))
 	}
+	if f.Version != "" {
+		conds = append(conds, "r.version = "+arg(f.Version))
+	}
 	if f.Parent != uuid.Nil {
 		conds = append(conds, "r.parent_id = "+arg([16]byte(f.Parent))+"::uuid")
 	}
@@ -198,7 +213,7 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 		conds = append(conds, "(r.created_at, r.id) < ("+arg(p.After.CreatedAt)+", "+arg([16]byte(p.After.ID))+"::uuid)")
 	}
 	sql = `SELECT r.id, r.workflow, r.tenant, r.status, coalesce(r.failed_step, ''), coalesce(r.error, ''), r.created_at, r.finished_at,
-       r.parent_id, coalesce(r.parent_step, '') FROM ` + from
+       r.parent_id, coalesce(r.parent_step, ''), r.version FROM ` + from
 	if len(conds) > 0 {
 		sql += " WHERE " + strings.Join(conds, " AND ")
 	}
@@ -210,12 +225,12 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 // ready queue, the timer and running-task indexes, the runs in flight
 // (found from those) and the per-minute counts of the window.
 func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, error) {
-	type wt struct{ workflow, tenant string }
-	queues := map[wt]*store.QueueStats{}
-	queue := func(k wt) *store.QueueStats {
+	type wvt struct{ workflow, version, tenant string }
+	queues := map[wvt]*store.QueueStats{}
+	queue := func(k wvt) *store.QueueStats {
 		q := queues[k]
 		if q == nil {
-			q = &store.QueueStats{Workflow: k.workflow, Tenant: k.tenant}
+			q = &store.QueueStats{Workflow: k.workflow, Version: k.version, Tenant: k.tenant}
 			queues[k] = q
 		}
 		return q
@@ -226,10 +241,10 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	b.Queue(s.q.queuePlans)
 	b.Queue(s.q.statsReady, tenant).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var k wt
+			var k wvt
 			var n int
 			var oldest time.Time
-			if err := rows.Scan(&k.workflow, &k.tenant, &n, &oldest); err != nil {
+			if err := rows.Scan(&k.workflow, &k.version, &k.tenant, &n, &oldest); err != nil {
 				return err
 			}
 			q := queue(k)
@@ -239,9 +254,9 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	})
 	b.Queue(s.q.statsTasks, tenant).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var k wt
+			var k wvt
 			var waiting, running int
-			if err := rows.Scan(&k.workflow, &k.tenant, &waiting, &running); err != nil {
+			if err := rows.Scan(&k.workflow, &k.version, &k.tenant, &waiting, &running); err != nil {
 				return err
 			}
 			q := queue(k)
@@ -255,7 +270,7 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 			for rows.Next() {
 				c := store.RunCount{Settled: settled}
 				var status string
-				if err := rows.Scan(&c.Workflow, &c.Tenant, &status, &c.Count); err != nil {
+				if err := rows.Scan(&c.Workflow, &c.Version, &c.Tenant, &status, &c.Count); err != nil {
 					return err
 				}
 				c.Status = store.RunStatus(status)

@@ -25,40 +25,50 @@ import (
 //
 // Without priorities this costs a probe of the empty partial index per
 // claim statement and per candidate row.
+//
+// Priorities rank the tasks of one version of a workflow in a lane (its
+// runs pinned to that version): a task of a version the claimer does not
+// serve never holds back one of a version it serves.
 
 type readyRow struct {
 	ctid     pgtype.TID
 	id       int64
 	workflow string
+	version  string
 	tenant   string
 	priority int
 }
 
-// reorderLanes reorders the lanes at the head of the queue of workflows,
-// limit rows deep, in a transaction of its own.
-func (s *Store) reorderLanes(ctx context.Context, workflows []string, limit int) error {
+// prioLane is the part of a lane whose tasks priorities rank: those of one
+// version.
+type prioLane struct{ workflow, version, tenant string }
+
+// reorderLanes reorders the lanes at the head of the queue of workflows
+// (of the versions queues names, as a claim), limit rows deep, in a
+// transaction of its own.
+func (s *Store) reorderLanes(ctx context.Context, workflows, queues []string, limit int) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.q.genericPlans); err != nil {
 			return err
 		}
-		head, err := scanReady(tx.Query(ctx, s.q.reorderHead, workflows, limit))
+		head, err := scanReady(tx.Query(ctx, s.q.reorderHead, workflows, limit, queues))
 		if err != nil {
 			return err
 		}
-		lanes := map[laneKey][]readyRow{}
-		var keys []laneKey
+		lanes := map[prioLane][]readyRow{}
+		var keys []prioLane
 		for _, r := range head {
-			k := laneKey{r.workflow, r.tenant}
+			k := prioLane{r.workflow, r.version, r.tenant}
 			if lanes[k] == nil {
 				keys = append(keys, k)
 			}
 			lanes[k] = append(lanes[k], r)
 		}
-		wfs, tenants, ns := make([]string, len(keys)), make([]string, len(keys)), make([]int32, len(keys))
+		wfs, vers, tenants, ns := make([]string, len(keys)), make([]string, len(keys)), make([]string, len(keys)), make([]int32, len(keys))
 		for i, k := range keys {
-			wfs[i], tenants[i], ns[i] = k.workflow, k.tenant, int32(len(lanes[k]))
+			wfs[i], vers[i], tenants[i], ns[i] = k.workflow, k.version, k.tenant, int32(len(lanes[k]))
 		}
-		best, err := scanReady(tx.Query(ctx, s.q.reorderBest, wfs, tenants, ns))
+		best, err := scanReady(tx.Query(ctx, s.q.reorderBest, wfs, tenants, ns, vers))
 		if err != nil {
 			return err
 		}
@@ -69,7 +79,7 @@ func (s *Store) reorderLanes(ctx context.Context, workflows []string, limit int)
 			s.priorities.Store(false)
 		}
 		for _, r := range best {
-			k := laneKey{r.workflow, r.tenant}
+			k := prioLane{r.workflow, r.version, r.tenant}
 			if !slices.ContainsFunc(lanes[k], func(x readyRow) bool { return x.id == r.id }) {
 				lanes[k] = append(lanes[k], r)
 			}
@@ -124,6 +134,7 @@ func (s *Store) reorderLanes(ctx context.Context, workflows []string, limit int)
 			runs     [][16]byte
 			names    []string
 			wfs2     []string
+			vers2    []string
 			tenants2 []string
 			ats      []time.Time
 			prios    []int16
@@ -132,11 +143,11 @@ func (s *Store) reorderLanes(ctx context.Context, workflows []string, limit int)
 		for rows.Next() {
 			var id int64
 			var run [16]byte
-			var name, wf, tenant string
+			var name, wf, tenant, version string
 			var at time.Time
 			var prio int16
 			var until pgtype.Timestamptz
-			if err := rows.Scan(&id, &run, &name, &wf, &tenant, &at, &prio, &until); err != nil {
+			if err := rows.Scan(&id, &run, &name, &wf, &tenant, &at, &prio, &until, &version); err != nil {
 				rows.Close()
 				return err
 			}
@@ -147,13 +158,13 @@ func (s *Store) reorderLanes(ctx context.Context, workflows []string, limit int)
 			}
 			ids, runs, names, wfs2, tenants2, ats, prios = append(ids, nid), append(runs, run), append(names, name),
 				append(wfs2, wf), append(tenants2, tenant), append(ats, at), append(prios, prio)
-			untils = append(untils, until)
+			untils, vers2 = append(untils, until), append(vers2, version)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, s.q.reorderPut, ids, runs, names, wfs2, tenants2, ats, prios, untils)
+		_, err = tx.Exec(ctx, s.q.reorderPut, ids, runs, names, wfs2, tenants2, ats, prios, untils, vers2)
 		return err
 	})
 }
@@ -167,7 +178,7 @@ func scanReady(rows pgx.Rows, err error) ([]readyRow, error) {
 	for rows.Next() {
 		var r readyRow
 		var prio int16
-		if err := rows.Scan(&r.ctid, &r.id, &r.workflow, &r.tenant, &prio); err != nil {
+		if err := rows.Scan(&r.ctid, &r.id, &r.workflow, &r.version, &r.tenant, &prio); err != nil {
 			return nil, err
 		}
 		r.priority = int(prio)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/fairq"
+	"github.com/effectivelabs/durable/store"
 )
 
 // queries holds the store's SQL with the schema substituted once, at New.
@@ -18,6 +19,8 @@ type queries struct {
 	now          string
 	loadShapes   string
 	insertShapes string
+	reshapeRuns  string
+	listVersions string
 
 	runsExist     string
 	keysExist     string
@@ -134,10 +137,34 @@ func newQueries(schema string) queries {
 		// A shape already there gets its used_at refreshed, so that retention
 		// leaves it alone while this store trusts it (shapeTrust).
 		insertShapes: r(`
-INSERT INTO {{schema}}.shapes (id, workflow, shape)
-SELECT id, workflow, shape::jsonb FROM unnest($1::uuid[], $2::text[], $3::text[]) AS s(id, workflow, shape)
+INSERT INTO {{schema}}.shapes (id, workflow, shape, version)
+SELECT id, workflow, shape::jsonb, coalesce(shape::jsonb->>'version', '') FROM unnest($1::uuid[], $2::text[], $3::text[]) AS s(id, workflow, shape)
 ON CONFLICT (id) DO UPDATE SET used_at = now()
 WHERE shapes.used_at < now() - interval '` + strconv.Itoa(int(shapeTrust/time.Second)) + ` seconds'`),
+		// Runs moved to another version (queueReshapes): their records,
+		// the version of their queue rows, and their on-failure task's
+		// index (it follows the steps, which may be more now).
+		reshapeRuns: r(`
+WITH u AS (
+  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[]) AS u(id, shape_id, version, handler)
+), runs_set AS (
+  UPDATE {{schema}}.runs r SET shape_id = u.shape_id, version = u.version FROM u WHERE r.id = u.id
+), ready_set AS (
+  UPDATE {{schema}}.ready x SET version = (SELECT u.version FROM u WHERE u.id = x.run_id)
+  WHERE x.ctid = ANY (ARRAY (SELECT unnest(ARRAY (SELECT y.ctid FROM {{schema}}.ready y WHERE y.run_id = u.id)) FROM u))
+), incoming_set AS (
+  UPDATE {{schema}}.incoming x SET version = (SELECT u.version FROM u WHERE u.id = x.run_id)
+  WHERE x.ctid = ANY (ARRAY (SELECT unnest(ARRAY (SELECT y.ctid FROM {{schema}}.incoming y WHERE y.run_id = u.id)) FROM u))
+), parked_set AS (
+  UPDATE {{schema}}.concurrency_waiting x SET version = (SELECT u.version FROM u WHERE u.id = x.run_id)
+  WHERE x.ctid = ANY (ARRAY (SELECT unnest(ARRAY (SELECT y.ctid FROM {{schema}}.concurrency_waiting y WHERE y.run_id = u.id)) FROM u))
+)
+UPDATE {{schema}}.tasks t SET idx = (SELECT u.handler FROM u WHERE u.id = t.run_id)
+WHERE t.ctid = ANY (ARRAY (SELECT (SELECT y.ctid FROM {{schema}}.tasks y WHERE y.run_id = u.id AND y.name = '` + store.OnFailureTask + `') FROM u))`),
+		// The versions recorded, newest first per workflow.
+		listVersions: r(`
+SELECT workflow, version, shape, created_at FROM {{schema}}.shapes
+WHERE $1::text IS NULL OR workflow = $1 ORDER BY workflow, created_at DESC, id`),
 
 		// No LIMIT: "LIMIT 1" invites a sequential scan expected to stop
 		// at the first match, which is wrong for a check that finds nothing.
@@ -209,7 +236,7 @@ FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(workflow, tenant, last_bl
 WHERE l.workflow = u.workflow AND l.tenant = u.tenant`),
 		lockRuns: r(`
 SELECT id, workflow, tenant, shape_id, status, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at,
-       priority, deadline_at, parent_id, parent_step, parent_result
+       priority, deadline_at, parent_id, parent_step, parent_result, version
 FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`),
 		// Outputs are not loaded: the core never reads them, and a task's
 		// output is written when it completes, and cleared when a replay
@@ -267,18 +294,18 @@ ON CONFLICT (minute, workflow, tenant, status, shard) DO UPDATE SET n = c.n + ex
 		updateTasks:      r(updateTasksSQL(false)),
 		updateTasksWaits: r(updateTasksSQL(true)),
 		insertIncoming: r(`
-INSERT INTO {{schema}}.incoming (run_id, name, workflow, tenant, priority)
-SELECT run_id, name, workflow, tenant, coalesce(priority, 0)
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::smallint[]) AS u(run_id, name, workflow, tenant, priority)`),
+INSERT INTO {{schema}}.incoming (run_id, name, workflow, tenant, priority, version)
+SELECT run_id, name, workflow, tenant, coalesce(priority, 0), coalesce(version, '')
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::text[]) AS u(run_id, name, workflow, tenant, priority, version)`),
 		takeIncoming: r(`
 DELETE FROM {{schema}}.incoming WHERE seq IN (
   SELECT seq FROM {{schema}}.incoming ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
-RETURNING seq, run_id, name, workflow, tenant, priority`),
+RETURNING seq, run_id, name, workflow, tenant, priority, version`),
 		insertReady: r(`
-INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant, queued_at, priority, rate_until)
-SELECT id, run_id, name, workflow, tenant, coalesce($6, now()), coalesce(priority, 0), rate_until
-FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[], $7::smallint[], $8::timestamptz[])
-  AS u(id, run_id, name, workflow, tenant, priority, rate_until)`),
+INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant, queued_at, priority, rate_until, version)
+SELECT id, run_id, name, workflow, tenant, coalesce($6, now()), coalesce(priority, 0), rate_until, coalesce(version, '')
+FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[], $7::smallint[], $8::timestamptz[], $9::text[])
+  AS u(id, run_id, name, workflow, tenant, priority, rate_until, version)`),
 		insertEvents: r(`
 INSERT INTO {{schema}}.events (run_id, id, step, type, attempt, at, detail, due_at)
 SELECT run_id, id, step, type, attempt, at, nullif(detail, ''), due_at
@@ -340,33 +367,33 @@ JOIN {{schema}}.runs r ON r.id = u.run_id`),
 		// the plan is generic.
 		// A row whose lane holds a row of a higher priority is passed over
 		// (notOutranked): reorderLanes gives that row its slot first.
-		claim: r(claimSQL("SELECT ctid FROM {{schema}}.ready r WHERE array_position($1::text[], workflow) > 0 AND (NOT (SELECT p FROM prio) OR "+notOutranked+") AND "+rateOpen("coalesce($4, clock_timestamp())")+" ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED", "$1")),
+		claim: r(claimSQL("SELECT ctid FROM {{schema}}.ready r WHERE array_position($1::text[], workflow) > 0 AND "+servedVersion("$5")+" AND (NOT (SELECT p FROM prio) OR "+notOutranked+") AND "+rateOpen("coalesce($4, clock_timestamp())")+" ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED", "$1")),
 		// Whether any ready task of these workflows is above the default
 		// priority, through the partial index that holds only those.
 		anyPriority: r(`SELECT EXISTS (SELECT 1 FROM {{schema}}.ready WHERE priority > 0 AND array_position($1::text[], workflow) > 0)`),
 		// reorderLanes: the head of the queue, locked, and the rows above
 		// the default priority of its lanes, best first.
 		reorderHead: r(`
-SELECT ctid, id, workflow, tenant, priority FROM {{schema}}.ready
-WHERE array_position($1::text[], workflow) > 0 ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED`),
+SELECT ctid, id, workflow, version, tenant, priority FROM {{schema}}.ready r
+WHERE array_position($1::text[], workflow) > 0 AND `+servedVersion("$3")+` ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED`),
 		reorderBest: r(`
-SELECT b.ctid, b.id, b.workflow, b.tenant, b.priority
-FROM unnest($1::text[], $2::text[], $3::int[]) AS l(workflow, tenant, n)
+SELECT b.ctid, b.id, b.workflow, b.version, b.tenant, b.priority
+FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS l(workflow, tenant, n, version)
 CROSS JOIN LATERAL (
-  SELECT ctid, id, workflow, tenant, priority FROM {{schema}}.ready
-  WHERE priority > 0 AND workflow = l.workflow AND tenant = l.tenant
+  SELECT ctid, id, workflow, version, tenant, priority FROM {{schema}}.ready
+  WHERE priority > 0 AND workflow = l.workflow AND tenant = l.tenant AND version = l.version
   ORDER BY priority DESC, id LIMIT l.n FOR UPDATE SKIP LOCKED) b`),
 		reorderTake: r(`
 DELETE FROM {{schema}}.ready WHERE ctid = ANY($1::tid[])
-RETURNING id, run_id, name, workflow, tenant, queued_at, priority, rate_until`),
+RETURNING id, run_id, name, workflow, tenant, queued_at, priority, rate_until, version`),
 		reorderPut: r(`
-INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant, queued_at, priority, rate_until)
-SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::smallint[], $8::timestamptz[])`),
+INSERT INTO {{schema}}.ready (id, run_id, name, workflow, tenant, queued_at, priority, rate_until, version)
+SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::smallint[], $8::timestamptz[], $9::text[])`),
 		claimIDs: r(claimSQL("SELECT ctid FROM {{schema}}.ready WHERE ctid = ANY($1::tid[]) AND $2::int IS NOT NULL", "$5")),
 		// Candidates of a capped claim, locked, after the key ($3, $4).
 		claimCandidate: r(`
 SELECT ctid, id, workflow, tenant FROM {{schema}}.ready r
-WHERE array_position($1::text[], workflow) > 0 AND tenant <> ALL($2::text[]) AND (id, workflow) > ($3, $4)
+WHERE array_position($1::text[], workflow) > 0 AND `+servedVersion("$7")+` AND tenant <> ALL($2::text[]) AND (id, workflow) > ($3, $4)
   AND ` + notOutranked + ` AND ` + rateOpen("coalesce($6::timestamptz, clock_timestamp())") + `
 ORDER BY id, workflow LIMIT $5 FOR UPDATE SKIP LOCKED`),
 		tryTenantLocks: `SELECT k.name, pg_try_advisory_xact_lock(k.key) FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS k(name, key, ord) ORDER BY k.ord`,
@@ -380,7 +407,7 @@ WHERE t.state = 'COMPLETED'`),
 		getRun: r(`
 SELECT id, workflow, tenant, status, input, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at, shape_id,
        coalesce(idem_key, ''), priority, deadline_at, parent_id, coalesce(parent_step, ''), coalesce(parent_result, ''),
-       coalesce(trace_parent, '')
+       coalesce(trace_parent, ''), version
 FROM {{schema}}.runs WHERE id = $1`),
 		// A map step's items come right after it, in item order.
 		listTasks: r(`
@@ -407,8 +434,8 @@ ORDER BY 1`),
 		// per minute within the window (run_counts). None reads the history
 		// of settled runs.
 		statsReady: r(`
-SELECT workflow, tenant, count(*), min(queued_at) FROM {{schema}}.ready
-WHERE $1::text IS NULL OR tenant = $1 GROUP BY workflow, tenant`),
+SELECT workflow, version, tenant, count(*), min(queued_at) FROM {{schema}}.ready
+WHERE $1::text IS NULL OR tenant = $1 GROUP BY workflow, version, tenant`),
 		// Each task in flight looks its run up by ID: the lateral
 		// subquery (kept apart by OFFSET 0) fixes that join order. A plain
 		// join let the planner walk all of runs in workflow order, probing
@@ -416,7 +443,7 @@ WHERE $1::text IS NULL OR tenant = $1 GROUP BY workflow, tenant`),
 		// off for the stats, priced the tasks' side as too dear to read
 		// twice): 9.6 s on 1,000,000 runs with 300 waiting, 12 ms now.
 		statsTasks: r(`
-SELECT r.workflow, r.tenant, sum(x.waiting)::int, sum(x.running)::int
+SELECT r.workflow, r.version, r.tenant, sum(x.waiting)::int, sum(x.running)::int
 FROM (
   SELECT t.run_id, 1 AS waiting, 0 AS running FROM {{schema}}.tasks t
   WHERE t.due_at IS NOT NULL AND ($1::text IS NULL OR t.tenant = $1)
@@ -429,14 +456,14 @@ FROM (
   UNION ALL
   SELECT t.run_id, 1, 0 FROM {{schema}}.tasks t
   WHERE t.state = 'WAITING' AND t.due_at IS NULL AND ($1::text IS NULL OR t.tenant = $1)
-) x CROSS JOIN LATERAL (SELECT workflow, tenant FROM {{schema}}.runs WHERE id = x.run_id OFFSET 0) r
-GROUP BY r.workflow, r.tenant`),
+) x CROSS JOIN LATERAL (SELECT workflow, version, tenant FROM {{schema}}.runs WHERE id = x.run_id OFFSET 0) r
+GROUP BY r.workflow, r.version, r.tenant`),
 		statsInflight: r(`
-SELECT r.workflow, r.tenant, r.status, count(*)::int FROM {{schema}}.runs r
+SELECT r.workflow, r.version, r.tenant, r.status, count(*)::int FROM {{schema}}.runs r
 WHERE r.id = ANY (ARRAY (` + inflightRuns("$1") + `)) AND r.finished_at IS NULL
-GROUP BY r.workflow, r.tenant, r.status`),
+GROUP BY r.workflow, r.version, r.tenant, r.status`),
 		statsCounts: r(`
-SELECT workflow, tenant, status, sum(n)::bigint FROM {{schema}}.run_counts
+SELECT workflow, '', tenant, status, sum(n)::bigint FROM {{schema}}.run_counts
 WHERE minute >= ` + minuteOf(`coalesce($2, now()) - $3::bigint * interval '1 microsecond'`) + ` AND ($1::text IS NULL OR tenant = $1)
 GROUP BY workflow, tenant, status`),
 		// Retention: the oldest settled runs that finished $2 microseconds
@@ -544,7 +571,7 @@ advanced AS (
   ON CONFLICT (shard) DO UPDATE SET block = excluded.block, workflows = excluded.workflows
   WHERE frontier.block < excluded.block
 )
-SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.tenant,
+SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.version, r.tenant,
        CASE WHEN c.item IS NULL THEN r.input ELSE c.item_input END, r.shape_id,
        coalesce(r.failed_step, ''), coalesce(r.error, ''), (SELECT p FROM prio), coalesce(c.item, 0),
        c.queued_at, c.started_at, coalesce(r.trace_parent, '')
@@ -554,20 +581,20 @@ ORDER BY c.token, r.workflow`
 
 // insertRunsSQL inserts new runs from arrays; the arrays of features no
 // run of the batch uses may be NULL (unnest pads them with NULLs). With
-// children, it takes the parents of child runs too ($14-$16); traced, the
+// children, it takes the parents of child runs too ($15-$17); traced, the
 // runs' trace parents (the parameter after those).
 func insertRunsSQL(children, traced bool) string {
 	cols, sel, params, as := "", "", "", ""
 	if children {
 		cols = ", parent_id, parent_step, parent_result"
 		sel = ",\n       parent_id, nullif(parent_step, ''), nullif(parent_result, '')"
-		params = ", $14::uuid[], $15::text[], $16::text[]"
+		params = ", $15::uuid[], $16::text[], $17::text[]"
 		as = ", parent_id, parent_step, parent_result"
 	}
 	if traced {
-		n := 14
+		n := 15
 		if children {
-			n = 17
+			n = 18
 		}
 		cols += ", trace_parent"
 		sel += ", nullif(trace_parent, '')"
@@ -576,12 +603,12 @@ func insertRunsSQL(children, traced bool) string {
 	}
 	return `
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
-                             idem_key, priority, deadline_at` + cols + `)
+                             idem_key, priority, deadline_at, version` + cols + `)
 SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at` + sel + `
+       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at, coalesce(version, '')` + sel + `
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
-            $11::text[], $12::smallint[], $13::timestamptz[]` + params + `)
-  AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at` + as + `)`
+            $11::text[], $12::smallint[], $13::timestamptz[], $14::text[]` + params + `)
+  AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at, version` + as + `)`
 }
 
 // insertTasksSQL inserts tasks from arrays; with waits, the items' numbers
@@ -641,6 +668,15 @@ ON CONFLICT DO NOTHING RETURNING id`
 // reorders lanes first (reorderLanes).
 const anyPrioritySQL = `SELECT EXISTS (SELECT 1 FROM {{schema}}.ready WHERE priority > 0) AS p`
 
+// servedVersion is the SQL of the condition on a ready row r that the
+// claimer serves the version of its run: queues, the parameter holding
+// the claimer's dag.Queue names, is NULL (every version) or lists the
+// row's (dag.ServesQueue; the conformance suite holds the two to the same
+// claims).
+func servedVersion(queues string) string {
+	return "(" + queues + "::text[] IS NULL OR array_position(" + queues + "::text[], r.workflow || '@' || r.version) > 0)"
+}
+
 // rateOpen is the SQL of the condition on a ready row r that it may be
 // claimed at now: it was not admitted under a rate limit, or the window
 // that admitted it has not ended (flow.Expired).
@@ -651,13 +687,14 @@ func rateOpen(now string) string {
 // notOutranked is the condition on a ready row r that no row of its lane
 // has a higher priority (fairq.Outranks), probed in the partial index of
 // rows above the default priority, which is empty unless priorities are
-// used.
+// used. Priorities rank the rows of one version of a workflow in a lane
+// (see priority.go).
 //
 // A correlated subquery with its own LIMIT rather than NOT EXISTS: the
 // planner turns NOT EXISTS into an anti join that may read the whole
 // partial index per row; the subquery probes it by lane.
 const notOutranked = `coalesce((SELECT h.priority FROM {{schema}}.ready h
-  WHERE h.priority > 0 AND h.workflow = r.workflow AND h.tenant = r.tenant
+  WHERE h.priority > 0 AND h.workflow = r.workflow AND h.tenant = r.tenant AND h.version = r.version
   ORDER BY h.priority DESC LIMIT 1), 0) <= r.priority`
 
 // nextTimerSQL is the SQL of the next timer due: the earliest due time

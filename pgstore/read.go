@@ -22,7 +22,7 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	var parent pgtype.UUID
 	var pStep, pResult string
 	err := s.pool.QueryRow(ctx, s.q.getRun, [16]byte(id)).Scan(p16(&r.ID), &r.Workflow, &r.Tenant, &status, &r.Input,
-		&r.FailedStep, &r.Error, &r.CreatedAt, &fin, p16(&shapeID), &r.IdempotencyKey, &prio, &deadline, &parent, &pStep, &pResult, &r.TraceParent)
+		&r.FailedStep, &r.Error, &r.CreatedAt, &fin, p16(&shapeID), &r.IdempotencyKey, &prio, &deadline, &parent, &pStep, &pResult, &r.TraceParent, &r.Version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrRunNotFound
 	}

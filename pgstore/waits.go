@@ -373,7 +373,7 @@ func (s *Store) spawn(ctx context.Context, tx querier, c *change) error {
 			if !known && !slices.Contains(ids, id) {
 				ids, wfs, jss = append(ids, id), append(wfs, nr.Workflow), append(jss, string(js))
 			}
-			rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Tenant: nr.Tenant, Input: nr.Input,
+			rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Version: compiled.Shape.Version, Tenant: nr.Tenant, Input: nr.Input,
 				Priority: nr.Priority, Parent: nr.Parent, TraceParent: nr.TraceParent}
 			r, rfx := flow.Start(rec, compiled, nr.Keys, c.Now, time.Time{})
 			if c.shapeIDs == nil {

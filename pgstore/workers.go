@@ -22,7 +22,7 @@ var (
 // ping.
 func (s *Store) LeaderRefresh() time.Duration { return s.health + pingTimeout }
 
-const workerCols = `id, host, version, workflows, concurrency, in_flight, leader, dead_after, started_at, last_seen`
+const workerCols = `id, host, version, workflows, concurrency, in_flight, leader, dead_after, started_at, last_seen, accepts`
 
 // RegisterWorker implements store.WorkerRegistry with one statement (an
 // upsert).
@@ -31,19 +31,22 @@ func (s *Store) RegisterWorker(ctx context.Context, p *store.RegisterWorkerParam
 	if err := dag.CheckWorker(w); err != nil {
 		return err
 	}
-	workflows := w.Workflows
+	workflows, accepts := w.Workflows, w.Accepts
 	if workflows == nil {
 		workflows = []string{}
 	}
+	if accepts == nil {
+		accepts = []string{}
+	}
 	_, err := s.pool.Exec(ctx, render(s.schema, `
 INSERT INTO {{schema}}.workers AS w (`+workerCols+`)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9::timestamptz, now()), coalesce($9::timestamptz, now()))
-ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version, workflows = excluded.workflows,
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9::timestamptz, now()), coalesce($9::timestamptz, now()), $11)
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version, workflows = excluded.workflows, accepts = excluded.accepts,
     concurrency = excluded.concurrency, in_flight = excluded.in_flight, leader = excluded.leader,
     dead_after = excluded.dead_after, last_seen = excluded.last_seen,
     started_at = CASE WHEN $10::boolean THEN excluded.started_at ELSE w.started_at END`),
 		w.ID, w.Host, w.Version, workflows, w.Concurrency, w.InFlight, w.Leader, w.DeadAfter.Microseconds(),
-		stamp(nowOf(p.Now)), p.Started)
+		stamp(nowOf(p.Now)), p.Started, accepts)
 	if err != nil {
 		return classify(fmt.Errorf("pgstore: register worker: %w", err))
 	}
@@ -73,14 +76,14 @@ ORDER BY id`), stamp(nowOf(p.Now)))
 	for rows.Next() {
 		var (
 			id, host, version         pgtype.Text
-			workflows                 []string
+			workflows, accepts        []string
 			conc, inFlight            pgtype.Int4
 			leader                    pgtype.Bool
 			deadAfter                 pgtype.Int8
 			startedAt, lastSeen, now0 pgtype.Timestamptz
 		)
 		if err := rows.Scan(&now0, &id, &host, &version, &workflows, &conc, &inFlight, &leader, &deadAfter,
-			&startedAt, &lastSeen); err != nil {
+			&startedAt, &lastSeen, &accepts); err != nil {
 			return nil, fmt.Errorf("pgstore: list workers: %w", err)
 		}
 		res.Now = now0.Time
@@ -90,8 +93,11 @@ ORDER BY id`), stamp(nowOf(p.Now)))
 		if len(workflows) == 0 {
 			workflows = nil
 		}
+		if len(accepts) == 0 {
+			accepts = nil
+		}
 		w := store.Worker{
-			ID: id.String, Host: host.String, Version: version.String, Workflows: workflows,
+			ID: id.String, Host: host.String, Version: version.String, Workflows: workflows, Accepts: accepts,
 			Concurrency: int(conc.Int32), InFlight: int(inFlight.Int32), Leader: leader.Bool,
 			DeadAfter: time.Duration(deadAfter.Int64) * time.Microsecond,
 			StartedAt: startedAt.Time, LastSeen: lastSeen.Time,

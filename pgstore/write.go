@@ -43,6 +43,9 @@ func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b
 		}
 	}
 	b := &pgx.Batch{}
+	if err := s.queueReshapes(b, c); err != nil {
+		return err
+	}
 	if runIDs, names := c.dequeues(); len(runIDs) > 0 {
 		want := int64(len(runIDs))
 		b.Queue(s.q.deleteReady, u16(runIDs), names).Exec(func(ct pgconn.CommandTag) error {
@@ -98,6 +101,51 @@ func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("pgstore: write: %w", err)
 	}
+	return nil
+}
+
+// queueReshapes queues the writes of the runs that moved to another
+// version (dag.Effects.Reshaped), first in the transaction, before any
+// task row is written: the shapes they take, their records' shape and
+// version, the version of their queue rows (ready, incoming, parked), and
+// the index of their on-failure task, which follows their steps. Their
+// ready rows were locked before their tasks were loaded (UpgradeRuns
+// transitions lock them up front), so no claim takes one meanwhile.
+func (s *Store) queueReshapes(b *pgx.Batch, c *change) error {
+	var ids, shapes [][16]byte
+	var newShapes []uuid.UUID
+	var versions, wfs, jss []string
+	var handlers []int32
+	for _, r := range c.Runs {
+		fx := c.Effects[r]
+		if !fx.Reshaped {
+			continue
+		}
+		id, js, _, err := s.compileShape(r.Shape.Shape)
+		if err != nil {
+			return fmt.Errorf("pgstore: run %s: %w", r.Rec.ID, err)
+		}
+		ids, shapes = append(ids, r.Rec.ID), append(shapes, id)
+		versions = append(versions, r.Rec.Version)
+		handlers = append(handlers, int32(r.Shape.Len()))
+		if !slices.Contains(newShapes, id) {
+			newShapes, wfs, jss = append(newShapes, id), append(wfs, r.Rec.Workflow), append(jss, string(js))
+		}
+		// The on-failure task's events kept in its row follow it to its
+		// new index, after the steps added (it was where the first of them
+		// is now).
+		if cols := c.cols[r]; len(r.Tasks) > r.Shape.Len() && len(fx.NewTasks) > 0 && fx.NewTasks[0] < len(cols) {
+			old := fx.NewTasks[0]
+			handler := cols[old]
+			c.cols[r] = slices.Clone(cols[:old])
+			*c.colsAt(r, r.Shape.Len()) = handler
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	b.Queue(s.q.insertShapes, u16(newShapes), wfs, jss)
+	b.Queue(s.q.reshapeRuns, ids, shapes, versions, handlers)
 	return nil
 }
 
@@ -286,6 +334,7 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 		rRuns    = make([][16]byte, 0, n)
 		rNames   = make([]string, 0, n)
 		rWfs     = make([]string, 0, n)
+		rVers    = make([]string, 0, n)
 		rTenants = make([]string, 0, n)
 		rPrios   = make([]int16, 0, n)
 		rUntil   = make([]pgtype.Timestamptz, 0, n)
@@ -297,6 +346,7 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 		rRuns = append(rRuns, e.R.Rec.ID)
 		rNames = append(rNames, e.R.Task(e.I).Name)
 		rWfs = append(rWfs, e.R.Rec.Workflow)
+		rVers = append(rVers, e.R.Rec.Version)
 		rTenants = append(rTenants, e.R.Rec.Tenant)
 		rPrios = append(rPrios, int16(e.R.Rec.Priority))
 		var until time.Time
@@ -308,9 +358,9 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 	switch {
 	case n == 0:
 	case c.deferred:
-		b.Queue(q.insertIncoming, rRuns, rNames, rWfs, rTenants, unlessAny(rPrios))
+		b.Queue(q.insertIncoming, rRuns, rNames, rWfs, rTenants, unlessAny(rPrios), unlessAny(rVers))
 	default:
-		b.Queue(q.insertReady, rIDs, rRuns, rNames, rWfs, rTenants, stamp(c.Now), unlessAny(rPrios), unlessAny(rUntil))
+		b.Queue(q.insertReady, rIDs, rRuns, rNames, rWfs, rTenants, stamp(c.Now), unlessAny(rPrios), unlessAny(rUntil), unlessAny(rVers))
 	}
 
 	// (5) Events that do not live in task rows.
@@ -364,7 +414,7 @@ func (c *change) queueNewRunsWith(q *queries, inTx bool, b *pgx.Batch) *pgx.Queu
 		fsteps, errs          []string
 		inputs                [][]byte
 		createdAt, finishedAt []pgtype.Timestamptz
-		keys                  []string
+		keys, versions        []string
 		prios                 []int16
 		deadlines             []pgtype.Timestamptz
 		parents               []pgtype.UUID
@@ -387,6 +437,7 @@ func (c *change) queueNewRunsWith(q *queries, inTx bool, b *pgx.Batch) *pgx.Queu
 		createdAt = append(createdAt, stamp(rec.CreatedAt))
 		finishedAt = append(finishedAt, stamp(rec.FinishedAt))
 		keys = append(keys, rec.IdempotencyKey)
+		versions = append(versions, rec.Version)
 		prios = append(prios, int16(rec.Priority))
 		deadlines = append(deadlines, stamp(rec.Deadline))
 		// The parents' columns exist from the first child run on (most
@@ -415,7 +466,7 @@ func (c *change) queueNewRunsWith(q *queries, inTx bool, b *pgx.Batch) *pgx.Queu
 		return nil
 	}
 	args := []any{ids, wfs, tenants, shapes, sts, inputs, fsteps, errs, createdAt, finishedAt,
-		unlessAny(keys), unlessAny(prios), unlessAny(deadlines)}
+		unlessAny(keys), unlessAny(prios), unlessAny(deadlines), unlessAny(versions)}
 	sql := q.insertRuns
 	if inTx {
 		sql = q.insertRunsNew

@@ -128,6 +128,13 @@ func Run(t *testing.T, newStore Factory) {
 		{"WorkerRegistryInvalid", testWorkerRegistryInvalid},
 		{"WorkerPrune", testWorkerPrune},
 		{"SettledReports", testSettledReports},
+		{"ClaimPinnedToVersion", testClaimPinnedToVersion},
+		{"VersionsListedAndCounted", testVersionsListedAndCounted},
+		{"UpgradeRuns", testUpgradeRuns},
+		{"UpgradeRefused", testUpgradeRefused},
+		{"UpgradeMovesQueueRows", testUpgradeMovesQueueRows},
+		{"UpgradeReplayedRunWithHandler", testUpgradeReplayedRunWithHandler},
+		{"PriorityWithinVersion", testPriorityWithinVersion},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
