@@ -375,7 +375,7 @@ JOIN {{schema}}.runs r ON r.id = u.run_id`),
 		// the default priority of its lanes, best first.
 		reorderHead: r(`
 SELECT ctid, id, workflow, version, tenant, priority FROM {{schema}}.ready r
-WHERE array_position($1::text[], workflow) > 0 AND `+servedVersion("$3")+` ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED`),
+WHERE array_position($1::text[], workflow) > 0 AND ` + servedVersion("$3") + ` ORDER BY id, workflow LIMIT $2 FOR UPDATE SKIP LOCKED`),
 		reorderBest: r(`
 SELECT b.ctid, b.id, b.workflow, b.version, b.tenant, b.priority
 FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS l(workflow, tenant, n, version)
@@ -393,7 +393,7 @@ SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[
 		// Candidates of a capped claim, locked, after the key ($3, $4).
 		claimCandidate: r(`
 SELECT ctid, id, workflow, tenant FROM {{schema}}.ready r
-WHERE array_position($1::text[], workflow) > 0 AND `+servedVersion("$7")+` AND tenant <> ALL($2::text[]) AND (id, workflow) > ($3, $4)
+WHERE array_position($1::text[], workflow) > 0 AND ` + servedVersion("$7") + ` AND tenant <> ALL($2::text[]) AND (id, workflow) > ($3, $4)
   AND ` + notOutranked + ` AND ` + rateOpen("coalesce($6::timestamptz, clock_timestamp())") + `
 ORDER BY id, workflow LIMIT $5 FOR UPDATE SKIP LOCKED`),
 		tryTenantLocks: `SELECT k.name, pg_try_advisory_xact_lock(k.key) FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS k(name, key, ord) ORDER BY k.ord`,
