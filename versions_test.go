@@ -1,0 +1,455 @@
+package durable_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable"
+)
+
+// Versions and deploys (docs/semantics.md, "Versions and deploys"): engine
+// tests on both stores.
+
+// executions records which definition ran which step of which run.
+type executions struct {
+	mu sync.Mutex
+	by map[string]string // "run/step" -> definition label
+}
+
+func (x *executions) record(ctx durable.Context, label, step string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.by == nil {
+		x.by = map[string]string{}
+	}
+	x.by[ctx.RunID().String()+"/"+step] = label
+}
+
+func (x *executions) of(run uuid.UUID, step string) (string, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	l, ok := x.by[run.String()+"/"+step]
+	return l, ok
+}
+
+// deployDefs returns the old (a → b) and new (a → b → c) definitions of
+// workflow "deploy", as two builds of a service would declare it; each
+// step records the build that ran it. version, when set, is both
+// definitions' WithVersion (a team that forgot to change it).
+func deployDefs(x *executions, version string) (old, cur *durable.Workflow[int]) {
+	build := func(label string, steps ...string) *durable.Workflow[int] {
+		wf := durable.NewWorkflow[int]("deploy")
+		if version != "" {
+			wf.WithVersion(version)
+		}
+		var prev durable.Parent
+		for _, s := range steps {
+			fn := func(ctx durable.Context, n int) (int, error) {
+				x.record(ctx, label, s)
+				return n, nil
+			}
+			var opts []durable.StepOption
+			if prev != nil {
+				opts = append(opts, durable.After(prev))
+			}
+			prev = durable.Step(wf, s, fn, opts...)
+		}
+		return wf
+	}
+	return build("old", "a", "b"), build("new", "a", "b", "c")
+}
+
+// TestRollingDeployNeverFailsRuns: two engines serve workflow "deploy",
+// one built from the old definition (a → b), one from the new (a → b →
+// c), as during a rolling deploy; runs are triggered from both. Every run
+// completes: each is run only by engines of its version (the old build
+// never meets step c). With both definitions under one version, as
+// before versions, runs of the new shape reach the old build and fail.
+func TestRollingDeployNeverFailsRuns(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		var x executions
+		old, cur := deployDefs(&x, "")
+		require.NotEqual(t, old.Version(), cur.Version(), "a step added changes the fingerprint")
+		eOld := h.startOn(h.another(), durable.Config{WorkerID: "old"}, old)
+		eNew := h.startOn(h.another(), durable.Config{WorkerID: "new"}, cur)
+		ctx := h.ctx(2 * time.Minute)
+		n := 200
+		ids := make([]uuid.UUID, 0, 2*n)
+		for i := range n {
+			id, err := old.RunNoWait(ctx, eOld, "t", i)
+			require.NoError(t, err)
+			ids = append(ids, id)
+			id, err = cur.RunNoWait(ctx, eNew, "t", i)
+			require.NoError(t, err)
+			ids = append(ids, id)
+		}
+		for k, id := range ids {
+			res := h.wait(eNew, id, time.Minute)
+			require.Equal(t, durable.RunCompleted, res.Status, "run %d: %v", k, res.Err)
+			want, label := old.Version(), "old"
+			if k%2 == 1 {
+				want, label = cur.Version(), "new"
+			}
+			require.Equal(t, want, res.Version)
+			for _, s := range res.Steps {
+				by, ok := x.of(id, s.Name)
+				require.True(t, ok)
+				require.Equal(t, label, by, "run %d step %s ran on the %s build", k, s.Name, by)
+			}
+		}
+	})
+}
+
+// TestRollingDeployWithoutVersionsFails is the same deploy under one
+// version for both definitions (what every deploy was before versions):
+// the new build's clients start runs while an old build's worker still
+// serves the workflow, and those runs fail at the step the old build
+// lacks. It shows that TestRollingDeployNeverFailsRuns would catch the
+// regression.
+func TestRollingDeployWithoutVersionsFails(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		var x executions
+		old, cur := deployDefs(&x, "1")
+		eOld := h.startOn(h.another(), durable.Config{WorkerID: "old"}, old)
+		ctx := h.ctx(2 * time.Minute)
+		var ids []uuid.UUID
+		for i := range 20 {
+			id, err := cur.RunNoWait(ctx, h.client(), "t", i)
+			require.NoError(t, err)
+			ids = append(ids, id)
+		}
+		for _, id := range ids {
+			res := h.wait(eOld, id, time.Minute)
+			require.Equal(t, durable.RunFailed, res.Status)
+			require.Contains(t, res.Err.Error(), durable.ErrUnknownStep.Error())
+			require.Contains(t, res.Err.Error(), `step "c" of workflow "deploy" is not a step in this process's definition`)
+		}
+
+		// With versions, the same runs wait for a worker of theirs.
+		var y executions
+		old, cur = deployDefs(&y, "")
+		h.startOn(h.another(), durable.Config{WorkerID: "old2"}, old)
+		id, err := cur.RunNoWait(ctx, h.client(), "t", 1)
+		require.NoError(t, err)
+		eNew := h.startOn(h.another(), durable.Config{WorkerID: "new"}, cur)
+		require.Equal(t, durable.RunCompleted, h.wait(eNew, id, time.Minute).Status)
+	})
+}
+
+// TestVersionsSideBySide: one engine registers two versions of a
+// workflow; each serves its own runs with its own code, and StartByName
+// (and so the HTTP API) starts the one registered last.
+func TestVersionsSideBySide(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		var x executions
+		old, cur := deployDefs(&x, "")
+		e := h.start(durable.Config{}, old, cur)
+		ctx := h.ctx(time.Minute)
+		o, err := old.RunNoWait(ctx, e, "t", 1)
+		require.NoError(t, err)
+		n, err := cur.RunNoWait(ctx, e, "t", 2)
+		require.NoError(t, err)
+		byName, err := e.StartByName(ctx, "deploy", "t", []byte("3"))
+		require.NoError(t, err)
+		require.Len(t, h.wait(e, o, time.Minute).Steps, 2)
+		require.Len(t, h.wait(e, n, time.Minute).Steps, 3)
+		res := h.wait(e, byName.RunID, time.Minute)
+		require.Equal(t, cur.Version(), res.Version, "by name: the newest version")
+		require.Equal(t, durable.RunCompleted, res.Status)
+
+		wi := e.Workflows()
+		require.Len(t, wi, 1)
+		require.Equal(t, cur.Version(), wi[0].Version)
+		require.Equal(t, []string{cur.Version(), old.Version()}, wi[0].Versions)
+	})
+}
+
+// TestUnservedVersionWaitsVisibly: a client starts a version no worker
+// serves; its run waits (it does not fail), is listed unserved with its
+// version, and completes once a worker of that version starts.
+func TestUnservedVersionWaitsVisibly(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		var x executions
+		old, cur := deployDefs(&x, "")
+		e := h.start(durable.Config{WorkerID: "w-old"}, old)
+		ctx := h.ctx(h.duration(2*time.Hour, time.Minute))
+		id, err := cur.RunNoWait(ctx, h.client(), "t", 1)
+		require.NoError(t, err)
+		var unserved []durable.UnservedWorkflow
+		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
+			ws, err := e.Workers(ctx)
+			require.NoError(t, err)
+			st, err := e.Stats(ctx, durable.StatsOptions{})
+			require.NoError(t, err)
+			unserved = durable.UnservedQueues(ws, st)
+			return len(unserved) > 0
+		}, "the run's version is listed unserved")
+		require.Equal(t, []durable.UnservedWorkflow{{Workflow: "deploy", Version: cur.Version(), Ready: 1}}, unserved)
+		ws, err := e.Workers(ctx)
+		require.NoError(t, err)
+		require.Len(t, ws, 1)
+		require.Equal(t, []durable.WorkflowVersion{{Workflow: "deploy", Version: old.Version()}}, ws[0].Versions)
+		require.True(t, ws[0].ServesVersion("deploy", old.Version()))
+		require.False(t, ws[0].ServesVersion("deploy", cur.Version()))
+
+		if h.virtual {
+			time.Sleep(time.Hour) // an hour of virtual time: nothing claims it
+		}
+		res, err := e.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, durable.RunRunning, res.Status)
+		s, _ := res.Step("a")
+		require.Equal(t, durable.StepQueued, s.State, "it waits, it does not fail")
+
+		eNew := h.startOn(h.another(), durable.Config{WorkerID: "w-new"}, cur)
+		require.Equal(t, durable.RunCompleted, h.wait(eNew, id, time.Minute).Status)
+	})
+}
+
+// gated returns a definition of workflow "gated", a → (wait for signal
+// "go") → b, plus more steps after b; each step records its label.
+func gated(x *executions, label string, more ...string) *durable.Workflow[int] {
+	wf := durable.NewWorkflow[int]("gated")
+	rec := func(s string) func(ctx durable.Context, n int) (int, error) {
+		return func(ctx durable.Context, n int) (int, error) { x.record(ctx, label, s); return n, nil }
+	}
+	a := durable.Step(wf, "a", rec("a"))
+	gate := durable.WaitForSignal[string](wf, "gate", "go", durable.After(a))
+	prev := durable.Parent(durable.Step(wf, "b", rec("b"), durable.After(gate)))
+	for _, s := range more {
+		prev = durable.Step(wf, s, rec(s), durable.After(prev))
+	}
+	return wf
+}
+
+// TestAcceptsMovesRuns: runs of v1 wait at a signal when the only v1
+// worker stops; a worker of v2, which adds a step and accepts v1, moves
+// them to v2, and they complete there, running the step v2 added.
+func TestAcceptsMovesRuns(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		var x executions
+		v1 := gated(&x, "v1")
+		ctx := h.ctx(2 * time.Minute)
+		e1 := h.launchOn(h.another(), durable.Config{WorkerID: "v1"}, v1)
+		var ids []uuid.UUID
+		for i := range 5 {
+			id, err := v1.RunNoWait(ctx, e1, "t", i)
+			require.NoError(t, err)
+			ids = append(ids, id)
+		}
+		for _, id := range ids {
+			h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
+				res, err := e1.Get(ctx, id)
+				require.NoError(t, err)
+				s, _ := res.Step("gate")
+				return s.State == durable.StepWaiting
+			}, "run %s waits for its signal", id)
+		}
+		require.NoError(t, e1.Stop(ctx))
+
+		v2 := gated(&x, "v2", "c").Accepts(v1.Version())
+		e2 := h.start(durable.Config{WorkerID: "v2"}, v2)
+		for _, id := range ids {
+			h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
+				res, err := e2.Get(ctx, id)
+				require.NoError(t, err)
+				return res.Version == v2.Version()
+			}, "run %s moved to v2", id)
+			require.NoError(t, e2.Signal(ctx, id, "go", []byte(`"ok"`)))
+		}
+		for _, id := range ids {
+			res := h.wait(e2, id, time.Minute)
+			require.Equal(t, durable.RunCompleted, res.Status)
+			require.Len(t, res.Steps, 4)
+			by, _ := x.of(id, "a")
+			require.Equal(t, "v1", by, "a ran before the move")
+			by, _ = x.of(id, "c")
+			require.Equal(t, "v2", by)
+			require.Contains(t, stepEvents(t, e2, id, "c"), "UPGRADED/0")
+		}
+	})
+}
+
+// TestAcceptsRefusedWhenItCannotHold: registering a definition whose
+// Accepts cannot hold for every run of the version it accepts (a step of
+// that version missing, or its parents changed) fails with
+// ErrIncompatible, whether that version is registered beside it or known
+// from the runs the store recorded.
+func TestAcceptsRefusedWhenItCannotHold(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		var x executions
+		v1 := gated(&x, "v1", "c")
+		// v2 drops c: a run of v1 that has not run c cannot move.
+		v2 := gated(&x, "v2").Accepts(v1.Version())
+		e := h.client()
+		err := e.Register(v1, v2)
+		require.ErrorIs(t, err, durable.ErrIncompatible)
+		require.Contains(t, err.Error(), `step "c": the other version has no such step`)
+
+		// Known from the store: a v1 run recorded its shape.
+		_, err = v1.RunNoWait(h.ctx(time.Minute), h.client(), "t", 1)
+		require.NoError(t, err)
+		v2b := gated(&x, "v2").Accepts(v1.Version())
+		err = h.client().Register(v2b)
+		require.ErrorIs(t, err, durable.ErrIncompatible)
+		var de *durable.DefinitionError
+		require.True(t, errors.As(err, &de))
+		require.Equal(t, "gated", de.Workflow)
+
+		// A definition that keeps every step of v1 as it was is accepted.
+		v3 := gated(&x, "v3", "c", "d").Accepts(v1.Version())
+		require.NoError(t, h.client().Register(v3))
+		// Accepting its own version is a mistake.
+		own := gated(&x, "own")
+		own.Accepts(own.Version())
+		require.ErrorIs(t, h.client().Register(own), durable.ErrInvalidOption)
+	})
+}
+
+// TestUpgradeRuns: an operator moves the runs of one version to another:
+// a dry run says what would move and what would be refused (and moves
+// nothing), then the move; refused runs stay at their version, served by
+// their own workers when some come back.
+func TestUpgradeRuns(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		var x executions
+		v1 := gated(&x, "v1", "c")
+		v2 := gated(&x, "v2", "c", "d")
+		ctx := h.ctx(2 * time.Minute)
+		e1 := h.launchOn(h.another(), durable.Config{WorkerID: "v1"}, v1)
+		var ids []uuid.UUID
+		for i := range 4 {
+			id, err := v1.RunNoWait(ctx, e1, "t", i)
+			require.NoError(t, err)
+			ids = append(ids, id)
+		}
+		for _, id := range ids {
+			h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
+				res, err := e1.Get(ctx, id)
+				require.NoError(t, err)
+				s, _ := res.Step("gate")
+				return s.State == durable.StepWaiting
+			}, "run %s waits", id)
+		}
+		require.NoError(t, e1.Stop(ctx))
+
+		e2 := h.start(durable.Config{WorkerID: "v2"}, v2)
+		dry, err := e2.UpgradeRuns(ctx, "gated", v1.Version(), v2.Version(), durable.UpgradeOptions{DryRun: true})
+		require.NoError(t, err)
+		require.ElementsMatch(t, ids, dry.Moved)
+		require.Empty(t, dry.Refused)
+		res, err := e2.Get(ctx, ids[0])
+		require.NoError(t, err)
+		require.Equal(t, v1.Version(), res.Version, "a dry run moves nothing")
+
+		up, err := e2.UpgradeRuns(ctx, "gated", v1.Version(), v2.Version(), durable.UpgradeOptions{})
+		require.NoError(t, err)
+		require.ElementsMatch(t, ids, up.Moved)
+		for _, id := range ids {
+			require.NoError(t, e2.Signal(ctx, id, "go", []byte(`""`)))
+			res := h.wait(e2, id, time.Minute)
+			require.Equal(t, durable.RunCompleted, res.Status)
+			by, _ := x.of(id, "d")
+			require.Equal(t, "v2", by)
+		}
+
+		// A version that drops a step a run has not run refuses it.
+		v3 := gated(&x, "v3")
+		id, err := v2.RunNoWait(ctx, e2, "t", 9)
+		require.NoError(t, err)
+		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
+			res, err := e2.Get(ctx, id)
+			require.NoError(t, err)
+			s, _ := res.Step("gate")
+			return s.State == durable.StepWaiting
+		}, "run waits")
+		e3 := h.start(durable.Config{WorkerID: "v3"}, v3)
+		up, err = e3.UpgradeRuns(ctx, "gated", v2.Version(), v3.Version(), durable.UpgradeOptions{IDs: []uuid.UUID{id, uuid.New()}})
+		require.NoError(t, err)
+		require.Empty(t, up.Moved)
+		require.Len(t, up.Refused, 2)
+		require.ErrorIs(t, up.Refused[0].Err, durable.ErrIncompatible)
+		require.Contains(t, up.Refused[0].Err.Error(), `step "c"`)
+		require.ErrorIs(t, up.Refused[1].Err, durable.ErrRunNotFound)
+
+		_, err = e3.UpgradeRuns(ctx, "gated", v2.Version(), "nope", durable.UpgradeOptions{})
+		require.ErrorIs(t, err, durable.ErrUnknownVersion)
+		_, err = e3.UpgradeRuns(ctx, "gated", v2.Version(), "bad@version", durable.UpgradeOptions{})
+		require.ErrorIs(t, err, durable.ErrInvalidVersion)
+		// The target's shape may come from the runs that recorded it, when
+		// this engine did not register it.
+		dry, err = e3.UpgradeRuns(ctx, "gated", v1.Version(), v2.Version(), durable.UpgradeOptions{DryRun: true})
+		require.NoError(t, err)
+		require.Empty(t, dry.Moved, "no run is left at v1")
+	})
+}
+
+// TestFingerprint: the version covers what runs in flight rely on, not
+// step code or policies.
+func TestFingerprint(t *testing.T) {
+	t.Parallel()
+	type In struct{ A int }
+	type Out struct {
+		B string `json:"b"`
+	}
+	type OutRenamedField struct {
+		B string `json:"bee"`
+	}
+	base := func(mod func(wf *durable.Workflow[In])) string {
+		wf := durable.NewWorkflow[In]("fp")
+		a := durable.Step(wf, "a", func(ctx durable.Context, in In) (Out, error) { return Out{}, nil })
+		durable.Step(wf, "b", func(ctx durable.Context, in In) (int, error) { return 0, nil }, durable.After(a))
+		if mod != nil {
+			mod(wf)
+		}
+		return wf.Version()
+	}
+	v := base(nil)
+	require.Len(t, v, 12)
+	require.Equal(t, v, base(nil), "stable")
+
+	// Not covered: code, retry policies, timeouts.
+	wf := durable.NewWorkflow[In]("fp")
+	a := durable.Step(wf, "a", func(ctx durable.Context, in In) (Out, error) { return Out{B: "x"}, errors.New("other code") },
+		durable.WithRetry(durable.RetryPolicy{MaxRetries: 5}), durable.WithTimeout(time.Second))
+	durable.Step(wf, "b", func(ctx durable.Context, in In) (int, error) { return 1, nil }, durable.After(a))
+	require.Equal(t, v, wf.Version())
+
+	// Covered: a step added, an output type's JSON, a parent, the input type.
+	require.NotEqual(t, v, base(func(wf *durable.Workflow[In]) {
+		durable.Step(wf, "c", func(ctx durable.Context, in In) (int, error) { return 0, nil })
+	}))
+	wf2 := durable.NewWorkflow[In]("fp")
+	a2 := durable.Step(wf2, "a", func(ctx durable.Context, in In) (OutRenamedField, error) { return OutRenamedField{}, nil })
+	durable.Step(wf2, "b", func(ctx durable.Context, in In) (int, error) { return 0, nil }, durable.After(a2))
+	require.NotEqual(t, v, wf2.Version(), "a field's JSON name changed")
+	wf3 := durable.NewWorkflow[In]("fp")
+	durable.Step(wf3, "a", func(ctx durable.Context, in In) (Out, error) { return Out{}, nil })
+	durable.Step(wf3, "b", func(ctx durable.Context, in In) (int, error) { return 0, nil })
+	require.NotEqual(t, v, wf3.Version(), "a parent edge removed")
+	wf4 := durable.NewWorkflow[int]("fp")
+	a4 := durable.Step(wf4, "a", func(ctx durable.Context, in int) (Out, error) { return Out{}, nil })
+	durable.Step(wf4, "b", func(ctx durable.Context, in int) (int, error) { return 0, nil }, durable.After(a4))
+	require.NotEqual(t, v, wf4.Version(), "the input type changed")
+
+	// By hand.
+	hand := durable.NewWorkflow[In]("fp").WithVersion("2024-06")
+	durable.Step(hand, "a", func(ctx durable.Context, in In) (int, error) { return 0, nil })
+	require.Equal(t, "2024-06", hand.Version())
+	bad := durable.NewWorkflow[In]("fp").WithVersion("a@b")
+	durable.Step(bad, "a", func(ctx durable.Context, in In) (int, error) { return 0, nil })
+	require.ErrorIs(t, newEngine(t).Register(bad), durable.ErrInvalidVersion)
+	require.ErrorIs(t, newEngine(t).Register(durable.NewWorkflow[int]("x").Accepts("")), durable.ErrInvalidVersion)
+}
