@@ -1,15 +1,19 @@
 package durable
 
 import (
+	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
@@ -41,7 +45,7 @@ var (
 	ErrVersionMismatch = store.ErrVersionMismatch
 	// ErrUnknownVersion: an upgrade names a version that no engine
 	// registered here and no run recorded.
-	ErrUnknownVersion = fmt.Errorf("durable: unknown version")
+	ErrUnknownVersion = errors.New("durable: unknown version")
 )
 
 // WithVersion sets the workflow's version to v instead of its
@@ -267,4 +271,166 @@ func encodesItself(t reflect.Type) bool {
 		}
 	}
 	return false
+}
+
+// VersionInfo describes one version of a workflow: registered on this
+// engine, served or accepted by a live worker, or recorded by runs in the
+// store.
+type VersionInfo struct {
+	Workflow string
+	Version  string
+	// Registered is set when this engine registered the version; Newest
+	// when it is the one this engine starts by name.
+	Registered, Newest bool
+	// Accepts lists the versions this one accepts, when it is registered
+	// here.
+	Accepts []string
+	// Input names the Go type of the workflow's input; Steps and
+	// OnFailure are its DAG, as registered here or as runs recorded it
+	// (nil when neither is known: a version only a worker lists).
+	Input     string
+	Steps     []StepInfo
+	OnFailure bool
+	// InFlight counts the runs pinned to the version that have not
+	// settled; Ready their steps waiting for a worker.
+	InFlight, Ready int
+	// Workers lists the IDs of the live workers that serve the version;
+	// AcceptedBy those that accept it (they move its runs to a version
+	// they serve).
+	Workers, AcceptedBy []string
+	// RecordedAt is when a run first recorded the version; zero if no run
+	// did (or its record was pruned with its runs).
+	RecordedAt time.Time
+}
+
+// Unserved reports whether the version has runs in flight that no live
+// worker serves or accepts: they wait until one starts, or until they are
+// moved to another version (UpgradeRuns).
+func (v *VersionInfo) Unserved() bool {
+	return v.InFlight > 0 && len(v.Workers) == 0 && len(v.AcceptedBy) == 0
+}
+
+// Versions describes the versions of workflow (of every workflow when it
+// is empty) known to this engine, its store and the live workers, by
+// workflow and newest first: what `durable workflows` shows. It reads the
+// store's versions, stats and workers.
+func (e *Engine) Versions(ctx context.Context, workflow string) ([]VersionInfo, error) {
+	type key struct{ workflow, version string }
+	byKey := map[key]*VersionInfo{}
+	var order []key
+	get := func(w, v string) *VersionInfo {
+		k := key{w, v}
+		if x := byKey[k]; x != nil {
+			return x
+		}
+		byKey[k] = &VersionInfo{Workflow: w, Version: v}
+		order = append(order, k)
+		return byKey[k]
+	}
+	want := func(w string) bool { return workflow == "" || w == workflow }
+	setShape := func(x *VersionInfo, sh *store.Shape) {
+		x.Input, x.Steps, x.OnFailure = sh.Input, stepsOf(sh), sh.OnFailure != nil
+	}
+
+	e.mu.Lock()
+	reg := e.reg
+	e.mu.Unlock()
+	for _, name := range reg.names {
+		if !want(name) {
+			continue
+		}
+		newest := reg.newest(name)
+		for _, r := range reg.byName[name] {
+			x := get(name, r.shape.Version)
+			x.Registered, x.Newest, x.Accepts = true, r == newest, slices.Clone(r.d.accepts)
+			setShape(x, r.shape)
+		}
+	}
+	if vs := e.versioner(); vs != nil {
+		res, err := vs.ListVersions(ctx, &store.ListVersionsParams{Workflow: workflow})
+		if err != nil {
+			return nil, fmt.Errorf("durable: versions: %w", err)
+		}
+		for _, rec := range res.Versions {
+			x := get(rec.Workflow, rec.Version)
+			if x.RecordedAt.IsZero() || rec.RecordedAt.Before(x.RecordedAt) {
+				x.RecordedAt = rec.RecordedAt
+			}
+			if x.Steps == nil && !slices.ContainsFunc(rec.Shape.Steps, func(s store.StepSpec) bool { return s.Retired }) {
+				setShape(x, rec.Shape)
+			}
+		}
+	}
+	st, err := e.Stats(ctx, StatsOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range st.Queues {
+		if want(q.Workflow) {
+			get(q.Workflow, q.Version).Ready += q.Ready
+		}
+	}
+	for _, c := range st.Runs {
+		if !c.Settled && want(c.Workflow) {
+			get(c.Workflow, c.Version).InFlight += c.Count
+		}
+	}
+	workers, err := e.Workers(ctx)
+	if err != nil && !errors.Is(err, ErrWorkersUnsupported) {
+		return nil, err
+	}
+	for _, w := range workers {
+		if !w.Live {
+			continue
+		}
+		for _, v := range w.Versions {
+			if want(v.Workflow) {
+				x := get(v.Workflow, v.Version)
+				x.Workers = append(x.Workers, w.ID)
+			}
+		}
+		for _, v := range w.Accepts {
+			if want(v.Workflow) {
+				x := get(v.Workflow, v.Version)
+				x.AcceptedBy = append(x.AcceptedBy, w.ID)
+			}
+		}
+	}
+	// A worker older than versions serves every version of its workflows.
+	for _, w := range workers {
+		if !w.Live || len(w.Versions) > 0 {
+			continue
+		}
+		for _, k := range order {
+			if slices.Contains(w.Workflows, k.workflow) {
+				byKey[k].Workers = append(byKey[k].Workers, w.ID)
+			}
+		}
+	}
+	out := make([]VersionInfo, 0, len(order))
+	for _, k := range order {
+		out = append(out, *byKey[k])
+	}
+	slices.SortStableFunc(out, func(a, b VersionInfo) int {
+		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), compareNewest(&a, &b), cmp.Compare(a.Version, b.Version))
+	})
+	return out, nil
+}
+
+// compareNewest orders versions newest first: the newest registered, then
+// by when runs first recorded them (not recorded yet counts as newest).
+func compareNewest(a, b *VersionInfo) int {
+	switch {
+	case a.Newest != b.Newest:
+		if a.Newest {
+			return -1
+		}
+		return 1
+	case a.RecordedAt.IsZero() != b.RecordedAt.IsZero():
+		if a.RecordedAt.IsZero() {
+			return -1
+		}
+		return 1
+	}
+	return b.RecordedAt.Compare(a.RecordedAt)
 }

@@ -201,6 +201,23 @@ func TestUnservedVersionWaitsVisibly(t *testing.T) {
 		require.True(t, ws[0].ServesVersion("deploy", old.Version()))
 		require.False(t, ws[0].ServesVersion("deploy", cur.Version()))
 
+		vs, err := e.Versions(ctx, "deploy")
+		require.NoError(t, err)
+		require.Len(t, vs, 2)
+		require.Equal(t, old.Version(), vs[0].Version, "the newest registered comes first")
+		require.True(t, vs[0].Registered)
+		require.True(t, vs[0].Newest)
+		require.Equal(t, []string{"w-old"}, vs[0].Workers)
+		require.False(t, vs[0].Unserved())
+		require.Equal(t, cur.Version(), vs[1].Version)
+		require.False(t, vs[1].Registered)
+		require.Equal(t, 1, vs[1].InFlight)
+		require.Equal(t, 1, vs[1].Ready)
+		require.Empty(t, vs[1].Workers)
+		require.True(t, vs[1].Unserved())
+		require.Len(t, vs[1].Steps, 3, "its DAG, as its run recorded it")
+		require.False(t, vs[1].RecordedAt.IsZero())
+
 		if h.virtual {
 			time.Sleep(time.Hour) // an hour of virtual time: nothing claims it
 		}
