@@ -27,7 +27,7 @@ Flags:
 func (c *cli) migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := c.flagSet("migrate", migrateUsage, stderr)
 	db := c.dbFlags(fs)
-	steps := fs.Int("steps", -1, "most migrations to apply or revert (default: all for up, 1 for down)")
+	steps := fs.Int("steps", 0, "most migrations to apply or revert (default: all for up, 1 for down)")
 	direction := fs.String("direction", "up", "for sql: up or down")
 	if code := subcommandHelp(fs, args, stderr); code >= 0 {
 		return code

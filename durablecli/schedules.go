@@ -101,7 +101,7 @@ func scheduleFail(a *runsAction, err error) int {
 }
 
 func (c *cli) schedulesCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := c.newSchedulesAction("create", c.withWorkflows(schedulesCreateUsage), stderr)
+	a := c.newSchedulesAction("create", c.withWorkflows(schedulesCreateUsage, true), stderr)
 	var spec durable.ScheduleSpec
 	var input string
 	var asJSON bool

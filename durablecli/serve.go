@@ -64,7 +64,7 @@ type serveOptions struct {
 
 func (c *cli) serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o serveOptions
-	fs := c.flagSet("serve", c.withWorkflows(serveUsage), stderr)
+	fs := c.flagSet("serve", c.withWorkflows(serveUsage, false), stderr)
 	o.db = c.dbFlags(fs)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on, host:port (port 0: any free port)")
 	cliflag.SecretVar(fs, &o.token, "token", envAPIToken, "bearer `token` every API request must carry", cliflag.Hidden)

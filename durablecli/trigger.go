@@ -66,7 +66,7 @@ type triggerOptions struct {
 }
 
 func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := c.flagSet("trigger", c.withWorkflows(triggerUsage), stderr)
+	fs := c.flagSet("trigger", c.withWorkflows(triggerUsage, true), stderr)
 	var o triggerOptions
 	o.db = c.dbFlags(fs)
 	fs.StringVar(&o.workflow, "workflow", "", "workflow to run"+c.workflowList(": "))

@@ -108,7 +108,7 @@ func (c *cli) workerCmd(ctx context.Context, args []string, stdout, stderr io.Wr
 
 // newWorkerFlags defines the flags of "worker" into o.
 func (c *cli) newWorkerFlags(o *workerOptions, stderr io.Writer) *flag.FlagSet {
-	fs := c.flagSet("worker", c.withWorkflows(workerUsage), stderr)
+	fs := c.flagSet("worker", c.withWorkflows(workerUsage, false), stderr)
 	o.db = c.dbFlags(fs)
 	fs.StringVar(&o.workerID, "worker-id", "", "unique id of this worker (default <hostname>-<pid>-<random>)")
 	fs.IntVar(&o.concurrency, "concurrency", 100, "most steps running at once")

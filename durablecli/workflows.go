@@ -253,17 +253,25 @@ func (c *cli) workflowList(sep string) string {
 }
 
 // withWorkflows adds to a command's usage text, before its flags, the
-// workflows of the program and those with a default input.
-func (c *cli) withWorkflows(usage string) string {
+// workflows of the program and, with inputs set, which have a default
+// input.
+func (c *cli) withWorkflows(usage string, inputs bool) string {
 	names := workflowNames(c.cfg.Workflows)
 	text := "Workflows: none (this program serves no workflow)."
 	if len(names) > 0 {
 		text = "Workflows: " + strings.Join(names, ", ") + "."
+	}
+	if len(names) > 0 && inputs {
 		var withInput []string
 		for _, in := range c.cfg.DefaultInputs {
 			withInput = append(withInput, in.workflow)
 		}
-		if len(withInput) > 0 {
+		switch len(withInput) {
+		case 0:
+			text += " None has a default input: --input is required."
+		case len(names):
+			text += " Each has a default input."
+		default:
 			text += " With a default input: " + strings.Join(withInput, ", ") + "."
 		}
 	}
