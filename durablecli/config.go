@@ -38,7 +38,10 @@ type Config struct {
 	// command's name ("worker", "serve", "trigger" or "schedules create")
 	// and flag set before the arguments are parsed. The Load it returns,
 	// if not nil, builds the workflows from those flags once they are
-	// parsed. Defaults to nil: no flags of the program's own.
+	// parsed. The help texts list Workflows all the same: a program that
+	// builds its workflows in Load gives them there too, built with the
+	// flags' defaults (as cmd/durable does). Defaults to nil: no flags of
+	// the program's own.
 	Flags func(command string, fs *flag.FlagSet) Load
 
 	// Engine, if set, adjusts the configuration of every engine the
@@ -97,11 +100,14 @@ type Input struct {
 	prepare func(durable.Codec, []byte) (starter, error)
 }
 
-// DefaultInput gives the workflow wf the input in for the runs that
-// "trigger" and "schedules create" start without --input. It also lets
-// them decode --input into wf's input type before they connect: strictly
-// with the default JSON codec (an unknown field or data after the value
-// is an error), and let "trigger" start --count runs in one transaction.
+// DefaultInput gives the workflow wf the input in, for the runs that
+// "trigger" and "schedules create" start without --input. Knowing wf's
+// input type, the commands also decode a given --input into it before
+// they connect: strictly with the default JSON codec (an unknown field or
+// data after the value is a usage error), with the codec's Unmarshal
+// otherwise. And "trigger --count N" starts the N runs in one
+// transaction, where a workflow without a default input has its runs
+// started one by one (Engine.StartByName).
 func DefaultInput[I any](wf *durable.Workflow[I], in I) Input {
 	return Input{
 		workflow: wf.Name(),

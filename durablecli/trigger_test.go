@@ -130,3 +130,44 @@ func TestTriggerUsageErrors(t *testing.T) {
 	require.Empty(t, out)
 	require.Contains(t, errOut, "durable trigger: connecting")
 }
+
+// TestTriggerByName: a workflow without a default input is started by
+// name (Engine.StartByName): --input is required, decoded by the engine
+// into the workflow's input type, and --count runs are started one by one,
+// idempotency included.
+func TestTriggerByName(t *testing.T) {
+	t.Parallel()
+	type Greeting struct {
+		Name string `json:"name"`
+	}
+	greet := durable.NewWorkflow[Greeting]("greet")
+	durable.Step(greet, "hello", func(ctx durable.Context, in Greeting) (string, error) { return "hello " + in.Name, nil })
+	cfg := Config{Name: "app", Workflows: []durable.Definition{greet}}
+	p := clitest.NewPG(t, true)
+
+	code, out, errOut := runConfig(cfg, p.Flags("trigger", "--workflow", "greet", "--input", `{"name":"ada"}`,
+		"--count", "3", "--idempotency-key", "k1", "--tenant", "acme")...)
+	require.Equal(t, 0, code, errOut)
+	ids := clitest.ParseIDs(t, out, 3)
+	require.Equal(t, ids[0], ids[1])
+	require.Equal(t, ids[0], ids[2])
+	require.Equal(t, 2, strings.Count(errOut, "duplicate"), errOut)
+	res, err := p.Client(t).Get(context.Background(), ids[0])
+	require.NoError(t, err)
+	require.Equal(t, "greet", res.Workflow)
+	require.Equal(t, "acme", res.Tenant)
+	require.JSONEq(t, `{"name":"ada"}`, string(res.Input))
+
+	code, out, errOut = runConfig(cfg, p.Flags("trigger", "--workflow", "greet", "--count", "2", "--input", `{"name":"bo"}`)...)
+	require.Equal(t, 0, code, errOut)
+	two := clitest.ParseIDs(t, out, 2)
+	require.NotEqual(t, two[0], two[1])
+
+	code, out, errOut = runConfig(cfg, p.Flags("trigger", "--workflow", "greet", "--input", `{"name":7}`)...)
+	require.Equal(t, 2, code, errOut)
+	require.Empty(t, out)
+	require.Contains(t, errOut, "app trigger: --input for greet: durable: input does not decode into the workflow's input type")
+	code, _, errOut = runConfig(cfg, p.Flags("trigger", "--workflow", "greet")...)
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "app trigger: --input is required: workflow greet has no default input")
+}
