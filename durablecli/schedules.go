@@ -42,10 +42,11 @@ const schedulesCreateUsage = `Usage: {name} schedules create NAME --cron EXPR --
 Creates the schedule NAME of --tenant. --cron is a cron expression: five
 fields (minute hour day-of-month month day-of-week), six with seconds first
 ("*/10 * * * * *"), or @hourly, @daily, @weekly, @monthly, @yearly. It is
-read in --tz, an IANA time zone (default UTC). --input is every run's input,
-as JSON of the workflow's input type (default: the workflow's default
-input, as for "{name} trigger"; required for a workflow without one). A tenant's schedule names are unique: creating one that
-exists fails (delete it first).
+read in --tz, an IANA time zone (default UTC). --input is every run's
+input, as JSON of the workflow's input type (default: the workflow's
+default input, as for "{name} trigger"; required for a workflow without
+one). A tenant's schedule names are unique: creating one that exists
+fails (delete it first).
 
 Prints the schedule as "list" does (--json: one object).
 

@@ -2,6 +2,8 @@ package durablecli
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -170,4 +172,66 @@ func TestTriggerByName(t *testing.T) {
 	code, _, errOut = runConfig(cfg, p.Flags("trigger", "--workflow", "greet")...)
 	require.Equal(t, 2, code, errOut)
 	require.Contains(t, errOut, "app trigger: --input is required: workflow greet has no default input")
+}
+
+// kvCodec encodes a Greeting as "name=<name>": a codec other than JSON.
+type kvCodec struct{}
+
+func (kvCodec) Marshal(v any) ([]byte, error) {
+	if g, ok := v.(kvGreeting); ok {
+		return []byte("name=" + g.Name), nil
+	}
+	return json.Marshal(v)
+}
+
+func (kvCodec) Unmarshal(b []byte, v any) error {
+	g, ok := v.(*kvGreeting)
+	if !ok {
+		return json.Unmarshal(b, v)
+	}
+	name, found := strings.CutPrefix(string(b), "name=")
+	if !found {
+		return fmt.Errorf("want name=..., got %q", b)
+	}
+	g.Name = name
+	return nil
+}
+
+type kvGreeting struct{ Name string }
+
+// TestEngineHook: Config.Engine reaches the engines of the commands: with
+// its codec, --input is the codec's encoding, not JSON, with a default
+// input or without.
+func TestEngineHook(t *testing.T) {
+	t.Parallel()
+	greet := durable.NewWorkflow[kvGreeting]("greet")
+	durable.Step(greet, "hello", func(ctx durable.Context, in kvGreeting) (string, error) { return "hello " + in.Name, nil })
+	hail := durable.NewWorkflow[kvGreeting]("hail")
+	durable.Step(hail, "hello", func(ctx durable.Context, in kvGreeting) (string, error) { return "hail " + in.Name, nil })
+	cfg := Config{
+		Name:          "app",
+		Workflows:     []durable.Definition{greet, hail},
+		DefaultInputs: []Input{DefaultInput(hail, kvGreeting{Name: "all"})},
+		Engine:        func(c *durable.Config) { c.Codec = kvCodec{} },
+	}
+	p := clitest.NewPG(t, true)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workflow", "greet", "--input", "name=ada"}, "name=ada"},
+		{[]string{"--workflow", "hail", "--input", "name=bo"}, "name=bo"},
+		{[]string{"--workflow", "hail"}, "name=all"},
+	} {
+		code, out, errOut := runConfig(cfg, p.Flags(append([]string{"trigger"}, tc.args...)...)...)
+		require.Equal(t, 0, code, "%v: %s", tc.args, errOut)
+		res, err := p.Client(t).Get(context.Background(), clitest.ParseIDs(t, out, 1)[0])
+		require.NoError(t, err)
+		require.Equal(t, tc.want, string(res.Input), "%v", tc.args)
+	}
+	for _, wf := range []string{"greet", "hail"} {
+		code, _, errOut := runConfig(cfg, p.Flags("trigger", "--workflow", wf, "--input", `{"Name":"ada"}`)...)
+		require.Equal(t, 2, code, errOut)
+		require.Contains(t, errOut, "want name=...", wf)
+	}
 }
