@@ -178,3 +178,17 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO ' || $1 || '%'`,
 	require.Equal(t, 130, status.ExitCode(), log.String())
 	log.WaitFor(t, "second signal during the drain; exiting at once", 5*time.Second)
 }
+
+// TestBuiltinHelpHidesSecrets: this binary's own commands take the
+// database URL as durablecli's do: the help shows it masked, once (bench
+// printed it in clear, after "(default $DURABLE_DATABASE_URL)").
+func TestBuiltinHelpHidesSecrets(t *testing.T) { // not parallel: it sets the environment
+	t.Setenv("DURABLE_DATABASE_URL", "postgres://app:pa55-SECRET@db.example/prod")
+	for _, cmd := range []string{"demo", "bench"} {
+		code, out, errOut := runCLI(t, cmd, "-h")
+		require.Equal(t, 0, code, errOut)
+		require.NotContains(t, out+errOut, "pa55-SECRET", cmd)
+		require.Contains(t, errOut, "(default $DURABLE_DATABASE_URL: postgres://app:xxxxx@db.example/prod)\n", cmd)
+		require.Equal(t, 1, strings.Count(errOut, "(default $DURABLE_DATABASE_URL"), cmd)
+	}
+}
