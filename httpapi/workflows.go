@@ -3,8 +3,10 @@ package httpapi
 import (
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -147,7 +149,11 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, sc scope) erro
 		}
 		opts = append(opts, d.opt(dur))
 	}
-	st, err := h.e.StartByName(r.Context(), r.PathValue("name"), tenant, payload(req.Input), opts...)
+	name := r.PathValue("name")
+	st, err := h.e.StartByName(r.Context(), name, tenant, payload(req.Input), opts...)
+	if errors.Is(err, durable.ErrWorkflowNotRegistered) {
+		return &problem{status: http.StatusNotFound, code: "workflow_not_found", detail: h.notStartable(name), err: err}
+	}
 	if err != nil {
 		return err
 	}
@@ -158,6 +164,22 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, sc scope) erro
 	}
 	writeJSON(w, status, triggerResponse{RunID: st.RunID, Duplicate: st.Duplicate})
 	return nil
+}
+
+// notStartable says that this server cannot start the workflow name, and
+// which workflows it can start: those registered on its engine, but the
+// ones registered only as the children of others.
+func (h *Handler) notStartable(name string) string {
+	var names []string
+	for _, wf := range h.e.Workflows() {
+		if !wf.ChildOnly {
+			names = append(names, strconv.Quote(wf.Name))
+		}
+	}
+	if len(names) == 0 {
+		return "no workflow " + strconv.Quote(name) + " here: this server can start no workflow (its engine registers none)"
+	}
+	return "no workflow " + strconv.Quote(name) + " here: this server can start " + strings.Join(names, ", ")
 }
 
 // eventRequest is the body of POST /api/v1/events.

@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 
 	"github.com/effectivelabs/durable/cmd/durable/internal/bench"
+	"github.com/effectivelabs/durable/internal/cliflag"
 )
 
 const benchUsage = `Usage: durable bench --database-url URL --scenario NAME [flags]
@@ -134,7 +135,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var o bench.Options
 	var asJSON bool
 	var cpuProfile string
-	fs.StringVar(&o.DatabaseURL, "database-url", os.Getenv(envDatabaseURL), "PostgreSQL URL, e.g. postgres://user@127.0.0.1:5432/db (default $"+envDatabaseURL+")")
+	var url cliflag.Secret
+	cliflag.SecretVar(fs, &url, "database-url", cliflag.EnvDatabaseURL, "PostgreSQL `URL`, e.g. postgres://user@127.0.0.1:5432/db", cliflag.Redact)
 	fs.StringVar(&o.Schema, "schema", "", "use (and keep) this schema instead of a fresh durable_bench_<random> one; no other workers may serve it")
 	fs.StringVar(&o.Scenario, "scenario", "", "single, dag, latency, fairness, idle, list, soak, concurrency, cron, map, events or children (required)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as one JSON object on stdout")
@@ -171,10 +173,15 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code := parseFlags(fs, args, stderr, 0); code >= 0 {
 		return code
 	}
+	o.DatabaseURL = url.Value()
 	if o.DatabaseURL == "" {
-		fmt.Fprintf(stderr, "durable bench: --database-url (or $%s) is required\n", envDatabaseURL)
+		fmt.Fprintf(stderr, "durable bench: --database-url (or $%s) is required\n", cliflag.EnvDatabaseURL)
 		return exitUsage
 	}
+	// The bench's errors may quote the URL: its password is not shown.
+	var redact cliflag.Redactor
+	redact.WatchURL(&url)
+	stderr = redact.Writer(stderr)
 	if o.Processes > 0 && o.WorkerExe == "" {
 		exe, err := os.Executable()
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/internal/clitest"
 	"github.com/effectivelabs/durable/internal/pgtest"
 )
 
@@ -306,7 +307,7 @@ func TestBenchSoak(t *testing.T) {
 func TestBenchProcesses(t *testing.T) {
 	t.Parallel()
 	pgtest.URL(t)
-	exe := buildDurable(t)
+	exe := clitest.Build(t, ".", ".", "durable")
 
 	rep := benchJSON(t, "--scenario", "single", "--runs", "300", "--processes", "2", "--concurrency", "20", "--worker-exe", exe)
 	require.Equal(t, 300.0, value(t, rep, "runs_completed"))

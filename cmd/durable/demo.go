@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/cliflag"
 	"github.com/effectivelabs/durable/internal/demo"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store"
@@ -21,8 +22,8 @@ import (
 func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	window := fs.Duration("fraud-window", 2*time.Second, "length of the durable fraud-window sleep")
-	var db dbFlags
-	db.register(fs, false)
+	var db cliflag.DB
+	db.Register(fs, true)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: durable demo [flags]\n\n"+
 			"Runs the order-processing workflow for one valid and one invalid order, on the\n"+
@@ -38,16 +39,16 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "durable demo: --fraud-window must be positive, got %s\n", *window)
 		return exitUsage
 	}
-	if db.url == "" {
+	if db.URL() == "" {
 		return runDemo(ctx, memstore.New(), "the in-memory store", *window, stdout, stderr)
 	}
-	s, pool, err := db.openStore(ctx, 10, true)
+	s, pool, err := db.OpenStore(ctx, 10, true)
 	if err != nil {
 		fmt.Fprintf(stderr, "durable demo: %v\n", err)
 		return 1
 	}
 	defer pool.Close()
-	return runDemo(ctx, s, fmt.Sprintf("PostgreSQL (schema %s)", db.schema), *window, stdout, stderr)
+	return runDemo(ctx, s, fmt.Sprintf("PostgreSQL (schema %s)", db.Schema), *window, stdout, stderr)
 }
 
 type demoOrder struct {

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durablecli"
+	"github.com/effectivelabs/durable/internal/demo"
+	"github.com/effectivelabs/durable/internal/workloads"
+)
+
+// The built-in workflows, their default inputs, and the flags of this
+// binary's own that shape them: --fraud-window (worker, trigger) and
+// --record-executions (worker).
+
+// defaultFraudWindow is the order-processing demo's sleep by default.
+const defaultFraudWindow = 2 * time.Second
+
+func workloadOptions() workloads.Options {
+	return workloads.Options{FraudWindow: defaultFraudWindow}
+}
+
+// builtin returns the built-in workflows that runs start from (their child
+// workflows are registered with them) and each one's default input: a
+// valid order for order-processing, {"n":0} for chaos, 0 for the bench-*
+// workflows.
+func builtin(o workloads.Options) ([]durable.Definition, []durablecli.Input) {
+	set := workloads.New(o)
+	defs := []durable.Definition{set.Demo.Workflow, set.Noop, set.DAG, set.Chain, set.Keyed, set.Map,
+		set.Wait, set.Parent, set.Chaos}
+	inputs := []durablecli.Input{
+		durablecli.DefaultInput(set.Demo.Workflow, demo.Order{ID: "cli-1", Customer: "cli", Cents: 4200, Items: []string{"keyboard"}}),
+		durablecli.DefaultInput(set.Noop, 0),
+		durablecli.DefaultInput(set.DAG, 0),
+		durablecli.DefaultInput(set.Chain, 0),
+		durablecli.DefaultInput(set.Keyed, 0),
+		durablecli.DefaultInput(set.Map, 0),
+		durablecli.DefaultInput(set.Wait, 0),
+		durablecli.DefaultInput(set.Parent, 0),
+		durablecli.DefaultInput(set.Chaos, workloads.ChaosInput{}),
+	}
+	return defs, inputs
+}
+
+// builtinFlags adds --fraud-window to "worker" and "trigger" and
+// --record-executions to "worker", and builds the workflows with them.
+func builtinFlags(command string, fs *flag.FlagSet) durablecli.Load {
+	o := workloadOptions()
+	var record bool
+	switch command {
+	case "worker":
+		fs.DurationVar(&o.FraudWindow, "fraud-window", defaultFraudWindow, "the order-processing demo's sleep, for runs triggered by this process")
+		fs.BoolVar(&record, "record-executions", false, "record every execution of a chaos step in <schema>.chaos_executions (for crash tests)")
+	case "trigger":
+		fs.DurationVar(&o.FraudWindow, "fraud-window", defaultFraudWindow, "order-processing's durable sleep, recorded in the runs started here")
+	}
+	return func(ctx context.Context, db durablecli.DB) ([]durable.Definition, []durablecli.Input, error) {
+		if o.FraudWindow <= 0 {
+			return nil, nil, durablecli.UsageErrorf("--fraud-window must be positive, got %s", o.FraudWindow)
+		}
+		if record {
+			var err error
+			if o.Record, err = executionRecorder(ctx, db.Pool, db.Schema); err != nil {
+				return nil, nil, err
+			}
+		}
+		defs, inputs := builtin(o)
+		return defs, inputs, nil
+	}
+}
+
+// executionRecorder creates <schema>.chaos_executions (and the schema) if
+// needed and returns a recorder inserting one row per chaos step
+// execution. It runs before the worker migrates the schema.
+func executionRecorder(ctx context.Context, pool *pgxpool.Pool, schema string) (workloads.Recorder, error) {
+	table := pgx.Identifier{schema, "chaos_executions"}.Sanitize()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, table); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
+			run_id uuid NOT NULL, step text NOT NULL, attempt int NOT NULL, worker text NOT NULL,
+			at timestamptz NOT NULL DEFAULT clock_timestamp())`)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating %s: %w", table, err)
+	}
+	insert := `INSERT INTO ` + table + ` (run_id, step, attempt, worker) VALUES ($1, $2, $3, $4)`
+	return func(sc durable.Context) error {
+		_, err := pool.Exec(sc, insert, sc.RunID(), sc.StepName(), sc.Attempt(), sc.WorkerID())
+		return err
+	}, nil
+}

@@ -1,0 +1,182 @@
+package durablecli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/dag"
+)
+
+// "durable events send" and "durable signal": what ends the wait of the
+// steps declared with durable.WaitForEvent and durable.WaitForSignal.
+
+const eventsUsage = `Usage: {name} events send --key K [--tenant T] [--payload JSON] --database-url URL
+
+  send    send an event to the steps of a tenant's runs waiting for its key
+
+Every action needs --database-url (or $DURABLE_DATABASE_URL); the schema is
+checked, never migrated. Run "{name} events <action> -h" for its flags.
+
+Exit status: 0 done, 1 failed (database errors), 2 bad flags or arguments.
+`
+
+const eventsSendUsage = `Usage: {name} events send --key K [--tenant T] [--payload JSON] --database-url URL
+
+Sends an event with --key for the runs of --tenant: every step of the
+tenant's runs waiting for that key (durable.WaitForEvent) receives
+--payload as its output, exactly once, and its run goes on. The payload is
+JSON text, passed on as it is (default null); it should decode into the
+payload type of the waiting steps, which is not checked when it is sent.
+The event is also kept for a while, for steps that begin waiting later and
+look back (durable.WithLookback).
+
+Prints how many waiting steps received it, "delivered to N waiting steps";
+none is not an error (--json: {"delivered": N}).
+
+Exit status: 0 sent, 1 failed (database errors), 2 bad flags (a missing or
+invalid key, an invalid tenant, a payload that is not JSON).
+
+Flags:
+`
+
+const signalUsage = `Usage: {name} signal RUN_ID NAME [--payload JSON] [--tenant T] --database-url URL
+
+Sends the signal NAME to the run RUN_ID: every step of the run waiting for
+it (durable.WaitForSignal) receives --payload as its output, and the signal
+is kept with the run, so that a step that begins waiting for it later
+receives it too. The payload is JSON text, passed on as it is (default
+null); it should decode into the payload type of the waiting steps, which
+is not checked when it is sent. With --tenant, a run of another tenant is
+not found.
+
+Prints "signal NAME sent to run RUN_ID".
+
+Exit status: 0 sent, 1 failed (the run was not found or has settled, said
+on stderr; database errors), 2 bad flags or arguments (a run ID that is not
+a UUID, an invalid NAME, a payload that is not JSON).
+
+Flags:
+`
+
+func (c *cli) eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return c.dispatch(ctx, "events", eventsUsage, map[string]command{"send": c.eventsSend}, args, stdout, stderr)
+}
+
+// payloadFlag registers --payload: JSON text, passed on as it is.
+func payloadFlag(a *runsAction, receiver string) *string {
+	return a.fs.String("payload", "null", "the payload, as JSON text, which "+receiver+" receive as their output")
+}
+
+// parsePayload checks --payload: JSON text, which the engine's JSON codec
+// then encodes as it is.
+func parsePayload(a *runsAction, payload string) (json.RawMessage, int) {
+	if !json.Valid([]byte(payload)) {
+		return nil, a.usageErr("--payload %s is not valid JSON (a string is quoted: '\"text\"')", dag.Quote(payload))
+	}
+	return json.RawMessage(payload), -1
+}
+
+func (c *cli) eventsSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := c.newCommand("events send", eventsSendUsage, stderr)
+	tenant := a.fs.String("tenant", "default", "tenant whose runs receive the event")
+	key := a.fs.String("key", "", "the event's key, which the waiting steps wait for: 1-255 bytes of UTF-8 without control characters (required)")
+	payload := payloadFlag(a, "the waiting steps")
+	asJSON := a.fs.Bool("json", false, `print one JSON object: {"delivered": N}`)
+	if _, code := a.parse(args, 0); code >= 0 {
+		return code
+	}
+	switch {
+	case *key == "":
+		return a.usageErr("--key is required")
+	case !dag.ValidEventKey(*key):
+		return a.usageErr("--key %s: want 1 to %d bytes of UTF-8 without control characters", dag.Quote(*key), dag.MaxEventKeyLen)
+	case !dag.ValidTenant(*tenant):
+		return a.usageErr("--tenant %q: want 1 to %d bytes of UTF-8 without control characters", *tenant, dag.MaxTenantLen)
+	}
+	body, code := parsePayload(a, *payload)
+	if code >= 0 {
+		return code
+	}
+
+	op, err := a.open(ctx)
+	if err != nil {
+		return a.fail(err)
+	}
+	defer op.close()
+	n, err := op.e.SendEvent(ctx, *tenant, *key, body)
+	if err != nil {
+		if errors.Is(err, durable.ErrInvalidEvent) {
+			fmt.Fprintf(a.stderr, "%s %s: %v\n", c.name, a.fs.Name(), err)
+			return exitUsage
+		}
+		return a.fail(err)
+	}
+	if *asJSON {
+		return a.printJSON(stdout, struct {
+			Delivered int `json:"delivered"`
+		}{n})
+	}
+	fmt.Fprintf(stdout, "event %s of tenant %s: delivered to %s\n", dag.Quote(*key), dag.Quote(*tenant), plural(n, "waiting step"))
+	return 0
+}
+
+func (c *cli) signalCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := c.newCommand("signal", signalUsage, stderr)
+	tenant := a.fs.String("tenant", "", "only a run of this tenant: a run of another one is not found (default: any tenant)")
+	payload := payloadFlag(a, "the steps waiting for the signal")
+	pos, code := a.parse(args, 2)
+	if code >= 0 {
+		return code
+	}
+	if len(pos) < 2 {
+		return a.usageErr("a RUN_ID and a signal NAME are required")
+	}
+	ids, code := a.parseIDs(pos[:1])
+	if code >= 0 {
+		return code
+	}
+	id, name := ids[0], pos[1]
+	if err := dag.CheckSignal(name); err != nil {
+		return a.usageErr("signal NAME %s: want 1 to %d bytes of UTF-8 without control characters", dag.Quote(name), dag.MaxEventKeyLen)
+	}
+	if *tenant != "" && !dag.ValidTenant(*tenant) {
+		return a.usageErr("--tenant %q: want 1 to %d bytes of UTF-8 without control characters", *tenant, dag.MaxTenantLen)
+	}
+	body, code := parsePayload(a, *payload)
+	if code >= 0 {
+		return code
+	}
+
+	op, err := a.open(ctx)
+	if err != nil {
+		return a.fail(err)
+	}
+	defer op.close()
+	if *tenant != "" {
+		err = op.e.Tenant(*tenant).Signal(ctx, id, name, body)
+	} else {
+		err = op.e.Signal(ctx, id, name, body)
+	}
+	if err != nil {
+		return a.fail(c.explainSignalError(err, id, *tenant, op.schema))
+	}
+	fmt.Fprintf(stdout, "signal %s sent to run %s\n", dag.Quote(name), id)
+	return 0
+}
+
+// explainSignalError says why a signal could not be sent to run id.
+func (c *cli) explainSignalError(err error, id uuid.UUID, tenant, schema string) error {
+	switch {
+	case errors.Is(err, durable.ErrRunNotFound) && tenant != "":
+		return fmt.Errorf("run %s of tenant %s not found in schema %s", id, dag.Quote(tenant), schema)
+	case errors.Is(err, durable.ErrRunSettled):
+		return fmt.Errorf("run %s has already settled: signals go only to runs in flight", id)
+	}
+	return c.explainRunError(err, id, schema)
+}

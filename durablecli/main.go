@@ -1,0 +1,243 @@
+package durablecli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/effectivelabs/durable/internal/cliflag"
+)
+
+// Exit statuses of the commands.
+const (
+	// exitUsage is the exit status of bad command lines.
+	exitUsage = 2
+	// exitSecondSignal is the exit status of a worker stopped by a second
+	// signal during its drain: 128 + SIGINT, as shells report an
+	// interrupt.
+	exitSecondSignal = 130
+)
+
+// Main runs the command line of os.Args with cfg and exits with its
+// status. The first SIGINT or SIGTERM cancels the command's context (the
+// worker then drains); during the worker's drain a second one exits at
+// once with status 130.
+func Main(cfg Config) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Run(ctx, cfg, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Run runs the command line args (without the program's name) with cfg,
+// writing to stdout and stderr, and returns the exit status: 0 done, 1
+// failed, 2 bad command line (usage), 130 a worker stopped by a second
+// signal during its drain. Cancelling ctx stops a worker or a server as
+// SIGTERM does under Main.
+func Run(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) int {
+	c := newCLI(cfg, stdout, stderr)
+	if err := cfg.check(); err != nil {
+		fmt.Fprintf(c.stderr, "%s: invalid durablecli.Config: %v\n", c.name, err)
+		return 1
+	}
+	if len(args) == 0 {
+		fmt.Fprint(c.stderr, c.usage())
+		return exitUsage
+	}
+	name := args[0]
+	if isHelp(name) {
+		fmt.Fprint(c.stdout, c.usage())
+		return 0
+	}
+	if cmd, ok := c.commands()[name]; ok {
+		return cmd(ctx, args[1:], c.stdout, c.stderr)
+	}
+	for _, cmd := range cfg.Commands {
+		if cmd.Name == name {
+			return cmd.Run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(c.stderr, "%s: unknown command %q\n\n%s", c.name, name, c.usage())
+	return exitUsage
+}
+
+// cli is one run of the command line.
+type cli struct {
+	cfg    Config
+	name   string
+	stdout io.Writer
+	// stderr replaces the secrets of the flags (the database URL's
+	// password, the API token) wherever they would appear.
+	stderr io.Writer
+	redact *cliflag.Redactor
+}
+
+func newCLI(cfg Config, stdout, stderr io.Writer) *cli {
+	r := &cliflag.Redactor{}
+	return &cli{cfg: cfg, name: cfg.name(), stdout: stdout, stderr: r.Writer(stderr), redact: r}
+}
+
+// command runs a standard command.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+// standardCommands are the names of the commands every program has.
+var standardCommands = map[string]bool{
+	"migrate": true, "worker": true, "serve": true, "trigger": true, "runs": true, "events": true,
+	"signal": true, "stats": true, "workers": true, "schedules": true, "version": true,
+}
+
+func (c *cli) commands() map[string]command {
+	return map[string]command{
+		"migrate":   c.migrateCmd,
+		"worker":    c.workerCmd,
+		"serve":     c.serveCmd,
+		"trigger":   c.triggerCmd,
+		"runs":      c.runsCmd,
+		"events":    c.eventsCmd,
+		"signal":    c.signalCmd,
+		"stats":     c.statsCmd,
+		"workers":   c.workersCmd,
+		"schedules": c.schedulesCmd,
+		"version":   c.versionCmd,
+	}
+}
+
+func isHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
+const usageHead = `{name} runs durable DAG workflows on PostgreSQL.
+
+Usage:
+  {name} <command> [flags]
+
+Commands:
+  migrate   create or update the PostgreSQL schema (up, down, status, sql)
+  worker    serve the workflows until SIGTERM, then drain
+  serve     serve the HTTP API (runs, triggers, events, signals, stats)
+            and the web dashboard
+  trigger   start runs of a workflow, optionally wait for them
+  runs      operate runs: list (filter by status, workflow, tenant, time,
+            parent run), show RUN_ID (input, steps, what they wait for,
+            parent and child runs, outputs, events), cancel and replay
+            (by ID or by filter), prune (delete old settled runs)
+  events    send an event to the steps of a tenant's runs waiting for its
+            key (events send)
+  signal    send a signal to the steps of a run waiting for it
+  stats     queue depths and run counts by workflow and tenant
+  workers   the live workers (host, version, workflows, steps in flight,
+            leader) and the queued workflows no live worker serves
+  schedules cron schedules of the workflows: create, list, pause,
+            resume, delete
+  version   print this binary's version, VCS revision and Go version
+`
+
+// usage is the program's help.
+func (c *cli) usage() string {
+	var b strings.Builder
+	b.WriteString(c.text(usageHead))
+	for _, cmd := range c.cfg.Commands {
+		b.WriteString(wrap(fmt.Sprintf("  %-9s ", cmd.Name), cmd.Summary, 76, strings.Repeat(" ", 12)) + "\n")
+	}
+	b.WriteString("  help      show this help\n\n")
+	names := workflowNames(c.cfg.Workflows)
+	if len(names) == 0 {
+		b.WriteString("Workflows: none (this program serves no workflow)\n\n")
+	} else {
+		b.WriteString(wrap("Workflows: ", strings.Join(names, ", "), 76, "  ") + "\n\n")
+	}
+	b.WriteString(c.text(`Run "{name} <command> -h" for a command's flags.` + "\n"))
+	return b.String()
+}
+
+// text puts the program's name in a usage text.
+func (c *cli) text(s string) string { return strings.ReplaceAll(s, "{name}", c.name) }
+
+// wrap writes prefix and s, broken into lines of at most width bytes at
+// spaces (a longer word keeps its line), the lines after the first
+// indented.
+func wrap(prefix, s string, width int, indent string) string {
+	var b strings.Builder
+	b.WriteString(prefix)
+	line := len(prefix)
+	for i, word := range strings.Fields(s) {
+		switch {
+		case i == 0:
+		case line+1+len(word) > width:
+			b.WriteString("\n" + indent)
+			line = len(indent)
+		default:
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(word)
+		line += len(word)
+	}
+	return b.String()
+}
+
+// flagSet returns a flag set for a command, writing to stderr, whose help
+// is usage (with the program's name) followed by the flags.
+func (c *cli) flagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), c.text(usage))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// dbFlags registers --database-url and --schema on fs; the URL's password
+// is then kept out of stderr.
+func (c *cli) dbFlags(fs *flag.FlagSet) *cliflag.DB {
+	db := &cliflag.DB{Redactor: c.redact}
+	db.Register(fs, false)
+	return db
+}
+
+// missingURL is the usage error of a command without a database URL.
+const missingURL = "--database-url (or $" + cliflag.EnvDatabaseURL + ") is required"
+
+// subcommandHelp handles a command with actions ("migrate up")
+// called with no action or with -h: it prints the usage and returns the exit
+// code, or -1 when args start with an action.
+func subcommandHelp(fs *flag.FlagSet, args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "-help" {
+		return -1
+	}
+	fs.SetOutput(stderr)
+	fs.Usage()
+	if len(args) == 0 {
+		return exitUsage
+	}
+	return 0
+}
+
+// parseFlags parses a command's flags; it returns -1 to continue, or the
+// exit code (0 for -h, 2 for bad flags or stray arguments).
+func (c *cli) parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, maxArgs int) int {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	if fs.NArg() > maxArgs {
+		fmt.Fprintf(stderr, "%s %s: unexpected argument %q\n", c.name, fs.Name(), fs.Arg(maxArgs))
+		fs.Usage()
+		return exitUsage
+	}
+	return -1
+}

@@ -1,0 +1,113 @@
+package durablecli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/effectivelabs/durable/pgstore"
+)
+
+const migrateUsage = `Usage: {name} migrate <up|down|status|sql> [flags]
+
+  up      apply pending migrations (all, or --steps N)
+  down    revert applied migrations (one, or --steps N)
+  status  list migrations and whether they are applied
+  sql     print the SQL of every migration (--direction up|down), for
+          users who run their own migration tool; needs no database
+
+Migrations are safe to run from several processes at once: they take an
+advisory lock.
+
+Flags:
+`
+
+func (c *cli) migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := c.flagSet("migrate", migrateUsage, stderr)
+	db := c.dbFlags(fs)
+	steps := fs.Int("steps", 0, "most migrations to apply or revert (default: all for up, 1 for down)")
+	direction := fs.String("direction", "up", "for sql: up or down")
+	if code := subcommandHelp(fs, args, stderr); code >= 0 {
+		return code
+	}
+	action := args[0]
+	if code := c.parseFlags(fs, args[1:], stderr, 0); code >= 0 {
+		return code
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s migrate %s: %v\n", c.name, action, err)
+		return 1
+	}
+	switch action {
+	case "sql":
+		dir, err := pgstore.ParseDirection(*direction)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s migrate sql: %v\n", c.name, err)
+			return exitUsage
+		}
+		sql, err := pgstore.MigrationSQL(db.Schema, dir)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprint(stdout, sql)
+		return 0
+	case "up", "down", "status":
+	default:
+		fmt.Fprintf(stderr, "%s migrate: unknown action %q\n\n", c.name, action)
+		fs.SetOutput(stderr)
+		fs.Usage()
+		return exitUsage
+	}
+	if db.URL() == "" {
+		fmt.Fprintf(stderr, "%s migrate %s: %s\n", c.name, action, missingURL)
+		return exitUsage
+	}
+	pool, err := db.Open(ctx, 2)
+	if err != nil {
+		return fail(err)
+	}
+	defer pool.Close()
+
+	if action == "status" {
+		states, err := pgstore.MigrationStatus(ctx, pool, db.Schema)
+		if err != nil {
+			return fail(err)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "VERSION\tNAME\tAPPLIED\n")
+		for _, s := range states {
+			applied := "no"
+			if s.Applied {
+				applied = s.AppliedAt.Local().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%03d\t%s\t%s\n", s.Version, s.Name, applied)
+		}
+		tw.Flush()
+		return 0
+	}
+	cfg := &pgstore.MigrateConfig{Schema: db.Schema, Direction: pgstore.Up}
+	switch {
+	case action == "down":
+		cfg.Direction, cfg.Steps = pgstore.Down, 1
+		if *steps > 0 {
+			cfg.Steps = *steps
+		}
+	case *steps > 0:
+		cfg.Steps = *steps
+	}
+	res, err := pgstore.Migrate(ctx, pool, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	if len(res.Versions) == 0 {
+		fmt.Fprintf(stdout, "schema %s: nothing to do\n", db.Schema)
+		return 0
+	}
+	verb := map[pgstore.Direction]string{pgstore.Up: "applied", pgstore.Down: "reverted"}[res.Direction]
+	for _, v := range res.Versions {
+		fmt.Fprintf(stdout, "schema %s: %s migration %03d\n", db.Schema, verb, v)
+	}
+	return 0
+}

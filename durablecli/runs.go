@@ -1,0 +1,722 @@
+package durablecli
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/cliflag"
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+const runsUsage = `Usage: {name} runs <list|show|cancel|replay|prune> [flags]
+
+  list    list runs, newest first, by status, workflow, tenant, time and
+          parent run
+  show    print a run: its input, its steps with their parents, what
+          they wait for, its parent and child runs, its failure; on
+          request each step's output and the event log
+  cancel  cancel runs that have not settled, by ID or by filter
+  replay  run settled runs again, keeping what completed, by ID or by
+          filter
+  prune   delete the runs that settled more than --older-than ago
+
+Every action needs --database-url (or $DURABLE_DATABASE_URL); the schema is
+checked, never migrated. Run "{name} runs <action> -h" for its flags.
+
+Exit status: 0 done, 1 failed (a named run not found or refused, database
+errors), 2 bad flags or arguments.
+`
+
+const runsShowUsage = `Usage: {name} runs show RUN_ID --database-url URL [flags]
+
+Prints a run (workflow, tenant, its parent run and step if a step of
+another run started it, status, times, the failure or the reason it was
+cancelled), its input (indented when it is JSON, else base64), and a table
+of its steps: their parents, state, attempts, when each started and
+finished, when a sleep, a retry backoff or the timeout of a wait is due,
+and the latest error.
+
+Then, if it has steps that wait, what each waits (or waited) for: the
+event key, the signal name, the child run, or a map step's items counted
+by state, with the first failed items and their errors; and its child runs
+(the first 20: ID, step, workflow, status, failure; "{name} runs list
+--parent RUN_ID" lists every one). With --outputs, the output of every
+completed step too (of a map step, its first 10 completed items); with
+--events, the run's event log. Times in the tables are relative to the
+run's creation.
+
+A run that has not settled and whose workflow no live worker serves (see
+"{name} workers") gets a warning line: its steps wait until a worker that
+serves the workflow starts.
+
+With --json, one JSON object holding all of it, the outputs and every item
+of a map step included: the input and each output as JSON when it is
+valid JSON ("input", "output"), else as base64 ("input_base64",
+"output_base64"); times in RFC 3339, null when they did not happen;
+"parent" ({"run_id", "step", "result"}, null for a run that is not a
+child), "children" (as "{name} runs list --json" prints runs, up to 1000;
+"more_children" when there are more); per step "event_key", "signal",
+"child_run_id" when set, and for a map step "item_counts" (by state) and
+"items"; "events" with --events; "unserved": true with the warning.
+
+Flags:
+`
+
+const runsListUsage = `Usage: {name} runs list --database-url URL [flags]
+
+Lists runs newest first, --limit at a time: ID, workflow, tenant, status,
+when each was created and when it settled (local time), and the step that
+failed it with its error, or the reason it was cancelled. When child runs
+are listed (runs a step started with durable.Child), a PARENT (STEP) column
+names each one's parent run and the step that started it ("-" for the
+others). A run is listed when it matches every filter given. --since,
+--until, --finished-since and --finished-until take an RFC 3339 time or a
+duration meaning that long ago, on the database's clock; --parent RUN_ID
+lists the child runs of that run.
+
+When more runs match, the last line is the command for the next page: the
+same flags (--database-url left out) and --cursor. A cursor continues only
+the listing it came from; with it, "--since 24h" keeps the time it meant on
+the first page.
+
+With --json, one JSON object:
+  {"runs": [{"id", "workflow", "tenant", "status", "failed_step", "error",
+             "created_at", "finished_at", "parent_id", "parent_step"}, ...],
+   "next": "CURSOR"}
+with RFC 3339 times, "finished_at" null until the run settles, "parent_id"
+and "parent_step" only for child runs, and "next" empty on the last page.
+
+Flags:
+`
+
+const runsCancelUsage = `Usage: {name} runs cancel RUN_ID... --database-url URL [--reason R]
+       {name} runs cancel <filter flags>|--all --database-url URL [--reason R]
+
+Cancels runs that have not settled: each becomes CANCELLED with the reason
+as its error, its waiting steps never run, its running steps have their
+contexts cancelled, and its on-failure handler does not run.
+
+With run IDs, prints "<id> cancelled" for each, and on stderr why each
+other could not be (not found, already settled); exits 1 if any could not.
+
+With filter flags instead, cancels every run they match (RUNNING runs unless
+--status names others), in batches of 100, and prints "cancelled N runs (M
+skipped)"; the skipped runs had settled. A filter flag or --all is
+required, so that a forgotten filter does not cancel everything: --all
+cancels every RUNNING run. The filter flags are those of "{name} runs
+list"; their durations ago are taken on the database's clock.
+
+Flags:
+`
+
+const runsReplayUsage = `Usage: {name} runs replay RUN_ID... --database-url URL [--from-step S]
+       {name} runs replay <filter flags>|--all --database-url URL [--from-step S]
+
+Runs settled runs again: failed and cancelled steps and everything
+downstream of them start afresh, while completed steps keep their outputs
+and do not run again. With --from-step, that step and its descendants run
+again even if they completed, which also replays a COMPLETED run. Workers
+("{name} worker") execute the replayed runs.
+
+With run IDs, prints "<id> replayed" for each, and on stderr why each other
+could not be (not found, not settled, completed and no --from-step, no such
+step); exits 1 if any could not.
+
+With filter flags instead, replays every run they match (FAILED and
+CANCELLED runs unless --status names others), in batches of 100, and prints
+"replayed N runs (M skipped)"; the skipped runs had not settled, or had
+nothing to replay. A filter flag or --all is required: --all replays every
+FAILED and CANCELLED run. The filter flags are those of "{name} runs
+list"; their durations ago are taken on the database's clock.
+
+Flags:
+`
+
+const runsPruneUsage = `Usage: {name} runs prune --older-than D --database-url URL
+
+Deletes the runs that settled more than --older-than ago (on the database's
+clock), with their steps and events, in batches of 500, and prints how many
+it deleted. Runs that have not settled are never deleted, however old.
+Workers do the same by themselves, for runs older than their --retention.
+
+Flags:
+`
+
+// errorColumn is the widest error shown in the step table; failureColumn
+// the widest failure in the run list.
+const (
+	errorColumn   = 80
+	failureColumn = 60
+)
+
+func (c *cli) runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return c.dispatch(ctx, "runs", runsUsage, map[string]command{
+		"list":   c.runsList,
+		"show":   c.runsShow,
+		"cancel": c.runsCancel,
+		"replay": c.runsReplay,
+		"prune":  c.runsPrune,
+	}, args, stdout, stderr)
+}
+
+// dispatch runs the action of a command with actions ("runs list").
+func (c *cli) dispatch(ctx context.Context, name, usage string, actions map[string]command, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, c.text(usage))
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		fmt.Fprint(stderr, c.text(usage))
+		return 0
+	}
+	act, ok := actions[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "%s %s: unknown action %q\n\n%s", c.name, name, args[0], c.text(usage))
+		return exitUsage
+	}
+	return act(ctx, args[1:], stdout, stderr)
+}
+
+// runsAction is the frame of one "durable runs" action: its flags and how
+// it reports problems.
+type runsAction struct {
+	c      *cli
+	fs     *flag.FlagSet
+	db     *cliflag.DB
+	stderr io.Writer
+}
+
+func (c *cli) newRunsAction(name, usage string, stderr io.Writer) *runsAction {
+	return c.newCommand("runs "+name, usage, stderr)
+}
+
+// newCommand is the frame of a command with flags and positional
+// arguments, as for "runs" actions, under its own name.
+func (c *cli) newCommand(name, usage string, stderr io.Writer) *runsAction {
+	a := &runsAction{c: c, fs: c.flagSet(name, usage, stderr), stderr: stderr}
+	a.db = c.dbFlags(a.fs)
+	return a
+}
+
+// parse parses the flags, which may come before, between or after the
+// positional arguments, and returns at most maxPos of these; the code is -1
+// to continue, or the exit code.
+func (a *runsAction) parse(args []string, maxPos int) ([]string, int) {
+	pos, code := parseInterspersed(a.fs, args, a.stderr)
+	switch {
+	case code >= 0:
+		return nil, code
+	case maxPos >= 0 && len(pos) > maxPos:
+		return nil, a.usageErr("unexpected argument %q", pos[maxPos])
+	case a.db.URL() == "":
+		return nil, a.usageErr(missingURL)
+	}
+	return pos, -1
+}
+
+func (a *runsAction) usageErr(format string, args ...any) int {
+	fmt.Fprintf(a.stderr, "%s %s: "+format+"\n", append([]any{a.c.name, a.fs.Name()}, args...)...)
+	return exitUsage
+}
+
+// fail reports an error: exit status 2 for a filter or cursor the engine
+// refused, 1 otherwise.
+func (a *runsAction) fail(err error) int {
+	fmt.Fprintf(a.stderr, "%s %s: %v\n", a.c.name, a.fs.Name(), err)
+	if badFilter(err) {
+		return exitUsage
+	}
+	return 1
+}
+
+// open connects for the action.
+func (a *runsAction) open(ctx context.Context) (*operator, error) {
+	return a.c.openOperator(ctx, a.db, strings.ReplaceAll(a.fs.Name(), " ", "-"), a.stderr)
+}
+
+// parseIDs parses run IDs.
+func (a *runsAction) parseIDs(args []string) ([]uuid.UUID, int) {
+	ids := make([]uuid.UUID, len(args))
+	for i, s := range args {
+		id, err := uuid.Parse(s)
+		if err != nil {
+			return nil, a.usageErr("%q is not a run ID: %v", s, err)
+		}
+		ids[i] = id
+	}
+	return ids, -1
+}
+
+func (c *cli) runsShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := c.newRunsAction("show", runsShowUsage, stderr)
+	events := a.fs.Bool("events", false, "also print the run's event log")
+	outputs := a.fs.Bool("outputs", false, "also print the output of every completed step")
+	asJSON := a.fs.Bool("json", false, "print one JSON object, outputs included")
+	pos, code := a.parse(args, 1)
+	if code >= 0 {
+		return code
+	}
+	if len(pos) == 0 {
+		return a.usageErr("a RUN_ID is required")
+	}
+	ids, code := a.parseIDs(pos)
+	if code >= 0 {
+		return code
+	}
+	id := ids[0]
+
+	op, err := a.open(ctx)
+	if err != nil {
+		return a.fail(err)
+	}
+	defer op.close()
+	res, err := op.e.Get(ctx, id)
+	if err != nil {
+		return a.fail(c.explainRunError(err, id, op.schema))
+	}
+	v := &runView{res: res, prog: c.name}
+	if !res.Done() {
+		unserved, err := op.e.Unserved(ctx, res.Workflow)
+		if err != nil {
+			return a.fail(err)
+		}
+		v.unserved = len(unserved) > 0
+	}
+	if v.children, v.moreChildren, err = childRuns(ctx, op.e, res); err != nil {
+		return a.fail(err)
+	}
+	if *events {
+		if v.events, err = op.e.Events(ctx, id); err != nil {
+			return a.fail(c.explainRunError(err, id, op.schema))
+		}
+	}
+	if *asJSON {
+		return a.printJSON(stdout, runDetail(v, *events))
+	}
+	printRun(stdout, v, showOptions{events: *events, outputs: *outputs})
+	return 0
+}
+
+// printJSON prints v as one line of JSON.
+func (a *runsAction) printJSON(w io.Writer, v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return a.fail(err)
+	}
+	fmt.Fprintf(w, "%s\n", b)
+	return 0
+}
+
+// parseInterspersed parses flags that may come before, between or after
+// positional arguments, and returns the positional ones; the code is -1 to
+// continue, or the exit code.
+func parseInterspersed(fs *flag.FlagSet, args []string, stderr io.Writer) ([]string, int) {
+	fs.SetOutput(stderr)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, 0
+			}
+			return nil, exitUsage
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, -1
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// explainRunError turns the errors about one run that an operator can act
+// on into plain messages.
+func (c *cli) explainRunError(err error, id uuid.UUID, schema string) error {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, durable.ErrRunNotFound):
+		return fmt.Errorf("run %s not found in schema %s", id, schema)
+	case errors.Is(err, durable.ErrRunSettled):
+		return fmt.Errorf("run %s has already settled: only runs in flight can be cancelled", id)
+	case errors.Is(err, durable.ErrRunNotSettled):
+		return fmt.Errorf("run %s has not settled: only settled runs can be replayed", id)
+	case errors.Is(err, durable.ErrNothingToReplay):
+		return fmt.Errorf("run %s completed: nothing to replay (--from-step runs a step and its descendants again)", id)
+	case errors.Is(err, durable.ErrStepNotFound):
+		return fmt.Errorf("run %s has no such step", id)
+	case errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000"):
+		return fmt.Errorf("schema %s has no durable tables (wrong --schema, or run \"%s migrate up\"): %w", schema, c.name, err)
+	}
+	return err
+}
+
+// showOptions are what "runs show" prints besides the run and its steps.
+type showOptions struct {
+	events  bool
+	outputs bool
+}
+
+// printRun prints a run, its input and steps, what its steps wait for, its
+// child runs and, on request, the steps' outputs and the event log.
+func printRun(w io.Writer, v *runView, opts showOptions) {
+	res, evs := v.res, v.events
+	rel := func(t time.Time) string { return offset(t, res.CreatedAt) }
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "run\t%s\n", res.ID)
+	fmt.Fprintf(tw, "workflow\t%s\n", res.Workflow)
+	fmt.Fprintf(tw, "tenant\t%s\n", res.Tenant)
+	if res.Parent != nil {
+		fmt.Fprintf(tw, "parent\t%s (step %s)\n", res.Parent.RunID, dag.DisplayName(res.Parent.Step))
+	}
+	fmt.Fprintf(tw, "status\t%s\n", res.Status)
+	if v.unserved {
+		fmt.Fprintf(tw, "warning\tno live worker serves workflow %s: its steps wait until one starts (see %s workers)\n",
+			dag.Quote(res.Workflow), v.prog)
+	}
+	fmt.Fprintf(tw, "created\t%s\n", timestamp(res.CreatedAt))
+	if res.IdempotencyKey != "" {
+		fmt.Fprintf(tw, "idempotency key\t%s\n", dag.Quote(res.IdempotencyKey))
+	}
+	if res.Priority != durable.PriorityNormal {
+		fmt.Fprintf(tw, "priority\t%d\n", res.Priority)
+	}
+	if !res.Deadline.IsZero() {
+		fmt.Fprintf(tw, "deadline\t%s\n", timestamp(res.Deadline))
+	}
+	if res.Done() {
+		fmt.Fprintf(tw, "finished\t%s\n", timestamp(res.FinishedAt))
+		fmt.Fprintf(tw, "duration\t%s\n", res.FinishedAt.Sub(res.CreatedAt).Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(tw, "finished\t- (not settled)\n")
+	}
+	var re *durable.RunError
+	if errors.As(res.Err, &re) {
+		if re.Status == durable.RunCancelled {
+			reason := oneLine(re.Message, 200)
+			if reason == "" {
+				reason = "- (none given)"
+			}
+			fmt.Fprintf(tw, "reason\t%s\n", reason)
+		} else {
+			fmt.Fprintf(tw, "failure\tstep %q: %s\n", re.Step, oneLine(re.Message, 200))
+		}
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	printValue(w, "input", res.Input)
+
+	fmt.Fprintf(w, "\nsteps (times relative to the run's creation):\n")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "STEP\tPARENTS\tSTATE\tATTEMPTS\tSTARTED\tFINISHED\tTOOK\tDUE\tERROR\n")
+	for _, s := range res.Steps {
+		parents := "-"
+		if len(s.Parents) > 0 {
+			parents = strings.Join(s.Parents, ",")
+		}
+		took := "-"
+		if !s.StartedAt.IsZero() && !s.FinishedAt.IsZero() {
+			took = s.FinishedAt.Sub(s.StartedAt).Round(time.Millisecond).String()
+		}
+		due := "-"
+		if waiting(s) {
+			due = rel(s.DueAt)
+		}
+		errText := "-"
+		if s.Error != "" {
+			errText = oneLine(s.Error, errorColumn)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
+			s.Name, parents, s.State, s.Attempts, rel(s.StartedAt), rel(s.FinishedAt), took, due, errText)
+	}
+	tw.Flush()
+	printWaits(w, v)
+	printFailedItems(w, res)
+	printChildren(w, v)
+
+	if opts.outputs {
+		fmt.Fprintf(w, "\noutputs of the completed steps:\n")
+		n := 0
+		for _, s := range res.Steps {
+			if s.Kind == store.KindMap {
+				n += printItemOutputs(w, s)
+				continue
+			}
+			if s.State == durable.StepCompleted && len(s.Output) > 0 {
+				printValue(w, s.Name, s.Output)
+				n++
+			}
+		}
+		if n == 0 {
+			fmt.Fprintln(w, "(none)")
+		}
+	}
+	if !opts.events {
+		return
+	}
+
+	fmt.Fprintf(w, "\nevents (%d):\n", len(evs))
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "AT\tSTEP\tTYPE\tATTEMPT\tDETAIL\n")
+	for _, ev := range evs {
+		detail := oneLine(ev.Detail, 120)
+		switch ev.Type {
+		case durable.EventSleeping:
+			detail = "until " + rel(ev.DueAt)
+		case durable.EventRetrying:
+			detail = "next attempt at " + rel(ev.DueAt) + " after: " + detail
+		case durable.EventWaiting:
+			if !ev.DueAt.IsZero() {
+				detail += ", times out at " + rel(ev.DueAt)
+			}
+		}
+		if detail == "" {
+			detail = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", rel(ev.At), dag.DisplayName(ev.Step), ev.Type, ev.Attempt, detail)
+	}
+	tw.Flush()
+}
+
+// waiting reports whether a step waits for its DueAt: a sleep, a retry
+// backoff, or the timeout of a wait for an event or a signal.
+func waiting(s durable.StepResult) bool {
+	return !s.DueAt.IsZero() &&
+		(s.State == durable.StepSleeping || s.State == durable.StepQueued || s.State == durable.StepWaiting)
+}
+
+// printValue prints an encoded input or output under a label: indented
+// JSON when it is JSON, else base64.
+func printValue(w io.Writer, label string, b []byte) {
+	switch {
+	case len(b) == 0:
+		fmt.Fprintf(w, "%s: (none)\n", label)
+	case json.Valid(b):
+		var buf bytes.Buffer
+		_ = json.Indent(&buf, b, "  ", "  ") // valid JSON: cannot fail
+		fmt.Fprintf(w, "%s:\n  %s\n", label, buf.Bytes())
+	default:
+		fmt.Fprintf(w, "%s (%d bytes, not JSON; base64):\n  %s\n", label, len(b), base64.StdEncoding.EncodeToString(b))
+	}
+}
+
+// offset formats t relative to base, "-" for a zero t.
+func offset(t, base time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := t.Sub(base)
+	sign := "+"
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	if d < time.Minute {
+		return fmt.Sprintf("%s%.3fs", sign, d.Seconds())
+	}
+	return sign + d.Round(time.Millisecond).String()
+}
+
+// timestamp formats an absolute time in the local zone.
+func timestamp(t time.Time) string {
+	return t.Local().Format("2006-01-02 15:04:05.000 MST")
+}
+
+// The JSON of runs: snake_case fields, RFC 3339 times in UTC, null for a
+// time that did not happen.
+
+type runJSON struct {
+	ID         uuid.UUID         `json:"id"`
+	Workflow   string            `json:"workflow"`
+	Tenant     string            `json:"tenant"`
+	Status     durable.RunStatus `json:"status"`
+	FailedStep string            `json:"failed_step"`
+	Error      string            `json:"error"`
+	CreatedAt  time.Time         `json:"created_at"`
+	FinishedAt *time.Time        `json:"finished_at"`
+	// ParentID and ParentStep link a child run to its parent run and the
+	// step that started it; absent for other runs.
+	ParentID   *uuid.UUID `json:"parent_id,omitempty"`
+	ParentStep string     `json:"parent_step,omitempty"`
+}
+
+type runDetailJSON struct {
+	runJSON
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Priority       int             `json:"priority"`
+	Deadline       *time.Time      `json:"deadline"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	InputBase64    string          `json:"input_base64,omitempty"`
+	Parent         *parentJSON     `json:"parent"`
+	Children       []runJSON       `json:"children"`
+	MoreChildren   bool            `json:"more_children,omitempty"`
+	// Unserved is set for a run that has not settled and whose workflow
+	// no live worker serves.
+	Unserved bool        `json:"unserved,omitempty"`
+	Steps    []stepJSON  `json:"steps"`
+	Events   []eventJSON `json:"events,omitempty"`
+}
+
+// parentJSON links a child run to its parent: the run, its step that
+// started the child, and the child's step whose output is the result.
+type parentJSON struct {
+	RunID  uuid.UUID `json:"run_id"`
+	Step   string    `json:"step"`
+	Result string    `json:"result"`
+}
+
+type stepJSON struct {
+	Name         string            `json:"name"`
+	Kind         store.TaskKind    `json:"kind"`
+	Parents      []string          `json:"parents"`
+	State        durable.StepState `json:"state"`
+	Attempts     int               `json:"attempts"`
+	Error        string            `json:"error"`
+	DueAt        *time.Time        `json:"due_at"`
+	StartedAt    *time.Time        `json:"started_at"`
+	FinishedAt   *time.Time        `json:"finished_at"`
+	Output       json.RawMessage   `json:"output,omitempty"`
+	OutputBase64 string            `json:"output_base64,omitempty"`
+	// EventKey and Signal are what an event step waits (or waited) for,
+	// ChildRunID the child run a child step started last.
+	EventKey   string    `json:"event_key,omitempty"`
+	Signal     string    `json:"signal,omitempty"`
+	ChildRunID uuid.UUID `json:"child_run_id,omitzero"`
+	// ItemCounts and Items are a map step's items: how many are in each
+	// state, and every one (both present, maybe empty, for map steps only).
+	ItemCounts map[durable.StepState]int `json:"item_counts,omitzero"`
+	Items      []itemJSON                `json:"items,omitzero"`
+}
+
+// itemJSON is one item of a map step.
+type itemJSON struct {
+	Item         int               `json:"item"`
+	Name         string            `json:"name"`
+	State        durable.StepState `json:"state"`
+	Attempts     int               `json:"attempts"`
+	Error        string            `json:"error"`
+	DueAt        *time.Time        `json:"due_at"`
+	StartedAt    *time.Time        `json:"started_at"`
+	FinishedAt   *time.Time        `json:"finished_at"`
+	Output       json.RawMessage   `json:"output,omitempty"`
+	OutputBase64 string            `json:"output_base64,omitempty"`
+}
+
+type eventJSON struct {
+	At      time.Time         `json:"at"`
+	Step    string            `json:"step"`
+	Type    durable.EventType `json:"type"`
+	Attempt int               `json:"attempt"`
+	Detail  string            `json:"detail"`
+	DueAt   *time.Time        `json:"due_at"`
+}
+
+// optTime is t in UTC, nil when zero.
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// encoded splits an encoded value into JSON, when it is valid JSON, or
+// base64.
+func encoded(b []byte) (json.RawMessage, string) {
+	switch {
+	case len(b) == 0:
+		return nil, ""
+	case json.Valid(b):
+		return json.RawMessage(b), ""
+	}
+	return nil, base64.StdEncoding.EncodeToString(b)
+}
+
+func summaryJSON(r durable.RunSummary) runJSON {
+	out := runJSON{
+		ID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: r.Status, FailedStep: r.FailedStep, Error: r.Error,
+		CreatedAt: r.CreatedAt.UTC(), FinishedAt: optTime(r.FinishedAt),
+	}
+	if r.ParentID != uuid.Nil {
+		out.ParentID, out.ParentStep = &r.ParentID, dag.DisplayName(r.ParentStep)
+	}
+	return out
+}
+
+func runDetail(v *runView, events bool) *runDetailJSON {
+	res := v.res
+	out := &runDetailJSON{runJSON: runJSON{
+		ID: res.ID, Workflow: res.Workflow, Tenant: res.Tenant, Status: res.Status,
+		CreatedAt: res.CreatedAt.UTC(), FinishedAt: optTime(res.FinishedAt),
+	}, IdempotencyKey: res.IdempotencyKey, Priority: int(res.Priority), Deadline: optTime(res.Deadline)}
+	var re *durable.RunError
+	if errors.As(res.Err, &re) {
+		out.FailedStep, out.Error = re.Step, re.Message
+	}
+	if p := res.Parent; p != nil {
+		out.ParentID, out.ParentStep = &p.RunID, dag.DisplayName(p.Step)
+		out.Parent = &parentJSON{RunID: p.RunID, Step: dag.DisplayName(p.Step), Result: p.Result}
+	}
+	out.Children = make([]runJSON, len(v.children))
+	for i, c := range v.children {
+		out.Children[i] = summaryJSON(c)
+	}
+	out.MoreChildren = v.moreChildren
+	out.Unserved = v.unserved
+	out.Input, out.InputBase64 = encoded(res.Input)
+	out.Steps = make([]stepJSON, len(res.Steps))
+	for i, s := range res.Steps {
+		js := stepJSON{
+			Name: s.Name, Kind: s.Kind, Parents: s.Parents, State: s.State, Attempts: s.Attempts, Error: s.Error,
+			StartedAt: optTime(s.StartedAt), FinishedAt: optTime(s.FinishedAt),
+			EventKey: s.EventKey, Signal: s.Signal, ChildRunID: s.ChildRunID,
+		}
+		if js.Parents == nil {
+			js.Parents = []string{}
+		}
+		if waiting(s) {
+			js.DueAt = optTime(s.DueAt)
+		}
+		js.Output, js.OutputBase64 = encoded(s.Output)
+		if s.Kind == store.KindMap {
+			js.ItemCounts = itemCounts(s.Items)
+			js.Items = make([]itemJSON, len(s.Items))
+			for k, it := range s.Items {
+				ij := itemJSON{
+					Item: it.Item, Name: it.Name, State: it.State, Attempts: it.Attempts, Error: it.Error,
+					StartedAt: optTime(it.StartedAt), FinishedAt: optTime(it.FinishedAt),
+				}
+				if waiting(it) {
+					ij.DueAt = optTime(it.DueAt)
+				}
+				ij.Output, ij.OutputBase64 = encoded(it.Output)
+				js.Items[k] = ij
+			}
+		}
+		out.Steps[i] = js
+	}
+	if events {
+		out.Events = make([]eventJSON, len(v.events))
+		for i, ev := range v.events {
+			out.Events[i] = eventJSON{
+				At: ev.At.UTC(), Step: dag.DisplayName(ev.Step), Type: ev.Type, Attempt: ev.Attempt, Detail: ev.Detail,
+				DueAt: optTime(ev.DueAt),
+			}
+		}
+	}
+	return out
+}

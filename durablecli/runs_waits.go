@@ -1,0 +1,278 @@
+package durablecli
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// What "runs show" prints about the steps that wait (for an event, a
+// signal, a child run or the items of a map step) and about a run's child
+// runs. A map step may have up to dag.MaxItems items: the table prints
+// counts and a few of them, --json every one.
+
+// Caps on what the table of "runs show" lists.
+const (
+	// maxChildren is the most child runs "runs show" reads.
+	maxChildren = 1000
+	// maxChildRows is the most child runs its table lists.
+	maxChildRows = 20
+	// maxFailedItems is the most failed items it lists per map step.
+	maxFailedItems = 10
+	// maxItemOutputs is the most item outputs --outputs prints per map
+	// step.
+	maxItemOutputs = 10
+)
+
+// runView is what "runs show" prints: the run, its child runs and, on
+// request, its event log.
+type runView struct {
+	res *durable.RunResult
+	// children are the run's child runs, in the order of the steps that
+	// started them, then oldest first; moreChildren is set when there are
+	// more than maxChildren.
+	children     []durable.RunSummary
+	moreChildren bool
+	events       []durable.Event
+	// unserved is set for a run not settled whose workflow no live worker
+	// serves.
+	unserved bool
+	// prog is the program's name, for the commands it suggests.
+	prog string
+}
+
+// childRuns reads the child runs of res (at most maxChildren), in the order
+// of the steps that started them, then oldest first; more reports whether
+// there are others.
+func childRuns(ctx context.Context, e *durable.Engine, res *durable.RunResult) (kids []durable.RunSummary, more bool, err error) {
+	page, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Parent: res.ID}, Limit: maxChildren})
+	if err != nil {
+		return nil, false, fmt.Errorf("listing the child runs of run %s: %w", res.ID, err)
+	}
+	pos := make(map[string]int, len(res.Steps))
+	for i, s := range res.Steps {
+		pos[s.Name] = i
+	}
+	at := func(r durable.RunSummary) int {
+		if i, ok := pos[dag.DisplayName(r.ParentStep)]; ok {
+			return i
+		}
+		return len(res.Steps)
+	}
+	kids = page.Runs
+	slices.SortStableFunc(kids, func(a, b durable.RunSummary) int {
+		return cmp.Or(cmp.Compare(at(a), at(b)), a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID.String(), b.ID.String()))
+	})
+	return kids, page.Next != "", nil
+}
+
+// stepStates lists the step states in the order of a step's life, for
+// counts.
+var stepStates = []durable.StepState{
+	durable.StepPending, durable.StepQueued, durable.StepRunning, durable.StepSleeping, durable.StepWaiting,
+	durable.StepCompleted, durable.StepFailed, durable.StepSkipped, durable.StepCancelled,
+}
+
+// itemCounts counts a map step's items by state.
+func itemCounts(items []durable.StepResult) map[durable.StepState]int {
+	out := map[durable.StepState]int{}
+	for _, it := range items {
+		out[it.State]++
+	}
+	return out
+}
+
+// countText prints counts in the order given: "3 COMPLETED, 1 FAILED".
+func countText[S ~string](counts map[S]int, order []S) string {
+	var parts []string
+	for _, s := range order {
+		if n := counts[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, s))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// waits reports whether a step is of a kind that waits: for an event or a
+// signal, a child run, or its items.
+func waits(s durable.StepResult) bool {
+	switch s.Kind {
+	case store.KindEvent, store.KindChild, store.KindMap:
+		return true
+	}
+	return false
+}
+
+// waitsFor describes what a waiting step waits (or waited) for; status
+// gives the status of the child runs read.
+func waitsFor(s durable.StepResult, status map[uuid.UUID]durable.RunStatus) string {
+	switch s.Kind {
+	case store.KindEvent:
+		switch {
+		case s.Signal != "":
+			return "signal " + dag.Quote(s.Signal)
+		case s.EventKey != "":
+			return "event " + dag.Quote(s.EventKey)
+		case s.State.Terminal():
+			return "event: did not wait"
+		}
+		return "event: key not computed yet"
+	case store.KindChild:
+		if s.ChildRunID == uuid.Nil {
+			if s.State.Terminal() {
+				return "child run: none started"
+			}
+			return "child run: not started yet"
+		}
+		if st, ok := status[s.ChildRunID]; ok {
+			return fmt.Sprintf("child run %s (%s)", s.ChildRunID, st)
+		}
+		return "child run " + s.ChildRunID.String()
+	case store.KindMap:
+		if len(s.Items) == 0 {
+			switch {
+			case s.State == durable.StepCompleted:
+				return "0 items"
+			case s.State.Terminal():
+				return "items: none"
+			}
+			return "items: not fanned out yet"
+		}
+		return plural(len(s.Items), "item") + ": " + countText(itemCounts(s.Items), stepStates)
+	}
+	return "-"
+}
+
+// printWaits prints what the run's event, signal, child and map steps wait
+// (or waited) for, if it has any.
+func printWaits(w io.Writer, v *runView) {
+	var ws []durable.StepResult
+	for _, s := range v.res.Steps {
+		if waits(s) {
+			ws = append(ws, s)
+		}
+	}
+	if len(ws) == 0 {
+		return
+	}
+	status := make(map[uuid.UUID]durable.RunStatus, len(v.children))
+	for _, c := range v.children {
+		status[c.ID] = c.Status
+	}
+	fmt.Fprintf(w, "\nwaits (events, signals, child runs, map items):\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "STEP\tSTATE\tWAITS FOR\n")
+	for _, s := range ws {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.State, waitsFor(s, status))
+	}
+	tw.Flush()
+}
+
+// printFailedItems prints, for each map step with failed items, the first
+// maxFailedItems of them with their errors.
+func printFailedItems(w io.Writer, res *durable.RunResult) {
+	for _, s := range res.Steps {
+		if s.Kind != store.KindMap {
+			continue
+		}
+		var failed []durable.StepResult
+		for _, it := range s.Items {
+			if it.State == durable.StepFailed {
+				failed = append(failed, it)
+			}
+		}
+		if len(failed) == 0 {
+			continue
+		}
+		shown := failed[:min(len(failed), maxFailedItems)]
+		if len(shown) < len(failed) {
+			fmt.Fprintf(w, "\nfailed items of %s (%d of %d; the first %d):\n", s.Name, len(failed), len(s.Items), len(shown))
+		} else {
+			fmt.Fprintf(w, "\nfailed items of %s (%d of %d):\n", s.Name, len(failed), len(s.Items))
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "ITEM\tATTEMPTS\tFINISHED\tERROR\n")
+		for _, it := range shown {
+			errText := "-"
+			if it.Error != "" {
+				errText = oneLine(it.Error, errorColumn)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", it.Name, it.Attempts, offset(it.FinishedAt, res.CreatedAt), errText)
+		}
+		tw.Flush()
+		if n := len(failed) - len(shown); n > 0 {
+			fmt.Fprintf(w, "… %d more failed (--json lists every item)\n", n)
+		}
+	}
+}
+
+// printChildren prints the run's child runs (the first maxChildRows), if it
+// has any or has steps that start some.
+func printChildren(w io.Writer, v *runView) {
+	hasChildSteps := slices.ContainsFunc(v.res.Steps, func(s durable.StepResult) bool { return s.Kind == store.KindChild })
+	if len(v.children) == 0 {
+		switch {
+		case hasChildSteps && v.res.Done():
+			fmt.Fprintf(w, "\nchild runs: none\n")
+		case hasChildSteps:
+			fmt.Fprintf(w, "\nchild runs: none yet\n")
+		}
+		return
+	}
+	counts := map[durable.RunStatus]int{}
+	for _, c := range v.children {
+		counts[c.Status]++
+	}
+	total := plural(len(v.children), "run")
+	if v.moreChildren {
+		total = "the first " + total
+	}
+	fmt.Fprintf(w, "\nchild runs (%s: %s):\n", total, countText(counts, store.RunStatuses))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "ID\tSTEP\tWORKFLOW\tSTATUS\tFINISHED\tFAILURE\n")
+	shown := v.children[:min(len(v.children), maxChildRows)]
+	for _, c := range shown {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, dag.DisplayName(c.ParentStep), c.Workflow, c.Status,
+			offset(c.FinishedAt, v.res.CreatedAt), failure(c))
+	}
+	tw.Flush()
+	if n := len(v.children) - len(shown); n > 0 || v.moreChildren {
+		more := fmt.Sprintf("%d more", n)
+		if v.moreChildren {
+			more = "more"
+		}
+		fmt.Fprintf(w, "… %s: %s runs list --parent %s\n", more, v.prog, v.res.ID)
+	}
+}
+
+// printItemOutputs prints the outputs of a map step's completed items, the
+// first maxItemOutputs of them, and returns how many it printed.
+func printItemOutputs(w io.Writer, s durable.StepResult) int {
+	var done []durable.StepResult
+	for _, it := range s.Items {
+		if it.State == durable.StepCompleted && len(it.Output) > 0 {
+			done = append(done, it)
+		}
+	}
+	if len(done) == 0 {
+		return 0
+	}
+	shown := done[:min(len(done), maxItemOutputs)]
+	for _, it := range shown {
+		printValue(w, it.Name, it.Output)
+	}
+	if n := len(done) - len(shown); n > 0 {
+		fmt.Fprintf(w, "%s: … %d more completed items of %d (--json prints every item's output)\n", s.Name, n, len(s.Items))
+	}
+	return len(shown)
+}

@@ -1,0 +1,205 @@
+package durablecli
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/dag"
+)
+
+const statsUsage = `Usage: {name} stats --database-url URL [flags]
+
+Prints two tables, by workflow and tenant. Queues: the tasks ready to be
+claimed, waiting for a timer (retry backoffs and sleeps) and running, and
+how long the oldest ready task has waited. Runs: the runs in flight, by
+status, and the runs that settled within --window (counted by the minute
+they settled in), by status. It reads the queues, the runs in flight and
+per-minute counts, never the history of settled runs, so it is cheap
+enough to poll. Ages are taken on the database's clock. The schema is checked, never migrated.
+
+With --json, one JSON object:
+  {"at": TIME, "tenant": "", "window_s": 3600,
+   "queues": [{"workflow", "tenant", "ready", "waiting", "running",
+               "oldest_ready": TIME, "oldest_ready_age_s"}, ...],
+   "runs": [{"workflow", "tenant", "status", "settled", "count"}, ...]}
+with RFC 3339 times; "oldest_ready" and its age are null when no task is
+ready; "settled" is false for runs in flight.
+
+Exit status: 0 done, 1 failed (database errors), 2 bad flags.
+
+Flags:
+`
+
+type statsJSON struct {
+	At     time.Time        `json:"at"`
+	Tenant string           `json:"tenant"`
+	Window float64          `json:"window_s"`
+	Queues []queueStatsJSON `json:"queues"`
+	Runs   []runCountJSON   `json:"runs"`
+}
+
+type queueStatsJSON struct {
+	Workflow       string     `json:"workflow"`
+	Tenant         string     `json:"tenant"`
+	Ready          int        `json:"ready"`
+	Waiting        int        `json:"waiting"`
+	Running        int        `json:"running"`
+	OldestReady    *time.Time `json:"oldest_ready"`
+	OldestReadyAge *float64   `json:"oldest_ready_age_s"`
+}
+
+type runCountJSON struct {
+	Workflow string            `json:"workflow"`
+	Tenant   string            `json:"tenant"`
+	Status   durable.RunStatus `json:"status"`
+	Settled  bool              `json:"settled"`
+	Count    int               `json:"count"`
+}
+
+func (c *cli) statsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := c.flagSet("stats", statsUsage, stderr)
+	db := c.dbFlags(fs)
+	tenant := fs.String("tenant", "", "count only this tenant's tasks and runs")
+	window := fs.Duration("window", time.Hour, "count the runs that settled within this long")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if code := c.parseFlags(fs, args, stderr, 0); code >= 0 {
+		return code
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, c.name+" stats: "+format+"\n", a...)
+		return exitUsage
+	}
+	switch {
+	case db.URL() == "":
+		return usageErr(missingURL)
+	case *tenant != "" && !dag.ValidTenant(*tenant):
+		return usageErr("--tenant %q: want 1 to %d bytes of UTF-8 without control characters", *tenant, dag.MaxTenantLen)
+	case *window <= 0:
+		return usageErr("--window must be positive, got %s", *window)
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s stats: %v\n", c.name, err)
+		return 1
+	}
+
+	op, err := c.openOperator(ctx, db, "stats", stderr)
+	if err != nil {
+		return fail(err)
+	}
+	defer op.close()
+	var st *durable.Stats
+	opts := durable.StatsOptions{Window: *window}
+	if *tenant != "" {
+		st, err = op.e.Tenant(*tenant).Stats(ctx, opts)
+	} else {
+		st, err = op.e.Stats(ctx, opts)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	now, err := op.now(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	out := statsView(st, now, *tenant, *window)
+	if *asJSON {
+		b, err := json.Marshal(out)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+		return 0
+	}
+	printStats(stdout, out, *window)
+	return 0
+}
+
+// statsView orders the stats (by workflow and tenant; runs in flight before
+// settled ones, then by status) and takes the ages at now.
+func statsView(st *durable.Stats, now time.Time, tenant string, window time.Duration) *statsJSON {
+	out := &statsJSON{
+		At: now, Tenant: tenant, Window: window.Seconds(),
+		Queues: make([]queueStatsJSON, len(st.Queues)), Runs: make([]runCountJSON, len(st.Runs)),
+	}
+	for i, q := range st.Queues {
+		out.Queues[i] = queueStatsJSON{
+			Workflow: q.Workflow, Tenant: q.Tenant, Ready: q.Ready, Waiting: q.Waiting, Running: q.Running,
+			OldestReady: optTime(q.OldestReady),
+		}
+		if !q.OldestReady.IsZero() {
+			secs := max(now.Sub(q.OldestReady), 0).Seconds()
+			out.Queues[i].OldestReadyAge = &secs
+		}
+	}
+	slices.SortFunc(out.Queues, func(a, b queueStatsJSON) int {
+		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Tenant, b.Tenant))
+	})
+	for i, c := range st.Runs {
+		out.Runs[i] = runCountJSON{Workflow: c.Workflow, Tenant: c.Tenant, Status: c.Status, Settled: c.Settled, Count: c.Count}
+	}
+	rank := func(s durable.RunStatus) int { return slices.Index(runStatusOrder, s) }
+	slices.SortFunc(out.Runs, func(a, b runCountJSON) int {
+		settled := func(c runCountJSON) int {
+			if c.Settled {
+				return 1
+			}
+			return 0
+		}
+		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Tenant, b.Tenant),
+			cmp.Compare(settled(a), settled(b)), cmp.Compare(rank(a.Status), rank(b.Status)))
+	})
+	return out
+}
+
+// runStatusOrder is the order of statuses in the runs table.
+var runStatusOrder = []durable.RunStatus{durable.RunRunning, durable.RunCompleted, durable.RunFailed, durable.RunCancelled}
+
+func printStats(w io.Writer, st *statsJSON, window time.Duration) {
+	if len(st.Queues) == 0 {
+		fmt.Fprintln(w, "queues: no task ready, waiting or running")
+	} else {
+		fmt.Fprintln(w, "queues (tasks):")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "WORKFLOW\tTENANT\tREADY\tWAITING\tRUNNING\tOLDEST READY\n")
+		for _, q := range st.Queues {
+			oldest := "-"
+			if q.OldestReady != nil {
+				oldest = age(time.Duration(*q.OldestReadyAge * float64(time.Second)))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", q.Workflow, q.Tenant, q.Ready, q.Waiting, q.Running, oldest)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w)
+	if len(st.Runs) == 0 {
+		fmt.Fprintf(w, "runs: none in flight, none settled in the last %s\n", window)
+		return
+	}
+	fmt.Fprintf(w, "runs (in flight, and settled in the last %s):\n", window)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "WORKFLOW\tTENANT\tSTATUS\tPHASE\tCOUNT\n")
+	for _, c := range st.Runs {
+		phase := "in-flight"
+		if c.Settled {
+			phase = "settled"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", c.Workflow, c.Tenant, c.Status, phase, c.Count)
+	}
+	tw.Flush()
+}
+
+// age formats a duration for a table: milliseconds under a minute, seconds
+// above.
+func age(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%.3fs", d.Seconds())
+	}
+	return d.Round(time.Second).String()
+}

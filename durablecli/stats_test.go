@@ -1,0 +1,169 @@
+package durablecli
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/clitest"
+	"github.com/effectivelabs/durable/internal/workloads"
+)
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	p := clitest.NewPG(t, true) // no worker: what is queued stays queued
+	ctx := context.Background()
+
+	code, out, errOut := runCLI(t, p.Flags("stats")...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "queues: no task ready, waiting or running\n\nruns: none in flight, none settled in the last 1h0m0s\n", out)
+
+	client := p.Client(t)
+	set := workloads.New(workloads.Options{})
+	for range 3 {
+		_, err := set.Noop.RunNoWait(ctx, client, "acme", 0)
+		require.NoError(t, err)
+	}
+	var chains []string
+	for range 2 {
+		id, err := set.Chain.RunNoWait(ctx, client, "zed", 0)
+		require.NoError(t, err)
+		chains = append(chains, id.String())
+	}
+	// A settled run: cancelled.
+	code, _, errOut = runCLI(t, p.Flags("runs", "cancel", chains[0])...)
+	require.Equal(t, 0, code, errOut)
+
+	code, out, errOut = runCLI(t, p.Flags("stats")...)
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, errOut)
+	queues := section(t, out, "WORKFLOW ")
+	require.Equal(t, "queues (tasks):", strings.Split(out, "\n")[0])
+	requireAligned(t, queues, "TENANT", "READY", "WAITING", "RUNNING", "OLDEST READY")
+	require.Len(t, queues, 3)
+	require.Regexp(t, `^bench-chain +zed +1 +0 +0 +\d+\.\d{3}s$`, queues[1])
+	require.Regexp(t, `^bench-noop +acme +3 +0 +0 +\d+\.\d{3}s$`, queues[2])
+	require.True(t, strings.HasSuffix(out, `
+runs (in flight, and settled in the last 1h0m0s):
+WORKFLOW     TENANT  STATUS     PHASE      COUNT
+bench-chain  zed     RUNNING    in-flight  1
+bench-chain  zed     CANCELLED  settled    1
+bench-noop   acme    RUNNING    in-flight  3
+`), out)
+
+	code, out, errOut = runCLI(t, p.Flags("stats", "--tenant", "zed", "--window", "10m")...)
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, out, "acme")
+	require.Contains(t, out, "runs (in flight, and settled in the last 10m0s):\n")
+	require.Contains(t, out, "bench-chain  zed     CANCELLED  settled    1\n")
+
+	// Settled runs are counted by the minute: the shortest window still
+	// holds the current minute, when the run was cancelled.
+	code, out, errOut = runCLI(t, p.Flags("stats", "--window", "1us")...)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "bench-chain  zed     CANCELLED  settled    1\n")
+
+	// --json.
+	before := time.Now()
+	code, out, errOut = runCLI(t, p.Flags("stats", "--json")...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, 1, strings.Count(out, "\n"))
+	var st struct {
+		At     time.Time `json:"at"`
+		Tenant string    `json:"tenant"`
+		Window float64   `json:"window_s"`
+		Queues []struct {
+			Workflow       string     `json:"workflow"`
+			Tenant         string     `json:"tenant"`
+			Ready          int        `json:"ready"`
+			Waiting        int        `json:"waiting"`
+			Running        int        `json:"running"`
+			OldestReady    *time.Time `json:"oldest_ready"`
+			OldestReadyAge *float64   `json:"oldest_ready_age_s"`
+		} `json:"queues"`
+		Runs []struct {
+			Workflow string `json:"workflow"`
+			Tenant   string `json:"tenant"`
+			Status   string `json:"status"`
+			Settled  bool   `json:"settled"`
+			Count    int    `json:"count"`
+		} `json:"runs"`
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&st), out)
+	require.WithinDuration(t, before, st.At, time.Minute, "the database's clock")
+	require.Empty(t, st.Tenant)
+	require.Equal(t, 3600.0, st.Window)
+	require.Len(t, st.Queues, 2)
+	q := st.Queues[1]
+	require.Equal(t, "bench-noop", q.Workflow)
+	require.Equal(t, "acme", q.Tenant)
+	require.Equal(t, [3]int{3, 0, 0}, [3]int{q.Ready, q.Waiting, q.Running})
+	require.NotNil(t, q.OldestReady)
+	require.NotNil(t, q.OldestReadyAge)
+	require.InDelta(t, st.At.Sub(*q.OldestReady).Seconds(), *q.OldestReadyAge, 0.001)
+	require.Greater(t, *q.OldestReadyAge, 0.0)
+	require.Len(t, st.Runs, 3)
+	require.Equal(t, "CANCELLED", st.Runs[1].Status)
+	require.True(t, st.Runs[1].Settled)
+	require.Equal(t, 1, st.Runs[1].Count)
+	require.Equal(t, "RUNNING", st.Runs[2].Status)
+	require.False(t, st.Runs[2].Settled)
+	require.Equal(t, 3, st.Runs[2].Count)
+
+	// Waiting and running tasks, and the oldest ready age when none is
+	// ready.
+	p.StartWorker(t)
+	require.Eventually(t, func() bool {
+		st, err := client.Stats(ctx, durable.StatsOptions{})
+		require.NoError(t, err)
+		return len(st.Queues) == 0
+	}, 30*time.Second, 20*time.Millisecond)
+	sleeping(t, client, "ada")
+	code, out, errOut = runCLI(t, p.Flags("stats", "--json", "--tenant", "ada")...)
+	require.Equal(t, 0, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Equal(t, "ada", st.Tenant)
+	require.Len(t, st.Queues, 1)
+	require.Equal(t, 1, st.Queues[0].Waiting, "the fraud window's sleep")
+	require.Nil(t, st.Queues[0].OldestReady)
+	require.Nil(t, st.Queues[0].OldestReadyAge)
+	code, out, _ = runCLI(t, p.Flags("stats", "--tenant", "ada")...)
+	require.Equal(t, 0, code)
+	require.Regexp(t, `(?m)^order-processing +ada +0 +1 +0 +-$`, out)
+}
+
+func TestStatsUsageErrors(t *testing.T) {
+	t.Parallel()
+	db := []string{"--database-url", "postgres://nobody@127.0.0.1:1/none"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--window", "0s"}, "durable stats: --window must be positive, got 0s\n"},
+		{[]string{"--window", "an hour"}, `invalid value "an hour" for flag -window`},
+		{[]string{"--tenant", "a\nb"}, `durable stats: --tenant "a\nb": want 1 to 200 bytes`},
+		{[]string{"extra"}, `durable stats: unexpected argument "extra"`},
+		{[]string{"--database-url="}, "durable stats: --database-url (or $DURABLE_DATABASE_URL) is required\n"},
+	} {
+		code, out, errOut := runCLI(t, append(append([]string{"stats"}, db...), tc.args...)...)
+		require.Equal(t, exitUsage, code, "%v: stderr:\n%s", tc.args, errOut)
+		require.Empty(t, out, "%v", tc.args)
+		require.Contains(t, errOut, tc.want, "%v", tc.args)
+	}
+	code, _, errOut := runCLI(t, "stats", "-h")
+	require.Equal(t, 0, code)
+	require.True(t, strings.HasPrefix(errOut, "Usage: durable stats --database-url URL [flags]"))
+
+	// A database that cannot be reached is an error, not a usage error.
+	code, out, errOut := runCLI(t, "stats", "--database-url", "postgres://nobody@127.0.0.1:1/none?connect_timeout=5")
+	require.Equal(t, 1, code)
+	require.Empty(t, out)
+	require.Contains(t, errOut, "durable stats: connecting")
+}

@@ -1,0 +1,263 @@
+package durablecli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/cliflag"
+	"github.com/effectivelabs/durable/internal/dag"
+)
+
+const triggerUsage = `Usage: {name} trigger --database-url URL --workflow NAME [flags]
+
+Starts --count runs of a workflow of this program (those "{name} worker"
+serves, listed below) and prints their IDs, one a line. Every run gets the
+same input: --input, encoded as the workflow's input type (JSON by
+default), or the workflow's default input when it has one. The input is
+decoded into the workflow's input type before any run starts: an input
+that does not decode is a usage error. The runs of a workflow with a
+default input are started in one transaction; those of others one by one.
+
+With --wait it then waits for each run to settle and prints a line per run,
+"<id> <STATUS> in <duration>", with the failure of a failed run; it exits 1
+if any run did not complete (failed, or still running after --timeout).
+
+--idempotency-key makes the trigger idempotent: a run of the workflow and
+tenant started with that key before (and still kept) is not started again;
+its ID is printed and "duplicate" said on stderr (with --count above 1, one
+run is started and the others are its duplicates). --priority (0-3),
+--start-after and --run-timeout set the run's priority, delayed start and
+deadline (see docs/semantics.md, "Flow control").
+
+This command only starts runs: "{name} worker" processes execute them. The
+schema is migrated up first if needed.
+
+Exit status: 0 started (and, with --wait, completed), 1 failed (could not
+connect, a run did not complete), 2 bad flags, unknown workflow or input.
+
+Flags:
+`
+
+// maxTriggerCount bounds --count.
+const maxTriggerCount = 100_000
+
+// triggerOptions are the flags of "trigger".
+type triggerOptions struct {
+	db         *cliflag.DB
+	workflow   string
+	tenant     string
+	count      int
+	input      string
+	wait       bool
+	timeout    time.Duration
+	key        string
+	priority   int
+	startAfter time.Duration
+	runTimeout time.Duration
+}
+
+func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := c.flagSet("trigger", c.withWorkflows(triggerUsage, true), stderr)
+	var o triggerOptions
+	o.db = c.dbFlags(fs)
+	fs.StringVar(&o.workflow, "workflow", "", "workflow to run"+c.workflowList(": "))
+	fs.StringVar(&o.tenant, "tenant", "default", "tenant the runs belong to")
+	fs.IntVar(&o.count, "count", 1, "number of runs to start")
+	fs.StringVar(&o.input, "input", "", "input of every run, as JSON of the workflow's input type (default: the workflow's default input)")
+	fs.BoolVar(&o.wait, "wait", false, "wait for the runs to settle and print their statuses")
+	fs.DurationVar(&o.timeout, "timeout", 0, "with --wait, how long to wait at most (0: no limit)")
+	fs.StringVar(&o.key, "idempotency-key", "", "start no run if one of this workflow and tenant was started with this key (1-255 bytes)")
+	fs.IntVar(&o.priority, "priority", 0, "the runs' priority within their tenant, 0 (default) to 3")
+	fs.DurationVar(&o.startAfter, "start-after", 0, "start the runs this long from now (a durable timer)")
+	fs.DurationVar(&o.runTimeout, "run-timeout", 0, "fail the runs that have not settled this long from now (0: no deadline)")
+	wf := c.workflowFlags("trigger", fs)
+	if code := c.parseFlags(fs, args, stderr, 0); code >= 0 {
+		return code
+	}
+	prefix := c.name + " trigger"
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, prefix+": "+format+"\n", a...)
+		return exitUsage
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return 1
+	}
+	switch {
+	case o.db.URL() == "":
+		return usageErr(missingURL)
+	case o.count < 1 || o.count > maxTriggerCount:
+		return usageErr("--count must be between 1 and %d, got %d", maxTriggerCount, o.count)
+	case !dag.ValidTenant(o.tenant):
+		return usageErr("--tenant %q: want 1 to %d bytes of UTF-8 without control characters", o.tenant, dag.MaxTenantLen)
+	case o.timeout < 0:
+		return usageErr("--timeout must not be negative, got %s", o.timeout)
+	case o.timeout > 0 && !o.wait:
+		return usageErr("--timeout applies only with --wait")
+	case o.key != "" && !dag.ValidKey(o.key):
+		return usageErr("--idempotency-key %q: want 1 to %d bytes of UTF-8 without control characters", o.key, dag.MaxKeyLen)
+	case o.priority < int(durable.PriorityNormal) || o.priority > int(durable.PriorityUrgent):
+		return usageErr("--priority must be between %d and %d, got %d", durable.PriorityNormal, durable.PriorityUrgent, o.priority)
+	case o.startAfter < 0:
+		return usageErr("--start-after must not be negative, got %s", o.startAfter)
+	case o.runTimeout < 0:
+		return usageErr("--run-timeout must not be negative, got %s", o.runTimeout)
+	}
+	var opts []durable.TriggerOption
+	if o.key != "" {
+		opts = append(opts, durable.WithIdempotencyKey(o.key))
+	}
+	if o.priority != 0 {
+		opts = append(opts, durable.WithPriority(durable.Priority(o.priority)))
+	}
+	if o.startAfter > 0 {
+		opts = append(opts, durable.WithStartAfter(o.startAfter))
+	}
+	if o.runTimeout > 0 {
+		opts = append(opts, durable.WithRunTimeout(o.runTimeout))
+	}
+
+	// The workflows and the input are checked before connecting.
+	pool, err := o.db.NewPool(4)
+	if err != nil {
+		return fail(err)
+	}
+	defer pool.Close()
+	set, le := c.workflows(ctx, wf, pool, o.db.Schema)
+	if le != nil {
+		return le.report(stderr, prefix)
+	}
+	e, err := c.client(pool, o.db.Schema, set, "trigger", stderr)
+	if err != nil {
+		return fail(err)
+	}
+	switch {
+	case o.workflow == "" && len(set.names()) == 0:
+		return usageErr("--workflow is required, but this program serves no workflow")
+	case o.workflow == "":
+		return usageErr("--workflow is required: one of %s", strings.Join(set.names(), ", "))
+	case !registered(e, o.workflow):
+		return usageErr("%s", set.unknownWorkflow(o.workflow))
+	}
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "input" })
+	input, start, err := set.input(o.workflow, o.input, given)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if start == nil {
+		start = byName(o.workflow, input)
+	}
+
+	if err := o.db.Ping(ctx, pool); err != nil {
+		return fail(err)
+	}
+	if err := o.db.Migrate(ctx, pool); err != nil {
+		return fail(err)
+	}
+	started, err := start(ctx, e, o.tenant, o.count, opts)
+	for _, st := range started { // those started before an error too
+		fmt.Fprintln(stdout, st.RunID)
+	}
+	if err != nil {
+		if errors.Is(err, durable.ErrInvalidInput) {
+			return usageErr("--input for %s: %v", o.workflow, err)
+		}
+		return fail(err)
+	}
+	var ids []uuid.UUID // each run once, for --wait
+	seen := make(map[uuid.UUID]bool, len(started))
+	for _, st := range started {
+		if st.Duplicate {
+			fmt.Fprintf(stderr, "%s: %s: duplicate (idempotency key %q)\n", prefix, st.RunID, o.key)
+		}
+		if !seen[st.RunID] {
+			seen[st.RunID] = true
+			ids = append(ids, st.RunID)
+		}
+	}
+	if !o.wait {
+		return 0
+	}
+	return waitRuns(ctx, e, ids, o.timeout, stdout, stderr, prefix)
+}
+
+// waitRuns waits for each run in turn and prints its final status; it
+// returns 1 if any run did not complete.
+func waitRuns(ctx context.Context, e *durable.Engine, ids []uuid.UUID, timeout time.Duration, stdout, stderr io.Writer, prefix string) int {
+	waitCtx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	var notDone []uuid.UUID
+	for _, id := range ids {
+		res, err := e.Wait(waitCtx, id)
+		if err != nil && waitCtx.Err() != nil && ctx.Err() == nil {
+			// Timed out: report where the run is now.
+			res, err = e.Get(ctx, id)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+			return 1
+		}
+		fmt.Fprintln(stdout, statusLine(res, timeout))
+		if res.Status != durable.RunCompleted {
+			notDone = append(notDone, id)
+		}
+	}
+	if len(notDone) > 0 {
+		fmt.Fprintf(stderr, "%s: %d of %d runs did not complete\n", prefix, len(notDone), len(ids))
+		return 1
+	}
+	return 0
+}
+
+// statusLine describes a run for "trigger --wait".
+func statusLine(res *durable.RunResult, timeout time.Duration) string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s", res.ID, res.Status)
+	if !res.Done() {
+		fmt.Fprintf(&b, " (not settled after --timeout %s", timeout)
+		var active []string
+		for _, s := range res.Steps {
+			if !s.State.Terminal() {
+				active = append(active, s.Name+" "+string(s.State))
+			}
+		}
+		if len(active) > 0 {
+			fmt.Fprintf(&b, "; %s", strings.Join(active, ", "))
+		}
+		b.WriteString(")")
+		return b.String()
+	}
+	fmt.Fprintf(&b, " in %s", res.FinishedAt.Sub(res.CreatedAt).Round(time.Millisecond))
+	var re *durable.RunError
+	if errors.As(res.Err, &re) {
+		fmt.Fprintf(&b, ": step %q: %s", re.Step, oneLine(re.Message, 200))
+	}
+	return b.String()
+}
+
+// oneLine returns the first line of s, cut to at most n runes.
+func oneLine(s string, n int) string {
+	first, _, more := strings.Cut(strings.TrimSpace(s), "\n")
+	first = strings.TrimSpace(first)
+	if r := []rune(first); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	if more {
+		return first + " …"
+	}
+	return first
+}
