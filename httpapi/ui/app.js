@@ -161,51 +161,24 @@ async function runsView(params) {
 
 // ---- one run ----------------------------------------------------------------
 
-// layout places the steps of a DAG in columns by depth (longest path from
-// a root), in declaration order within a column.
-function layout(steps) {
-  const depth = {};
-  let maxDepth = 0;
-  for (const s of steps) {
-    if (s.kind === "on_failure") continue;
-    let d = 0;
-    for (const p of s.parents || []) d = Math.max(d, (depth[p] ?? 0) + 1);
-    depth[s.name] = d;
-    maxDepth = Math.max(maxDepth, d);
-  }
-  for (const s of steps) if (s.kind === "on_failure") depth[s.name] = maxDepth + 1;
-  const rows = {};
-  const pos = {};
-  const W = 160, H = 44, GX = 60, GY = 18;
-  let width = 0, height = 0;
-  for (const s of steps) {
-    const d = depth[s.name];
-    const r = rows[d] = (rows[d] ?? -1) + 1;
-    pos[s.name] = { x: 16 + d * (W + GX), y: 16 + r * (H + GY), w: W, h: H };
-    width = Math.max(width, pos[s.name].x + W + 16);
-    height = Math.max(height, pos[s.name].y + H + 16);
-  }
-  return { pos, width, height };
-}
-
-function dagSVG(steps, onSelect, id) {
-  const { pos, width, height } = layout(steps);
-  const g = svg("svg", { id: id || "dag", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "the run's steps" });
-  for (const s of steps) {
-    for (const p of s.parents || []) {
-      const a = pos[p], b = pos[s.name];
-      if (!a || !b) continue;
-      const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x, y2 = b.y + b.h / 2, mx = (x1 + x2) / 2;
-      g.append(svg("path", { class: "edge", d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, "data-from": p, "data-to": s.name }));
-    }
+// dagSVG draws a DAG (see dag.js for its layout) as an SVG with an id; a
+// click on a step calls onSelect with its name.
+function dagSVG(steps, onSelect, id, label) {
+  id = id || "dag";
+  const { boxes, edges, width, height } = dagLayout(steps);
+  const g = svg("svg", { id, class: "dag", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label || "the run's steps" });
+  g.append(svg("defs", {}, svg("marker", { id: id + "-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" },
+    svg("path", { class: "arrow", d: "M0,0 L8,4 L0,8 z" }))));
+  for (const e of edges) {
+    g.append(svg("path", { class: "edge", d: e.d, "data-from": e.from, "data-to": e.to, "marker-end": `url(#${id}-arrow)` }));
   }
   for (const s of steps) {
-    const p = pos[s.name];
+    const p = boxes[s.name];
     const label = s.name.length > 22 ? s.name.slice(0, 21) + "…" : s.name;
     let sub = s.state.toLowerCase();
     if (s.attempts > 1) sub += ` · ${s.attempts} attempts`;
     if (s.items) sub += ` · ${s.items.length} items`;
-    const node = svg("g", { class: "node " + s.state, "data-step": s.name, "data-state": s.state, tabindex: "0" },
+    const node = svg("g", { class: "node " + s.state, "data-step": s.name, "data-state": s.state, "data-layer": p.layer, tabindex: "0" },
       svg("title", {}, `${s.name}: ${s.state}${s.error ? " — " + s.error : ""}`),
       svg("rect", { x: p.x, y: p.y, width: p.w, height: p.h }),
       svg("text", { x: p.x + 8, y: p.y + 18 }, label),
@@ -213,7 +186,7 @@ function dagSVG(steps, onSelect, id) {
     node.addEventListener("click", () => onSelect(s.name));
     g.append(node);
   }
-  return g;
+  return el("div", { class: "dag-wrap" }, g);
 }
 
 // bars rebuilds, from the event log, each step's attempts (STARTED to its
@@ -366,7 +339,7 @@ async function workflowsView() {
   const d = await api("workflows");
   main.replaceChildren(el("h1", {}, "Workflows"), ...d.workflows.map((w, i) => el("section", { "data-workflow": w.name },
     el("h2", {}, w.name, w.child_only ? " (child workflow)" : ""),
-    dagSVG(w.steps.map((s) => ({ ...s, state: "PENDING", attempts: 0 })), () => {}, "dag-" + i))));
+    dagSVG(w.steps.map((s) => ({ ...s, state: "PENDING", attempts: 0 })), () => {}, "dag-" + i, "the steps of workflow " + w.name))));
   setLive(null);
 }
 
