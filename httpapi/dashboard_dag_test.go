@@ -203,8 +203,8 @@ func TestDashboardDAGEdgesAvoidBoxes(t *testing.T) {
 		input    []byte
 		shot     string
 	}{
-		{"generated-30", []byte("1"), "dashboard-dag-run.png"},
-		{demo.WorkflowName, []byte(`{"id":"A-1","customer":"ada","cents":4200,"items":["keyboard"]}`), ""},
+		{"generated-30", []byte("1"), ""},
+		{demo.WorkflowName, []byte(`{"id":"A-1","customer":"ada","cents":4200,"items":["keyboard"]}`), "dashboard-order-run.png"},
 		{"signup", []byte("1"), ""},
 	} {
 		st, err := e.StartByName(context.Background(), run.workflow, "acme", run.input)

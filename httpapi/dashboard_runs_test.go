@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -223,4 +226,89 @@ func testListRunsInclude(t *testing.T, en *env) {
 	requireProblem(t, en.do(t, "acme", "GET", "/api/v1/runs?include=steps", nil), 400, "invalid_filter")
 	requireProblem(t, en.do(t, "acme", "GET", "/api/v1/runs?include=waits&limit=101", nil), 400, "invalid_filter")
 	require.Len(t, en.listed(t, "acme", "include=waits&include=children&limit=2"), 2)
+}
+
+// TestDashboardRunsList: the runs list shows each run's duration, what a
+// running run waits for, a child run's parent and a parent's child runs,
+// whose link lists them.
+func TestDashboardRunsList(t *testing.T) {
+	t.Parallel()
+	en := newEngineEnv(t, memstore.New(), waitingFlows()...)
+	srv := httptest.NewServer(httpapi.New(en.e, httpapi.Options{Logger: quiet, Dashboard: true}))
+	t.Cleanup(srv.Close)
+	quick := en.trigger(t, "acme", "quick", map[string]any{"input": 1})
+	require.Equal(t, durable.RunCompleted, en.settle(t, quick).Status)
+	gate := en.trigger(t, "acme", "gate", map[string]any{"input": "po-1"})
+	napper := en.trigger(t, "acme", "napper", map[string]any{"input": 1})
+	retrier := en.trigger(t, "acme", "retrier", map[string]any{"input": 1})
+	family := en.trigger(t, "acme", "family", map[string]any{"input": "x"})
+	var kid uuid.UUID
+	require.Eventually(t, func() bool {
+		res, err := en.e.Get(context.Background(), family)
+		require.NoError(t, err)
+		sub, _ := res.Step("sub")
+		kid = sub.ChildRunID
+		return kid != uuid.Nil
+	}, 20*time.Second, 20*time.Millisecond)
+
+	row := func(id uuid.UUID) string { return fmt.Sprintf(`#runs tr[data-run="%s"]`, id) }
+	ctx := browser(t)
+	shot := screenshots(t)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(row(gate)+` .wait[data-step="approved"][data-for="signal"]`),
+		chromedp.WaitVisible(row(napper)+` .wait[data-step="nap"][data-for="sleep"]`),
+		chromedp.WaitVisible(row(retrier)+` .wait[data-step="call"][data-for="retry"]`),
+		chromedp.WaitVisible(row(family)+` .wait[data-step="sub"][data-for="child"] a[href="#/runs/`+kid.String()+`"]`),
+		chromedp.WaitVisible(row(kid)+` .wait[data-step="done"][data-for="event"]`),
+		// The family: the child links to its parent, the parent to its
+		// child runs.
+		chromedp.WaitVisible(row(kid)+` a.parent[data-parent="`+family.String()+`"]`),
+		chromedp.WaitVisible(row(family)+` a.children`),
+		chromedp.WaitVisible(row(quick)+` .duration`),
+		chromedp.WaitVisible(row(gate)+` .duration.running`),
+		shot("dashboard-runs-waits.png"),
+	))
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(sel))
+		require.NoError(t, err)
+		return s
+	}
+	require.Equal(t, `approved: signal "approve"`, text(row(gate)+` .wait`))
+	require.Equal(t, `done: event "kid-x"`, text(row(kid)+` .wait`))
+	require.Regexp(t, `^nap: sleep, wakes in 59m \d\ds$`, text(row(napper)+` .wait`))
+	require.Regexp(t, `^call: retry after attempt 1, in 59m \d\ds$`, text(row(retrier)+` .wait`))
+	require.Regexp(t, `^sub: child run [0-9a-f]{8}…$`, text(row(family)+` .wait`))
+	require.Regexp(t, `^child of [0-9a-f]{8}… \(sub\)$`, text(row(kid)+` .family`))
+	require.Regexp(t, `^(< 1 ms|\d+ ms|\d+\.\d s)$`, text(row(quick)+` .duration`))
+	require.Empty(t, text(row(quick)+` td.waits`))
+	links, err := chromedp.Run(ctx, chromedp.Nodes(`#runs a.children`, chromedp.AtLeast(0)))
+	require.NoError(t, err)
+	require.Len(t, links, 1, "only the family run has child runs")
+
+	// Durations in readable units.
+	units, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[0.4, 850, 12300, 245000, 3*3600e3 + 12*60e3, 2*86400e3 + 4*3600e3].map(fmtDuration)`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"< 1 ms", "850 ms", "12.3 s", "4m 05s", "3h 12m", "2d 4h"}, units)
+
+	// The parent's link lists its child runs only; the chip's button lists
+	// every run again.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(row(family)+` a.children`),
+		chromedp.WaitVisible(`#f-parent`),
+		chromedp.WaitVisible(row(kid)),
+		chromedp.WaitNotPresent(row(family)),
+		chromedp.WaitNotPresent(row(gate)),
+		chromedp.Click(`#f-parent button`),
+		chromedp.WaitVisible(row(gate)),
+		chromedp.WaitNotPresent(`#f-parent`),
+		// The parent's page links to its child runs too.
+		chromedp.Navigate(srv.URL+"/#/runs/"+family.String()),
+		chromedp.WaitVisible(`#waits li[data-step="sub"][data-for="child"]`),
+		chromedp.Click(`#child-runs`),
+		chromedp.WaitVisible(row(kid)),
+		chromedp.WaitNotPresent(row(gate)),
+	))
 }
