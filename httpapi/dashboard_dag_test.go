@@ -219,6 +219,11 @@ func TestDashboardDAGEdgesAvoidBoxes(t *testing.T) {
 			chromedp.Navigate(srv.URL+"/#/runs/"+st.RunID.String()),
 			chromedp.WaitVisible(fmt.Sprintf(`#dag .node[data-step=%q][data-state="COMPLETED"]`, last)),
 		))
+		if run.workflow == demo.WorkflowName {
+			// reject started, then was skipped: its bar ends there.
+			require.NoError(t, chromedp.Do(ctx,
+				chromedp.WaitVisible(`#timeline rect.SKIPPED[data-step="reject"][data-attempt="1"]`)))
+		}
 		if run.shot != "" {
 			require.NoError(t, chromedp.Do(ctx, shot(run.shot)))
 		}

@@ -313,7 +313,7 @@ function bars(events) {
   const out = [];
   const open = {}; // attempts, by step and attempt
   const gap = {}; // the open sleep, wait or backoff, by step
-  const ends = ["COMPLETED", "FAILED", "RETRYING", "CANCELLED", "WAITING", "SLEEPING"];
+  const ends = ["COMPLETED", "FAILED", "RETRYING", "CANCELLED", "WAITING", "SLEEPING", "SKIPPED"];
   const gaps = { SLEEPING: "sleeping", WAITING: "waiting", RETRYING: "backoff" };
   for (const ev of events) {
     const at = new Date(ev.at);
