@@ -277,11 +277,26 @@ async function runsView(params) {
 
 // ---- one run ----------------------------------------------------------------
 
+// layouts keeps the layouts of the DAGs drawn, by shape: a run's page is
+// drawn again at every refresh, and its shape does not change.
+const layouts = new Map();
+
+function layoutOf(steps) {
+  const key = JSON.stringify(steps.map((s) => [s.name, s.kind, s.parents || []]));
+  let l = layouts.get(key);
+  if (!l) {
+    if (layouts.size >= 64) layouts.clear();
+    l = dagLayout(steps);
+    layouts.set(key, l);
+  }
+  return l;
+}
+
 // dagSVG draws a DAG (see dag.js for its layout) as an SVG with an id; a
 // click on a step calls onSelect with its name.
 function dagSVG(steps, onSelect, id, label) {
   id = id || "dag";
-  const { boxes, edges, width, height } = dagLayout(steps);
+  const { boxes, edges, width, height } = layoutOf(steps);
   const g = svg("svg", { id, class: "dag", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label || "the run's steps" });
   g.append(svg("defs", {}, svg("marker", { id: id + "-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" },
     svg("path", { class: "arrow", d: "M0,0 L8,4 L0,8 z" }))));
