@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +45,15 @@ func chromium(t *testing.T) string {
 // browser log errors (failed loads) are collected; the test fails on any.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	return browserExpecting(t)
+}
+
+// browserExpecting is browser for a test that expects the API to refuse
+// some of the page's requests: a failed load of the API whose message has
+// one of expected (such as "status of 409") is not a problem, and each of
+// them must have been seen.
+func browserExpecting(t *testing.T, expected ...string) context.Context {
+	t.Helper()
 	exe := chromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1280, 900),
@@ -53,6 +64,7 @@ func browser(t *testing.T) context.Context {
 	cctx, stopConsole := context.WithCancel(ctx)
 	messages := chromedp.Console(cctx)
 	var problems []string
+	seen := map[string]bool{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -60,9 +72,15 @@ func browser(t *testing.T) context.Context {
 			if err != nil {
 				return // the subscription ended
 			}
-			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException {
-				problems = append(problems, string(m.Type)+": "+m.Text+" "+m.URL)
+			if m.Type != chromedp.ConsoleError && m.Type != chromedp.ConsoleException {
+				continue
 			}
+			if i := slices.IndexFunc(expected, func(e string) bool { return strings.Contains(m.Text, e) }); i >= 0 &&
+				m.Source == "network" && strings.Contains(m.URL, "/api/v1/") {
+				seen[expected[i]] = true
+				continue
+			}
+			problems = append(problems, string(m.Type)+": "+m.Text+" "+m.URL)
 		}
 	}()
 	t.Cleanup(func() {
@@ -71,6 +89,9 @@ func browser(t *testing.T) context.Context {
 		cancelCtx()
 		cancelAlloc()
 		require.Empty(t, problems, "the page logged errors")
+		for _, e := range expected {
+			require.True(t, seen[e], "the page made no request that failed with %q", e)
+		}
 	})
 	tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	t.Cleanup(cancel)
@@ -163,7 +184,7 @@ func TestDashboardAssets(t *testing.T) {
 	t.Parallel()
 	en := newEnv(t, memstore.New())
 	on := httpapi.New(en.e, httpapi.Options{Logger: quiet, Dashboard: true})
-	for _, path := range []string{"/", "/ui/app.js", "/ui/style.css"} {
+	for _, path := range []string{"/", "/ui/app.js", "/ui/dag.js", "/ui/style.css"} {
 		rec := httptest.NewRecorder()
 		on.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 		require.Equal(t, http.StatusOK, rec.Code, path)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -55,4 +56,34 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
 	require.Equal(t, openAPIDoc, rec.Body.Bytes())
+}
+
+// TestOpenAPIDocumentsListFields fails when a JSON field of a listed run
+// (or of what it waits for) is missing from its schema in the OpenAPI
+// document, or the schema names one the API does not write.
+func TestOpenAPIDocumentsListFields(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(openAPIDoc, &doc))
+	for schema, v := range map[string]any{"RunSummary": runSummary{}, "Wait": runWait{}} {
+		var fields []string
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+			fields = append(fields, name)
+		}
+		var documented []string
+		for name := range doc.Components.Schemas[schema].Properties {
+			documented = append(documented, name)
+		}
+		slices.Sort(fields)
+		slices.Sort(documented)
+		require.Equal(t, fields, documented, "the properties of schema %s", schema)
+	}
 }

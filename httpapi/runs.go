@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/store"
 )
 
 // runSummary is a run in a listing.
@@ -30,6 +32,31 @@ type runSummary struct {
 	// Unserved is set for a run not settled whose workflow no live
 	// worker serves.
 	Unserved bool `json:"unserved,omitempty"`
+	// Waits are what the steps of a running run wait for, with
+	// include=waits; absent for a run that waits for nothing.
+	Waits []runWait `json:"waits,omitempty"`
+	// HasChildren is set for a run that started child runs, with
+	// include=children.
+	HasChildren bool `json:"has_children,omitempty"`
+}
+
+// runWait is what one step of a running run waits for.
+type runWait struct {
+	Step string `json:"step"`
+	// For is "event", "signal", "child", "items", "sleep", "retry" (a
+	// retry's backoff) or "start" (a delayed start).
+	For        string     `json:"for"`
+	EventKey   string     `json:"event_key,omitempty"`
+	Signal     string     `json:"signal,omitempty"`
+	ChildRunID *uuid.UUID `json:"child_run_id,omitempty"`
+	// DueAt is when a sleep wakes, a backoff or a delayed start ends, or
+	// a wait times out.
+	DueAt *time.Time `json:"due_at,omitempty"`
+	// Attempts is the step's latest attempt (a retry's backoff follows it).
+	Attempts int `json:"attempts,omitempty"`
+	// Items and ItemsLeft count a map step's items and those not finished.
+	Items     int `json:"items,omitempty"`
+	ItemsLeft int `json:"items_left,omitempty"`
 }
 
 // runPage is a page of runs.
@@ -177,9 +204,60 @@ func stepJSON(s *durable.StepResult, item bool) stepDetail {
 	return d
 }
 
+// waitsOf returns what the steps of a running run wait for: the steps
+// WAITING (for an event, a signal, a child run or a map step's items),
+// SLEEPING, or QUEUED with a due time (a retry's backoff or a delayed
+// start: such a step is not claimable until then).
+func waitsOf(res *durable.RunResult) []runWait {
+	var out []runWait
+	for i := range res.Steps {
+		s := &res.Steps[i]
+		w := runWait{Step: s.Name, DueAt: timePtr(s.DueAt)}
+		switch s.State {
+		case durable.StepWaiting:
+			switch s.Kind {
+			case store.KindEvent:
+				w.For, w.EventKey, w.Signal = "event", s.EventKey, s.Signal
+				if s.Signal != "" {
+					w.For, w.EventKey = "signal", ""
+				}
+			case store.KindChild:
+				w.For, w.ChildRunID = "child", idPtr(s.ChildRunID)
+			case store.KindMap:
+				w.For, w.Items = "items", len(s.Items)
+				for k := range s.Items {
+					if !s.Items[k].State.Terminal() {
+						w.ItemsLeft++
+					}
+				}
+			default:
+				continue
+			}
+		case durable.StepSleeping:
+			w.For = "sleep"
+		case durable.StepQueued:
+			if s.DueAt.IsZero() {
+				continue // claimable: queued, not waiting
+			}
+			w.For, w.Attempts = "start", s.Attempts
+			if s.Attempts > 0 {
+				w.For = "retry"
+			}
+		default:
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
 // listParams are the query parameters of GET /api/v1/runs.
 var listParams = []string{"status", "workflow", "tenant", "created_after", "created_before",
-	"finished_after", "finished_before", "parent", "limit", "cursor"}
+	"finished_after", "finished_before", "parent", "limit", "cursor", "include"}
+
+// maxIncludeLimit is the largest page of runs that may include waits or
+// children: each costs a read per run of the page.
+const maxIncludeLimit = 100
 
 func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) error {
 	q := r.URL.Query()
@@ -228,6 +306,23 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 		opts.Limit = n
 	}
 	opts.Cursor = q.Get("cursor")
+	var withWaits, withChildren bool
+	for _, v := range q["include"] {
+		for inc := range strings.SplitSeq(v, ",") {
+			switch strings.TrimSpace(inc) {
+			case "waits":
+				withWaits = true
+			case "children":
+				withChildren = true
+			case "":
+			default:
+				return badRequest("invalid_filter", `include: want "waits" or "children", got `+strconv.Quote(inc))
+			}
+		}
+	}
+	if (withWaits || withChildren) && opts.Limit > maxIncludeLimit {
+		return badRequest("invalid_filter", "include: at most "+strconv.Itoa(maxIncludeLimit)+" runs a page (limit)")
+	}
 	page, err := sc.ops.ListRuns(r.Context(), opts)
 	if err != nil {
 		return err
@@ -244,7 +339,57 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 		out.Runs[i] = summaryJSON(run)
 		out.Runs[i].Unserved = unserved != nil && run.Status == durable.RunRunning && unserved(run.Workflow)
 	}
+	if withWaits {
+		if err := h.addWaits(r.Context(), sc, out.Runs); err != nil {
+			return err
+		}
+	}
+	if withChildren {
+		if err := h.addChildren(r.Context(), sc, out.Runs); err != nil {
+			return err
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// addWaits sets what the running runs of a page wait for: one read of the
+// run and its steps per running run (settled runs wait for nothing).
+func (h *Handler) addWaits(ctx context.Context, sc scope, runs []runSummary) error {
+	for i := range runs {
+		if runs[i].Status != string(durable.RunRunning) {
+			continue
+		}
+		res, err := sc.ops.Get(ctx, runs[i].ID)
+		if errors.Is(err, durable.ErrRunNotFound) {
+			continue // pruned since the listing
+		}
+		if err != nil {
+			return err
+		}
+		runs[i].Waits = waitsOf(res)
+	}
+	return nil
+}
+
+// addChildren marks the runs of a page that started child runs: one
+// indexed probe of the child runs per run, but for the runs of a
+// registered workflow without a child step.
+func (h *Handler) addChildren(ctx context.Context, sc scope, runs []runSummary) error {
+	noChildren := map[string]bool{}
+	for _, wf := range h.e.Workflows() {
+		noChildren[wf.Name] = !slices.ContainsFunc(wf.Steps, func(s durable.StepInfo) bool { return s.Kind == store.KindChild })
+	}
+	for i := range runs {
+		if noChildren[runs[i].Workflow] {
+			continue
+		}
+		page, err := sc.ops.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Parent: runs[i].ID}, Limit: 1})
+		if err != nil {
+			return err
+		}
+		runs[i].HasChildren = len(page.Runs) > 0
+	}
 	return nil
 }
 

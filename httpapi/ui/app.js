@@ -16,7 +16,7 @@ function el(tag, attrs, ...kids) {
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? "" : v);
   }
-  for (const k of kids.flat()) {
+  for (const k of kids.flat(Infinity)) {
     if (k === null || k === undefined) continue;
     e.append(typeof k === "string" || typeof k === "number" ? document.createTextNode(String(k)) : k);
   }
@@ -78,13 +78,35 @@ function showError(err) {
 }
 
 // confirmAction asks in a modal dialog; extra is an optional element (an
-// option of the action). It resolves true when confirmed.
-function confirmAction(text, extra) {
+// option of the action). validate, if given, is called on confirming: a
+// message it returns is shown in the dialog, which stays open. It resolves
+// true when confirmed.
+function confirmAction(text, extra, validate) {
   const dlg = document.getElementById("confirm");
+  const form = dlg.querySelector("form");
+  const problem = document.getElementById("confirm-problem");
   document.getElementById("confirm-text").textContent = text;
   document.getElementById("confirm-extra").replaceChildren(...(extra ? [extra] : []));
+  const clear = () => {
+    problem.textContent = "";
+    problem.hidden = true;
+  };
+  clear();
+  if (extra) extra.addEventListener("input", clear); // a new value, checked anew
+  const check = (ev) => {
+    if (!validate || !ev.submitter || ev.submitter.value !== "ok") return;
+    const msg = validate();
+    if (!msg) return;
+    ev.preventDefault();
+    problem.textContent = msg;
+    problem.hidden = false;
+  };
+  form.addEventListener("submit", check);
   return new Promise((resolve) => {
-    dlg.addEventListener("close", () => resolve(dlg.returnValue === "ok"), { once: true });
+    dlg.addEventListener("close", () => {
+      form.removeEventListener("submit", check);
+      resolve(dlg.returnValue === "ok");
+    }, { once: true });
     dlg.returnValue = "";
     dlg.showModal();
   });
@@ -99,7 +121,8 @@ function setLive(fn, ms) {
   if (!fn) return;
   let busy = false;
   timer = setInterval(async () => {
-    if (busy || !live.checked || document.hidden) return;
+    // Not under an open dialog: what it asks about stays on the page.
+    if (busy || !live.checked || document.hidden || document.getElementById("confirm").open) return;
     busy = true;
     try { await fn(); } finally { busy = false; }
   }, ms);
@@ -107,43 +130,136 @@ function setLive(fn, ms) {
 
 // ---- runs list --------------------------------------------------------------
 
+// fmtDuration says how long ms milliseconds are, in readable units.
+function fmtDuration(ms) {
+  if (ms < 1) return "< 1 ms";
+  ms = Math.round(ms);
+  if (ms < 1000) return ms + " ms";
+  const s = ms / 1000;
+  if (s < 60) return s.toFixed(1) + " s";
+  const pad = (n) => String(Math.floor(n)).padStart(2, "0");
+  if (s < 3600) return `${Math.floor(s / 60)}m ${pad(s % 60)}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ${pad((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+
+// duration is a run's time from its creation to its end, or to now while
+// it runs.
+function duration(run) {
+  const t0 = new Date(run.created_at).getTime();
+  const t1 = run.finished_at ? new Date(run.finished_at).getTime() : Date.now();
+  return el("span", { class: "duration" + (run.finished_at ? "" : " running"),
+    title: run.finished_at ? `from ${fmtTime(run.created_at)} to ${fmtTime(run.finished_at)}` : `running since ${fmtTime(run.created_at)}` },
+  fmtDuration(t1 - t0));
+}
+
+function shortID(id) {
+  return id.slice(0, 8) + "…";
+}
+
+// when says how far off a due time is; its title has the time.
+function when(due) {
+  const ms = new Date(due).getTime() - Date.now();
+  return el("span", { class: "when", title: fmtTime(due) }, ms > 0 ? "in " + fmtDuration(ms) : "now due");
+}
+
+// waitsOfSteps returns what a running run's steps wait for, as the runs
+// list has it (include=waits): the steps waiting for an event, a signal, a
+// child run or their items, sleeping, or queued until a retry's backoff or
+// a delayed start ends.
+function waitsOfSteps(steps) {
+  const out = [];
+  for (const s of steps) {
+    const w = { step: s.name, due_at: s.due_at };
+    if (s.state === "WAITING") {
+      if (s.kind === "event" && s.signal) Object.assign(w, { for: "signal", signal: s.signal });
+      else if (s.kind === "event") Object.assign(w, { for: "event", event_key: s.event_key });
+      else if (s.kind === "child") Object.assign(w, { for: "child", child_run_id: s.child_run_id });
+      else if (s.kind === "map") Object.assign(w, { for: "items", items: (s.items || []).length,
+        items_left: (s.items || []).filter((i) => !["COMPLETED", "FAILED", "SKIPPED", "CANCELLED"].includes(i.state)).length });
+      else continue;
+    } else if (s.state === "SLEEPING") w.for = "sleep";
+    else if (s.state === "QUEUED" && s.due_at) Object.assign(w, { for: s.attempts > 0 ? "retry" : "start", attempts: s.attempts });
+    else continue;
+    out.push(w);
+  }
+  return out;
+}
+
+// waitText says what a step waits for (a wait of waitsOfSteps or of the
+// runs list).
+function waitText(w) {
+  const timeout = w.due_at ? [" (times out ", when(w.due_at), ")"] : [];
+  switch (w.for) {
+    case "event": return [`event "${w.event_key}"`, timeout];
+    case "signal": return [`signal "${w.signal}"`, timeout];
+    case "child": return [w.child_run_id ? ["child run ", el("a", { href: "#/runs/" + w.child_run_id, title: w.child_run_id }, shortID(w.child_run_id))] : "its child run", timeout];
+    case "items": return [`${w.items_left} of ${w.items} items`, timeout];
+    case "sleep": return ["sleep, wakes ", when(w.due_at)];
+    case "retry": return [`retry after attempt ${w.attempts}, `, when(w.due_at)];
+    case "start": return ["delayed start, ", when(w.due_at)];
+  }
+  return [w.for];
+}
+
+// waitsCell lists a listed run's waits, the first three and a count.
+function waitsCell(waits) {
+  const shown = (waits || []).slice(0, 3);
+  const more = (waits || []).length - shown.length;
+  return el("td", { class: "waits" },
+    shown.map((w) => el("div", { class: "wait", "data-step": w.step, "data-for": w.for }, el("strong", {}, w.step), ": ", waitText(w))),
+    more > 0 ? el("div", { class: "muted" }, `and ${more} more`) : null);
+}
+
 async function runsView(params) {
   const status = el("select", { id: "f-status" },
     ["", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"].map((s) => el("option", { value: s, selected: params.get("status") === s }, s || "any")));
   const workflow = el("select", { id: "f-workflow" }, el("option", { value: "" }, "any"));
   const tenant = el("input", { id: "f-tenant", value: params.get("tenant") || "", placeholder: "any", size: 14 });
-  const apply = () => {
+  const parent = params.get("parent") || "";
+  const apply = (withParent) => {
     const q = new URLSearchParams();
     if (status.value) q.set("status", status.value);
     if (workflow.value) q.set("workflow", workflow.value);
     if (tenant.value) q.set("tenant", tenant.value);
+    if (withParent && parent) q.set("parent", parent);
     location.hash = "#/?" + q.toString();
   };
-  status.addEventListener("change", apply);
-  workflow.addEventListener("change", apply);
-  tenant.addEventListener("change", apply);
+  status.addEventListener("change", () => apply(true));
+  workflow.addEventListener("change", () => apply(true));
+  tenant.addEventListener("change", () => apply(true));
   const tbody = el("tbody", { id: "runs" });
   const more = el("button", { id: "more", hidden: true }, "Next 50 runs");
-  main.replaceChildren(
+  const heads = ["Run", "Workflow", "Tenant", "Status", "Waits for", "Failed step", "Duration", "Created"];
+  main.replaceChildren(...[
     el("h1", {}, "Runs"),
     el("div", { class: "filters" },
       el("label", {}, "status", status), el("label", {}, "workflow", workflow), el("label", {}, "tenant", tenant)),
-    el("table", {}, el("thead", {}, el("tr", {}, ["Run", "Workflow", "Tenant", "Status", "Failed step", "Created", "Finished"].map((h) => el("th", {}, h)))), tbody),
-    more);
+    parent ? el("p", { class: "chip", id: "f-parent" }, "Child runs of run ", el("a", { href: "#/runs/" + parent }, parent), " ",
+      el("button", { type: "button", "aria-label": "show every run, not only the child runs of " + parent, onclick: () => apply(false) }, "✕")) : null,
+    el("table", {}, el("thead", {}, el("tr", {}, heads.map((h) => el("th", {}, h)))), tbody),
+    more,
+  ].filter((k) => k !== null));
 
   api("workflows").then((d) => {
     for (const w of d.workflows) workflow.append(el("option", { value: w.name, selected: params.get("workflow") === w.name }, w.name));
   }).catch(() => {});
 
   const query = new URLSearchParams();
-  for (const k of ["status", "workflow", "tenant"]) if (params.get(k)) query.set(k, params.get(k));
+  for (const k of ["status", "workflow", "tenant", "parent"]) if (params.get(k)) query.set(k, params.get(k));
   query.set("limit", "50");
+  query.set("include", "waits,children");
   let cursor = "";
   const row = (r) => el("tr", { "data-run": r.id },
-    el("td", { class: "id" }, el("a", { href: "#/runs/" + r.id }, r.id)),
+    el("td", { class: "id" }, el("a", { href: "#/runs/" + r.id }, r.id),
+      r.parent_id ? el("div", { class: "family" }, "child of ",
+        el("a", { class: "parent", href: "#/runs/" + r.parent_id, title: r.parent_id, "data-parent": r.parent_id }, shortID(r.parent_id)),
+        r.parent_step ? ` (${r.parent_step})` : "") : null,
+      r.has_children ? el("div", { class: "family" },
+        el("a", { class: "children", href: "#/?parent=" + r.id, "aria-label": "the child runs of run " + r.id }, "child runs →")) : null),
     el("td", {}, r.workflow), el("td", {}, r.tenant), el("td", {}, badge(r.status),
       r.unserved ? [" ", el("span", { class: "badge unserved", title: "no live worker serves this workflow" }, "unserved")] : null),
-    el("td", {}, r.failed_step || ""), el("td", {}, fmtTime(r.created_at)), el("td", {}, fmtTime(r.finished_at)));
+    waitsCell(r.waits), el("td", {}, r.failed_step || ""), el("td", { class: "nowrap" }, duration(r)), el("td", { class: "nowrap" }, fmtTime(r.created_at)));
   const load = async (append) => {
     const q = new URLSearchParams(query);
     if (append && cursor) q.set("cursor", cursor);
@@ -152,7 +268,7 @@ async function runsView(params) {
     if (append) tbody.append(...rows); else tbody.replaceChildren(...rows);
     if (!append || page.next_cursor) cursor = page.next_cursor || "";
     more.hidden = !cursor;
-    if (!append && page.runs.length === 0) tbody.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No runs match.")));
+    if (!append && page.runs.length === 0) tbody.replaceChildren(el("tr", {}, el("td", { colspan: heads.length, class: "muted" }, "No runs match.")));
   };
   more.addEventListener("click", () => load(true).catch(showError));
   await load(false);
@@ -161,51 +277,39 @@ async function runsView(params) {
 
 // ---- one run ----------------------------------------------------------------
 
-// layout places the steps of a DAG in columns by depth (longest path from
-// a root), in declaration order within a column.
-function layout(steps) {
-  const depth = {};
-  let maxDepth = 0;
-  for (const s of steps) {
-    if (s.kind === "on_failure") continue;
-    let d = 0;
-    for (const p of s.parents || []) d = Math.max(d, (depth[p] ?? 0) + 1);
-    depth[s.name] = d;
-    maxDepth = Math.max(maxDepth, d);
+// layouts keeps the layouts of the DAGs drawn, by shape: a run's page is
+// drawn again at every refresh, and its shape does not change.
+const layouts = new Map();
+
+function layoutOf(steps) {
+  const key = JSON.stringify(steps.map((s) => [s.name, s.kind, s.parents || []]));
+  let l = layouts.get(key);
+  if (!l) {
+    if (layouts.size >= 64) layouts.clear();
+    l = dagLayout(steps);
+    layouts.set(key, l);
   }
-  for (const s of steps) if (s.kind === "on_failure") depth[s.name] = maxDepth + 1;
-  const rows = {};
-  const pos = {};
-  const W = 160, H = 44, GX = 60, GY = 18;
-  let width = 0, height = 0;
-  for (const s of steps) {
-    const d = depth[s.name];
-    const r = rows[d] = (rows[d] ?? -1) + 1;
-    pos[s.name] = { x: 16 + d * (W + GX), y: 16 + r * (H + GY), w: W, h: H };
-    width = Math.max(width, pos[s.name].x + W + 16);
-    height = Math.max(height, pos[s.name].y + H + 16);
-  }
-  return { pos, width, height };
+  return l;
 }
 
-function dagSVG(steps, onSelect, id) {
-  const { pos, width, height } = layout(steps);
-  const g = svg("svg", { id: id || "dag", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "the run's steps" });
-  for (const s of steps) {
-    for (const p of s.parents || []) {
-      const a = pos[p], b = pos[s.name];
-      if (!a || !b) continue;
-      const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x, y2 = b.y + b.h / 2, mx = (x1 + x2) / 2;
-      g.append(svg("path", { class: "edge", d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, "data-from": p, "data-to": s.name }));
-    }
+// dagSVG draws a DAG (see dag.js for its layout) as an SVG with an id; a
+// click on a step calls onSelect with its name.
+function dagSVG(steps, onSelect, id, label) {
+  id = id || "dag";
+  const { boxes, edges, width, height } = layoutOf(steps);
+  const g = svg("svg", { id, class: "dag", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label || "the run's steps" });
+  g.append(svg("defs", {}, svg("marker", { id: id + "-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" },
+    svg("path", { class: "arrow", d: "M0,0 L8,4 L0,8 z" }))));
+  for (const e of edges) {
+    g.append(svg("path", { class: "edge", d: e.d, "data-from": e.from, "data-to": e.to, "marker-end": `url(#${id}-arrow)` }));
   }
   for (const s of steps) {
-    const p = pos[s.name];
+    const p = boxes[s.name];
     const label = s.name.length > 22 ? s.name.slice(0, 21) + "…" : s.name;
     let sub = s.state.toLowerCase();
     if (s.attempts > 1) sub += ` · ${s.attempts} attempts`;
     if (s.items) sub += ` · ${s.items.length} items`;
-    const node = svg("g", { class: "node " + s.state, "data-step": s.name, "data-state": s.state, tabindex: "0" },
+    const node = svg("g", { class: "node " + s.state, "data-step": s.name, "data-state": s.state, "data-layer": p.layer, tabindex: "0" },
       svg("title", {}, `${s.name}: ${s.state}${s.error ? " — " + s.error : ""}`),
       svg("rect", { x: p.x, y: p.y, width: p.w, height: p.h }),
       svg("text", { x: p.x + 8, y: p.y + 18 }, label),
@@ -213,7 +317,7 @@ function dagSVG(steps, onSelect, id) {
     node.addEventListener("click", () => onSelect(s.name));
     g.append(node);
   }
-  return g;
+  return el("div", { class: "dag-wrap" }, g);
 }
 
 // bars rebuilds, from the event log, each step's attempts (STARTED to its
@@ -224,7 +328,7 @@ function bars(events) {
   const out = [];
   const open = {}; // attempts, by step and attempt
   const gap = {}; // the open sleep, wait or backoff, by step
-  const ends = ["COMPLETED", "FAILED", "RETRYING", "CANCELLED", "WAITING", "SLEEPING"];
+  const ends = ["COMPLETED", "FAILED", "RETRYING", "CANCELLED", "WAITING", "SLEEPING", "SKIPPED"];
   const gaps = { SLEEPING: "sleeping", WAITING: "waiting", RETRYING: "backoff" };
   for (const ev of events) {
     const at = new Date(ev.at);
@@ -284,10 +388,47 @@ function timelineSVG(run, events) {
   return g;
 }
 
-// actionError shows why an action was refused next to its button.
-function actionError(actions, err) {
-  for (const old of actions.querySelectorAll(".error")) old.remove();
-  actions.append(el("span", { class: "error", role: "alert" }, err.message));
+// sendWaited asks, in the confirm dialog, to send the event or the signal
+// that step w.step of run waits for, with an optional JSON payload checked
+// before sending, and sends it through the API: an event for the run's
+// tenant (POST events), a signal to the run (POST runs/{id}/signals). The
+// API applies the tenant rules. It resolves to a notice ({ok, text}), or
+// null when not confirmed.
+async function sendWaited(run, w) {
+  const signal = w.for === "signal";
+  const payload = el("textarea", { id: "send-payload", rows: 4, cols: 48, spellcheck: "false", placeholder: "null" });
+  const what = signal
+    ? [el("dt", {}, "signal"), el("dd", {}, w.signal), el("dt", {}, "run"), el("dd", { class: "id" }, run.id)]
+    : [el("dt", {}, "event key"), el("dd", {}, w.event_key), el("dt", {}, "tenant"), el("dd", {}, run.tenant)];
+  const extra = el("div", { class: "send" },
+    el("dl", { class: "meta" }, what),
+    signal ? null : el("p", { class: "muted" }, `Every step of tenant ${run.tenant} that waits for this key receives it, in this run or another.`),
+    el("label", { for: "send-payload" }, "payload (JSON, optional: empty sends null)"), payload);
+  let value;
+  const validate = () => {
+    const text = payload.value.trim();
+    value = undefined;
+    if (!text) return null;
+    try {
+      value = JSON.parse(text);
+    } catch (e) {
+      return "The payload is not JSON: " + e.message;
+    }
+    return null;
+  };
+  const question = signal ? `Send signal "${w.signal}" to run ${run.id}?` : `Send event "${w.event_key}" to tenant ${run.tenant}?`;
+  if (!await confirmAction(question, extra, validate)) return null;
+  try {
+    if (signal) {
+      await api(`runs/${encodeURIComponent(run.id)}/signals`, { method: "POST", body: { name: w.signal, payload: value } });
+      return { ok: true, text: `Signal "${w.signal}" sent to step ${w.step}.` };
+    }
+    const d = await api("events", { method: "POST", body: { tenant: run.tenant, key: w.event_key, payload: value } });
+    const n = d.delivered;
+    return { ok: true, text: `Event "${w.event_key}" sent to tenant ${run.tenant}: ${n === 0 ? "no step waited for it" : `delivered to ${n} waiting step${n === 1 ? "" : "s"}`}.` };
+  } catch (e) {
+    return { ok: false, text: (signal ? `Signal "${w.signal}" not sent: ` : `Event "${w.event_key}" not sent: `) + e.message };
+  }
 }
 
 function json(v) {
@@ -296,6 +437,11 @@ function json(v) {
 
 async function runView(id) {
   let selected = null;
+  let notice = null; // what the last action did, or why it was refused
+  const act = async (fn) => {
+    notice = await fn();
+    render().catch(showError);
+  };
   const render = async () => {
     const [run, ev] = await Promise.all([api("runs/" + encodeURIComponent(id)), api("runs/" + encodeURIComponent(id) + "/events")]);
     const actions = el("div", { class: "actions" });
@@ -303,18 +449,31 @@ async function runView(id) {
       actions.append(el("button", { class: "danger", id: "cancel", onclick: async () => {
         const reason = el("input", { id: "cancel-reason", placeholder: "reason (optional)", size: 30 });
         if (!await confirmAction("Cancel this run? Its waiting steps never run.", reason)) return;
-        try { await api(`runs/${id}/cancel`, { method: "POST", body: { reason: reason.value } }); } catch (e) { actionError(actions, e); return; }
-        render().catch(showError);
+        act(async () => {
+          try { await api(`runs/${id}/cancel`, { method: "POST", body: { reason: reason.value } }); } catch (e) { return { ok: false, text: "Not cancelled: " + e.message }; }
+          return null;
+        });
       } }, "Cancel…"));
     } else {
       actions.append(el("button", { class: "primary", id: "replay", onclick: async () => {
         const from = el("select", { id: "replay-from" }, el("option", { value: "" }, run.status === "COMPLETED" ? "choose a step" : "the failed and cancelled steps"),
           run.steps.filter((s) => s.kind !== "on_failure").map((s) => el("option", { value: s.name }, "from " + s.name)));
         if (!await confirmAction("Replay this run?", from)) return;
-        try { await api(`runs/${id}/replay`, { method: "POST", body: { from_step: from.value } }); } catch (e) { actionError(actions, e); return; }
-        render().catch(showError);
+        act(async () => {
+          try { await api(`runs/${id}/replay`, { method: "POST", body: { from_step: from.value } }); } catch (e) { return { ok: false, text: "Not replayed: " + e.message }; }
+          return null;
+        });
       } }, "Replay…"));
     }
+    // What the running run waits for; an event or a signal can be sent
+    // from here.
+    const waits = run.status === "RUNNING" ? waitsOfSteps(run.steps) : [];
+    const waitList = waits.length ? el("ul", { id: "waits" }, waits.map((w) => el("li", { "data-step": w.step, "data-for": w.for },
+      el("strong", {}, w.step), ": ", waitText(w),
+      w.for === "event" || w.for === "signal" ? [" ", el("button", { type: "button", class: "send primary", "data-step": w.step,
+        "aria-label": w.for === "event" ? `Send the event "${w.event_key}" that step ${w.step} waits for` : `Send the signal "${w.signal}" that step ${w.step} waits for`,
+        onclick: () => act(() => sendWaited(run, w)) }, w.for === "event" ? "Send event…" : "Send signal…")] : null))) : null;
+    const hasChildren = run.steps.some((s) => s.child_run_id);
     const detail = el("div", { id: "step-detail" });
     const showStep = (name) => {
       selected = name;
@@ -344,8 +503,11 @@ async function runView(id) {
         el("dt", {}, "created"), el("dd", {}, fmtTime(run.created_at)), el("dt", {}, "finished"), el("dd", {}, fmtTime(run.finished_at) || "—"),
         run.idempotency_key ? [el("dt", {}, "idempotency key"), el("dd", {}, run.idempotency_key)] : null,
         run.parent ? [el("dt", {}, "parent run"), el("dd", {}, el("a", { href: "#/runs/" + run.parent.run_id }, run.parent.run_id))] : null,
+        hasChildren ? [el("dt", {}, "child runs"), el("dd", {}, el("a", { id: "child-runs", href: "#/?parent=" + run.id }, "list them"))] : null,
         run.error ? [el("dt", {}, "error"), el("dd", { class: "error", id: "run-error" }, (run.error.step ? run.error.step + ": " : "") + run.error.message)] : null),
       actions,
+      notice ? el("p", { id: "action-notice", class: notice.ok ? "notice" : "notice error", role: notice.ok ? "status" : "alert" }, notice.text) : null,
+      waitList ? el("h2", {}, "Waiting") : null, waitList,
       el("h2", {}, "Steps"), dagSVG(run.steps, showStep), detail,
       el("h2", {}, "Attempts"), timelineSVG(run, ev.events),
       el("h2", {}, "Input"), json(run.input),
@@ -366,7 +528,7 @@ async function workflowsView() {
   const d = await api("workflows");
   main.replaceChildren(el("h1", {}, "Workflows"), ...d.workflows.map((w, i) => el("section", { "data-workflow": w.name },
     el("h2", {}, w.name, w.child_only ? " (child workflow)" : ""),
-    dagSVG(w.steps.map((s) => ({ ...s, state: "PENDING", attempts: 0 })), () => {}, "dag-" + i))));
+    dagSVG(w.steps.map((s) => ({ ...s, state: "PENDING", attempts: 0 })), () => {}, "dag-" + i, "the steps of workflow " + w.name))));
   setLive(null);
 }
 
