@@ -38,8 +38,9 @@ const (
 	envNewIDs = "DURABLE_CRASH_NEW_IDS"
 )
 
-// binary is the durable CLI built by TestMain ("" when the tests are off).
-var binary string
+// binary is the durable CLI built by TestMain ("" when the tests are off),
+// deployApp the service of the rolling-deploy proof (./deployapp).
+var binary, deployApp string
 
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
@@ -55,25 +56,29 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if binary, err = buildCLI(dir); err != nil {
+	if binary, err = build(dir, "./cmd/durable"); err != nil {
+		fmt.Fprintf(os.Stderr, "crashtest: %v\n", err)
+		return 1
+	}
+	if deployApp, err = build(dir, "./internal/crashtest/deployapp"); err != nil {
 		fmt.Fprintf(os.Stderr, "crashtest: %v\n", err)
 		return 1
 	}
 	return m.Run()
 }
 
-// buildCLI builds ./cmd/durable of the module containing the working
+// build builds the command pkg of the module containing the working
 // directory into dir.
-func buildCLI(dir string) (string, error) {
+func build(dir, pkg string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "durable")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/durable")
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/durable in %s: %w\n%s", root, err, b)
+		return "", fmt.Errorf("go build %s in %s: %w\n%s", pkg, root, err, b)
 	}
 	return out, nil
 }
@@ -187,13 +192,16 @@ func (h *harness) table(name string) string {
 	return pgx.Identifier{h.schema, name}.Sanitize()
 }
 
-// worker is one `durable worker` process, restartable.
+// worker is one `durable worker` process (or the worker command of
+// another program over durablecli), restartable.
 type worker struct {
 	h       *harness
 	base    string // the name of its log file
 	id      string // the current --worker-id
 	args    []string
 	logPath string
+	bin     string   // the program; the durable CLI when empty
+	env     []string // added to the environment
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -206,7 +214,14 @@ type worker struct {
 // startWorker starts a worker process with the given ID and extra flags.
 func (h *harness) startWorker(id string, extra ...string) *worker {
 	h.t.Helper()
-	w := &worker{h: h, base: id, id: id, args: extra, logPath: filepath.Join(h.logDir, id+".log")}
+	return h.startProgram(binary, nil, id, extra...)
+}
+
+// startProgram starts the worker command of program bin, with env added to
+// its environment, under the given ID and with extra flags.
+func (h *harness) startProgram(bin string, env []string, id string, extra ...string) *worker {
+	h.t.Helper()
+	w := &worker{h: h, base: id, id: id, args: extra, logPath: filepath.Join(h.logDir, id+".log"), bin: bin, env: env}
 	h.mu.Lock()
 	h.workers = append(h.workers, w)
 	h.mu.Unlock()
@@ -226,7 +241,10 @@ func (w *worker) start() {
 	w.starts++
 	fmt.Fprintf(f, "=== crashtest: start #%d as %s at %s\n", w.starts, w.id, time.Now().Format(time.RFC3339Nano))
 	args := append([]string{"worker", "--database-url", w.h.url, "--schema", w.h.schema, "--worker-id", w.id}, w.args...)
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(cmp.Or(w.bin, binary), args...)
+	if len(w.env) > 0 {
+		cmd.Env = append(os.Environ(), w.env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	w.started = time.Now()
 	err = cmd.Start()

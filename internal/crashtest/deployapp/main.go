@@ -1,0 +1,45 @@
+// Command deployapp is a service of the rolling-deploy crash proof
+// (internal/crashtest, TestRollingDeploy), on durable's command line
+// (durablecli): $DEPLOY_BUILD selects the build, "old" or "new" (see
+// package deploy); $DEPLOY_SAME_VERSION=1 gives both builds' workflows one
+// version, as before versions; $DEPLOY_NAP is the length of their sleeps.
+// Every step records its execution in the table deploy_steps of the
+// command's schema.
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durablecli"
+	"github.com/effectivelabs/durable/internal/crashtest/deploy"
+)
+
+func main() {
+	build := os.Getenv("DEPLOY_BUILD")
+	same := os.Getenv("DEPLOY_SAME_VERSION") == "1"
+	nap, err := time.ParseDuration(os.Getenv("DEPLOY_NAP"))
+	if err != nil {
+		nap = 3 * time.Second
+	}
+	durablecli.Main(durablecli.Config{
+		Name:      "deployapp",
+		Workflows: deploy.New(build, nap, same, nil).All(),
+		Flags: func(string, *flag.FlagSet) durablecli.Load {
+			return func(ctx context.Context, db durablecli.DB) ([]durable.Definition, []durablecli.Input, error) {
+				table := pgx.Identifier{db.Schema, "deploy_steps"}.Sanitize()
+				rec := func(ctx durable.Context, build, workflow, version, step string) error {
+					_, err := db.Pool.Exec(ctx, `INSERT INTO `+table+` (run_id, workflow, step, build, version, attempt)
+VALUES ($1, $2, $3, $4, $5, $6)`, ctx.RunID(), workflow, step, build, version, ctx.Attempt())
+					return err
+				}
+				return deploy.New(build, nap, same, rec).All(), nil, nil
+			}
+		},
+	})
+}
