@@ -226,9 +226,9 @@ func rollingDeploy(t *testing.T, sameVersion bool) *deployOutcome {
 		}
 	}
 	type exec struct {
-		run                           uuid.UUID
+		run                            uuid.UUID
 		workflow, step, build, version string
-		attempt                       int
+		attempt                        int
 	}
 	rows, err = h.pool.Query(ctx, `SELECT run_id, workflow, step, build, version, attempt FROM `+steps)
 	require.NoError(t, err)
