@@ -134,6 +134,7 @@ func (e *Engine) Register(defs ...Definition) error {
 	}
 	type key struct{ name, version string }
 	seen := map[key]bool{}
+	broken := map[*workflowDef]bool{} // reported once, however often referenced
 	var add []*registered
 	own := map[*registered]bool{} // child-only entries registered now on their own account
 	// The workflows given, then the child workflows they start (and
@@ -143,10 +144,10 @@ func (e *Engine) Register(defs ...Definition) error {
 		d := queue[k]
 		shape, err := d.freeze()
 		if err != nil {
-			if k < given || !seen[key{d.name, ""}] {
+			if !broken[d] {
 				errs = append(errs, err)
 			}
-			seen[key{d.name, ""}] = true
+			broken[d] = true
 			continue
 		}
 		kv := key{d.name, shape.Version}
