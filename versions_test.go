@@ -470,3 +470,25 @@ func TestFingerprint(t *testing.T) {
 	require.ErrorIs(t, newEngine(t).Register(bad), durable.ErrInvalidVersion)
 	require.ErrorIs(t, newEngine(t).Register(durable.NewWorkflow[int]("x").Accepts("")), durable.ErrInvalidVersion)
 }
+
+// node is a recursive type: its fingerprint terminates.
+type node struct {
+	Name     string  `json:"name"`
+	Children []*node `json:"children"`
+	Any      any     `json:"any"`
+	private  int
+}
+
+// TestFingerprintOfRecursiveTypes: a recursive output type, interfaces,
+// maps, arrays and a type that encodes itself all fingerprint, stably.
+func TestFingerprintOfRecursiveTypes(t *testing.T) {
+	t.Parallel()
+	mk := func() string {
+		wf := durable.NewWorkflow[map[string][2]*node]("rec")
+		durable.Step(wf, "a", func(ctx durable.Context, in map[string][2]*node) (node, error) { return node{private: 1}, nil })
+		durable.Step(wf, "b", func(ctx durable.Context, in map[string][2]*node) (time.Time, error) { return time.Time{}, nil })
+		return wf.Version()
+	}
+	require.Equal(t, mk(), mk())
+	require.Len(t, mk(), 12)
+}
