@@ -127,6 +127,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"WorkerRegistry", testWorkerRegistry},
 		{"WorkerRegistryInvalid", testWorkerRegistryInvalid},
 		{"WorkerPrune", testWorkerPrune},
+		{"WorkerLeaderHoldsLead", testWorkerLeaderHoldsLead},
 		{"SettledReports", testSettledReports},
 	}
 	for _, tt := range tests {
