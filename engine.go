@@ -128,6 +128,9 @@ func (e *Engine) Register(defs ...Definition) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	if err := e.checkDeclared(add); err != nil {
+		return err
+	}
 	names := slices.Clone(e.names)
 	for _, d := range add {
 		e.workflows[d.name] = d
@@ -143,6 +146,7 @@ func (e *Engine) Register(defs ...Definition) error {
 	e.names = names
 	if e.rt != nil {
 		signal(e.rt.registrySig) // the record lists the new workflows
+		e.declareLate(e.rt, add)
 	}
 	return nil
 }
@@ -273,7 +277,9 @@ func signal(c chan struct{}) {
 
 // Start starts the engine's background work: claiming and running steps,
 // heartbeats, listening for notifications and campaigning for leadership.
-// It returns at once; ctx only bounds the start itself. Call Stop to stop.
+// It first makes the store hold the schedules its workflows declare
+// (Workflow.DeclareSchedule), and fails if it cannot. It returns at once;
+// ctx only bounds the start itself. Call Stop to stop.
 func (e *Engine) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -282,6 +288,9 @@ func (e *Engine) Start(ctx context.Context) error {
 		if err := c.Check(ctx); err != nil {
 			return fmt.Errorf("durable: store not ready: %w", err)
 		}
+	}
+	if err := e.applyDeclared(ctx, nil); err != nil {
+		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

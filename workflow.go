@@ -384,6 +384,9 @@ type workflowDef struct {
 	decodeInput func(Codec, []byte) (any, error)
 	inType      reflect.Type
 	conc        *keyFunc // WithConcurrency on the workflow
+	// schedules are the schedules the workflow declares (DeclareSchedule,
+	// schedule_declare.go), under mu until frozen.
+	schedules []*declaredSchedule
 
 	mu     sync.Mutex
 	frozen bool

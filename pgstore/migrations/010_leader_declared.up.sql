@@ -1,6 +1,6 @@
--- durable 010: who holds leadership (see store.WorkerRegistry and
--- docs/design.md, "Live workers").
+-- durable 010: who holds leadership, and schedules declared in code.
 --
+-- Leadership (see store.WorkerRegistry and docs/design.md, "Live workers").
 -- One row: the worker that last took the leader's advisory lock and the
 -- backend (pid) of its election connection, written by that connection as
 -- soon as it holds the lock. A worker is listed as the leader only while
@@ -12,3 +12,14 @@ CREATE TABLE {{schema}}.leader (
     pid     integer NOT NULL,
     since   timestamptz NOT NULL
 );
+
+-- Schedules declared in code (see store.ScheduleDeclarer and
+-- docs/semantics.md, "Declared schedules"): declared marks them (the
+-- declarations of a workflow replace its declared schedules, and never
+-- touch those created through the API); declared_paused is the paused
+-- state the declaration says, which paused follows whenever the
+-- declaration changes. The few declared schedules of a workflow are read
+-- with its schedules' rows at an engine's start; no index is needed.
+ALTER TABLE {{schema}}.schedules
+    ADD COLUMN declared        boolean NOT NULL DEFAULT false,
+    ADD COLUMN declared_paused boolean NOT NULL DEFAULT false;
