@@ -66,8 +66,9 @@ type Options struct {
 }
 
 // DefaultTimeout is the Options.Timeout of a zero Options: 30 days of
-// virtual time. Letting it pass costs about a real second per ten
-// virtual days, spent in the engine's periodic work.
+// virtual time. Virtual time costs real time in the engine's periodic
+// work (heartbeats, refreshes, the leader's passes): about a real second
+// per two virtual weeks.
 const DefaultTimeout = 30 * 24 * time.Hour
 
 // DefaultTenant is the Options.Tenant of a zero Options.

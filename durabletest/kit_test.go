@@ -294,3 +294,32 @@ func TestKitOptions(t *testing.T) {
 			fails(t, "Register", func(tb testing.TB) { durabletest.WithTB(k, tb).Register(bad) }, "durabletest: registering", `"a"`)
 		})
 }
+
+// TestEndsWithAStepRunning: a test may end while a step runs: the kit
+// cancels it when it stops the engine (after a virtual minute), and the
+// test passes.
+func TestEndsWithAStepRunning(t *testing.T) {
+	durabletest.Run(t, func(t *testing.T, k *durabletest.Kit) {
+		wf := durable.NewWorkflow[int]("endless")
+		loop := durable.Step(wf, "loop", func(ctx durable.Context, n int) (int, error) {
+			<-ctx.Done()
+			return 0, context.Cause(ctx)
+		})
+		id := durabletest.Start(k, wf, 1)
+		k.WaitStep(id, loop, durable.StepRunning)
+	})
+}
+
+// TestLongSleep: a two weeks' sleep passes in virtual time (in about a
+// real second, spent in the engine's periodic work).
+func TestLongSleep(t *testing.T) {
+	durabletest.Run(t, func(t *testing.T, k *durabletest.Kit) {
+		wf := durable.NewWorkflow[int]("fortnightly")
+		durable.Sleep(wf, "fortnight", 14*24*time.Hour)
+		start := time.Now()
+		durabletest.RequireCompleted(t, durabletest.Execute(k, wf, 1))
+		if took := time.Since(start); took != 14*24*time.Hour {
+			t.Fatalf("took %s", took)
+		}
+	})
+}
