@@ -54,7 +54,8 @@ type declaredSchedule struct {
 // matching ErrInvalidSchedule and naming the schedule: an invalid tenant,
 // name, expression or time zone, an input that the engine's Codec cannot
 // encode or decode back, or a tenant and name declared twice (by this
-// workflow or another registered on the engine).
+// workflow or another registered on the engine). A schedule declared after
+// the workflow was registered or run is reported as ErrWorkflowFrozen.
 func (w *Workflow[I]) DeclareSchedule(tenant, name string, in I, cron string, opts ScheduleOptions) {
 	w.defn().declare(&declaredSchedule{tenant: tenant, name: name, input: in, cron: cron, zone: opts.TimeZone, paused: opts.Paused})
 }
