@@ -81,6 +81,9 @@ func (e *Engine) claimLoop(rt *runtime) {
 	}
 }
 
+// noBegin is the begin function of runStep when nothing counts attempts.
+func noBegin() {}
+
 // claimTimeout bounds one claim call, which Stop does not interrupt.
 const claimTimeout = 30 * time.Second
 
@@ -111,16 +114,28 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 		returned := false
 		var meta outcomeMeta
 		var began time.Time
+		begin := noBegin
 		if m := e.tel.m; m != nil {
 			meta = outcomeMeta{attrs: m.claimed(c), workflow: c.Workflow, tenant: c.Tenant}
 			began = time.Now()
+			// An attempt is counted started when it begins for good: a
+			// step skipped on its worker (its skip condition fired) is
+			// counted skipped only.
+			counted := false
+			begin = func() {
+				if !counted {
+					counted = true
+					m.started.Add(ctx, 1, meta.attrs.add...)
+				}
+			}
 		}
 		ctx, span := e.tel.startStep(ctx, c)
 		defer func() {
 			if !returned {
 				o = e.failed(ctx, store.Outcome{Task: ref}, errGoexit)
 			}
-			if meta.attrs != nil {
+			if meta.attrs != nil && o.Kind != store.OutcomeSkip {
+				begin() // an attempt that failed before its code ran began too
 				e.tel.m.stepDuration.Record(ctx, time.Since(began).Seconds(), meta.attrs.rec...)
 			}
 			if span != nil {
@@ -132,7 +147,7 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 			<-rt.slots
 			signal(rt.slotFreed)
 		}()
-		o = e.runStep(ctx, cancel, lose, c)
+		o = e.runStep(ctx, cancel, lose, c, begin)
 		returned = true
 	})
 }

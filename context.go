@@ -60,6 +60,9 @@ type stepContext struct {
 	// item: the task is an item of a map step, which reads no parent.
 	item   bool
 	misuse atomic.Pointer[error]
+	// begin says that the attempt begins for good: its skip conditions did
+	// not fire (the metrics count it started then); never nil.
+	begin func()
 }
 
 // isParent reports whether p is a declared parent of the running step.

@@ -178,7 +178,9 @@ func signal(c chan struct{}) {
 
 // Start starts the engine's background work: claiming and running steps,
 // heartbeats, listening for notifications and campaigning for leadership.
-// It returns at once; ctx only bounds the start itself. Call Stop to stop.
+// It first makes the store hold the schedules its workflows declare
+// (Workflow.DeclareSchedule), and fails if it cannot. It returns at once;
+// ctx only bounds the start itself. Call Stop to stop.
 func (e *Engine) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -187,6 +189,9 @@ func (e *Engine) Start(ctx context.Context) error {
 		if err := c.Check(ctx); err != nil {
 			return fmt.Errorf("durable: store not ready: %w", err)
 		}
+	}
+	if err := e.applyDeclared(ctx, nil); err != nil {
+		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -50,3 +50,49 @@ func must(zone string) *time.Location {
 	}
 	return loc
 }
+
+// Schedules declared with their workflow are created at every engine start,
+// and updated when their declaration changes: no boot-time CreateSchedule,
+// no ErrScheduleExists to swallow, and a changed expression reaches the
+// store with the deploy. A process started again with the same code writes
+// nothing.
+func ExampleWorkflow_DeclareSchedule() {
+	ctx := context.Background()
+	st := memstore.New() // pgstore in production: shared by every process
+	build := func(cron string) *durable.Workflow[string] {
+		report := durable.NewWorkflow[string]("report")
+		durable.Step(report, "build", func(ctx durable.Context, kind string) (string, error) {
+			return "report: " + kind, nil
+		})
+		report.DeclareSchedule("tenant-42", "weekday-report", "daily", cron,
+			durable.ScheduleOptions{TimeZone: "Europe/Paris"})
+		return report
+	}
+	start := func(cron string) *durable.Engine {
+		engine, err := durable.New(st, durable.Config{Logger: quiet})
+		if err != nil {
+			panic(err)
+		}
+		if err := engine.Register(build(cron)); err != nil {
+			panic(err)
+		}
+		if err := engine.Start(ctx); err != nil {
+			panic(err)
+		}
+		return engine
+	}
+
+	first := start("0 9 * * MON-FRI")
+	sc, _ := first.GetSchedule(ctx, "tenant-42", "weekday-report")
+	fmt.Println(sc.Cron, sc.Declared)
+	_ = first.Stop(ctx)
+
+	// The next deploy moves the report to 8:00.
+	second := start("0 8 * * MON-FRI")
+	again, _ := second.GetSchedule(ctx, "tenant-42", "weekday-report")
+	fmt.Println(again.Cron, again.ID == sc.ID)
+	_ = second.Stop(ctx)
+	// Output:
+	// 0 9 * * MON-FRI true
+	// 0 8 * * MON-FRI true
+}

@@ -16,8 +16,10 @@ func randFloat() float64 { return rand.Float64() }
 // runStep runs one claimed task and returns its outcome. Nothing it does can
 // panic the worker: user code runs under recover, and bad data (an input or
 // output that does not decode, a step this process does not know) fails the
-// step with a clear, non-retried error.
-func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lose func(error), c *store.ClaimedTask) store.Outcome {
+// step with a clear, non-retried error. It calls begin before it runs the
+// step's code (or computes what the step waits for), once the step's skip
+// conditions did not fire; a step skipped on its worker never begins.
+func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lose func(error), c *store.ClaimedTask, begin func()) store.Outcome {
 	o := store.Outcome{Task: c.Ref()}
 	terminal := func(err error) store.Outcome {
 		o.Kind, o.Error, o.Terminal = store.OutcomeFail, err.Error(), true
@@ -27,7 +29,7 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 	if d == nil {
 		return terminal(fmt.Errorf("%w: workflow %q is not registered at version %q", ErrUnknownStep, c.Workflow, c.Version))
 	}
-	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel, lose: lose}
+	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel, lose: lose, begin: begin}
 	if c.Kind == store.KindItem {
 		return e.runItem(sc, d, o)
 	}
@@ -46,6 +48,7 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 		if h == nil {
 			return terminal(fmt.Errorf("%w: workflow %q has no on-failure handler", ErrUnknownStep, c.Workflow))
 		}
+		begin()
 		err := protect(func() error { return h.onFailure(sc, in, Failure{Step: c.FailedStep, Error: c.Error}) })
 		if err := sc.misused(); err != nil {
 			return terminal(err)
@@ -106,12 +109,15 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 
 	switch c.Kind {
 	case store.KindEvent:
+		begin()
 		return e.runWait(sc, s, in, o)
 	case store.KindChild:
+		begin()
 		return e.runChild(sc, s, in, o)
 	case store.KindMap:
-		return e.runMap(sc, s, o)
+		return e.runMap(sc, s, o) // skipped when its list was
 	}
+	begin()
 	var out any
 	err = protect(func() error {
 		var err error

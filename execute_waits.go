@@ -82,6 +82,7 @@ func (e *Engine) runMap(sc *stepContext, s *stepDef, o store.Outcome) store.Outc
 		o.Kind, o.Reason = store.OutcomeSkip, fmt.Sprintf("the list step %q was skipped", m.over.name)
 		return o
 	}
+	sc.begin()
 	var items [][]byte
 	err := protect(func() error {
 		var err error
@@ -111,6 +112,7 @@ func (e *Engine) runItem(sc *stepContext, d *workflowDef, o store.Outcome) store
 	if err != nil {
 		return terminalOutcome(o, fmt.Errorf("%w: item %d of step %q: %w", ErrDecode, c.Item, c.Map, err))
 	}
+	sc.begin()
 	var out any
 	err = protect(func() error {
 		var err error

@@ -191,10 +191,22 @@ func (e *Engine) Register(defs ...Definition) error {
 		next.byName[x.d.name] = append(next.byName[x.d.name], x)
 	}
 	next.index()
+	if err := e.checkDeclared(&next); err != nil {
+		return err
+	}
 	e.reg = next
 	if e.rt != nil {
 		signal(e.rt.registrySig) // the record lists the new workflows
 		signal(e.rt.upgradeSig)  // and what they accept
+		var late []*workflowDef
+		for _, d := range next.declaring() {
+			if slices.ContainsFunc(add, func(x *registered) bool { return x.d == d }) {
+				late = append(late, d)
+			}
+		}
+		if len(late) > 0 {
+			e.declareLate(e.rt, late)
+		}
 	}
 	return nil
 }

@@ -39,7 +39,8 @@ var (
 
 // Schedule is a stored schedule: its tenant and name (unique together),
 // workflow, encoded input, cron expression and time zone, whether it is
-// paused, its next slot and the last slot it fired.
+// paused, its next slot and the last slot it fired, and whether it was
+// declared in code (Workflow.DeclareSchedule) or created through the API.
 type Schedule = store.Schedule
 
 // ScheduleSpec describes a schedule to create with Engine.CreateSchedule.
@@ -188,7 +189,8 @@ func (e *Engine) ListSchedules(ctx context.Context, opts ScheduleListOptions) (*
 }
 
 // PauseSchedule pauses a schedule: it fires nothing until resumed. Pausing
-// a paused schedule changes nothing.
+// a paused schedule changes nothing. A declared schedule stays paused until
+// resumed or until its declaration changes (see Workflow.DeclareSchedule).
 func (e *Engine) PauseSchedule(ctx context.Context, tenant, name string) (*Schedule, error) {
 	return e.pauseSchedule(ctx, tenant, name, true)
 }
@@ -217,7 +219,9 @@ func (e *Engine) pauseSchedule(ctx context.Context, tenant, name string, paused 
 	return sc, nil
 }
 
-// DeleteSchedule deletes a schedule. The runs it started are kept.
+// DeleteSchedule deletes a schedule. The runs it started are kept. A
+// schedule declared in code (Workflow.DeclareSchedule) is created again at
+// the next start of an engine that declares it.
 func (e *Engine) DeleteSchedule(ctx context.Context, tenant, name string) error {
 	s, err := e.scheduler()
 	if err != nil {

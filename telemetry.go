@@ -134,7 +134,7 @@ func newMeters(mt metric.Meter, tenant bool) (*meters, error) {
 		}
 		return c
 	}
-	m.started = counter(MetricStepsStarted, "Step attempts started (tasks claimed).")
+	m.started = counter(MetricStepsStarted, "Step attempts started (tasks claimed, except those skipped by their skip conditions).")
 	m.completed = counter(MetricStepsCompleted, "Step attempts that completed, as recorded.")
 	m.failed = counter(MetricStepsFailed, "Step attempts that failed, as recorded (retried or not).")
 	m.retried = counter(MetricStepsRetried, "Failed step attempts that will be attempted again.")
@@ -227,13 +227,13 @@ func (m *meters) claimed(c *store.ClaimedTask) *attrs {
 	return m.step(c.Workflow, step, c.Tenant)
 }
 
-// recordClaims records how long a claim call took, and counts the tasks
-// it took (none if it failed) and how long they waited.
+// recordClaims records how long a claim call took, and how long the tasks
+// it took (none if it failed) waited. They are counted started when they
+// begin (startStep): a step skipped on its worker is not.
 func (m *meters) recordClaims(ctx context.Context, claimed []*store.ClaimedTask, took time.Duration) {
 	m.storeDuration.Record(ctx, took.Seconds(), m.claimOp.rec...)
 	for _, c := range claimed {
 		a := m.claimed(c)
-		m.started.Add(ctx, 1, a.add...)
 		if !c.ReadyAt.IsZero() && !c.ClaimedAt.IsZero() {
 			m.queueWait.Record(ctx, max(c.ClaimedAt.Sub(c.ReadyAt), 0).Seconds(), a.rec...)
 		}

@@ -536,3 +536,40 @@ func TestMetricsSettledByChild(t *testing.T) {
 		}, parent)
 	})
 }
+
+// TestMetricsSkippedNotStarted: a step whose own skip condition fires on
+// its worker is counted skipped, not started, and records no duration; a
+// map step skipped on its worker because its list was skipped likewise.
+// Steps skipped by the cascade
+// are never claimed and count nothing. Only the step that ran is started.
+func TestMetricsSkippedNotStarted(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		wf := durable.NewWorkflow[int]("skipper")
+		check := durable.Step(wf, "check", func(ctx durable.Context, in int) (bool, error) { return true, nil })
+		list := durable.Step(wf, "list", func(ctx durable.Context, in int) ([]int, error) { return []int{1, 2}, nil },
+			durable.After(check), durable.SkipIf(check, func(skip bool) bool { return skip }))
+		durable.Step(wf, "after-list", func(ctx durable.Context, in int) (int, error) { return in, nil }, durable.After(list))
+		// A map step with a parent that completed is claimed, and skipped on
+		// its worker because its list was skipped.
+		durable.Map(wf, "each", list, func(ctx durable.Context, item int) (int, error) { return item, nil }, durable.After(check))
+		e := h.launchOn(h.store, durable.Config{MeterProvider: mp}, wf)
+		res, err := wf.Run(h.ctx(time.Minute), e, "t", 1)
+		require.NoError(t, err)
+		require.Equal(t, map[string]durable.StepState{"check": durable.StepCompleted, "list": durable.StepSkipped,
+			"after-list": durable.StepSkipped, "each": durable.StepSkipped}, states(res))
+		stopNow(t, e)
+
+		ms := collect(t, reader)
+		require.Equal(t, map[string]int64{"check/skipper": 1}, sums(t, ms, durable.MetricStepsStarted),
+			"a step skipped on its worker was not started")
+		require.Equal(t, map[string]int64{"list/skipper": 1, "each/skipper": 1}, sums(t, ms, durable.MetricStepsSkipped))
+		require.Equal(t, map[string]int64{"check/skipper": 1}, sums(t, ms, durable.MetricStepsCompleted))
+		require.Equal(t, map[string]uint64{"check/skipper": 1}, counts(t, ms, durable.MetricStepDuration),
+			"a skipped step did not run")
+		require.Equal(t, map[string]uint64{"check/skipper": 1, "list/skipper": 1, "each/skipper": 1},
+			counts(t, ms, durable.MetricQueueWait), "every claim waited in the queue")
+	})
+}

@@ -43,9 +43,13 @@ type WorkerInfo struct {
 	// InFlight counts the steps the engine ran when it last refreshed its
 	// record (at most dag.MaxWorkerRefresh, 15s, ago while it is live).
 	InFlight int
-	// Leader is set when the engine is live and leads (fires timers,
-	// rescues dead workers' steps). Around a change of leader two engines
-	// may say so for a moment, as both may lead for a moment.
+	// Leader is set when the engine is live and holds the leadership now
+	// (fires timers, rescues dead workers' steps), as the store's election
+	// says, not as the engine last reported: a leader killed without a
+	// word is not listed beside the next one (on PostgreSQL, the worker
+	// whose election connection holds the leader's advisory lock). At most
+	// one worker is listed as the leader; for a moment around a change of
+	// leader, none may be.
 	Leader bool
 	// Live is set while the engine was seen within its DeadAfter: after
 	// that its running steps are rescued, and it is shown as dead until

@@ -2,6 +2,8 @@ package durable_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/memstore"
+	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -338,5 +341,119 @@ func TestWorkersRefreshInFlightAtStop(t *testing.T) {
 		ws, err := s.ListWorkers(ctx, &store.ListWorkersParams{Now: time.Now()})
 		require.NoError(t, err)
 		require.Empty(t, ws.Workers, "a stopped worker is not listed")
+	})
+}
+
+// dyingStore is the store of an engine whose process the test kills: once
+// killed, nothing it writes to the worker registry lands (a dead process
+// writes nothing), and its leadership ends without a resignation (on
+// PostgreSQL the backend of its election connection is terminated, as when
+// the process is SIGKILLed; in memory the leadership is taken from it).
+type dyingStore struct {
+	store.Store
+	dead    atomic.Bool
+	leadCtx context.Context
+	endLead context.CancelFunc
+}
+
+func newDyingStore(inner store.Store) *dyingStore {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &dyingStore{Store: inner, leadCtx: ctx, endLead: cancel}
+}
+
+var errDead = errors.New("the process is dead")
+
+func (s *dyingStore) Listen(ctx context.Context, deliver func(store.Notification)) error {
+	return s.Store.(store.Listener).Listen(ctx, deliver)
+}
+
+// Lead campaigns until the engine stops or the test kills the process.
+func (s *dyingStore) Lead(ctx context.Context, id string, lead func(ctx context.Context)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.leadCtx, cancel)
+	defer stop()
+	return s.Store.(store.Elector).Lead(ctx, id, lead)
+}
+
+func (s *dyingStore) registry() store.WorkerRegistry { return s.Store.(store.WorkerRegistry) }
+
+func (s *dyingStore) RegisterWorker(ctx context.Context, p *store.RegisterWorkerParams) error {
+	if s.dead.Load() {
+		return errDead
+	}
+	return s.registry().RegisterWorker(ctx, p)
+}
+
+func (s *dyingStore) RemoveWorker(ctx context.Context, p *store.RemoveWorkerParams) error {
+	if s.dead.Load() {
+		return errDead
+	}
+	return s.registry().RemoveWorker(ctx, p)
+}
+
+func (s *dyingStore) ListWorkers(ctx context.Context, p *store.ListWorkersParams) (*store.ListWorkersResult, error) {
+	return s.registry().ListWorkers(ctx, p)
+}
+
+func (s *dyingStore) PruneWorkers(ctx context.Context, p *store.PruneWorkersParams) (*store.PruneWorkersResult, error) {
+	return s.registry().PruneWorkers(ctx, p)
+}
+
+// A leader killed without a word (its record still says it leads, and is
+// live for DeadAfter) is not listed as the leader beside the next one:
+// only the worker that holds the leadership now is, as soon as it holds it.
+func TestWorkersLeaderKilled(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		// A DeadAfter long enough that the killed leader is listed live
+		// throughout the test.
+		cfg := func(id string) durable.Config {
+			return durable.Config{WorkerID: id, HeartbeatInterval: h.duration(5*time.Second, 200*time.Millisecond),
+				DeadAfter: h.duration(time.Minute, 10*time.Second)}
+		}
+		build := func() *durable.Workflow[int] {
+			wf := durable.NewWorkflow[int]("leader-killed")
+			durable.Step(wf, "s", func(ctx durable.Context, n int) (int, error) { return n, nil })
+			return wf
+		}
+		dying := newDyingStore(h.another())
+		h.startOn(dying, cfg("first"), build())
+		c := h.client()
+		var ws []durable.WorkerInfo
+		refresh := func() {
+			var err error
+			ws, err = c.Workers(ctx)
+			require.NoError(t, err)
+		}
+		within := h.duration(time.Minute, 10*time.Second)
+		h.eventually(within, func() bool {
+			refresh()
+			return len(ws) == 1 && ws[0].Leader
+		}, "first leads: %+v", ws)
+		h.startOn(h.another(), cfg("second"), build())
+		refresh()
+		require.Equal(t, []string{"first"}, leaders(ws), "second waits for the leadership")
+
+		// Kill the leader's process: its record stays as it last wrote it.
+		dying.dead.Store(true)
+		if h.pg != nil {
+			_, err := h.pg.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`,
+				pgstore.ApplicationName(h.pg.schema, "elector:first"))
+			require.NoError(t, err)
+		}
+		dying.endLead()
+
+		// Until its session is gone (or, in memory, its duties have
+		// returned) the killed leader holds the leadership and may be
+		// listed; never beside the next one.
+		h.eventually(within, func() bool {
+			refresh()
+			require.LessOrEqual(t, len(leaders(ws)), 1, "two leaders listed: %+v", ws)
+			return slices.Equal(leaders(ws), []string{"second"})
+		}, "second leads: %+v", ws)
+		require.Len(t, ws, 2)
+		require.True(t, ws[0].Live, "the killed leader is still listed live (within its DeadAfter): %+v", ws[0])
+		require.Equal(t, "first", ws[0].ID)
 	})
 }

@@ -383,6 +383,9 @@ type workflowDef struct {
 	// accepts the versions set by Accepts.
 	version string
 	accepts []string
+	// schedules are the schedules the workflow declares (DeclareSchedule,
+	// schedule_declare.go), under mu until frozen.
+	schedules []*declaredSchedule
 
 	mu     sync.Mutex
 	frozen bool

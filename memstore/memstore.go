@@ -79,6 +79,9 @@ type Store struct {
 	nextID int
 
 	leader chan struct{}
+	// leaderID is the ID of the caller of Lead that leads now ("" when none),
+	// under mu: ListWorkers lists it as the leader, and nobody else.
+	leaderID string
 }
 
 var (
@@ -236,7 +239,9 @@ func (s *Store) Lead(ctx context.Context, id string, lead func(ctx context.Conte
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		s.setLeader(id)
 		lead(ctx)
+		s.setLeader("")
 		<-s.leader
 		if ctx.Err() != nil {
 			return ctx.Err()

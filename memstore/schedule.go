@@ -220,3 +220,63 @@ func (s *Store) FireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 	}
 	return res, nil
 }
+
+var _ store.ScheduleDeclarer = (*Store)(nil)
+
+// DeclareSchedules implements store.ScheduleDeclarer: under the store's
+// lock, as cronslot.Declare decides.
+func (s *Store) DeclareSchedules(ctx context.Context, p *store.DeclareSchedulesParams) (*store.DeclareSchedulesResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := now(p.Now)
+	s.mu.Lock()
+	var loaded []*store.Schedule
+	for _, sc := range s.schedules {
+		if cronslot.Loads(p, sc) {
+			loaded = append(loaded, cloneSchedule(sc))
+		}
+	}
+	decided, err := cronslot.Declare(p, loaded, t)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("memstore: %w", err)
+	}
+	for _, d := range decided {
+		if d.Action != cronslot.DeclareCreate {
+			continue
+		}
+		for _, sc := range s.schedules {
+			if sc.ID == d.Row.ID {
+				s.mu.Unlock()
+				return nil, fmt.Errorf("memstore: schedule ID %s: %w", sc.ID, store.ErrScheduleExists)
+			}
+		}
+	}
+	if s.schedules == nil {
+		s.schedules = make(map[store.ScheduleKey]*store.Schedule)
+	}
+	res := &store.DeclareSchedulesResult{}
+	wake := false
+	for _, d := range decided {
+		switch d.Action {
+		case cronslot.DeclareKeep:
+			res.Unchanged = append(res.Unchanged, d.Key)
+		case cronslot.DeclareCreate:
+			s.schedules[d.Key] = cloneSchedule(d.Row)
+			res.Created = append(res.Created, d.Key)
+		case cronslot.DeclareUpdate:
+			s.schedules[d.Key] = cloneSchedule(d.Row)
+			res.Updated = append(res.Updated, d.Key)
+		case cronslot.DeclareDelete:
+			delete(s.schedules, d.Key)
+			res.Deleted = append(res.Deleted, d.Key)
+		}
+		wake = wake || d.Wake
+	}
+	s.mu.Unlock()
+	if wake {
+		s.publishTopic(store.TopicSchedule)
+	}
+	return res, nil
+}

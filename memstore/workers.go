@@ -46,7 +46,15 @@ func (s *Store) RemoveWorker(ctx context.Context, p *store.RemoveWorkerParams) e
 	return nil
 }
 
-// ListWorkers implements store.WorkerRegistry.
+// setLeader records who leads now (Lead).
+func (s *Store) setLeader(id string) {
+	s.mu.Lock()
+	s.leaderID = id
+	s.mu.Unlock()
+}
+
+// ListWorkers implements store.WorkerRegistry. The leader is the worker
+// that leads now (Lead), whatever the records say.
 func (s *Store) ListWorkers(ctx context.Context, p *store.ListWorkersParams) (*store.ListWorkersResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -59,6 +67,7 @@ func (s *Store) ListWorkers(ctx context.Context, p *store.ListWorkersParams) (*s
 		c := *w
 		c.Workflows, c.Accepts = slices.Clone(w.Workflows), slices.Clone(w.Accepts)
 		c.Live = dag.WorkerLive(c.LastSeen, t, c.DeadAfter)
+		c.Leader = s.leaderID != "" && c.ID == s.leaderID
 		res.Workers = append(res.Workers, c)
 	}
 	slices.SortFunc(res.Workers, func(a, b store.Worker) int { return strings.Compare(a.ID, b.ID) })

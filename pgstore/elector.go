@@ -25,7 +25,9 @@ const pingTimeout = 3 * time.Second
 //
 // A candidate blocks in pg_advisory_lock, costing no statements while it
 // waits, and is granted the lock by PostgreSQL as soon as the leader's
-// session ends. The leader blocks reading its connection (and checks it
+// session ends. Once it holds the lock it records id and its backend's PID
+// in the leader table, on the same connection, so that ListWorkers lists
+// it as the leader while (and only while) that session holds the lock. The leader blocks reading its connection (and checks it
 // every 5s with a statement that refreshes the last_seen of the worker
 // record of id: see LeaderRefresh), so when its backend dies or its
 // connection drops, lead's context is cancelled at once; Lead waits for
@@ -77,6 +79,19 @@ func (s *Store) leadOnce(ctx context.Context, id string, lead func(ctx context.C
 			cancel()
 		}
 		return fmt.Errorf("pgstore: campaign: %w", err)
+	}
+
+	// Say who holds the lock, on the connection that holds it: ListWorkers
+	// shows this worker as the leader while this session holds the lock,
+	// and nobody else.
+	if _, err := conn.Exec(ctx, render(s.schema, `
+INSERT INTO {{schema}}.leader (one, worker, pid, since) VALUES (true, $1, pg_backend_pid(), now())
+ON CONFLICT (one) DO UPDATE SET worker = excluded.worker, pid = excluded.pid, since = excluded.since`), id); err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || conn.IsClosed() {
+			return fmt.Errorf("pgstore: recording the leader: %w", err) // the session is gone
+		}
+		s.log.Warn("pgstore: recording the leader", slog.Any("error", err))
 	}
 
 	leadCtx, cancelLead := context.WithCancel(ctx)

@@ -19,7 +19,7 @@ import (
 var _ store.Scheduler = (*Store)(nil)
 
 const scheduleCols = `id, tenant, name, workflow, input, cron, time_zone, shape, paused, next_at, last_slot, last_run_id,
-coalesce(error, ''), created_at, updated_at`
+coalesce(error, ''), created_at, updated_at, declared, declared_paused`
 
 func scanSchedule(row pgx.Row) (*store.Schedule, error) {
 	var sc store.Schedule
@@ -27,7 +27,7 @@ func scanSchedule(row pgx.Row) (*store.Schedule, error) {
 	var next, last pgtype.Timestamptz
 	var lastRun pgtype.UUID
 	if err := row.Scan(p16(&sc.ID), &sc.Tenant, &sc.Name, &sc.Workflow, &sc.Input, &sc.Cron, &sc.TimeZone, &shape,
-		&sc.Paused, &next, &last, &lastRun, &sc.Error, &sc.CreatedAt, &sc.UpdatedAt); err != nil {
+		&sc.Paused, &next, &last, &lastRun, &sc.Error, &sc.CreatedAt, &sc.UpdatedAt, &sc.Declared, &sc.DeclaredPaused); err != nil {
 		return nil, err
 	}
 	sc.NextAt, sc.LastSlot = tm(next), tm(last)

@@ -62,12 +62,28 @@ func (s *Store) RemoveWorker(ctx context.Context, p *store.RemoveWorkerParams) e
 }
 
 // ListWorkers implements store.WorkerRegistry. Liveness is judged on the
-// database's clock (or at p.Now), by dag.WorkerLive.
+// database's clock (or at p.Now), by dag.WorkerLive. The leader is the
+// worker named in the leader table (written by the elector's connection as
+// soon as it holds the leader's advisory lock) while that connection's
+// backend holds the lock now, as pg_locks says: a leader whose session died
+// (its process was killed, its connection dropped) is not listed as the
+// leader beside the next one, whatever its record says. Reading pg_locks
+// costs the listing a look at the lock table; it costs an idle worker
+// nothing.
 func (s *Store) ListWorkers(ctx context.Context, p *store.ListWorkersParams) (*store.ListWorkersResult, error) {
+	key := uint64(lockKey("leader", s.schema))
 	rows, err := s.pool.Query(ctx, render(s.schema, `
-SELECT n.now, `+workerCols+`
-FROM (SELECT coalesce($1::timestamptz, now()) AS now) n LEFT JOIN {{schema}}.workers ON true
-ORDER BY id`), stamp(nowOf(p.Now)))
+SELECT n.now, `+workerCols+`, coalesce(w.id = l.worker, false)
+FROM (SELECT coalesce($1::timestamptz, now()) AS now) n
+LEFT JOIN {{schema}}.workers w ON true
+LEFT JOIN (
+    SELECT ld.worker FROM {{schema}}.leader ld
+    WHERE EXISTS (SELECT FROM pg_locks k
+                  WHERE k.locktype = 'advisory' AND k.granted AND k.pid = ld.pid
+                    AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    AND k.classid = $2::bigint::oid AND k.objid = $3::bigint::oid AND k.objsubid = 1)
+) l ON true
+ORDER BY w.id`), stamp(nowOf(p.Now)), int64(key>>32), int64(key&0xffffffff))
 	if err != nil {
 		return nil, classify(fmt.Errorf("pgstore: list workers: %w", err))
 	}
@@ -75,15 +91,17 @@ ORDER BY id`), stamp(nowOf(p.Now)))
 	res := &store.ListWorkersResult{}
 	for rows.Next() {
 		var (
-			id, host, version         pgtype.Text
-			workflows, accepts        []string
-			conc, inFlight            pgtype.Int4
-			leader                    pgtype.Bool
+			id, host, version  pgtype.Text
+			workflows, accepts []string
+			conc, inFlight     pgtype.Int4
+			leader             pgtype.Bool // as the worker last reported it; the lock decides
+
 			deadAfter                 pgtype.Int8
 			startedAt, lastSeen, now0 pgtype.Timestamptz
+			holder                    bool
 		)
 		if err := rows.Scan(&now0, &id, &host, &version, &workflows, &conc, &inFlight, &leader, &deadAfter,
-			&startedAt, &lastSeen, &accepts); err != nil {
+			&startedAt, &lastSeen, &accepts, &holder); err != nil {
 			return nil, fmt.Errorf("pgstore: list workers: %w", err)
 		}
 		res.Now = now0.Time
@@ -98,7 +116,7 @@ ORDER BY id`), stamp(nowOf(p.Now)))
 		}
 		w := store.Worker{
 			ID: id.String, Host: host.String, Version: version.String, Workflows: workflows, Accepts: accepts,
-			Concurrency: int(conc.Int32), InFlight: int(inFlight.Int32), Leader: leader.Bool,
+			Concurrency: int(conc.Int32), InFlight: int(inFlight.Int32), Leader: holder,
 			DeadAfter: time.Duration(deadAfter.Int64) * time.Microsecond,
 			StartedAt: startedAt.Time, LastSeen: lastSeen.Time,
 		}

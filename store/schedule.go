@@ -78,6 +78,13 @@ type Schedule struct {
 	Error     string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Declared is set on a schedule declared in code (ScheduleDeclarer),
+	// and DeclaredPaused is the paused state its declaration says, which
+	// Paused follows whenever the declaration changes (an operator's pause
+	// or resume holds until then). A schedule created with CreateSchedule
+	// is never declared, and declarations never touch it.
+	Declared       bool
+	DeclaredPaused bool
 }
 
 // ScheduleKey names a schedule.
@@ -177,6 +184,67 @@ type FireSchedulesResult struct {
 	// active).
 	Next    time.Duration
 	HasNext bool
+}
+
+// ScheduleDeclarer is implemented by stores that apply schedules declared
+// in code: at every engine start, the schedules each of its workflows
+// declares are created or updated, and the declared schedules the workflow
+// no longer declares are deleted. Both stores of the module implement it.
+//
+// What a declaration does is decided by internal/cronslot (Declare); a
+// store loads the schedules it names and the declared schedules of the
+// workflows in scope, applies the decision atomically, and serializes
+// concurrent calls, so that many engines starting at once with the same
+// declarations converge on one schedule each and write nothing after the
+// first.
+type ScheduleDeclarer interface {
+	// DeclareSchedules makes the declared schedules of p.Workflows those of
+	// p.Schedules, at Now: a declaration whose schedule does not exist is
+	// created (its first slot after Now); one whose stored declaration
+	// differs is updated (a changed expression or time zone recomputes the
+	// next slot from Now; the last slot fired is kept); one that is the
+	// same writes nothing; and a declared schedule of one of p.Workflows
+	// that p.Schedules does not name is deleted. A schedule created with
+	// CreateSchedule is never updated or deleted: a declaration of its
+	// tenant and name fails with ErrScheduleExists. An invalid
+	// declaration fails with ErrInvalidSchedule (or ErrInvalidTenant).
+	// Either every change is made or none.
+	DeclareSchedules(ctx context.Context, p *DeclareSchedulesParams) (*DeclareSchedulesResult, error)
+}
+
+// DeclaredSchedule is one schedule declared in code.
+type DeclaredSchedule struct {
+	// ID is the schedule's ID if it is created; an existing schedule keeps
+	// its own.
+	ID       uuid.UUID
+	Tenant   string
+	Name     string
+	Workflow string
+	Input    []byte
+	Cron     string
+	TimeZone string
+	Shape    *Shape
+	Paused   bool
+}
+
+// DeclareSchedulesParams are the parameters of
+// ScheduleDeclarer.DeclareSchedules.
+type DeclareSchedulesParams struct {
+	Now time.Time
+	// Workflows are the workflows whose declared schedules Schedules
+	// replaces. Each declaration names one of them.
+	Workflows []string
+	// Schedules are the declarations, unique by tenant and name.
+	Schedules []DeclaredSchedule
+}
+
+// DeclareSchedulesResult is the result of
+// ScheduleDeclarer.DeclareSchedules, by tenant and name.
+type DeclareSchedulesResult struct {
+	Created   []ScheduleKey
+	Updated   []ScheduleKey
+	Deleted   []ScheduleKey
+	Unchanged []ScheduleKey
 }
 
 var (

@@ -33,7 +33,11 @@ type WorkerRegistry interface {
 
 	// ListWorkers returns every worker's record, ordered by ID, with Live
 	// set by dag.WorkerLive at Now (on the store's clock when Now is
-	// zero).
+	// zero). A store that is also an Elector sets Leader on the record of
+	// the worker that leads now (holds the leadership Lead hands out, as
+	// of the call) and on no other, whatever the records say: a leader
+	// that died without a word is not listed beside the next one. A store
+	// without an Elector lists Leader as registered.
 	ListWorkers(ctx context.Context, p *ListWorkersParams) (*ListWorkersResult, error)
 
 	// PruneWorkers deletes the records that dag.WorkerPrunable says may
@@ -75,7 +79,9 @@ type Worker struct {
 	// InFlight counts the steps the engine ran when it last refreshed its
 	// record.
 	InFlight int
-	// Leader is set while the engine leads (as it last reported).
+	// Leader is set while the engine leads. Registered, it is what the
+	// engine last reported; listed by a store that is an Elector, it says
+	// whether the worker holds the leadership now (see ListWorkers).
 	Leader bool
 	// DeadAfter is the engine's liveness window (Config.DeadAfter).
 	DeadAfter time.Duration

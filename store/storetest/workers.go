@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -43,6 +44,9 @@ func testWorkerRegistry(t *testing.T, st store.Store) {
 	require.Len(t, got, 2)
 	want1 := w1
 	want1.StartedAt, want1.LastSeen, want1.Live = T0, T0, true
+	if _, ok := st.(store.Elector); ok {
+		want1.Leader = false // it says it leads, but does not (see WorkerLeaderHoldsLead)
+	}
 	want2 := w2
 	want2.StartedAt, want2.LastSeen, want2.Live = T0.Add(time.Second), T0.Add(time.Second), true
 	requireWorker(t, want1, got[0])
@@ -130,4 +134,67 @@ func requireWorker(t *testing.T, want, got store.Worker) {
 		got.Workflows = want.Workflows
 	}
 	require.Equal(t, want, got)
+}
+
+// listedLeaders returns the IDs of the workers listed as leading at now.
+func listedLeaders(t *testing.T, r store.WorkerRegistry, now time.Time) []string {
+	t.Helper()
+	var out []string
+	for _, w := range listWorkers(t, r, now) {
+		if w.Leader {
+			out = append(out, w.ID)
+		}
+	}
+	return out
+}
+
+// testWorkerLeaderHoldsLead: a store that hands out leadership (an
+// Elector) lists as the leader the worker that leads now and no other,
+// whatever the records say. Both records below say they lead, as the
+// record of a leader that died without a word does.
+func testWorkerLeaderHoldsLead(t *testing.T, st store.Store) {
+	r := registry(t, st)
+	el, ok := st.(store.Elector)
+	if !ok {
+		t.Skip("store hands out no leadership")
+	}
+	for _, id := range []string{"w-1", "w-2"} {
+		require.NoError(t, r.RegisterWorker(ctx, &store.RegisterWorkerParams{Now: T0, Started: true,
+			Worker: store.Worker{ID: id, Leader: true, DeadAfter: time.Hour}}))
+	}
+	listAt := T0.Add(time.Second) // both live
+	require.Empty(t, listedLeaders(t, r, listAt), "nobody leads")
+
+	// lead makes id the leader and returns once it leads, and a function
+	// that resigns and returns once Lead has returned.
+	lead := func(id string) func() {
+		lctx, cancel := context.WithCancel(ctx)
+		leading := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- el.Lead(lctx, id, func(ctx context.Context) {
+				close(leading)
+				<-ctx.Done()
+			})
+		}()
+		select {
+		case <-leading:
+		case err := <-done:
+			t.Fatalf("Lead(%s) returned without leading: %v", id, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s does not lead within 10s", id)
+		}
+		return func() {
+			cancel()
+			require.ErrorIs(t, <-done, context.Canceled)
+		}
+	}
+	resign := lead("w-1")
+	require.Equal(t, []string{"w-1"}, listedLeaders(t, r, listAt), "listed as soon as it leads")
+	resign()
+	require.Empty(t, listedLeaders(t, r, listAt), "w-1 no longer leads; its record still says so")
+	resign = lead("w-2")
+	require.Equal(t, []string{"w-2"}, listedLeaders(t, r, listAt))
+	resign()
+	require.Empty(t, listedLeaders(t, r, listAt))
 }

@@ -1,0 +1,160 @@
+package durabletest
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// runState is what a run (and its child runs) waits for, as analyze found
+// it at an instant where the engine was idle.
+type runState struct {
+	// active is set when something of the run happens without input from
+	// outside the engine: a step runs or is ready, a sleep, a retry
+	// backoff, a timeout or a deadline is due.
+	active bool
+	// lines describe the unfinished steps.
+	lines []string
+}
+
+func (st *runState) add(indent, format string, args ...any) {
+	st.lines = append(st.lines, indent+fmt.Sprintf(format, args...))
+}
+
+func (st *runState) describe() string {
+	if len(st.lines) == 0 {
+		return "  (no unfinished step)"
+	}
+	return strings.Join(st.lines, "\n")
+}
+
+// analyze reads what run res waits for, from the store's records of its
+// tasks (which say more than a RunResult: the timeouts due).
+func (k *Kit) analyze(res *durable.RunResult) *runState {
+	k.tb.Helper()
+	st := &runState{}
+	served := map[string]bool{}
+	k.walk(res.ID, res.Workflow, res.Tenant, "  ", st, served, 0)
+	return st
+}
+
+// maxDepth bounds how deep analyze follows child runs.
+const maxDepth = 8
+
+// walk describes the unfinished tasks of run id (of workflow and tenant)
+// into st, following its child runs.
+func (k *Kit) walk(id uuid.UUID, workflow, tenant, indent string, st *runState, served map[string]bool, depth int) {
+	k.tb.Helper()
+	run, err := k.store.GetRun(k.ctx, id)
+	if err != nil {
+		k.tb.Fatalf("durabletest: run %s: %v", id, err)
+	}
+	if run.Settled() {
+		return
+	}
+	if !run.Deadline.IsZero() {
+		st.active = true
+		st.add(indent, "the run fails at its deadline, %s", stamp(run.Deadline))
+	}
+	tasks, err := k.store.ListTasks(k.ctx, id)
+	if err != nil {
+		k.tb.Fatalf("durabletest: run %s: %v", id, err)
+	}
+	for _, t := range tasks {
+		name := fmt.Sprintf("step %q", dag.DisplayName(t.Name))
+		if t.TimeoutAt.After(time.Time{}) && !terminal(t.State) {
+			st.active = true // fails at its timeout, at the latest
+		}
+		switch t.State {
+		case store.TaskCompleted, store.TaskFailed, store.TaskSkipped, store.TaskCancelled:
+		case store.TaskPending:
+			st.add(indent, "%s PENDING: waits for its parents", name)
+		case store.TaskQueued:
+			switch {
+			case t.DueAt.After(time.Now()):
+				st.active = true
+				st.add(indent, "%s QUEUED: attempt %d at %s", name, t.Attempt+1, stamp(t.DueAt))
+			case !k.serves(workflow, served):
+				st.add(indent, "%s QUEUED: no live worker serves workflow %q (register it with Kit.Register)", name, workflow)
+			default:
+				st.active = true
+				st.add(indent, "%s QUEUED: ready to run", name)
+			}
+		case store.TaskRunning:
+			st.active = true
+			st.add(indent, "%s RUNNING: attempt %d, started %s, has not returned", name, t.Attempt, stamp(t.StartedAt))
+		case store.TaskSleeping:
+			st.active = true
+			st.add(indent, "%s SLEEPING until %s", name, stamp(t.DueAt))
+		case store.TaskWaiting:
+			due := ""
+			if !t.DueAt.IsZero() {
+				st.active = true
+				due = fmt.Sprintf(" (times out at %s)", stamp(t.DueAt))
+			}
+			switch t.Kind {
+			case store.KindChild:
+				st.add(indent, "%s WAITING for its child run %s%s:", name, t.Child, due)
+				if t.Child != uuid.Nil && depth < maxDepth {
+					child, err := k.store.GetRun(k.ctx, t.Child)
+					if err != nil {
+						k.tb.Fatalf("durabletest: child run %s: %v", t.Child, err)
+					}
+					k.walk(child.ID, child.Workflow, child.Tenant, indent+"    ", st, served, depth+1)
+				}
+			case store.KindMap:
+				st.add(indent, "%s WAITING for its %d items (%d not completed)%s", name, t.Items, t.Left, due)
+			default:
+				if key, signal := dag.ParseWaitKey(t.WaitKey); signal {
+					st.add(indent, "%s WAITING for the signal %q to its run (send it with Kit.Signal)%s", name, key, due)
+				} else {
+					st.add(indent, "%s WAITING for the event %q of tenant %q (send it with Kit.SendEvent)%s", name, key, tenant, due)
+				}
+			}
+		default:
+			st.add(indent, "%s %s", name, t.State)
+		}
+	}
+}
+
+func terminal(s store.TaskState) bool {
+	switch s {
+	case store.TaskCompleted, store.TaskFailed, store.TaskSkipped, store.TaskCancelled:
+		return true
+	}
+	return false
+}
+
+// serves reports whether a live worker serves workflow (memoized in
+// served for one analysis).
+func (k *Kit) serves(workflow string, served map[string]bool) bool {
+	k.tb.Helper()
+	if ok, known := served[workflow]; known {
+		return ok
+	}
+	ws, err := k.engine.Workers(k.ctx)
+	if err != nil {
+		k.tb.Fatalf("durabletest: %v", err)
+	}
+	ok := len(durable.Unserved(ws, workflow)) == 0
+	served[workflow] = ok
+	return ok
+}
+
+// stamp formats a virtual time, and how far from now it is.
+func stamp(t time.Time) string {
+	d := t.Sub(time.Now())
+	switch {
+	case d > 0:
+		return fmt.Sprintf("%s (in %s)", t.UTC().Format(time.RFC3339Nano), d)
+	case d < 0:
+		return fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339Nano), -d)
+	}
+	return t.UTC().Format(time.RFC3339Nano) + " (now)"
+}

@@ -1,0 +1,389 @@
+// Package durabletest tests workflows in virtual time.
+//
+// Run gives a test an engine on a fresh in-memory store, started inside a
+// testing/synctest bubble, in one line: the real engine runs the workflows,
+// with its claim loop, timers, retries and leader, but time is virtual, so
+// that a 24-hour sleep, a retry backoff or an event wait's timeout passes
+// at once, and the test reads the state at exact instants.
+//
+//	func TestSignup(t *testing.T) {
+//		durabletest.Run(t, func(t *testing.T, k *durabletest.Kit) {
+//			id := durabletest.Start(k, signup, Signup{Email: "ada@example.com"})
+//			k.WaitStep(id, verified, durable.StepWaiting) // the run waits for the event
+//			k.SendEvent("verified:ada@example.com", true)
+//			res := k.Settle(id) // the 24-hour sleep passes in no time
+//			durabletest.RequireCompleted(t, res)
+//			durabletest.RequireOutput(t, res, welcome, "sent")
+//		})
+//	}
+//
+// Every Kit method that acts (Start, Advance, SendEvent, Signal, ...)
+// returns once the engine has done all it can at the current instant, and
+// the waiting methods (Settle, WaitStep) let virtual time pass only until
+// what they wait for happens. A waiting method fails the test at once,
+// describing what the run waits for, when the run can only go on with
+// input from outside the engine (an event, a signal) that the test has not
+// sent; and after Options.Timeout of virtual time otherwise.
+//
+// The assertions (RequireCompleted, RequireState, RequireOutput, ...) read
+// a durable.RunResult, typed through durable.StepRef, and work with any
+// engine and store, inside a bubble or not.
+//
+// The engine is stopped when the test function returns, and its goroutines
+// end with it: synctest fails a test that leaves goroutines behind.
+package durabletest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/store"
+)
+
+// Options configure a Kit. The zero value is valid.
+type Options struct {
+	// Config configures the kit's engine, as durable.New takes it. Its
+	// Logger defaults to the test's log (t.Log), warnings and errors only;
+	// its other fields default as for durable.New. Clock must be nil: the
+	// bubble's clock is virtual already.
+	Config durable.Config
+	// Tenant is the tenant of the runs Start triggers and of the events
+	// SendEvent sends. Defaults to "tenant".
+	Tenant string
+	// Timeout is how much virtual time Settle and WaitStep wait at most
+	// before they fail the test. Defaults to DefaultTimeout.
+	Timeout time.Duration
+}
+
+// DefaultTimeout is the Options.Timeout of a zero Options: 30 days of
+// virtual time. Virtual time costs real time in the engine's periodic
+// work (heartbeats, refreshes, the leader's passes): about a real second
+// per two virtual weeks.
+const DefaultTimeout = 30 * 24 * time.Hour
+
+// DefaultTenant is the Options.Tenant of a zero Options.
+const DefaultTenant = "tenant"
+
+// stopTimeout bounds, in virtual time, the drain of the kit's engine when
+// the test function returns: steps still running are then cancelled.
+const stopTimeout = time.Minute
+
+// Kit is an engine on an in-memory store inside a synctest bubble, and the
+// means to drive it in virtual time. Get one from Run. Its methods must be
+// called from the test's goroutine (they wait with synctest.Wait, which
+// one goroutine at a time may call), and report failures to the test.
+type Kit struct {
+	tb      testing.TB
+	ctx     context.Context
+	engine  *durable.Engine
+	store   *observed
+	tenant  string
+	timeout time.Duration
+}
+
+// Run runs fn inside a testing/synctest bubble with a Kit whose engine is
+// started, with the default Options. The engine is stopped when fn
+// returns. Run must not be called inside a bubble, and fn must not call
+// t.Run or t.Parallel (synctest's rules).
+func Run(t *testing.T, fn func(t *testing.T, k *Kit)) {
+	t.Helper()
+	RunOptions(t, Options{}, fn)
+}
+
+// RunOptions is Run with options.
+func RunOptions(t *testing.T, opts Options, fn func(t *testing.T, k *Kit)) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		t.Helper()
+		k := start(t, opts)
+		defer k.stop()
+		fn(t, k)
+	})
+}
+
+// start builds and starts the kit's engine, failing t if it cannot.
+func start(t *testing.T, opts Options) *Kit {
+	t.Helper()
+	if opts.Tenant == "" {
+		opts.Tenant = DefaultTenant
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Timeout < 0 {
+		t.Fatalf("durabletest: negative Options.Timeout %s", opts.Timeout)
+	}
+	cfg := opts.Config
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = "durabletest"
+	}
+	s := newObserved()
+	e, err := durable.New(s, cfg)
+	if err != nil {
+		t.Fatalf("durabletest: %v", err)
+	}
+	k := &Kit{tb: t, ctx: t.Context(), engine: e, store: s, tenant: opts.Tenant, timeout: opts.Timeout}
+	if err := e.Start(k.ctx); err != nil {
+		t.Fatalf("durabletest: starting the engine: %v", err)
+	}
+	synctest.Wait()
+	return k
+}
+
+// stop stops the engine: running steps are cancelled after stopTimeout of
+// virtual time. Outcomes the engine could not record fail the test.
+func (k *Kit) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	if err := k.engine.Stop(ctx); err != nil {
+		if ctx.Err() != nil && !errors.Is(err, durable.ErrNotRecorded) {
+			k.tb.Logf("durabletest: steps still running when the test ended were cancelled: %v", err)
+			return
+		}
+		k.tb.Errorf("durabletest: stopping the engine: %v", err)
+	}
+}
+
+// testWriter writes a log line to the test's log.
+type testWriter struct{ tb testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.tb.Helper()
+	w.tb.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+var _ io.Writer = testWriter{}
+
+// with returns a copy of k that reports failures to tb (tests of the kit).
+func (k *Kit) with(tb testing.TB) *Kit {
+	c := *k
+	c.tb = tb
+	return &c
+}
+
+// Engine returns the kit's engine, started on its store: trigger runs,
+// read them, cancel or replay them with it as with any engine.
+func (k *Kit) Engine() *durable.Engine { return k.engine }
+
+// Store returns the kit's in-memory store, to start more engines on it
+// (durable.New), as other processes would share a database. Changes made
+// through them are seen by Settle and WaitStep as well.
+func (k *Kit) Store() store.Store { return k.store }
+
+// Tenant returns the tenant of the runs Start triggers (Options.Tenant).
+func (k *Kit) Tenant() string { return k.tenant }
+
+// Context returns the test's context, done when the test ends.
+func (k *Kit) Context() context.Context { return k.ctx }
+
+// Register registers workflow definitions on the kit's engine (see
+// durable.Engine.Register), failing the test on a definition error.
+// Start registers the workflow it starts if need be.
+func (k *Kit) Register(defs ...durable.Definition) {
+	k.tb.Helper()
+	if err := k.engine.Register(defs...); err != nil {
+		k.tb.Fatalf("durabletest: registering: %v", err)
+	}
+	synctest.Wait()
+}
+
+// Idle returns once the engine has done all it can at the current
+// instant: every step that can run now has run, every outcome is recorded.
+// Virtual time does not move.
+func (k *Kit) Idle() { synctest.Wait() }
+
+// Advance lets d of virtual time pass and returns once the engine has done
+// all it can at the new instant. Everything due meanwhile happens at its
+// time, as in production: sleeps end, retry backoffs elapse, waits time
+// out, schedules fire, the leader rescues the steps of dead workers.
+func (k *Kit) Advance(d time.Duration) {
+	k.tb.Helper()
+	if d < 0 {
+		k.tb.Fatalf("durabletest: Advance(%s): time does not go back", d)
+	}
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+// Start starts a run of wf for the kit's tenant with input in, registering
+// wf on the kit's engine first if no workflow of its name is registered,
+// and returns the run's ID once the engine has done all it can at the
+// current instant (the steps that can run now have run). It fails the test
+// if the run cannot be started.
+func Start[I any](k *Kit, wf *durable.Workflow[I], in I, opts ...durable.TriggerOption) uuid.UUID {
+	k.tb.Helper()
+	if !k.registered(wf.Name()) {
+		k.Register(wf)
+	}
+	id, err := wf.RunNoWait(k.ctx, k.engine, k.tenant, in, opts...)
+	if err != nil {
+		k.tb.Fatalf("durabletest: starting a run of %s: %v", wf.Name(), err)
+	}
+	synctest.Wait()
+	return id
+}
+
+// Execute starts a run of wf with input in (as Start does) and lets
+// virtual time pass until it settles (as Settle does); it returns the
+// run's result, whether it completed or not.
+func Execute[I any](k *Kit, wf *durable.Workflow[I], in I, opts ...durable.TriggerOption) *durable.RunResult {
+	k.tb.Helper()
+	return k.Settle(Start(k, wf, in, opts...))
+}
+
+// registered reports whether a workflow of that name is registered on the
+// kit's engine.
+func (k *Kit) registered(name string) bool {
+	for _, w := range k.engine.Workflows() {
+		if w.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Get returns the current state of a run, failing the test if it cannot.
+func (k *Kit) Get(id uuid.UUID) *durable.RunResult {
+	k.tb.Helper()
+	res, err := k.engine.Get(k.ctx, id)
+	if err != nil {
+		k.tb.Fatalf("durabletest: %v", err)
+	}
+	return res
+}
+
+// Events returns a run's event log, failing the test if it cannot.
+func (k *Kit) Events(id uuid.UUID) []durable.Event {
+	k.tb.Helper()
+	evs, err := k.engine.Events(k.ctx, id)
+	if err != nil {
+		k.tb.Fatalf("durabletest: %v", err)
+	}
+	return evs
+}
+
+// Child returns the current state of the child run that step, a Child
+// step of res's run, started last; it fails the test if the step started
+// none.
+func (k *Kit) Child(res *durable.RunResult, step Step) *durable.RunResult {
+	k.tb.Helper()
+	s := stepOf(k.tb, res, step)
+	if s.ChildRunID == uuid.Nil {
+		k.tb.Fatalf("durabletest: run %s: step %q started no child run (it is %s)", res.ID, s.Name, s.State)
+	}
+	return k.Get(s.ChildRunID)
+}
+
+// SendEvent sends an event with key for the kit's tenant (see
+// durable.Engine.SendEvent) and returns how many waiting steps received
+// it, once the engine has done all it can at the current instant. A step
+// receives it only if it waits for the key now (WaitStep waits for that),
+// or begins waiting later and looks back far enough (durable.WithLookback).
+func (k *Kit) SendEvent(key string, payload any) int {
+	k.tb.Helper()
+	n, err := k.engine.SendEvent(k.ctx, k.tenant, key, payload)
+	if err != nil {
+		k.tb.Fatalf("durabletest: sending event %q: %v", key, err)
+	}
+	synctest.Wait()
+	return n
+}
+
+// Signal sends the signal name with payload to run id (see
+// durable.Engine.Signal), and returns once the engine has done all it can
+// at the current instant.
+func (k *Kit) Signal(id uuid.UUID, name string, payload any) {
+	k.tb.Helper()
+	if err := k.engine.Signal(k.ctx, id, name, payload); err != nil {
+		k.tb.Fatalf("durabletest: %v", err)
+	}
+	synctest.Wait()
+}
+
+// Settle lets virtual time pass until run id settles, and returns its
+// result (see durable.RunResult.Done), at the instant it settled. It fails
+// the test at once if the run cannot settle without input from outside
+// the engine (an event or a signal the test has not sent, a workflow no
+// engine serves), and after Options.Timeout of virtual time otherwise,
+// describing what the run waits for. (A test that sends that input from
+// another goroutine of its own, later, waits with the engine's Wait.)
+func (k *Kit) Settle(id uuid.UUID) *durable.RunResult {
+	k.tb.Helper()
+	return k.await(id, "settle", func(res *durable.RunResult) bool { return res.Done() })
+}
+
+// WaitStep lets virtual time pass until step of run id is in state, and
+// returns it. A state is seen at an instant where the engine is idle: a
+// step that passes through a state within one instant (RUNNING, for a step
+// whose code does not wait) is not seen in it. WaitStep fails the test if
+// the run settles first, at once if the run cannot go on without input
+// from outside the engine, and after Options.Timeout of virtual time
+// otherwise.
+func (k *Kit) WaitStep(id uuid.UUID, step Step, state durable.StepState) *durable.StepResult {
+	k.tb.Helper()
+	var got *durable.StepResult
+	k.await(id, fmt.Sprintf("have step %q %s", step.Name(), state), func(res *durable.RunResult) bool {
+		s := stepOf(k.tb, res, step)
+		if s.State == state {
+			got = s
+			return true
+		}
+		return false
+	})
+	return got
+}
+
+// await lets virtual time pass until done holds for run id, and returns
+// its result. It looks again whenever the store may have changed a run
+// (observed), so that it sees every instant where done may begin to hold,
+// and no other.
+func (k *Kit) await(id uuid.UUID, what string, done func(*durable.RunResult) bool) *durable.RunResult {
+	k.tb.Helper()
+	deadline := time.NewTimer(k.timeout)
+	defer deadline.Stop()
+	start := time.Now()
+	for {
+		synctest.Wait()
+		select {
+		case <-k.store.changed:
+		default:
+		}
+		res := k.Get(id)
+		if done(res) {
+			return res
+		}
+		if res.Done() {
+			k.tb.Fatalf("durabletest: run %s (%s) settled %s before it could %s", res.ID, res.Workflow, res.Status, what)
+		}
+		st := k.analyze(res)
+		if !st.active {
+			k.tb.Fatalf("durabletest: run %s (%s) cannot %s without input from outside the engine:\n%s",
+				res.ID, res.Workflow, what, st.describe())
+		}
+		select {
+		case <-k.store.changed:
+		case <-deadline.C:
+			synctest.Wait()
+			res = k.Get(id)
+			if done(res) {
+				return res
+			}
+			k.tb.Fatalf("durabletest: run %s (%s) did not %s within %s of virtual time (Options.Timeout); now:\n%s",
+				res.ID, res.Workflow, what, time.Since(start), k.analyze(res).describe())
+		}
+	}
+}
