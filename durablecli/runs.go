@@ -78,12 +78,14 @@ Flags:
 
 const runsListUsage = `Usage: {name} runs list --database-url URL [flags]
 
-Lists runs newest first, --limit at a time: ID, workflow, tenant, status,
-when each was created and when it settled (local time), and the step that
-failed it with its error, or the reason it was cancelled. When child runs
+Lists runs newest first, --limit at a time: ID, workflow, the version of
+the workflow the run is pinned to ("-" for a run started before versions),
+tenant, status, when each was created and when it settled (local time), and
+the step that failed it with its error, or the reason it was cancelled. When child runs
 are listed (runs a step started with durable.Child), a PARENT (STEP) column
 names each one's parent run and the step that started it ("-" for the
-others). A run is listed when it matches every filter given. --since,
+others). A run is listed when it matches every filter given; --version V lists the
+runs pinned to version V ("{name} workflows" lists the versions). --since,
 --until, --finished-since and --finished-until take an RFC 3339 time or a
 duration meaning that long ago, on the database's clock; --parent RUN_ID
 lists the child runs of that run.
@@ -94,11 +96,13 @@ the listing it came from; with it, "--since 24h" keeps the time it meant on
 the first page.
 
 With --json, one JSON object:
-  {"runs": [{"id", "workflow", "tenant", "status", "failed_step", "error",
-             "created_at", "finished_at", "parent_id", "parent_step"}, ...],
+  {"runs": [{"id", "workflow", "version", "tenant", "status", "failed_step",
+             "error", "created_at", "finished_at", "parent_id",
+             "parent_step"}, ...],
    "next": "CURSOR"}
-with RFC 3339 times, "finished_at" null until the run settles, "parent_id"
-and "parent_step" only for child runs, and "next" empty on the last page.
+with RFC 3339 times, "version" empty for a run started before versions,
+"finished_at" null until the run settles, "parent_id" and "parent_step"
+only for child runs, and "next" empty on the last page.
 
 Flags:
 `
@@ -542,6 +546,7 @@ func timestamp(t time.Time) string {
 type runJSON struct {
 	ID         uuid.UUID         `json:"id"`
 	Workflow   string            `json:"workflow"`
+	Version    string            `json:"version"`
 	Tenant     string            `json:"tenant"`
 	Status     durable.RunStatus `json:"status"`
 	FailedStep string            `json:"failed_step"`
@@ -648,7 +653,7 @@ func encoded(b []byte) (json.RawMessage, string) {
 
 func summaryJSON(r durable.RunSummary) runJSON {
 	out := runJSON{
-		ID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: r.Status, FailedStep: r.FailedStep, Error: r.Error,
+		ID: r.ID, Workflow: r.Workflow, Version: r.Version, Tenant: r.Tenant, Status: r.Status, FailedStep: r.FailedStep, Error: r.Error,
 		CreatedAt: r.CreatedAt.UTC(), FinishedAt: optTime(r.FinishedAt),
 	}
 	if r.ParentID != uuid.Nil {
@@ -660,7 +665,7 @@ func summaryJSON(r durable.RunSummary) runJSON {
 func runDetail(v *runView, events bool) *runDetailJSON {
 	res := v.res
 	out := &runDetailJSON{runJSON: runJSON{
-		ID: res.ID, Workflow: res.Workflow, Tenant: res.Tenant, Status: res.Status,
+		ID: res.ID, Workflow: res.Workflow, Version: res.Version, Tenant: res.Tenant, Status: res.Status,
 		CreatedAt: res.CreatedAt.UTC(), FinishedAt: optTime(res.FinishedAt),
 	}, IdempotencyKey: res.IdempotencyKey, Priority: int(res.Priority), Deadline: optTime(res.Deadline)}
 	var re *durable.RunError
