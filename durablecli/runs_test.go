@@ -179,7 +179,7 @@ func TestRunsShowErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"runs"}, "Usage: durable runs <list|show|cancel|replay|prune>"},
+		{[]string{"runs"}, "Usage: durable runs <list|show|cancel|replay|upgrade|prune>"},
 		{[]string{"runs", "frob"}, `unknown action "frob"`},
 		{p.Flags("runs", "show"), "a RUN_ID is required"},
 		{p.Flags("runs", "show", missing, "other"), `unexpected argument "other"`},
@@ -194,7 +194,7 @@ func TestRunsShowErrors(t *testing.T) {
 	}
 	code, _, errOut = runCLI(t, "runs", "-h")
 	require.Equal(t, 0, code)
-	require.Contains(t, errOut, "Usage: durable runs <list|show|cancel|replay|prune>")
+	require.Contains(t, errOut, "Usage: durable runs <list|show|cancel|replay|upgrade|prune>")
 	code, _, errOut = runCLI(t, "runs", "show", "-h")
 	require.Equal(t, 0, code)
 	require.Contains(t, errOut, "Usage: durable runs show RUN_ID")
