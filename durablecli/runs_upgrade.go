@@ -169,11 +169,14 @@ func (c *cli) runsUpgrade(ctx context.Context, args []string, stdout, stderr io.
 			out.Refused = append(out.Refused, refusal(r, *from, *tenant, tenantGiven))
 		}
 	}
-	if *asJSON {
+	// After an error, what moved before it, if anything, is printed.
+	switch {
+	case err != nil && len(out.Moved) == 0 && len(out.Refused) == 0:
+	case *asJSON:
 		if code := a.printJSON(stdout, out); code != 0 {
 			return code
 		}
-	} else {
+	default:
 		printUpgrade(stdout, a.stderr, a.c.name+" "+a.fs.Name(), &out, len(ids) > 0)
 	}
 	switch {

@@ -498,3 +498,57 @@ func TestWorkflowsUsage(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, `{"workflows":[]}`+"\n", out)
 }
+
+// TestWorkflowsAccepts: a worker whose definition accepts the old version
+// is listed as accepting it, so that the old version is not unserved; it
+// moves the old version's runs and completes them.
+func TestWorkflowsAccepts(t *testing.T) {
+	t.Parallel()
+	p := clitest.NewPG(t, true)
+	ctx := context.Background()
+	client := p.Client(t)
+	old, cur := deployWorkflows()
+	vOld, vCur := old.Version(), cur.Version()
+	cur.Accepts(vOld)
+	id, err := old.RunNoWait(ctx, client, "acme", 1)
+	require.NoError(t, err)
+
+	e, err := durable.New(p.Store, durable.Config{Logger: clitest.QuietLogger(), WorkerID: "acc-1"})
+	require.NoError(t, err)
+	require.NoError(t, e.Register(cur))
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, e.Stop(sctx))
+	})
+
+	prog := Config{Name: "durable", Workflows: []durable.Definition{cur}}
+	code, out, errOut := runConfig(prog, p.Flags("workflows")...)
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, errOut, "nothing unserved")
+	rows := versionRows(t, out)
+	require.Equal(t, []string{"cli-deploy", vCur, "newest"}, rows[vCur][:3])
+	require.Equal(t, "acc-1", rows[vCur][5])
+	require.Equal(t, []string{"-", "acc-1"}, rows[vOld][5:7], "the old version is accepted")
+	require.Equal(t, "-", rows[vOld][8])
+	js := versionsJSON(t, prog, p)
+	require.Equal(t, []string{vOld}, js[vCur].Accepts)
+	require.Equal(t, []string{"acc-1"}, js[vOld].AcceptedBy)
+	require.False(t, js[vOld].Unserved)
+
+	code, out, errOut = runCLI(t, p.Flags("workers", "--json")...)
+	require.Equal(t, 0, code, errOut)
+	var ws workersJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &ws), out)
+	require.Len(t, ws.Workers, 1)
+	require.Equal(t, []string{"cli-deploy@" + vCur}, ws.Workers[0].Versions)
+	require.Equal(t, []string{"cli-deploy@" + vOld}, ws.Workers[0].Accepts)
+
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := client.Wait(wctx, id)
+	require.NoError(t, err)
+	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, vCur, res.Version, "moved by the worker that accepts its version")
+}
