@@ -143,6 +143,13 @@ func TestDeployVersions(t *testing.T) {
 		"they wait until a worker of that version starts; or move them: durable runs upgrade --workflow cli-deploy --from "+vOld+" --to "+vCur+"\n")
 	require.Contains(t, errOut, `warning: version "`+vCur+`" of workflow "cli-deploy" has 1 run in flight`)
 
+	// "stats" counts the two versions apart.
+	code, out, errOut = runProg("stats")
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^cli-deploy +`+vCur+` +acme +1 +0 +0 `, out)
+	require.Regexp(t, `(?m)^cli-deploy +`+vOld+` +acme +2 +0 +0 `, out)
+	require.Regexp(t, `(?m)^cli-deploy +`+vOld+` +acme +RUNNING +in-flight +2$`, out)
+
 	js := versionsJSON(t, prog, p)
 	jc, jo := js[vCur], js[vOld]
 	require.True(t, jc.Registered && jc.Newest && jc.Unserved)
