@@ -91,14 +91,14 @@ const runsListUsage = `Usage: {name} runs list --database-url URL [flags]
 Lists runs newest first, --limit at a time: ID, workflow, the version of
 the workflow the run is pinned to ("-" for a run started before versions),
 tenant, status, when each was created and when it settled (local time), and
-the step that failed it with its error, or the reason it was cancelled. When child runs
-are listed (runs a step started with durable.Child), a PARENT (STEP) column
-names each one's parent run and the step that started it ("-" for the
-others). A run is listed when it matches every filter given; --version V lists the
-runs pinned to version V ("{name} workflows" lists the versions). --since,
---until, --finished-since and --finished-until take an RFC 3339 time or a
-duration meaning that long ago, on the database's clock; --parent RUN_ID
-lists the child runs of that run.
+the step that failed it with its error, or the reason it was cancelled.
+When child runs are listed (runs a step started with durable.Child), a
+PARENT (STEP) column names each one's parent run and the step that started
+it ("-" for the others). A run is listed when it matches every filter
+given; --version V lists the runs pinned to version V ("{name} workflows"
+lists the versions). --since, --until, --finished-since and
+--finished-until take an RFC 3339 time or a duration meaning that long ago,
+on the database's clock; --parent RUN_ID lists the child runs of that run.
 
 When more runs match, the last line is the command for the next page: the
 same flags (--database-url left out) and --cursor. A cursor continues only

@@ -46,13 +46,13 @@ where "reason" is "incompatible" (version Y cannot run the step "step",
 or, when "step" is empty, the run), "version_mismatch" (the run is at
 another version), "settled" or "not_found", and "error" says it in words.
 
-Exit status: 0 every run asked moved (with --dry-run: would move), also
-when no run of version X was in flight; 1 some were refused (with
---dry-run: would be), or database errors; 2 bad flags: --workflow, --from
-or --to missing or invalid, --from equal to --to, a bad --run or
---tenant, or a version unknown here (--to that this program does not
-register and no run recorded; --from with no run in flight that no run
-recorded); the error then lists the versions known.
+Exit status: 0 every run asked moved (with --dry-run: would move), or no
+run of version X was in flight; 1 some were refused (with --dry-run: would
+be), or database errors; 2 bad flags: --workflow, --from or --to missing
+or invalid, --from equal to --to, a bad --run or --tenant, or a version
+unknown here (a --to that this program does not register and no run
+recorded, or a --from that nothing registers, records or serves); the
+error then lists the versions known.
 
 Flags:
 `
@@ -107,7 +107,7 @@ func (c *cli) runsUpgrade(ctx context.Context, args []string, stdout, stderr io.
 	from := a.fs.String("from", "", "the version the runs move from (required)")
 	to := a.fs.String("to", "", "the version the runs move to: registered by this program or recorded by a run (required)")
 	var ids runIDs
-	a.fs.Var(&ids, "run", "move only this run (repeat the flag for more); default: every run of --from in flight")
+	a.fs.Var(&ids, "run", "move only the run `RUN_ID` (repeat the flag for more); default: every run of --from in flight")
 	tenant := a.fs.String("tenant", "", "move only this tenant's runs")
 	dryRun := a.fs.Bool("dry-run", false, "check every run and report what would move and what would be refused; move none")
 	asJSON := a.fs.Bool("json", false, "print one JSON object")

@@ -16,16 +16,16 @@ import (
 
 const statsUsage = `Usage: {name} stats --database-url URL [flags]
 
-Prints two tables, by workflow, version and tenant. Queues: the tasks
-ready to be claimed, waiting for a timer (retry backoffs and sleeps) and
-running, and how long the oldest ready task has waited. Runs: the runs in
-flight, by status, and the runs that settled within --window (counted by
-the minute they settled in, by workflow only: their VERSION is "-"), by
-status. The VERSION is the version of the workflow the runs are pinned to
-("-" for runs started before versions; "{name} workflows" lists the
-versions). It reads the queues, the runs in flight and
-per-minute counts, never the history of settled runs, so it is cheap
-enough to poll. Ages are taken on the database's clock. The schema is checked, never migrated.
+Prints two tables, by workflow, version and tenant. Queues: the tasks ready
+to be claimed, waiting for a timer (retry backoffs and sleeps) and running,
+and how long the oldest ready task has waited. Runs: the runs in flight, by
+status, and the runs that settled within --window (counted by the minute
+they settled in, by workflow only: their VERSION is "-"), by status. The
+VERSION is the version of the workflow the runs are pinned to ("-" for runs
+started before versions; "{name} workflows" lists the versions). It reads
+the queues, the runs in flight and per-minute counts, never the history of
+settled runs, so it is cheap enough to poll. Ages are taken on the
+database's clock. The schema is checked, never migrated.
 
 With --json, one JSON object:
   {"at": TIME, "tenant": "", "window_s": 3600,

@@ -63,7 +63,8 @@ and "input" empty and "steps" null when its DAG is unknown here (a version
 only a worker lists). The schema is checked, never migrated.
 
 Exit status: 0 done (whether or not versions are unserved), 1 failed
-(database errors, or this program's workflows do not register), 2 bad flags.
+(database errors, or this program's workflows fail to register), 2 bad
+flags.
 
 Flags:
 `
