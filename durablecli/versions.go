@@ -45,8 +45,8 @@ version:
                until a worker of that version starts, or until they are
                moved to another version ("{name} runs upgrade")
 
-Each unserved version also gets a warning on stderr, with the command that
-moves its runs. With --steps, each version's DAG follows the table: its
+Each unserved version also gets a warning on stderr (not with --json),
+with the command that moves its runs. With --steps, each version's DAG follows the table: its
 input type, its steps (name, kind, parents, output type, what a sleep, a
 wait, a child step or a map step does, "retired" for a step kept only for
 the record of moved runs) and whether it has an on-failure handler.
