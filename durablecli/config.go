@@ -23,9 +23,11 @@ type Config struct {
 
 	// Workflows are the workflows the program serves ("worker"), starts
 	// by name ("trigger", "schedules create" and the HTTP API of "serve")
-	// and describes (the dashboard of "serve", the help texts). The child
-	// workflows their steps start are registered with them. Defaults to
-	// none: the operator commands (runs, stats, ...) work without any.
+	// and describes (the dashboard of "serve", the help texts, and
+	// "workflows", which lists their versions even before a run records
+	// them; "runs upgrade" can move runs to them). The child workflows
+	// their steps start are registered with them. Defaults to none: the
+	// operator commands (runs, stats, workflows, ...) work without any.
 	Workflows []durable.Definition
 
 	// DefaultInputs, each made by DefaultInput, give workflows an input

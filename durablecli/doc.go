@@ -19,7 +19,12 @@
 //   - serve: the HTTP API and the dashboard (--token, --tenant, ...).
 //   - trigger: starts runs of a workflow by name (--workflow, --input),
 //     optionally waits for them (--wait).
-//   - runs list|show|cancel|replay|prune, stats, workers: operate runs.
+//   - runs list|show|cancel|replay|upgrade|prune, stats, workers:
+//     operate runs; runs upgrade moves runs to another version of their
+//     workflow.
+//   - workflows: the versions of each workflow (registered here, recorded
+//     by runs, served by live workers), their runs in flight and the
+//     unserved ones.
 //   - events send, signal: end the waits of steps.
 //   - schedules create|list|pause|resume|delete: cron schedules.
 //   - version, help; and the program's own Config.Commands.
@@ -32,8 +37,9 @@
 //
 // Exit statuses: 0 done, 1 failed (could not connect, a run not found or
 // not completed, ...), 2 bad command line (an unknown command, flag,
-// workflow, or an input that does not decode into the workflow's input
-// type), 130 a worker stopped by a second signal during its drain.
+// workflow or version, or an input that does not decode into the
+// workflow's input type), 130 a worker stopped by a second signal during
+// its drain.
 //
 // Starting by name: "trigger --workflow W --input JSON", "schedules
 // create" and the HTTP API's POST /api/v1/workflows/W/runs start any of

@@ -89,7 +89,7 @@ type command func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // standardCommands are the names of the commands every program has.
 var standardCommands = map[string]bool{
 	"migrate": true, "worker": true, "serve": true, "trigger": true, "runs": true, "events": true,
-	"signal": true, "stats": true, "workers": true, "schedules": true, "version": true,
+	"signal": true, "stats": true, "workers": true, "workflows": true, "schedules": true, "version": true,
 }
 
 func (c *cli) commands() map[string]command {
@@ -103,6 +103,7 @@ func (c *cli) commands() map[string]command {
 		"signal":    c.signalCmd,
 		"stats":     c.statsCmd,
 		"workers":   c.workersCmd,
+		"workflows": c.workflowsCmd,
 		"schedules": c.schedulesCmd,
 		"version":   c.versionCmd,
 	}
@@ -127,16 +128,21 @@ Commands:
   serve     serve the HTTP API (runs, triggers, events, signals, stats)
             and the web dashboard
   trigger   start runs of a workflow, optionally wait for them
-  runs      operate runs: list (filter by status, workflow, tenant, time,
-            parent run), show RUN_ID (input, steps, what they wait for,
-            parent and child runs, outputs, events), cancel and replay
-            (by ID or by filter), prune (delete old settled runs)
+  runs      operate runs: list (filter by status, workflow, version,
+            tenant, time, parent run), show RUN_ID (input, steps, what
+            they wait for, parent and child runs, outputs, events), cancel
+            and replay (by ID or by filter), upgrade (move runs to another
+            version of their workflow), prune (delete old settled runs)
   events    send an event to the steps of a tenant's runs waiting for its
             key (events send)
   signal    send a signal to the steps of a run waiting for it
-  stats     queue depths and run counts by workflow and tenant
-  workers   the live workers (host, version, workflows, steps in flight,
-            leader) and the queued workflows no live worker serves
+  stats     queue depths and run counts by workflow, version and tenant
+  workers   the live workers (host, version, the workflow versions they
+            serve, steps in flight, leader) and the queued versions no
+            live worker serves
+  workflows the versions of each workflow: which this program registers,
+            runs in flight, ready steps, the live workers serving them,
+            UNSERVED ones; --steps prints their DAGs
   schedules cron schedules of the workflows: create, list, pause,
             resume, delete
   version   print this binary's version, VCS revision and Go version

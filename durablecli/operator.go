@@ -89,7 +89,7 @@ func badFilter(err error) bool {
 
 // filterFlags are the flags that select runs.
 type filterFlags struct {
-	status, workflow, tenant                   string
+	status, workflow, version, tenant          string
 	since, until, finishedSince, finishedUntil string
 }
 
@@ -98,6 +98,7 @@ const whenHelp = "an RFC 3339 time (2026-11-24T09:00:00Z) or a duration ago (24h
 func (f *filterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.status, "status", "", "only runs in these statuses, comma-separated, any case: running, completed, failed, cancelled")
 	fs.StringVar(&f.workflow, "workflow", "", "only runs of this workflow")
+	fs.StringVar(&f.version, "version", "", "only runs pinned to this version of their workflow (the command workflows lists them)")
 	fs.StringVar(&f.tenant, "tenant", "", "only runs of this tenant")
 	fs.StringVar(&f.since, "since", "", "only runs created at or after this time: "+whenHelp)
 	fs.StringVar(&f.until, "until", "", "only runs created before this time (same forms as --since)")
@@ -136,6 +137,13 @@ func (f *filterFlags) parse() (*runFilter, error) {
 	}
 	if f.workflow != "" {
 		out.filter.Workflow = f.workflow
+		out.given = true
+	}
+	if f.version != "" {
+		if !dag.ValidVersion(f.version) {
+			return nil, fmt.Errorf("--version %q: want 1 to %d letters, digits or _-.+, starting with a letter or a digit", f.version, dag.MaxVersionLen)
+		}
+		out.filter.Version = f.version
 		out.given = true
 	}
 	if f.tenant != "" {

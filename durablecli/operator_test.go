@@ -27,12 +27,12 @@ func TestFilterFlags(t *testing.T) {
 	require.False(t, f.given)
 	require.Equal(t, durable.RunFilter{}, f.filter)
 
-	f, err = parse("--status", " failed,Cancelled,FAILED ", "--workflow", "w", "--tenant", "t",
+	f, err = parse("--status", " failed,Cancelled,FAILED ", "--workflow", "w", "--version", "3fa9c2e81b07", "--tenant", "t",
 		"--since", "2026-11-24T10:00:00+01:00", "--until", "24h", "--finished-since", "0s", "--finished-until", "2026-11-24T10:00:00.5Z")
 	require.NoError(t, err)
 	require.True(t, f.given)
 	require.Equal(t, durable.RunFilter{
-		Statuses: []durable.RunStatus{durable.RunFailed, durable.RunCancelled}, Workflow: "w", Tenant: "t",
+		Statuses: []durable.RunStatus{durable.RunFailed, durable.RunCancelled}, Workflow: "w", Version: "3fa9c2e81b07", Tenant: "t",
 		CreatedAfter:   time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC),
 		FinishedBefore: time.Date(2026, 11, 24, 10, 0, 0, 500_000_000, time.UTC),
 	}, f.filter, "absolute times in UTC, so that a cursor's fingerprint does not depend on the zone given")
@@ -53,6 +53,8 @@ func TestFilterFlags(t *testing.T) {
 		{[]string{"--until", "2026-11-24"}, `--until "2026-11-24": want an RFC 3339 time`},
 		{[]string{"--finished-since", "-1s"}, `must not be negative`},
 		{[]string{"--tenant", string([]byte{0xff})}, `want 1 to 200 bytes of UTF-8`},
+		{[]string{"--version", "-2"}, `--version "-2": want 1 to 64 letters, digits or _-.+, starting with a letter or a digit`},
+		{[]string{"--version", "v@2"}, `--version "v@2": want 1 to 64`},
 	} {
 		_, err := parse(tc.args...)
 		require.ErrorContains(t, err, tc.want, "%v", tc.args)

@@ -22,17 +22,19 @@ import (
 	"github.com/effectivelabs/durable/store"
 )
 
-const runsUsage = `Usage: {name} runs <list|show|cancel|replay|prune> [flags]
+const runsUsage = `Usage: {name} runs <list|show|cancel|replay|upgrade|prune> [flags]
 
-  list    list runs, newest first, by status, workflow, tenant, time and
-          parent run
-  show    print a run: its input, its steps with their parents, what
-          they wait for, its parent and child runs, its failure; on
-          request each step's output and the event log
-  cancel  cancel runs that have not settled, by ID or by filter
-  replay  run settled runs again, keeping what completed, by ID or by
-          filter
-  prune   delete the runs that settled more than --older-than ago
+  list     list runs, newest first, by status, workflow, version, tenant,
+           time and parent run
+  show     print a run: its version, its input, its steps with their
+           parents, what they wait for, its parent and child runs, its
+           failure; on request each step's output and the event log
+  cancel   cancel runs that have not settled, by ID or by filter
+  replay   run settled runs again, keeping what completed, by ID or by
+           filter
+  upgrade  move the runs in flight of a version of a workflow to another
+           version (--workflow, --from, --to; --dry-run first)
+  prune    delete the runs that settled more than --older-than ago
 
 Every action needs --database-url (or $DURABLE_DATABASE_URL); the schema is
 checked, never migrated. Run "{name} runs <action> -h" for its flags.
@@ -43,8 +45,8 @@ errors), 2 bad flags or arguments.
 
 const runsShowUsage = `Usage: {name} runs show RUN_ID --database-url URL [flags]
 
-Prints a run (workflow, tenant, its parent run and step if a step of
-another run started it, status, times, the failure or the reason it was
+Prints a run (workflow, version, tenant, its parent run and step if a step
+of another run started it, status, times, the failure or the reason it was
 cancelled), its input (indented when it is JSON, else base64), and a table
 of its steps: their parents, state, attempts, when each started and
 finished, when a sleep, a retry backoff or the timeout of a wait is due,
@@ -59,9 +61,15 @@ completed step too (of a map step, its first 10 completed items); with
 --events, the run's event log. Times in the tables are relative to the
 run's creation.
 
-A run that has not settled and whose workflow no live worker serves (see
-"{name} workers") gets a warning line: its steps wait until a worker that
-serves the workflow starts.
+The run is pinned to its version of the workflow: only workers that
+registered that version (or accept it) run its steps. A run that has not
+settled and whose version no live worker serves or accepts gets a warning
+line (its steps wait until such a worker starts; see "{name} workflows")
+and a fix line: start a worker of that version, or move the run with
+"{name} runs upgrade", to a version live workers serve when there is one.
+A step whose STATE is marked "(retired)" was kept only for the run's
+record when the run moved to a version that does not run it: it never runs
+again.
 
 With --json, one JSON object holding all of it, the outputs and every item
 of a map step included: the input and each output as JSON when it is
@@ -70,23 +78,27 @@ valid JSON ("input", "output"), else as base64 ("input_base64",
 "parent" ({"run_id", "step", "result"}, null for a run that is not a
 child), "children" (as "{name} runs list --json" prints runs, up to 1000;
 "more_children" when there are more); per step "event_key", "signal",
-"child_run_id" when set, and for a map step "item_counts" (by state) and
-"items"; "events" with --events; "unserved": true with the warning.
+"child_run_id" when set, "retired" (true for a retired step), and for a
+map step "item_counts" (by state) and "items"; "events" with --events;
+"version" ("" for a run started before versions); "unserved": true with
+the warning, and "upgrade_to", the version the fix line suggests, if any.
 
 Flags:
 `
 
 const runsListUsage = `Usage: {name} runs list --database-url URL [flags]
 
-Lists runs newest first, --limit at a time: ID, workflow, tenant, status,
-when each was created and when it settled (local time), and the step that
-failed it with its error, or the reason it was cancelled. When child runs
-are listed (runs a step started with durable.Child), a PARENT (STEP) column
-names each one's parent run and the step that started it ("-" for the
-others). A run is listed when it matches every filter given. --since,
---until, --finished-since and --finished-until take an RFC 3339 time or a
-duration meaning that long ago, on the database's clock; --parent RUN_ID
-lists the child runs of that run.
+Lists runs newest first, --limit at a time: ID, workflow, the version of
+the workflow the run is pinned to ("-" for a run started before versions),
+tenant, status, when each was created and when it settled (local time), and
+the step that failed it with its error, or the reason it was cancelled.
+When child runs are listed (runs a step started with durable.Child), a
+PARENT (STEP) column names each one's parent run and the step that started
+it ("-" for the others). A run is listed when it matches every filter
+given; --version V lists the runs pinned to version V ("{name} workflows"
+lists the versions). --since, --until, --finished-since and
+--finished-until take an RFC 3339 time or a duration meaning that long ago,
+on the database's clock; --parent RUN_ID lists the child runs of that run.
 
 When more runs match, the last line is the command for the next page: the
 same flags (--database-url left out) and --cursor. A cursor continues only
@@ -94,11 +106,13 @@ the listing it came from; with it, "--since 24h" keeps the time it meant on
 the first page.
 
 With --json, one JSON object:
-  {"runs": [{"id", "workflow", "tenant", "status", "failed_step", "error",
-             "created_at", "finished_at", "parent_id", "parent_step"}, ...],
+  {"runs": [{"id", "workflow", "version", "tenant", "status", "failed_step",
+             "error", "created_at", "finished_at", "parent_id",
+             "parent_step"}, ...],
    "next": "CURSOR"}
-with RFC 3339 times, "finished_at" null until the run settles, "parent_id"
-and "parent_step" only for child runs, and "next" empty on the last page.
+with RFC 3339 times, "version" empty for a run started before versions,
+"finished_at" null until the run settles, "parent_id" and "parent_step"
+only for child runs, and "next" empty on the last page.
 
 Flags:
 `
@@ -165,11 +179,12 @@ const (
 
 func (c *cli) runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return c.dispatch(ctx, "runs", runsUsage, map[string]command{
-		"list":   c.runsList,
-		"show":   c.runsShow,
-		"cancel": c.runsCancel,
-		"replay": c.runsReplay,
-		"prune":  c.runsPrune,
+		"list":    c.runsList,
+		"show":    c.runsShow,
+		"cancel":  c.runsCancel,
+		"replay":  c.runsReplay,
+		"upgrade": c.runsUpgrade,
+		"prune":   c.runsPrune,
 	}, args, stdout, stderr)
 }
 
@@ -291,11 +306,9 @@ func (c *cli) runsShow(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	v := &runView{res: res, prog: c.name}
 	if !res.Done() {
-		unserved, err := op.e.Unserved(ctx, res.Workflow)
-		if err != nil {
+		if v.unserved, v.upgradeTo, err = unservedRun(ctx, op.e, res); err != nil {
 			return a.fail(err)
 		}
-		v.unserved = len(unserved) > 0
 	}
 	if v.children, v.moreChildren, err = childRuns(ctx, op.e, res); err != nil {
 		return a.fail(err)
@@ -379,14 +392,18 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "run\t%s\n", res.ID)
 	fmt.Fprintf(tw, "workflow\t%s\n", res.Workflow)
+	if res.Version != "" {
+		fmt.Fprintf(tw, "version\t%s\n", res.Version)
+	} else {
+		fmt.Fprintf(tw, "version\t- (started before versions)\n")
+	}
 	fmt.Fprintf(tw, "tenant\t%s\n", res.Tenant)
 	if res.Parent != nil {
 		fmt.Fprintf(tw, "parent\t%s (step %s)\n", res.Parent.RunID, dag.DisplayName(res.Parent.Step))
 	}
 	fmt.Fprintf(tw, "status\t%s\n", res.Status)
 	if v.unserved {
-		fmt.Fprintf(tw, "warning\tno live worker serves workflow %s: its steps wait until one starts (see %s workers)\n",
-			dag.Quote(res.Workflow), v.prog)
+		printUnservedRun(tw, v)
 	}
 	fmt.Fprintf(tw, "created\t%s\n", timestamp(res.CreatedAt))
 	if res.IdempotencyKey != "" {
@@ -424,6 +441,7 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 	fmt.Fprintf(w, "\nsteps (times relative to the run's creation):\n")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "STEP\tPARENTS\tSTATE\tATTEMPTS\tSTARTED\tFINISHED\tTOOK\tDUE\tERROR\n")
+	retired := false
 	for _, s := range res.Steps {
 		parents := "-"
 		if len(s.Parents) > 0 {
@@ -441,10 +459,19 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 		if s.Error != "" {
 			errText = oneLine(s.Error, errorColumn)
 		}
+		state := string(s.State)
+		if s.Retired {
+			state += " (retired)"
+			retired = true
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
-			s.Name, parents, s.State, s.Attempts, rel(s.StartedAt), rel(s.FinishedAt), took, due, errText)
+			s.Name, parents, state, s.Attempts, rel(s.StartedAt), rel(s.FinishedAt), took, due, errText)
 	}
 	tw.Flush()
+	if retired {
+		fmt.Fprintf(w, "(retired: kept for the run's record when it moved to version %s, which does not run them; they never run again)\n",
+			versionCell(res.Version))
+	}
 	printWaits(w, v)
 	printFailedItems(w, res)
 	printChildren(w, v)
@@ -542,6 +569,7 @@ func timestamp(t time.Time) string {
 type runJSON struct {
 	ID         uuid.UUID         `json:"id"`
 	Workflow   string            `json:"workflow"`
+	Version    string            `json:"version"`
 	Tenant     string            `json:"tenant"`
 	Status     durable.RunStatus `json:"status"`
 	FailedStep string            `json:"failed_step"`
@@ -564,11 +592,13 @@ type runDetailJSON struct {
 	Parent         *parentJSON     `json:"parent"`
 	Children       []runJSON       `json:"children"`
 	MoreChildren   bool            `json:"more_children,omitempty"`
-	// Unserved is set for a run that has not settled and whose workflow
-	// no live worker serves.
-	Unserved bool        `json:"unserved,omitempty"`
-	Steps    []stepJSON  `json:"steps"`
-	Events   []eventJSON `json:"events,omitempty"`
+	// Unserved is set for a run that has not settled and whose version no
+	// live worker serves or accepts; UpgradeTo then names a version live
+	// workers serve that it could move to, if there is one.
+	Unserved  bool        `json:"unserved,omitempty"`
+	UpgradeTo string      `json:"upgrade_to,omitempty"`
+	Steps     []stepJSON  `json:"steps"`
+	Events    []eventJSON `json:"events,omitempty"`
 }
 
 // parentJSON links a child run to its parent: the run, its step that
@@ -580,9 +610,12 @@ type parentJSON struct {
 }
 
 type stepJSON struct {
-	Name         string            `json:"name"`
-	Kind         store.TaskKind    `json:"kind"`
-	Parents      []string          `json:"parents"`
+	Name    string         `json:"name"`
+	Kind    store.TaskKind `json:"kind"`
+	Parents []string       `json:"parents"`
+	// Retired is set on a step kept only for the run's record when the
+	// run moved to a version that does not run it.
+	Retired      bool              `json:"retired"`
 	State        durable.StepState `json:"state"`
 	Attempts     int               `json:"attempts"`
 	Error        string            `json:"error"`
@@ -648,7 +681,7 @@ func encoded(b []byte) (json.RawMessage, string) {
 
 func summaryJSON(r durable.RunSummary) runJSON {
 	out := runJSON{
-		ID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: r.Status, FailedStep: r.FailedStep, Error: r.Error,
+		ID: r.ID, Workflow: r.Workflow, Version: r.Version, Tenant: r.Tenant, Status: r.Status, FailedStep: r.FailedStep, Error: r.Error,
 		CreatedAt: r.CreatedAt.UTC(), FinishedAt: optTime(r.FinishedAt),
 	}
 	if r.ParentID != uuid.Nil {
@@ -660,7 +693,7 @@ func summaryJSON(r durable.RunSummary) runJSON {
 func runDetail(v *runView, events bool) *runDetailJSON {
 	res := v.res
 	out := &runDetailJSON{runJSON: runJSON{
-		ID: res.ID, Workflow: res.Workflow, Tenant: res.Tenant, Status: res.Status,
+		ID: res.ID, Workflow: res.Workflow, Version: res.Version, Tenant: res.Tenant, Status: res.Status,
 		CreatedAt: res.CreatedAt.UTC(), FinishedAt: optTime(res.FinishedAt),
 	}, IdempotencyKey: res.IdempotencyKey, Priority: int(res.Priority), Deadline: optTime(res.Deadline)}
 	var re *durable.RunError
@@ -676,12 +709,12 @@ func runDetail(v *runView, events bool) *runDetailJSON {
 		out.Children[i] = summaryJSON(c)
 	}
 	out.MoreChildren = v.moreChildren
-	out.Unserved = v.unserved
+	out.Unserved, out.UpgradeTo = v.unserved, v.upgradeTo
 	out.Input, out.InputBase64 = encoded(res.Input)
 	out.Steps = make([]stepJSON, len(res.Steps))
 	for i, s := range res.Steps {
 		js := stepJSON{
-			Name: s.Name, Kind: s.Kind, Parents: s.Parents, State: s.State, Attempts: s.Attempts, Error: s.Error,
+			Name: s.Name, Kind: s.Kind, Parents: s.Parents, Retired: s.Retired, State: s.State, Attempts: s.Attempts, Error: s.Error,
 			StartedAt: optTime(s.StartedAt), FinishedAt: optTime(s.FinishedAt),
 			EventKey: s.EventKey, Signal: s.Signal, ChildRunID: s.ChildRunID,
 		}

@@ -102,16 +102,16 @@ func printRunList(w io.Writer, runs []durable.RunSummary) {
 	children := slices.ContainsFunc(runs, func(r durable.RunSummary) bool { return r.ParentID != uuid.Nil })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if children {
-		fmt.Fprintf(tw, "ID\tWORKFLOW\tTENANT\tSTATUS\tCREATED\tFINISHED\tPARENT (STEP)\tFAILURE\n")
+		fmt.Fprintf(tw, "ID\tWORKFLOW\tVERSION\tTENANT\tSTATUS\tCREATED\tFINISHED\tPARENT (STEP)\tFAILURE\n")
 	} else {
-		fmt.Fprintf(tw, "ID\tWORKFLOW\tTENANT\tSTATUS\tCREATED\tFINISHED\tFAILURE\n")
+		fmt.Fprintf(tw, "ID\tWORKFLOW\tVERSION\tTENANT\tSTATUS\tCREATED\tFINISHED\tFAILURE\n")
 	}
 	for _, r := range runs {
 		finished := "-"
 		if !r.FinishedAt.IsZero() {
 			finished = r.FinishedAt.Local().Format(listTime)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t", r.ID, r.Workflow, r.Tenant, r.Status,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t", r.ID, r.Workflow, versionCell(r.Version), r.Tenant, r.Status,
 			r.CreatedAt.Local().Format(listTime), finished)
 		if children {
 			parent := "-"
@@ -123,6 +123,15 @@ func printRunList(w io.Writer, runs []durable.RunSummary) {
 		fmt.Fprintf(tw, "%s\n", failure(r))
 	}
 	tw.Flush()
+}
+
+// versionCell is how a table shows a run's version: "-" for a run
+// recorded before versions.
+func versionCell(v string) string {
+	if v == "" {
+		return "-"
+	}
+	return v
 }
 
 // failure describes why a run failed, or why it was cancelled, on one line

@@ -179,7 +179,7 @@ func TestRunsShowErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"runs"}, "Usage: durable runs <list|show|cancel|replay|prune>"},
+		{[]string{"runs"}, "Usage: durable runs <list|show|cancel|replay|upgrade|prune>"},
 		{[]string{"runs", "frob"}, `unknown action "frob"`},
 		{p.Flags("runs", "show"), "a RUN_ID is required"},
 		{p.Flags("runs", "show", missing, "other"), `unexpected argument "other"`},
@@ -194,7 +194,7 @@ func TestRunsShowErrors(t *testing.T) {
 	}
 	code, _, errOut = runCLI(t, "runs", "-h")
 	require.Equal(t, 0, code)
-	require.Contains(t, errOut, "Usage: durable runs <list|show|cancel|replay|prune>")
+	require.Contains(t, errOut, "Usage: durable runs <list|show|cancel|replay|upgrade|prune>")
 	code, _, errOut = runCLI(t, "runs", "show", "-h")
 	require.Equal(t, 0, code)
 	require.Contains(t, errOut, "Usage: durable runs show RUN_ID")
@@ -212,8 +212,8 @@ func fields(row string) []string {
 func listRows(t *testing.T, out string) ([][]string, string) {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	require.Equal(t, "ID WORKFLOW TENANT STATUS CREATED FINISHED FAILURE", strings.Join(strings.Fields(lines[0]), " "), out)
-	requireAligned(t, lines[:len(lines)-1], "WORKFLOW", "TENANT", "STATUS", "CREATED", "FINISHED", "FAILURE")
+	require.Equal(t, "ID WORKFLOW VERSION TENANT STATUS CREATED FINISHED FAILURE", strings.Join(strings.Fields(lines[0]), " "), out)
+	requireAligned(t, lines[:len(lines)-1], "WORKFLOW", "VERSION", "TENANT", "STATUS", "CREATED", "FINISHED", "FAILURE")
 	var rows [][]string
 	next := ""
 	for _, l := range lines[1:] {
@@ -245,7 +245,7 @@ func wantRow(t *testing.T, e *durable.Engine, id uuid.UUID, failure string) []st
 	if res.Done() {
 		finished = res.FinishedAt.Local().Format(listTime)
 	}
-	return []string{id.String(), res.Workflow, res.Tenant, string(res.Status), res.CreatedAt.Local().Format(listTime), finished, failure}
+	return []string{id.String(), res.Workflow, versionCell(res.Version), res.Tenant, string(res.Status), res.CreatedAt.Local().Format(listTime), finished, failure}
 }
 
 // fixable is a test workflow whose second step fails for good while broken
@@ -336,7 +336,7 @@ func TestRunsList(t *testing.T) {
 		wantRow(t, client, ids[1], "-"),
 		wantRow(t, client, ids[0], "-"),
 	}
-	require.Equal(t, "-", want[0][5], "in flight: not finished")
+	require.Equal(t, "-", want[0][6], "in flight: not finished")
 
 	code, out, errOut := runCLI(t, p.Flags("runs", "list")...)
 	require.Equal(t, 0, code, "stderr:\n%s", errOut)
@@ -429,6 +429,7 @@ func TestRunsList(t *testing.T) {
 	type runJS struct {
 		ID         string  `json:"id"`
 		Workflow   string  `json:"workflow"`
+		Version    string  `json:"version"`
 		Tenant     string  `json:"tenant"`
 		Status     string  `json:"status"`
 		FailedStep string  `json:"failed_step"`
@@ -462,6 +463,8 @@ func TestRunsList(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, res.ID.String(), r.ID)
 		require.Equal(t, res.Workflow, r.Workflow)
+		require.NotEmpty(t, r.Version)
+		require.Equal(t, res.Version, r.Version)
 		require.Equal(t, res.Tenant, r.Tenant)
 		require.Equal(t, string(res.Status), r.Status)
 		require.Equal(t, res.CreatedAt.UTC().Format(time.RFC3339Nano), r.CreatedAt)
@@ -494,6 +497,7 @@ func TestRunsListUsageErrors(t *testing.T) {
 		{[]string{"--until", "-5m"}, `--until "-5m": a duration means that long ago and must not be negative`},
 		{[]string{"--finished-since", "2026-13-01T00:00:00Z"}, `--finished-since "2026-13-01T00:00:00Z": want an RFC 3339 time`},
 		{[]string{"--tenant", "a\tb"}, `--tenant "a\tb": want 1 to 200 bytes`},
+		{[]string{"--version", "v 2"}, `durable runs list: --version "v 2": want 1 to 64 letters, digits or _-.+`},
 		{[]string{"--limit", "0"}, "--limit must be between 1 and 1000, got 0"},
 		{[]string{"--limit", "1001"}, "--limit must be between 1 and 1000, got 1001"},
 		{[]string{"--limit", "many"}, `invalid value "many" for flag -limit`},
@@ -703,7 +707,7 @@ func TestRunsCancel(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "durable runs cancel: give run IDs, or filter flags (--status, --workflow, --tenant, --since, --until, --finished-since, --finished-until), or --all for every RUNNING run\n"},
+		{nil, "durable runs cancel: give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until), or --all for every RUNNING run\n"},
 		{[]string{a1.String(), "not-a-uuid"}, `durable runs cancel: "not-a-uuid" is not a run ID: invalid UUID length: 10` + "\n"},
 		{[]string{a1.String(), "--tenant", "ada"}, "durable runs cancel: give run IDs, or filter flags, not both\n"},
 		{[]string{a1.String(), "--all"}, "durable runs cancel: give run IDs, or filter flags, not both\n"},
@@ -774,7 +778,7 @@ func TestRunsCancel(t *testing.T) {
 	require.Equal(t, 0, code)
 	rows, _ := listRows(t, out)
 	require.Equal(t, [][]string{wantRow(t, client, a2, "-"), wantRow(t, client, a1, "customer withdrew")}, rows)
-	require.Equal(t, "CANCELLED", rows[0][3])
+	require.Equal(t, "CANCELLED", rows[0][4])
 }
 
 func TestRunsReplay(t *testing.T) {
@@ -800,7 +804,7 @@ func TestRunsReplay(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "durable runs replay: give run IDs, or filter flags (--status, --workflow, --tenant, --since, --until, --finished-since, --finished-until), or --all for every FAILED and CANCELLED run\n"},
+		{nil, "durable runs replay: give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until), or --all for every FAILED and CANCELLED run\n"},
 		{[]string{"--all", "--status", "failed"}, "durable runs replay: --all selects every FAILED and CANCELLED run: it takes no filter flags\n"},
 		{[]string{"x" + ids[0].String()}, `is not a run ID`},
 	} {
@@ -947,6 +951,6 @@ func TestRunsHelp(t *testing.T) {
 	}
 	code, out, _ := runCLI(t, "help")
 	require.Equal(t, 0, code)
-	require.Contains(t, out, "  stats     queue depths and run counts by workflow and tenant\n")
+	require.Contains(t, out, "  stats     queue depths and run counts by workflow, version and tenant\n")
 	require.Contains(t, out, "  runs      operate runs: list")
 }

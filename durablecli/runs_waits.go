@@ -44,9 +44,11 @@ type runView struct {
 	children     []durable.RunSummary
 	moreChildren bool
 	events       []durable.Event
-	// unserved is set for a run not settled whose workflow no live worker
-	// serves.
-	unserved bool
+	// unserved is set for a run not settled whose version no live worker
+	// serves or accepts; upgradeTo is then a version of its workflow that
+	// live workers serve, if there is one ("" otherwise).
+	unserved  bool
+	upgradeTo string
 	// prog is the program's name, for the commands it suggests.
 	prog string
 }

@@ -16,21 +16,26 @@ import (
 
 const statsUsage = `Usage: {name} stats --database-url URL [flags]
 
-Prints two tables, by workflow and tenant. Queues: the tasks ready to be
-claimed, waiting for a timer (retry backoffs and sleeps) and running, and
-how long the oldest ready task has waited. Runs: the runs in flight, by
+Prints two tables, by workflow, version and tenant. Queues: the tasks ready
+to be claimed, waiting for a timer (retry backoffs and sleeps) and running,
+and how long the oldest ready task has waited. Runs: the runs in flight, by
 status, and the runs that settled within --window (counted by the minute
-they settled in), by status. It reads the queues, the runs in flight and
-per-minute counts, never the history of settled runs, so it is cheap
-enough to poll. Ages are taken on the database's clock. The schema is checked, never migrated.
+they settled in, by workflow only: their VERSION is "-"), by status. The
+VERSION is the version of the workflow the runs are pinned to ("-" for runs
+started before versions; "{name} workflows" lists the versions). It reads
+the queues, the runs in flight and per-minute counts, never the history of
+settled runs, so it is cheap enough to poll. Ages are taken on the
+database's clock. The schema is checked, never migrated.
 
 With --json, one JSON object:
   {"at": TIME, "tenant": "", "window_s": 3600,
-   "queues": [{"workflow", "tenant", "ready", "waiting", "running",
-               "oldest_ready": TIME, "oldest_ready_age_s"}, ...],
-   "runs": [{"workflow", "tenant", "status", "settled", "count"}, ...]}
+   "queues": [{"workflow", "version", "tenant", "ready", "waiting",
+               "running", "oldest_ready": TIME, "oldest_ready_age_s"}, ...],
+   "runs": [{"workflow", "version", "tenant", "status", "settled",
+             "count"}, ...]}
 with RFC 3339 times; "oldest_ready" and its age are null when no task is
-ready; "settled" is false for runs in flight.
+ready; "settled" is false for runs in flight; "version" is empty for
+settled runs and for runs started before versions.
 
 Exit status: 0 done, 1 failed (database errors), 2 bad flags.
 
@@ -47,6 +52,7 @@ type statsJSON struct {
 
 type queueStatsJSON struct {
 	Workflow       string     `json:"workflow"`
+	Version        string     `json:"version"`
 	Tenant         string     `json:"tenant"`
 	Ready          int        `json:"ready"`
 	Waiting        int        `json:"waiting"`
@@ -57,6 +63,7 @@ type queueStatsJSON struct {
 
 type runCountJSON struct {
 	Workflow string            `json:"workflow"`
+	Version  string            `json:"version"`
 	Tenant   string            `json:"tenant"`
 	Status   durable.RunStatus `json:"status"`
 	Settled  bool              `json:"settled"`
@@ -121,7 +128,7 @@ func (c *cli) statsCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	return 0
 }
 
-// statsView orders the stats (by workflow and tenant; runs in flight before
+// statsView orders the stats (by workflow, version and tenant; runs in flight before
 // settled ones, then by status) and takes the ages at now.
 func statsView(st *durable.Stats, now time.Time, tenant string, window time.Duration) *statsJSON {
 	out := &statsJSON{
@@ -130,7 +137,7 @@ func statsView(st *durable.Stats, now time.Time, tenant string, window time.Dura
 	}
 	for i, q := range st.Queues {
 		out.Queues[i] = queueStatsJSON{
-			Workflow: q.Workflow, Tenant: q.Tenant, Ready: q.Ready, Waiting: q.Waiting, Running: q.Running,
+			Workflow: q.Workflow, Version: q.Version, Tenant: q.Tenant, Ready: q.Ready, Waiting: q.Waiting, Running: q.Running,
 			OldestReady: optTime(q.OldestReady),
 		}
 		if !q.OldestReady.IsZero() {
@@ -139,10 +146,10 @@ func statsView(st *durable.Stats, now time.Time, tenant string, window time.Dura
 		}
 	}
 	slices.SortFunc(out.Queues, func(a, b queueStatsJSON) int {
-		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Tenant, b.Tenant))
+		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Version, b.Version), cmp.Compare(a.Tenant, b.Tenant))
 	})
 	for i, c := range st.Runs {
-		out.Runs[i] = runCountJSON{Workflow: c.Workflow, Tenant: c.Tenant, Status: c.Status, Settled: c.Settled, Count: c.Count}
+		out.Runs[i] = runCountJSON{Workflow: c.Workflow, Version: c.Version, Tenant: c.Tenant, Status: c.Status, Settled: c.Settled, Count: c.Count}
 	}
 	rank := func(s durable.RunStatus) int { return slices.Index(runStatusOrder, s) }
 	slices.SortFunc(out.Runs, func(a, b runCountJSON) int {
@@ -153,7 +160,7 @@ func statsView(st *durable.Stats, now time.Time, tenant string, window time.Dura
 			return 0
 		}
 		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Tenant, b.Tenant),
-			cmp.Compare(settled(a), settled(b)), cmp.Compare(rank(a.Status), rank(b.Status)))
+			cmp.Compare(settled(a), settled(b)), cmp.Compare(rank(a.Status), rank(b.Status)), cmp.Compare(a.Version, b.Version))
 	})
 	return out
 }
@@ -167,13 +174,13 @@ func printStats(w io.Writer, st *statsJSON, window time.Duration) {
 	} else {
 		fmt.Fprintln(w, "queues (tasks):")
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "WORKFLOW\tTENANT\tREADY\tWAITING\tRUNNING\tOLDEST READY\n")
+		fmt.Fprintf(tw, "WORKFLOW\tVERSION\tTENANT\tREADY\tWAITING\tRUNNING\tOLDEST READY\n")
 		for _, q := range st.Queues {
 			oldest := "-"
 			if q.OldestReady != nil {
 				oldest = age(time.Duration(*q.OldestReadyAge * float64(time.Second)))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", q.Workflow, q.Tenant, q.Ready, q.Waiting, q.Running, oldest)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", q.Workflow, versionCell(q.Version), q.Tenant, q.Ready, q.Waiting, q.Running, oldest)
 		}
 		tw.Flush()
 	}
@@ -184,13 +191,13 @@ func printStats(w io.Writer, st *statsJSON, window time.Duration) {
 	}
 	fmt.Fprintf(w, "runs (in flight, and settled in the last %s):\n", window)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "WORKFLOW\tTENANT\tSTATUS\tPHASE\tCOUNT\n")
+	fmt.Fprintf(tw, "WORKFLOW\tVERSION\tTENANT\tSTATUS\tPHASE\tCOUNT\n")
 	for _, c := range st.Runs {
 		phase := "in-flight"
 		if c.Settled {
 			phase = "settled"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", c.Workflow, c.Tenant, c.Status, phase, c.Count)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", c.Workflow, versionCell(c.Version), c.Tenant, c.Status, phase, c.Count)
 	}
 	tw.Flush()
 }

@@ -44,29 +44,30 @@ func TestStats(t *testing.T) {
 	require.Empty(t, errOut)
 	queues := section(t, out, "WORKFLOW ")
 	require.Equal(t, "queues (tasks):", strings.Split(out, "\n")[0])
-	requireAligned(t, queues, "TENANT", "READY", "WAITING", "RUNNING", "OLDEST READY")
+	requireAligned(t, queues, "VERSION", "TENANT", "READY", "WAITING", "RUNNING", "OLDEST READY")
 	require.Len(t, queues, 3)
-	require.Regexp(t, `^bench-chain +zed +1 +0 +0 +\d+\.\d{3}s$`, queues[1])
-	require.Regexp(t, `^bench-noop +acme +3 +0 +0 +\d+\.\d{3}s$`, queues[2])
+	vChain, vNoop := set.Chain.Version(), set.Noop.Version()
+	require.Regexp(t, `^bench-chain +`+vChain+` +zed +1 +0 +0 +\d+\.\d{3}s$`, queues[1])
+	require.Regexp(t, `^bench-noop +`+vNoop+` +acme +3 +0 +0 +\d+\.\d{3}s$`, queues[2])
 	require.True(t, strings.HasSuffix(out, `
 runs (in flight, and settled in the last 1h0m0s):
-WORKFLOW     TENANT  STATUS     PHASE      COUNT
-bench-chain  zed     RUNNING    in-flight  1
-bench-chain  zed     CANCELLED  settled    1
-bench-noop   acme    RUNNING    in-flight  3
+WORKFLOW     VERSION       TENANT  STATUS     PHASE      COUNT
+bench-chain  `+vChain+`  zed     RUNNING    in-flight  1
+bench-chain  -             zed     CANCELLED  settled    1
+bench-noop   `+vNoop+`  acme    RUNNING    in-flight  3
 `), out)
 
 	code, out, errOut = runCLI(t, p.Flags("stats", "--tenant", "zed", "--window", "10m")...)
 	require.Equal(t, 0, code, errOut)
 	require.NotContains(t, out, "acme")
 	require.Contains(t, out, "runs (in flight, and settled in the last 10m0s):\n")
-	require.Contains(t, out, "bench-chain  zed     CANCELLED  settled    1\n")
+	require.Regexp(t, `(?m)^bench-chain +- +zed +CANCELLED +settled +1$`, out)
 
 	// Settled runs are counted by the minute: the shortest window still
 	// holds the current minute, when the run was cancelled.
 	code, out, errOut = runCLI(t, p.Flags("stats", "--window", "1us")...)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "bench-chain  zed     CANCELLED  settled    1\n")
+	require.Regexp(t, `(?m)^bench-chain +- +zed +CANCELLED +settled +1$`, out)
 
 	// --json.
 	before := time.Now()
@@ -79,6 +80,7 @@ bench-noop   acme    RUNNING    in-flight  3
 		Window float64   `json:"window_s"`
 		Queues []struct {
 			Workflow       string     `json:"workflow"`
+			Version        string     `json:"version"`
 			Tenant         string     `json:"tenant"`
 			Ready          int        `json:"ready"`
 			Waiting        int        `json:"waiting"`
@@ -88,6 +90,7 @@ bench-noop   acme    RUNNING    in-flight  3
 		} `json:"queues"`
 		Runs []struct {
 			Workflow string `json:"workflow"`
+			Version  string `json:"version"`
 			Tenant   string `json:"tenant"`
 			Status   string `json:"status"`
 			Settled  bool   `json:"settled"`
@@ -103,6 +106,7 @@ bench-noop   acme    RUNNING    in-flight  3
 	require.Len(t, st.Queues, 2)
 	q := st.Queues[1]
 	require.Equal(t, "bench-noop", q.Workflow)
+	require.Equal(t, vNoop, q.Version)
 	require.Equal(t, "acme", q.Tenant)
 	require.Equal(t, [3]int{3, 0, 0}, [3]int{q.Ready, q.Waiting, q.Running})
 	require.NotNil(t, q.OldestReady)
@@ -112,10 +116,12 @@ bench-noop   acme    RUNNING    in-flight  3
 	require.Len(t, st.Runs, 3)
 	require.Equal(t, "CANCELLED", st.Runs[1].Status)
 	require.True(t, st.Runs[1].Settled)
+	require.Empty(t, st.Runs[1].Version, "settled runs are counted by workflow")
 	require.Equal(t, 1, st.Runs[1].Count)
 	require.Equal(t, "RUNNING", st.Runs[2].Status)
 	require.False(t, st.Runs[2].Settled)
 	require.Equal(t, 3, st.Runs[2].Count)
+	require.Equal(t, vNoop, st.Runs[2].Version)
 
 	// Waiting and running tasks, and the oldest ready age when none is
 	// ready.
@@ -136,7 +142,7 @@ bench-noop   acme    RUNNING    in-flight  3
 	require.Nil(t, st.Queues[0].OldestReadyAge)
 	code, out, _ = runCLI(t, p.Flags("stats", "--tenant", "ada")...)
 	require.Equal(t, 0, code)
-	require.Regexp(t, `(?m)^order-processing +ada +0 +1 +0 +-$`, out)
+	require.Regexp(t, `(?m)^order-processing +[0-9a-f]{12} +ada +0 +1 +0 +-$`, out)
 }
 
 func TestStatsUsageErrors(t *testing.T) {

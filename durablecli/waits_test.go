@@ -71,12 +71,12 @@ func jsonStep(t *testing.T, js map[string]any, name string) map[string]any {
 func childRows(t *testing.T, out string) ([][]string, string) {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	require.Equal(t, "ID WORKFLOW TENANT STATUS CREATED FINISHED PARENT (STEP) FAILURE", strings.Join(strings.Fields(lines[0]), " "), out)
+	require.Equal(t, "ID WORKFLOW VERSION TENANT STATUS CREATED FINISHED PARENT (STEP) FAILURE", strings.Join(strings.Fields(lines[0]), " "), out)
 	next := ""
 	if cmd, ok := strings.CutPrefix(lines[len(lines)-1], "next page: "); ok {
 		next, lines = cmd, lines[:len(lines)-1]
 	}
-	requireAligned(t, lines, "WORKFLOW", "TENANT", "STATUS", "CREATED", "FINISHED", "PARENT (STEP)", "FAILURE")
+	requireAligned(t, lines, "WORKFLOW", "VERSION", "TENANT", "STATUS", "CREATED", "FINISHED", "PARENT (STEP)", "FAILURE")
 	var rows [][]string
 	for _, l := range lines[1:] {
 		rows = append(rows, fields(l))
@@ -171,7 +171,7 @@ func TestRunsShowParentAndChildren(t *testing.T) {
 	seen := map[string]bool{}
 	for _, r := range rows {
 		require.Equal(t, "bench-child", r[1])
-		require.Regexp(t, `^`+id.String()+` \(child-\d\)$`, r[6])
+		require.Regexp(t, `^`+id.String()+` \(child-\d\)$`, r[7])
 		seen[r[0]] = true
 	}
 	for _, kid := range kids {
@@ -183,7 +183,7 @@ func TestRunsShowParentAndChildren(t *testing.T) {
 	require.Len(t, rows, 1+workloads.ParentChildren)
 	for _, r := range rows {
 		if r[0] == id.String() {
-			require.Equal(t, "-", r[6], "not a child run")
+			require.Equal(t, "-", r[7], "not a child run")
 		}
 	}
 	code, out, errOut = runCLI(t, p.Flags("runs", "list", "--workflow", "bench-parent")...)

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -17,27 +17,37 @@ const workersUsage = `Usage: {name} workers --database-url URL [flags]
 Lists the live workers: the engines started on the schema ("{name} worker"
 processes, or programs using the library) that were seen within their
 dead-after window (--dead-after of "{name} worker", 30s by default), after
-which their running steps are rescued. For each: its ID, host, version,
-when it started, how long ago it was last seen (on the database's clock),
-the workflows it serves, its concurrency, the steps it ran at its last
-refresh (every third of its dead-after window, at most 15s) and whether it
-leads (fires timers, rescues dead workers' steps). With --all, the workers
-that are not live are listed too, with a LIVE column: a worker removes its
-record when it stops gracefully, and the leader deletes the records of
-workers not seen for a day.
+which their running steps are rescued. For each: its ID, host, version (of
+its code: Config.Version), when it started, how long ago it was last seen
+(on the database's clock), the workflow versions it serves (as
+workflow@version, the first 3 then a count; a worker older than versions
+lists bare workflows: it serves every version of them), its concurrency,
+the steps it ran at its last refresh (every third of its dead-after window,
+at most 15s) and whether it leads (fires timers, rescues dead workers'
+steps). With --all, the workers that are not live are listed too, with a
+LIVE column: a worker removes its record when it stops gracefully, and the
+leader deletes the records of workers not seen for a day.
 
-Then, on stderr, a warning for each workflow with queued steps that no
-live worker serves: its runs wait until a worker that serves it starts.
+Then, on stderr, a warning for each version of a workflow with queued
+steps that no live worker serves or accepts: its runs wait until a worker
+of that version starts, or until they are moved to another version
+("{name} runs upgrade"; "{name} workflows" lists the versions).
 
 With --json, one JSON object:
   {"at": TIME,
    "workers": [{"id", "host", "version", "started_at", "last_seen",
-                "last_seen_age_s", "workflows", "concurrency", "in_flight",
-                "leader", "live", "dead_after_s"}, ...],
-   "unserved": [{"workflow", "ready"}, ...]}
-with RFC 3339 times; "workers" holds the live ones only unless --all.
+                "last_seen_age_s", "workflows", "versions", "accepts",
+                "concurrency", "in_flight", "leader", "live",
+                "dead_after_s"}, ...],
+   "unserved": [{"workflow", "version", "ready"}, ...]}
+with RFC 3339 times; "workers" holds the live ones only unless --all. A
+worker's "version" labels its code; "workflows" are the names of the
+workflows it serves, "versions" the versions it serves and "accepts" those
+whose runs it moves to a version it serves (Workflow.Accepts), each as
+"workflow@version". An unserved "version" is the workflow version the runs
+are pinned to ("" for runs started before versions).
 
-Exit status: 0 done (whether or not workflows are unserved), 1 failed
+Exit status: 0 done (whether or not versions are unserved), 1 failed
 (database errors), 2 bad flags.
 
 Flags:
@@ -57,18 +67,26 @@ type workerJSON struct {
 	LastSeen    time.Time `json:"last_seen"`
 	LastSeenAge float64   `json:"last_seen_age_s"`
 	Workflows   []string  `json:"workflows"`
-	Concurrency int       `json:"concurrency"`
-	InFlight    int       `json:"in_flight"`
-	Leader      bool      `json:"leader"`
-	Live        bool      `json:"live"`
-	DeadAfter   float64   `json:"dead_after_s"`
+	// Versions and Accepts are the workflow versions the worker serves
+	// and accepts, as "workflow@version".
+	Versions    []string `json:"versions"`
+	Accepts     []string `json:"accepts"`
+	Concurrency int      `json:"concurrency"`
+	InFlight    int      `json:"in_flight"`
+	Leader      bool     `json:"leader"`
+	Live        bool     `json:"live"`
+	DeadAfter   float64  `json:"dead_after_s"`
 }
 
-// unservedFlowJSON is a workflow with ready steps and no live worker
-// serving it.
+// unservedFlowJSON is a version of a workflow with ready steps and no
+// live worker serving or accepting it.
 type unservedFlowJSON struct {
 	Workflow string `json:"workflow"`
+	Version  string `json:"version"`
 	Ready    int    `json:"ready"`
+	// to is a version of the workflow that live workers serve, for the
+	// warning to suggest; "" when there is none or several.
+	to string
 }
 
 func (c *cli) workersCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -115,7 +133,12 @@ func (c *cli) workersCmd(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	printWorkers(stdout, out, *all)
 	for _, u := range out.Unserved {
-		fmt.Fprintf(stderr, "warning: workflow %s has %d queued steps, but no live worker serves it\n", u.Workflow, u.Ready)
+		if u.Version == "" {
+			fmt.Fprintf(stderr, "warning: workflow %s has %d queued steps, but no live worker serves it\n", u.Workflow, u.Ready)
+			continue
+		}
+		fmt.Fprintf(stderr, "warning: version %s of workflow %s has %d queued steps, but no live worker serves or accepts it: start a worker of that version, or move its runs: %s\n",
+			u.Version, u.Workflow, u.Ready, upgradeCommand(c.name, u.Workflow, u.Version, u.to))
 	}
 	return 0
 }
@@ -128,24 +151,51 @@ func workersView(ws []durable.WorkerInfo, st *durable.Stats, now time.Time, all 
 		if !w.Live && !all {
 			continue
 		}
-		wfs := w.Workflows
-		if wfs == nil {
-			wfs = []string{}
-		}
 		out.Workers = append(out.Workers, workerJSON{
 			ID: w.ID, Host: w.Host, Version: w.Version, StartedAt: w.StartedAt.UTC(), LastSeen: w.LastSeen.UTC(),
-			LastSeenAge: max(now.Sub(w.LastSeen), 0).Seconds(), Workflows: wfs, Concurrency: w.Concurrency,
+			LastSeenAge: max(now.Sub(w.LastSeen), 0).Seconds(), Workflows: nonNil(w.Workflows),
+			Versions: queueNames(w.Versions), Accepts: queueNames(w.Accepts), Concurrency: w.Concurrency,
 			InFlight: w.InFlight, Leader: w.Leader, Live: w.Live, DeadAfter: w.DeadAfter.Seconds(),
 		})
 	}
 	for _, u := range durable.UnservedQueues(ws, st) {
-		out.Unserved = append(out.Unserved, unservedFlowJSON{Workflow: u.Workflow, Ready: u.Ready})
+		out.Unserved = append(out.Unserved, unservedFlowJSON{Workflow: u.Workflow, Version: u.Version, Ready: u.Ready,
+			to: servedVersion(ws, u.Workflow, u.Version)})
 	}
 	return out
 }
 
-// maxListedWorkflows is how many workflows a row of the table names; the
-// others are counted.
+// queueNames names versions as "workflow@version".
+func queueNames(vs []durable.WorkflowVersion) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.Workflow + "@" + v.Version
+	}
+	return out
+}
+
+// servedVersion returns the version of workflow other than except that
+// live workers serve, when there is exactly one; "" otherwise.
+func servedVersion(ws []durable.WorkerInfo, workflow, except string) string {
+	var served []string
+	for _, w := range ws {
+		if !w.Live {
+			continue
+		}
+		for _, v := range w.Versions {
+			if v.Workflow == workflow && v.Version != except && !slices.Contains(served, v.Version) {
+				served = append(served, v.Version)
+			}
+		}
+	}
+	if len(served) == 1 {
+		return served[0]
+	}
+	return ""
+}
+
+// maxListedWorkflows is how many workflow versions a row of the table
+// names; the others are counted.
 const maxListedWorkflows = 3
 
 func printWorkers(w io.Writer, v *workersJSON, all bool) {
@@ -170,13 +220,11 @@ func printWorkers(w io.Writer, v *workersJSON, all bool) {
 		return "no"
 	}
 	for _, x := range v.Workers {
-		wfs := "-"
-		if n := len(x.Workflows); n > 0 {
-			wfs = strings.Join(x.Workflows[:min(n, maxListedWorkflows)], ",")
-			if n > maxListedWorkflows {
-				wfs += fmt.Sprintf(" (+%d)", n-maxListedWorkflows)
-			}
+		served := x.Versions
+		if len(served) == 0 {
+			served = x.Workflows // a worker older than versions
 		}
+		wfs := capped(served, maxListedWorkflows)
 		version := x.Version
 		if version == "" {
 			version = "-"

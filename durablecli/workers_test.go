@@ -33,13 +33,17 @@ func TestWorkersCommand(t *testing.T) {
 	code, out, errOut = runCLI(t, p.Flags("workers")...)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "no live workers\n", out)
-	require.Equal(t, "warning: workflow bench-noop has 1 queued steps, but no live worker serves it\n", errOut)
+	v := set.Noop.Version()
+	require.Equal(t, "warning: version "+v+" of workflow bench-noop has 1 queued steps, but no live worker serves or accepts it: "+
+		"start a worker of that version, or move its runs: durable runs upgrade --workflow bench-noop --from "+v+" --to VERSION\n", errOut)
 	code, out, errOut = runCLI(t, p.Flags("runs", "show", id.String())...)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "\nwarning   no live worker serves workflow \"bench-noop\": its steps wait until one starts (see durable workers)\n")
+	require.Contains(t, out, "\nwarning   no live worker serves or accepts version \""+v+"\" of workflow \"bench-noop\": its steps wait until one starts (see durable workflows)\n"+
+		"fix       start a worker of version \""+v+"\", or move the run: durable runs upgrade --workflow bench-noop --from "+v+" --to VERSION --run "+id.String()+"\n")
 	code, out, errOut = runCLI(t, p.Flags("runs", "show", "--json", id.String())...)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, `"unserved":true`)
+	require.NotContains(t, out, `"upgrade_to"`, "no other version is served")
 
 	// A worker that died (its record not refreshed for an hour) is listed
 	// with --all only.
@@ -77,23 +81,24 @@ func TestWorkersCommand(t *testing.T) {
 	require.True(t, strings.HasPrefix(lines[1], w.WorkerID()+" "), lines[1])
 	// Steps in flight are as of the record's last refresh, which may have
 	// caught the run's step (TestWorkers checks the count itself).
-	require.Regexp(t, `\d\.\d{3}s ago +[a-z-]+,[a-z-]+,[a-z-]+ \(\+\d+\) +100 +[01] +yes$`, lines[1])
+	require.Regexp(t, `\d\.\d{3}s ago +[a-z-]+@[0-9a-f]{12},[a-z-]+@[0-9a-f]{12},[a-z-]+@[0-9a-f]{12} \(\+\d+\) +100 +[01] +yes$`, lines[1],
+		"the versions served")
 
 	code, out, errOut = runCLI(t, p.Flags("workers", "--all")...)
 	require.Equal(t, 0, code, errOut)
 	lines = strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	require.Len(t, lines, 3, out)
 	requireAligned(t, lines, "HOST", "LEADER", "LIVE")
-	require.Regexp(t, `^dead-1 +gone +- +.* +bench-noop +4 +0 +no +no$`, lines[1])
+	require.Regexp(t, `^dead-1 +gone +- +.* +bench-noop +4 +0 +no +no$`, lines[1], "a worker older than versions lists bare workflows")
 	require.Regexp(t, ` yes +yes$`, lines[2])
 
 	code, out, errOut = runCLI(t, p.Flags("workers", "--json", "--all")...)
 	require.Equal(t, 0, code, errOut)
-	var v workersJSON
-	require.NoError(t, json.Unmarshal([]byte(out), &v))
-	require.Len(t, v.Workers, 2)
-	require.Empty(t, v.Unserved)
-	dead, live := v.Workers[0], v.Workers[1]
+	var js workersJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &js))
+	require.Len(t, js.Workers, 2)
+	require.Empty(t, js.Unserved)
+	dead, live := js.Workers[0], js.Workers[1]
 	require.Equal(t, "dead-1", dead.ID)
 	require.False(t, dead.Live)
 	require.InDelta(t, time.Hour.Seconds(), dead.LastSeenAge, 60)
@@ -102,6 +107,9 @@ func TestWorkersCommand(t *testing.T) {
 	require.True(t, live.Live)
 	require.True(t, live.Leader)
 	require.Contains(t, live.Workflows, "bench-noop")
+	require.Contains(t, live.Versions, "bench-noop@"+v)
+	require.Empty(t, live.Accepts)
+	require.Empty(t, dead.Versions)
 	require.Equal(t, 5.0, live.DeadAfter)
 
 	code, _, errOut = runCLI(t, "workers", "--database-url", "", "--schema", p.Schema)

@@ -171,11 +171,17 @@ func TestSignupApp(t *testing.T) {
 	require.Contains(t, out, `"welcome mail sent to ada@example.com (account acct-ada@example.com)"`)
 	code, out, errOut = a.run(t, "runs", "list", "--workflow", "user-signup")
 	require.Equal(t, 0, code, errOut)
-	require.Regexp(t, `(?m)^`+id.String()+`\s+user-signup\s+default\s+COMPLETED\s`, out)
+	require.Regexp(t, `(?m)^`+id.String()+`\s+user-signup\s+[0-9a-f]{12}\s+default\s+COMPLETED\s`, out)
 	code, out, errOut = a.run(t, "workers")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "signup-1")
-	require.Contains(t, out, "user-signup")
+	require.Contains(t, out, "user-signup@")
+	// The version of the workflow this binary registers: its newest,
+	// served by its worker.
+	code, out, errOut = a.run(t, "workflows")
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, errOut, "nothing unserved")
+	require.Regexp(t, `(?m)^user-signup +[0-9a-f]{12} +newest +0 +0 +signup-1 +- +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +-$`, out)
 
 	// A terminal failure of the user's step.
 	code, out, _ = a.run(t, "trigger", "--workflow", "user-signup", "--input", `{"email":"nobody"}`, "--wait", "--timeout", "60s")
@@ -267,7 +273,7 @@ func TestSignupHelp(t *testing.T) {
 		"DURABLE_API_TOKEN=api-SECRET-token")
 	for _, args := range [][]string{
 		{"help"}, {"worker", "-h"}, {"serve", "-h"}, {"trigger", "-h"}, {"schedules", "create", "-h"},
-		{"runs", "list", "-h"}, {"migrate", "-h"}, {"stats", "-h"},
+		{"runs", "list", "-h"}, {"runs", "upgrade", "-h"}, {"migrate", "-h"}, {"stats", "-h"}, {"workflows", "-h"},
 	} {
 		cmd := exec.Command(exe, args...)
 		cmd.Env = env

@@ -1,0 +1,391 @@
+package durablecli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/cliflag"
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
+)
+
+// The versions of workflows (docs/semantics.md, "Versions and deploys"):
+// the "workflows" command, and what "runs show" and "runs upgrade" say
+// about versions.
+
+const workflowsUsage = `Usage: {name} workflows --database-url URL [flags]
+
+Lists the versions of the workflows, by workflow and newest first: those
+this program registers, those that runs recorded in the store, and those
+that live workers serve. Runs are pinned to the version they started with:
+only workers that registered it (or accept it) run their steps. For each
+version:
+
+  VERSION      its fingerprint, or the version set by WithVersion ("-" for
+               runs started before versions)
+  REGISTERED   "newest": this program registers it and starts it by name
+               (trigger, schedules); "yes": it registers it beside a newer
+               one; "-": it does not
+  IN FLIGHT    its runs that have not settled
+  READY        their steps waiting for a worker
+  WORKERS      the live workers that serve it (the first 2, then a count)
+  ACCEPTED BY  the live workers that accept it (Workflow.Accepts) and move
+               its runs to a version they serve
+  RECORDED     when a run first recorded it ("-": no run yet, or they were
+               pruned)
+  STATUS       UNSERVED when it has runs in flight that no live worker
+               serves or accepts: they wait (they never fail for it)
+               until a worker of that version starts, or until they are
+               moved to another version ("{name} runs upgrade")
+
+Each unserved version also gets a warning on stderr (not with --json),
+with the command that moves its runs. With --steps, each version's DAG follows the table: its
+input type, its steps (name, kind, parents, output type, what a sleep, a
+wait, a child step or a map step does, "retired" for a step kept only for
+the record of moved runs) and whether it has an on-failure handler.
+
+With --json, one JSON object, the steps included:
+  {"workflows": [{"workflow", "version", "registered", "newest", "accepts",
+                  "in_flight", "ready", "workers", "accepted_by",
+                  "recorded_at", "unserved", "input", "on_failure",
+                  "steps": [{"name", "kind", "parents", "output", "sleep_s",
+                             "signal", "child", "map_over", "retired"}, ...]},
+                 ...]}
+with RFC 3339 times, "recorded_at" null when no run recorded the version,
+and "input" empty and "steps" null when its DAG is unknown here (a version
+only a worker lists). The schema is checked, never migrated.
+
+Exit status: 0 done (whether or not versions are unserved), 1 failed
+(database errors, or this program's workflows fail to register), 2 bad
+flags.
+
+Flags:
+`
+
+// workflowsJSON is what "workflows --json" prints.
+type workflowsJSON struct {
+	Workflows []versionJSON `json:"workflows"`
+}
+
+// versionJSON is one version of a workflow (durable.VersionInfo).
+type versionJSON struct {
+	Workflow   string     `json:"workflow"`
+	Version    string     `json:"version"`
+	Registered bool       `json:"registered"`
+	Newest     bool       `json:"newest"`
+	Accepts    []string   `json:"accepts"`
+	InFlight   int        `json:"in_flight"`
+	Ready      int        `json:"ready"`
+	Workers    []string   `json:"workers"`
+	AcceptedBy []string   `json:"accepted_by"`
+	RecordedAt *time.Time `json:"recorded_at"`
+	Unserved   bool       `json:"unserved"`
+	Input      string     `json:"input"`
+	OnFailure  bool       `json:"on_failure"`
+	// Steps is nil when the version's DAG is unknown here.
+	Steps []versionStepJSON `json:"steps"`
+}
+
+// versionStepJSON is one step of a version's DAG (durable.StepInfo).
+type versionStepJSON struct {
+	Name    string   `json:"name"`
+	Kind    string   `json:"kind"`
+	Parents []string `json:"parents"`
+	Output  string   `json:"output"`
+	Sleep   float64  `json:"sleep_s,omitempty"`
+	Signal  string   `json:"signal,omitempty"`
+	Child   string   `json:"child,omitempty"`
+	MapOver string   `json:"map_over,omitempty"`
+	Retired bool     `json:"retired"`
+}
+
+func (c *cli) workflowsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := c.flagSet("workflows", workflowsUsage, stderr)
+	db := c.dbFlags(fs)
+	workflow := fs.String("workflow", "", "only the versions of this workflow")
+	steps := fs.Bool("steps", false, "also print each version's DAG: its steps with their kinds, parents and output types")
+	asJSON := fs.Bool("json", false, "print one JSON object (the steps included)")
+	if code := c.parseFlags(fs, args, stderr, 0); code >= 0 {
+		return code
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, c.name+" workflows: "+format+"\n", a...)
+		return exitUsage
+	}
+	switch {
+	case db.URL() == "":
+		return usageErr(missingURL)
+	case *workflow != "" && !dag.ValidName(*workflow):
+		return usageErr("--workflow %s: want 1 to %d letters, digits or _-.:/, starting with a letter or a digit", dag.Quote(*workflow), dag.MaxNameLen)
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s workflows: %v\n", c.name, err)
+		return 1
+	}
+	op, err := c.openRegistered(ctx, db, "workflows", stderr)
+	if err != nil {
+		return fail(err)
+	}
+	defer op.close()
+	vs, err := op.e.Versions(ctx, *workflow)
+	if err != nil {
+		return fail(err)
+	}
+	if *asJSON {
+		out := workflowsJSON{Workflows: make([]versionJSON, len(vs))}
+		for i := range vs {
+			out.Workflows[i] = versionView(&vs[i])
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+		return 0
+	}
+	if len(vs) == 0 {
+		if *workflow != "" {
+			fmt.Fprintf(stdout, "no versions of workflow %s: this program does not register it, no run recorded it and no live worker serves it\n", dag.Quote(*workflow))
+		} else {
+			fmt.Fprintln(stdout, "no workflows: this program registers none, no run recorded one and no live worker serves one")
+		}
+		return 0
+	}
+	printVersions(stdout, vs)
+	if *steps {
+		for i := range vs {
+			fmt.Fprintln(stdout)
+			printDAG(stdout, &vs[i])
+		}
+	}
+	for i := range vs {
+		if x := &vs[i]; x.Unserved() {
+			fmt.Fprintf(stderr, "warning: %s\n", unservedWarning(c.name, x.Workflow, x.Version, x.InFlight, upgradeTarget(vs, x.Workflow, x.Version)))
+		}
+	}
+	return 0
+}
+
+// openRegistered is openOperator with the program's workflows
+// (Config.Workflows) registered on the engine: it knows their versions,
+// the newest of them, and their shapes (to move runs to them).
+func (c *cli) openRegistered(ctx context.Context, db *cliflag.DB, name string, stderr io.Writer) (*operator, error) {
+	op, err := c.openOperator(ctx, db, name, stderr)
+	if err != nil {
+		return nil, err
+	}
+	if err := op.e.Register(c.cfg.Workflows...); err != nil {
+		op.close()
+		return nil, fmt.Errorf("registering this program's workflows: %w", err)
+	}
+	return op, nil
+}
+
+func versionView(x *durable.VersionInfo) versionJSON {
+	out := versionJSON{
+		Workflow: x.Workflow, Version: x.Version, Registered: x.Registered, Newest: x.Newest,
+		Accepts: nonNil(x.Accepts), InFlight: x.InFlight, Ready: x.Ready,
+		Workers: nonNil(x.Workers), AcceptedBy: nonNil(x.AcceptedBy), RecordedAt: optTime(x.RecordedAt),
+		Unserved: x.Unserved(), Input: x.Input, OnFailure: x.OnFailure,
+	}
+	if x.Steps != nil {
+		out.Steps = make([]versionStepJSON, len(x.Steps))
+		for i, s := range x.Steps {
+			out.Steps[i] = versionStepJSON{
+				Name: s.Name, Kind: string(s.Kind), Parents: nonNil(s.Parents), Output: s.Output, Sleep: s.Sleep.Seconds(),
+				Signal: s.Signal, Child: s.Child, MapOver: s.MapOver, Retired: s.Retired,
+			}
+		}
+	}
+	return out
+}
+
+// nonNil returns s, or an empty slice for nil (a JSON list, never null).
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// maxListedWorkers is how many worker IDs a cell of the versions table
+// names; the others are counted.
+const maxListedWorkers = 2
+
+// capped joins the first n of s, then counts the others; "-" when s is
+// empty.
+func capped(s []string, n int) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	out := strings.Join(s[:min(len(s), n)], ",")
+	if len(s) > n {
+		out += fmt.Sprintf(" (+%d)", len(s)-n)
+	}
+	return out
+}
+
+func printVersions(w io.Writer, vs []durable.VersionInfo) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKFLOW\tVERSION\tREGISTERED\tIN FLIGHT\tREADY\tWORKERS\tACCEPTED BY\tRECORDED\tSTATUS")
+	for i := range vs {
+		x := &vs[i]
+		registered := "-"
+		switch {
+		case x.Newest:
+			registered = "newest"
+		case x.Registered:
+			registered = "yes"
+		}
+		recorded := "-"
+		if !x.RecordedAt.IsZero() {
+			recorded = x.RecordedAt.Local().Format(listTime)
+		}
+		status := "-"
+		if x.Unserved() {
+			status = "UNSERVED"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", x.Workflow, versionCell(x.Version), registered,
+			x.InFlight, x.Ready, capped(x.Workers, maxListedWorkers), capped(x.AcceptedBy, maxListedWorkers), recorded, status)
+	}
+	tw.Flush()
+}
+
+// printDAG prints the DAG of a version.
+func printDAG(w io.Writer, x *durable.VersionInfo) {
+	title := x.Workflow + " " + versionCell(x.Version)
+	switch {
+	case x.Newest:
+		title += " (newest registered here)"
+	case x.Registered:
+		title += " (registered here)"
+	}
+	if x.Steps == nil {
+		fmt.Fprintf(w, "%s: DAG unknown here (this program does not register it and no run recorded it)\n", title)
+		return
+	}
+	input := x.Input
+	if input == "" {
+		input = "(type not recorded)"
+	}
+	fmt.Fprintf(w, "%s: input %s\n", title, input)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  STEP\tKIND\tPARENTS\tOUTPUT\tDETAIL")
+	for _, s := range x.Steps {
+		parents, output := "-", s.Output
+		if len(s.Parents) > 0 {
+			parents = strings.Join(s.Parents, ",")
+		}
+		if output == "" {
+			output = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, parents, output, stepDetail(s))
+	}
+	tw.Flush()
+	if x.OnFailure {
+		fmt.Fprintln(w, "  on failure: a handler runs when a run fails")
+	}
+}
+
+// stepDetail says what a step of a DAG does besides running code, and
+// whether it is retired.
+func stepDetail(s durable.StepInfo) string {
+	var parts []string
+	switch {
+	case s.Sleep > 0:
+		parts = append(parts, "sleeps "+s.Sleep.String())
+	case s.Signal != "":
+		parts = append(parts, "waits for signal "+dag.Quote(s.Signal))
+	case s.Kind == store.KindEvent:
+		parts = append(parts, "waits for an event")
+	case s.Child != "":
+		parts = append(parts, "starts workflow "+dag.Quote(s.Child))
+	case s.MapOver != "":
+		parts = append(parts, "maps over "+dag.Quote(s.MapOver))
+	}
+	if s.Retired {
+		parts = append(parts, "retired (kept for the record of moved runs)")
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// upgradeTarget returns the version of workflow that the runs of version
+// from could move to, in vs (newest first): the newest other version that
+// live workers serve, or that this program starts by name, and whose shape
+// is known here; "" if there is none.
+func upgradeTarget(vs []durable.VersionInfo, workflow, from string) string {
+	for i := range vs {
+		x := &vs[i]
+		if x.Workflow == workflow && x.Version != from && x.Version != "" && x.Steps != nil && (len(x.Workers) > 0 || x.Newest) {
+			return x.Version
+		}
+	}
+	return ""
+}
+
+// unservedWarning says that n runs of a version wait for a worker, and
+// what to do about it; to is the version to suggest moving them to ("" if
+// none is known).
+func unservedWarning(prog, workflow, version string, n int, to string) string {
+	if version == "" {
+		return fmt.Sprintf("workflow %s has %s in flight, started before versions, that no live worker serves: they wait until a worker of the workflow starts",
+			dag.Quote(workflow), plural(n, "run"))
+	}
+	return fmt.Sprintf("version %s of workflow %s has %s in flight that no live worker serves or accepts: they wait until a worker of that version starts; or move them: %s",
+		dag.Quote(version), dag.Quote(workflow), plural(n, "run"), upgradeCommand(prog, workflow, version, to))
+}
+
+// upgradeCommand is the command line that moves the runs of a version to
+// version to ("VERSION" when it is not known).
+func upgradeCommand(prog, workflow, from, to string) string {
+	if to == "" {
+		to = "VERSION"
+	}
+	return fmt.Sprintf("%s runs upgrade --workflow %s --from %s --to %s", shellQuote(prog), shellQuote(workflow), from, to)
+}
+
+// unservedRun reports whether no live worker serves or accepts the version
+// of run res (which has not settled) and, if so, a version of its
+// workflow that live workers serve, for the run to move to ("" if none).
+func unservedRun(ctx context.Context, e *durable.Engine, res *durable.RunResult) (bool, string, error) {
+	ws, err := e.Workers(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	if slices.ContainsFunc(ws, func(w durable.WorkerInfo) bool { return w.ServesVersion(res.Workflow, res.Version) }) {
+		return false, "", nil
+	}
+	if res.Version == "" {
+		return true, "", nil // runs started before versions cannot move
+	}
+	vs, err := e.Versions(ctx, res.Workflow)
+	if err != nil {
+		return true, "", err
+	}
+	return true, upgradeTarget(vs, res.Workflow, res.Version), nil
+}
+
+// printUnservedRun prints the warning of "runs show" about a run whose
+// version no live worker serves or accepts, and the ways out.
+func printUnservedRun(tw io.Writer, v *runView) {
+	res := v.res
+	if res.Version == "" {
+		fmt.Fprintf(tw, "warning\tno live worker serves workflow %s: its steps wait until one starts (see %s workers)\n",
+			dag.Quote(res.Workflow), v.prog)
+		return
+	}
+	fmt.Fprintf(tw, "warning\tno live worker serves or accepts version %s of workflow %s: its steps wait until one starts (see %s workflows)\n",
+		dag.Quote(res.Version), dag.Quote(res.Workflow), v.prog)
+	fmt.Fprintf(tw, "fix\tstart a worker of version %s, or move the run: %s --run %s\n",
+		dag.Quote(res.Version), upgradeCommand(v.prog, res.Workflow, res.Version, v.upgradeTo), res.ID)
+}
