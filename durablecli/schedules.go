@@ -57,11 +57,14 @@ const schedulesListUsage = `Usage: {name} schedules list --database-url URL [--t
 
 Lists schedules by tenant and name: tenant, name, workflow, expression, time
 zone, state (active, paused, or broken with its error), next slot and last
-slot fired (RFC 3339, UTC).
+slot fired (RFC 3339, UTC), and where it comes from: "code" for a schedule
+a workflow declares (Workflow.DeclareSchedule; every worker start makes it
+as declared), "api" for one created with "schedules create" or the API.
 
 With --json, one JSON object: {"schedules": [{"id", "tenant", "name",
 "workflow", "cron", "time_zone", "input", "paused", "next_at", "last_slot",
-"last_run_id", "error", "created_at"}, ...]}, times null when unset.
+"last_run_id", "error", "created_at", "declared"}, ...]}, times null when
+unset.
 
 Flags:
 `
@@ -263,7 +266,7 @@ func scheduleJSON(sc *durable.Schedule) map[string]any {
 		"id": sc.ID.String(), "tenant": sc.Tenant, "name": sc.Name, "workflow": sc.Workflow,
 		"cron": sc.Cron, "time_zone": sc.TimeZone, "paused": sc.Paused,
 		"next_at": rfc3339(sc.NextAt), "last_slot": rfc3339(sc.LastSlot), "error": sc.Error,
-		"created_at": rfc3339(sc.CreatedAt), "last_run_id": nil,
+		"created_at": rfc3339(sc.CreatedAt), "last_run_id": nil, "declared": sc.Declared,
 	}
 	if json.Valid(sc.Input) {
 		m["input"] = json.RawMessage(sc.Input)
@@ -276,7 +279,7 @@ func scheduleJSON(sc *durable.Schedule) map[string]any {
 
 func printSchedules(w io.Writer, all []*durable.Schedule) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tNAME\tWORKFLOW\tCRON\tTZ\tSTATE\tNEXT\tLAST")
+	fmt.Fprintln(tw, "TENANT\tNAME\tWORKFLOW\tCRON\tTZ\tSTATE\tNEXT\tLAST\tFROM")
 	dash := func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
@@ -295,7 +298,12 @@ func printSchedules(w io.Writer, all []*durable.Schedule) {
 		if tz == "" {
 			tz = "UTC"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sc.Tenant, sc.Name, sc.Workflow, sc.Cron, tz, state, dash(sc.NextAt), dash(sc.LastSlot))
+		from := "api"
+		if sc.Declared {
+			from = "code"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sc.Tenant, sc.Name, sc.Workflow, sc.Cron, tz, state,
+			dash(sc.NextAt), dash(sc.LastSlot), from)
 	}
 	tw.Flush()
 }

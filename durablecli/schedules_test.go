@@ -3,11 +3,15 @@ package durablecli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/internal/cliflag"
+	"github.com/effectivelabs/durable/internal/clitest"
 )
 
 func TestSchedulesUsage(t *testing.T) {
@@ -30,4 +34,38 @@ func TestSchedulesUsage(t *testing.T) {
 		var out, errOut bytes.Buffer
 		require.Equal(t, tc.code, run(context.Background(), tc.args, &out, &errOut), "%v: %s", tc.args, errOut.String())
 	}
+}
+
+// TestSchedulesListSaysWhereFrom: "schedules list" tells a schedule
+// declared in code from one created with the API.
+func TestSchedulesListSaysWhereFrom(t *testing.T) {
+	t.Parallel()
+	p := clitest.NewPG(t, true)
+	wf := durable.NewWorkflow[int]("declares")
+	durable.Step(wf, "a", func(ctx durable.Context, n int) (int, error) { return n, nil })
+	wf.DeclareSchedule("acme", "nightly", 1, "0 3 * * *", durable.ScheduleOptions{})
+	e := p.StartWorker(t, wf)
+	_, err := wf.Schedule(context.Background(), e, "acme", "by-hand", 2, "@hourly", durable.ScheduleOptions{})
+	require.NoError(t, err)
+
+	code, out, errOut := runCLI(t, p.Flags("schedules", "list")...)
+	require.Equal(t, 0, code, "stderr:\n%s", errOut)
+	rows := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, rows, 3)
+	require.Regexp(t, `FROM$`, rows[0])
+	require.Regexp(t, `^acme +by-hand +declares .* api$`, rows[1])
+	require.Regexp(t, `^acme +nightly +declares .* code$`, rows[2])
+
+	code, out, errOut = runCLI(t, p.Flags("schedules", "list", "--json")...)
+	require.Equal(t, 0, code, "stderr:\n%s", errOut)
+	var got struct {
+		Schedules []struct {
+			Name     string `json:"name"`
+			Declared bool   `json:"declared"`
+		} `json:"schedules"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	require.Len(t, got.Schedules, 2)
+	require.False(t, got.Schedules[0].Declared)
+	require.True(t, got.Schedules[1].Declared)
 }
