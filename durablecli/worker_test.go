@@ -154,6 +154,11 @@ func TestWorkerMetrics(t *testing.T) {
 		m := completed.FindStringSubmatch(scrape())
 		return m != nil && m[1] == "2"
 	}, 30*time.Second, 50*time.Millisecond, "durable_steps_completed_total of bench-noop is 2")
+	// The leader samples the queue depth when it starts leading (and
+	// every 30s), which may come after the runs.
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(), `durable_queue_depth{durable_state="ready",durable_workflow="bench-noop"`)
+	}, 30*time.Second, 50*time.Millisecond, "the leader's queue depth sample")
 	body := scrape()
 	for _, want := range []string{
 		`durable_steps_started_total{durable_step="noop",durable_workflow="bench-noop"`,
