@@ -251,7 +251,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		e.lead(rt.claimCtx, rt)
 	})
-	e.log.Info("durable: engine started", slog.Int("concurrency", e.cfg.Concurrency), slog.Any("workflows", e.reg.queues))
+	e.log.Info("durable: engine started", slog.Int("concurrency", e.cfg.Concurrency), slog.Any("workflows", e.reg.versions))
 	return nil
 }
 

@@ -24,9 +24,12 @@ type registry struct {
 	// name (runs recorded before versions, which any version serves),
 	// sorted.
 	queues []string
-	// accepts are the versions whose runs the engine moves, as queue names,
-	// sorted.
-	accepts []string
+	// versions are the versions registered, as queue names, sorted: what
+	// the engine's worker record lists (a worker that lists versions
+	// serves the runs recorded before versions too: see
+	// WorkerInfo.ServesVersion). accepts are the versions whose runs the
+	// engine moves, likewise.
+	versions, accepts []string
 }
 
 // registered is one version of a workflow registered on an engine.
@@ -70,7 +73,7 @@ func (r *registry) version(name, v string) *registered {
 
 // record is what the engine's worker record says it serves and accepts.
 func (r *registry) record() served {
-	return served{workflows: r.queues, accepts: r.accepts}
+	return served{workflows: r.versions, accepts: r.accepts}
 }
 
 // served is what a worker record lists.
@@ -218,6 +221,7 @@ func (r *registry) index() {
 		r.queues = append(r.queues, dag.Queue(name, ""))
 		for _, x := range vs {
 			r.queues = append(r.queues, dag.Queue(name, x.shape.Version))
+			r.versions = append(r.versions, dag.Queue(name, x.shape.Version))
 			for _, v := range x.d.accepts {
 				r.accepts = append(r.accepts, dag.Queue(name, v))
 			}
@@ -225,6 +229,7 @@ func (r *registry) index() {
 	}
 	slices.Sort(r.names)
 	slices.Sort(r.queues)
+	slices.Sort(r.versions)
 	slices.Sort(r.accepts)
 	r.accepts = slices.Compact(r.accepts)
 }
