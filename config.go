@@ -98,7 +98,7 @@ type Config struct {
 	// MeterProvider, when set, receives the engine's metrics (steps
 	// started, completed, failed, retried, rescued; runs settled; step,
 	// queue-wait and store-call durations; the queue depth, sampled by the
-	// leader): see the README, "Metrics and traces". Defaults to nil: no
+	// leader): see docs/observability.md. Defaults to nil: no
 	// metrics, at no cost.
 	MeterProvider metric.MeterProvider
 

@@ -19,7 +19,7 @@ import (
 
 const serveUsage = `Usage: {name} serve --database-url URL [--addr 127.0.0.1:8080] [--token T] [flags]
 
-Serves the HTTP API (see README.md, "HTTP API"; the OpenAPI document is at
+Serves the HTTP API (see docs/http-api.md; the OpenAPI document is at
 /api/v1/openapi.json) on --addr until SIGTERM or SIGINT, then stops
 accepting connections and lets requests in flight finish for up to
 --shutdown-timeout. It lists, shows, cancels and replays runs, sends events

@@ -35,8 +35,8 @@ With --metrics-addr (e.g. :9464) the worker serves its metrics to
 Prometheus at http://ADDR/metrics: steps started, completed, failed,
 retried, rescued and released (durable_steps_completed_total, ...), runs
 settled by status, step, queue-wait and store-call durations, and the
-queue depth the leader samples every 30s (see the README, "Metrics and
-traces"). Without it the worker records no metrics.
+queue depth the leader samples every 30s (see docs/observability.md).
+Without it the worker records no metrics.
 
 Settled runs are kept for --retention (default 168h, 7 days): the leader
 among the workers deletes the runs that settled longer ago, with their

@@ -113,7 +113,7 @@ func TestWorkerRetention(t *testing.T) {
 }
 
 // TestWorkerMetrics: a worker started with --metrics-addr serves the
-// engine's metrics to Prometheus, under the names the README lists.
+// engine's metrics to Prometheus, under the names docs/observability.md lists.
 func TestWorkerMetrics(t *testing.T) {
 	t.Parallel()
 	p := clitest.NewPG(t, true)

@@ -13,7 +13,7 @@ import (
 )
 
 // SkipNote is the line NoteSkipped prints.
-const SkipNote = "durable: PostgreSQL tests skipped: set " + EnvURL + " (see README.md, Test it)"
+const SkipNote = "durable: PostgreSQL tests skipped: set " + EnvURL + " (see CONTRIBUTING.md)"
 
 // skipped is set when URL skips a test.
 var skipped atomic.Bool
