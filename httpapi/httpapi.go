@@ -181,6 +181,7 @@ type operator interface {
 	Replay(ctx context.Context, id uuid.UUID, opts durable.ReplayOptions) error
 	Signal(ctx context.Context, id uuid.UUID, name string, payload any) error
 	Stats(ctx context.Context, opts durable.StatsOptions) (*durable.Stats, error)
+	Waits(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]durable.StepWait, error)
 }
 
 var (

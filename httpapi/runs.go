@@ -204,51 +204,64 @@ func stepJSON(s *durable.StepResult, item bool) stepDetail {
 	return d
 }
 
-// waitsOf returns what the steps of a running run wait for: the steps
-// WAITING (for an event, a signal, a child run or a map step's items),
-// SLEEPING, or QUEUED with a due time (a retry's backoff or a delayed
-// start: such a step is not claimable until then).
+// waitsOf returns what the steps of a running run wait for, as the run's
+// steps say (for a store that cannot list waits: see addWaits).
 func waitsOf(res *durable.RunResult) []runWait {
 	var out []runWait
 	for i := range res.Steps {
 		s := &res.Steps[i]
-		w := runWait{Step: s.Name, DueAt: timePtr(s.DueAt)}
-		switch s.State {
-		case durable.StepWaiting:
-			switch s.Kind {
-			case store.KindEvent:
-				w.For, w.EventKey, w.Signal = "event", s.EventKey, s.Signal
-				if s.Signal != "" {
-					w.For, w.EventKey = "signal", ""
-				}
-			case store.KindChild:
-				w.For, w.ChildRunID = "child", idPtr(s.ChildRunID)
-			case store.KindMap:
-				w.For, w.Items = "items", len(s.Items)
-				for k := range s.Items {
-					if !s.Items[k].State.Terminal() {
-						w.ItemsLeft++
-					}
-				}
-			default:
-				continue
-			}
-		case durable.StepSleeping:
-			w.For = "sleep"
-		case durable.StepQueued:
-			if s.DueAt.IsZero() {
-				continue // claimable: queued, not waiting
-			}
-			w.For, w.Attempts = "start", s.Attempts
-			if s.Attempts > 0 {
-				w.For = "retry"
-			}
-		default:
+		if !store.Waits(s.State, s.DueAt) {
 			continue
 		}
-		out = append(out, w)
+		w := durable.StepWait{Step: s.Name, Kind: s.Kind, State: s.State, EventKey: s.EventKey, Signal: s.Signal,
+			ChildRunID: s.ChildRunID, DueAt: s.DueAt, Attempts: s.Attempts, Items: len(s.Items)}
+		for k := range s.Items {
+			if !s.Items[k].State.Terminal() {
+				w.ItemsLeft++
+			}
+		}
+		if rw, ok := waitJSON(w); ok {
+			out = append(out, rw)
+		}
 	}
 	return out
+}
+
+// waitJSON says what a step waits for: WAITING for an event, a signal, a
+// child run or a map step's items, SLEEPING, or QUEUED with a due time (a
+// retry's backoff or a delayed start: such a step is not claimable until
+// then). It reports false for a step that waits for none of these.
+func waitJSON(s durable.StepWait) (runWait, bool) {
+	w := runWait{Step: s.Step, DueAt: timePtr(s.DueAt)}
+	switch s.State {
+	case durable.StepWaiting:
+		switch s.Kind {
+		case store.KindEvent:
+			w.For, w.EventKey = "event", s.EventKey
+			if s.Signal != "" {
+				w.For, w.Signal, w.EventKey = "signal", s.Signal, ""
+			}
+		case store.KindChild:
+			w.For, w.ChildRunID = "child", idPtr(s.ChildRunID)
+		case store.KindMap:
+			w.For, w.Items, w.ItemsLeft = "items", s.Items, s.ItemsLeft
+		default:
+			return w, false
+		}
+	case durable.StepSleeping:
+		w.For = "sleep"
+	case durable.StepQueued:
+		if w.DueAt == nil {
+			return w, false // claimable: queued, not waiting
+		}
+		w.For, w.Attempts = "start", s.Attempts
+		if s.Attempts > 0 {
+			w.For = "retry"
+		}
+	default:
+		return w, false
+	}
+	return w, true
 }
 
 // listParams are the query parameters of GET /api/v1/runs.
@@ -256,7 +269,8 @@ var listParams = []string{"status", "workflow", "tenant", "created_after", "crea
 	"finished_after", "finished_before", "parent", "limit", "cursor", "include"}
 
 // maxIncludeLimit is the largest page of runs that may include waits or
-// children: each costs a read per run of the page.
+// children: children cost a read per run of the page (and waits, on a
+// store that cannot list them in one read).
 const maxIncludeLimit = 100
 
 func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) error {
@@ -353,9 +367,40 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 	return nil
 }
 
-// addWaits sets what the running runs of a page wait for: one read of the
-// run and its steps per running run (settled runs wait for nothing).
+// addWaits sets what the running runs of a page wait for (settled runs
+// wait for nothing): one read of the store for the page, or, on a store
+// that cannot list waits, one read of the run and its steps per running
+// run.
 func (h *Handler) addWaits(ctx context.Context, sc scope, runs []runSummary) error {
+	var ids []uuid.UUID
+	for i := range runs {
+		if runs[i].Status == string(durable.RunRunning) {
+			ids = append(ids, runs[i].ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	waits, err := sc.ops.Waits(ctx, ids)
+	if errors.Is(err, durable.ErrWaitsUnsupported) {
+		return h.addWaitsByRun(ctx, sc, runs)
+	}
+	if err != nil {
+		return err
+	}
+	for i := range runs {
+		for _, s := range waits[runs[i].ID] {
+			if w, ok := waitJSON(s); ok {
+				runs[i].Waits = append(runs[i].Waits, w)
+			}
+		}
+	}
+	return nil
+}
+
+// addWaitsByRun is addWaits for a store that cannot list waits: it reads
+// each running run with its steps.
+func (h *Handler) addWaitsByRun(ctx context.Context, sc scope, runs []runSummary) error {
 	for i := range runs {
 		if runs[i].Status != string(durable.RunRunning) {
 			continue
