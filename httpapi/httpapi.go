@@ -1,7 +1,8 @@
 // Package httpapi serves durable's operator and trigger API over HTTP: a
 // JSON API under /api/v1/ (runs, their steps and events, cancel, replay,
-// signals, events, triggering a registered workflow by name, workflows and
-// their DAGs, stats, the live workers), /healthz and /readyz, and optionally a web dashboard
+// signals, events, triggering a registered workflow by name, the workflows
+// known here with their versions and DAGs, moving runs between versions,
+// stats, the live workers), /healthz and /readyz, and optionally a web dashboard
 // at / (Options.Dashboard). Mount the *Handler that New returns in your own
 // server, or run "durable serve".
 //
@@ -105,6 +106,7 @@ func New(e *durable.Engine, opts Options) *Handler {
 		{method: "GET", pattern: "/api/v1/workflows", h: h.listWorkflows},
 		{method: "GET", pattern: "/api/v1/workflows/{name}", h: h.getWorkflow},
 		{method: "POST", pattern: "/api/v1/workflows/{name}/runs", h: h.trigger},
+		{method: "POST", pattern: "/api/v1/workflows/{name}/upgrade", h: h.upgrade},
 		{method: "POST", pattern: "/api/v1/events", h: h.sendEvent},
 		{method: "GET", pattern: "/api/v1/stats", h: h.stats},
 		{method: "GET", pattern: "/api/v1/workers", h: h.listWorkers},
@@ -182,6 +184,7 @@ type operator interface {
 	Signal(ctx context.Context, id uuid.UUID, name string, payload any) error
 	Stats(ctx context.Context, opts durable.StatsOptions) (*durable.Stats, error)
 	Waits(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]durable.StepWait, error)
+	UpgradeRuns(ctx context.Context, workflow, from, to string, opts durable.UpgradeOptions) (*durable.UpgradeResult, error)
 }
 
 var (

@@ -14,13 +14,17 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
 // runSummary is a run in a listing.
 type runSummary struct {
-	ID         uuid.UUID  `json:"id"`
-	Workflow   string     `json:"workflow"`
+	ID       uuid.UUID `json:"id"`
+	Workflow string    `json:"workflow"`
+	// Version is the version of the workflow the run is pinned to; empty
+	// for a run started before versions.
+	Version    string     `json:"version"`
 	Tenant     string     `json:"tenant"`
 	Status     string     `json:"status"`
 	FailedStep string     `json:"failed_step,omitempty"`
@@ -29,8 +33,8 @@ type runSummary struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	ParentID   *uuid.UUID `json:"parent_id,omitempty"`
 	ParentStep string     `json:"parent_step,omitempty"`
-	// Unserved is set for a run not settled whose workflow no live
-	// worker serves.
+	// Unserved is set for a run not settled whose version of its
+	// workflow no live worker serves (or accepts).
 	Unserved bool `json:"unserved,omitempty"`
 	// Waits are what the steps of a running run wait for, with
 	// include=waits; absent for a run that waits for nothing.
@@ -69,8 +73,11 @@ type runPage struct {
 
 // runDetail is a run with its steps.
 type runDetail struct {
-	ID             uuid.UUID       `json:"id"`
-	Workflow       string          `json:"workflow"`
+	ID       uuid.UUID `json:"id"`
+	Workflow string    `json:"workflow"`
+	// Version is the version of the workflow the run is pinned to; empty
+	// for a run started before versions.
+	Version        string          `json:"version"`
 	Tenant         string          `json:"tenant"`
 	Status         string          `json:"status"`
 	Error          *runError       `json:"error,omitempty"`
@@ -82,8 +89,10 @@ type runDetail struct {
 	Deadline       *time.Time      `json:"deadline,omitempty"`
 	Parent         *parentRef      `json:"parent,omitempty"`
 	Steps          []stepDetail    `json:"steps"`
-	// Unserved is set for a run not settled whose workflow no live
-	// worker serves: its queued steps wait for a worker that serves it.
+	// Unserved is set for a run not settled whose version of its
+	// workflow no live worker serves (or accepts): its queued steps wait
+	// for a worker that serves it, or for the run to move to another
+	// version.
 	Unserved bool `json:"unserved,omitempty"`
 }
 
@@ -115,6 +124,9 @@ type stepDetail struct {
 	ChildRunID *uuid.UUID      `json:"child_run_id,omitempty"`
 	Item       *int            `json:"item,omitempty"`
 	Items      []stepDetail    `json:"items,omitempty"`
+	// Retired is set on a step kept only for its record: the run moved to
+	// a version that does not run it.
+	Retired bool `json:"retired,omitempty"`
 }
 
 type event struct {
@@ -156,7 +168,7 @@ func rawJSON(b []byte) json.RawMessage {
 
 func summaryJSON(r durable.RunSummary) runSummary {
 	return runSummary{
-		ID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: string(r.Status), FailedStep: r.FailedStep,
+		ID: r.ID, Workflow: r.Workflow, Version: r.Version, Tenant: r.Tenant, Status: string(r.Status), FailedStep: r.FailedStep,
 		Error: r.Error, CreatedAt: r.CreatedAt, FinishedAt: timePtr(r.FinishedAt),
 		ParentID: idPtr(r.ParentID), ParentStep: r.ParentStep,
 	}
@@ -164,7 +176,7 @@ func summaryJSON(r durable.RunSummary) runSummary {
 
 func detailJSON(res *durable.RunResult) runDetail {
 	out := runDetail{
-		ID: res.ID, Workflow: res.Workflow, Tenant: res.Tenant, Status: string(res.Status),
+		ID: res.ID, Workflow: res.Workflow, Version: res.Version, Tenant: res.Tenant, Status: string(res.Status),
 		Input: rawJSON(res.Input), CreatedAt: res.CreatedAt, FinishedAt: timePtr(res.FinishedAt),
 		IdempotencyKey: res.IdempotencyKey, Priority: int(res.Priority), Deadline: timePtr(res.Deadline),
 		Steps: make([]stepDetail, len(res.Steps)),
@@ -187,6 +199,7 @@ func stepJSON(s *durable.StepResult, item bool) stepDetail {
 		Name: s.Name, Kind: string(s.Kind), State: string(s.State), Parents: s.Parents, Attempts: s.Attempts,
 		Error: s.Error, DueAt: timePtr(s.DueAt), StartedAt: timePtr(s.StartedAt), FinishedAt: timePtr(s.FinishedAt),
 		Output: rawJSON(s.Output), EventKey: s.EventKey, Signal: s.Signal, ChildRunID: idPtr(s.ChildRunID),
+		Retired: s.Retired,
 	}
 	if d.Kind == "" {
 		d.Kind = "step"
@@ -265,7 +278,7 @@ func waitJSON(s durable.StepWait) (runWait, bool) {
 }
 
 // listParams are the query parameters of GET /api/v1/runs.
-var listParams = []string{"status", "workflow", "tenant", "created_after", "created_before",
+var listParams = []string{"status", "workflow", "version", "tenant", "created_after", "created_before",
 	"finished_after", "finished_before", "parent", "limit", "cursor", "include"}
 
 // maxIncludeLimit is the largest page of runs that may include waits or
@@ -289,6 +302,12 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 		}
 	}
 	opts.Workflow = q.Get("workflow")
+	if v := q.Get("version"); v != "" {
+		if !dag.ValidVersion(v) {
+			return badRequest("invalid_filter", "version: not a version: use 1-64 letters, digits or _-.+ starting with a letter or digit")
+		}
+		opts.Version = v
+	}
 	opts.Tenant = q.Get("tenant")
 	for _, tp := range []struct {
 		name string
@@ -342,7 +361,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 		return err
 	}
 	out := runPage{Runs: make([]runSummary, len(page.Runs)), NextCursor: page.Next}
-	var unserved func(string) bool
+	var unserved func(workflow, version string) bool
 	if slices.ContainsFunc(page.Runs, func(run durable.RunSummary) bool { return run.Status == durable.RunRunning }) {
 		// One listing of the workers for the page, not one per run.
 		if unserved, err = h.unservedCheck(r.Context()); err != nil {
@@ -351,7 +370,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 	}
 	for i, run := range page.Runs {
 		out.Runs[i] = summaryJSON(run)
-		out.Runs[i].Unserved = unserved != nil && run.Status == durable.RunRunning && unserved(run.Workflow)
+		out.Runs[i].Unserved = unserved != nil && run.Status == durable.RunRunning && unserved(run.Workflow, run.Version)
 	}
 	if withWaits {
 		if err := h.addWaits(r.Context(), sc, out.Runs); err != nil {
@@ -466,7 +485,7 @@ func (h *Handler) writeRun(w http.ResponseWriter, r *http.Request, sc scope, id 
 		if err != nil {
 			return err
 		}
-		out.Unserved = unserved != nil && unserved(res.Workflow)
+		out.Unserved = unserved != nil && unserved(res.Workflow, res.Version)
 	}
 	writeJSON(w, status, out)
 	return nil
