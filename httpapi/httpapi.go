@@ -56,7 +56,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Dashboard serves the web dashboard at / (its assets under /ui/): the
 	// runs with filters, a run's DAG, attempts and events, cancel and
-	// replay. It calls this API from the browser, so it sees what the
+	// replay, the workflows with their versions, the workers and the
+	// queues. It calls this API from the browser, so it sees what the
 	// API lets the browser's requests see; it asks for a bearer token
 	// when the API answers 401.
 	Dashboard bool
@@ -83,7 +84,8 @@ type route struct {
 // New returns the API of engine e. The engine need not be started: an
 // engine that only triggers and operates runs (a client of the workers)
 // serves the whole API; register the workflows that may be triggered by
-// name and drawn.
+// name (the others the store or the live workers know are listed and
+// drawn all the same, from the DAGs their runs recorded).
 func New(e *durable.Engine, opts Options) *Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
