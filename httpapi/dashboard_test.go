@@ -256,10 +256,19 @@ func TestDashboardWorkersQueues(t *testing.T) {
 		chromedp.Navigate(srv.URL+"/#/workers"),
 		chromedp.WaitVisible(fmt.Sprintf(`#workers tr[data-worker="%s"][data-live="true"][data-leader="true"]`, self)),
 		chromedp.WaitVisible(`#unserved-flows .warning[data-workflow="orphan"]`),
+		// ... by version: the orphan run's, which no worker serves.
+		chromedp.WaitVisible(`#unserved-flows .warning[data-workflow="orphan"][data-version]:not([data-version=""])`),
 		shot("dashboard-workers.png"),
+	))
+	served, err := chromedp.Run(ctx, chromedp.Text(fmt.Sprintf(`#workers tr[data-worker="%s"] td.served`, self)))
+	require.NoError(t, err)
+	require.Regexp(t, `^approval@[0-9a-f]{12}, flaky@[0-9a-f]{12}, greet@[0-9a-f]{12}, paid@[0-9a-f]{12}, slow@[0-9a-f]{12}$`, served,
+		"the worker lists the versions it serves")
+	require.NoError(t, chromedp.Do(ctx,
 		// The queues: the orphan workflow's queued step, and the totals.
 		chromedp.Navigate(srv.URL+"/#/queues"),
 		chromedp.WaitVisible(`#queues tr[data-workflow="orphan"][data-tenant="acme"] td[data-col="ready"][data-count="1"]`),
+		chromedp.WaitVisible(`#queues tr[data-workflow="orphan"][data-version]:not([data-version=""]) code.version`),
 		chromedp.WaitVisible(`#queues tr[data-workflow="slow"][data-tenant="acme"] td[data-col="waiting"][data-count="1"]`),
 		chromedp.WaitVisible(`#queue-totals td[data-col="ready"][data-count="1"]`),
 		chromedp.WaitVisible(`#run-counts tr[data-workflow="greet"][data-tenant="acme"] td[data-col="COMPLETED"][data-count="1"]`),

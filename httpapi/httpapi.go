@@ -1,7 +1,8 @@
 // Package httpapi serves durable's operator and trigger API over HTTP: a
 // JSON API under /api/v1/ (runs, their steps and events, cancel, replay,
-// signals, events, triggering a registered workflow by name, workflows and
-// their DAGs, stats, the live workers), /healthz and /readyz, and optionally a web dashboard
+// signals, events, triggering a registered workflow by name, the workflows
+// known here with their versions and DAGs, moving runs between versions,
+// stats, the live workers), /healthz and /readyz, and optionally a web dashboard
 // at / (Options.Dashboard). Mount the *Handler that New returns in your own
 // server, or run "durable serve".
 //
@@ -55,7 +56,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Dashboard serves the web dashboard at / (its assets under /ui/): the
 	// runs with filters, a run's DAG, attempts and events, cancel and
-	// replay. It calls this API from the browser, so it sees what the
+	// replay, the workflows with their versions, the workers and the
+	// queues. It calls this API from the browser, so it sees what the
 	// API lets the browser's requests see; it asks for a bearer token
 	// when the API answers 401.
 	Dashboard bool
@@ -82,7 +84,8 @@ type route struct {
 // New returns the API of engine e. The engine need not be started: an
 // engine that only triggers and operates runs (a client of the workers)
 // serves the whole API; register the workflows that may be triggered by
-// name and drawn.
+// name (the others the store or the live workers know are listed and
+// drawn all the same, from the DAGs their runs recorded).
 func New(e *durable.Engine, opts Options) *Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
@@ -105,6 +108,7 @@ func New(e *durable.Engine, opts Options) *Handler {
 		{method: "GET", pattern: "/api/v1/workflows", h: h.listWorkflows},
 		{method: "GET", pattern: "/api/v1/workflows/{name}", h: h.getWorkflow},
 		{method: "POST", pattern: "/api/v1/workflows/{name}/runs", h: h.trigger},
+		{method: "POST", pattern: "/api/v1/workflows/{name}/upgrade", h: h.upgrade},
 		{method: "POST", pattern: "/api/v1/events", h: h.sendEvent},
 		{method: "GET", pattern: "/api/v1/stats", h: h.stats},
 		{method: "GET", pattern: "/api/v1/workers", h: h.listWorkers},
@@ -181,6 +185,8 @@ type operator interface {
 	Replay(ctx context.Context, id uuid.UUID, opts durable.ReplayOptions) error
 	Signal(ctx context.Context, id uuid.UUID, name string, payload any) error
 	Stats(ctx context.Context, opts durable.StatsOptions) (*durable.Stats, error)
+	Waits(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]durable.StepWait, error)
+	UpgradeRuns(ctx context.Context, workflow, from, to string, opts durable.UpgradeOptions) (*durable.UpgradeResult, error)
 }
 
 var (

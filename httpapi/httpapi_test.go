@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -345,9 +346,22 @@ func testMainPath(t *testing.T, en *env) {
 	// Workflows and their DAGs.
 	r = en.do(t, "acme", "GET", "/api/v1/workflows/approval", nil)
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
-	require.JSONEq(t, `{"name":"approval","on_failure":false,"steps":[
-		{"name":"approved","kind":"event","parents":[],"signal":"approve"},
-		{"name":"record","kind":"step","parents":["approved"]}]}`, string(r.body))
+	var wf map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(r.body, &wf))
+	steps := `[{"name":"approved","kind":"event","parents":[],"output":"string","signal":"approve"},
+		{"name":"record","kind":"step","parents":["approved"],"output":"string"}]`
+	require.JSONEq(t, steps, string(wf["steps"]))
+	require.JSONEq(t, `"approval"`, string(wf["name"]))
+	require.JSONEq(t, `true`, string(wf["registered"]))
+	require.JSONEq(t, `false`, string(wf["on_failure"]))
+	var versions []map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(wf["versions"], &versions))
+	require.Len(t, versions, 1)
+	require.JSONEq(t, string(wf["version"]), string(versions[0]["version"]))
+	require.JSONEq(t, steps, string(versions[0]["steps"]))
+	require.JSONEq(t, `true`, string(versions[0]["newest"]))
+	require.JSONEq(t, `0`, string(versions[0]["in_flight"]), "its run has settled")
+	require.JSONEq(t, `[`+strconv.Quote(en.e.WorkerID())+`]`, string(versions[0]["workers"]))
 	r = en.do(t, "acme", "GET", "/api/v1/workflows", nil)
 	require.Equal(t, http.StatusOK, r.status)
 	require.Len(t, r.json(t)["workflows"], 5)

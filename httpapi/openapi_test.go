@@ -59,8 +59,9 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 }
 
 // TestOpenAPIDocumentsListFields fails when a JSON field of a listed run
-// (or of what it waits for) is missing from its schema in the OpenAPI
-// document, or the schema names one the API does not write.
+// (or of what it waits for), a run and its steps, a workflow with its
+// versions and steps, a worker or an upgrade is missing from its schema in
+// the OpenAPI document, or the schema names one the API does not write.
 func TestOpenAPIDocumentsListFields(t *testing.T) {
 	t.Parallel()
 	var doc struct {
@@ -71,7 +72,9 @@ func TestOpenAPIDocumentsListFields(t *testing.T) {
 		} `json:"components"`
 	}
 	require.NoError(t, json.Unmarshal(openAPIDoc, &doc))
-	for schema, v := range map[string]any{"RunSummary": runSummary{}, "Wait": runWait{}} {
+	for schema, v := range map[string]any{"RunSummary": runSummary{}, "Wait": runWait{}, "Run": runDetail{}, "Step": stepDetail{},
+		"Workflow": workflowInfo{}, "WorkflowVersion": versionInfo{}, "WorkflowStep": stepInfo{}, "Worker": workerInfo{},
+		"UpgradeRequest": upgradeRequest{}, "UpgradeResult": upgradeResponse{}, "Problem": problemBody{}} {
 		var fields []string
 		rt := reflect.TypeOf(v)
 		for i := range rt.NumField() {

@@ -20,6 +20,8 @@ type problem struct {
 	code   string
 	detail string
 	err    error // the cause, logged for a 500, never shown
+	// versions lists the versions of a workflow known, for an unknown one.
+	versions []string
 }
 
 func (p *problem) Error() string { return p.detail }
@@ -32,6 +34,9 @@ type problemBody struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
 	Code   string `json:"code"`
+	// Versions lists the versions known of the workflow, when the problem
+	// is a version it does not have (unknown_version).
+	Versions []string `json:"versions,omitempty"`
 }
 
 func badRequest(code, detail string) *problem {
@@ -87,6 +92,10 @@ func classify(err error) *problem {
 		return &problem{status: http.StatusBadRequest, code: "invalid_trigger", detail: msg, err: err}
 	case is(durable.ErrInvalidEvent):
 		return &problem{status: http.StatusBadRequest, code: "invalid_event", detail: msg, err: err}
+	case is(durable.ErrInvalidVersion):
+		return &problem{status: http.StatusBadRequest, code: "invalid_version", detail: msg, err: err}
+	case is(durable.ErrUnknownVersion):
+		return &problem{status: http.StatusUnprocessableEntity, code: "unknown_version", detail: msg, err: err}
 	case is(durable.ErrWorkersUnsupported):
 		return &problem{status: http.StatusNotImplemented, code: "workers_unsupported",
 			detail: "the store keeps no registry of workers", err: err}
@@ -99,7 +108,7 @@ func classify(err error) *problem {
 // writeProblem writes p as application/problem+json.
 func writeProblem(w http.ResponseWriter, r *http.Request, p *problem) {
 	body := problemBody{Type: "about:blank", Title: http.StatusText(p.status), Status: p.status,
-		Detail: p.detail, Code: p.code}
+		Detail: p.detail, Code: p.code, Versions: p.versions}
 	writeBody(w, p.status, "application/problem+json", body)
 }
 

@@ -14,13 +14,17 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
 // runSummary is a run in a listing.
 type runSummary struct {
-	ID         uuid.UUID  `json:"id"`
-	Workflow   string     `json:"workflow"`
+	ID       uuid.UUID `json:"id"`
+	Workflow string    `json:"workflow"`
+	// Version is the version of the workflow the run is pinned to; empty
+	// for a run started before versions.
+	Version    string     `json:"version"`
 	Tenant     string     `json:"tenant"`
 	Status     string     `json:"status"`
 	FailedStep string     `json:"failed_step,omitempty"`
@@ -29,8 +33,8 @@ type runSummary struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	ParentID   *uuid.UUID `json:"parent_id,omitempty"`
 	ParentStep string     `json:"parent_step,omitempty"`
-	// Unserved is set for a run not settled whose workflow no live
-	// worker serves.
+	// Unserved is set for a run not settled whose version of its
+	// workflow no live worker serves (or accepts).
 	Unserved bool `json:"unserved,omitempty"`
 	// Waits are what the steps of a running run wait for, with
 	// include=waits; absent for a run that waits for nothing.
@@ -69,8 +73,11 @@ type runPage struct {
 
 // runDetail is a run with its steps.
 type runDetail struct {
-	ID             uuid.UUID       `json:"id"`
-	Workflow       string          `json:"workflow"`
+	ID       uuid.UUID `json:"id"`
+	Workflow string    `json:"workflow"`
+	// Version is the version of the workflow the run is pinned to; empty
+	// for a run started before versions.
+	Version        string          `json:"version"`
 	Tenant         string          `json:"tenant"`
 	Status         string          `json:"status"`
 	Error          *runError       `json:"error,omitempty"`
@@ -82,8 +89,10 @@ type runDetail struct {
 	Deadline       *time.Time      `json:"deadline,omitempty"`
 	Parent         *parentRef      `json:"parent,omitempty"`
 	Steps          []stepDetail    `json:"steps"`
-	// Unserved is set for a run not settled whose workflow no live
-	// worker serves: its queued steps wait for a worker that serves it.
+	// Unserved is set for a run not settled whose version of its
+	// workflow no live worker serves (or accepts): its queued steps wait
+	// for a worker that serves it, or for the run to move to another
+	// version.
 	Unserved bool `json:"unserved,omitempty"`
 }
 
@@ -115,6 +124,9 @@ type stepDetail struct {
 	ChildRunID *uuid.UUID      `json:"child_run_id,omitempty"`
 	Item       *int            `json:"item,omitempty"`
 	Items      []stepDetail    `json:"items,omitempty"`
+	// Retired is set on a step kept only for its record: the run moved to
+	// a version that does not run it.
+	Retired bool `json:"retired,omitempty"`
 }
 
 type event struct {
@@ -156,7 +168,7 @@ func rawJSON(b []byte) json.RawMessage {
 
 func summaryJSON(r durable.RunSummary) runSummary {
 	return runSummary{
-		ID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: string(r.Status), FailedStep: r.FailedStep,
+		ID: r.ID, Workflow: r.Workflow, Version: r.Version, Tenant: r.Tenant, Status: string(r.Status), FailedStep: r.FailedStep,
 		Error: r.Error, CreatedAt: r.CreatedAt, FinishedAt: timePtr(r.FinishedAt),
 		ParentID: idPtr(r.ParentID), ParentStep: r.ParentStep,
 	}
@@ -164,7 +176,7 @@ func summaryJSON(r durable.RunSummary) runSummary {
 
 func detailJSON(res *durable.RunResult) runDetail {
 	out := runDetail{
-		ID: res.ID, Workflow: res.Workflow, Tenant: res.Tenant, Status: string(res.Status),
+		ID: res.ID, Workflow: res.Workflow, Version: res.Version, Tenant: res.Tenant, Status: string(res.Status),
 		Input: rawJSON(res.Input), CreatedAt: res.CreatedAt, FinishedAt: timePtr(res.FinishedAt),
 		IdempotencyKey: res.IdempotencyKey, Priority: int(res.Priority), Deadline: timePtr(res.Deadline),
 		Steps: make([]stepDetail, len(res.Steps)),
@@ -187,6 +199,7 @@ func stepJSON(s *durable.StepResult, item bool) stepDetail {
 		Name: s.Name, Kind: string(s.Kind), State: string(s.State), Parents: s.Parents, Attempts: s.Attempts,
 		Error: s.Error, DueAt: timePtr(s.DueAt), StartedAt: timePtr(s.StartedAt), FinishedAt: timePtr(s.FinishedAt),
 		Output: rawJSON(s.Output), EventKey: s.EventKey, Signal: s.Signal, ChildRunID: idPtr(s.ChildRunID),
+		Retired: s.Retired,
 	}
 	if d.Kind == "" {
 		d.Kind = "step"
@@ -204,59 +217,73 @@ func stepJSON(s *durable.StepResult, item bool) stepDetail {
 	return d
 }
 
-// waitsOf returns what the steps of a running run wait for: the steps
-// WAITING (for an event, a signal, a child run or a map step's items),
-// SLEEPING, or QUEUED with a due time (a retry's backoff or a delayed
-// start: such a step is not claimable until then).
+// waitsOf returns what the steps of a running run wait for, as the run's
+// steps say (for a store that cannot list waits: see addWaits).
 func waitsOf(res *durable.RunResult) []runWait {
 	var out []runWait
 	for i := range res.Steps {
 		s := &res.Steps[i]
-		w := runWait{Step: s.Name, DueAt: timePtr(s.DueAt)}
-		switch s.State {
-		case durable.StepWaiting:
-			switch s.Kind {
-			case store.KindEvent:
-				w.For, w.EventKey, w.Signal = "event", s.EventKey, s.Signal
-				if s.Signal != "" {
-					w.For, w.EventKey = "signal", ""
-				}
-			case store.KindChild:
-				w.For, w.ChildRunID = "child", idPtr(s.ChildRunID)
-			case store.KindMap:
-				w.For, w.Items = "items", len(s.Items)
-				for k := range s.Items {
-					if !s.Items[k].State.Terminal() {
-						w.ItemsLeft++
-					}
-				}
-			default:
-				continue
-			}
-		case durable.StepSleeping:
-			w.For = "sleep"
-		case durable.StepQueued:
-			if s.DueAt.IsZero() {
-				continue // claimable: queued, not waiting
-			}
-			w.For, w.Attempts = "start", s.Attempts
-			if s.Attempts > 0 {
-				w.For = "retry"
-			}
-		default:
+		if !store.Waits(s.State, s.DueAt) {
 			continue
 		}
-		out = append(out, w)
+		w := durable.StepWait{Step: s.Name, Kind: s.Kind, State: s.State, EventKey: s.EventKey, Signal: s.Signal,
+			ChildRunID: s.ChildRunID, DueAt: s.DueAt, Attempts: s.Attempts, Items: len(s.Items)}
+		for k := range s.Items {
+			if !s.Items[k].State.Terminal() {
+				w.ItemsLeft++
+			}
+		}
+		if rw, ok := waitJSON(w); ok {
+			out = append(out, rw)
+		}
 	}
 	return out
 }
 
+// waitJSON says what a step waits for: WAITING for an event, a signal, a
+// child run or a map step's items, SLEEPING, or QUEUED with a due time (a
+// retry's backoff or a delayed start: such a step is not claimable until
+// then). It reports false for a step that waits for none of these.
+func waitJSON(s durable.StepWait) (runWait, bool) {
+	w := runWait{Step: s.Step, DueAt: timePtr(s.DueAt)}
+	switch s.State {
+	case durable.StepWaiting:
+		switch s.Kind {
+		case store.KindEvent:
+			w.For, w.EventKey = "event", s.EventKey
+			if s.Signal != "" {
+				w.For, w.Signal, w.EventKey = "signal", s.Signal, ""
+			}
+		case store.KindChild:
+			w.For, w.ChildRunID = "child", idPtr(s.ChildRunID)
+		case store.KindMap:
+			w.For, w.Items, w.ItemsLeft = "items", s.Items, s.ItemsLeft
+		default:
+			return w, false
+		}
+	case durable.StepSleeping:
+		w.For = "sleep"
+	case durable.StepQueued:
+		if w.DueAt == nil {
+			return w, false // claimable: queued, not waiting
+		}
+		w.For, w.Attempts = "start", s.Attempts
+		if s.Attempts > 0 {
+			w.For = "retry"
+		}
+	default:
+		return w, false
+	}
+	return w, true
+}
+
 // listParams are the query parameters of GET /api/v1/runs.
-var listParams = []string{"status", "workflow", "tenant", "created_after", "created_before",
+var listParams = []string{"status", "workflow", "version", "tenant", "created_after", "created_before",
 	"finished_after", "finished_before", "parent", "limit", "cursor", "include"}
 
 // maxIncludeLimit is the largest page of runs that may include waits or
-// children: each costs a read per run of the page.
+// children: children cost a read per run of the page (and waits, on a
+// store that cannot list them in one read).
 const maxIncludeLimit = 100
 
 func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) error {
@@ -275,6 +302,12 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 		}
 	}
 	opts.Workflow = q.Get("workflow")
+	if v := q.Get("version"); v != "" {
+		if !dag.ValidVersion(v) {
+			return badRequest("invalid_filter", "version: not a version: use 1-64 letters, digits or _-.+ starting with a letter or digit")
+		}
+		opts.Version = v
+	}
 	opts.Tenant = q.Get("tenant")
 	for _, tp := range []struct {
 		name string
@@ -328,7 +361,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 		return err
 	}
 	out := runPage{Runs: make([]runSummary, len(page.Runs)), NextCursor: page.Next}
-	var unserved func(string) bool
+	var unserved func(workflow, version string) bool
 	if slices.ContainsFunc(page.Runs, func(run durable.RunSummary) bool { return run.Status == durable.RunRunning }) {
 		// One listing of the workers for the page, not one per run.
 		if unserved, err = h.unservedCheck(r.Context()); err != nil {
@@ -337,7 +370,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 	}
 	for i, run := range page.Runs {
 		out.Runs[i] = summaryJSON(run)
-		out.Runs[i].Unserved = unserved != nil && run.Status == durable.RunRunning && unserved(run.Workflow)
+		out.Runs[i].Unserved = unserved != nil && run.Status == durable.RunRunning && unserved(run.Workflow, run.Version)
 	}
 	if withWaits {
 		if err := h.addWaits(r.Context(), sc, out.Runs); err != nil {
@@ -353,9 +386,40 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 	return nil
 }
 
-// addWaits sets what the running runs of a page wait for: one read of the
-// run and its steps per running run (settled runs wait for nothing).
+// addWaits sets what the running runs of a page wait for (settled runs
+// wait for nothing): one read of the store for the page, or, on a store
+// that cannot list waits, one read of the run and its steps per running
+// run.
 func (h *Handler) addWaits(ctx context.Context, sc scope, runs []runSummary) error {
+	var ids []uuid.UUID
+	for i := range runs {
+		if runs[i].Status == string(durable.RunRunning) {
+			ids = append(ids, runs[i].ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	waits, err := sc.ops.Waits(ctx, ids)
+	if errors.Is(err, durable.ErrWaitsUnsupported) {
+		return h.addWaitsByRun(ctx, sc, runs)
+	}
+	if err != nil {
+		return err
+	}
+	for i := range runs {
+		for _, s := range waits[runs[i].ID] {
+			if w, ok := waitJSON(s); ok {
+				runs[i].Waits = append(runs[i].Waits, w)
+			}
+		}
+	}
+	return nil
+}
+
+// addWaitsByRun is addWaits for a store that cannot list waits: it reads
+// each running run with its steps.
+func (h *Handler) addWaitsByRun(ctx context.Context, sc scope, runs []runSummary) error {
 	for i := range runs {
 		if runs[i].Status != string(durable.RunRunning) {
 			continue
@@ -421,7 +485,7 @@ func (h *Handler) writeRun(w http.ResponseWriter, r *http.Request, sc scope, id 
 		if err != nil {
 			return err
 		}
-		out.Unserved = unserved != nil && unserved(res.Workflow)
+		out.Unserved = unserved != nil && unserved(res.Workflow, res.Version)
 	}
 	writeJSON(w, status, out)
 	return nil

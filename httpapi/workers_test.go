@@ -32,23 +32,29 @@ func orphanRun(t *testing.T, s store.Store, tenant string) uuid.UUID {
 	return st.RunID
 }
 
+// workerAnswer is a worker of GET /api/v1/workers.
+type workerAnswer struct {
+	ID          string    `json:"id"`
+	Host        string    `json:"host"`
+	Version     string    `json:"version"`
+	StartedAt   time.Time `json:"started_at"`
+	LastSeen    time.Time `json:"last_seen"`
+	Workflows   []string  `json:"workflows"`
+	Versions    []string  `json:"versions"`
+	Accepts     []string  `json:"accepts"`
+	Concurrency int       `json:"concurrency"`
+	InFlight    int       `json:"in_flight"`
+	Leader      bool      `json:"leader"`
+	Live        bool      `json:"live"`
+	DeadAfter   string    `json:"dead_after"`
+}
+
 // workersAnswer is the body of GET /api/v1/workers.
 type workersAnswer struct {
-	Workers []struct {
-		ID          string    `json:"id"`
-		Host        string    `json:"host"`
-		Version     string    `json:"version"`
-		StartedAt   time.Time `json:"started_at"`
-		LastSeen    time.Time `json:"last_seen"`
-		Workflows   []string  `json:"workflows"`
-		Concurrency int       `json:"concurrency"`
-		InFlight    int       `json:"in_flight"`
-		Leader      bool      `json:"leader"`
-		Live        bool      `json:"live"`
-		DeadAfter   string    `json:"dead_after"`
-	} `json:"workers"`
+	Workers  []workerAnswer `json:"workers"`
 	Unserved []struct {
 		Workflow string `json:"workflow"`
+		Version  string `json:"version"`
 		Ready    int    `json:"ready"`
 	} `json:"unserved"`
 }
@@ -108,19 +114,7 @@ func testWorkers(t *testing.T, s store.Store) {
 	// all=true adds the dead worker, which neither leads nor serves.
 	v = en.workers(t, "*", "?all=true")
 	require.Len(t, v.Workers, 2)
-	i := slices.IndexFunc(v.Workers, func(x struct {
-		ID          string    `json:"id"`
-		Host        string    `json:"host"`
-		Version     string    `json:"version"`
-		StartedAt   time.Time `json:"started_at"`
-		LastSeen    time.Time `json:"last_seen"`
-		Workflows   []string  `json:"workflows"`
-		Concurrency int       `json:"concurrency"`
-		InFlight    int       `json:"in_flight"`
-		Leader      bool      `json:"leader"`
-		Live        bool      `json:"live"`
-		DeadAfter   string    `json:"dead_after"`
-	}) bool {
+	i := slices.IndexFunc(v.Workers, func(x workerAnswer) bool {
 		return x.ID == "crashed"
 	})
 	require.GreaterOrEqual(t, i, 0)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -12,62 +13,200 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/dag"
 )
 
-// workflowInfo is a registered workflow and its DAG.
+// workflowInfo is a workflow that this server's engine registers, its
+// store records runs of or a live worker serves, with its versions.
 type workflowInfo struct {
-	Name      string     `json:"name"`
-	Steps     []stepInfo `json:"steps"`
+	Name string `json:"name"`
+	// Version is the version whose DAG Steps draws: the one this server
+	// starts (the newest it registers), else the newest known.
+	Version string `json:"version"`
+	// Registered is set when this server's engine registers the workflow:
+	// it can start it by name.
+	Registered bool       `json:"registered"`
+	Steps      []stepInfo `json:"steps"`
+	OnFailure  bool       `json:"on_failure"`
+	ChildOnly  bool       `json:"child_only,omitempty"`
+	// Unserved is set when one of its versions is.
+	Unserved bool          `json:"unserved,omitempty"`
+	Versions []versionInfo `json:"versions"`
+}
+
+// versionInfo is one version of a workflow (durable.VersionInfo).
+type versionInfo struct {
+	Version string `json:"version"`
+	// Newest is set on the version this server starts by name.
+	Newest bool `json:"newest"`
+	// Registered is set when this server's engine registers the version.
+	Registered bool     `json:"registered"`
+	Accepts    []string `json:"accepts,omitempty"`
+	Input      string   `json:"input,omitempty"`
+	// Steps is the version's DAG, as registered here or as its runs
+	// recorded it; absent when neither is known (a version that only a
+	// live worker lists).
+	Steps     []stepInfo `json:"steps,omitempty"`
 	OnFailure bool       `json:"on_failure"`
-	ChildOnly bool       `json:"child_only,omitempty"`
+	// InFlight counts its runs not settled, Ready their steps waiting for
+	// a worker (of the caller's tenant, for a tenant-scoped caller).
+	InFlight   int      `json:"in_flight"`
+	Ready      int      `json:"ready"`
+	Workers    []string `json:"workers"`
+	AcceptedBy []string `json:"accepted_by"`
+	// Unserved is set when runs of the version are in flight and no live
+	// worker serves or accepts it: they wait.
+	Unserved   bool       `json:"unserved"`
+	RecordedAt *time.Time `json:"recorded_at,omitempty"`
 }
 
 type stepInfo struct {
 	Name    string   `json:"name"`
 	Kind    string   `json:"kind"`
 	Parents []string `json:"parents"`
+	Output  string   `json:"output,omitempty"`
 	Sleep   string   `json:"sleep,omitempty"`
 	Signal  string   `json:"signal,omitempty"`
 	Child   string   `json:"child,omitempty"`
 	MapOver string   `json:"map_over,omitempty"`
+	Retired bool     `json:"retired,omitempty"`
 }
 
-func workflowJSON(w durable.WorkflowInfo) workflowInfo {
-	out := workflowInfo{Name: w.Name, OnFailure: w.OnFailure, ChildOnly: w.ChildOnly, Steps: make([]stepInfo, len(w.Steps))}
-	for i, s := range w.Steps {
-		si := stepInfo{Name: s.Name, Kind: string(s.Kind), Parents: s.Parents, Signal: s.Signal, Child: s.Child, MapOver: s.MapOver}
+func stepsJSON(steps []durable.StepInfo) []stepInfo {
+	if steps == nil {
+		return nil
+	}
+	out := make([]stepInfo, len(steps))
+	for i, s := range steps {
+		si := stepInfo{Name: s.Name, Kind: string(s.Kind), Parents: s.Parents, Output: s.Output, Signal: s.Signal,
+			Child: s.Child, MapOver: s.MapOver, Retired: s.Retired}
 		if si.Parents == nil {
 			si.Parents = []string{}
 		}
 		if s.Sleep > 0 {
 			si.Sleep = s.Sleep.String()
 		}
-		out.Steps[i] = si
+		out[i] = si
 	}
 	return out
 }
 
-func (h *Handler) listWorkflows(w http.ResponseWriter, r *http.Request, _ scope) error {
-	wfs := h.e.Workflows()
-	out := struct {
-		Workflows []workflowInfo `json:"workflows"`
-	}{Workflows: make([]workflowInfo, len(wfs))}
-	for i, wf := range wfs {
-		out.Workflows[i] = workflowJSON(wf)
+func versionJSON(v durable.VersionInfo) versionInfo {
+	out := versionInfo{Version: v.Version, Newest: v.Newest, Registered: v.Registered, Accepts: v.Accepts, Input: v.Input,
+		Steps: stepsJSON(v.Steps), OnFailure: v.OnFailure, InFlight: v.InFlight, Ready: v.Ready,
+		Workers: v.Workers, AcceptedBy: v.AcceptedBy, Unserved: v.Unserved(), RecordedAt: timePtr(v.RecordedAt)}
+	if out.Workers == nil {
+		out.Workers = []string{}
 	}
-	writeJSON(w, http.StatusOK, out)
+	if out.AcceptedBy == nil {
+		out.AcceptedBy = []string{}
+	}
+	return out
+}
+
+// workflows describes the workflows named name (every one when empty)
+// that this server's engine registers, its store records runs of or a
+// live worker serves: the registered ones first, in the engine's order,
+// then the others by name. The runs counted are those sc may see.
+func (h *Handler) workflows(ctx context.Context, sc scope, name string) ([]workflowInfo, error) {
+	vs, err := h.e.Versions(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !sc.all && len(vs) > 0 {
+		// Workflows and versions are not tenant data; the runs are.
+		st, err := sc.ops.Stats(ctx, durable.StatsOptions{})
+		if err != nil {
+			return nil, err
+		}
+		type key struct{ workflow, version string }
+		inFlight, ready := map[key]int{}, map[key]int{}
+		for _, q := range st.Queues {
+			ready[key{q.Workflow, q.Version}] += q.Ready
+		}
+		for _, c := range st.Runs {
+			if !c.Settled {
+				inFlight[key{c.Workflow, c.Version}] += c.Count
+			}
+		}
+		for i := range vs {
+			k := key{vs[i].Workflow, vs[i].Version}
+			vs[i].InFlight, vs[i].Ready = inFlight[k], ready[k]
+		}
+	}
+	var out []workflowInfo
+	at := map[string]int{}
+	for _, wf := range h.e.Workflows() {
+		if name == "" || wf.Name == name {
+			at[wf.Name] = len(out)
+			out = append(out, workflowInfo{Name: wf.Name, Version: wf.Version, Registered: true, Steps: stepsJSON(wf.Steps),
+				OnFailure: wf.OnFailure, ChildOnly: wf.ChildOnly})
+		}
+	}
+	for _, v := range vs {
+		i, ok := at[v.Workflow]
+		if !ok {
+			i = len(out)
+			at[v.Workflow] = i
+			out = append(out, workflowInfo{Name: v.Workflow})
+		}
+		w := &out[i]
+		w.Versions = append(w.Versions, versionJSON(v))
+		w.Unserved = w.Unserved || v.Unserved()
+		if !w.Registered && w.Steps == nil && v.Steps != nil {
+			// Not registered here: the newest version whose DAG is known.
+			w.Version, w.Steps, w.OnFailure = v.Version, stepsJSON(v.Steps), v.OnFailure
+		}
+	}
+	for i := range out {
+		if out[i].Steps == nil {
+			out[i].Steps = []stepInfo{}
+		}
+		if out[i].Versions == nil {
+			out[i].Versions = []versionInfo{}
+		}
+		if out[i].Version == "" && len(out[i].Versions) > 0 {
+			out[i].Version = out[i].Versions[0].Version
+		}
+	}
+	return out, nil
+}
+
+func (h *Handler) listWorkflows(w http.ResponseWriter, r *http.Request, sc scope) error {
+	wfs, err := h.workflows(r.Context(), sc, "")
+	if err != nil {
+		return err
+	}
+	if wfs == nil {
+		wfs = []workflowInfo{}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Workflows []workflowInfo `json:"workflows"`
+	}{wfs})
 	return nil
 }
 
-func (h *Handler) getWorkflow(w http.ResponseWriter, r *http.Request, _ scope) error {
+func (h *Handler) getWorkflow(w http.ResponseWriter, r *http.Request, sc scope) error {
 	name := r.PathValue("name")
-	for _, wf := range h.e.Workflows() {
-		if wf.Name == name {
-			writeJSON(w, http.StatusOK, workflowJSON(wf))
-			return nil
-		}
+	if name == "" {
+		return workflowNotFound(name)
 	}
-	return &problem{status: http.StatusNotFound, code: "workflow_not_found", detail: "no workflow of that name is registered"}
+	wfs, err := h.workflows(r.Context(), sc, name)
+	if err != nil {
+		return err
+	}
+	if len(wfs) == 0 {
+		return workflowNotFound(name)
+	}
+	writeJSON(w, http.StatusOK, wfs[0])
+	return nil
+}
+
+// workflowNotFound is the problem of a workflow that nothing here knows.
+func workflowNotFound(name string) *problem {
+	return &problem{status: http.StatusNotFound, code: "workflow_not_found",
+		detail: "no workflow " + strconv.Quote(name) + " is known here: this server's engine does not register it, " +
+			"no run in the store recorded it and no live worker serves it"}
 }
 
 // triggerRequest is the body of POST /api/v1/workflows/{name}/runs.
@@ -152,7 +291,11 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, sc scope) erro
 	name := r.PathValue("name")
 	st, err := h.e.StartByName(r.Context(), name, tenant, payload(req.Input), opts...)
 	if errors.Is(err, durable.ErrWorkflowNotRegistered) {
-		return &problem{status: http.StatusNotFound, code: "workflow_not_found", detail: h.notStartable(name), err: err}
+		detail, derr := h.notStartable(r.Context(), name)
+		if derr != nil {
+			return derr
+		}
+		return &problem{status: http.StatusNotFound, code: "workflow_not_found", detail: detail, err: err}
 	}
 	if err != nil {
 		return err
@@ -166,20 +309,33 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, sc scope) erro
 	return nil
 }
 
-// notStartable says that this server cannot start the workflow name, and
-// which workflows it can start: those registered on its engine, but the
-// ones registered only as the children of others.
-func (h *Handler) notStartable(name string) string {
+// notStartable says that this server cannot start the workflow name, why
+// (nothing here knows it, or it knows it only from the store and the
+// workers, without its code), and which workflows it can start: those
+// registered on its engine, but the ones registered only as the children
+// of others.
+func (h *Handler) notStartable(ctx context.Context, name string) (string, error) {
 	var names []string
 	for _, wf := range h.e.Workflows() {
 		if !wf.ChildOnly {
 			names = append(names, strconv.Quote(wf.Name))
 		}
 	}
-	if len(names) == 0 {
-		return "no workflow " + strconv.Quote(name) + " here: this server can start no workflow (its engine registers none)"
+	why, sep := "no workflow "+strconv.Quote(name)+" here", ": "
+	if dag.ValidName(name) {
+		vs, err := h.e.Versions(ctx, name)
+		if err != nil {
+			return "", err
+		}
+		if len(vs) > 0 {
+			why, sep = "workflow "+strconv.Quote(name)+" is known here only from its runs and workers: its code is not "+
+				"registered on this server's engine, so this server cannot start it (start it from a process that registers it)", "; "
+		}
 	}
-	return "no workflow " + strconv.Quote(name) + " here: this server can start " + strings.Join(names, ", ")
+	if len(names) == 0 {
+		return why + sep + "this server can start no workflow (its engine registers none)", nil
+	}
+	return why + sep + "this server can start " + strings.Join(names, ", "), nil
 }
 
 // eventRequest is the body of POST /api/v1/events.
@@ -215,7 +371,9 @@ type statsJSON struct {
 }
 
 type queueStats struct {
-	Workflow    string     `json:"workflow"`
+	Workflow string `json:"workflow"`
+	// Version is the version of the runs the steps belong to.
+	Version     string     `json:"version"`
 	Tenant      string     `json:"tenant"`
 	Ready       int        `json:"ready"`
 	Waiting     int        `json:"waiting"`
@@ -225,10 +383,13 @@ type queueStats struct {
 
 type runCount struct {
 	Workflow string `json:"workflow"`
-	Tenant   string `json:"tenant"`
-	Status   string `json:"status"`
-	Settled  bool   `json:"settled"`
-	Count    int    `json:"count"`
+	// Version is the version the runs in flight are pinned to; absent for
+	// counts of settled runs, which count by workflow only.
+	Version string `json:"version,omitempty"`
+	Tenant  string `json:"tenant"`
+	Status  string `json:"status"`
+	Settled bool   `json:"settled"`
+	Count   int    `json:"count"`
 }
 
 // maxWindow bounds the stats window.
@@ -255,11 +416,11 @@ func (h *Handler) stats(w http.ResponseWriter, r *http.Request, sc scope) error 
 	}
 	out := statsJSON{Window: window.String(), Queues: make([]queueStats, len(st.Queues)), Runs: make([]runCount, len(st.Runs))}
 	for i, q := range st.Queues {
-		out.Queues[i] = queueStats{Workflow: q.Workflow, Tenant: q.Tenant, Ready: q.Ready, Waiting: q.Waiting,
+		out.Queues[i] = queueStats{Workflow: q.Workflow, Version: q.Version, Tenant: q.Tenant, Ready: q.Ready, Waiting: q.Waiting,
 			Running: q.Running, OldestReady: timePtr(q.OldestReady)}
 	}
 	for i, c := range st.Runs {
-		out.Runs[i] = runCount{Workflow: c.Workflow, Tenant: c.Tenant, Status: string(c.Status), Settled: c.Settled, Count: c.Count}
+		out.Runs[i] = runCount{Workflow: c.Workflow, Version: c.Version, Tenant: c.Tenant, Status: string(c.Status), Settled: c.Settled, Count: c.Count}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

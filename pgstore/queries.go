@@ -72,6 +72,7 @@ type queries struct {
 	listTasks  string
 	listEvents string
 	runExists  string
+	listWaits  string
 
 	statsReady    string
 	statsTasks    string
@@ -415,6 +416,15 @@ SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, 
        heartbeat_at, timeout_at, coalesce(ckey, ''), coalesce(rkey, ''), coalesce(wait_key, ''), child_id,
        coalesce(items, 0), coalesce(items_left, 0), coalesce(item, 0), item_input
 FROM {{schema}}.tasks WHERE run_id = $1 ORDER BY idx, item NULLS FIRST`),
+		// The steps of runs that wait (store.Waits), through the primary
+		// key (run_id, name): steps only (items are named from '~' on), no
+		// outputs. $2 is the tenant, or NULL for any.
+		listWaits: r(`
+SELECT run_id, name, kind, state, attempt, due_at, coalesce(wait_key, ''), child_id, coalesce(items, 0), coalesce(items_left, 0)
+FROM {{schema}}.tasks
+WHERE run_id = ANY($1::uuid[]) AND name < '~' AND ($2::text IS NULL OR tenant = $2)
+  AND (state IN ('WAITING', 'SLEEPING') OR (state = 'QUEUED' AND due_at IS NOT NULL))
+ORDER BY run_id, idx`),
 		// The log is the events table plus the happy-path events kept in
 		// task rows.
 		listEvents: r(`

@@ -12,7 +12,7 @@ let timer = null; // the live refresh of the current view
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
-    if (k === "class") e.className = v;
+    if (k === "class") { if (v) e.className = v; }
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? "" : v);
   }
@@ -157,6 +157,18 @@ function shortID(id) {
   return id.slice(0, 8) + "…";
 }
 
+// shortVersion shortens a version for tables: a fingerprint (12 hex
+// digits) or a short hand-set version as it is, a longer one cut.
+function shortVersion(v) {
+  if (!v) return "—";
+  return v.length > 12 ? v.slice(0, 11) + "…" : v;
+}
+
+// versionTag shows a version, whole in its title.
+function versionTag(v, attrs) {
+  return el("code", { class: "version", title: v ? "version " + v : "started before versions", ...(attrs || {}) }, shortVersion(v));
+}
+
 // when says how far off a due time is; its title has the time.
 function when(due) {
   const ms = new Date(due).getTime() - Date.now();
@@ -215,38 +227,53 @@ async function runsView(params) {
   const status = el("select", { id: "f-status" },
     ["", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"].map((s) => el("option", { value: s, selected: params.get("status") === s }, s || "any")));
   const workflow = el("select", { id: "f-workflow" }, el("option", { value: "" }, "any"));
+  const version = el("select", { id: "f-version" }, el("option", { value: "" }, "any"));
+  if (params.get("version")) version.append(el("option", { value: params.get("version"), selected: true }, params.get("version")));
   const tenant = el("input", { id: "f-tenant", value: params.get("tenant") || "", placeholder: "any", size: 14 });
   const parent = params.get("parent") || "";
   const apply = (withParent) => {
     const q = new URLSearchParams();
     if (status.value) q.set("status", status.value);
     if (workflow.value) q.set("workflow", workflow.value);
+    if (version.value) q.set("version", version.value);
     if (tenant.value) q.set("tenant", tenant.value);
     if (withParent && parent) q.set("parent", parent);
     location.hash = "#/?" + q.toString();
   };
   status.addEventListener("change", () => apply(true));
-  workflow.addEventListener("change", () => apply(true));
+  workflow.addEventListener("change", () => { version.value = ""; apply(true); });
+  version.addEventListener("change", () => apply(true));
   tenant.addEventListener("change", () => apply(true));
   const tbody = el("tbody", { id: "runs" });
   const more = el("button", { id: "more", hidden: true }, "Next 50 runs");
-  const heads = ["Run", "Workflow", "Tenant", "Status", "Waits for", "Failed step", "Duration", "Created"];
+  const heads = ["Run", "Workflow", "Version", "Tenant", "Status", "Waits for", "Failed step", "Duration", "Created"];
   main.replaceChildren(...[
     el("h1", {}, "Runs"),
     el("div", { class: "filters" },
-      el("label", {}, "status", status), el("label", {}, "workflow", workflow), el("label", {}, "tenant", tenant)),
+      el("label", {}, "status", status), el("label", {}, "workflow", workflow), el("label", {}, "version", version), el("label", {}, "tenant", tenant)),
     parent ? el("p", { class: "chip", id: "f-parent" }, "Child runs of run ", el("a", { href: "#/runs/" + parent }, parent), " ",
       el("button", { type: "button", "aria-label": "show every run, not only the child runs of " + parent, onclick: () => apply(false) }, "✕")) : null,
     el("table", {}, el("thead", {}, el("tr", {}, heads.map((h) => el("th", {}, h)))), tbody),
     more,
   ].filter((k) => k !== null));
 
+  // The workflows, and the versions of the one chosen (of every one when
+  // none is), newest first.
   api("workflows").then((d) => {
     for (const w of d.workflows) workflow.append(el("option", { value: w.name, selected: params.get("workflow") === w.name }, w.name));
+    const of = new Map(); // version -> the workflows that have it
+    for (const w of d.workflows) {
+      if (params.get("workflow") && params.get("workflow") !== w.name) continue;
+      for (const v of w.versions) of.set(v.version, [...(of.get(v.version) || []), w.name]);
+    }
+    for (const [v, names] of of) {
+      if (v === params.get("version")) continue; // there already
+      version.append(el("option", { value: v }, params.get("workflow") ? v : `${v} (${names.join(", ")})`));
+    }
   }).catch(() => {});
 
   const query = new URLSearchParams();
-  for (const k of ["status", "workflow", "tenant", "parent"]) if (params.get(k)) query.set(k, params.get(k));
+  for (const k of ["status", "workflow", "version", "tenant", "parent"]) if (params.get(k)) query.set(k, params.get(k));
   query.set("limit", "50");
   query.set("include", "waits,children");
   let cursor = "";
@@ -257,8 +284,8 @@ async function runsView(params) {
         r.parent_step ? ` (${r.parent_step})` : "") : null,
       r.has_children ? el("div", { class: "family" },
         el("a", { class: "children", href: "#/?parent=" + r.id, "aria-label": "the child runs of run " + r.id }, "child runs →")) : null),
-    el("td", {}, r.workflow), el("td", {}, r.tenant), el("td", {}, badge(r.status),
-      r.unserved ? [" ", el("span", { class: "badge unserved", title: "no live worker serves this workflow" }, "unserved")] : null),
+    el("td", {}, r.workflow), el("td", { class: "nowrap" }, versionTag(r.version, { "data-version": r.version })), el("td", {}, r.tenant), el("td", {}, badge(r.status),
+      r.unserved ? [" ", el("span", { class: "badge unserved", title: `no live worker serves version ${r.version || "(none)"} of workflow ${r.workflow}` }, "unserved")] : null),
     waitsCell(r.waits), el("td", {}, r.failed_step || ""), el("td", { class: "nowrap" }, duration(r)), el("td", { class: "nowrap" }, fmtTime(r.created_at)));
   const load = async (append) => {
     const q = new URLSearchParams(query);
@@ -300,17 +327,25 @@ function dagSVG(steps, onSelect, id, label) {
   const g = svg("svg", { id, class: "dag", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label || "the run's steps" });
   g.append(svg("defs", {}, svg("marker", { id: id + "-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" },
     svg("path", { class: "arrow", d: "M0,0 L8,4 L0,8 z" }))));
+  // A retired step (kept only for its record: the run moved to a version
+  // that does not run it) is drawn dashed and grey, and so are its edges.
+  const retired = new Set(steps.filter((s) => s.retired).map((s) => s.name));
   for (const e of edges) {
-    g.append(svg("path", { class: "edge", d: e.d, "data-from": e.from, "data-to": e.to, "marker-end": `url(#${id}-arrow)` }));
+    const r = retired.has(e.from) || retired.has(e.to);
+    g.append(svg("path", { class: "edge" + (r ? " retired" : ""), d: e.d, "data-from": e.from, "data-to": e.to, "marker-end": `url(#${id}-arrow)` }));
   }
   for (const s of steps) {
     const p = boxes[s.name];
     const label = s.name.length > 22 ? s.name.slice(0, 21) + "…" : s.name;
     let sub = s.state.toLowerCase();
+    if (s.retired) sub += " · retired";
     if (s.attempts > 1) sub += ` · ${s.attempts} attempts`;
     if (s.items) sub += ` · ${s.items.length} items`;
-    const node = svg("g", { class: "node " + s.state, "data-step": s.name, "data-state": s.state, "data-layer": p.layer, tabindex: "0" },
-      svg("title", {}, `${s.name}: ${s.state}${s.error ? " — " + s.error : ""}`),
+    const title = `${s.name}: ${s.state}${s.error ? " — " + s.error : ""}` +
+      (s.retired ? " — retired: kept for its record; the run moved to a version that does not run this step" : "");
+    const node = svg("g", { class: "node " + s.state + (s.retired ? " retired" : ""), "data-step": s.name, "data-state": s.state, "data-layer": p.layer,
+      "data-retired": s.retired ? "true" : "false", tabindex: "0" },
+      svg("title", {}, title),
       svg("rect", { x: p.x, y: p.y, width: p.w, height: p.h }),
       svg("text", { x: p.x + 8, y: p.y + 18 }, label),
       svg("text", { x: p.x + 8, y: p.y + 34, class: "sub" }, sub));
@@ -435,8 +470,28 @@ function json(v) {
   return el("pre", {}, v === undefined ? "—" : JSON.stringify(v, null, 2));
 }
 
+// unservedBanner says that no live worker serves the version of run, and
+// what to do: start a worker of that version, or move the run to another
+// version (wf, the run's workflow as GET workflows/{name} has it, if known,
+// names the one to suggest).
+function unservedBanner(run, wf) {
+  // The version this server starts, else the newest other one whose DAG
+  // is known.
+  const other = wf ? wf.versions.find((v) => v.newest && v.version !== run.version) ||
+    wf.versions.find((v) => v.version !== run.version && v.steps) : null;
+  const to = other ? other.version : "";
+  const cmd = `durable runs upgrade --workflow ${run.workflow} --from ${run.version || "VERSION"} --to ${to || "VERSION"} --dry-run`;
+  return el("div", { class: "warning", id: "unserved", role: "alert", "data-version": run.version },
+    el("p", {}, "No live worker serves version ", el("code", {}, run.version || "(none)"), " of workflow ", el("strong", {}, run.workflow),
+      ": this run's queued steps wait until a worker of that version starts, or until the run moves to another version",
+      other && other.newest ? [" (this server starts version ", el("code", {}, to), ")"] : null, ". See ", el("a", { href: "#/workflows" }, "Workflows"), " and ",
+      el("a", { href: "#/workers" }, "Workers"), "."),
+    el("p", {}, "To move it, try: ", el("code", { class: "cmd", id: "upgrade-cmd" }, cmd), " (then without --dry-run)."));
+}
+
 async function runView(id) {
   let selected = null;
+  let wf = null; // the run's workflow, read once when the run is unserved
   let notice = null; // what the last action did, or why it was refused
   const act = async (fn) => {
     notice = await fn();
@@ -444,6 +499,7 @@ async function runView(id) {
   };
   const render = async () => {
     const [run, ev] = await Promise.all([api("runs/" + encodeURIComponent(id)), api("runs/" + encodeURIComponent(id) + "/events")]);
+    if (run.unserved && !wf) wf = await api("workflows/" + encodeURIComponent(run.workflow)).catch(() => null);
     const actions = el("div", { class: "actions" });
     if (run.status === "RUNNING") {
       actions.append(el("button", { class: "danger", id: "cancel", onclick: async () => {
@@ -485,6 +541,7 @@ async function runView(id) {
           el("dt", {}, "state"), el("dd", {}, s.state), el("dt", {}, "kind"), el("dd", {}, s.kind),
           el("dt", {}, "parents"), el("dd", {}, s.parents.join(", ") || "—"), el("dt", {}, "attempts"), el("dd", {}, s.attempts),
           el("dt", {}, "started"), el("dd", {}, fmtTime(s.started_at)), el("dt", {}, "finished"), el("dd", {}, fmtTime(s.finished_at)),
+          s.retired ? [el("dt", {}, "retired"), el("dd", {}, "kept for its record: the run moved to a version that does not run this step")] : null,
           s.event_key ? [el("dt", {}, "waits for event"), el("dd", {}, s.event_key)] : null,
           s.signal ? [el("dt", {}, "waits for signal"), el("dd", {}, s.signal)] : null,
           s.child_run_id ? [el("dt", {}, "child run"), el("dd", {}, el("a", { href: "#/runs/" + s.child_run_id }, s.child_run_id))] : null),
@@ -495,11 +552,13 @@ async function runView(id) {
     // replaceChildren would show a null (the banner's absence) as text.
     main.replaceChildren(...[
       el("h1", {}, "Run ", el("span", { class: "id" }, run.id), " ", badge(run.status)),
-      run.unserved ? el("p", { class: "warning", id: "unserved", role: "alert" },
-        "No live worker serves workflow ", el("strong", {}, run.workflow),
-        ": this run's queued steps wait until a worker that serves it starts. See ", el("a", { href: "#/workers" }, "Workers"), ".") : null,
+      run.unserved ? unservedBanner(run, wf) : null,
       el("dl", { class: "meta" },
-        el("dt", {}, "workflow"), el("dd", {}, run.workflow), el("dt", {}, "tenant"), el("dd", {}, run.tenant),
+        el("dt", {}, "workflow"), el("dd", {}, run.workflow),
+        el("dt", {}, "version"), el("dd", { id: "run-version" }, run.version
+          ? el("a", { href: "#/?" + new URLSearchParams({ workflow: run.workflow, version: run.version }).toString(), title: "the runs of this version" }, el("code", {}, run.version))
+          : "— (started before versions)"),
+        el("dt", {}, "tenant"), el("dd", {}, run.tenant),
         el("dt", {}, "created"), el("dd", {}, fmtTime(run.created_at)), el("dt", {}, "finished"), el("dd", {}, fmtTime(run.finished_at) || "—"),
         run.idempotency_key ? [el("dt", {}, "idempotency key"), el("dd", {}, run.idempotency_key)] : null,
         run.parent ? [el("dt", {}, "parent run"), el("dd", {}, el("a", { href: "#/runs/" + run.parent.run_id }, run.parent.run_id))] : null,
@@ -524,11 +583,59 @@ async function runView(id) {
 
 // ---- workflows --------------------------------------------------------------
 
+// workflowsView lists every workflow the store and the workers know, each
+// with its versions (runs in flight, ready steps, workers, UNSERVED), and
+// draws the DAG of the version picked (the one this server starts, or the
+// newest known, at first).
 async function workflowsView() {
   const d = await api("workflows");
-  main.replaceChildren(el("h1", {}, "Workflows"), ...d.workflows.map((w, i) => el("section", { "data-workflow": w.name },
-    el("h2", {}, w.name, w.child_only ? " (child workflow)" : ""),
-    dagSVG(w.steps.map((s) => ({ ...s, state: "PENDING", attempts: 0 })), () => {}, "dag-" + i, "the steps of workflow " + w.name))));
+  const sections = d.workflows.map((w, i) => {
+    const dagId = "dag-" + i;
+    const holder = el("div", { class: "dag-holder" });
+    const caption = el("p", { class: "muted dag-caption" });
+    const buttons = [];
+    const draw = (v) => {
+      for (const b of buttons) b.setAttribute("aria-pressed", String(b.dataset.version === v.version));
+      caption.replaceChildren("The DAG of version ", el("code", {}, v.version), v.newest ? " (the one this server starts)" : "", ":");
+      holder.replaceChildren(dagSVG((v.steps || []).map((s) => ({ ...s, state: "PENDING", attempts: 0 })), () => {}, dagId,
+        `the steps of version ${v.version} of workflow ${w.name}`));
+      holder.querySelector("svg").dataset.version = v.version;
+    };
+    const rows = w.versions.map((v) => {
+      const b = el("button", { type: "button", class: "draw", "data-version": v.version, "aria-pressed": "false", disabled: !v.steps,
+        title: v.steps ? null : "its DAG is not known here: only a live worker lists it",
+        "aria-label": `draw the DAG of version ${v.version} of workflow ${w.name}`, onclick: () => draw(v) }, "Draw");
+      buttons.push(b);
+      const runs = "#/?" + new URLSearchParams({ workflow: w.name, version: v.version, status: "RUNNING" }).toString();
+      return el("tr", { "data-version": v.version, "data-unserved": String(v.unserved), class: v.unserved ? "unserved" : "" },
+        el("td", {}, versionTag(v.version), v.newest ? [" ", el("span", { class: "badge newest", title: "the version this server starts" }, "newest")] : null,
+          v.unserved ? [" ", el("span", { class: "badge unserved", title: "runs in flight that no live worker serves or accepts: they wait" }, "UNSERVED")] : null),
+        el("td", {}, v.registered ? "yes" : "no"),
+        el("td", { class: "num", "data-col": "in_flight" }, v.in_flight ? el("a", { href: runs, title: "its runs in flight" }, String(v.in_flight)) : "0"),
+        el("td", { class: "num", "data-col": "ready" }, String(v.ready)),
+        el("td", { class: "workers" }, v.workers.length ? v.workers.join(", ") : "—",
+          v.accepted_by.length ? el("div", { class: "muted" }, "accepted by " + v.accepted_by.join(", ")) : null),
+        el("td", {}, v.recorded_at ? fmtTime(v.recorded_at) : "—"),
+        el("td", {}, b));
+    });
+    const section = el("section", { "data-workflow": w.name, "data-registered": String(w.registered) },
+      el("h2", {}, w.name, w.child_only ? " (child workflow)" : "",
+        w.registered ? null : [" ", el("span", { class: "badge", title: "this server knows it only from its runs and workers: it cannot start it" }, "not registered here")],
+        w.unserved ? [" ", el("span", { class: "badge unserved" }, "UNSERVED")] : null),
+      el("table", { class: "versions" },
+        el("caption", { class: "muted" }, `Versions of ${w.name}, newest first`),
+        el("thead", {}, el("tr", {}, ["Version", "Registered here", "In flight", "Ready", "Workers", "First run", "DAG"]
+          .map((h) => el("th", { class: ["In flight", "Ready"].includes(h) ? "num" : null, scope: "col" }, h)))),
+        el("tbody", {}, rows)),
+      caption, holder);
+    const first = w.versions.find((v) => v.version === w.version && v.steps) || w.versions.find((v) => v.steps);
+    if (first) draw(first);
+    else draw({ version: w.version || "", steps: w.steps, newest: false });
+    return section;
+  });
+  main.replaceChildren(el("h1", {}, "Workflows"),
+    el("p", { class: "muted" }, "Every workflow this server registers, the store has runs of, or a live worker serves."),
+    ...(sections.length ? sections : [el("p", { class: "muted" }, "No workflows.")]));
   setLive(null);
 }
 
@@ -553,16 +660,20 @@ async function workersView(params) {
     el("h1", {}, "Workers"),
     el("div", { class: "filters" }, el("label", { class: "inline" }, all, " also the workers that are not live")),
     warnings,
-    el("table", {}, el("thead", {}, el("tr", {}, ["ID", "Host", "Version", "Started", "Last seen", "Workflows", "Concurrency", "In flight", "Leader", "Live"]
+    el("table", {}, el("thead", {}, el("tr", {}, ["ID", "Host", "Build", "Started", "Last seen", "Serves", "Concurrency", "In flight", "Leader", "Live"]
       .map((h) => el("th", { class: ["Concurrency", "In flight"].includes(h) ? "num" : null }, h)))), tbody));
   const load = async () => {
     const d = await api("workers" + (all.checked ? "?all=true" : ""));
-    warnings.replaceChildren(...d.unserved.map((u) => el("p", { class: "warning", role: "alert", "data-workflow": u.workflow },
-      "Workflow ", el("strong", {}, u.workflow), ` has ${u.ready} queued step${u.ready === 1 ? "" : "s"}, but no live worker serves it.`)));
+    warnings.replaceChildren(...d.unserved.map((u) => el("p", { class: "warning", role: "alert", "data-workflow": u.workflow, "data-version": u.version },
+      u.version ? ["Version ", el("code", {}, u.version), " of workflow "] : "Workflow ", el("strong", {}, u.workflow),
+      ` has ${u.ready} queued step${u.ready === 1 ? "" : "s"}, but no live worker serves it: start a worker of that version, or move its runs to another one (see `,
+      el("a", { href: "#/workflows" }, "Workflows"), ").")));
     const rows = d.workers.map((w) => el("tr", { "data-worker": w.id, "data-live": String(w.live), "data-leader": String(w.leader), class: w.live ? "" : "dead" },
       el("td", { class: "id" }, w.id), el("td", {}, w.host || "—"), el("td", {}, w.version || "—"),
       el("td", {}, fmtTime(w.started_at)), el("td", { title: fmtTime(w.last_seen) }, ago(w.last_seen)),
-      el("td", {}, w.workflows.join(", ") || "—"), el("td", { class: "num" }, w.concurrency), el("td", { class: "num" }, w.in_flight),
+      el("td", { class: "served" }, (w.versions.length ? w.versions : w.workflows).join(", ") || "—",
+        w.accepts.length ? el("div", { class: "muted" }, "accepts " + w.accepts.join(", ")) : null),
+      el("td", { class: "num" }, w.concurrency), el("td", { class: "num" }, w.in_flight),
       el("td", { class: "leader" }, yes(w.leader)), el("td", { class: "live" }, yes(w.live))));
     tbody.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 10, class: "muted" }, all.checked ? "No workers." : "No live workers."))]));
   };
@@ -582,8 +693,8 @@ async function queuesView() {
   const windowNote = el("span", {});
   main.replaceChildren(
     el("h1", {}, "Queues"),
-    el("p", { class: "muted" }, "Steps by workflow and tenant: ready (queued, due), waiting (for a timer, an event, a signal or a child run), running."),
-    el("table", {}, el("thead", {}, el("tr", {}, ["Workflow", "Tenant", "Ready", "Waiting", "Running", "Oldest ready"].map((h) => el("th", { class: ["Ready", "Waiting", "Running"].includes(h) ? "num" : null }, h)))), queues, qfoot),
+    el("p", { class: "muted" }, "Steps by workflow, version and tenant: ready (queued, due), waiting (for a timer, an event, a signal or a child run), running."),
+    el("table", {}, el("thead", {}, el("tr", {}, ["Workflow", "Version", "Tenant", "Ready", "Waiting", "Running", "Oldest ready"].map((h) => el("th", { class: ["Ready", "Waiting", "Running"].includes(h) ? "num" : null }, h)))), queues, qfoot),
     el("h2", {}, "Runs ", windowNote),
     el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Workflow"), el("th", {}, "Tenant"), RUN_STATUSES.map((s) => el("th", { class: "num" }, s.toLowerCase())))), runs, rfoot));
   const cell = (name, n) => el("td", { class: "num", "data-col": name, "data-count": String(n) }, String(n));
@@ -593,11 +704,12 @@ async function queuesView() {
     const tot = { ready: 0, waiting: 0, running: 0 };
     queues.replaceChildren(...d.queues.map((q) => {
       tot.ready += q.ready; tot.waiting += q.waiting; tot.running += q.running;
-      return el("tr", { "data-workflow": q.workflow, "data-tenant": q.tenant }, el("td", {}, q.workflow), el("td", {}, q.tenant),
+      return el("tr", { "data-workflow": q.workflow, "data-version": q.version, "data-tenant": q.tenant }, el("td", {}, q.workflow),
+        el("td", {}, versionTag(q.version)), el("td", {}, q.tenant),
         cell("ready", q.ready), cell("waiting", q.waiting), cell("running", q.running), el("td", {}, q.oldest_ready ? ago(q.oldest_ready) : "—"));
     }));
-    if (!d.queues.length) queues.replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "No queued, waiting or running steps.")));
-    qfoot.replaceChildren(el("tr", { id: "queue-totals" }, el("th", {}, "Total"), el("th", {}), cell("ready", tot.ready), cell("waiting", tot.waiting), cell("running", tot.running), el("th", {})));
+    if (!d.queues.length) queues.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No queued, waiting or running steps.")));
+    qfoot.replaceChildren(el("tr", { id: "queue-totals" }, el("th", {}, "Total"), el("th", {}), el("th", {}), cell("ready", tot.ready), cell("waiting", tot.waiting), cell("running", tot.running), el("th", {})));
     const byKey = new Map();
     for (const c of d.runs) {
       const k = JSON.stringify([c.workflow, c.tenant]);
