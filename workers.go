@@ -86,6 +86,10 @@ type WorkflowVersion struct {
 	Version  string
 }
 
+// String returns "workflow@version", as worker records and the CLI name
+// a version.
+func (v WorkflowVersion) String() string { return dag.Queue(v.Workflow, v.Version) }
+
 // versionsOf splits a worker record's queue names into its workflows and
 // their versions.
 func versionsOf(queues []string) (workflows []string, versions []WorkflowVersion) {

@@ -169,7 +169,7 @@ func workersView(ws []durable.WorkerInfo, st *durable.Stats, now time.Time, all 
 func queueNames(vs []durable.WorkflowVersion) []string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
-		out[i] = v.Workflow + "@" + v.Version
+		out[i] = v.String()
 	}
 	return out
 }

@@ -101,7 +101,7 @@ func (h *Handler) listWorkers(w http.ResponseWriter, r *http.Request, sc scope) 
 func versionNames(vs []durable.WorkflowVersion) []string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
-		out[i] = v.Workflow + "@" + v.Version
+		out[i] = v.String()
 	}
 	return out
 }
