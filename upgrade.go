@@ -205,9 +205,6 @@ func (e *Engine) checkUpgrade(ctx context.Context, v *TenantRuns, id uuid.UUID, 
 	if v.scoped && run.Tenant != v.tenant {
 		return fmt.Errorf("durable: run %s: %w", id, store.ErrRunNotFound)
 	}
-	if run.Version != from {
-		return fmt.Errorf("durable: run %s is at version %s: %w", id, dag.Quote(run.Version), store.ErrVersionMismatch)
-	}
 	tasks, err := e.store.ListTasks(ctx, id)
 	if err != nil {
 		return fmt.Errorf("durable: run %s: %w", id, err)
@@ -226,8 +223,10 @@ func (e *Engine) checkUpgrade(ctx context.Context, v *TenantRuns, id uuid.UUID, 
 	if err != nil {
 		return fmt.Errorf("durable: run %s: %w", id, err)
 	}
-	_, err = r.Upgrade(to, time.Now())
-	return err
+	if _, err := r.Upgrade(from, to, time.Now()); err != nil {
+		return fmt.Errorf("durable: run %s: %w", id, err)
+	}
+	return nil
 }
 
 // Moving the runs that registered definitions accept.

@@ -62,9 +62,6 @@ func (s *Store) UpgradeRuns(ctx context.Context, p *store.UpgradeRunsParams) ([]
 		return nil, fmt.Errorf("memstore: upgrade: %w", err)
 	}
 	return s.runAction(ctx, p.Now, p.IDs, p.Tenant, func(r *dag.Run, now time.Time) (dag.Effects, error) {
-		if r.Rec.Version != p.From {
-			return dag.Effects{}, store.ErrVersionMismatch
-		}
-		return r.Upgrade(p.To, now)
+		return r.Upgrade(p.From, p.To, now)
 	})
 }

@@ -23,10 +23,7 @@ func (s *Store) UpgradeRuns(ctx context.Context, p *store.UpgradeRunsParams) ([]
 		return nil, fmt.Errorf("pgstore: upgrade: %w", err)
 	}
 	res, err := s.runActionLocked(ctx, p.Now, p.IDs, p.Tenant, func(r *dag.Run, now time.Time) (dag.Effects, error) {
-		if r.Rec.Version != p.From {
-			return dag.Effects{}, store.ErrVersionMismatch
-		}
-		return r.Upgrade(p.To, now)
+		return r.Upgrade(p.From, p.To, now)
 	})
 	return res, classify(err)
 }

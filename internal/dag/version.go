@@ -294,16 +294,21 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// Upgrade moves a run that has not settled to version to (a shape with its
-// Version set; see upgradeShape for the shape the run takes). Every task
+// Upgrade moves a run that has not settled from version from to version
+// to (a shape with its Version set; see upgradeShape for the shape the run
+// takes). Every task
 // the run has not finished keeps its state, claim and queue entry; the
 // steps to adds are created, PENDING, and those whose parents are all
 // resolved become ready (or are skipped by the cascade) at once. Each of
-// those tasks records an UPGRADED event. Errors: store.ErrRunSettled, an
+// those tasks records an UPGRADED event. Errors: store.ErrVersionMismatch
+// (the run is at another version than from), store.ErrRunSettled, an
 // *UpgradeError (the run failed, its on-failure handler runs, or a step it
 // has not finished cannot run the same way in to).
-func (r *Run) Upgrade(to *store.Shape, now time.Time) (Effects, error) {
+func (r *Run) Upgrade(from string, to *store.Shape, now time.Time) (Effects, error) {
 	r.begin()
+	if r.Rec.Version != from {
+		return r.end(), store.ErrVersionMismatch
+	}
 	n := r.Shape.Len()
 	bad := func(reason string) error {
 		return &UpgradeError{From: r.Rec.Version, To: to.Version, Reason: reason}

@@ -130,7 +130,7 @@ func TestUpgradeAddsSteps(t *testing.T) {
 	r = started(t, shapeV("1", typed("a", "int"), typed("b", "int", "a")))
 	completeStep(t, r, "a", 1)
 	to := shapeV("2", typed("a", "int"), typed("b", "int", "a"), typed("c", "int", "b"), typed("d", "int", "a"))
-	fx, err := r.Upgrade(to, t0.Add(time.Second))
+	fx, err := r.Upgrade(r.Rec.Version, to, t0.Add(time.Second))
 	require.NoError(t, err)
 	require.True(t, fx.Reshaped)
 	require.True(t, fx.RunChanged)
@@ -177,7 +177,7 @@ func TestUpgradeRefusesUnfinishedChanges(t *testing.T) {
 				completeStep(t, r, s, int64(k+1))
 			}
 			before := len(r.Tasks)
-			_, err := r.Upgrade(tt.to, t0)
+			_, err := r.Upgrade(r.Rec.Version, tt.to, t0)
 			if tt.step != "" {
 				var ue *UpgradeError
 				require.True(t, errors.As(err, &ue), "%v", err)
@@ -203,7 +203,7 @@ func TestUpgradeRetiresFinishedSteps(t *testing.T) {
 	for k, s := range []string{"a", "b", "c"} {
 		completeStep(t, r, s, int64(k+1))
 	}
-	_, err := r.Upgrade(v2, t0)
+	_, err := r.Upgrade(r.Rec.Version, v2, t0)
 	require.NoError(t, err)
 	require.True(t, r.Shape.Spec(1).Retired, "b is kept for its record")
 	require.True(t, r.Shape.Spec(2).Retired, "c is finished and differs in v2: kept as recorded")
@@ -229,7 +229,7 @@ func TestUpgradeRefusesSettledAndFailedRuns(t *testing.T) {
 	v2 := shapeV("2", typed("a", "int"), typed("b", "int", "a"))
 	r := started(t, v1)
 	completeStep(t, r, "a", 1)
-	_, err := r.Upgrade(v2, t0)
+	_, err := r.Upgrade(r.Rec.Version, v2, t0)
 	require.ErrorIs(t, err, store.ErrRunSettled)
 
 	withHandler := shapeV("1", typed("a", "int"), typed("b", "int", "a"))
@@ -240,7 +240,7 @@ func TestUpgradeRefusesSettledAndFailedRuns(t *testing.T) {
 	r.Finish(0, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: "a", Token: 1}, Kind: store.OutcomeFail, Error: "boom", Terminal: true}, t0)
 	require.Equal(t, store.RunFailed, r.Rec.Status)
 	require.False(t, r.Rec.Settled(), "its handler runs")
-	_, err = r.Upgrade(v2, t0)
+	_, err = r.Upgrade(r.Rec.Version, v2, t0)
 	require.ErrorIs(t, err, store.ErrIncompatible)
 }
 
@@ -262,11 +262,11 @@ func TestUpgradeKeepsTheHandlerOfAReplayedRun(t *testing.T) {
 	require.NoError(t, err)
 
 	v2 := shapeV("2", typed("a", "int"), typed("b", "int", "a"), typed("c", "int", "b"))
-	_, err = r.Upgrade(v2, t0)
+	_, err = r.Upgrade(r.Rec.Version, v2, t0)
 	require.ErrorIs(t, err, store.ErrIncompatible, "v2 has no handler")
 
 	v2.OnFailure = &store.OnFailureSpec{Retry: once()}
-	_, err = r.Upgrade(v2, t0)
+	_, err = r.Upgrade(r.Rec.Version, v2, t0)
 	require.NoError(t, err)
 	require.Equal(t, 3, r.Shape.Len())
 	require.Len(t, r.Tasks, 4)
@@ -286,4 +286,12 @@ func TestCompileChecksVersionAndTypes(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidType)
 	_, err = Compile(&store.Shape{Version: "2", Input: "map[string]main.Item", Steps: []store.StepSpec{typed("a", "struct { A int }")}})
 	require.NoError(t, err)
+}
+
+func TestUpgradeChecksTheVersionMovedFrom(t *testing.T) {
+	t.Parallel()
+	r := started(t, shapeV("1", typed("a", "int")))
+	_, err := r.Upgrade("0", shapeV("2", typed("a", "int"), typed("b", "int", "a")), t0)
+	require.ErrorIs(t, err, store.ErrVersionMismatch)
+	require.Equal(t, "1", r.Rec.Version)
 }
