@@ -140,6 +140,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"UpgradeMovesQueueRows", testUpgradeMovesQueueRows},
 		{"UpgradeReplayedRunWithHandler", testUpgradeReplayedRunWithHandler},
 		{"PriorityWithinVersion", testPriorityWithinVersion},
+		{"UpgradeMidMapAndChild", testUpgradeMidMapAndChild},
 		{"ListWaits", testListWaits},
 	}
 	for _, tt := range tests {

@@ -325,3 +325,53 @@ func testPriorityWithinVersion(t *testing.T, s store.Store) {
 	require.Len(t, got, 1)
 	require.Equal(t, high.ID, got[0].RunID)
 }
+
+// testUpgradeMidMapAndChild: a run moves while a map step's items are half
+// done and a child step waits for its child run: the items and the child
+// go on, and the steps the new version adds after them run.
+func testUpgradeMidMapAndChild(t *testing.T, s store.Store) {
+	mk := func(version string, more ...store.StepSpec) *store.Shape {
+		sh := mapShape()
+		sh.Version = version
+		sh.Steps = append(sh.Steps, childStep("kid", "c2", "list"))
+		sh.Steps = append(sh.Steps, more...)
+		return sh
+	}
+	from := mk("1")
+	to := mk("2", step("after", "join", "kid"))
+	r := newRun("wf", "acme", from)
+	create(t, s, at(0), r)
+	mustApply(t, s, at(0), complete(claimOne(t, s, at(0)), `["list"]`))
+	cs := claim(t, s, at(0), 10)
+	require.Len(t, cs, 2, "the map step and the child step")
+	for _, c := range cs {
+		switch c.Kind {
+		case store.KindMap:
+			mustApply(t, s, at(0), fanOut(c, `"a"`, `"b"`))
+		case store.KindChild:
+			mustApply(t, s, at(0), spawn(c, `"box"`))
+		}
+	}
+	items := claim(t, s, at(time.Second), 10)
+	require.Len(t, items, 2)
+	slices.SortFunc(items, func(a, b *store.ClaimedTask) int { return a.Item - b.Item })
+	mustApply(t, s, at(time.Second), complete(items[0], `"A"`))
+
+	res, err := versioner(t, s).UpgradeRuns(ctx, &store.UpgradeRunsParams{Now: at(2 * time.Second), IDs: []uuid.UUID{r.ID}, From: "1", To: to})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+
+	mustApply(t, s, at(3*time.Second), complete(items[1], `"B"`)) // claimed before the move
+	workChild(t, s, at(3*time.Second), "")
+	join := claim(t, s, at(4*time.Second), 10)
+	require.Len(t, join, 1)
+	require.Equal(t, "join", join[0].Step)
+	require.Equal(t, "2", join[0].Version)
+	require.Equal(t, [][]byte{[]byte(`"A"`), []byte(`"B"`)}, join[0].ParentItems["m"])
+	mustApply(t, s, at(4*time.Second), complete(join[0], `1`))
+	after := claimOne(t, s, at(5*time.Second))
+	require.Equal(t, "after", after.Step)
+	require.Equal(t, `{"step":"c2","input":"box"}`, string(after.ParentOutputs["kid"]))
+	mustApply(t, s, at(5*time.Second), complete(after, `2`))
+	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+}
