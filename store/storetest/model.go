@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,9 @@ var (
 	modelWorkflows = []string{"wf1", "wf2", modelChild}
 	modelWorkers   = []string{"w1", "w2", "w3"}
 	modelKeys      = []string{"k0", "k1", "k2"}
+	// modelVersions are the versions of the model's runs: created at the
+	// first two, moved to any.
+	modelVersions = []string{"1", "2", "3"}
 )
 
 // modelChild is the workflow of the model's child runs.
@@ -124,6 +128,8 @@ func (m *model) step() string {
 		return m.cancel()
 	case k < 92:
 		return m.replay()
+	case k < 95:
+		return m.upgrade()
 	default:
 		d := time.Duration(m.rng.IntN(3000))*time.Millisecond + time.Duration(m.rng.IntN(1000))
 		m.now = m.now.Add(d)
@@ -145,7 +151,7 @@ func (m *model) policy() store.RetryPolicy {
 
 func (m *model) shape() *store.Shape {
 	n := 1 + m.rng.IntN(5)
-	sh := &store.Shape{}
+	sh := &store.Shape{Version: modelVersions[m.rng.IntN(2)]}
 	for i := range n {
 		st := store.StepSpec{Name: fmt.Sprintf("s%d", i), Retry: m.policy()}
 		for p := range i {
@@ -264,6 +270,16 @@ func (m *model) claim() string {
 	}
 	if m.rng.IntN(3) == 0 {
 		p.TenantLimit = 1 + m.rng.IntN(2)
+	}
+	if m.rng.IntN(2) == 0 { // the versions served, too
+		p.Queues = []string{}
+		for _, wf := range p.Workflows {
+			for _, v := range append([]string{""}, modelVersions...) {
+				if m.rng.IntN(2) == 0 {
+					p.Queues = append(p.Queues, wf+"@"+v)
+				}
+			}
+		}
 	}
 	m.cur = fmt.Sprintf("claim %+v", *p)
 	ca, err := m.a.ClaimTasks(ctx, p)
@@ -398,6 +414,66 @@ func (m *model) replay() string {
 	require.NoError(m.t, err)
 	m.equal(ra, rb, "replay results")
 	return fmt.Sprintf("replay %s from %q: %v", p.IDs[0], p.FromStep, ra[0].Err)
+}
+
+// upgrade moves a run to another version whose shape is the run's, less
+// its retired steps, maybe less one step (its edges gone with it), maybe
+// with a step added: the core accepts or refuses it, the same in both
+// stores.
+func (m *model) upgrade() string {
+	id := m.pickRun()
+	rec, err := m.a.GetRun(ctx, id)
+	if err != nil {
+		return fmt.Sprintf("upgrade %s: %v", id, err)
+	}
+	to := &store.Shape{Version: modelVersions[m.rng.IntN(len(modelVersions))], OnFailure: rec.Shape.OnFailure}
+	drop := ""
+	if m.rng.IntN(3) == 0 && len(rec.Shape.Steps) > 1 {
+		drop = rec.Shape.Steps[m.rng.IntN(len(rec.Shape.Steps))].Name
+	}
+	for _, st := range rec.Shape.Steps {
+		if st.Retired || st.Name == drop {
+			continue
+		}
+		var parents []string
+		for _, p := range st.Parents {
+			if p != drop {
+				parents = append(parents, p)
+			}
+		}
+		st.Parents = parents
+		if st.Map != nil && !slices.Contains(parents, st.Map.Over) {
+			continue // its list is gone: drop it too
+		}
+		to.Steps = append(to.Steps, st)
+	}
+	if m.rng.IntN(2) == 0 && len(to.Steps) > 0 {
+		add := store.StepSpec{Name: fmt.Sprintf("n%d", m.rng.IntN(3)), Retry: m.policy(),
+			Parents: []string{to.Steps[m.rng.IntN(len(to.Steps))].Name}}
+		if !slices.ContainsFunc(to.Steps, func(s store.StepSpec) bool { return s.Name == add.Name }) {
+			to.Steps = append(to.Steps, add)
+		}
+	}
+	p := &store.UpgradeRunsParams{Now: m.now, IDs: []uuid.UUID{id}, From: rec.Version, To: to}
+	if m.rng.IntN(4) == 0 {
+		p.From = modelVersions[m.rng.IntN(len(modelVersions))]
+	}
+	m.cur = fmt.Sprintf("upgrade %s from %q to %+v", id, p.From, *to)
+	va, okA := m.a.(store.Versioner)
+	vb, okB := m.b.(store.Versioner)
+	if !okA || !okB {
+		return "upgrade: a store keeps no versions"
+	}
+	ra, ea := va.UpgradeRuns(ctx, p)
+	rb, eb := vb.UpgradeRuns(ctx, p)
+	if (ea == nil) != (eb == nil) {
+		m.fail("UpgradeRuns errors differ: A: %v, B: %v", ea, eb)
+	}
+	if ea != nil {
+		return fmt.Sprintf("upgrade %s to %s: %v", id, to.Version, ea)
+	}
+	m.equal(ra, rb, "upgrade results")
+	return fmt.Sprintf("upgrade %s from %s to %s (dropped %q, %d steps): %v", id, p.From, to.Version, drop, len(to.Steps), ra[0].Err)
 }
 
 func (m *model) fire() string {
