@@ -52,6 +52,13 @@ func createRuns(b *testing.B, s store.Store, n, batch, tenants int, sh *store.Sh
 // been completed.
 func work(b *testing.B, s store.Store, workers, batch int, total int64) {
 	b.Helper()
+	workQueues(b, s, workers, batch, total, nil)
+}
+
+// workQueues is work by workers that claim the versions queues names
+// (nil: every version).
+func workQueues(b *testing.B, s store.Store, workers, batch int, total int64, queues []string) {
+	b.Helper()
 	var finished atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -59,7 +66,7 @@ func work(b *testing.B, s store.Store, workers, batch int, total int64) {
 			id := fmt.Sprintf("w%d", w)
 			idle := 0
 			for finished.Load() < total {
-				cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{WorkerID: id, Limit: batch, Workflows: []string{"wf"}})
+				cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{WorkerID: id, Limit: batch, Workflows: []string{"wf"}, Queues: queues})
 				if err != nil {
 					b.Error(err)
 					return
@@ -102,6 +109,27 @@ func BenchmarkCreateClaimFinish(b *testing.B) {
 	b.ReportMetric(float64(b.N)/created.Sub(start).Seconds(), "created/s")
 	b.ReportMetric(float64(b.N)/end.Sub(created).Seconds(), "worked/s")
 	b.ReportMetric(float64(b.N)/end.Sub(start).Seconds(), "tasks/s")
+}
+
+// BenchmarkClaimPastUnserved: b.N one-step runs of version "new" worked as
+// in BenchmarkCreateClaimFinish by workers serving that version only,
+// while the runs of version "old", which no worker serves, wait ready at
+// the head of the queue (a deploy's old runs that no worker accepts): each
+// claim passes over their rows.
+func BenchmarkClaimPastUnserved(b *testing.B) {
+	for _, stranded := range []int{0, 10_000, 50_000} {
+		b.Run(fmt.Sprintf("unserved=%d", stranded), func(b *testing.B) {
+			s := benchStore(b)
+			step := store.StepSpec{Name: "only", Retry: store.RetryPolicy{MaxAttempts: 3, Factor: 2, InitialDelay: time.Second}}
+			createRuns(b, s, stranded, benchCreateBatch, 10, &store.Shape{Version: "old", Steps: []store.StepSpec{step}})
+			b.ResetTimer()
+			createRuns(b, s, b.N, benchCreateBatch, 10, &store.Shape{Version: "new", Steps: []store.StepSpec{step}})
+			created := time.Now()
+			workQueues(b, s, benchWorkers, benchClaimBatch, int64(b.N), []string{"wf@new"})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/time.Since(created).Seconds(), "worked/s")
+		})
+	}
 }
 
 // BenchmarkDAG: b.N tasks of runs shaped root -> 8 parallel steps -> join
