@@ -559,3 +559,47 @@ func TestWorkflowsAccepts(t *testing.T) {
 	require.Equal(t, durable.RunCompleted, res.Status)
 	require.Equal(t, vCur, res.Version, "moved by the worker that accepts its version")
 }
+
+// TestSideBySideVersions: a program that gives both versions of a
+// workflow serves both from one worker, and starts the one given last by
+// name; its help names the workflow once.
+func TestSideBySideVersions(t *testing.T) {
+	t.Parallel()
+	p := clitest.NewPG(t, true)
+	old, cur := deployWorkflows()
+	cfg := Config{Name: "app", Workflows: []durable.Definition{old, cur}}
+	ctx := context.Background()
+	client := p.Client(t)
+	oldRun, err := old.RunNoWait(ctx, client, "t", 1)
+	require.NoError(t, err)
+	startWorkerCmd(t, cfg, p, "both")
+
+	code, out, errOut := runConfig(cfg, p.Flags("trigger", "--workflow", "cli-deploy", "--input", "10", "--wait")...)
+	require.Equal(t, 0, code, errOut)
+	ids := clitest.ParseIDs(t, out, 1)
+	res, err := client.Get(ctx, ids[0])
+	require.NoError(t, err)
+	require.Equal(t, durable.RunCompleted, res.Status, out)
+	require.Equal(t, cur.Version(), res.Version, "by name: the version given last")
+	require.Len(t, res.Steps, 3)
+
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	res, err = client.Wait(wctx, oldRun)
+	require.NoError(t, err)
+	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Len(t, res.Steps, 2, "the old version's run, by the old version's code")
+
+	rows := versionRows(t, func() string {
+		code, out, errOut := runConfig(cfg, p.Flags("workflows")...)
+		require.Equal(t, 0, code, errOut)
+		return out
+	}())
+	require.Equal(t, "newest", rows[cur.Version()][2])
+	require.Equal(t, "yes", rows[old.Version()][2])
+
+	code, _, help := runConfig(cfg, "trigger", "-h")
+	require.Equal(t, 0, code)
+	require.Contains(t, help, "Workflows: cli-deploy.")
+	require.NotContains(t, help, "cli-deploy, cli-deploy", help)
+}

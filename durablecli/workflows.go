@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -105,7 +106,8 @@ func (c *cli) engineConfig(cfg durable.Config) durable.Config {
 func workflowNames(defs []durable.Definition) []string {
 	var names []string
 	for _, d := range defs {
-		if n, ok := d.(interface{ Name() string }); ok {
+		// Several versions of a workflow may be given, side by side.
+		if n, ok := d.(interface{ Name() string }); ok && !slices.Contains(names, n.Name()) {
 			names = append(names, n.Name())
 		}
 	}
