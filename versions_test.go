@@ -1,6 +1,7 @@
 package durable_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -248,6 +249,36 @@ func gated(x *executions, label string, more ...string) *durable.Workflow[int] {
 	return wf
 }
 
+// gatedRuns starts n runs of wf on a worker of its own, waits until each
+// waits at its gate, and stops the worker: the runs wait for a worker of
+// wf's version.
+func gatedRuns(h *harness, ctx context.Context, wf *durable.Workflow[int], n int) []uuid.UUID {
+	h.t.Helper()
+	e := h.launchOn(h.another(), durable.Config{WorkerID: "gated-" + wf.Version()}, wf)
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		id, err := wf.RunNoWait(ctx, e, "t", i)
+		require.NoError(h.t, err)
+		ids[i] = id
+	}
+	for _, id := range ids {
+		waitAtGate(h, ctx, e, id)
+	}
+	require.NoError(h.t, e.Stop(ctx))
+	return ids
+}
+
+// waitAtGate waits until run id waits for its signal at step "gate".
+func waitAtGate(h *harness, ctx context.Context, e *durable.Engine, id uuid.UUID) {
+	h.t.Helper()
+	h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
+		res, err := e.Get(ctx, id)
+		require.NoError(h.t, err)
+		s, _ := res.Step("gate")
+		return s.State == durable.StepWaiting
+	}, "run %s waits at its gate", id)
+}
+
 // TestAcceptsMovesRuns: runs of v1 wait at a signal when the only v1
 // worker stops; a worker of v2, which adds a step and accepts v1, moves
 // them to v2, and they complete there, running the step v2 added.
@@ -257,22 +288,7 @@ func TestAcceptsMovesRuns(t *testing.T) {
 		var x executions
 		v1 := gated(&x, "v1")
 		ctx := h.ctx(2 * time.Minute)
-		e1 := h.launchOn(h.another(), durable.Config{WorkerID: "v1"}, v1)
-		var ids []uuid.UUID
-		for i := range 5 {
-			id, err := v1.RunNoWait(ctx, e1, "t", i)
-			require.NoError(t, err)
-			ids = append(ids, id)
-		}
-		for _, id := range ids {
-			h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
-				res, err := e1.Get(ctx, id)
-				require.NoError(t, err)
-				s, _ := res.Step("gate")
-				return s.State == durable.StepWaiting
-			}, "run %s waits for its signal", id)
-		}
-		require.NoError(t, e1.Stop(ctx))
+		ids := gatedRuns(h, ctx, v1, 5)
 
 		v2 := gated(&x, "v2", "c").Accepts(v1.Version())
 		e2 := h.start(durable.Config{WorkerID: "v2"}, v2)
@@ -345,22 +361,7 @@ func TestUpgradeRuns(t *testing.T) {
 		v1 := gated(&x, "v1", "c")
 		v2 := gated(&x, "v2", "c", "d")
 		ctx := h.ctx(2 * time.Minute)
-		e1 := h.launchOn(h.another(), durable.Config{WorkerID: "v1"}, v1)
-		var ids []uuid.UUID
-		for i := range 4 {
-			id, err := v1.RunNoWait(ctx, e1, "t", i)
-			require.NoError(t, err)
-			ids = append(ids, id)
-		}
-		for _, id := range ids {
-			h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
-				res, err := e1.Get(ctx, id)
-				require.NoError(t, err)
-				s, _ := res.Step("gate")
-				return s.State == durable.StepWaiting
-			}, "run %s waits", id)
-		}
-		require.NoError(t, e1.Stop(ctx))
+		ids := gatedRuns(h, ctx, v1, 4)
 
 		e2 := h.start(durable.Config{WorkerID: "v2"}, v2)
 		dry, err := e2.UpgradeRuns(ctx, "gated", v1.Version(), v2.Version(), durable.UpgradeOptions{DryRun: true})
@@ -386,12 +387,7 @@ func TestUpgradeRuns(t *testing.T) {
 		v3 := gated(&x, "v3")
 		id, err := v2.RunNoWait(ctx, e2, "t", 9)
 		require.NoError(t, err)
-		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
-			res, err := e2.Get(ctx, id)
-			require.NoError(t, err)
-			s, _ := res.Step("gate")
-			return s.State == durable.StepWaiting
-		}, "run waits")
+		waitAtGate(h, ctx, e2, id)
 		e3 := h.start(durable.Config{WorkerID: "v3"}, v3)
 		up, err = e3.UpgradeRuns(ctx, "gated", v2.Version(), v3.Version(), durable.UpgradeOptions{IDs: []uuid.UUID{id, uuid.New()}})
 		require.NoError(t, err)
