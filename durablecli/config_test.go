@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/internal/workloads"
 )
 
 func runConfig(cfg Config, args ...string) (int, string, string) {
@@ -75,7 +74,7 @@ func TestConfigName(t *testing.T) {
 // start runs (status 1, not a usage error), before connecting.
 func TestWorkflowMistakes(t *testing.T) {
 	t.Parallel()
-	set := workloads.New(workloads.Options{})
+	set := newFixtures(0)
 	db := []string{"--database-url", "postgres://nobody@127.0.0.1:1/none"}
 	cfg := Config{Name: "app", Workflows: []durable.Definition{set.Noop},
 		DefaultInputs: []Input{DefaultInput(set.DAG, 0)}}

@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/internal/demo"
+	"github.com/effectivelabs/durable/internal/clitest"
 	"github.com/effectivelabs/durable/internal/pgtest"
-	"github.com/effectivelabs/durable/internal/workloads"
 )
 
 func TestMain(m *testing.M) {
@@ -20,21 +22,55 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// testConfig is the command line the tests run: the built-in workflows,
-// with default inputs, as cmd/durable serves them, under the name durable.
+// testConfig is the command line the tests run: the workflows of
+// fixtures_test.go, with default inputs, as cmd/durable serves its
+// built-ins of the same names, under the name durable.
 func testConfig() Config {
-	set := workloads.New(workloads.Options{})
+	set := newFixtures(0)
 	return Config{
 		Name: "durable",
 		Workflows: []durable.Definition{set.Demo.Workflow, set.Noop, set.DAG, set.Chain, set.Keyed, set.Map,
 			set.Wait, set.Parent, set.Chaos},
 		DefaultInputs: []Input{
-			DefaultInput(set.Demo.Workflow, demo.Order{ID: "cli-1", Customer: "cli", Cents: 4200, Items: []string{"keyboard"}}),
+			DefaultInput(set.Demo.Workflow, order{ID: "cli-1", Customer: "cli", Cents: 4200, Items: []string{"keyboard"}}),
 			DefaultInput(set.Noop, 0), DefaultInput(set.DAG, 0), DefaultInput(set.Chain, 0), DefaultInput(set.Keyed, 0),
 			DefaultInput(set.Map, 0), DefaultInput(set.Wait, 0), DefaultInput(set.Parent, 0),
-			DefaultInput(set.Chaos, workloads.ChaosInput{}),
+			DefaultInput(set.Chaos, chaosInput{}),
 		},
 	}
+}
+
+// testPG is a per-test schema (clitest.PG) with engines on it that know the
+// workflows of fixtures_test.go.
+type testPG struct{ *clitest.PG }
+
+// newPG is clitest.NewPG.
+func newPG(t *testing.T, migrate bool) *testPG { return &testPG{clitest.NewPG(t, migrate)} }
+
+// Client returns an engine on the schema that is never started.
+func (p *testPG) Client(t *testing.T) *durable.Engine {
+	t.Helper()
+	e, err := durable.New(p.Store, durable.Config{Logger: clitest.QuietLogger()})
+	require.NoError(t, err)
+	return e
+}
+
+// StartWorker starts an in-process engine serving the workflows of
+// fixtures_test.go (and extra ones) on the schema, stopped when the test
+// ends.
+func (p *testPG) StartWorker(t *testing.T, extra ...durable.Definition) *durable.Engine {
+	t.Helper()
+	e, err := durable.New(p.Store, durable.Config{Logger: clitest.QuietLogger(), HeartbeatInterval: time.Second, DeadAfter: 5 * time.Second})
+	require.NoError(t, err)
+	require.NoError(t, e.Register(newFixtures(0).all()...))
+	require.NoError(t, e.Register(extra...))
+	require.NoError(t, e.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, e.Stop(ctx))
+	})
+	return e
 }
 
 // run runs the command line of testConfig.

@@ -17,8 +17,6 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/internal/clitest"
-	"github.com/effectivelabs/durable/internal/demo"
-	"github.com/effectivelabs/durable/internal/workloads"
 )
 
 // section returns the lines of out from the line starting with header to
@@ -72,11 +70,11 @@ func stepRow(t *testing.T, table []string, step string) string {
 
 func TestRunsShow(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	p.StartWorker(t)
-	flow := workloads.New(workloads.Options{FraudWindow: 50 * time.Millisecond}).Demo
+	flow := newFixtures(50 * time.Millisecond).Demo
 	ctx := context.Background()
-	res, err := flow.Workflow.Run(ctx, p.Client(t), "ada", demo.Order{ID: "A-1", Customer: "ada", Cents: 100, Items: []string{"pen"}})
+	res, err := flow.Workflow.Run(ctx, p.Client(t), "ada", order{ID: "A-1", Customer: "ada", Cents: 100, Items: []string{"pen"}})
 	require.NoError(t, err)
 	id := res.ID.String()
 
@@ -122,7 +120,7 @@ func TestRunsShow(t *testing.T) {
 
 func TestRunsShowInFlightAndFailed(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	boom := durable.NewWorkflow[int]("cli-test-boom")
 	durable.Step(boom, "explode", func(durable.Context, int) (int, error) {
 		return 0, durable.Terminal(errors.New("kaboom: " + strings.Repeat("x", 200) + "\nsecond line"))
@@ -144,8 +142,8 @@ func TestRunsShowInFlightAndFailed(t *testing.T) {
 	require.NotContains(t, out, "second line")
 
 	// A run in its durable sleep: not settled, and when the sleep is due.
-	flow := workloads.New(workloads.Options{FraudWindow: time.Hour}).Demo
-	id, err := flow.Workflow.RunNoWait(ctx, client, "ada", demo.Order{ID: "A-2", Customer: "ada", Cents: 100, Items: []string{"pen"}})
+	flow := newFixtures(time.Hour).Demo
+	id, err := flow.Workflow.RunNoWait(ctx, client, "ada", order{ID: "A-2", Customer: "ada", Cents: 100, Items: []string{"pen"}})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		res, err := client.Get(ctx, id)
@@ -163,7 +161,7 @@ func TestRunsShowInFlightAndFailed(t *testing.T) {
 
 func TestRunsShowErrors(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	missing := uuid.New().String()
 
 	code, out, errOut := runCLI(t, p.Flags("runs", "show", missing)...)
@@ -290,8 +288,8 @@ func settled(t *testing.T, e *durable.Engine, id uuid.UUID) *durable.RunResult {
 func sleeping(t *testing.T, e *durable.Engine, tenant string) uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
-	flow := workloads.New(workloads.Options{FraudWindow: time.Hour}).Demo
-	id, err := flow.Workflow.RunNoWait(ctx, e, tenant, demo.Order{ID: "S-1", Customer: tenant, Cents: 100, Items: []string{"pen"}})
+	flow := newFixtures(time.Hour).Demo
+	id, err := flow.Workflow.RunNoWait(ctx, e, tenant, order{ID: "S-1", Customer: tenant, Cents: 100, Items: []string{"pen"}})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		res, err := e.Get(ctx, id)
@@ -304,19 +302,19 @@ func sleeping(t *testing.T, e *durable.Engine, tenant string) uuid.UUID {
 
 func TestRunsList(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	fx := newFixable()
 	fx.broken.Store(true)
 	p.StartWorker(t, fx.wf)
 	ctx := context.Background()
 	client := p.Client(t)
-	orders := workloads.New(workloads.Options{FraudWindow: 10 * time.Millisecond}).Demo.Workflow
+	orders := newFixtures(10 * time.Millisecond).Demo.Workflow
 
 	// Oldest first: two orders of ada, two failing runs of bob, a run in
 	// flight of ada.
 	var ids []uuid.UUID
 	for i := range 2 {
-		id, err := orders.RunNoWait(ctx, client, "ada", demo.Order{ID: fmt.Sprint("A-", i), Customer: "ada", Cents: 100, Items: []string{"pen"}})
+		id, err := orders.RunNoWait(ctx, client, "ada", order{ID: fmt.Sprint("A-", i), Customer: "ada", Cents: 100, Items: []string{"pen"}})
 		require.NoError(t, err)
 		require.Equal(t, durable.RunCompleted, settled(t, client, id).Status)
 		ids = append(ids, id)
@@ -518,7 +516,7 @@ func TestRunsListUsageErrors(t *testing.T) {
 
 func TestRunsListTimeRange(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -540,11 +538,11 @@ func TestRunsListTimeRange(t *testing.T) {
 
 func TestRunsShowInputParentsOutputs(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	p.StartWorker(t)
-	flow := workloads.New(workloads.Options{FraudWindow: 10 * time.Millisecond}).Demo
+	flow := newFixtures(10 * time.Millisecond).Demo
 	ctx := context.Background()
-	res, err := flow.Workflow.Run(ctx, p.Client(t), "ada", demo.Order{ID: "A-7", Customer: "ada", Cents: 250, Items: []string{"pen", "ink"}})
+	res, err := flow.Workflow.Run(ctx, p.Client(t), "ada", order{ID: "A-7", Customer: "ada", Cents: 250, Items: []string{"pen", "ink"}})
 	require.NoError(t, err)
 	id := res.ID.String()
 
@@ -657,22 +655,22 @@ type rawCodec struct{}
 
 func (rawCodec) Marshal(v any) ([]byte, error) { return fmt.Appendf(nil, "%#v", v), nil }
 func (rawCodec) Unmarshal(b []byte, v any) error {
-	in, ok := v.(*workloads.ChaosInput)
+	in, ok := v.(*chaosInput)
 	if !ok {
 		return fmt.Errorf("rawCodec cannot decode into %T", v)
 	}
-	_, err := fmt.Sscanf(string(b), "workloads.ChaosInput{N:%d}", &in.N)
+	_, err := fmt.Sscanf(string(b), "durablecli.chaosInput{N:%d}", &in.N)
 	return err
 }
 
 func TestRunsShowNotJSON(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	e, err := durable.New(p.Store, durable.Config{Logger: clitest.QuietLogger(), Codec: rawCodec{}})
 	require.NoError(t, err)
-	id, err := workloads.New(workloads.Options{}).Chaos.RunNoWait(context.Background(), e, "t", workloads.ChaosInput{N: 7})
+	id, err := newFixtures(0).Chaos.RunNoWait(context.Background(), e, "t", chaosInput{N: 7})
 	require.NoError(t, err)
-	input := `workloads.ChaosInput{N:7}`
+	input := `durablecli.chaosInput{N:7}`
 	b64 := base64.StdEncoding.EncodeToString([]byte(input))
 
 	code, out, errOut := runCLI(t, p.Flags("runs", "show", id.String())...)
@@ -688,12 +686,12 @@ func TestRunsShowNotJSON(t *testing.T) {
 
 func TestRunsCancel(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	p.StartWorker(t)
 	client := p.Client(t)
 	ctx := context.Background()
 	a1, a2, b1 := sleeping(t, client, "ada"), sleeping(t, client, "ada"), sleeping(t, client, "bob")
-	done, err := workloads.New(workloads.Options{}).Noop.Run(ctx, client, "ada", 0)
+	done, err := newFixtures(0).Noop.Run(ctx, client, "ada", 0)
 	require.NoError(t, err)
 	missing := uuid.New()
 	status := func(id uuid.UUID) durable.RunStatus {
@@ -783,7 +781,7 @@ func TestRunsCancel(t *testing.T) {
 
 func TestRunsReplay(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	fx := newFixable()
 	fx.broken.Store(true)
 	p.StartWorker(t, fx.wf)
@@ -896,11 +894,11 @@ func TestRunsReplay(t *testing.T) {
 
 func TestRunsPrune(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	p.StartWorker(t)
 	client := p.Client(t)
 	ctx := context.Background()
-	noop := workloads.New(workloads.Options{}).Noop
+	noop := newFixtures(0).Noop
 	var done []uuid.UUID
 	for range 3 {
 		res, err := noop.Run(ctx, client, "ada", 0)

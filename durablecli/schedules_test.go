@@ -11,7 +11,6 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/internal/cliflag"
-	"github.com/effectivelabs/durable/internal/clitest"
 )
 
 func TestSchedulesUsage(t *testing.T) {
@@ -40,7 +39,7 @@ func TestSchedulesUsage(t *testing.T) {
 // declared in code from one created with the API.
 func TestSchedulesListSaysWhereFrom(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	wf := durable.NewWorkflow[int]("declares")
 	durable.Step(wf, "a", func(ctx durable.Context, n int) (int, error) { return n, nil })
 	wf.DeclareSchedule("acme", "nightly", 1, "0 3 * * *", durable.ScheduleOptions{})

@@ -22,7 +22,7 @@ import (
 // by name and a run's page, then stops it as a signal would.
 func TestServe(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	worker := p.StartWorker(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -70,7 +70,7 @@ func TestServe(t *testing.T) {
 	require.Equal(t, 200, code, body)
 	require.Contains(t, body, `"name":"fraud-window","kind":"sleep"`)
 
-	// Trigger a built-in workflow by name; the worker runs it.
+	// Trigger a workflow of testConfig by name; the worker runs it.
 	req, err := http.NewRequest("POST", base+"/api/v1/workflows/bench-dag/runs", strings.NewReader(`{"tenant":"t1","input":3}`))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer tok-123")

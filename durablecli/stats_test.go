@@ -10,13 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/internal/clitest"
-	"github.com/effectivelabs/durable/internal/workloads"
 )
 
 func TestStats(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true) // no worker: what is queued stays queued
+	p := newPG(t, true) // no worker: what is queued stays queued
 	ctx := context.Background()
 
 	code, out, errOut := runCLI(t, p.Flags("stats")...)
@@ -24,7 +22,7 @@ func TestStats(t *testing.T) {
 	require.Equal(t, "queues: no task ready, waiting or running\n\nruns: none in flight, none settled in the last 1h0m0s\n", out)
 
 	client := p.Client(t)
-	set := workloads.New(workloads.Options{})
+	set := newFixtures(0)
 	for range 3 {
 		_, err := set.Noop.RunNoWait(ctx, client, "acme", 0)
 		require.NoError(t, err)

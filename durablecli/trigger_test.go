@@ -12,12 +12,11 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/internal/clitest"
-	"github.com/effectivelabs/durable/internal/workloads"
 )
 
 func TestTriggerCreatesQueuedRuns(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, false) // trigger migrates the schema itself
+	p := newPG(t, false) // trigger migrates the schema itself
 	code, out, errOut := runCLI(t, p.Flags("trigger", "--workflow", "bench-noop", "--count", "5", "--tenant", "acme")...)
 	require.Equal(t, 0, code, "stderr:\n%s", errOut)
 	require.Empty(t, errOut)
@@ -41,7 +40,7 @@ func TestTriggerCreatesQueuedRuns(t *testing.T) {
 
 func TestTriggerFlowOptions(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, false)
+	p := newPG(t, false)
 	code, out, errOut := runCLI(t, p.Flags("trigger", "--workflow", "bench-noop", "--count", "3", "--tenant", "acme",
 		"--idempotency-key", "order-9", "--priority", "2", "--start-after", "1h", "--run-timeout", "2h")...)
 	require.Equal(t, 0, code, "stderr:\n%s", errOut)
@@ -63,7 +62,7 @@ func TestTriggerFlowOptions(t *testing.T) {
 
 func TestTriggerInput(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	code, out, errOut := runCLI(t, p.Flags("trigger", "--workflow", "order-processing",
 		"--input", `{"id":"Z-9","customer":"zoe","cents":0,"items":["pen"]}`)...)
 	require.Equal(t, 0, code, "stderr:\n%s", errOut)
@@ -71,7 +70,7 @@ func TestTriggerInput(t *testing.T) {
 
 	// The input was stored as given: a worker rejects the order.
 	p.StartWorker(t)
-	set := workloads.New(workloads.Options{})
+	set := newFixtures(0)
 	res, err := p.Client(t).Wait(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, durable.RunCompleted, res.Status)
@@ -82,7 +81,7 @@ func TestTriggerInput(t *testing.T) {
 
 func TestTriggerWaitTimeout(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true) // no worker: the run cannot finish
+	p := newPG(t, true) // no worker: the run cannot finish
 	code, out, errOut := runCLI(t, p.Flags("trigger", "--workflow", "bench-chain", "--wait", "--timeout", "300ms")...)
 	require.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	id := clitest.ParseIDs(t, out, 1)[0]
@@ -145,7 +144,7 @@ func TestTriggerByName(t *testing.T) {
 	greet := durable.NewWorkflow[Greeting]("greet")
 	durable.Step(greet, "hello", func(ctx durable.Context, in Greeting) (string, error) { return "hello " + in.Name, nil })
 	cfg := Config{Name: "app", Workflows: []durable.Definition{greet}}
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 
 	code, out, errOut := runConfig(cfg, p.Flags("trigger", "--workflow", "greet", "--input", `{"name":"ada"}`,
 		"--count", "3", "--idempotency-key", "k1", "--tenant", "acme")...)
@@ -214,7 +213,7 @@ func TestEngineHook(t *testing.T) {
 		DefaultInputs: []Input{DefaultInput(hail, kvGreeting{Name: "all"})},
 		Engine:        func(c *durable.Config) { c.Codec = kvCodec{} },
 	}
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	for _, tc := range []struct {
 		args []string
 		want string

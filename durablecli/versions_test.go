@@ -63,7 +63,7 @@ func versionRows(t *testing.T, out string) map[string][]string {
 
 // versionsJSON runs "workflows --json" with cfg and returns its versions
 // by version.
-func versionsJSON(t *testing.T, cfg Config, p *clitest.PG, args ...string) map[string]versionJSON {
+func versionsJSON(t *testing.T, cfg Config, p *testPG, args ...string) map[string]versionJSON {
 	t.Helper()
 	code, out, errOut := runConfig(cfg, p.Flags(append([]string{"workflows", "--json"}, args...)...)...)
 	require.Equal(t, 0, code, errOut)
@@ -80,7 +80,7 @@ func versionsJSON(t *testing.T, cfg Config, p *clitest.PG, args ...string) map[s
 }
 
 // startWorkerCmd runs the "worker" command of cfg until the test ends.
-func startWorkerCmd(t *testing.T, cfg Config, p *clitest.PG, id string) {
+func startWorkerCmd(t *testing.T, cfg Config, p *testPG, id string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -107,7 +107,7 @@ func startWorkerCmd(t *testing.T, cfg Config, p *clitest.PG, id string) {
 // moves its runs to the new version, where they complete.
 func TestDeployVersions(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	ctx := context.Background()
 	client := p.Client(t)
 	old, cur := deployWorkflows()
@@ -175,7 +175,7 @@ func TestDeployVersions(t *testing.T) {
 	rows = versionRows(t, table+"\n")
 	require.Equal(t, []string{"cli-deploy", vCur, "-", "1", "1"}, rows[vCur][:5])
 	require.Equal(t, []string{"cli-deploy", vOld, "-", "2", "2"}, rows[vOld][:5])
-	require.Contains(t, rows, workloadsDemoVersion(t), "the built-in workflows it registers are listed")
+	require.Contains(t, rows, orderFlowVersion(t), "the workflows it registers are listed")
 	require.Contains(t, dags, "cli-deploy "+vCur+": input int\n")
 	dag := section(t, dags, "cli-deploy "+vCur)
 	require.Equal(t, []string{"STEP", "KIND", "PARENTS", "OUTPUT", "DETAIL"}, fields(strings.TrimSpace(dag[1])))
@@ -325,9 +325,9 @@ func TestDeployVersions(t *testing.T) {
 	require.Contains(t, errOut, `unknown version "2" of workflow "cli-other": this program does not register it and no run recorded it; no version of the workflow is known here`)
 }
 
-// workloadsDemoVersion is the version of the built-in demo workflow that
-// testConfig registers.
-func workloadsDemoVersion(t *testing.T) string {
+// orderFlowVersion is the version of the order workflow (order-processing)
+// that testConfig registers.
+func orderFlowVersion(t *testing.T) string {
 	t.Helper()
 	for _, d := range testConfig().Workflows {
 		if wf, ok := d.(interface {
@@ -347,7 +347,7 @@ func workloadsDemoVersion(t *testing.T) string {
 // it yet). --run and --tenant select the runs.
 func TestRunsUpgradeRetires(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	ctx := context.Background()
 	client := p.Client(t)
 	build := func(first bool) *durable.Workflow[int] {
@@ -497,7 +497,7 @@ func TestWorkflowsUsage(t *testing.T) {
 	require.Contains(t, out, "\n  workflows the versions of each workflow")
 
 	// An empty store: nothing but this program's workflows.
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	code, out, errOut = runConfig(Config{Name: "app"}, p.Flags("workflows")...)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "no workflows: this program registers none, no run recorded one and no live worker serves one\n", out)
@@ -511,7 +511,7 @@ func TestWorkflowsUsage(t *testing.T) {
 // moves the old version's runs and completes them.
 func TestWorkflowsAccepts(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	ctx := context.Background()
 	client := p.Client(t)
 	old, cur := deployWorkflows()
@@ -565,7 +565,7 @@ func TestWorkflowsAccepts(t *testing.T) {
 // name; its help names the workflow once.
 func TestSideBySideVersions(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	old, cur := deployWorkflows()
 	cfg := Config{Name: "app", Workflows: []durable.Definition{old, cur}}
 	ctx := context.Background()

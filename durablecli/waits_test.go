@@ -16,7 +16,6 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/internal/clitest"
-	"github.com/effectivelabs/durable/internal/workloads"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -45,7 +44,7 @@ func table(t *testing.T, out, title string) []string {
 }
 
 // showJSON runs "runs show --json" and decodes its object.
-func showJSON(t *testing.T, p *clitest.PG, id uuid.UUID, args ...string) map[string]any {
+func showJSON(t *testing.T, p *testPG, id uuid.UUID, args ...string) map[string]any {
 	t.Helper()
 	code, out, errOut := runCLI(t, p.Flags(append([]string{"runs", "show", "--json", id.String()}, args...)...)...)
 	require.Equal(t, 0, code, errOut)
@@ -86,7 +85,7 @@ func childRows(t *testing.T, out string) ([][]string, string) {
 
 func TestRunsShowParentAndChildren(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	p.StartWorker(t)
 	client := p.Client(t)
 	ctx := context.Background()
@@ -97,7 +96,7 @@ func TestRunsShowParentAndChildren(t *testing.T) {
 	res, err := client.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, durable.RunCompleted, res.Status)
-	kids := make([]uuid.UUID, workloads.ParentChildren)
+	kids := make([]uuid.UUID, parentChildren)
 	for k := range kids {
 		s, _ := res.Step(fmt.Sprintf("child-%d", k))
 		require.NotEqual(t, uuid.Nil, s.ChildRunID)
@@ -110,13 +109,13 @@ func TestRunsShowParentAndChildren(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.NotContains(t, out, "parent ")
 	waits := table(t, out, "waits (events, signals, child runs, map items):")
-	require.Len(t, waits, 1+workloads.ParentChildren)
+	require.Len(t, waits, 1+parentChildren)
 	requireAligned(t, waits, "STATE", "WAITS FOR")
 	for k, kid := range kids {
 		require.Equal(t, []string{fmt.Sprintf("child-%d", k), "COMPLETED", "child run " + kid.String() + " (COMPLETED)"}, fields(waits[1+k]))
 	}
 	children := table(t, out, "child runs (10 runs: 10 COMPLETED):")
-	require.Len(t, children, 1+workloads.ParentChildren)
+	require.Len(t, children, 1+parentChildren)
 	requireAligned(t, children, "STEP", "WORKFLOW", "STATUS", "FINISHED", "FAILURE")
 	for k, kid := range kids {
 		f := fields(children[1+k])
@@ -141,7 +140,7 @@ func TestRunsShowParentAndChildren(t *testing.T) {
 	require.Nil(t, js["parent"])
 	require.NotContains(t, js, "parent_id")
 	jsKids := js["children"].([]any)
-	require.Len(t, jsKids, workloads.ParentChildren)
+	require.Len(t, jsKids, parentChildren)
 	for k, kid := range kids {
 		c := jsKids[k].(map[string]any)
 		require.Equal(t, kid.String(), c["id"])
@@ -167,7 +166,7 @@ func TestRunsShowParentAndChildren(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	rows, next := childRows(t, out)
 	require.Empty(t, next)
-	require.Len(t, rows, workloads.ParentChildren)
+	require.Len(t, rows, parentChildren)
 	seen := map[string]bool{}
 	for _, r := range rows {
 		require.Equal(t, "bench-child", r[1])
@@ -180,7 +179,7 @@ func TestRunsShowParentAndChildren(t *testing.T) {
 	code, out, errOut = runCLI(t, p.Flags("runs", "list")...)
 	require.Equal(t, 0, code, errOut)
 	rows, _ = childRows(t, out)
-	require.Len(t, rows, 1+workloads.ParentChildren)
+	require.Len(t, rows, 1+parentChildren)
 	for _, r := range rows {
 		if r[0] == id.String() {
 			require.Equal(t, "-", r[7], "not a child run")
@@ -221,7 +220,7 @@ func TestRunsShowParentAndChildren(t *testing.T) {
 		Runs []map[string]any `json:"runs"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &page))
-	require.Len(t, page.Runs, workloads.ParentChildren)
+	require.Len(t, page.Runs, parentChildren)
 	for _, r := range page.Runs {
 		require.Equal(t, id.String(), r["parent_id"])
 		require.Regexp(t, `^child-\d$`, r["parent_step"])
@@ -233,7 +232,7 @@ func TestRunsShowParentAndChildren(t *testing.T) {
 
 func TestEventsSend(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	p.StartWorker(t)
 	client := p.Client(t)
 	ctx := context.Background()
@@ -284,7 +283,7 @@ func TestEventsSend(t *testing.T) {
 
 	// chaos waits for "chaos-N" and looks back an hour: an event sent
 	// before the run lets it complete.
-	code, out, errOut = runCLI(t, p.Flags("events", "send", "--key", workloads.ChaosKey(5), "--payload", `"ok"`)...)
+	code, out, errOut = runCLI(t, p.Flags("events", "send", "--key", chaosKey(5), "--payload", `"ok"`)...)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "delivered to 0 waiting steps")
 	code, out, errOut = runCLI(t, p.Flags("trigger", "--workflow", "chaos", "--input", `{"n":5}`, "--wait", "--timeout", "60s")...)
@@ -347,7 +346,7 @@ func TestEventsSendUsage(t *testing.T) {
 
 func TestSignal(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	wf := durable.NewWorkflow[int]("cli-test-gate")
 	gate := durable.WaitForSignal[string](wf, "gate", "go")
 	durable.Step(wf, "after", func(ctx durable.Context, _ int) (string, error) {
@@ -448,7 +447,7 @@ func TestSignalUsage(t *testing.T) {
 
 func TestRunsShowMap(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	wf := durable.NewWorkflow[int]("cli-test-map")
 	list := durable.Step(wf, "list", func(_ durable.Context, n int) ([]int, error) {
 		out := make([]int, n)

@@ -15,7 +15,6 @@ import (
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/internal/clitest"
 	"github.com/effectivelabs/durable/internal/pgtest"
-	"github.com/effectivelabs/durable/internal/workloads"
 )
 
 // TestWorkerNoMigrate: with --no-migrate the worker serves a migrated schema
@@ -23,7 +22,7 @@ import (
 // create).
 func TestWorkerNoMigrate(t *testing.T) {
 	t.Parallel()
-	missing := clitest.NewPG(t, false)
+	missing := newPG(t, false)
 	code, out, errOut := runCLI(t, missing.Flags("worker", "--no-migrate")...)
 	require.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	for _, want := range []string{
@@ -36,7 +35,7 @@ func TestWorkerNoMigrate(t *testing.T) {
 	require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(), `SELECT to_regnamespace($1) IS NOT NULL`, missing.Schema).Scan(&exists))
 	require.False(t, exists, "--no-migrate created the schema")
 
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -88,7 +87,7 @@ func TestWorkerRetentionFlag(t *testing.T) {
 // runs by itself.
 func TestWorkerRetention(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -102,7 +101,7 @@ func TestWorkerRetention(t *testing.T) {
 	log.WaitFor(t, "durable worker: serving", 30*time.Second)
 
 	client := p.Client(t)
-	res, err := workloads.New(workloads.Options{}).Noop.Run(ctx, client, "t", 0)
+	res, err := newFixtures(0).Noop.Run(ctx, client, "t", 0)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		_, err := client.Get(ctx, res.ID)
@@ -116,7 +115,7 @@ func TestWorkerRetention(t *testing.T) {
 // engine's metrics to Prometheus, under the names docs/observability.md lists.
 func TestWorkerMetrics(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -133,7 +132,7 @@ func TestWorkerMetrics(t *testing.T) {
 	url := "http://" + m[1] + "/metrics"
 
 	client := p.Client(t)
-	noop := workloads.New(workloads.Options{}).Noop
+	noop := newFixtures(0).Noop
 	for range 2 {
 		_, err := noop.Run(ctx, client, "t", 0)
 		require.NoError(t, err)

@@ -10,14 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/internal/clitest"
-	"github.com/effectivelabs/durable/internal/workloads"
 	"github.com/effectivelabs/durable/store"
 )
 
 func TestWorkersCommand(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	ctx := context.Background()
 
 	code, out, errOut := runCLI(t, p.Flags("workers")...)
@@ -27,7 +25,7 @@ func TestWorkersCommand(t *testing.T) {
 
 	// A queued run of a workflow no live worker serves is flagged, by
 	// "workers" and by "runs show".
-	set := workloads.New(workloads.Options{})
+	set := newFixtures(0)
 	id, err := set.Noop.RunNoWait(ctx, p.Client(t), "acme", 0)
 	require.NoError(t, err)
 	code, out, errOut = runCLI(t, p.Flags("workers")...)
