@@ -22,6 +22,37 @@ import (
 // The built-in workflows through the command line: their default inputs,
 // and the flags of this binary's own (--fraud-window, --record-executions).
 
+// testPG is a per-test schema (clitest.PG) with engines on it that know the
+// built-in workflows.
+type testPG struct{ *clitest.PG }
+
+// newPG is clitest.NewPG.
+func newPG(t *testing.T, migrate bool) *testPG { return &testPG{clitest.NewPG(t, migrate)} }
+
+// Client returns an engine on the schema that is never started.
+func (p *testPG) Client(t *testing.T) *durable.Engine {
+	t.Helper()
+	e, err := durable.New(p.Store, durable.Config{Logger: clitest.QuietLogger()})
+	require.NoError(t, err)
+	return e
+}
+
+// StartWorker starts an in-process engine serving the built-in workflows
+// on the schema, stopped when the test ends.
+func (p *testPG) StartWorker(t *testing.T) *durable.Engine {
+	t.Helper()
+	e, err := durable.New(p.Store, durable.Config{Logger: clitest.QuietLogger(), HeartbeatInterval: time.Second, DeadAfter: 5 * time.Second})
+	require.NoError(t, err)
+	require.NoError(t, e.Register(workloads.New(workloads.Options{}).All()...))
+	require.NoError(t, e.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, e.Stop(ctx))
+	})
+	return e
+}
+
 // TestBuiltinWorkflows: every built-in workflow can be triggered without
 // --input (its default input) and with an input of its type, and the
 // input is checked before connecting: a database that cannot be reached is
@@ -63,7 +94,7 @@ func TestBuiltinWorkflows(t *testing.T) {
 
 func TestTriggerWait(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	p.StartWorker(t)
 
 	code, out, errOut := runCLI(t, p.Flags("trigger", "--workflow", "order-processing", "--count", "3",
@@ -107,7 +138,7 @@ func TestTriggerWait(t *testing.T) {
 // execution recorder, whose insert waits for a table lock the test holds.
 func TestWorkerSecondSignal(t *testing.T) {
 	t.Parallel()
-	p := clitest.NewPG(t, true)
+	p := newPG(t, true)
 	exe := clitest.Build(t, ".", ".", "durable")
 
 	out, err := exec.Command(exe, "version").CombinedOutput()

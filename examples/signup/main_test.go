@@ -46,6 +46,14 @@ type app struct {
 	secret string
 }
 
+// client returns an engine on the app's schema that is never started.
+func (a *app) client(t *testing.T) *durable.Engine {
+	t.Helper()
+	e, err := durable.New(a.pg.Store, durable.Config{Logger: clitest.QuietLogger()})
+	require.NoError(t, err)
+	return e
+}
+
 func newApp(t *testing.T) *app {
 	t.Helper()
 	pg := clitest.NewPG(t, false) // "migrate up" creates it
@@ -243,7 +251,7 @@ func TestSignupApp(t *testing.T) {
 	httpRun := uuid.MustParse(body["run_id"].(string))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := a.pg.Client(t).Wait(ctx, httpRun)
+	res, err := a.client(t).Wait(ctx, httpRun)
 	require.NoError(t, err)
 	require.Equal(t, durable.RunCompleted, res.Status)
 	require.Equal(t, "user-signup", res.Workflow)

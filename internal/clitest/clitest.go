@@ -1,7 +1,9 @@
 // Package clitest holds what the tests of the command lines (durablecli,
 // cmd/durable and the examples) share: a PostgreSQL schema per test with
-// the flags that point a command at it, engines on it, the output of a
-// process read line by line, and building a program.
+// the flags that point a command at it, the output of a process read line
+// by line, and building a program. Like every package under internal/, it
+// does not import the root package: each test package starts the engines
+// it needs on the schema, with its own workflows.
 package clitest
 
 import (
@@ -19,9 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/internal/pgtest"
-	"github.com/effectivelabs/durable/internal/workloads"
 	"github.com/effectivelabs/durable/pgstore"
 )
 
@@ -56,31 +56,6 @@ func (p *PG) Flags(args ...string) []string {
 
 // QuietLogger discards what it is given.
 func QuietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// Client returns an engine on the schema that is never started.
-func (p *PG) Client(t *testing.T) *durable.Engine {
-	t.Helper()
-	e, err := durable.New(p.Store, durable.Config{Logger: QuietLogger()})
-	require.NoError(t, err)
-	return e
-}
-
-// StartWorker starts an in-process engine serving the built-in workflows
-// (and extra ones) on the schema, stopped when the test ends.
-func (p *PG) StartWorker(t *testing.T, extra ...durable.Definition) *durable.Engine {
-	t.Helper()
-	e, err := durable.New(p.Store, durable.Config{Logger: QuietLogger(), HeartbeatInterval: time.Second, DeadAfter: 5 * time.Second})
-	require.NoError(t, err)
-	require.NoError(t, e.Register(workloads.New(workloads.Options{}).All()...))
-	require.NoError(t, e.Register(extra...))
-	require.NoError(t, e.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, e.Stop(ctx))
-	})
-	return e
-}
 
 // ParseIDs parses the first n lines of out as run IDs.
 func ParseIDs(t *testing.T, out string, n int) []uuid.UUID {
