@@ -52,6 +52,8 @@ func newEngineEnv(t *testing.T, s store.Store, defs ...durable.Definition) *env 
 	return &env{e: e, h: h}
 }
 
+func noop(durable.Context, int) (struct{}, error) { return struct{}{}, nil }
+
 // waitingFlows are workflows whose runs wait for each kind of thing a run
 // waits for: a signal, an event, a child run, a map step's items, a sleep,
 // a retry's backoff (and, triggered with a start delay, a delayed start).

@@ -1,10 +1,14 @@
-package httpapi_test
+package main
+
+// The dashboard that "durable serve" shows draws the built-in workflows'
+// DAGs, among others, without an edge through a step's box.
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -15,6 +19,8 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/httpapi"
+	"github.com/effectivelabs/durable/internal/browsertest"
+	"github.com/effectivelabs/durable/internal/clitest"
 	"github.com/effectivelabs/durable/internal/demo"
 	"github.com/effectivelabs/durable/internal/workloads"
 	"github.com/effectivelabs/durable/memstore"
@@ -149,6 +155,7 @@ func TestDashboardDAGEdgesAvoidBoxes(t *testing.T) {
 	set := workloads.New(workloads.Options{FraudWindow: 10 * time.Millisecond})
 	generated, long := randomDAG("generated-30", 30, 21)
 	require.GreaterOrEqual(t, long, 5, "the generated DAG has long skip edges")
+	quiet := clitest.QuietLogger()
 	e, err := durable.New(memstore.New(), durable.Config{Logger: quiet, PollInterval: 50 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, e.Register(append(set.All(), signup(), generated)...))
@@ -179,8 +186,8 @@ func TestDashboardDAGEdgesAvoidBoxes(t *testing.T) {
 		}
 	}
 
-	ctx := browser(t)
-	shot := screenshots(t)
+	ctx := browsertest.New(t)
+	shot := browsertest.Screenshots(t, filepath.Join("..", "..", "docs"))
 	// The workflows page draws each workflow in the order of the listing.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/#/workflows"),
