@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/cmd/durable/internal/demo"
+	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
 	"github.com/effectivelabs/durable/durablecli"
-	"github.com/effectivelabs/durable/internal/demo"
-	"github.com/effectivelabs/durable/internal/workloads"
 )
 
 // The built-in workflows, their default inputs, and the flags of this

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
 	"github.com/effectivelabs/durable/internal/clitest"
 	"github.com/effectivelabs/durable/internal/pgtest"
-	"github.com/effectivelabs/durable/internal/workloads"
 )
 
 // The built-in workflows through the command line: their default inputs,

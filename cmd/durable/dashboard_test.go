@@ -18,11 +18,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/cmd/durable/internal/demo"
+	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
 	"github.com/effectivelabs/durable/httpapi"
 	"github.com/effectivelabs/durable/internal/browsertest"
 	"github.com/effectivelabs/durable/internal/clitest"
-	"github.com/effectivelabs/durable/internal/demo"
-	"github.com/effectivelabs/durable/internal/workloads"
 	"github.com/effectivelabs/durable/memstore"
 )
 

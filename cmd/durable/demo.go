@@ -13,8 +13,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/cmd/durable/internal/demo"
 	"github.com/effectivelabs/durable/internal/cliflag"
-	"github.com/effectivelabs/durable/internal/demo"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store"
 )

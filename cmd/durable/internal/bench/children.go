@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/effectivelabs/durable/internal/workloads"
+	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
 )
 
 // children runs the children scenario: Runs bench-parent runs, each of

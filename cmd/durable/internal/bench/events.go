@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
 	"github.com/effectivelabs/durable/internal/sleep"
-	"github.com/effectivelabs/durable/internal/workloads"
 	"github.com/effectivelabs/durable/pgstore"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/internal/crashtest/deploy"
+	"github.com/effectivelabs/durable/cmd/durable/internal/crashtest/deploy"
 )
 
 // TestRollingDeploy deploys a new build of a service over a fleet of three

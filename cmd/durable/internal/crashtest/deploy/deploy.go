@@ -1,6 +1,7 @@
 // Package deploy is the service of the rolling-deploy crash proof
-// (internal/crashtest, TestRollingDeploy): two builds of one service, old
-// and new, whose three workflows change between them as deploys do:
+// (cmd/durable/internal/crashtest, TestRollingDeploy): two builds of one
+// service, old and new, whose three workflows change between them as
+// deploys do:
 //
 //   - deploy-add: old a → nap → b; new a → nap → b → c (a step added).
 //     The new build accepts the old version's runs (Workflow.Accepts).

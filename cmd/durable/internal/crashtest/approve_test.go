@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/internal/workloads"
+	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
 )
 
 // chaosTenants is how many tenants the chaos runs are spread over.

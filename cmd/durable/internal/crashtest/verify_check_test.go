@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable/internal/workloads"
+	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
 )
 
 // These tests check the verification itself, on synthetic snapshots and

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable/internal/workloads"
+	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
 )
 
 // TestPostgresRestart restarts the PostgreSQL server under three busy

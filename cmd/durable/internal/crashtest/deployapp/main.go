@@ -1,6 +1,6 @@
 // Command deployapp is a service of the rolling-deploy crash proof
-// (internal/crashtest, TestRollingDeploy), on durable's command line
-// (durablecli): $DEPLOY_BUILD selects the build, "old" or "new" (see
+// (cmd/durable/internal/crashtest, TestRollingDeploy), on durable's command
+// line (durablecli): $DEPLOY_BUILD selects the build, "old" or "new" (see
 // package deploy); $DEPLOY_SAME_VERSION=1 gives both builds' workflows one
 // version, as before versions; $DEPLOY_NAP is the length of their sleeps.
 // Every step records its execution in the table deploy_steps of the
@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/cmd/durable/internal/crashtest/deploy"
 	"github.com/effectivelabs/durable/durablecli"
-	"github.com/effectivelabs/durable/internal/crashtest/deploy"
 )
 
 func main() {

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/internal/demo"
-	"github.com/effectivelabs/durable/internal/workloads"
+	"github.com/effectivelabs/durable/cmd/durable/internal/demo"
+	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
 )
 
 // TestStoppedDuringSleep stops every worker while runs are in their durable

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/internal/demo"
+	"github.com/effectivelabs/durable/cmd/durable/internal/demo"
 )
 
 // Workflow names.

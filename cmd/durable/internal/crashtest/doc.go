@@ -15,7 +15,7 @@
 // skip unless DURABLE_CRASH_TESTS=1, and must not run beside other tests:
 //
 //	DURABLE_CRASH_TESTS=1 DURABLE_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
-//	    go test -count=1 -v ./internal/crashtest/
+//	    go test -count=1 -v ./cmd/durable/internal/crashtest/
 //
 // The PostgreSQL restart uses pg_ctlcluster (Debian's postgresql-common)
 // on the cluster the database reports in cluster_name, so it needs a local

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable/internal/workloads"
+	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
 )
 
 // Worker settings of the chaos test, and the bound they imply on how long a

@@ -60,7 +60,7 @@ func runTests(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "crashtest: %v\n", err)
 		return 1
 	}
-	if deployApp, err = build(dir, "./internal/crashtest/deployapp"); err != nil {
+	if deployApp, err = build(dir, "./cmd/durable/internal/crashtest/deployapp"); err != nil {
 		fmt.Fprintf(os.Stderr, "crashtest: %v\n", err)
 		return 1
 	}
@@ -120,7 +120,7 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	if os.Getenv(envEnable) != "1" {
 		t.Skipf("crash tests kill worker processes and restart PostgreSQL, so they run alone: "+
-			"%s=1 %s=postgres://... go test -count=1 -v ./internal/crashtest/", envEnable, pgtest.EnvURL)
+			"%s=1 %s=postgres://... go test -count=1 -v ./cmd/durable/internal/crashtest/", envEnable, pgtest.EnvURL)
 	}
 	url := pgtest.URL(t)
 	require.NotEmpty(t, binary, "the durable CLI was not built")
