@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -68,6 +69,16 @@ func testTenantIsolation(t *testing.T, en *env) {
 		}
 		requireProblem(t, en.do(t, "a", c.method, c.path, body), http.StatusNotFound, "run_not_found")
 	}
+	// The step begins waiting once its claim is recorded, which may be
+	// after the requests above; none of them may end the wait or the run.
+	require.Eventually(t, func() bool {
+		res, err := en.e.Get(t.Context(), bWaiting)
+		if err != nil || res.Status != durable.RunRunning {
+			return true // checked below
+		}
+		approved, _ := res.Step("approved")
+		return approved.State != durable.StepQueued && approved.State != durable.StepRunning
+	}, 20*time.Second, 5*time.Millisecond)
 	res, err := en.e.Get(t.Context(), bWaiting)
 	require.NoError(t, err)
 	require.Equal(t, durable.RunRunning, res.Status)
