@@ -83,6 +83,30 @@ type queries struct {
 	// parents.
 	insertRunsTraced, insertChildRunsTraced, insertRunsNewTraced string
 
+	// Schedules (schedule.go, declare.go).
+	createSchedule   string
+	getSchedule      string
+	listSchedules    string
+	lockSchedule     string
+	pauseSchedule    string
+	deleteSchedule   string
+	scheduleCheck    string
+	dueSchedules     string
+	advanceSchedules string
+	breakSchedules   string
+	lockDeclared     string
+	insertDeclared   string
+	updateDeclared   string
+
+	// Workers and the leader (workers.go, elector.go).
+	registerWorker string
+	removeWorker   string
+	touchWorker    string
+	listWorkers    string
+	staleWorkers   string
+	deleteWorkers  string
+	recordLeader   string
+
 	flowQueries
 	waitQueries
 }

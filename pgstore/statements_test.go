@@ -171,6 +171,16 @@ func TestStatementVariants(t *testing.T) {
 	require.Equal(t, item, columns.FindStringSubmatch(sql("loadItems"))[1])
 	require.Equal(t, item, columns.FindStringSubmatch(sql("loadMapItems"))[1])
 
+	// The columns of scanSchedule.
+	schedule := columns.FindStringSubmatch(sql("getSchedule"))[1]
+	for _, name := range []string{"listSchedules", "lockSchedule", "dueSchedules", "lockDeclared"} {
+		require.Equal(t, schedule, columns.FindStringSubmatch(sql(name))[1], name)
+	}
+	returning := regexp.MustCompile(` RETURNING (.*)$`)
+	for _, name := range []string{"createSchedule", "pauseSchedule"} {
+		require.Equal(t, schedule, returning.FindStringSubmatch(sql(name))[1], name)
+	}
+
 	// The conditions shared.
 	require.Contains(t, sql("statsInflight"), norm(inflightRuns("$1")))
 	require.Contains(t, sql("timerCheck"), strings.TrimPrefix(sql("nextTimer"), "SELECT "))
