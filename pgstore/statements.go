@@ -33,13 +33,18 @@ import (
 // Go code assembles into a statement at run time (ListRuns' query, built
 // from its filter); it is not a field of queries.
 //
-// Statements are written whole: no block includes another. In them,
-// {{schema}} stands for the store's quoted schema, substituted at New, and
-// a few other {{names}} for Go constants the SQL must agree with
-// (sqlConstants), substituted once. A field without a statement, a
-// statement without a field, two blocks of one name, an unknown {{name}}
-// or a malformed file panics at New: they are mistakes in this package,
-// which TestStatementFiles finds without a database.
+// Statements are written whole: no block includes another, so that the
+// SQL found by a name is the SQL sent. Where several statements share a
+// part (the variants of insertRuns, claim and claimIDs, column lists a
+// scanner reads), each block says so, and TestStatementVariants fails
+// when they drift apart. In statements, {{schema}} stands for the store's
+// quoted schema, substituted at New, and a few other {{names}} for Go
+// constants the SQL must agree with (sqlConstants), substituted once.
+//
+// A field without a statement, a statement without a field, two blocks of
+// one name, an unknown {{name}} or a malformed file panics at New: they
+// are mistakes in this package, which TestStatementFiles finds without a
+// database.
 
 //go:embed sql/*.sql
 var sqlFiles embed.FS

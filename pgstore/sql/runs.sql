@@ -143,7 +143,7 @@ SELECT EXISTS (SELECT 1 FROM {{schema}}.runs WHERE id = $1);
 -- name: statsInflight
 -- The runs in flight of the tenant $1 (any when NULL), counted: the
 -- inflightRuns fragment below with {{tenant}} as $1 (a change to one goes
--- to the other; TestStatementFiles holds them to it).
+-- to the other; TestStatementVariants holds them to it).
 SELECT r.workflow, r.version, r.tenant, r.status, count(*)::int FROM {{schema}}.runs r
 WHERE r.id = ANY (ARRAY (SELECT run_id FROM {{schema}}.ready WHERE ($1::text IS NULL OR tenant = $1)
 UNION SELECT run_id FROM {{schema}}.incoming WHERE ($1::text IS NULL OR tenant = $1)
