@@ -44,11 +44,7 @@ func (s *Store) DeclareSchedules(ctx context.Context, p *store.DeclareSchedulesP
 		if workflows == nil {
 			workflows = []string{}
 		}
-		rows, err := tx.Query(ctx, render(s.schema, `
-SELECT `+scheduleCols+` FROM {{schema}}.schedules
-WHERE (declared AND workflow = ANY($3::text[]))
-   OR (tenant, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-ORDER BY tenant, name FOR UPDATE`), tenants, names, workflows)
+		rows, err := tx.Query(ctx, s.q.lockDeclared, tenants, names, workflows)
 		if err != nil {
 			return err
 		}
@@ -77,7 +73,7 @@ ORDER BY tenant, name FOR UPDATE`), tenants, names, workflows)
 				res.Unchanged = append(res.Unchanged, d.Key)
 				continue
 			case cronslot.DeclareDelete:
-				b.Queue(render(s.schema, `DELETE FROM {{schema}}.schedules WHERE tenant = $1 AND name = $2`), d.Key.Tenant, d.Key.Name)
+				b.Queue(s.q.deleteSchedule, d.Key.Tenant, d.Key.Name)
 				res.Deleted = append(res.Deleted, d.Key)
 				continue
 			}
@@ -88,19 +84,13 @@ ORDER BY tenant, name FOR UPDATE`), tenants, names, workflows)
 			}
 			errText := pgtype.Text{String: r.Error, Valid: r.Error != ""}
 			if d.Action == cronslot.DeclareCreate {
-				b.Queue(render(s.schema, `
-INSERT INTO {{schema}}.schedules (id, tenant, name, workflow, input, cron, time_zone, shape, paused, next_at,
-    created_at, updated_at, declared, declared_paused)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, true, $12)`),
+				b.Queue(s.q.insertDeclared,
 					p16(&r.ID), r.Tenant, r.Name, r.Workflow, r.Input, r.Cron, r.TimeZone, string(shape), r.Paused,
 					stamp(r.NextAt), now, r.DeclaredPaused)
 				res.Created = append(res.Created, d.Key)
 			} else {
 				// last_slot and last_run_id are FireSchedules' alone.
-				b.Queue(render(s.schema, `
-UPDATE {{schema}}.schedules SET workflow = $3, input = $4, cron = $5, time_zone = $6, shape = $7, paused = $8,
-    next_at = $9, error = $10, updated_at = $11, declared_paused = $12
-WHERE tenant = $1 AND name = $2`),
+				b.Queue(s.q.updateDeclared,
 					r.Tenant, r.Name, r.Workflow, r.Input, r.Cron, r.TimeZone, string(shape), r.Paused,
 					stamp(r.NextAt), errText, now, r.DeclaredPaused)
 				res.Updated = append(res.Updated, d.Key)

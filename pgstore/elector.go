@@ -84,9 +84,7 @@ func (s *Store) leadOnce(ctx context.Context, id string, lead func(ctx context.C
 	// Say who holds the lock, on the connection that holds it: ListWorkers
 	// shows this worker as the leader while this session holds the lock,
 	// and nobody else.
-	if _, err := conn.Exec(ctx, render(s.schema, `
-INSERT INTO {{schema}}.leader (one, worker, pid, since) VALUES (true, $1, pg_backend_pid(), now())
-ON CONFLICT (one) DO UPDATE SET worker = excluded.worker, pid = excluded.pid, since = excluded.since`), id); err != nil {
+	if _, err := conn.Exec(ctx, s.q.recordLeader, id); err != nil {
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || conn.IsClosed() {
 			return fmt.Errorf("pgstore: recording the leader: %w", err) // the session is gone
@@ -103,7 +101,7 @@ ON CONFLICT (one) DO UPDATE SET worker = excluded.worker, pid = excluded.pid, si
 		defer stopWatch()
 		lead(leadCtx)
 	}()
-	touch := render(s.schema, `UPDATE {{schema}}.workers SET last_seen = now() WHERE id = $1`)
+	touch := s.q.touchWorker
 	lost := watch(watchCtx, conn, s.health, func(ctx context.Context) error {
 		_, err := conn.Exec(ctx, touch, id)
 		var pgErr *pgconn.PgError

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"reflect"
 	"time"
 
 	"github.com/effectivelabs/durable/store"
@@ -11,17 +10,9 @@ import (
 // its field in queries, for the tests in pgstore_test.
 func Statements(schema string) map[string]string {
 	q := newQueries(schema)
-	v := reflect.ValueOf(q)
-	out := make(map[string]string, v.NumField())
-	for i := range v.NumField() {
-		if f := v.Field(i); f.Kind() == reflect.String {
-			out[v.Type().Field(i).Name] = f.String()
-		}
-	}
-	for _, fv := range []reflect.Value{reflect.ValueOf(q.flowQueries), reflect.ValueOf(q.waitQueries)} {
-		for i := range fv.NumField() {
-			out[fv.Type().Field(i).Name] = fv.Field(i).String()
-		}
+	out := map[string]string{}
+	for name, sql := range queryFields(&q) {
+		out[name] = *sql
 	}
 	return out
 }

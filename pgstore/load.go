@@ -133,17 +133,9 @@ func (l *loader) queueRuns(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady 
 	})
 }
 
-// stepColumns are the columns of a run's step a transition loads
-// (scanTask), and itemColumns those of an item.
-const (
-	stepColumns = `run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
-       coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at, timeout_at,
-       coalesce(ckey, ''), coalesce(rkey, ''), wait_key, child_id, items, items_left`
-	itemColumns = stepColumns + `, coalesce(item, 0), item_input`
-)
-
-// scanTask reads a row of stepColumns, or of itemColumns (item), into t
-// and ec.
+// scanTask reads a row of the columns of loadTasks (sql/tasks.sql), or of
+// loadItems and loadMapItems (item: those and the item's number and
+// input), into t and ec.
 func scanTask(rows pgx.Rows, t *store.Task, ec *eventCols, item bool) error {
 	var kind, state string
 	var due, start, fin, qAt, beat, timeout pgtype.Timestamptz

@@ -16,7 +16,7 @@ import (
 // and a claim takes slots in id order; the slot of a lane should go to the
 // lane's task that outranks the others (fairq.Outranks), whichever slot it
 // was placed in. Claims pass over a row whose lane holds a row of a higher
-// priority (notOutranked); reorderLanes, run before a claim whenever rows
+// priority (claim, in sql/ready.sql); reorderLanes, run before a claim whenever rows
 // above the default priority are ready, gives the head of the queue's
 // slots to the tasks that outrank in their lanes, moving the tasks they
 // displace to the slots they held. A lane keeps its slots, so fairness

@@ -18,9 +18,6 @@ import (
 
 var _ store.Scheduler = (*Store)(nil)
 
-const scheduleCols = `id, tenant, name, workflow, input, cron, time_zone, shape, paused, next_at, last_slot, last_run_id,
-coalesce(error, ''), created_at, updated_at, declared, declared_paused`
-
 func scanSchedule(row pgx.Row) (*store.Schedule, error) {
 	var sc store.Schedule
 	var shape string
@@ -45,7 +42,7 @@ func (s *Store) dbNow(ctx context.Context, q querier, t time.Time) (time.Time, e
 	if t = nowOf(t); !t.IsZero() {
 		return t, nil
 	}
-	err := q.QueryRow(ctx, `SELECT now()`).Scan(&t)
+	err := q.QueryRow(ctx, s.q.now).Scan(&t)
 	return t, err
 }
 
@@ -73,11 +70,7 @@ func (s *Store) CreateSchedule(ctx context.Context, p *store.CreateScheduleParam
 		if !next.IsZero() {
 			nextAt = pgtype.Timestamptz{Time: next, Valid: true}
 		}
-		row := tx.QueryRow(ctx, render(s.schema, `
-INSERT INTO {{schema}}.schedules (id, tenant, name, workflow, input, cron, time_zone, shape, paused, next_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
-ON CONFLICT DO NOTHING
-RETURNING `+scheduleCols),
+		row := tx.QueryRow(ctx, s.q.createSchedule,
 			p16(&p.ID), p.Tenant, p.Name, p.Workflow, p.Input, p.Cron, p.TimeZone, string(shape), p.Paused, nextAt, now)
 		out, err = scanSchedule(row)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -99,8 +92,7 @@ RETURNING `+scheduleCols),
 
 // GetSchedule implements store.Scheduler.
 func (s *Store) GetSchedule(ctx context.Context, p *store.GetScheduleParams) (*store.Schedule, error) {
-	sc, err := scanSchedule(s.pool.QueryRow(ctx, render(s.schema,
-		`SELECT `+scheduleCols+` FROM {{schema}}.schedules WHERE tenant = $1 AND name = $2`), p.Key.Tenant, p.Key.Name))
+	sc, err := scanSchedule(s.pool.QueryRow(ctx, s.q.getSchedule, p.Key.Tenant, p.Key.Name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound(p.Key)
 	}
@@ -120,10 +112,7 @@ func (s *Store) ListSchedules(ctx context.Context, p *store.ListSchedulesParams)
 		afterT = pgtype.Text{String: p.After.Tenant, Valid: true}
 		afterN = pgtype.Text{String: p.After.Name, Valid: true}
 	}
-	rows, err := s.pool.Query(ctx, render(s.schema, `
-SELECT `+scheduleCols+` FROM {{schema}}.schedules
-WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR (tenant, name) > ($2, $3::text))
-ORDER BY tenant, name LIMIT $4`), pgtype.Text{String: p.Tenant, Valid: p.Tenant != ""}, afterT, afterN, p.Limit+1)
+	rows, err := s.pool.Query(ctx, s.q.listSchedules, pgtype.Text{String: p.Tenant, Valid: p.Tenant != ""}, afterT, afterN, p.Limit+1)
 	if err != nil {
 		return nil, classify(fmt.Errorf("pgstore: list schedules: %w", err))
 	}
@@ -153,8 +142,7 @@ func (s *Store) PauseSchedule(ctx context.Context, p *store.PauseScheduleParams)
 		if err != nil {
 			return err
 		}
-		sc, err := scanSchedule(tx.QueryRow(ctx, render(s.schema,
-			`SELECT `+scheduleCols+` FROM {{schema}}.schedules WHERE tenant = $1 AND name = $2 FOR UPDATE`), p.Key.Tenant, p.Key.Name))
+		sc, err := scanSchedule(tx.QueryRow(ctx, s.q.lockSchedule, p.Key.Tenant, p.Key.Name))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notFound(p.Key)
 		}
@@ -173,9 +161,7 @@ func (s *Store) PauseSchedule(ctx context.Context, p *store.PauseScheduleParams)
 			}
 			next = pgtype.Timestamptz{Time: n, Valid: true}
 		}
-		out, err = scanSchedule(tx.QueryRow(ctx, render(s.schema, `
-UPDATE {{schema}}.schedules SET paused = $3, next_at = $4, updated_at = $5, error = CASE WHEN $3 THEN error END
-WHERE tenant = $1 AND name = $2 RETURNING `+scheduleCols), p.Key.Tenant, p.Key.Name, p.Paused, next, now))
+		out, err = scanSchedule(tx.QueryRow(ctx, s.q.pauseSchedule, p.Key.Tenant, p.Key.Name, p.Paused, next, now))
 		if err != nil {
 			return err
 		}
@@ -192,8 +178,7 @@ WHERE tenant = $1 AND name = $2 RETURNING `+scheduleCols), p.Key.Tenant, p.Key.N
 
 // DeleteSchedule implements store.Scheduler.
 func (s *Store) DeleteSchedule(ctx context.Context, p *store.DeleteScheduleParams) error {
-	ct, err := s.pool.Exec(ctx, render(s.schema, `DELETE FROM {{schema}}.schedules WHERE tenant = $1 AND name = $2`),
-		p.Key.Tenant, p.Key.Name)
+	ct, err := s.pool.Exec(ctx, s.q.deleteSchedule, p.Key.Tenant, p.Key.Name)
 	if err != nil {
 		return classify(fmt.Errorf("pgstore: delete schedule: %w", err))
 	}
@@ -222,9 +207,7 @@ func (s *Store) nextSchedule(ctx context.Context, q querier, now time.Time, res 
 	if !now.IsZero() {
 		now0 = pgtype.Timestamptz{Time: now, Valid: true}
 	}
-	if err := q.QueryRow(ctx, render(s.schema,
-		`SELECT min(next_at), coalesce($1, now()) FROM {{schema}}.schedules WHERE NOT paused AND next_at IS NOT NULL`),
-		now0).Scan(&next, &at); err != nil {
+	if err := q.QueryRow(ctx, s.q.scheduleCheck, now0).Scan(&next, &at); err != nil {
 		return false, at, fmt.Errorf("pgstore: next schedule: %w", err)
 	}
 	res.HasNext, res.Next = false, 0
@@ -253,10 +236,7 @@ func (s *Store) fireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, render(s.schema, `
-SELECT `+scheduleCols+` FROM {{schema}}.schedules
-WHERE NOT paused AND next_at IS NOT NULL AND next_at <= $1
-ORDER BY next_at LIMIT $2 FOR UPDATE SKIP LOCKED`), at, limit)
+		rows, err := tx.Query(ctx, s.q.dueSchedules, at, limit)
 		if err != nil {
 			return err
 		}
@@ -349,16 +329,10 @@ ORDER BY next_at LIMIT $2 FOR UPDATE SKIP LOCKED`), at, limit)
 		}
 		b := &pgx.Batch{}
 		if len(fires) > 0 {
-			b.Queue(render(s.schema, `
-UPDATE {{schema}}.schedules s SET next_at = u.next_at, last_slot = u.slot, last_run_id = u.run_id, updated_at = $5
-FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::uuid[]) AS u(id, next_at, slot, run_id)
-WHERE s.id = u.id`), schedIDs, nexts, slots, runIDs, at)
+			b.Queue(s.q.advanceSchedules, schedIDs, nexts, slots, runIDs, at)
 		}
 		if len(brokenT) > 0 {
-			b.Queue(render(s.schema, `
-UPDATE {{schema}}.schedules s SET next_at = NULL, error = u.error, updated_at = $4
-FROM unnest($1::text[], $2::text[], $3::text[]) AS u(tenant, name, error)
-WHERE s.tenant = u.tenant AND s.name = u.name`), brokenT, brokenN, brokenE, at)
+			b.Queue(s.q.breakSchedules, brokenT, brokenN, brokenE, at)
 		}
 		if b.Len() > 0 {
 			if err := tx.SendBatch(ctx, b).Close(); err != nil {

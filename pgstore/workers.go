@@ -22,8 +22,6 @@ var (
 // ping.
 func (s *Store) LeaderRefresh() time.Duration { return s.health + pingTimeout }
 
-const workerCols = `id, host, version, workflows, concurrency, in_flight, leader, dead_after, started_at, last_seen, accepts`
-
 // RegisterWorker implements store.WorkerRegistry with one statement (an
 // upsert).
 func (s *Store) RegisterWorker(ctx context.Context, p *store.RegisterWorkerParams) error {
@@ -38,13 +36,7 @@ func (s *Store) RegisterWorker(ctx context.Context, p *store.RegisterWorkerParam
 	if accepts == nil {
 		accepts = []string{}
 	}
-	_, err := s.pool.Exec(ctx, render(s.schema, `
-INSERT INTO {{schema}}.workers AS w (`+workerCols+`)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9::timestamptz, now()), coalesce($9::timestamptz, now()), $11)
-ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version, workflows = excluded.workflows, accepts = excluded.accepts,
-    concurrency = excluded.concurrency, in_flight = excluded.in_flight, leader = excluded.leader,
-    dead_after = excluded.dead_after, last_seen = excluded.last_seen,
-    started_at = CASE WHEN $10::boolean THEN excluded.started_at ELSE w.started_at END`),
+	_, err := s.pool.Exec(ctx, s.q.registerWorker,
 		w.ID, w.Host, w.Version, workflows, w.Concurrency, w.InFlight, w.Leader, w.DeadAfter.Microseconds(),
 		stamp(nowOf(p.Now)), p.Started, accepts)
 	if err != nil {
@@ -55,7 +47,7 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version,
 
 // RemoveWorker implements store.WorkerRegistry.
 func (s *Store) RemoveWorker(ctx context.Context, p *store.RemoveWorkerParams) error {
-	if _, err := s.pool.Exec(ctx, render(s.schema, `DELETE FROM {{schema}}.workers WHERE id = $1`), p.ID); err != nil {
+	if _, err := s.pool.Exec(ctx, s.q.removeWorker, p.ID); err != nil {
 		return classify(fmt.Errorf("pgstore: remove worker: %w", err))
 	}
 	return nil
@@ -72,18 +64,7 @@ func (s *Store) RemoveWorker(ctx context.Context, p *store.RemoveWorkerParams) e
 // nothing.
 func (s *Store) ListWorkers(ctx context.Context, p *store.ListWorkersParams) (*store.ListWorkersResult, error) {
 	key := uint64(lockKey("leader", s.schema))
-	rows, err := s.pool.Query(ctx, render(s.schema, `
-SELECT n.now, `+workerCols+`, coalesce(w.id = l.worker, false)
-FROM (SELECT coalesce($1::timestamptz, now()) AS now) n
-LEFT JOIN {{schema}}.workers w ON true
-LEFT JOIN (
-    SELECT ld.worker FROM {{schema}}.leader ld
-    WHERE EXISTS (SELECT FROM pg_locks k
-                  WHERE k.locktype = 'advisory' AND k.granted AND k.pid = ld.pid
-                    AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                    AND k.classid = $2::bigint::oid AND k.objid = $3::bigint::oid AND k.objsubid = 1)
-) l ON true
-ORDER BY w.id`), stamp(nowOf(p.Now)), int64(key>>32), int64(key&0xffffffff))
+	rows, err := s.pool.Query(ctx, s.q.listWorkers, stamp(nowOf(p.Now)), int64(key>>32), int64(key&0xffffffff))
 	if err != nil {
 		return nil, classify(fmt.Errorf("pgstore: list workers: %w", err))
 	}
@@ -139,11 +120,7 @@ func (s *Store) PruneWorkers(ctx context.Context, p *store.PruneWorkersParams) (
 }
 
 func (s *Store) pruneWorkers(ctx context.Context, p *store.PruneWorkersParams) (*store.PruneWorkersResult, error) {
-	rows, err := s.pool.Query(ctx, render(s.schema, `
-WITH n AS (SELECT coalesce($1::timestamptz, now()) AS now)
-SELECT id, last_seen, dead_after, n.now FROM {{schema}}.workers, n
-WHERE last_seen <= n.now - make_interval(secs => $2::bigint / 1e6)`),
-		stamp(nowOf(p.Now)), dag.WorkerPruneAfter.Microseconds())
+	rows, err := s.pool.Query(ctx, s.q.staleWorkers, stamp(nowOf(p.Now)), dag.WorkerPruneAfter.Microseconds())
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: prune workers: %w", err)
 	}
@@ -169,9 +146,7 @@ WHERE last_seen <= n.now - make_interval(secs => $2::bigint / 1e6)`),
 	if len(ids) == 0 {
 		return res, nil
 	}
-	ct, err := s.pool.Exec(ctx, render(s.schema, `
-DELETE FROM {{schema}}.workers w USING unnest($1::text[], $2::timestamptz[]) AS c(id, seen)
-WHERE w.id = c.id AND w.last_seen = c.seen`), ids, seen)
+	ct, err := s.pool.Exec(ctx, s.q.deleteWorkers, ids, seen)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: prune workers: %w", err)
 	}

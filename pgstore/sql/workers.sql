@@ -1,0 +1,51 @@
+-- The workers' records (workers.go): what each serves and runs, and when
+-- it was last seen. Liveness is judged on the database's clock.
+
+-- name: registerWorker
+-- An upsert; the start time is set when the worker has just started
+-- ($10), kept otherwise.
+INSERT INTO {{schema}}.workers AS w (id, host, version, workflows, concurrency, in_flight, leader, dead_after, started_at, last_seen, accepts)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9::timestamptz, now()), coalesce($9::timestamptz, now()), $11)
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version, workflows = excluded.workflows, accepts = excluded.accepts,
+    concurrency = excluded.concurrency, in_flight = excluded.in_flight, leader = excluded.leader,
+    dead_after = excluded.dead_after, last_seen = excluded.last_seen,
+    started_at = CASE WHEN $10::boolean THEN excluded.started_at ELSE w.started_at END;
+
+-- name: removeWorker
+DELETE FROM {{schema}}.workers WHERE id = $1;
+
+-- name: touchWorker
+-- The leader's health check of its election connection refreshes its
+-- record.
+UPDATE {{schema}}.workers SET last_seen = now() WHERE id = $1;
+
+-- name: listWorkers
+-- Every worker (a row with the time alone when there is none), and
+-- whether it is the leader: the worker named in the leader table while
+-- that row's backend holds the leader's advisory lock ($2, $3: the halves
+-- of its key), as pg_locks says.
+SELECT n.now, id, host, version, workflows, concurrency, in_flight, leader, dead_after, started_at, last_seen, accepts,
+       coalesce(w.id = l.worker, false)
+FROM (SELECT coalesce($1::timestamptz, now()) AS now) n
+LEFT JOIN {{schema}}.workers w ON true
+LEFT JOIN (
+    SELECT ld.worker FROM {{schema}}.leader ld
+    WHERE EXISTS (SELECT FROM pg_locks k
+                  WHERE k.locktype = 'advisory' AND k.granted AND k.pid = ld.pid
+                    AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    AND k.classid = $2::bigint::oid AND k.objid = $3::bigint::oid AND k.objsubid = 1)
+) l ON true
+ORDER BY w.id;
+
+-- name: staleWorkers
+-- The records not seen for $2 microseconds (dag.WorkerPruneAfter), as
+-- candidates: dag.WorkerPrunable decides.
+WITH n AS (SELECT coalesce($1::timestamptz, now()) AS now)
+SELECT id, last_seen, dead_after, n.now FROM {{schema}}.workers, n
+WHERE last_seen <= n.now - make_interval(secs => $2::bigint / 1e6);
+
+-- name: deleteWorkers
+-- The records staleWorkers found and PruneWorkers chose, unless they were
+-- refreshed in between.
+DELETE FROM {{schema}}.workers w USING unnest($1::text[], $2::timestamptz[]) AS c(id, seen)
+WHERE w.id = c.id AND w.last_seen = c.seen;

@@ -1,0 +1,242 @@
+package pgstore
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/fairq"
+	"github.com/effectivelabs/durable/store"
+)
+
+// The store's SQL lives in sql/*.sql, a file per table: a statement is in
+// the file of the table it mainly writes, or reads when it writes none
+// (session.sql holds those that touch no table). A file is a series of
+// blocks, each opened by a line
+//
+//	-- name: firstEvents
+//
+// that names the field of queries holding the statement (grep the name to
+// find the SQL, the field and its uses). The comment lines right after
+// it say what the statement does and why it is written so; the statement
+// follows, ending with a semicolon. Comment lines are not sent to the
+// server. A block opened by "-- fragment: name" holds a piece of SQL that
+// Go code assembles into a statement at run time (ListRuns' query, built
+// from its filter); it is not a field of queries.
+//
+// Statements are written whole: no block includes another, so that the
+// SQL found by a name is the SQL sent. Where several statements share a
+// part (the variants of insertRuns, claim and claimIDs, column lists a
+// scanner reads), each block says so, and TestStatementVariants fails
+// when they drift apart. In statements, {{schema}} stands for the store's
+// quoted schema, substituted at New, and a few other {{names}} for Go
+// constants the SQL must agree with (sqlConstants), substituted once.
+//
+// A field without a statement, a statement without a field, two blocks of
+// one name, an unknown {{name}} or a malformed file panics at New: they
+// are mistakes in this package, which TestStatementFiles finds without a
+// database.
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// sqlConstants are the Go constants the statements use, by the name of
+// their placeholder.
+var sqlConstants = map[string]string{
+	"eventBlockSize":    strconv.FormatInt(eventBlockSize, 10),
+	"blockLength":       strconv.FormatInt(fairq.BlockLength, 10),
+	"countShards":       strconv.Itoa(countShards),
+	"shapeTrustSeconds": strconv.Itoa(int(shapeTrust / time.Second)),
+	"onFailureTask":     store.OnFailureTask,
+	"errTimeoutText":    dag.ErrTimeoutText,
+}
+
+// sqlBlock is a statement or fragment of sql/*.sql.
+type sqlBlock struct {
+	file, name string
+	fragment   bool
+	sql        string // constants substituted; {{schema}} left
+}
+
+var (
+	blockHeader = regexp.MustCompile(`^-- (name|fragment): ([A-Za-z_][A-Za-z0-9_]*)\s*$`)
+	placeholder = regexp.MustCompile(`\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}`)
+)
+
+// parseSQLFile splits the text of a file of sql/ into its blocks.
+func parseSQLFile(file, text string) ([]sqlBlock, error) {
+	var out []sqlBlock
+	var cur *sqlBlock
+	var body []string
+	flush := func() error {
+		if cur == nil {
+			return nil
+		}
+		sql := strings.TrimSpace(strings.Join(body, "\n"))
+		where := file + ": " + cur.name
+		switch {
+		case sql == "":
+			return fmt.Errorf("%s: no SQL", where)
+		case cur.fragment && strings.Contains(sql, ";"):
+			return fmt.Errorf("%s: a fragment holds a semicolon", where)
+		case !cur.fragment && !strings.HasSuffix(sql, ";"):
+			return fmt.Errorf("%s: the statement does not end with a semicolon", where)
+		case !cur.fragment && strings.Contains(strings.TrimSuffix(sql, ";"), ";"):
+			return fmt.Errorf("%s: more than one statement", where)
+		}
+		cur.sql = strings.TrimSpace(strings.TrimSuffix(sql, ";"))
+		out = append(out, *cur)
+		cur, body = nil, nil
+		return nil
+	}
+	for i, line := range strings.Split(text, "\n") {
+		if m := blockHeader.FindStringSubmatch(line); m != nil {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+			cur = &sqlBlock{file: file, name: m[2], fragment: m[1] == "fragment"}
+			continue
+		}
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "--") {
+			if strings.HasPrefix(trimmed, "-- name:") || strings.HasPrefix(trimmed, "-- fragment:") {
+				return nil, fmt.Errorf("%s:%d: malformed block header %q", file, i+1, line)
+			}
+			continue // documentation
+		}
+		if cur == nil {
+			if trimmed != "" {
+				return nil, fmt.Errorf("%s:%d: SQL before the first -- name: line", file, i+1)
+			}
+			continue
+		}
+		body = append(body, line)
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sqlBlocks are the blocks of every file of sql/, by name, with the
+// constants substituted; it panics on a malformed file, a name used twice
+// or an unknown placeholder.
+var sqlBlocks = sync.OnceValue(func() map[string]sqlBlock {
+	blocks, err := loadSQLBlocks(sqlFiles)
+	if err != nil {
+		panic(err)
+	}
+	return blocks
+})
+
+func loadSQLBlocks(fsys fs.FS) (map[string]sqlBlock, error) {
+	files, err := fs.Glob(fsys, "sql/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]sqlBlock{}
+	for _, f := range files {
+		text, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return nil, err
+		}
+		blocks, err := parseSQLFile(path.Base(f), string(text))
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: %w", err)
+		}
+		for _, b := range blocks {
+			if prev, ok := out[b.name]; ok {
+				return nil, fmt.Errorf("pgstore: %s: %s is also in %s", b.file, b.name, prev.file)
+			}
+			var bad []string
+			b.sql = placeholder.ReplaceAllStringFunc(b.sql, func(p string) string {
+				name := p[2 : len(p)-2]
+				if v, ok := sqlConstants[name]; ok {
+					return v
+				}
+				if name != "schema" && !b.fragment {
+					bad = append(bad, p)
+				}
+				return p
+			})
+			if len(bad) > 0 {
+				return nil, fmt.Errorf("pgstore: %s: %s: unknown placeholders %v", b.file, b.name, bad)
+			}
+			out[b.name] = b
+		}
+	}
+	return out, nil
+}
+
+// newQueries returns the statements of sql/ for schema, each in the field
+// of queries of its name. It panics when a field has no statement or a
+// statement no field.
+func newQueries(schema string) queries {
+	var q queries
+	blocks := sqlBlocks()
+	used := map[string]bool{}
+	for name, field := range queryFields(&q) {
+		b, ok := blocks[name]
+		if !ok || b.fragment {
+			panic(fmt.Sprintf("pgstore: no statement %q in sql/*.sql for the field of queries of that name", name))
+		}
+		if used[name] {
+			panic(fmt.Sprintf("pgstore: two fields of queries are named %s", name))
+		}
+		used[name] = true
+		*field = render(schema, b.sql)
+	}
+	for name, b := range blocks {
+		if !used[name] && !b.fragment {
+			panic(fmt.Sprintf("pgstore: %s: statement %s is not a field of queries", b.file, name))
+		}
+	}
+	return q
+}
+
+// queryFields yields the string fields of q and of the structs embedded
+// in it, by name.
+func queryFields(q *queries) func(yield func(string, *string) bool) {
+	return func(yield func(string, *string) bool) {
+		var walk func(v reflect.Value) bool
+		walk = func(v reflect.Value) bool {
+			for i := range v.NumField() {
+				f, sf := v.Field(i), v.Type().Field(i)
+				switch {
+				case sf.Anonymous && f.Kind() == reflect.Struct:
+					if !walk(f) {
+						return false
+					}
+				case f.Kind() == reflect.String:
+					// The fields are unexported; reflect sets them through
+					// their address.
+					if !yield(sf.Name, (*string)(unsafe.Pointer(f.UnsafeAddr()))) {
+						return false
+					}
+				default:
+					panic(fmt.Sprintf("pgstore: queries.%s is a %s, not a statement", sf.Name, f.Type()))
+				}
+			}
+			return true
+		}
+		walk(reflect.ValueOf(q).Elem())
+	}
+}
+
+// sqlFragment returns the fragment of sql/ of that name, {{schema}} left.
+func sqlFragment(name string) string {
+	b, ok := sqlBlocks()[name]
+	if !ok || !b.fragment {
+		panic(fmt.Sprintf("pgstore: no fragment %q in sql/*.sql", name))
+	}
+	return b.sql
+}
