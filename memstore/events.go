@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -116,7 +115,7 @@ func (s *Store) spawn(c *dag.Change, nr *store.NewRun) error {
 	if err := dag.CheckNewRun(nr); err != nil {
 		return fmt.Errorf("memstore: child run %s: %w", nr.ID, err)
 	}
-	if err := flow.Check(nr); err != nil {
+	if err := dag.CheckKeys(nr); err != nil {
 		return fmt.Errorf("memstore: child run %s: %w", nr.ID, err)
 	}
 	shape, err := s.compile(nr.Workflow, nr.Shape, c.Now)
@@ -128,7 +127,7 @@ func (s *Store) spawn(c *dag.Change, nr *store.NewRun) error {
 	}
 	rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Version: shape.Shape.Version, Tenant: nr.Tenant, Input: clone(nr.Input),
 		Priority: nr.Priority, Parent: nr.Parent, TraceParent: nr.TraceParent}
-	r, fx := flow.Start(rec, shape, nr.Keys, c.Now, time.Time{})
+	r, fx := dag.StartKeyed(rec, shape, nr.Keys, c.Now, time.Time{})
 	c.Add(r, fx)
 	return nil
 }

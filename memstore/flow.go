@@ -4,22 +4,21 @@ import (
 	"container/heap"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
 // before returns which keyed tasks of the change's runs were RUNNING before
 // its transitions: the stored tasks, not yet overwritten by persist.
-func (s *Store) before(c *dag.Change) flow.Before {
-	var b flow.Before
+func (s *Store) before(c *dag.Change) dag.SlotsBefore {
+	var b dag.SlotsBefore
 	for _, r := range c.Runs {
 		rs := s.runs[r.Rec.ID]
-		if rs == nil || c.Effects[r].Created || !flow.Keyed(rs.shape) {
+		if rs == nil || c.Effects[r].Created || !dag.Keyed(rs.shape) {
 			continue
 		}
-		if held := flow.Snapshot(rs.tasks); held != nil {
+		if held := dag.HeldSlots(rs.tasks); held != nil {
 			if b == nil {
-				b = flow.Before{}
+				b = dag.SlotsBefore{}
 			}
 			b[r] = held
 		}
@@ -28,12 +27,12 @@ func (s *Store) before(c *dag.Change) flow.Before {
 }
 
 // admit applies the rate limits and concurrency caps to a change (see
-// internal/flow), the mirror image of pgstore's admit: arrivals over a
+// internal/dag/flow.go), the mirror image of pgstore's admit: arrivals over a
 // rate limit become timers, arrivals over a cap are parked, and the oldest
 // parked tasks of keys whose slots freed are placed in the fair queue.
-func (s *Store) admit(c *dag.Change, w *flow.Work) error {
+func (s *Store) admit(c *dag.Change, w *dag.Admission) error {
 	if len(w.Rated) > 0 {
-		used := map[flow.RateKey]int{}
+		used := map[dag.RateKey]int{}
 		for _, rk := range w.RateKeys() {
 			used[rk] = s.rates[rk]
 		}
@@ -73,7 +72,7 @@ func (s *Store) admit(c *dag.Change, w *flow.Work) error {
 	for _, k := range w.SlotKeys() {
 		parked[k] = len(s.parked[k])
 	}
-	d := w.Decide(c, held, func(t flow.Task) bool { return !wasParked[t.TaskAt] }, parked)
+	d := w.Decide(c, held, func(t dag.KeyedTask) bool { return !wasParked[t.TaskAt] }, parked)
 	for _, k := range w.SlotKeys() {
 		for range d.Promote[k] {
 			tk := s.parked[k][0]

@@ -22,7 +22,6 @@ import (
 
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/fairq"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -45,15 +44,15 @@ type Store struct {
 	deadline map[uuid.UUID]time.Time   // runs with a deadline, not settled
 	eventID  int64
 
-	// Concurrency keys and rate limits (see internal/flow): slots held per
+	// Concurrency keys and rate limits (see internal/dag/flow.go): slots held per
 	// key, parked tasks per key in FIFO order, the key of each parked task,
 	// and admissions per rate-limit window.
 	slots     map[string]int
 	parked    map[string][]taskKey
 	parkedKey map[taskKey]string
-	rates     map[flow.RateKey]int
+	rates     map[dag.RateKey]int
 	// rateUntil: when a ready task admitted under a rate limit stops being
-	// claimable (flow.Expired); FireTimers requeues it then.
+	// claimable (dag.RateExpired); FireTimers requeues it then.
 	rateUntil map[taskKey]time.Time
 	// schedules holds the cron schedules (see schedule.go); nil until the
 	// first is created.
@@ -111,7 +110,7 @@ func (s *Store) outranking(e readyEntry, now time.Time) (readyEntry, bool) {
 	list = slices.DeleteFunc(list, func(x readyEntry) bool { id, ok := s.queued[x.key]; return !ok || id != x.id })
 	best := -1
 	for i, x := range list {
-		if x.key != e.key && !flow.Expired(s.rateUntil[x.key], now) && fairq.Outranks(x.priority, x.id, e.priority, e.id) &&
+		if x.key != e.key && !dag.RateExpired(s.rateUntil[x.key], now) && fairq.Outranks(x.priority, x.id, e.priority, e.id) &&
 			s.runs[x.key.run].rec.Version == s.runs[e.key.run].rec.Version &&
 			(best < 0 || fairq.Outranks(x.priority, x.id, list[best].priority, list[best].id)) {
 			best = i
@@ -162,7 +161,7 @@ func New() *Store {
 		slots:      make(map[string]int),
 		parked:     make(map[string][]taskKey),
 		parkedKey:  make(map[taskKey]string),
-		rates:      make(map[flow.RateKey]int),
+		rates:      make(map[dag.RateKey]int),
 		rateUntil:  make(map[taskKey]time.Time),
 		waiting:    make(map[waitKey]map[taskKey]struct{}),
 		waitOf:     make(map[taskKey]waitKey),
@@ -291,7 +290,7 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 		if err := dag.CheckNewRun(nr); err != nil {
 			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, err)
 		}
-		if err := flow.Check(nr); err != nil {
+		if err := dag.CheckKeys(nr); err != nil {
 			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, err)
 		}
 		c, err := s.compile(nr.Workflow, nr.Shape, t)
@@ -339,7 +338,7 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
 			TraceParent: nr.TraceParent,
 		}
-		r, fx := flow.Start(rec, shapes[i], nr.Keys, t, startAt)
+		r, fx := dag.StartKeyed(rec, shapes[i], nr.Keys, t, startAt)
 		c.Add(r, fx)
 		if k, ok := dag.KeyOf(nr); ok {
 			s.keys[k] = nr.ID
@@ -396,7 +395,7 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 // pgstore's (see persist).
 func (s *Store) persistOne(c *dag.Change, n *notes) error {
 	var until map[dag.TaskAt]time.Time
-	if w := flow.Collect(c, s.before(c)); w != nil {
+	if w := dag.CollectAdmission(c, s.before(c)); w != nil {
 		if err := s.admit(c, w); err != nil {
 			return err
 		}
@@ -622,7 +621,7 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		}
 		if !served[e.workflow] || !dag.ServesQueue(p.Queues, e.workflow, s.runs[e.key.run].rec.Version) ||
 			(p.TenantLimit > 0 && s.inFlight[e.tenant] >= p.TenantLimit) ||
-			flow.Expired(s.rateUntil[e.key], t) {
+			dag.RateExpired(s.rateUntil[e.key], t) {
 			skipped = append(skipped, e)
 			continue
 		}
@@ -868,7 +867,7 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	}
 	var lapsed []due
 	for k, at := range s.rateUntil {
-		if flow.Expired(at, t) {
+		if dag.RateExpired(at, t) {
 			lapsed = append(lapsed, due{k, at})
 		}
 	}
@@ -877,7 +876,7 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	})
 	for _, d := range lapsed {
 		r := s.load(loaded, d.k.run)
-		fx, ok := r.Requeue(s.index(r, d.k), flow.RequeueDetail, t)
+		fx, ok := r.Requeue(s.index(r, d.k), dag.RateRequeueDetail, t)
 		if ok {
 			res.Fired++
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -163,7 +162,7 @@ func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
 		if err := dag.CheckNewRun(nr); err != nil {
 			return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, err)
 		}
-		if err := flow.Check(nr); err != nil {
+		if err := dag.CheckKeys(nr); err != nil {
 			return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, err)
 		}
 		prep.keyed = prep.keyed || nr.Keys != nil
@@ -370,13 +369,13 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
 			TraceParent: nr.TraceParent,
 		}
-		r, fx := flow.Start(rec, prep.shapes[i], nr.Keys, now, startAt)
+		r, fx := dag.StartKeyed(rec, prep.shapes[i], nr.Keys, now, startAt)
 		c.shapeIDs[r] = prep.shapeIDs[i]
 		c.load(r, nil)
 		c.Add(r, fx)
 	}
 	if deferred {
-		flow.Defer(c.Change)
+		dag.DeferKeyed(c.Change)
 	}
 	if len(c.Runs) == 0 {
 		if own != nil {

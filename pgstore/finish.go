@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -222,7 +221,7 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 						fx, ok = r.Expire(c.Now)
 					case d.idx <= -2: // a rate-limit window ended unclaimed
 						if i, found := taskIndex(r, d.name); found {
-							fx, ok = r.Requeue(i, flow.RequeueDetail, c.Now)
+							fx, ok = r.Requeue(i, dag.RateRequeueDetail, c.Now)
 						}
 					default:
 						if i, found := taskIndex(r, d.name); found {

@@ -11,12 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
-// Concurrency keys and rate limits in PostgreSQL (see internal/flow): a
-// transition whose change involves keyed tasks (flow.Collect) takes one
+// Concurrency keys and rate limits in PostgreSQL (see internal/dag/flow.go): a
+// transition whose change involves keyed tasks (dag.CollectAdmission) takes one
 // more round trip before its writes, admit, which locks the counters of
 // its keys (concurrency_slots, rate_limits: by primary key, in key order,
 // before the lanes), deletes the queue entries of keyed tasks it dequeues
@@ -30,7 +29,7 @@ import (
 // ErrKeyedTx is returned when keyed tasks would be admitted inside a
 // caller's transaction, which must not hold the per-key locks admission
 // takes. CreateRunsTx never does: keyed roots wait as timers that the
-// leader fires after the caller commits (flow.Defer).
+// leader fires after the caller commits (dag.DeferKeyed).
 var ErrKeyedTx = errors.New("pgstore: keyed tasks cannot be admitted inside a caller's transaction")
 
 type flowQueries struct {
@@ -125,15 +124,15 @@ type parkedRow struct {
 
 // flowState is what admit decided for a change.
 type flowState struct {
-	w        *flow.Work
-	used     map[flow.RateKey]int
-	d        *flow.Decision
+	w        *dag.Admission
+	used     map[dag.RateKey]int
+	d        *dag.AdmitDecision
 	promoted []parkedRow
 	ids      []int64 // fair ids of promoted, once placed
 }
 
 // admit runs admission for a change that involves keyed tasks.
-func (s *Store) admit(ctx context.Context, tx querier, c *change, w *flow.Work) error {
+func (s *Store) admit(ctx context.Context, tx querier, c *change, w *dag.Admission) error {
 	if c.deferred {
 		if len(w.Rated) > 0 || len(w.Arrivals) > 0 {
 			return ErrKeyedTx
@@ -141,7 +140,7 @@ func (s *Store) admit(ctx context.Context, tx querier, c *change, w *flow.Work) 
 		return nil
 	}
 	b := &pgx.Batch{}
-	used := map[flow.RateKey]int{}
+	used := map[dag.RateKey]int{}
 	if rks := w.RateKeys(); len(rks) > 0 {
 		keys, wins := make([]string, len(rks)), make([]pgtype.Timestamptz, len(rks))
 		for i, rk := range rks {
@@ -149,7 +148,7 @@ func (s *Store) admit(ctx context.Context, tx querier, c *change, w *flow.Work) 
 		}
 		b.Queue(s.q.lockRates, keys, wins).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var rk flow.RateKey
+				var rk dag.RateKey
 				var n int
 				if err := rows.Scan(&rk.Key, &rk.Window, &n); err != nil {
 					return err
@@ -243,7 +242,7 @@ func (s *Store) admit(ctx context.Context, tx querier, c *change, w *flow.Work) 
 	for k, h := range heads {
 		parked[k] = len(h)
 	}
-	d := w.Decide(c.Change, held, func(t flow.Task) bool {
+	d := w.Decide(c.Change, held, func(t dag.KeyedTask) bool {
 		return inReady[runTask{t.R.Rec.ID, t.R.Tasks[t.I].Name}]
 	}, parked)
 	fs := &flowState{w: w, used: used, d: d}
@@ -291,7 +290,7 @@ func (c *change) queueFlowWrites(q *queries, channel string, b *pgx.Batch, now t
 	var kRuns [][16]byte
 	var kNames, kC, kR []string
 	for _, r := range c.Runs {
-		if !c.Effects[r].Created || !flow.Keyed(r.Shape) {
+		if !c.Effects[r].Created || !dag.Keyed(r.Shape) {
 			continue
 		}
 		for i := range r.Tasks {

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -76,7 +75,7 @@ type change struct {
 
 	// before holds the keyed tasks RUNNING as loaded, and flow what
 	// admission decided (flow.go); both nil for runs without keys.
-	before flow.Before
+	before dag.SlotsBefore
 	flow   *flowState
 
 	// runsInserted: the new runs are inserted already (insertNewRuns).
@@ -156,9 +155,9 @@ func newChange(now time.Time) *change {
 func (c *change) load(r *dag.Run, cols []eventCols) {
 	c.byID[r.Rec.ID] = r
 	c.cols[r] = cols
-	if flow.Keyed(r.Shape) {
+	if dag.Keyed(r.Shape) {
 		if c.before == nil {
-			c.before = flow.Before{}
+			c.before = dag.SlotsBefore{}
 		}
 		c.before.Note(r)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -360,7 +359,7 @@ func (s *Store) spawn(ctx context.Context, tx querier, c *change) error {
 			if err := dag.CheckNewRun(nr); err != nil {
 				return fmt.Errorf("pgstore: child run %s: %w", nr.ID, err)
 			}
-			if err := flow.Check(nr); err != nil {
+			if err := dag.CheckKeys(nr); err != nil {
 				return fmt.Errorf("pgstore: child run %s: %w", nr.ID, err)
 			}
 			id, js, compiled, err := s.compileShape(nr.Shape)
@@ -375,7 +374,7 @@ func (s *Store) spawn(ctx context.Context, tx querier, c *change) error {
 			}
 			rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Version: compiled.Shape.Version, Tenant: nr.Tenant, Input: nr.Input,
 				Priority: nr.Priority, Parent: nr.Parent, TraceParent: nr.TraceParent}
-			r, rfx := flow.Start(rec, compiled, nr.Keys, c.Now, time.Time{})
+			r, rfx := dag.StartKeyed(rec, compiled, nr.Keys, c.Now, time.Time{})
 			if c.shapeIDs == nil {
 				c.shapeIDs = map[*dag.Run]uuid.UUID{}
 			}

@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -37,7 +36,7 @@ func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b
 			return fmt.Errorf("pgstore: %w", err)
 		}
 	}
-	if w := flow.Collect(c.Change, c.before); w != nil {
+	if w := dag.CollectAdmission(c.Change, c.before); w != nil {
 		if err := s.admit(ctx, tx, c, w); err != nil {
 			return err
 		}
