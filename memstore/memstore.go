@@ -347,19 +347,21 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 	return res, s.persist(c, n)
 }
 
-// persist writes what a call's transitions did, the mirror image of
-// pgstore's: queue entries of dequeued tasks go, then the runs, their tasks
-// and the indexes over them (timers, running tasks) are updated, the
-// enqueued tasks are placed in the fair queue in order, and the events are
-// appended.
+// memTx is the in-memory store's side of the core's runner (dag.Tx): the
+// store's lock is held for the whole call, which makes it one atomic unit.
+type memTx struct {
+	s *Store
+	n *notes
+}
+
+// persist completes and writes what a call's transitions did (dag.Commit),
+// then applies the messages they left for other runs, each in a transition
+// of its own, as pgstore does after its commit.
 func (s *Store) persist(c *dag.Change, n *notes) error {
 	var outbox []dag.Message
 	for {
-		if err := s.resolve(c); err != nil {
-			return err
-		}
-		if err := s.persistOne(c, n); err != nil {
-			return err
+		if err := dag.Commit(context.Background(), &memTx{s, n}, c); err != nil {
+			return fmt.Errorf("memstore: %w", err)
 		}
 		n.omit = false
 		for _, r := range c.Runs {
@@ -368,8 +370,6 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 		if len(outbox) == 0 {
 			return nil
 		}
-		// Messages for other runs are applied after the transitions that
-		// left them, each in a transition of its own, as pgstore does.
 		m := outbox[0]
 		outbox = outbox[1:]
 		c = dag.NewChange(c.Now)
@@ -391,16 +391,19 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 	}
 }
 
-// persistOne writes what a call's transitions did, the mirror image of
-// pgstore's (see persist).
-func (s *Store) persistOne(c *dag.Change, n *notes) error {
+// Write implements dag.Tx: queue entries of dequeued tasks go, then the
+// runs, their tasks and the indexes over them (timers, running tasks) are
+// updated, the enqueued tasks are placed in the fair queue in order, and
+// the events are appended.
+func (tx *memTx) Write(_ context.Context, c *dag.Change) error {
+	s, n := tx.s, tx.n
 	var until map[dag.TaskAt]time.Time
-	if w := dag.CollectAdmission(c, s.before(c)); w != nil {
-		if err := s.admit(c, w); err != nil {
+	if c.Admitted != nil {
+		if err := s.writeAdmission(c); err != nil {
 			return err
 		}
 		n.ready = true
-		until = w.Until
+		until = c.Admitted.Until
 	}
 	for _, r := range c.Runs {
 		fx := c.Effects[r]

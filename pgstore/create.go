@@ -357,7 +357,7 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 	// Start the runs. Fair ids are assigned in run order, each run's tasks
 	// in the order the core enqueued them.
 	c.Now = now
-	c.shapeIDs = make(map[*dag.Run]uuid.UUID, len(prep.p.Runs))
+	c.shapeIDs = make(map[uuid.UUID]uuid.UUID, len(prep.p.Runs))
 	for i := range prep.p.Runs {
 		if res.Runs[i].Duplicate {
 			continue
@@ -370,7 +370,7 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 			TraceParent: nr.TraceParent,
 		}
 		r, fx := dag.StartKeyed(rec, prep.shapes[i], nr.Keys, now, startAt)
-		c.shapeIDs[r] = prep.shapeIDs[i]
+		c.shapeIDs[r.Rec.ID] = prep.shapeIDs[i]
 		c.load(r, nil)
 		c.Add(r, fx)
 	}

@@ -70,13 +70,21 @@ type change struct {
 	eventK    int64
 	cols      map[*dag.Run][]eventCols
 
-	shapeIDs map[*dag.Run]uuid.UUID // of new runs
+	shapeIDs map[uuid.UUID]uuid.UUID // of new runs, by run ID
 	notes    []string
 
-	// before holds the keyed tasks RUNNING as loaded, and flow what
-	// admission decided (flow.go); both nil for runs without keys.
-	before dag.SlotsBefore
-	flow   *flowState
+	// before holds the keyed tasks RUNNING as loaded, heads the oldest
+	// parked tasks of the keys admission locked (flow.go), and promoted
+	// the heads it promotes, with their fair ids once placed; all nil for
+	// runs without keys.
+	before   dag.SlotsBefore
+	heads    map[string][]parkedRow
+	promoted []parkedRow
+	promIDs  []int64
+
+	// newShapes are the shapes of the child runs the call creates that
+	// the store does not know yet, inserted with its writes.
+	newShapes shapeRows
 
 	// runsInserted: the new runs are inserted already (insertNewRuns).
 	runsInserted bool

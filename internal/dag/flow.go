@@ -312,6 +312,27 @@ func (w *Admission) SlotKeys() []string {
 	return out
 }
 
+// Heads returns, per concurrency key, how many of its oldest parked tasks
+// the call may promote: one per slot it frees (tasks that left RUNNING,
+// keyed tasks that left the queue) and one per arrival, which parked tasks
+// go before. Slots free beyond those (a cap raised by a deploy) go to the
+// parked tasks as their key's tasks move on.
+func (w *Admission) Heads() map[string]int {
+	heads := map[string]int{}
+	for k, n := range w.Released {
+		if n > 0 {
+			heads[k] += n
+		}
+	}
+	for _, t := range w.Dequeued {
+		heads[t.Key]++
+	}
+	for _, t := range w.Arrivals {
+		heads[t.Key]++
+	}
+	return heads
+}
+
 // Limit applies the rate limits: used holds the admissions so far of each
 // window of RateKeys and is updated. Each rated arrival within its window's
 // limit is admitted; the others are taken out of c's arrivals (and of the
