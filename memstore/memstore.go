@@ -332,12 +332,9 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 		if res.Runs[i].Duplicate {
 			continue
 		}
-		startAt, deadline := dag.Times(nr, t)
-		rec := store.Run{
-			ID: nr.ID, Workflow: nr.Workflow, Version: shapes[i].Shape.Version, Tenant: nr.Tenant, Input: clone(nr.Input),
-			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
-			TraceParent: nr.TraceParent,
-		}
+		startAt, _ := dag.Times(nr, t)
+		rec := dag.NewRecord(nr, shapes[i], t)
+		rec.Input = clone(nr.Input)
 		r, fx := dag.StartKeyed(rec, shapes[i], nr.Keys, t, startAt)
 		c.Add(r, fx)
 		if k, ok := dag.KeyOf(nr); ok {
@@ -750,25 +747,22 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 		}
 	}
 	t := now(p.Now)
-	res := make([]store.FinishResult, len(p.Outcomes))
 	n := notes{omit: true}
 	s.mu.Lock()
 	c := dag.NewChange(t)
 	loaded := map[uuid.UUID]*dag.Run{}
-	for k := range p.Outcomes {
-		o := p.Outcomes[k]
-		o.Output = clone(o.Output)
-		_, key, ok := s.find(o.Task)
-		if !ok {
-			res[k].Status = store.FinishStale
-			continue
-		}
-		r := s.load(loaded, o.Task.RunID)
-		i := s.index(r, key)
-		fx, st := r.Finish(i, &o, t)
-		res[k] = r.Result(i, &o, fx, st)
-		c.Add(r, fx)
+	outcomes := slices.Clone(p.Outcomes)
+	for k := range outcomes {
+		outcomes[k].Output = clone(outcomes[k].Output)
 	}
+	res := c.Finish(outcomes, func(ref store.TaskRef) (*dag.Run, int, bool) {
+		_, key, ok := s.find(ref)
+		if !ok {
+			return nil, 0, false
+		}
+		r := s.load(loaded, ref.RunID)
+		return r, s.index(r, key), true
+	})
 	err := s.persist(c, &n)
 	s.mu.Unlock()
 	if err != nil {
@@ -852,21 +846,13 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	if p.Limit > 0 && len(expired) > p.Limit {
 		expired = expired[:p.Limit]
 	}
+	var timers []dag.Due
 	for _, id := range expired {
-		r := s.load(loaded, id)
-		fx, ok := r.Expire(t)
-		if ok {
-			res.Fired++
-		}
-		c.Add(r, fx)
+		timers = append(timers, dag.Due{R: s.load(loaded, id), Kind: dag.DueDeadline})
 	}
 	for _, d := range fire {
 		r := s.load(loaded, d.k.run)
-		fx, ok := r.Wake(s.index(r, d.k), p.Rand, t)
-		if ok {
-			res.Fired++
-		}
-		c.Add(r, fx)
+		timers = append(timers, dag.Due{R: r, I: s.index(r, d.k)})
 	}
 	var lapsed []due
 	for k, at := range s.rateUntil {
@@ -879,12 +865,9 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	})
 	for _, d := range lapsed {
 		r := s.load(loaded, d.k.run)
-		fx, ok := r.Requeue(s.index(r, d.k), dag.RateRequeueDetail, t)
-		if ok {
-			res.Fired++
-		}
-		c.Add(r, fx)
+		timers = append(timers, dag.Due{R: r, I: s.index(r, d.k), Kind: dag.DueLapsed})
 	}
+	res.Fired = c.Fire(timers, p.Rand)
 	if err := s.persist(c, &n); err != nil {
 		s.mu.Unlock()
 		return nil, err
@@ -935,17 +918,12 @@ func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 	res := &store.RescueTasksResult{}
 	c := dag.NewChange(t)
 	loaded := map[uuid.UUID]*dag.Run{}
-	for _, k := range dead {
+	at := make([]dag.TaskAt, len(dead))
+	for n, k := range dead {
 		r := s.load(loaded, k.run)
-		i := s.index(r, k)
-		ref := store.TaskRef{RunID: k.run, Step: r.Task(i).Name, Token: r.Task(i).Token}
-		fx, ok := r.Rescue(i, p.DeadAfter, p.Rand, t)
-		if ok {
-			res.Rescued = append(res.Rescued, ref)
-			res.Workflows = append(res.Workflows, r.Rec.Workflow)
-		}
-		c.Add(r, fx)
+		at[n] = dag.TaskAt{R: r, I: s.index(r, k)}
 	}
+	res.Rescued, res.Workflows = c.Rescue(at, p.DeadAfter, p.Rand)
 	err := s.persist(c, &n)
 	s.mu.Unlock()
 	if err != nil {

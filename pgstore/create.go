@@ -363,13 +363,8 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 			continue
 		}
 		nr := &prep.p.Runs[i]
-		startAt, deadline := dag.Times(nr, now)
-		rec := store.Run{
-			ID: nr.ID, Workflow: nr.Workflow, Version: prep.shapes[i].Shape.Version, Tenant: nr.Tenant, Input: nr.Input,
-			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
-			TraceParent: nr.TraceParent,
-		}
-		r, fx := dag.StartKeyed(rec, prep.shapes[i], nr.Keys, now, startAt)
+		startAt, _ := dag.Times(nr, now)
+		r, fx := dag.StartKeyed(dag.NewRecord(nr, prep.shapes[i], now), prep.shapes[i], nr.Keys, now, startAt)
 		c.shapeIDs[r.Rec.ID] = prep.shapeIDs[i]
 		c.load(r, nil)
 		c.Add(r, fx)

@@ -165,8 +165,8 @@ func (c *Change) spawn(ctx context.Context, tx Tx, nr *store.NewRun) error {
 	if shape == nil {
 		return nil
 	}
-	rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Version: shape.Shape.Version, Tenant: nr.Tenant, Input: nr.Input,
-		Priority: nr.Priority, Parent: nr.Parent, TraceParent: nr.TraceParent}
+	rec := NewRecord(nr, shape, c.Now)
+	rec.Parent = nr.Parent
 	r, fx := StartKeyed(rec, shape, nr.Keys, c.Now, time.Time{})
 	c.Add(r, fx)
 	return nil
