@@ -133,17 +133,21 @@ func (s *Store) SendEventsTx(ctx context.Context, _ any, p *store.SendEventsPara
 		slices.SortFunc(keys, func(a, b taskKey) int {
 			return cmp.Or(cmp.Compare(a.run.String(), b.run.String()), cmp.Compare(a.task, b.task))
 		})
-		for _, tk := range keys {
-			r := s.load(loaded, tk.run)
-			i := s.index(r, tk)
-			fx, ok := r.Deliver(i, r.Task(i).Token, clone(e.Payload), t)
+		// A message for each waiting task, applied at once (pgstore keeps
+		// them in its inbox until the call commits).
+		msgs := make([]dag.Message, len(keys))
+		for n, tk := range keys {
+			task := s.runs[tk.run].task(tk)
+			msgs[n] = dag.Message{Kind: dag.MsgEvent, Run: tk.run, Step: task.Name, Token: task.Token, Payload: clone(e.Payload)}
+		}
+		applied := c.Apply(msgs, func(m *dag.Message) *dag.Run { return s.load(loaded, m.Run) })
+		for n, ok := range applied {
 			if ok {
 				res.Delivered[k]++
 				// Taken out of the index now, so that a later event of the
 				// call does not find it waiting.
-				delete(s.waiting[wk], tk)
+				delete(s.waiting[wk], keys[n])
 			}
-			c.Add(r, fx)
 		}
 	}
 	err := s.persist(c, &n)

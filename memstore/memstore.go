@@ -370,21 +370,22 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 		m := outbox[0]
 		outbox = outbox[1:]
 		c = dag.NewChange(c.Now)
-		if rs := s.runs[m.Run]; rs != nil {
-			r := s.load(map[uuid.UUID]*dag.Run{}, m.Run)
-			if m.Kind == dag.MsgChild {
-				// The result's output, as pgstore reads it when it writes the
-				// message.
-				m.Payload = nil
-				if child := s.runs[m.Child]; child != nil {
-					if i, ok := child.shape.Index(m.Result); ok && i < len(child.tasks) && child.tasks[i].State == store.TaskCompleted {
-						m.Payload = clone(child.tasks[i].Output)
-					}
+		if m.Kind == dag.MsgChild {
+			// The result's output, as pgstore reads it when it writes the
+			// message.
+			m.Payload = nil
+			if child := s.runs[m.Child]; child != nil {
+				if i, ok := child.shape.Index(m.Result); ok && i < len(child.tasks) && child.tasks[i].State == store.TaskCompleted {
+					m.Payload = clone(child.tasks[i].Output)
 				}
 			}
-			fx, _ := r.Apply(&m, c.Now)
-			c.Add(r, fx)
 		}
+		c.Apply([]dag.Message{m}, func(m *dag.Message) *dag.Run {
+			if s.runs[m.Run] == nil {
+				return nil
+			}
+			return s.load(map[uuid.UUID]*dag.Run{}, m.Run)
+		})
 	}
 }
 

@@ -196,14 +196,15 @@ func scanInbox(rows pgx.Rows) ([]inboxRow, error) {
 // applyInbox applies the loaded messages of the call's runs, in the order
 // they were written.
 func (c *change) applyInbox(rows []inboxRow) {
-	for _, ir := range rows {
+	msgs := make([]dag.Message, len(rows))
+	for k, ir := range rows {
 		c.inboxDone = append(c.inboxDone, ir.id)
-		if r := c.byID[ir.msg.Run]; r != nil {
-			fx, ok := r.Apply(&ir.msg, c.Now)
-			c.Add(r, fx)
-			if ok {
-				c.inboxApplied = append(c.inboxApplied, ir.id)
-			}
+		msgs[k] = ir.msg
+	}
+	applied := c.Apply(msgs, func(m *dag.Message) *dag.Run { return c.byID[m.Run] })
+	for k, ok := range applied {
+		if ok {
+			c.inboxApplied = append(c.inboxApplied, rows[k].id)
 		}
 	}
 }

@@ -98,3 +98,21 @@ func NewRecord(nr *store.NewRun, shape *Compiled, now time.Time) store.Run {
 		IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline, TraceParent: nr.TraceParent,
 	}
 }
+
+// Apply applies messages in order (Run.Apply), each to the run run
+// returns for it (nil: the run is gone, the message is dropped), and
+// reports which changed their run.
+func (c *Change) Apply(msgs []Message, run func(m *Message) *Run) []bool {
+	applied := make([]bool, len(msgs))
+	for k := range msgs {
+		m := &msgs[k]
+		r := run(m)
+		if r == nil {
+			continue
+		}
+		fx, ok := r.Apply(m, c.Now)
+		c.Add(r, fx)
+		applied[k] = ok
+	}
+	return applied
+}
