@@ -353,7 +353,7 @@ type memTx struct {
 
 // persist completes and writes what a call's transitions did (dag.Commit),
 // then applies the messages they left for other runs, each in a transition
-// of its own, as pgstore does after its commit.
+// of its own, as pgstore does after its commit (deliver).
 func (s *Store) persist(c *dag.Change, n *notes) error {
 	var outbox []dag.Message
 	for {
