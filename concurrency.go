@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -150,13 +149,13 @@ func (d *workflowDef) keys(in any) ([]store.TaskKeys, error) {
 			if out[i].Concurrency, err = callKey(conc, in); err != nil {
 				return nil, fmt.Errorf("%w: workflow %s: step %s: concurrency key: %w", ErrInvalidKey, dag.Quote(d.name), dag.Quote(s.name), err)
 			}
-			out[i].Concurrency = flow.Scoped(d.name, scope, out[i].Concurrency)
+			out[i].Concurrency = dag.ScopedKey(d.name, scope, out[i].Concurrency)
 		}
 		if s.rate != nil {
 			if out[i].Rate, err = callKey(s.rate, in); err != nil {
 				return nil, fmt.Errorf("%w: workflow %s: step %s: rate-limit key: %w", ErrInvalidKey, dag.Quote(d.name), dag.Quote(s.name), err)
 			}
-			out[i].Rate = flow.Scoped(d.name, s.name, out[i].Rate)
+			out[i].Rate = dag.ScopedKey(d.name, s.name, out[i].Rate)
 		}
 	}
 	return out, nil
@@ -171,8 +170,8 @@ func callKey(kf *keyFunc, in any) (key string, err error) {
 		}
 	}()
 	key = kf.fn(in)
-	if !flow.ValidKey(key) {
-		return "", fmt.Errorf("%s: want 1-%d bytes of UTF-8 without control characters", dag.Quote(key), flow.MaxKeyLen)
+	if !dag.ValidFlowKey(key) {
+		return "", fmt.Errorf("%s: want 1-%d bytes of UTF-8 without control characters", dag.Quote(key), dag.MaxFlowKeyLen)
 	}
 	return key, nil
 }

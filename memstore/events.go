@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -54,33 +53,15 @@ func (s *Store) noteWait(k taskKey, rs *runState, t *store.Task) {
 	s.waitOf[k] = wk
 }
 
-// resolve completes what a change's transitions leave to the store, before
-// it is persisted: each task that began waiting receives the first kept
-// message it may (dag.Run.WaitQuery), and the child runs they started are
-// created.
-func (s *Store) resolve(c *dag.Change) error {
-	for n := 0; n < len(c.Runs); n++ { // spawned runs join c.Runs
-		r := c.Runs[n]
-		fx := c.Effects[r]
-		waits, spawned := fx.Waits, fx.Spawned
-		fx.Waits, fx.Spawned = nil, nil
-		for _, i := range waits {
-			t := r.Task(i)
-			if t.State != store.TaskWaiting || t.WaitKey == "" {
-				continue
-			}
-			if m, ok := s.firstMessage(r.WaitQuery(i, c.Now)); ok {
-				dfx, _ := r.Deliver(i, t.Token, clone(m.payload), c.Now)
-				c.Add(r, dfx)
-			}
-		}
-		for k := range spawned {
-			if err := s.spawn(c, &spawned[k]); err != nil {
-				return err
-			}
+// FirstMessages implements dag.Tx.
+func (tx *memTx) FirstMessages(_ context.Context, qs []dag.WaitQuery) ([]dag.Found, error) {
+	out := make([]dag.Found, len(qs))
+	for n, q := range qs {
+		if m, ok := tx.s.firstMessage(q); ok {
+			out[n] = dag.Found{OK: true, Payload: clone(m.payload)}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // firstMessage returns the first kept message a wait may receive.
@@ -103,34 +84,21 @@ func (s *Store) firstMessage(q dag.WaitQuery) (message, bool) {
 	return message{}, false
 }
 
-// spawn creates a child run as part of change c.
-func (s *Store) spawn(c *dag.Change, nr *store.NewRun) error {
+// NewRun implements dag.Tx.
+func (tx *memTx) NewRun(_ context.Context, nr *store.NewRun, now time.Time) (*dag.Compiled, error) {
+	s := tx.s
 	if _, ok := s.runs[nr.ID]; ok {
-		return nil // the same attempt's child, created already
+		return nil, nil // the same attempt's child, created already
 	}
-	for _, r := range c.Runs {
-		if r.Rec.ID == nr.ID {
-			return nil
-		}
-	}
-	if err := dag.CheckNewRun(nr); err != nil {
-		return fmt.Errorf("memstore: child run %s: %w", nr.ID, err)
-	}
-	if err := flow.Check(nr); err != nil {
-		return fmt.Errorf("memstore: child run %s: %w", nr.ID, err)
-	}
-	shape, err := s.compile(nr.Workflow, nr.Shape, c.Now)
+	shape, err := s.compile(nr.Workflow, nr.Shape, now)
 	if err != nil {
-		return fmt.Errorf("memstore: child run %s: %w", nr.ID, err)
+		return nil, err
 	}
 	if !s.queues.Ensure(nr.Tenant) {
-		return fmt.Errorf("memstore: tenant %s: %w", dag.Quote(nr.Tenant), store.ErrTooManyTenants)
+		return nil, fmt.Errorf("tenant %s: %w", dag.Quote(nr.Tenant), store.ErrTooManyTenants)
 	}
-	rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Version: shape.Shape.Version, Tenant: nr.Tenant, Input: clone(nr.Input),
-		Priority: nr.Priority, Parent: nr.Parent, TraceParent: nr.TraceParent}
-	r, fx := flow.Start(rec, shape, nr.Keys, c.Now, time.Time{})
-	c.Add(r, fx)
-	return nil
+	nr.Input = clone(nr.Input)
+	return shape, nil
 }
 
 // SendEvents implements store.Store.
@@ -165,17 +133,21 @@ func (s *Store) SendEventsTx(ctx context.Context, _ any, p *store.SendEventsPara
 		slices.SortFunc(keys, func(a, b taskKey) int {
 			return cmp.Or(cmp.Compare(a.run.String(), b.run.String()), cmp.Compare(a.task, b.task))
 		})
-		for _, tk := range keys {
-			r := s.load(loaded, tk.run)
-			i := s.index(r, tk)
-			fx, ok := r.Deliver(i, r.Task(i).Token, clone(e.Payload), t)
+		// A message for each waiting task, applied at once (pgstore keeps
+		// them in its inbox until the call commits).
+		msgs := make([]dag.Message, len(keys))
+		for n, tk := range keys {
+			task := s.runs[tk.run].task(tk)
+			msgs[n] = dag.Message{Kind: dag.MsgEvent, Run: tk.run, Step: task.Name, Token: task.Token, Payload: clone(e.Payload)}
+		}
+		applied := c.Apply(msgs, func(m *dag.Message) *dag.Run { return s.load(loaded, m.Run) })
+		for n, ok := range applied {
 			if ok {
 				res.Delivered[k]++
 				// Taken out of the index now, so that a later event of the
 				// call does not find it waiting.
-				delete(s.waiting[wk], tk)
+				delete(s.waiting[wk], keys[n])
 			}
-			c.Add(r, fx)
 		}
 	}
 	err := s.persist(c, &n)

@@ -2,24 +2,26 @@ package memstore
 
 import (
 	"container/heap"
+	"context"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
-// before returns which keyed tasks of the change's runs were RUNNING before
-// its transitions: the stored tasks, not yet overwritten by persist.
-func (s *Store) before(c *dag.Change) flow.Before {
-	var b flow.Before
+// SlotsBefore implements dag.Tx: the keyed tasks of the change's runs
+// that were RUNNING before its transitions are the stored ones, not yet
+// overwritten by the change's write.
+func (tx *memTx) SlotsBefore(c *dag.Change) dag.SlotsBefore {
+	s := tx.s
+	var b dag.SlotsBefore
 	for _, r := range c.Runs {
 		rs := s.runs[r.Rec.ID]
-		if rs == nil || c.Effects[r].Created || !flow.Keyed(rs.shape) {
+		if rs == nil || c.Effects[r].Created || !dag.Keyed(rs.shape) {
 			continue
 		}
-		if held := flow.Snapshot(rs.tasks); held != nil {
+		if held := dag.HeldSlots(rs.tasks); held != nil {
 			if b == nil {
-				b = flow.Before{}
+				b = dag.SlotsBefore{}
 			}
 			b[r] = held
 		}
@@ -27,54 +29,57 @@ func (s *Store) before(c *dag.Change) flow.Before {
 	return b
 }
 
-// admit applies the rate limits and concurrency caps to a change (see
-// internal/flow), the mirror image of pgstore's admit: arrivals over a
-// rate limit become timers, arrivals over a cap are parked, and the oldest
-// parked tasks of keys whose slots freed are placed in the fair queue.
-func (s *Store) admit(c *dag.Change, w *flow.Work) error {
-	if len(w.Rated) > 0 {
-		used := map[flow.RateKey]int{}
-		for _, rk := range w.RateKeys() {
-			used[rk] = s.rates[rk]
-		}
-		w.Limit(c, used)
-		for rk, n := range used {
-			for old := range s.rates { // older windows of the key are done
-				if old.Key == rk.Key && old.Window.Before(rk.Window) {
-					delete(s.rates, old)
-				}
-			}
-			s.rates[rk] = n
-		}
+// Counters implements dag.Tx: the rate windows' admissions, the slots
+// held and the parked tasks of the keys of w, as the store holds them. The
+// dequeued keyed tasks leave the parked lists here (the admitted ones'
+// ready entries go with the change's other dequeues).
+func (tx *memTx) Counters(_ context.Context, w *dag.Admission, heads map[string]int) (*dag.Counters, error) {
+	s := tx.s
+	cn := &dag.Counters{Used: map[dag.RateKey]int{}, Held: map[string]int{}, Admitted: map[dag.TaskAt]bool{},
+		Parked: map[string]int{}}
+	for _, rk := range w.RateKeys() {
+		cn.Used[rk] = s.rates[rk]
 	}
-	if len(w.Max) == 0 {
-		return nil
-	}
-	held := map[string]int{}
-	parked := map[string]int{}
 	for _, k := range w.SlotKeys() {
-		held[k] = s.slots[k]
+		cn.Held[k] = s.slots[k]
 	}
-	wasParked := map[dag.TaskAt]bool{}
 	for _, t := range w.Dequeued {
 		k := taskKey{t.R.Rec.ID, t.I}
-		if key, ok := s.parkedKey[k]; ok {
-			wasParked[t.TaskAt] = true
-			delete(s.parkedKey, k)
-			q := s.parked[key]
-			for j, e := range q {
-				if e == k {
-					s.parked[key] = append(q[:j:j], q[j+1:]...)
-					break
-				}
+		key, parked := s.parkedKey[k]
+		cn.Admitted[t.TaskAt] = !parked
+		if !parked {
+			continue
+		}
+		delete(s.parkedKey, k)
+		q := s.parked[key]
+		for j, e := range q {
+			if e == k {
+				s.parked[key] = append(q[:j:j], q[j+1:]...)
+				break
 			}
 		}
 	}
 	for _, k := range w.SlotKeys() {
-		parked[k] = len(s.parked[k])
+		cn.Parked[k] = min(len(s.parked[k]), heads[k])
 	}
-	d := w.Decide(c, held, func(t flow.Task) bool { return !wasParked[t.TaskAt] }, parked)
-	for _, k := range w.SlotKeys() {
+	return cn, nil
+}
+
+// writeAdmission writes what admission decided for a change: the rate
+// windows' counts (older windows of their keys go), the promoted parked
+// tasks placed in the fair queue, the slots held, and the parked arrivals.
+func (s *Store) writeAdmission(c *dag.Change) error {
+	a := c.Admitted
+	for rk, n := range a.Used {
+		for old := range s.rates { // older windows of the key are done
+			if old.Key == rk.Key && old.Window.Before(rk.Window) {
+				delete(s.rates, old)
+			}
+		}
+		s.rates[rk] = n
+	}
+	d := a.Decision
+	for _, k := range a.SlotKeys() {
 		for range d.Promote[k] {
 			tk := s.parked[k][0]
 			s.parked[k] = s.parked[k][1:]

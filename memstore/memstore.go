@@ -22,7 +22,6 @@ import (
 
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/fairq"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -45,15 +44,15 @@ type Store struct {
 	deadline map[uuid.UUID]time.Time   // runs with a deadline, not settled
 	eventID  int64
 
-	// Concurrency keys and rate limits (see internal/flow): slots held per
+	// Concurrency keys and rate limits (see internal/dag/flow.go): slots held per
 	// key, parked tasks per key in FIFO order, the key of each parked task,
 	// and admissions per rate-limit window.
 	slots     map[string]int
 	parked    map[string][]taskKey
 	parkedKey map[taskKey]string
-	rates     map[flow.RateKey]int
+	rates     map[dag.RateKey]int
 	// rateUntil: when a ready task admitted under a rate limit stops being
-	// claimable (flow.Expired); FireTimers requeues it then.
+	// claimable (dag.RateExpired); FireTimers requeues it then.
 	rateUntil map[taskKey]time.Time
 	// schedules holds the cron schedules (see schedule.go); nil until the
 	// first is created.
@@ -111,7 +110,7 @@ func (s *Store) outranking(e readyEntry, now time.Time) (readyEntry, bool) {
 	list = slices.DeleteFunc(list, func(x readyEntry) bool { id, ok := s.queued[x.key]; return !ok || id != x.id })
 	best := -1
 	for i, x := range list {
-		if x.key != e.key && !flow.Expired(s.rateUntil[x.key], now) && fairq.Outranks(x.priority, x.id, e.priority, e.id) &&
+		if x.key != e.key && !dag.RateExpired(s.rateUntil[x.key], now) && fairq.Outranks(x.priority, x.id, e.priority, e.id) &&
 			s.runs[x.key.run].rec.Version == s.runs[e.key.run].rec.Version &&
 			(best < 0 || fairq.Outranks(x.priority, x.id, list[best].priority, list[best].id)) {
 			best = i
@@ -162,7 +161,7 @@ func New() *Store {
 		slots:      make(map[string]int),
 		parked:     make(map[string][]taskKey),
 		parkedKey:  make(map[taskKey]string),
-		rates:      make(map[flow.RateKey]int),
+		rates:      make(map[dag.RateKey]int),
 		rateUntil:  make(map[taskKey]time.Time),
 		waiting:    make(map[waitKey]map[taskKey]struct{}),
 		waitOf:     make(map[taskKey]waitKey),
@@ -291,7 +290,7 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 		if err := dag.CheckNewRun(nr); err != nil {
 			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, err)
 		}
-		if err := flow.Check(nr); err != nil {
+		if err := dag.CheckKeys(nr); err != nil {
 			return nil, fmt.Errorf("memstore: run %s: %w", nr.ID, err)
 		}
 		c, err := s.compile(nr.Workflow, nr.Shape, t)
@@ -333,13 +332,10 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 		if res.Runs[i].Duplicate {
 			continue
 		}
-		startAt, deadline := dag.Times(nr, t)
-		rec := store.Run{
-			ID: nr.ID, Workflow: nr.Workflow, Version: shapes[i].Shape.Version, Tenant: nr.Tenant, Input: clone(nr.Input),
-			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
-			TraceParent: nr.TraceParent,
-		}
-		r, fx := flow.Start(rec, shapes[i], nr.Keys, t, startAt)
+		startAt, _ := dag.Times(nr, t)
+		rec := dag.NewRecord(nr, shapes[i], t)
+		rec.Input = clone(nr.Input)
+		r, fx := dag.StartKeyed(rec, shapes[i], nr.Keys, t, startAt)
 		c.Add(r, fx)
 		if k, ok := dag.KeyOf(nr); ok {
 			s.keys[k] = nr.ID
@@ -348,19 +344,21 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 	return res, s.persist(c, n)
 }
 
-// persist writes what a call's transitions did, the mirror image of
-// pgstore's: queue entries of dequeued tasks go, then the runs, their tasks
-// and the indexes over them (timers, running tasks) are updated, the
-// enqueued tasks are placed in the fair queue in order, and the events are
-// appended.
+// memTx is the in-memory store's side of the core's runner (dag.Tx): the
+// store's lock is held for the whole call, which makes it one atomic unit.
+type memTx struct {
+	s *Store
+	n *notes
+}
+
+// persist completes and writes what a call's transitions did (dag.Commit),
+// then applies the messages they left for other runs, each in a transition
+// of its own, as pgstore does after its commit (deliver).
 func (s *Store) persist(c *dag.Change, n *notes) error {
 	var outbox []dag.Message
 	for {
-		if err := s.resolve(c); err != nil {
-			return err
-		}
-		if err := s.persistOne(c, n); err != nil {
-			return err
+		if err := dag.Commit(context.Background(), &memTx{s, n}, c); err != nil {
+			return fmt.Errorf("memstore: %w", err)
 		}
 		n.omit = false
 		for _, r := range c.Runs {
@@ -369,39 +367,41 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 		if len(outbox) == 0 {
 			return nil
 		}
-		// Messages for other runs are applied after the transitions that
-		// left them, each in a transition of its own, as pgstore does.
 		m := outbox[0]
 		outbox = outbox[1:]
 		c = dag.NewChange(c.Now)
-		if rs := s.runs[m.Run]; rs != nil {
-			r := s.load(map[uuid.UUID]*dag.Run{}, m.Run)
-			if m.Kind == dag.MsgChild {
-				// The result's output, as pgstore reads it when it writes the
-				// message.
-				m.Payload = nil
-				if child := s.runs[m.Child]; child != nil {
-					if i, ok := child.shape.Index(m.Result); ok && i < len(child.tasks) && child.tasks[i].State == store.TaskCompleted {
-						m.Payload = clone(child.tasks[i].Output)
-					}
+		if m.Kind == dag.MsgChild {
+			// The result's output, as pgstore reads it when it writes the
+			// message.
+			m.Payload = nil
+			if child := s.runs[m.Child]; child != nil {
+				if i, ok := child.shape.Index(m.Result); ok && i < len(child.tasks) && child.tasks[i].State == store.TaskCompleted {
+					m.Payload = clone(child.tasks[i].Output)
 				}
 			}
-			fx, _ := r.Apply(&m, c.Now)
-			c.Add(r, fx)
 		}
+		c.Apply([]dag.Message{m}, func(m *dag.Message) *dag.Run {
+			if s.runs[m.Run] == nil {
+				return nil
+			}
+			return s.load(map[uuid.UUID]*dag.Run{}, m.Run)
+		})
 	}
 }
 
-// persistOne writes what a call's transitions did, the mirror image of
-// pgstore's (see persist).
-func (s *Store) persistOne(c *dag.Change, n *notes) error {
+// Write implements dag.Tx: queue entries of dequeued tasks go, then the
+// runs, their tasks and the indexes over them (timers, running tasks) are
+// updated, the enqueued tasks are placed in the fair queue in order, and
+// the events are appended.
+func (tx *memTx) Write(_ context.Context, c *dag.Change) error {
+	s, n := tx.s, tx.n
 	var until map[dag.TaskAt]time.Time
-	if w := flow.Collect(c, s.before(c)); w != nil {
-		if err := s.admit(c, w); err != nil {
+	if c.Admitted != nil {
+		if err := s.writeAdmission(c); err != nil {
 			return err
 		}
 		n.ready = true
-		until = w.Until
+		until = c.Admitted.Until
 	}
 	for _, r := range c.Runs {
 		fx := c.Effects[r]
@@ -622,7 +622,7 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		}
 		if !served[e.workflow] || !dag.ServesQueue(p.Queues, e.workflow, s.runs[e.key.run].rec.Version) ||
 			(p.TenantLimit > 0 && s.inFlight[e.tenant] >= p.TenantLimit) ||
-			flow.Expired(s.rateUntil[e.key], t) {
+			dag.RateExpired(s.rateUntil[e.key], t) {
 			skipped = append(skipped, e)
 			continue
 		}
@@ -748,25 +748,22 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 		}
 	}
 	t := now(p.Now)
-	res := make([]store.FinishResult, len(p.Outcomes))
 	n := notes{omit: true}
 	s.mu.Lock()
 	c := dag.NewChange(t)
 	loaded := map[uuid.UUID]*dag.Run{}
-	for k := range p.Outcomes {
-		o := p.Outcomes[k]
-		o.Output = clone(o.Output)
-		_, key, ok := s.find(o.Task)
-		if !ok {
-			res[k].Status = store.FinishStale
-			continue
-		}
-		r := s.load(loaded, o.Task.RunID)
-		i := s.index(r, key)
-		fx, st := r.Finish(i, &o, t)
-		res[k] = r.Result(i, &o, fx, st)
-		c.Add(r, fx)
+	outcomes := slices.Clone(p.Outcomes)
+	for k := range outcomes {
+		outcomes[k].Output = clone(outcomes[k].Output)
 	}
+	res := c.Finish(outcomes, func(ref store.TaskRef) (*dag.Run, int, bool) {
+		_, key, ok := s.find(ref)
+		if !ok {
+			return nil, 0, false
+		}
+		r := s.load(loaded, ref.RunID)
+		return r, s.index(r, key), true
+	})
 	err := s.persist(c, &n)
 	s.mu.Unlock()
 	if err != nil {
@@ -850,25 +847,17 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	if p.Limit > 0 && len(expired) > p.Limit {
 		expired = expired[:p.Limit]
 	}
+	var timers []dag.Due
 	for _, id := range expired {
-		r := s.load(loaded, id)
-		fx, ok := r.Expire(t)
-		if ok {
-			res.Fired++
-		}
-		c.Add(r, fx)
+		timers = append(timers, dag.Due{R: s.load(loaded, id), Kind: dag.DueDeadline})
 	}
 	for _, d := range fire {
 		r := s.load(loaded, d.k.run)
-		fx, ok := r.Wake(s.index(r, d.k), p.Rand, t)
-		if ok {
-			res.Fired++
-		}
-		c.Add(r, fx)
+		timers = append(timers, dag.Due{R: r, I: s.index(r, d.k)})
 	}
 	var lapsed []due
 	for k, at := range s.rateUntil {
-		if flow.Expired(at, t) {
+		if dag.RateExpired(at, t) {
 			lapsed = append(lapsed, due{k, at})
 		}
 	}
@@ -877,12 +866,9 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	})
 	for _, d := range lapsed {
 		r := s.load(loaded, d.k.run)
-		fx, ok := r.Requeue(s.index(r, d.k), flow.RequeueDetail, t)
-		if ok {
-			res.Fired++
-		}
-		c.Add(r, fx)
+		timers = append(timers, dag.Due{R: r, I: s.index(r, d.k), Kind: dag.DueLapsed})
 	}
+	res.Fired = c.Fire(timers, p.Rand)
 	if err := s.persist(c, &n); err != nil {
 		s.mu.Unlock()
 		return nil, err
@@ -933,17 +919,12 @@ func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 	res := &store.RescueTasksResult{}
 	c := dag.NewChange(t)
 	loaded := map[uuid.UUID]*dag.Run{}
-	for _, k := range dead {
+	at := make([]dag.TaskAt, len(dead))
+	for n, k := range dead {
 		r := s.load(loaded, k.run)
-		i := s.index(r, k)
-		ref := store.TaskRef{RunID: k.run, Step: r.Task(i).Name, Token: r.Task(i).Token}
-		fx, ok := r.Rescue(i, p.DeadAfter, p.Rand, t)
-		if ok {
-			res.Rescued = append(res.Rescued, ref)
-			res.Workflows = append(res.Workflows, r.Rec.Workflow)
-		}
-		c.Add(r, fx)
+		at[n] = dag.TaskAt{R: r, I: s.index(r, k)}
 	}
+	res.Rescued, res.Workflows = c.Rescue(at, p.DeadAfter, p.Rand)
 	err := s.persist(c, &n)
 	s.mu.Unlock()
 	if err != nil {

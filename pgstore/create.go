@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -163,7 +162,7 @@ func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
 		if err := dag.CheckNewRun(nr); err != nil {
 			return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, err)
 		}
-		if err := flow.Check(nr); err != nil {
+		if err := dag.CheckKeys(nr); err != nil {
 			return nil, fmt.Errorf("pgstore: run %s: %w", nr.ID, err)
 		}
 		prep.keyed = prep.keyed || nr.Keys != nil
@@ -358,25 +357,20 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 	// Start the runs. Fair ids are assigned in run order, each run's tasks
 	// in the order the core enqueued them.
 	c.Now = now
-	c.shapeIDs = make(map[*dag.Run]uuid.UUID, len(prep.p.Runs))
+	c.shapeIDs = make(map[uuid.UUID]uuid.UUID, len(prep.p.Runs))
 	for i := range prep.p.Runs {
 		if res.Runs[i].Duplicate {
 			continue
 		}
 		nr := &prep.p.Runs[i]
-		startAt, deadline := dag.Times(nr, now)
-		rec := store.Run{
-			ID: nr.ID, Workflow: nr.Workflow, Version: prep.shapes[i].Shape.Version, Tenant: nr.Tenant, Input: nr.Input,
-			IdempotencyKey: nr.IdempotencyKey, Priority: nr.Priority, Deadline: deadline,
-			TraceParent: nr.TraceParent,
-		}
-		r, fx := flow.Start(rec, prep.shapes[i], nr.Keys, now, startAt)
-		c.shapeIDs[r] = prep.shapeIDs[i]
+		startAt, _ := dag.Times(nr, now)
+		r, fx := dag.StartKeyed(dag.NewRecord(nr, prep.shapes[i], now), prep.shapes[i], nr.Keys, now, startAt)
+		c.shapeIDs[r.Rec.ID] = prep.shapeIDs[i]
 		c.load(r, nil)
 		c.Add(r, fx)
 	}
 	if deferred {
-		flow.Defer(c.Change)
+		dag.DeferKeyed(c.Change)
 	}
 	if len(c.Runs) == 0 {
 		if own != nil {

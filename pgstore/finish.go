@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -47,21 +46,13 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 			settled:   &cascade,
 			omit:      true,
 			apply: func(c *change) error {
-				for k := range p.Outcomes {
-					o := &p.Outcomes[k]
-					r := c.byID[o.Task.RunID]
-					i, ok := 0, false
-					if r != nil {
-						i, ok = taskIndex(r, o.Task.Step)
+				res = c.Finish(p.Outcomes, func(ref store.TaskRef) (*dag.Run, int, bool) {
+					if r := c.byID[ref.RunID]; r != nil {
+						i, ok := taskIndex(r, ref.Step)
+						return r, i, ok
 					}
-					if !ok {
-						res[k].Status = store.FinishStale
-						continue
-					}
-					fx, st := r.Finish(i, o, c.Now)
-					res[k] = r.Result(i, o, fx, st)
-					c.Add(r, fx)
-				}
+					return nil, 0, false
+				})
 				return nil
 			},
 		})
@@ -210,30 +201,23 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 			locks:   locks,
 			settled: &res.Settled,
 			apply: func(c *change) error {
+				var due []dag.Due
 				for _, d := range fire {
 					r := c.byID[d.run]
 					if r == nil || d.idx >= len(r.Tasks) {
 						continue
 					}
-					var fx dag.Effects
-					var ok bool
-					switch {
-					case d.idx == -1: // the run's deadline
-						fx, ok = r.Expire(c.Now)
-					case d.idx <= -2: // a rate-limit window ended unclaimed
-						if i, found := taskIndex(r, d.name); found {
-							fx, ok = r.Requeue(i, flow.RequeueDetail, c.Now)
+					if d.idx == -1 { // the run's deadline
+						due = append(due, dag.Due{R: r, Kind: dag.DueDeadline})
+					} else if i, found := taskIndex(r, d.name); found {
+						kind := dag.DueTask
+						if d.idx <= -2 { // a rate-limit window ended unclaimed
+							kind = dag.DueLapsed
 						}
-					default:
-						if i, found := taskIndex(r, d.name); found {
-							fx, ok = r.Wake(i, p.Rand, c.Now)
-						}
+						due = append(due, dag.Due{R: r, I: i, Kind: kind})
 					}
-					if ok {
-						res.Fired++
-					}
-					c.Add(r, fx)
 				}
+				res.Fired = c.Fire(due, p.Rand)
 				return nil
 			},
 			extra: func(b *pgx.Batch, c *change) {
@@ -358,24 +342,15 @@ func (s *Store) rescueDead(ctx context.Context, p *store.RescueTasksParams, dead
 			lockReady: lockReady,
 			settled:   &res.Settled,
 			apply: func(c *change) error {
+				var at []dag.TaskAt
 				for _, d := range dead {
-					r := c.byID[d.run]
-					if r == nil {
-						continue
+					if r := c.byID[d.run]; r != nil {
+						if i, found := taskIndex(r, d.name); found {
+							at = append(at, dag.TaskAt{R: r, I: i})
+						}
 					}
-					i, found := taskIndex(r, d.name)
-					if !found {
-						continue
-					}
-					task := r.Task(i)
-					ref := store.TaskRef{RunID: d.run, Step: task.Name, Token: task.Token}
-					fx, ok := r.Rescue(i, p.DeadAfter, p.Rand, c.Now)
-					if ok {
-						res.Rescued = append(res.Rescued, ref)
-						res.Workflows = append(res.Workflows, r.Rec.Workflow)
-					}
-					c.Add(r, fx)
 				}
+				res.Rescued, res.Workflows = c.Rescue(at, p.DeadAfter, p.Rand)
 				return nil
 			},
 		})

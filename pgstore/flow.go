@@ -11,12 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
-// Concurrency keys and rate limits in PostgreSQL (see internal/flow): a
-// transition whose change involves keyed tasks (flow.Collect) takes one
+// Concurrency keys and rate limits in PostgreSQL (see internal/dag/flow.go): a
+// transition whose change involves keyed tasks (dag.CollectAdmission) takes one
 // more round trip before its writes, admit, which locks the counters of
 // its keys (concurrency_slots, rate_limits: by primary key, in key order,
 // before the lanes), deletes the queue entries of keyed tasks it dequeues
@@ -30,7 +29,7 @@ import (
 // ErrKeyedTx is returned when keyed tasks would be admitted inside a
 // caller's transaction, which must not hold the per-key locks admission
 // takes. CreateRunsTx never does: keyed roots wait as timers that the
-// leader fires after the caller commits (flow.Defer).
+// leader fires after the caller commits (dag.DeferKeyed).
 var ErrKeyedTx = errors.New("pgstore: keyed tasks cannot be admitted inside a caller's transaction")
 
 type flowQueries struct {
@@ -59,25 +58,18 @@ type parkedRow struct {
 	version  string
 }
 
-// flowState is what admit decided for a change.
-type flowState struct {
-	w        *flow.Work
-	used     map[flow.RateKey]int
-	d        *flow.Decision
-	promoted []parkedRow
-	ids      []int64 // fair ids of promoted, once placed
-}
-
-// admit runs admission for a change that involves keyed tasks.
-func (s *Store) admit(ctx context.Context, tx querier, c *change, w *flow.Work) error {
+// Counters implements dag.Tx: in one round trip, it locks the counters of
+// the rate windows and concurrency keys of w (creating them on first use),
+// deletes the queue entries of the keyed tasks w dequeues (from ready or
+// from concurrency_waiting, wherever each is) and reads the oldest parked
+// tasks of each key, as many as heads says.
+func (t *pgTx) Counters(ctx context.Context, w *dag.Admission, heads map[string]int) (*dag.Counters, error) {
+	s, tx, c := t.s, t.q, t.c
 	if c.deferred {
-		if len(w.Rated) > 0 || len(w.Arrivals) > 0 {
-			return ErrKeyedTx
-		}
-		return nil
+		return nil, ErrKeyedTx
 	}
 	b := &pgx.Batch{}
-	used := map[flow.RateKey]int{}
+	used := map[dag.RateKey]int{}
 	if rks := w.RateKeys(); len(rks) > 0 {
 		keys, wins := make([]string, len(rks)), make([]pgtype.Timestamptz, len(rks))
 		for i, rk := range rks {
@@ -85,7 +77,7 @@ func (s *Store) admit(ctx context.Context, tx querier, c *change, w *flow.Work) 
 		}
 		b.Queue(s.q.lockRates, keys, wins).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var rk flow.RateKey
+				var rk dag.RateKey
 				var n int
 				if err := rows.Scan(&rk.Key, &rk.Window, &n); err != nil {
 					return err
@@ -141,19 +133,11 @@ func (s *Store) admit(ctx context.Context, tx querier, c *change, w *flow.Work) 
 			return nil
 		})
 	}
-	// The oldest parked tasks of each key, as many as the call may free.
-	frees := map[string]int{}
-	for k, n := range w.Released {
-		frees[k] += n
-	}
-	for _, t := range w.Dequeued {
-		frees[t.Key]++
-	}
-	heads := map[string][]parkedRow{}
-	if len(frees) > 0 {
-		hk, hn := make([]string, 0, len(frees)), make([]int32, 0, len(frees))
+	c.heads = map[string][]parkedRow{}
+	if len(heads) > 0 {
+		hk, hn := make([]string, 0, len(heads)), make([]int32, 0, len(heads))
 		for _, k := range keys {
-			if n := frees[k]; n > 0 {
+			if n := heads[k]; n > 0 {
 				hk, hn = append(hk, k), append(hn, int32(n))
 			}
 		}
@@ -163,47 +147,54 @@ func (s *Store) admit(ctx context.Context, tx querier, c *change, w *flow.Work) 
 				if err := rows.Scan(&p.seq, &p.key, p16(&p.runID), &p.name, &p.workflow, &p.tenant, &p.priority, &p.version); err != nil {
 					return err
 				}
-				heads[p.key] = append(heads[p.key], p)
+				c.heads[p.key] = append(c.heads[p.key], p)
 			}
 			return rows.Err()
 		})
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		if errors.Is(err, errRaced) {
-			return err
+			return nil, err
 		}
-		return fmt.Errorf("pgstore: admit: %w", err)
+		return nil, fmt.Errorf("pgstore: admit: %w", err)
 	}
-	w.Limit(c.Change, used)
+	admitted := make(map[dag.TaskAt]bool, len(w.Dequeued))
+	for _, t := range w.Dequeued {
+		admitted[t.TaskAt] = inReady[runTask{t.R.Rec.ID, t.R.Tasks[t.I].Name}]
+	}
 	parked := map[string]int{}
-	for k, h := range heads {
+	for k, h := range c.heads {
 		parked[k] = len(h)
 	}
-	d := w.Decide(c.Change, held, func(t flow.Task) bool {
-		return inReady[runTask{t.R.Rec.ID, t.R.Tasks[t.I].Name}]
-	}, parked)
-	fs := &flowState{w: w, used: used, d: d}
-	for _, k := range keys {
-		fs.promoted = append(fs.promoted, heads[k][:d.Promote[k]]...)
+	return &dag.Counters{Used: used, Held: held, Admitted: admitted, Parked: parked}, nil
+}
+
+// SlotsBefore implements dag.Tx: the keyed tasks RUNNING as loaded.
+func (t *pgTx) SlotsBefore(*dag.Change) dag.SlotsBefore { return t.c.before }
+
+// takePromoted takes the parked tasks admission promotes: the oldest of
+// each key, among the heads read.
+func (c *change) takePromoted() {
+	c.promoted = nil
+	if c.Admitted == nil {
+		return
 	}
-	c.flow = fs
-	return nil
+	for _, k := range c.Admitted.SlotKeys() {
+		c.promoted = append(c.promoted, c.heads[k][:c.Admitted.Decision.Promote[k]]...)
+	}
 }
 
 // placePromoted gives the promoted tasks their fair ids, before the
 // change's own arrivals (they are older).
 func (c *change) placePromoted() error {
-	if c.flow == nil {
-		return nil
-	}
-	c.flow.ids = make([]int64, len(c.flow.promoted))
-	for k, p := range c.flow.promoted {
+	c.promIDs = make([]int64, len(c.promoted))
+	for k, p := range c.promoted {
 		key := laneKey{p.workflow, p.tenant}
 		l := c.lanes[key]
 		if l == nil {
 			return fmt.Errorf("pgstore: lane of tenant %s in workflow %s is not locked", dag.Quote(key.tenant), dag.Quote(key.workflow))
 		}
-		c.flow.ids[k] = l.Place(c.frontiers[key.workflow])
+		c.promIDs[k] = l.Place(c.frontiers[key.workflow])
 		l.dirty = true
 	}
 	return nil
@@ -211,11 +202,8 @@ func (c *change) placePromoted() error {
 
 // promotedLanes returns the lanes of the promoted tasks.
 func (c *change) promotedLanes() []laneKey {
-	if c.flow == nil {
-		return nil
-	}
 	var out []laneKey
-	for _, p := range c.flow.promoted {
+	for _, p := range c.promoted {
 		out = append(out, laneKey{p.workflow, p.tenant})
 	}
 	return out
@@ -227,7 +215,7 @@ func (c *change) queueFlowWrites(q *queries, channel string, b *pgx.Batch, now t
 	var kRuns [][16]byte
 	var kNames, kC, kR []string
 	for _, r := range c.Runs {
-		if !c.Effects[r].Created || !flow.Keyed(r.Shape) {
+		if !c.Effects[r].Created || !dag.Keyed(r.Shape) {
 			continue
 		}
 		for i := range r.Tasks {
@@ -240,50 +228,50 @@ func (c *change) queueFlowWrites(q *queries, channel string, b *pgx.Batch, now t
 	if len(kRuns) > 0 {
 		b.Queue(q.setKeys, kRuns, kNames, kC, kR)
 	}
-	fs := c.flow
-	if fs == nil {
+	a := c.Admitted
+	if a == nil {
 		return
 	}
-	if len(fs.used) > 0 {
+	if len(a.Used) > 0 {
 		var keys []string
 		var wins []pgtype.Timestamptz
 		var ns []int32
-		for _, rk := range fs.w.RateKeys() {
-			keys, wins, ns = append(keys, rk.Key), append(wins, stamp(rk.Window)), append(ns, int32(fs.used[rk]))
+		for _, rk := range a.RateKeys() {
+			keys, wins, ns = append(keys, rk.Key), append(wins, stamp(rk.Window)), append(ns, int32(a.Used[rk]))
 		}
 		b.Queue(q.writeRates, keys, wins, ns)
 		b.Queue(q.pruneRates, keys, wins)
 	}
-	if n := len(fs.promoted); n > 0 {
+	if n := len(c.promoted); n > 0 {
 		seqs := make([]int64, n)
 		runs := make([][16]byte, n)
 		names, wfs, tenants, versions := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		prios := make([]int16, n)
-		for i, p := range fs.promoted {
+		for i, p := range c.promoted {
 			seqs[i], runs[i], names[i], wfs[i], tenants[i], prios[i] = p.seq, p.runID, p.name, p.workflow, p.tenant, p.priority
 			versions[i] = p.version
 		}
 		b.Queue(q.unpark, seqs)
-		b.Queue(q.insertReady, fs.ids, runs, names, wfs, tenants, stamp(now), prios, []pgtype.Timestamptz(nil), versions)
+		b.Queue(q.insertReady, c.promIDs, runs, names, wfs, tenants, stamp(now), prios, []pgtype.Timestamptz(nil), versions)
 		if len(c.Enqueued) == 0 {
 			b.Queue(q.notify, channel, []string{string(store.TopicReady)})
 		}
 	}
-	if n := len(fs.d.Park); n > 0 {
+	if n := len(a.Decision.Park); n > 0 {
 		keys := make([]string, n)
 		runs := make([][16]byte, n)
 		names, wfs, tenants, versions := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		prios := make([]int16, n)
-		for i, t := range fs.d.Park {
+		for i, t := range a.Decision.Park {
 			keys[i], runs[i], names[i] = t.Key, t.R.Rec.ID, t.R.Tasks[t.I].Name
 			wfs[i], tenants[i], prios[i], versions[i] = t.R.Rec.Workflow, t.R.Rec.Tenant, int16(t.R.Rec.Priority), t.R.Rec.Version
 		}
 		b.Queue(q.park, keys, runs, names, wfs, tenants, prios, versions)
 	}
-	if keys := fs.w.SlotKeys(); len(keys) > 0 {
+	if keys := a.SlotKeys(); len(keys) > 0 {
 		ns := make([]int32, len(keys))
 		for i, k := range keys {
-			ns[i] = int32(fs.d.Held[k])
+			ns[i] = int32(a.Decision.Held[k])
 		}
 		b.Queue(q.writeSlots, keys, ns)
 		b.Queue(q.dropSlots, keys)

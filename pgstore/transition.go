@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -71,13 +70,21 @@ type change struct {
 	eventK    int64
 	cols      map[*dag.Run][]eventCols
 
-	shapeIDs map[*dag.Run]uuid.UUID // of new runs
+	shapeIDs map[uuid.UUID]uuid.UUID // of new runs, by run ID
 	notes    []string
 
-	// before holds the keyed tasks RUNNING as loaded, and flow what
-	// admission decided (flow.go); both nil for runs without keys.
-	before flow.Before
-	flow   *flowState
+	// before holds the keyed tasks RUNNING as loaded, heads the oldest
+	// parked tasks of the keys admission locked (flow.go), and promoted
+	// the heads it promotes, with their fair ids once placed; all nil for
+	// runs without keys.
+	before   dag.SlotsBefore
+	heads    map[string][]parkedRow
+	promoted []parkedRow
+	promIDs  []int64
+
+	// newShapes are the shapes of the child runs the call creates that
+	// the store does not know yet, inserted with its writes.
+	newShapes shapeRows
 
 	// runsInserted: the new runs are inserted already (insertNewRuns).
 	runsInserted bool
@@ -156,9 +163,9 @@ func newChange(now time.Time) *change {
 func (c *change) load(r *dag.Run, cols []eventCols) {
 	c.byID[r.Rec.ID] = r
 	c.cols[r] = cols
-	if flow.Keyed(r.Shape) {
+	if dag.Keyed(r.Shape) {
 		if c.before == nil {
-			c.before = flow.Before{}
+			c.before = dag.SlotsBefore{}
 		}
 		c.before.Note(r)
 	}

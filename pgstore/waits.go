@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -93,14 +92,15 @@ func scanInbox(rows pgx.Rows) ([]inboxRow, error) {
 // applyInbox applies the loaded messages of the call's runs, in the order
 // they were written.
 func (c *change) applyInbox(rows []inboxRow) {
-	for _, ir := range rows {
+	msgs := make([]dag.Message, len(rows))
+	for k, ir := range rows {
 		c.inboxDone = append(c.inboxDone, ir.id)
-		if r := c.byID[ir.msg.Run]; r != nil {
-			fx, ok := r.Apply(&ir.msg, c.Now)
-			c.Add(r, fx)
-			if ok {
-				c.inboxApplied = append(c.inboxApplied, ir.id)
-			}
+		msgs[k] = ir.msg
+	}
+	applied := c.Apply(msgs, func(m *dag.Message) *dag.Run { return c.byID[m.Run] })
+	for k, ok := range applied {
+		if ok {
+			c.inboxApplied = append(c.inboxApplied, rows[k].id)
 		}
 	}
 }
@@ -165,74 +165,61 @@ func taskIndex(r *dag.Run, name string) (int, bool) {
 	return i, true
 }
 
-// resolve completes what the call's transitions leave to the store before
-// its writes: each task that began waiting receives the first kept
-// message it may (dag.Run.WaitQuery), under its event key's lock; and the
-// child runs they started join the change, to be created with it.
-func (s *Store) resolve(ctx context.Context, tx querier, c *change) error {
-	type wait struct {
-		r *dag.Run
-		i int
-		q dag.WaitQuery
-	}
-	var events, signals []wait
-	for _, r := range c.Runs {
-		fx := c.Effects[r]
-		for _, i := range fx.Waits {
-			if t := r.Task(i); t.State == store.TaskWaiting && t.WaitKey != "" {
-				w := wait{r, i, r.WaitQuery(i, c.Now)}
-				if w.q.Signal {
-					signals = append(signals, w)
-				} else {
-					events = append(events, w)
-				}
-			}
-		}
-		fx.Waits = nil
-	}
-	if len(events)+len(signals) > 0 {
-		b := &pgx.Batch{}
-		if len(events) > 0 {
-			keys := make([]int64, 0, len(events))
-			tenants, ks, since := make([]string, len(events)), make([]string, len(events)), make([]pgtype.Timestamptz, len(events))
-			for n, w := range events {
-				keys = append(keys, s.eventLock(w.q.Tenant, w.q.Key))
-				tenants[n], ks[n], since[n] = w.q.Tenant, w.q.Key, stamp(w.q.Since)
-			}
-			slices.Sort(keys)
-			b.Queue(s.q.lockKeys, slices.Compact(keys))
-			b.Queue(s.q.firstEvents, tenants, ks, since).Query(func(rows pgx.Rows) error {
-				return deliverFound(rows, c, func(n int) (*dag.Run, int) { return events[n].r, events[n].i })
-			})
-		}
-		if len(signals) > 0 {
-			runs, ks := make([]uuid.UUID, len(signals)), make([]string, len(signals))
-			for n, w := range signals {
-				runs[n], ks[n] = w.q.Run, w.q.Key
-			}
-			b.Queue(s.q.firstSignals, u16(runs), ks).Query(func(rows pgx.Rows) error {
-				return deliverFound(rows, c, func(n int) (*dag.Run, int) { return signals[n].r, signals[n].i })
-			})
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("pgstore: waits: %w", err)
+// FirstMessages implements dag.Tx: under the advisory locks of the event
+// keys (in key order, after the runs' locks), the first event each wait
+// may receive; and the first signal of each name sent to each run; in one
+// round trip.
+func (t *pgTx) FirstMessages(ctx context.Context, qs []dag.WaitQuery) ([]dag.Found, error) {
+	s := t.s
+	found := make([]dag.Found, len(qs))
+	var events, signals []int // indexes into qs
+	for n := range qs {
+		if qs[n].Signal {
+			signals = append(signals, n)
+		} else {
+			events = append(events, n)
 		}
 	}
-	return s.spawn(ctx, tx, c)
+	b := &pgx.Batch{}
+	if len(events) > 0 {
+		keys := make([]int64, 0, len(events))
+		tenants, ks, since := make([]string, len(events)), make([]string, len(events)), make([]pgtype.Timestamptz, len(events))
+		for k, n := range events {
+			q := &qs[n]
+			keys = append(keys, s.eventLock(q.Tenant, q.Key))
+			tenants[k], ks[k], since[k] = q.Tenant, q.Key, stamp(q.Since)
+		}
+		slices.Sort(keys)
+		b.Queue(s.q.lockKeys, slices.Compact(keys))
+		b.Queue(s.q.firstEvents, tenants, ks, since).Query(func(rows pgx.Rows) error {
+			return scanFound(rows, found, events)
+		})
+	}
+	if len(signals) > 0 {
+		runs, ks := make([]uuid.UUID, len(signals)), make([]string, len(signals))
+		for k, n := range signals {
+			runs[k], ks[k] = qs[n].Run, qs[n].Key
+		}
+		b.Queue(s.q.firstSignals, u16(runs), ks).Query(func(rows pgx.Rows) error {
+			return scanFound(rows, found, signals)
+		})
+	}
+	if err := t.q.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("pgstore: waits: %w", err)
+	}
+	return found, nil
 }
 
-// deliverFound delivers the messages a lookup found, each to the wait
-// (by ordinality) of which it returns the run and task.
-func deliverFound(rows pgx.Rows, c *change, of func(n int) (*dag.Run, int)) error {
+// scanFound records the messages a lookup found: the row of ordinality k
+// answers query at[k-1].
+func scanFound(rows pgx.Rows, found []dag.Found, at []int) error {
 	for rows.Next() {
 		var ord int64
 		var payload []byte
 		if err := rows.Scan(&ord, &payload); err != nil {
 			return err
 		}
-		r, i := of(int(ord) - 1)
-		fx, _ := r.Deliver(i, r.Task(i).Token, payload, c.Now)
-		c.Add(r, fx)
+		found[at[ord-1]] = dag.Found{OK: true, Payload: payload}
 	}
 	return rows.Err()
 }
@@ -242,51 +229,31 @@ func (s *Store) eventLock(tenant, key string) int64 {
 	return lockKey("event", s.schema, tenant+"\x00"+key)
 }
 
-// spawn adds the child runs the call's transitions started to the change,
-// as CreateRuns would create them (their shapes stored first).
-func (s *Store) spawn(ctx context.Context, tx querier, c *change) error {
-	var ids []uuid.UUID
-	var wfs, jss []string
-	for n := 0; n < len(c.Runs); n++ {
-		fx := c.Effects[c.Runs[n]]
-		spawned := fx.Spawned
-		fx.Spawned = nil
-		for k := range spawned {
-			nr := &spawned[k]
-			if err := dag.CheckNewRun(nr); err != nil {
-				return fmt.Errorf("pgstore: child run %s: %w", nr.ID, err)
-			}
-			if err := flow.Check(nr); err != nil {
-				return fmt.Errorf("pgstore: child run %s: %w", nr.ID, err)
-			}
-			id, js, compiled, err := s.compileShape(nr.Shape)
-			if err != nil {
-				return fmt.Errorf("pgstore: child run %s: %w: %w", nr.ID, store.ErrInvalidRun, err)
-			}
-			s.mu.Lock()
-			known := s.shapeKnown(id)
-			s.mu.Unlock()
-			if !known && !slices.Contains(ids, id) {
-				ids, wfs, jss = append(ids, id), append(wfs, nr.Workflow), append(jss, string(js))
-			}
-			rec := store.Run{ID: nr.ID, Workflow: nr.Workflow, Version: compiled.Shape.Version, Tenant: nr.Tenant, Input: nr.Input,
-				Priority: nr.Priority, Parent: nr.Parent, TraceParent: nr.TraceParent}
-			r, rfx := flow.Start(rec, compiled, nr.Keys, c.Now, time.Time{})
-			if c.shapeIDs == nil {
-				c.shapeIDs = map[*dag.Run]uuid.UUID{}
-			}
-			c.shapeIDs[r] = id
-			c.load(r, nil)
-			c.Add(r, rfx)
-		}
+// NewRun implements dag.Tx: the child run's shape, stored with the call's
+// writes if the store does not know it yet.
+func (t *pgTx) NewRun(_ context.Context, nr *store.NewRun, _ time.Time) (*dag.Compiled, error) {
+	s, c := t.s, t.c
+	id, js, compiled, err := s.compileShape(nr.Shape)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", store.ErrInvalidRun, err)
 	}
-	if len(ids) == 0 {
-		return nil
+	s.mu.Lock()
+	known := s.shapeKnown(id)
+	s.mu.Unlock()
+	if ns := &c.newShapes; !known && !slices.Contains(ns.ids, id) {
+		ns.ids, ns.wfs, ns.jss = append(ns.ids, id), append(ns.wfs, nr.Workflow), append(ns.jss, string(js))
 	}
-	if _, err := tx.Exec(ctx, s.q.insertShapes, u16(ids), wfs, jss); err != nil {
-		return fmt.Errorf("pgstore: store child shapes: %w", err)
+	if c.shapeIDs == nil {
+		c.shapeIDs = map[uuid.UUID]uuid.UUID{}
 	}
-	return nil
+	c.shapeIDs[nr.ID] = id
+	return compiled, nil
+}
+
+// shapeRows are shapes to insert.
+type shapeRows struct {
+	ids      []uuid.UUID
+	wfs, jss []string
 }
 
 // queueOutbox queues the writes of the messages the call's transitions

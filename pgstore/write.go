@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,34 +16,49 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/store"
 )
 
-// persist writes a change in the order that keeps transitions deadlock-free
-// against claims: (1) delete the ready rows of dequeued tasks, failing with
-// errRaced when a claim took one first; (2) lock the lanes that enqueue and
-// place the enqueued tasks; then (3) tasks, (4) ready rows, (5) events, (6)
-// runs and (7) notifications, pipelined in one round trip. extra, when set,
-// queues more statements after them.
-//
-// own, when set, is the store's own transaction: the writes commit in the
-// same round trip. Otherwise tx is a caller's transaction, left open.
+// pgTx is the PostgreSQL store's side of the core's runner (dag.Tx) in one
+// transaction: q is the transaction, own set when it is the store's own
+// (the writes commit in the same round trip; otherwise q is a caller's
+// transaction, left open), and extra, when set, queues more statements
+// after the writes.
+type pgTx struct {
+	s     *Store
+	q     querier
+	c     *change
+	extra func(b *pgx.Batch)
+	own   *ownTx
+}
+
+// persist completes and writes a change (dag.Commit) in transaction tx.
 func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b *pgx.Batch), own *ownTx) error {
-	if err := s.resolve(ctx, tx, c); err != nil {
-		return err
+	err := dag.Commit(ctx, &pgTx{s: s, q: tx, c: c, extra: extra, own: own}, c.Change)
+	if err != nil && !strings.HasPrefix(err.Error(), "pgstore:") {
+		err = fmt.Errorf("pgstore: %w", err) // a rule of the core refused the change
 	}
+	return err
+}
+
+// Write implements dag.Tx. It writes a change in the order that keeps
+// transitions deadlock-free against claims: (1) delete the ready rows of
+// dequeued tasks, failing with errRaced when a claim took one first; (2)
+// lock the lanes that enqueue and place the enqueued tasks; then (3)
+// tasks, (4) ready rows, (5) events, (6) runs and (7) notifications,
+// pipelined in one round trip, with extra's statements after them.
+func (t *pgTx) Write(ctx context.Context, _ *dag.Change) error {
+	s, tx, c, extra, own := t.s, t.q, t.c, t.extra, t.own
 	for _, r := range c.Runs {
-		if err := r.Err(); err != nil {
-			return fmt.Errorf("pgstore: %w", err)
+		if _, ok := c.byID[r.Rec.ID]; !ok {
+			c.load(r, nil) // a child run the call creates
 		}
 	}
-	if w := flow.Collect(c.Change, c.before); w != nil {
-		if err := s.admit(ctx, tx, c, w); err != nil {
-			return err
-		}
-	}
+	c.takePromoted()
 	b := &pgx.Batch{}
+	if ns := &c.newShapes; len(ns.ids) > 0 {
+		b.Queue(s.q.insertShapes, u16(ns.ids), ns.wfs, ns.jss)
+	}
 	if err := s.queueReshapes(b, c); err != nil {
 		return err
 	}
@@ -350,8 +366,8 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 		rTenants = append(rTenants, e.R.Rec.Tenant)
 		rPrios = append(rPrios, int16(e.R.Rec.Priority))
 		var until time.Time
-		if c.flow != nil {
-			until = c.flow.w.Until[e]
+		if c.Admitted != nil {
+			until = c.Admitted.Until[e]
 		}
 		rUntil = append(rUntil, stamp(until))
 	}
@@ -429,7 +445,7 @@ func (c *change) queueNewRunsWith(q *queries, inTx bool, b *pgx.Batch) *pgx.Queu
 		ids = append(ids, rec.ID)
 		wfs = append(wfs, rec.Workflow)
 		tenants = append(tenants, rec.Tenant)
-		shapes = append(shapes, c.shapeIDs[r])
+		shapes = append(shapes, c.shapeIDs[r.Rec.ID])
 		sts = append(sts, string(rec.Status))
 		inputs = append(inputs, rec.Input)
 		fsteps = append(fsteps, rec.FailedStep)

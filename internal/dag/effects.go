@@ -140,6 +140,9 @@ type Change struct {
 	// Enqueued lists the tasks to place in the fair queue, across runs, in
 	// the order the transitions enqueued them, net of later dequeues.
 	Enqueued []TaskAt
+	// Admitted is what admission decided (Commit), nil when the change
+	// involves no keyed task.
+	Admitted *Admitted
 }
 
 // TaskAt names task I of run R.

@@ -11,7 +11,7 @@ import (
 	"github.com/effectivelabs/durable/store"
 )
 
-// Concurrency keys and rate limits (see internal/flow and
+// Concurrency keys and rate limits (see internal/dag/flow.go and
 // docs/semantics.md, "Concurrency keys and rate limits").
 
 // capped returns a step with a concurrency cap.

@@ -1,9 +1,10 @@
-// Package flow holds the admission rules of concurrency keys and rate
-// limits, shared by both stores as internal/fairq holds fair-queue
-// arithmetic: pure functions of what a call's transitions did (a
-// dag.Change) and of the per-key counters the store has locked.
+package dag
+
+// Admission: the rules of concurrency keys and rate limits, pure
+// functions of what a call's transitions did (a Change) and of the per-key
+// counters the driver has locked (see runner.go, which runs them).
 //
-// Admission happens when a task becomes claimable (dag.Effects.Enqueued):
+// Admission happens when a task becomes claimable (Effects.Enqueued):
 //
 //   - Rate limit: a task whose step has a rate limit and a rate key is
 //     admitted if fewer than N tasks of that key were admitted in the current
@@ -19,8 +20,7 @@
 //     slots of a key, the oldest parked tasks of the key take them first,
 //     then the transition's own arrivals.
 //
-// The store persists the decisions with the transition, in one atomic unit.
-package flow
+// The driver persists the decisions with the transition, in one atomic unit.
 
 import (
 	"cmp"
@@ -30,49 +30,48 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
-// MaxKeyLen is the longest key a key function may return, in bytes.
-const MaxKeyLen = 200
+// MaxFlowKeyLen is the longest key a key function may return, in bytes.
+const MaxFlowKeyLen = 200
 
-// ValidKey reports whether s is a valid user key: 1 to MaxKeyLen bytes of
+// ValidFlowKey reports whether s is a valid user key: 1 to MaxFlowKeyLen bytes of
 // valid UTF-8 without control characters.
-func ValidKey(s string) bool { return dag.ValidLabel(s, MaxKeyLen) }
+func ValidFlowKey(s string) bool { return ValidLabel(s, MaxFlowKeyLen) }
 
-// Scoped returns the stored key of user key k for a cap or limit declared
+// ScopedKey returns the stored key of user key k for a cap or limit declared
 // on step of workflow, or on the workflow itself (step empty): keys of
 // different workflows and steps never share slots. Neither workflow nor
 // step names contain '@', so the form "workflow@step@key" is unambiguous.
-func Scoped(workflow, step, k string) string {
+func ScopedKey(workflow, step, k string) string {
 	return workflow + "@" + step + "@" + k
 }
 
-// maxStored is the longest stored key: a scope and a user key.
-const maxStored = 2*dag.MaxNameLen + 2 + MaxKeyLen
+// maxStoredKey is the longest stored key: a scope and a user key.
+const maxStoredKey = 2*MaxNameLen + 2 + MaxFlowKeyLen
 
-// CheckSpec checks the cap and rate limit of a recorded step.
-func CheckSpec(s *store.StepSpec) error {
+// CheckFlowSpec checks the cap and rate limit of a recorded step.
+func CheckFlowSpec(s *store.StepSpec) error {
 	switch {
 	case s.Concurrency < 0:
-		return fmt.Errorf("%w: step %s: concurrency %d < 0", store.ErrInvalidRun, dag.Quote(s.Name), s.Concurrency)
+		return fmt.Errorf("%w: step %s: concurrency %d < 0", store.ErrInvalidRun, Quote(s.Name), s.Concurrency)
 	case s.Rate != nil && (s.Rate.N < 1 || s.Rate.Per < time.Millisecond):
 		return fmt.Errorf("%w: step %s: rate limit %d per %s (want at least 1 per 1ms or more)",
-			store.ErrInvalidRun, dag.Quote(s.Name), s.Rate.N, s.Rate.Per)
+			store.ErrInvalidRun, Quote(s.Name), s.Rate.N, s.Rate.Per)
 	case s.Sleep > 0 && (s.Concurrency > 0 || s.Rate != nil):
-		return fmt.Errorf("%w: step %s: a sleep step has no cap or rate limit", store.ErrInvalidRun, dag.Quote(s.Name))
+		return fmt.Errorf("%w: step %s: a sleep step has no cap or rate limit", store.ErrInvalidRun, Quote(s.Name))
 	}
 	return nil
 }
 
-// Check checks what a store records of a new run's keys: none, or one entry
+// CheckKeys checks what a store records of a new run's keys: none, or one entry
 // per step of its shape, each key empty or a valid stored key. Both stores
 // call it before creating anything.
-func Check(nr *store.NewRun) error {
+func CheckKeys(nr *store.NewRun) error {
 	if nr.Shape != nil {
 		for i := range nr.Shape.Steps {
-			if err := CheckSpec(&nr.Shape.Steps[i]); err != nil {
+			if err := CheckFlowSpec(&nr.Shape.Steps[i]); err != nil {
 				return err
 			}
 		}
@@ -85,19 +84,19 @@ func Check(nr *store.NewRun) error {
 	}
 	for i, k := range nr.Keys {
 		for _, s := range []string{k.Concurrency, k.Rate} {
-			if s != "" && (len(s) > maxStored || !utf8.ValidString(s) || strings.ContainsRune(s, 0)) {
-				return fmt.Errorf("%w: step %s: key %s", store.ErrInvalidKey, dag.Quote(nr.Shape.Steps[i].Name), dag.Quote(s))
+			if s != "" && (len(s) > maxStoredKey || !utf8.ValidString(s) || strings.ContainsRune(s, 0)) {
+				return fmt.Errorf("%w: step %s: key %s", store.ErrInvalidKey, Quote(nr.Shape.Steps[i].Name), Quote(s))
 			}
 		}
 	}
 	return nil
 }
 
-// Start is dag.Start for a run with keys: the tasks get their keys before
+// StartKeyed is Start for a run with keys: the tasks get their keys before
 // the store persists the run. A key whose step has no cap (or no limit) is
 // dropped, so that a task's keys say exactly what applies to it.
-func Start(rec store.Run, shape *dag.Compiled, keys []store.TaskKeys, now, startAt time.Time) (*dag.Run, dag.Effects) {
-	r, fx := dag.Start(rec, shape, now, startAt)
+func StartKeyed(rec store.Run, shape *Compiled, keys []store.TaskKeys, now, startAt time.Time) (*Run, Effects) {
+	r, fx := Start(rec, shape, now, startAt)
 	for i := range min(len(keys), shape.Len()) {
 		spec := &shape.Shape.Steps[i]
 		if spec.Concurrency > 0 {
@@ -112,7 +111,7 @@ func Start(rec store.Run, shape *dag.Compiled, keys []store.TaskKeys, now, start
 
 // Keyed reports whether any step of the shape has a cap or a rate limit:
 // runs of other shapes cost nothing here.
-func Keyed(shape *dag.Compiled) bool {
+func Keyed(shape *Compiled) bool {
 	for i := range shape.Shape.Steps {
 		if s := &shape.Shape.Steps[i]; s.Concurrency > 0 || s.Rate != nil {
 			return true
@@ -121,9 +120,9 @@ func Keyed(shape *dag.Compiled) bool {
 	return false
 }
 
-// Snapshot returns, for the tasks of a run as loaded before a call's
+// HeldSlots returns, for the tasks of a run as loaded before a call's
 // transitions, which hold a slot as RUNNING (by index); nil when none does.
-func Snapshot(tasks []store.Task) []bool {
+func HeldSlots(tasks []store.Task) []bool {
 	var held []bool
 	for i := range tasks {
 		if t := &tasks[i]; t.ConcurrencyKey != "" && t.State == store.TaskRunning {
@@ -136,19 +135,19 @@ func Snapshot(tasks []store.Task) []bool {
 	return held
 }
 
-// Before holds the Snapshot of each run a call loaded that had one.
-type Before map[*dag.Run][]bool
+// SlotsBefore holds the HeldSlots of each run a call loaded that had one.
+type SlotsBefore map[*Run][]bool
 
 // Note records r's snapshot if it has one.
-func (b Before) Note(r *dag.Run) {
-	if held := Snapshot(r.Tasks); held != nil {
+func (b SlotsBefore) Note(r *Run) {
+	if held := HeldSlots(r.Tasks); held != nil {
 		b[r] = held
 	}
 }
 
-// Task is a keyed task of a change.
-type Task struct {
-	dag.TaskAt
+// KeyedTask is a keyed task of a change.
+type KeyedTask struct {
+	TaskAt
 	Key string
 	// Max is the cap of the task's step (concurrency), or N (rate).
 	Max int
@@ -160,49 +159,49 @@ type RateKey struct {
 	Window time.Time
 }
 
-// Work is what a call's transitions ask of admission: the arrivals of keyed
+// Admission is what a call's transitions ask of admission: the arrivals of keyed
 // tasks, the slots freed, and the keyed tasks that left the queue.
-type Work struct {
+type Admission struct {
 	// Rated are the arrivals with a rate key, in order, and Windows their
 	// windows (parallel).
-	Rated   []Task
+	Rated   []KeyedTask
 	windows []RateKey
 	next    []time.Time
 	// Arrivals are the arrivals with a concurrency key, in order.
-	Arrivals []Task
+	Arrivals []KeyedTask
 	// Released counts, per key, the slots freed by tasks that left RUNNING.
 	Released map[string]int
 	// Dequeued are the keyed tasks that left the queue unclaimed: admitted
 	// ones free their slot, parked ones their place in the FIFO.
-	Dequeued []Task
+	Dequeued []KeyedTask
 	// Max is each key's cap, as the latest task of the key seen says.
 	Max map[string]int
 	// Until holds, for each rated arrival admitted (Limit), the end of the
 	// window that counted it: it may be claimed only before then (see
-	// Expired), else it is admitted again.
-	Until map[dag.TaskAt]time.Time
+	// RateExpired), else it is admitted again.
+	Until map[TaskAt]time.Time
 }
 
-// Expired reports whether a task admitted under a rate limit until until
+// RateExpired reports whether a task admitted under a rate limit until until
 // (zero: not rate-limited) may no longer be claimed at now: its window
-// ended. Claims pass it over; the store requeues it (dag.Run.Requeue) when
+// ended. Claims pass it over; the store requeues it (Run.Requeue) when
 // the window's end fires as a timer, so that it is admitted (and counted)
 // again.
-func Expired(until, now time.Time) bool {
+func RateExpired(until, now time.Time) bool {
 	return !until.IsZero() && !until.After(now)
 }
 
-// RequeueDetail is the detail of the QUEUED event of a task requeued
+// RateRequeueDetail is the detail of the QUEUED event of a task requeued
 // because its rate-limit window ended before it was claimed.
-const RequeueDetail = "rate limit: the window that admitted it ended before a worker claimed it"
+const RateRequeueDetail = "rate limit: the window that admitted it ended before a worker claimed it"
 
-// Defer turns the keyed arrivals of a change made inside a caller's
+// DeferKeyed turns the keyed arrivals of a change made inside a caller's
 // transaction into timers due at once: admission locks per-key rows, which
 // a caller's transaction, open for as long as the caller likes, must not
 // hold. The leader admits them when it fires the timers, after the caller
 // commits (a rolled-back transaction leaves no timer).
-func Defer(c *dag.Change) {
-	var moved []dag.TaskAt
+func DeferKeyed(c *Change) {
+	var moved []TaskAt
 	for _, e := range c.Enqueued {
 		if e.I >= e.R.Shape.Len() {
 			continue // the on-failure task
@@ -211,7 +210,7 @@ func Defer(c *dag.Change) {
 		if !(t.RateKey != "" && spec.Rate != nil) && !(t.ConcurrencyKey != "" && spec.Concurrency > 0) {
 			continue
 		}
-		t.DueAt = dag.Timestamp(c.Now)
+		t.DueAt = Timestamp(c.Now)
 		fx := c.Effects[e.R]
 		fx.Timer = true
 		fx.Enqueued = slices.DeleteFunc(fx.Enqueued, func(i int) bool { return i == e.I })
@@ -225,25 +224,25 @@ func Defer(c *dag.Change) {
 		moved = append(moved, e)
 	}
 	if len(moved) > 0 {
-		c.Enqueued = slices.DeleteFunc(c.Enqueued, func(e dag.TaskAt) bool { return slices.Contains(moved, e) })
+		c.Enqueued = slices.DeleteFunc(c.Enqueued, func(e TaskAt) bool { return slices.Contains(moved, e) })
 	}
 }
 
-// Window returns the fixed window of length per that holds t.
-func Window(t time.Time, per time.Duration) time.Time {
+// RateWindow returns the fixed window of length per that holds t.
+func RateWindow(t time.Time, per time.Duration) time.Time {
 	ns := t.UnixNano()
 	w := ns - ((ns%int64(per))+int64(per))%int64(per)
 	return time.Unix(0, w).UTC()
 }
 
-// Collect returns the admission work of change c, whose runs were loaded as
+// CollectAdmission returns the admission work of change c, whose runs were loaded as
 // before says, or nil when it involves no keyed task: calls on runs
 // without caps or limits do nothing more.
-func Collect(c *dag.Change, before Before) *Work {
-	var w *Work
-	get := func() *Work {
+func CollectAdmission(c *Change, before SlotsBefore) *Admission {
+	var w *Admission
+	get := func() *Admission {
 		if w == nil {
-			w = &Work{Released: map[string]int{}, Max: map[string]int{}}
+			w = &Admission{Released: map[string]int{}, Max: map[string]int{}}
 		}
 		return w
 	}
@@ -267,7 +266,7 @@ func Collect(c *dag.Change, before Before) *Work {
 				continue // unkeyed, or claimed (memstore): holds on
 			}
 			w := get()
-			w.Dequeued = append(w.Dequeued, Task{dag.TaskAt{R: r, I: i}, t.ConcurrencyKey, r.Shape.Shape.Steps[i].Concurrency})
+			w.Dequeued = append(w.Dequeued, KeyedTask{TaskAt{R: r, I: i}, t.ConcurrencyKey, r.Shape.Shape.Steps[i].Concurrency})
 			w.Max[t.ConcurrencyKey] = r.Shape.Shape.Steps[i].Concurrency
 		}
 	}
@@ -278,14 +277,14 @@ func Collect(c *dag.Change, before Before) *Work {
 		t, spec := &e.R.Tasks[e.I], &e.R.Shape.Shape.Steps[e.I]
 		if t.RateKey != "" && spec.Rate != nil {
 			w := get()
-			w.Rated = append(w.Rated, Task{e, t.RateKey, spec.Rate.N})
-			win := Window(c.Now, spec.Rate.Per)
+			w.Rated = append(w.Rated, KeyedTask{e, t.RateKey, spec.Rate.N})
+			win := RateWindow(c.Now, spec.Rate.Per)
 			w.windows = append(w.windows, RateKey{t.RateKey, win})
 			w.next = append(w.next, win.Add(spec.Rate.Per))
 		}
 		if t.ConcurrencyKey != "" && spec.Concurrency > 0 {
 			w := get()
-			w.Arrivals = append(w.Arrivals, Task{e, t.ConcurrencyKey, spec.Concurrency})
+			w.Arrivals = append(w.Arrivals, KeyedTask{e, t.ConcurrencyKey, spec.Concurrency})
 			w.Max[t.ConcurrencyKey] = spec.Concurrency
 		}
 	}
@@ -294,7 +293,7 @@ func Collect(c *dag.Change, before Before) *Work {
 
 // RateKeys returns the windows the rate check reads, sorted and distinct:
 // the store locks their counters in this order.
-func (w *Work) RateKeys() []RateKey {
+func (w *Admission) RateKeys() []RateKey {
 	out := slices.Clone(w.windows)
 	slices.SortFunc(out, func(a, b RateKey) int {
 		return cmp.Or(cmp.Compare(a.Key, b.Key), a.Window.Compare(b.Window))
@@ -304,7 +303,7 @@ func (w *Work) RateKeys() []RateKey {
 
 // SlotKeys returns the concurrency keys involved, sorted and distinct: the
 // store locks their slot counters in this order.
-func (w *Work) SlotKeys() []string {
+func (w *Admission) SlotKeys() []string {
 	var out []string
 	for k := range w.Max {
 		out = append(out, k)
@@ -313,32 +312,53 @@ func (w *Work) SlotKeys() []string {
 	return out
 }
 
+// Heads returns, per concurrency key, how many of its oldest parked tasks
+// the call may promote: one per slot it frees (tasks that left RUNNING,
+// keyed tasks that left the queue) and one per arrival, which parked tasks
+// go before. Slots free beyond those (a cap raised by a deploy) go to the
+// parked tasks as their key's tasks move on.
+func (w *Admission) Heads() map[string]int {
+	heads := map[string]int{}
+	for k, n := range w.Released {
+		if n > 0 {
+			heads[k] += n
+		}
+	}
+	for _, t := range w.Dequeued {
+		heads[t.Key]++
+	}
+	for _, t := range w.Arrivals {
+		heads[t.Key]++
+	}
+	return heads
+}
+
 // Limit applies the rate limits: used holds the admissions so far of each
 // window of RateKeys and is updated. Each rated arrival within its window's
 // limit is admitted; the others are taken out of c's arrivals (and of the
 // concurrency arrivals) and wait for the next window as timers: QUEUED with
 // a due time, and a QUEUED event that says so.
-func (w *Work) Limit(c *dag.Change, used map[RateKey]int) {
-	var deferred []dag.TaskAt
+func (w *Admission) Limit(c *Change, used map[RateKey]int) {
+	var deferred []TaskAt
 	for k, t := range w.Rated {
 		rk := w.windows[k]
 		if used[rk] < t.Max {
 			used[rk]++
 			if w.Until == nil {
-				w.Until = map[dag.TaskAt]time.Time{}
+				w.Until = map[TaskAt]time.Time{}
 			}
-			w.Until[t.TaskAt] = dag.Timestamp(w.next[k])
+			w.Until[t.TaskAt] = Timestamp(w.next[k])
 			continue
 		}
 		deferred = append(deferred, t.TaskAt)
 		task := &t.R.Tasks[t.I]
-		task.DueAt = dag.Timestamp(w.next[k])
+		task.DueAt = Timestamp(w.next[k])
 		fx := c.Effects[t.R]
 		fx.Timer = true
 		fx.Enqueued = slices.DeleteFunc(fx.Enqueued, func(i int) bool { return i == t.I })
 		for j := len(fx.Events) - 1; j >= 0; j-- {
 			if e := &fx.Events[j]; e.Step == task.Name && e.Type == store.EventQueued {
-				e.Detail = dag.Text("rate limit: " + strings.TrimSpace(e.Detail+" waits for the next window"))
+				e.Detail = Text("rate limit: " + strings.TrimSpace(e.Detail+" waits for the next window"))
 				e.DueAt = task.DueAt
 				break
 			}
@@ -347,16 +367,16 @@ func (w *Work) Limit(c *dag.Change, used map[RateKey]int) {
 	if len(deferred) == 0 {
 		return
 	}
-	c.Enqueued = slices.DeleteFunc(c.Enqueued, func(e dag.TaskAt) bool { return slices.Contains(deferred, e) })
-	w.Arrivals = slices.DeleteFunc(w.Arrivals, func(t Task) bool { return slices.Contains(deferred, t.TaskAt) })
+	c.Enqueued = slices.DeleteFunc(c.Enqueued, func(e TaskAt) bool { return slices.Contains(deferred, e) })
+	w.Arrivals = slices.DeleteFunc(w.Arrivals, func(t KeyedTask) bool { return slices.Contains(deferred, t.TaskAt) })
 }
 
-// Admit is the admission rule of one key: with held slots held (after this
+// AdmitSlots is the admission rule of one key: with held slots held (after this
 // call's releases), a cap of max, parked tasks waiting and arrivals new
 // tasks, it promotes the oldest parked tasks first, then admits arrivals,
 // as long as slots are free; the remaining arrivals park behind the parked
 // ones. A cap lowered below held admits nothing until enough slots free.
-func Admit(held, max, parked, arrivals int) (promote, admit int) {
+func AdmitSlots(held, max, parked, arrivals int) (promote, admit int) {
 	free := max - held
 	if free <= 0 {
 		return 0, 0
@@ -366,10 +386,10 @@ func Admit(held, max, parked, arrivals int) (promote, admit int) {
 	return promote, admit
 }
 
-// Decision is the outcome of admission for a call.
-type Decision struct {
+// AdmitDecision is the outcome of admission for a call.
+type AdmitDecision struct {
 	// Park lists the arrivals to park, in order (FIFO per key).
-	Park []Task
+	Park []KeyedTask
 	// Promote is, per key, how many of the oldest parked tasks to promote.
 	Promote map[string]int
 	// Held is each key's slot count after the call.
@@ -381,8 +401,8 @@ type Decision struct {
 // task had a slot (it was in the ready queue) rather than a place in the
 // FIFO, and parked is how many parked tasks of each key may be promoted.
 // The parked arrivals are taken out of c's arrivals.
-func (w *Work) Decide(c *dag.Change, held map[string]int, admitted func(Task) bool, parked map[string]int) *Decision {
-	d := &Decision{Promote: map[string]int{}, Held: map[string]int{}}
+func (w *Admission) Decide(c *Change, held map[string]int, admitted func(KeyedTask) bool, parked map[string]int) *AdmitDecision {
+	d := &AdmitDecision{Promote: map[string]int{}, Held: map[string]int{}}
 	h := map[string]int{}
 	for k, n := range held {
 		h[k] = n
@@ -402,11 +422,11 @@ func (w *Work) Decide(c *dag.Change, held map[string]int, admitted func(Task) bo
 	admit := map[string]int{}
 	for _, k := range w.SlotKeys() {
 		h[k] = max(h[k], 0)
-		p, a := Admit(h[k], w.Max[k], parked[k], arrivals[k])
+		p, a := AdmitSlots(h[k], w.Max[k], parked[k], arrivals[k])
 		d.Promote[k], admit[k] = p, a
 		d.Held[k] = h[k] + p + a
 	}
-	var park []dag.TaskAt
+	var park []TaskAt
 	for _, t := range w.Arrivals {
 		if admit[t.Key] > 0 {
 			admit[t.Key]--
@@ -416,7 +436,7 @@ func (w *Work) Decide(c *dag.Change, held map[string]int, admitted func(Task) bo
 		park = append(park, t.TaskAt)
 	}
 	if len(park) > 0 {
-		c.Enqueued = slices.DeleteFunc(c.Enqueued, func(e dag.TaskAt) bool { return slices.Contains(park, e) })
+		c.Enqueued = slices.DeleteFunc(c.Enqueued, func(e TaskAt) bool { return slices.Contains(park, e) })
 		for _, t := range d.Park {
 			fx := c.Effects[t.R]
 			fx.Enqueued = slices.DeleteFunc(fx.Enqueued, func(i int) bool { return i == t.I })

@@ -1,4 +1,4 @@
-package flow
+package dag
 
 import (
 	"testing"
@@ -21,7 +21,7 @@ func TestAdmit(t *testing.T) {
 		{"cap lowered below held", 5, 2, 1, 1, 0, 0},
 		{"nothing waits", 0, 1, 0, 0, 0, 0},
 	} {
-		p, a := Admit(tt.held, tt.max, tt.parked, tt.arrivals)
+		p, a := AdmitSlots(tt.held, tt.max, tt.parked, tt.arrivals)
 		require.Equal(t, tt.wantPromote, p, tt.name)
 		require.Equal(t, tt.wantAdmit, a, tt.name)
 	}
@@ -30,18 +30,18 @@ func TestAdmit(t *testing.T) {
 func TestWindow(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
-	require.Equal(t, time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC), Window(t0, time.Minute))
-	require.Equal(t, time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC), Window(t0, time.Hour))
-	require.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Window(t0, time.Second))
+	require.Equal(t, time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC), RateWindow(t0, time.Minute))
+	require.Equal(t, time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC), RateWindow(t0, time.Hour))
+	require.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), RateWindow(t0, time.Second))
 	before := time.Unix(-1, 0)
-	require.Equal(t, time.Unix(-60, 0).UTC(), Window(before, time.Minute), "before the epoch")
+	require.Equal(t, time.Unix(-60, 0).UTC(), RateWindow(before, time.Minute), "before the epoch")
 }
 
 func TestValidKey(t *testing.T) {
 	t.Parallel()
-	require.True(t, ValidKey("customer-42"))
-	require.False(t, ValidKey(""))
-	require.False(t, ValidKey("a\nb"))
-	require.False(t, ValidKey(string(make([]byte, MaxKeyLen+1))))
-	require.False(t, ValidKey("\xff"))
+	require.True(t, ValidFlowKey("customer-42"))
+	require.False(t, ValidFlowKey(""))
+	require.False(t, ValidFlowKey("a\nb"))
+	require.False(t, ValidFlowKey(string(make([]byte, MaxFlowKeyLen+1))))
+	require.False(t, ValidFlowKey("\xff"))
 }
