@@ -47,7 +47,7 @@ type Effects struct {
 	// same atomic unit.
 	Waits []int
 	// Spawned are the child runs to create, in order, in the same atomic
-	// unit (as CreateRuns would: dag.Start or flow.Start).
+	// unit (dag.Commit creates them as CreateRuns would).
 	Spawned []store.NewRun
 	// Outbox holds the messages for other runs (Message), to write in the
 	// same atomic unit and apply to their runs afterwards.
