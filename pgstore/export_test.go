@@ -1,6 +1,8 @@
 package pgstore
 
 import (
+	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/effectivelabs/durable/store"
@@ -10,10 +12,28 @@ import (
 // its field in queries, for the tests in pgstore_test.
 func Statements(schema string) map[string]string {
 	q := newQueries(schema)
+	return queryFields(&q)
+}
+
+// queryFields returns the string fields of q and of the structs embedded
+// in it, by name.
+func queryFields(q *queries) map[string]string {
 	out := map[string]string{}
-	for name, sql := range queryFields(&q) {
-		out[name] = *sql
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		for i := range v.NumField() {
+			f, sf := v.Field(i), v.Type().Field(i)
+			switch {
+			case sf.Anonymous && f.Kind() == reflect.Struct:
+				walk(f)
+			case f.Kind() == reflect.String:
+				out[sf.Name] = f.String()
+			default:
+				panic(fmt.Sprintf("pgstore: queries.%s is a %s, not a statement", sf.Name, f.Type()))
+			}
+		}
 	}
+	walk(reflect.ValueOf(q).Elem())
 	return out
 }
 

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/fairq"
@@ -179,56 +177,159 @@ func loadSQLBlocks(fsys fs.FS) (map[string]sqlBlock, error) {
 
 // newQueries returns the statements of sql/ for schema, each in the field
 // of queries of its name. It panics when a field has no statement or a
-// statement no field.
+// statement no field (TestStatementFiles checks both, and that each field
+// holds the statement of its own name).
 func newQueries(schema string) queries {
-	var q queries
-	blocks := sqlBlocks()
-	used := map[string]bool{}
-	for name, field := range queryFields(&q) {
-		b, ok := blocks[name]
-		if !ok || b.fragment {
-			panic(fmt.Sprintf("pgstore: no statement %q in sql/*.sql for the field of queries of that name", name))
-		}
-		if used[name] {
-			panic(fmt.Sprintf("pgstore: two fields of queries are named %s", name))
-		}
-		used[name] = true
-		*field = render(schema, b.sql)
+	st := &statements{schema: schema, blocks: sqlBlocks(), used: map[string]bool{}}
+	q := queries{
+		genericPlans:          st.take("genericPlans"),
+		listPlans:             st.take("listPlans"),
+		queuePlans:            st.take("queuePlans"),
+		now:                   st.take("now"),
+		loadShapes:            st.take("loadShapes"),
+		insertShapes:          st.take("insertShapes"),
+		reshapeRuns:           st.take("reshapeRuns"),
+		listVersions:          st.take("listVersions"),
+		runsExist:             st.take("runsExist"),
+		keysExist:             st.take("keysExist"),
+		insertRunsNew:         st.take("insertRunsNew"),
+		ensureTenants:         st.take("ensureTenants"),
+		ensureLanes:           st.take("ensureLanes"),
+		lockLanes:             st.take("lockLanes"),
+		readFrontiers:         st.take("readFrontiers"),
+		pruneFrontier:         st.take("pruneFrontier"),
+		leaderCheck:           st.take("leaderCheck"),
+		eventBlock:            st.take("eventBlock"),
+		updateLanes:           st.take("updateLanes"),
+		lockRuns:              st.take("lockRuns"),
+		loadTasks:             st.take("loadTasks"),
+		lockReady:             st.take("lockReady"),
+		deleteReady:           st.take("deleteReady"),
+		insertRuns:            st.take("insertRuns"),
+		updateRuns:            st.take("updateRuns"),
+		countSettled:          st.take("countSettled"),
+		insertTasks:           st.take("insertTasks"),
+		updateTasks:           st.take("updateTasks"),
+		insertTasksWaits:      st.take("insertTasksWaits"),
+		updateTasksWaits:      st.take("updateTasksWaits"),
+		insertChildRuns:       st.take("insertChildRuns"),
+		insertReady:           st.take("insertReady"),
+		insertIncoming:        st.take("insertIncoming"),
+		takeIncoming:          st.take("takeIncoming"),
+		insertEvents:          st.take("insertEvents"),
+		notify:                st.take("notify"),
+		nextTimer:             st.take("nextTimer"),
+		timerCheck:            st.take("timerCheck"),
+		dueTimers:             st.take("dueTimers"),
+		heartbeatTasks:        st.take("heartbeatTasks"),
+		claim:                 st.take("claim"),
+		claimIDs:              st.take("claimIDs"),
+		claimCandidate:        st.take("claimCandidate"),
+		anyPriority:           st.take("anyPriority"),
+		reorderHead:           st.take("reorderHead"),
+		reorderBest:           st.take("reorderBest"),
+		reorderTake:           st.take("reorderTake"),
+		reorderPut:            st.take("reorderPut"),
+		tryTenantLocks:        st.take("tryTenantLocks"),
+		runningCounts:         st.take("runningCounts"),
+		parentOutputs:         st.take("parentOutputs"),
+		getRun:                st.take("getRun"),
+		listTasks:             st.take("listTasks"),
+		listEvents:            st.take("listEvents"),
+		runExists:             st.take("runExists"),
+		listWaits:             st.take("listWaits"),
+		statsReady:            st.take("statsReady"),
+		statsTasks:            st.take("statsTasks"),
+		statsInflight:         st.take("statsInflight"),
+		statsCounts:           st.take("statsCounts"),
+		pruneCounts:           st.take("pruneCounts"),
+		compactCounts:         st.take("compactCounts"),
+		pruneRuns:             st.take("pruneRuns"),
+		pruneShapes:           st.take("pruneShapes"),
+		insertRunsTraced:      st.take("insertRunsTraced"),
+		insertChildRunsTraced: st.take("insertChildRunsTraced"),
+		insertRunsNewTraced:   st.take("insertRunsNewTraced"),
+		createSchedule:        st.take("createSchedule"),
+		getSchedule:           st.take("getSchedule"),
+		listSchedules:         st.take("listSchedules"),
+		lockSchedule:          st.take("lockSchedule"),
+		pauseSchedule:         st.take("pauseSchedule"),
+		deleteSchedule:        st.take("deleteSchedule"),
+		scheduleCheck:         st.take("scheduleCheck"),
+		dueSchedules:          st.take("dueSchedules"),
+		advanceSchedules:      st.take("advanceSchedules"),
+		breakSchedules:        st.take("breakSchedules"),
+		lockDeclared:          st.take("lockDeclared"),
+		insertDeclared:        st.take("insertDeclared"),
+		updateDeclared:        st.take("updateDeclared"),
+		registerWorker:        st.take("registerWorker"),
+		removeWorker:          st.take("removeWorker"),
+		touchWorker:           st.take("touchWorker"),
+		listWorkers:           st.take("listWorkers"),
+		staleWorkers:          st.take("staleWorkers"),
+		deleteWorkers:         st.take("deleteWorkers"),
+		recordLeader:          st.take("recordLeader"),
+		waitQueries: waitQueries{
+			loadItems:     st.take("loadItems"),
+			loadMapItems:  st.take("loadMapItems"),
+			deleteItems:   st.take("deleteItems"),
+			mapOutputs:    st.take("mapOutputs"),
+			lockKeys:      st.take("lockKeys"),
+			firstEvents:   st.take("firstEvents"),
+			firstSignals:  st.take("firstSignals"),
+			sendEvents:    st.take("sendEvents"),
+			insertSignal:  st.take("insertSignal"),
+			insertInbox:   st.take("insertInbox"),
+			loadInbox:     st.take("loadInbox"),
+			deleteInbox:   st.take("deleteInbox"),
+			pendingRuns:   st.take("pendingRuns"),
+			pruneEvents:   st.take("pruneEvents"),
+			taskCompleted: st.take("taskCompleted"),
+		},
+		flowQueries: flowQueries{
+			lockRates:    st.take("lockRates"),
+			lockSlots:    st.take("lockSlots"),
+			dequeueKeyed: st.take("dequeueKeyed"),
+			parkedHeads:  st.take("parkedHeads"),
+			writeSlots:   st.take("writeSlots"),
+			dropSlots:    st.take("dropSlots"),
+			unpark:       st.take("unpark"),
+			park:         st.take("park"),
+			writeRates:   st.take("writeRates"),
+			pruneRates:   st.take("pruneRates"),
+			setKeys:      st.take("setKeys"),
+		},
 	}
-	for name, b := range blocks {
-		if !used[name] && !b.fragment {
-			panic(fmt.Sprintf("pgstore: %s: statement %s is not a field of queries", b.file, name))
-		}
-	}
+	st.checkUsed()
 	return q
 }
 
-// queryFields yields the string fields of q and of the structs embedded
-// in it, by name.
-func queryFields(q *queries) func(yield func(string, *string) bool) {
-	return func(yield func(string, *string) bool) {
-		var walk func(v reflect.Value) bool
-		walk = func(v reflect.Value) bool {
-			for i := range v.NumField() {
-				f, sf := v.Field(i), v.Type().Field(i)
-				switch {
-				case sf.Anonymous && f.Kind() == reflect.Struct:
-					if !walk(f) {
-						return false
-					}
-				case f.Kind() == reflect.String:
-					// The fields are unexported; reflect sets them through
-					// their address.
-					if !yield(sf.Name, (*string)(unsafe.Pointer(f.UnsafeAddr()))) {
-						return false
-					}
-				default:
-					panic(fmt.Sprintf("pgstore: queries.%s is a %s, not a statement", sf.Name, f.Type()))
-				}
-			}
-			return true
+// statements hands out the statements of sql/ by name, once each.
+type statements struct {
+	schema string
+	blocks map[string]sqlBlock
+	used   map[string]bool
+}
+
+// take returns the statement of that name, rendered for the schema.
+func (st *statements) take(name string) string {
+	b, ok := st.blocks[name]
+	if !ok || b.fragment {
+		panic(fmt.Sprintf("pgstore: no statement %q in sql/*.sql for the field of queries of that name", name))
+	}
+	if st.used[name] {
+		panic(fmt.Sprintf("pgstore: two fields of queries take statement %s", name))
+	}
+	st.used[name] = true
+	return render(st.schema, b.sql)
+}
+
+// checkUsed panics when a statement of sql/ went to no field.
+func (st *statements) checkUsed() {
+	for name, b := range st.blocks {
+		if !st.used[name] && !b.fragment {
+			panic(fmt.Sprintf("pgstore: %s: statement %s is not a field of queries", b.file, name))
 		}
-		walk(reflect.ValueOf(q).Elem())
 	}
 }
 

@@ -33,6 +33,7 @@ func TestStatementFiles(t *testing.T) {
 	fields := 0
 	for name, sql := range queryFields(&q) {
 		fields++
+		sql := &sql
 		b, ok := blocks[name]
 		require.True(t, ok, "queries.%s has no statement", name)
 		require.False(t, b.fragment, "queries.%s is a fragment", name)
