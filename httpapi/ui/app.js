@@ -7,6 +7,8 @@ const SVGNS = "http://www.w3.org/2000/svg";
 const main = document.getElementById("main");
 const live = document.getElementById("live");
 let timer = null; // the live refresh of the current view
+// The run statuses, in the order the filters and tables show them.
+const RUN_STATUSES = ["RUNNING", "COMPLETED", "FAILED", "CANCELLED"];
 
 // el builds an element: attributes, then children (strings become text).
 function el(tag, attrs, ...kids) {
@@ -225,7 +227,7 @@ function waitsCell(waits) {
 
 async function runsView(params) {
   const status = el("select", { id: "f-status" },
-    ["", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"].map((s) => el("option", { value: s, selected: params.get("status") === s }, s || "any")));
+    ["", ...RUN_STATUSES].map((s) => el("option", { value: s, selected: params.get("status") === s }, s || "any")));
   const workflow = el("select", { id: "f-workflow" }, el("option", { value: "" }, "any"));
   const version = el("select", { id: "f-version" }, el("option", { value: "" }, "any"));
   if (params.get("version")) version.append(el("option", { value: params.get("version"), selected: true }, params.get("version")));
@@ -682,8 +684,6 @@ async function workersView(params) {
 }
 
 // ---- queues -----------------------------------------------------------------
-
-const RUN_STATUSES = ["RUNNING", "COMPLETED", "FAILED", "CANCELLED"];
 
 async function queuesView() {
   const queues = el("tbody", { id: "queues" });
