@@ -105,21 +105,6 @@ func quoteVersion(v string) string {
 	return Quote(v)
 }
 
-// kindOf is the kind of a step spec.
-func kindOf(s *store.StepSpec) store.TaskKind {
-	switch {
-	case s.Sleep > 0:
-		return store.KindSleep
-	case s.Wait != nil:
-		return store.KindEvent
-	case s.Child != nil:
-		return store.KindChild
-	case s.Map != nil:
-		return store.KindMap
-	}
-	return store.KindStep
-}
-
 // sameTypes reports whether two recorded type names agree: equal, or one
 // of them unknown (a shape recorded before types were).
 func sameTypes(a, b string) bool { return a == "" || b == "" || a == b }
@@ -129,7 +114,7 @@ func sameTypes(a, b string) bool { return a == "" || b == "" || a == b }
 // a map step waits for), its parents and its output type; "" when they
 // agree. Policies (retries, timeouts, a sleep's length) may differ.
 func differs(a, b *store.StepSpec) string {
-	ka, kb := kindOf(a), kindOf(b)
+	ka, kb := KindOf(a), KindOf(b)
 	switch {
 	case ka != kb:
 		return fmt.Sprintf("it is a %s step, and a %s step in the other version", ka, kb)
