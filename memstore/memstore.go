@@ -1128,36 +1128,39 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		return q
 	}
 	in := func(rs *runState) bool { return p.Tenant == "" || rs.rec.Tenant == p.Tenant }
-	for k := range s.queued {
+	// The tasks counted are found from the indexes that hold them (as
+	// pgstore finds them from its queues), each once, and dag.CountTask
+	// says where each counts.
+	seen := map[taskKey]bool{}
+	count := func(k taskKey) {
+		if seen[k] {
+			return
+		}
+		seen[k] = true
 		rs := s.runs[k.run]
 		if !in(rs) {
-			continue
+			return
 		}
-		q := queue(rs)
-		q.Ready++
-		if at := s.queuedAt[k]; q.OldestReady.IsZero() || at.Before(q.OldestReady) {
-			q.OldestReady = at
+		t := rs.task(k)
+		_, parked := s.parkedKey[k]
+		if dag.GaugeOf(t, parked) != dag.Uncounted {
+			dag.CountTask(queue(rs), t, parked, s.queuedAt[k])
 		}
+	}
+	for k := range s.queued {
+		count(k)
 	}
 	for k := range s.timers {
-		if rs := s.runs[k.run]; in(rs) && !rs.task(k).DueAt.IsZero() {
-			queue(rs).Waiting++
-		}
+		count(k)
 	}
 	for k := range s.waitingAll { // waiting for an event, a child run or items
-		if rs := s.runs[k.run]; in(rs) && rs.task(k).DueAt.IsZero() {
-			queue(rs).Waiting++
-		}
+		count(k)
 	}
 	for k := range s.parkedKey { // parked behind a concurrency key
-		if rs := s.runs[k.run]; in(rs) {
-			queue(rs).Waiting++
-		}
+		count(k)
 	}
 	for k := range s.running {
-		if rs := s.runs[k.run]; in(rs) {
-			queue(rs).Running++
-		}
+		count(k)
 	}
 	st := &store.Stats{}
 	inflight := map[store.RunCount]int{}

@@ -43,3 +43,53 @@ func TestKindOf(t *testing.T) {
 	}
 	require.Equal(t, store.KindOnFailure, c.Kind(c.Len()))
 }
+
+func TestGaugeOf(t *testing.T) {
+	t.Parallel()
+	due := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name   string
+		task   store.Task
+		parked bool
+		want   Gauge
+	}{
+		{"pending", store.Task{State: store.TaskPending}, false, Uncounted},
+		{"ready", store.Task{State: store.TaskQueued}, false, GaugeReady},
+		{"ready with a queue timeout", store.Task{State: store.TaskQueued, TimeoutAt: due}, false, GaugeReady},
+		{"parked behind a concurrency key", store.Task{State: store.TaskQueued, ConcurrencyKey: "k"}, true, GaugeWaiting},
+		{"retry backoff, delayed start or next rate window", store.Task{State: store.TaskQueued, DueAt: due}, false, GaugeWaiting},
+		{"running", store.Task{State: store.TaskRunning, Token: 7}, false, GaugeRunning},
+		{"running with a timeout", store.Task{State: store.TaskRunning, Token: 7, TimeoutAt: due}, false, GaugeRunning},
+		{"sleeping", store.Task{Kind: store.KindSleep, State: store.TaskSleeping, DueAt: due}, false, GaugeWaiting},
+		{"waiting for an event", store.Task{Kind: store.KindEvent, State: store.TaskWaiting, WaitKey: "k"}, false, GaugeWaiting},
+		{"waiting for an event until a timeout", store.Task{Kind: store.KindEvent, State: store.TaskWaiting, DueAt: due}, false, GaugeWaiting},
+		{"waiting for a child run", store.Task{Kind: store.KindChild, State: store.TaskWaiting}, false, GaugeWaiting},
+		{"waiting for items", store.Task{Kind: store.KindMap, State: store.TaskWaiting, Items: 3, Left: 2}, false, GaugeWaiting},
+	}
+	for _, s := range []store.TaskState{store.TaskCompleted, store.TaskFailed, store.TaskSkipped, store.TaskCancelled} {
+		tests = append(tests, struct {
+			name   string
+			task   store.Task
+			parked bool
+			want   Gauge
+		}{string(s), store.Task{State: s}, false, Uncounted})
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, GaugeOf(&tt.task, tt.parked), tt.name)
+	}
+}
+
+func TestCountTask(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var q store.QueueStats
+	CountTask(&q, &store.Task{State: store.TaskQueued}, false, t0.Add(time.Minute))
+	CountTask(&q, &store.Task{State: store.TaskQueued}, false, t0)
+	CountTask(&q, &store.Task{State: store.TaskQueued}, false, t0.Add(time.Hour))
+	CountTask(&q, &store.Task{State: store.TaskQueued}, true, t0.Add(-time.Hour)) // parked: not ready
+	CountTask(&q, &store.Task{State: store.TaskRunning}, false, time.Time{})
+	CountTask(&q, &store.Task{State: store.TaskWaiting}, false, time.Time{})
+	CountTask(&q, &store.Task{State: store.TaskPending}, false, time.Time{})
+	CountTask(&q, &store.Task{State: store.TaskCompleted}, false, time.Time{})
+	require.Equal(t, store.QueueStats{Ready: 3, Waiting: 2, Running: 1, OldestReady: t0}, q)
+}
