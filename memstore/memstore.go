@@ -1190,13 +1190,13 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	return st, nil
 }
 
-// PruneRuns implements store.Store: the runs created first go first, as in
-// PostgreSQL, which finds them by creation time.
+// PruneRuns implements store.Store: the runs dag.Expired says retention may
+// delete, in dag.PruneOrder.
 func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store.PruneRunsResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	before := now(p.Now).Add(-p.OlderThan)
+	before := dag.PruneCutoff(now(p.Now), p.OlderThan)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var expired []*runState
@@ -1205,9 +1205,7 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 			expired = append(expired, rs)
 		}
 	}
-	slices.SortFunc(expired, func(a, b *runState) int {
-		return cmp.Or(a.rec.CreatedAt.Compare(b.rec.CreatedAt), cmp.Compare(a.rec.ID.String(), b.rec.ID.String()))
-	})
+	slices.SortFunc(expired, func(a, b *runState) int { return dag.PruneOrder(&a.rec, &b.rec) })
 	limit := max(p.Limit, 0)
 	if len(expired) < limit {
 		for k := range s.counts {

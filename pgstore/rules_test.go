@@ -1,6 +1,8 @@
 package pgstore_test
 
 import (
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,11 +61,13 @@ func ruleStores(t *testing.T) []ruleStore {
 
 // scene builds the runs of one case of a table: runs of workflow wf for
 // tenant wf (so that each case has a queue of its own in the stats, and
-// its claims take only its own tasks), at t0 unless a step says otherwise.
+// its claims take only its own tasks), at now (t0 unless the case moves
+// it).
 type scene struct {
-	t  *testing.T
-	rs ruleStore
-	wf string
+	t   *testing.T
+	rs  ruleStore
+	wf  string
+	now time.Time
 	// parked holds the tasks the case parked behind a concurrency key,
 	// which only the store's queues tell from ready ones (by run and step).
 	parked map[store.TaskRef]bool
@@ -73,17 +77,17 @@ func (sc *scene) run(sh *store.Shape) store.NewRun { return newRun(sc.wf, sc.wf,
 
 func (sc *scene) create(runs ...store.NewRun) {
 	sc.t.Helper()
-	require.NoError(sc.t, created(sc.rs.s.CreateRuns(ctx, &store.CreateRunsParams{Now: t0, Runs: runs})))
+	require.NoError(sc.t, created(sc.rs.s.CreateRuns(ctx, &store.CreateRunsParams{Now: sc.now, Runs: runs})))
 }
 
-// claim claims up to n tasks of the case's workflow (and of workflows
-// named after it, such as its child runs') at t0.
+// claim claims n tasks of the case's workflow (or of workflows), and
+// requires n.
 func (sc *scene) claim(n int, workflows ...string) []*store.ClaimedTask {
 	sc.t.Helper()
 	if len(workflows) == 0 {
 		workflows = []string{sc.wf}
 	}
-	cs, err := sc.rs.s.ClaimTasks(ctx, &store.ClaimTasksParams{Now: t0, WorkerID: "w", Limit: n, Workflows: workflows})
+	cs, err := sc.rs.s.ClaimTasks(ctx, &store.ClaimTasksParams{Now: sc.now, WorkerID: "w", Limit: n, Workflows: workflows})
 	require.NoError(sc.t, err)
 	require.Len(sc.t, cs, n, "claimed")
 	return cs
@@ -91,11 +95,18 @@ func (sc *scene) claim(n int, workflows ...string) []*store.ClaimedTask {
 
 func (sc *scene) finish(outs ...store.Outcome) {
 	sc.t.Helper()
-	res, err := sc.rs.s.FinishTasks(ctx, &store.FinishTasksParams{Now: t0, Outcomes: outs})
+	res, err := sc.rs.s.FinishTasks(ctx, &store.FinishTasksParams{Now: sc.now, Outcomes: outs})
 	require.NoError(sc.t, err)
 	for _, r := range res {
 		require.Equal(sc.t, store.FinishApplied, r.Status)
 	}
+}
+
+func (sc *scene) cancel(id uuid.UUID) {
+	sc.t.Helper()
+	res, err := sc.rs.s.CancelRuns(ctx, &store.CancelRunsParams{Now: sc.now, IDs: []uuid.UUID{id}})
+	require.NoError(sc.t, err)
+	require.NoError(sc.t, res[0].Err)
 }
 
 func (sc *scene) park(run uuid.UUID, step string) {
@@ -211,15 +222,13 @@ func taskStates() []ruleCase {
 			sc.create(ok, failed, cancelled)
 			cs := sc.claim(2)
 			sc.finish(complete(cs[0]), store.Outcome{Task: cs[1].Ref(), Kind: store.OutcomeFail, Error: "no", Terminal: true})
-			_, err := sc.rs.s.CancelRuns(ctx, &store.CancelRunsParams{Now: t0, IDs: []uuid.UUID{cancelled.ID}})
-			require.NoError(sc.t, err)
+			sc.cancel(cancelled.ID)
 		}},
 		{name: "cancelled-while-running", build: func(sc *scene) {
 			r := sc.run(&store.Shape{Steps: []store.StepSpec{step("a"), step("b")}})
 			sc.create(r)
 			sc.claim(1)
-			_, err := sc.rs.s.CancelRuns(ctx, &store.CancelRunsParams{Now: t0, IDs: []uuid.UUID{r.ID}})
-			require.NoError(sc.t, err)
+			sc.cancel(r.ID)
 		}},
 		{name: "on-failure-handler-running", build: func(sc *scene) {
 			sc.create(sc.run(&store.Shape{Steps: []store.StepSpec{step("a"), step("b", "a")}, OnFailure: &store.OnFailureSpec{Retry: once()}}))
@@ -242,7 +251,7 @@ func build(t *testing.T, rs ruleStore, cases []ruleCase) map[string]*scene {
 	t.Helper()
 	out := map[string]*scene{}
 	for _, c := range cases {
-		sc := &scene{t: t, rs: rs, wf: c.name, parked: map[store.TaskRef]bool{}}
+		sc := &scene{t: t, rs: rs, wf: c.name, now: t0, parked: map[store.TaskRef]bool{}}
 		c.build(sc)
 		out[c.name] = sc
 	}
@@ -311,6 +320,115 @@ func TestStatsMatchCore(t *testing.T) {
 			}
 			for tenant := range got {
 				require.Contains(t, scenes, tenant, "a queue of no case")
+			}
+		})
+	}
+}
+
+// TestPruneMatchesCore: the runs pgstore's pruneRuns deletes are those
+// dag.Expired says retention may delete at dag.PruneCutoff, in
+// dag.PruneOrder, on a table of runs settled or not, at ages about the
+// cutoff, of every status.
+func TestPruneMatchesCore(t *testing.T) {
+	t.Parallel()
+	now := t0.Add(48 * time.Hour)
+	olderThan := 24*time.Hour + 999*time.Nanosecond
+	cutoff := dag.PruneCutoff(now, olderThan)
+	require.Equal(t, t0.Add(24*time.Hour), cutoff)
+	// Each row builds a run of its own workflow and returns it.
+	completeAt := func(sc *scene, created, finished time.Time) uuid.UUID {
+		sc.now = created
+		r := sc.run(one(step("a")))
+		sc.create(r)
+		c := sc.claim(1)[0]
+		sc.now = finished
+		sc.finish(complete(c))
+		return r.ID
+	}
+	cancelAt := func(sc *scene, created, cancelled time.Time) uuid.UUID {
+		sc.now = created
+		r := sc.run(one(step("a")))
+		sc.create(r)
+		sc.now = cancelled
+		sc.cancel(r.ID)
+		return r.ID
+	}
+	rows := []struct {
+		name  string
+		build func(sc *scene) uuid.UUID
+	}{
+		{"completed-long-ago", func(sc *scene) uuid.UUID { return completeAt(sc, t0, t0.Add(time.Minute)) }},
+		{"failed-long-ago", func(sc *scene) uuid.UUID {
+			sc.now = t0.Add(time.Second)
+			r := sc.run(one(step("a")))
+			sc.create(r)
+			sc.finish(store.Outcome{Task: sc.claim(1)[0].Ref(), Kind: store.OutcomeFail, Error: "no", Terminal: true})
+			return r.ID
+		}},
+		{"cancelled-long-ago", func(sc *scene) uuid.UUID { return cancelAt(sc, t0.Add(2*time.Second), t0.Add(3*time.Minute)) }},
+		{"in-flight-since-long-ago", func(sc *scene) uuid.UUID {
+			r := sc.run(one(step("a")))
+			sc.create(r)
+			return r.ID
+		}},
+		{"settled-at-the-cutoff", func(sc *scene) uuid.UUID { return completeAt(sc, t0, cutoff) }},
+		{"settled-a-microsecond-before-the-cutoff", func(sc *scene) uuid.UUID {
+			return completeAt(sc, t0, cutoff.Add(-time.Microsecond))
+		}},
+		{"settled-after-the-cutoff", func(sc *scene) uuid.UUID { return completeAt(sc, t0, cutoff.Add(time.Hour)) }},
+		{"settled-before-it-was-created", func(sc *scene) uuid.UUID {
+			return cancelAt(sc, cutoff.Add(time.Hour), t0.Add(time.Hour))
+		}},
+		{"created-at-the-cutoff-settled-before", func(sc *scene) uuid.UUID { return cancelAt(sc, cutoff, t0.Add(time.Hour)) }},
+		{"replayed-after-settling", func(sc *scene) uuid.UUID {
+			r := sc.run(one(step("a")))
+			sc.create(r)
+			sc.finish(store.Outcome{Task: sc.claim(1)[0].Ref(), Kind: store.OutcomeFail, Error: "no", Terminal: true})
+			res, err := sc.rs.s.ReplayRuns(ctx, &store.ReplayRunsParams{Now: cutoff.Add(time.Hour), IDs: []uuid.UUID{r.ID}})
+			require.NoError(sc.t, err)
+			require.NoError(sc.t, res[0].Err)
+			return r.ID
+		}},
+		{"created-together-1", func(sc *scene) uuid.UUID { return completeAt(sc, t0.Add(time.Hour), t0.Add(2*time.Hour)) }},
+		{"created-together-2", func(sc *scene) uuid.UUID { return completeAt(sc, t0.Add(time.Hour), t0.Add(2*time.Hour)) }},
+		{"created-together-3", func(sc *scene) uuid.UUID { return completeAt(sc, t0.Add(time.Hour), t0.Add(2*time.Hour)) }},
+	}
+	for _, rs := range ruleStores(t) {
+		t.Run(rs.name, func(t *testing.T) {
+			var expired []*store.Run
+			var kept []uuid.UUID
+			for _, row := range rows {
+				id := row.build(&scene{t: t, rs: rs, wf: row.name, now: t0})
+				rec, err := rs.s.GetRun(ctx, id)
+				require.NoError(t, err)
+				if dag.Expired(rec, cutoff) {
+					expired = append(expired, rec)
+				} else {
+					kept = append(kept, id)
+				}
+			}
+			require.True(t, len(expired) > 3 && len(kept) > 3, "the table has runs of both sides")
+			slices.SortFunc(expired, dag.PruneOrder)
+			exists := func(id uuid.UUID) bool {
+				_, err := rs.s.GetRun(ctx, id)
+				if errors.Is(err, store.ErrRunNotFound) {
+					return false
+				}
+				require.NoError(t, err)
+				return true
+			}
+			deleted := 0
+			for _, limit := range []int{2, 3, 100} {
+				res, err := rs.s.PruneRuns(ctx, &store.PruneRunsParams{Now: now, OlderThan: olderThan, Limit: limit})
+				require.NoError(t, err)
+				require.Equal(t, min(limit, len(expired)-deleted), res.Deleted)
+				deleted += res.Deleted
+				for k, rec := range expired {
+					require.Equal(t, k >= deleted, exists(rec.ID), "limit %d: the expired runs go in dag.PruneOrder: %d (created %s)", limit, k, rec.CreatedAt)
+				}
+				for _, id := range kept {
+					require.True(t, exists(id), "a run dag.Expired keeps")
+				}
 			}
 		})
 	}

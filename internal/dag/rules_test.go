@@ -1,9 +1,11 @@
 package dag
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable/store"
@@ -92,4 +94,44 @@ func TestCountTask(t *testing.T) {
 	CountTask(&q, &store.Task{State: store.TaskPending}, false, time.Time{})
 	CountTask(&q, &store.Task{State: store.TaskCompleted}, false, time.Time{})
 	require.Equal(t, store.QueueStats{Ready: 3, Waiting: 2, Running: 1, OldestReady: t0}, q)
+}
+
+func TestExpired(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cutoff := t0.Add(time.Hour)
+	for _, tt := range []struct {
+		name string
+		rec  store.Run
+		want bool
+	}{
+		{"in flight", store.Run{Status: store.RunRunning, CreatedAt: t0}, false},
+		{"settled before the cutoff", store.Run{Status: store.RunCompleted, CreatedAt: t0, FinishedAt: t0.Add(time.Minute)}, true},
+		{"failed before the cutoff", store.Run{Status: store.RunFailed, CreatedAt: t0, FinishedAt: t0}, true},
+		{"cancelled before the cutoff", store.Run{Status: store.RunCancelled, CreatedAt: t0, FinishedAt: t0}, true},
+		{"settled at the cutoff", store.Run{Status: store.RunCompleted, CreatedAt: t0, FinishedAt: cutoff}, false},
+		{"settled a microsecond before the cutoff", store.Run{Status: store.RunCompleted, CreatedAt: t0, FinishedAt: cutoff.Add(-time.Microsecond)}, true},
+		{"settled after the cutoff", store.Run{Status: store.RunCompleted, CreatedAt: t0, FinishedAt: cutoff.Add(time.Second)}, false},
+		{"settled before the cutoff, created after it", store.Run{Status: store.RunCancelled, CreatedAt: cutoff.Add(time.Hour), FinishedAt: t0}, false},
+		{"settled before the cutoff, created at it", store.Run{Status: store.RunCancelled, CreatedAt: cutoff, FinishedAt: t0}, false},
+	} {
+		require.Equal(t, tt.want, Expired(&tt.rec, cutoff), tt.name)
+	}
+
+	require.Equal(t, cutoff, PruneCutoff(cutoff.Add(time.Hour), time.Hour))
+	require.Equal(t, cutoff, PruneCutoff(cutoff.Add(time.Hour), time.Hour+999*time.Nanosecond), "whole microseconds")
+	require.Equal(t, cutoff, PruneCutoff(cutoff, -999*time.Nanosecond), "whole microseconds, toward zero")
+	require.Equal(t, cutoff, PruneCutoff(cutoff, 0))
+}
+
+func TestPruneOrder(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	low := store.Run{ID: uuid.MustParse("0190a000-0000-7000-8000-000000000000"), CreatedAt: t0}
+	high := store.Run{ID: uuid.MustParse("f190a000-0000-7000-8000-000000000000"), CreatedAt: t0}
+	older := store.Run{ID: uuid.MustParse("ff90a000-0000-7000-8000-000000000000"), CreatedAt: t0.Add(-time.Second)}
+	runs := []*store.Run{&high, &low, &older}
+	slices.SortFunc(runs, PruneOrder)
+	require.Equal(t, []*store.Run{&older, &low, &high}, runs, "the runs created first, then by ID")
+	require.Zero(t, PruneOrder(&low, &low))
 }

@@ -1,6 +1,8 @@
 package dag
 
 import (
+	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -579,10 +581,29 @@ func (r *Run) Replay(from string, now time.Time) (Effects, error) {
 	return r.end(), nil
 }
 
-// Expired reports whether a run settled before before: retention may
-// delete it.
+// Expired reports whether retention may delete a run, at the cutoff
+// before (PruneCutoff): it settled before it, and was created before it.
+// The second follows from the first unless clocks disagree (a run created
+// by an engine whose clock runs ahead and settled by one whose clock runs
+// behind can settle before it was created): such a run is kept until the
+// cutoff passes both, as pgstore, which finds the runs to delete by their
+// creation time, keeps it. memstore calls it; pgstore's pruneRuns is its
+// compiled form, checked against it by pgstore's TestPruneMatchesCore.
 func Expired(rec *store.Run, before time.Time) bool {
-	return rec.Settled() && rec.FinishedAt.Before(before)
+	return rec.Settled() && rec.FinishedAt.Before(before) && rec.CreatedAt.Before(before)
+}
+
+// PruneOrder orders the expired runs a prune deletes first: the runs
+// created first, then by ID (pgstore walks its runs by creation time).
+func PruneOrder(a, b *store.Run) int {
+	return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), bytes.Compare(a.ID[:], b.ID[:]))
+}
+
+// PruneCutoff is the cutoff of a prune at now of the runs that settled
+// more than olderThan ago (Expired), counted in whole microseconds, as
+// stored times are.
+func PruneCutoff(now time.Time, olderThan time.Duration) time.Time {
+	return now.Add(-olderThan.Truncate(time.Microsecond))
 }
 
 // wanted reports whether the run still wants task i to run: it is RUNNING,
