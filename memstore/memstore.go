@@ -795,7 +795,7 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 			continue
 		}
 		task := rs.task(key)
-		if task.State == store.TaskRunning && task.Token == ref.Token {
+		if dag.Beats(task, ref.Token) {
 			task.HeartbeatAt = t
 		}
 		if !dag.Current(task, ref.Token, rs.rec.Status) {

@@ -433,3 +433,173 @@ func TestPruneMatchesCore(t *testing.T) {
 		})
 	}
 }
+
+// TestHeartbeatMatchesCore: pgstore's heartbeat stamps the claims
+// dag.Beats says it stamps, and reports lost, cancelled and timed out the
+// claims dag.Current, LostToCancel and LostToTimeout say, on a table of
+// claims in every situation a heartbeat can find them in.
+func TestHeartbeatMatchesCore(t *testing.T) {
+	t.Parallel()
+	beat := t0.Add(10 * time.Second)
+	// Each row builds its claims and returns the references its worker
+	// would heartbeat.
+	rows := []struct {
+		name  string
+		build func(sc *scene) []store.TaskRef
+	}{
+		{"current", func(sc *scene) []store.TaskRef {
+			sc.create(sc.run(one(step("a"))))
+			return []store.TaskRef{sc.claim(1)[0].Ref()}
+		}},
+		{"released-and-claimed-again", func(sc *scene) []store.TaskRef {
+			sc.create(sc.run(one(step("a"))))
+			first := sc.claim(1)[0]
+			sc.finish(store.Outcome{Task: first.Ref(), Kind: store.OutcomeRelease})
+			return []store.TaskRef{first.Ref(), sc.claim(1)[0].Ref()}
+		}},
+		{"a-stale-claim-alone", func(sc *scene) []store.TaskRef {
+			sc.create(sc.run(one(step("a"))))
+			first := sc.claim(1)[0]
+			sc.finish(store.Outcome{Task: first.Ref(), Kind: store.OutcomeRelease})
+			sc.claim(1) // its current claim is not listed
+			return []store.TaskRef{first.Ref()}
+		}},
+		{"retried-and-claimed-again", func(sc *scene) []store.TaskRef {
+			s := step("a")
+			s.Retry = store.RetryPolicy{MaxAttempts: 3, Factor: 1}
+			sc.create(sc.run(one(s)))
+			first := sc.claim(1)[0]
+			sc.finish(store.Outcome{Task: first.Ref(), Kind: store.OutcomeFail, Error: "again"})
+			return []store.TaskRef{first.Ref(), sc.claim(1)[0].Ref()}
+		}},
+		{"completed", func(sc *scene) []store.TaskRef {
+			sc.create(sc.run(&store.Shape{Steps: []store.StepSpec{step("a"), step("b", "a")}}))
+			c := sc.claim(1)[0]
+			sc.finish(complete(c))
+			return []store.TaskRef{c.Ref()}
+		}},
+		{"run-cancelled", func(sc *scene) []store.TaskRef {
+			r := sc.run(one(step("a")))
+			sc.create(r)
+			c := sc.claim(1)[0]
+			sc.cancel(r.ID)
+			return []store.TaskRef{c.Ref()}
+		}},
+		{"timed-out", func(sc *scene) []store.TaskRef {
+			s := step("a")
+			s.Timeout = time.Second
+			s.Retry = store.RetryPolicy{MaxAttempts: 3, Factor: 1}
+			sc.create(sc.run(one(s)))
+			c := sc.claim(1)[0]
+			res, err := sc.rs.s.FireTimers(ctx, &store.FireTimersParams{Now: t0.Add(2 * time.Second), Limit: 10})
+			require.NoError(sc.t, err)
+			require.Equal(sc.t, 1, res.Fired)
+			return []store.TaskRef{c.Ref()}
+		}},
+		{"sibling-of-the-step-that-failed-the-run", func(sc *scene) []store.TaskRef {
+			sc.create(sc.run(&store.Shape{Steps: []store.StepSpec{step("a"), step("b")}, OnFailure: &store.OnFailureSpec{Retry: once()}}))
+			cs := sc.claim(2)
+			sc.finish(store.Outcome{Task: cs[0].Ref(), Kind: store.OutcomeFail, Error: "no", Terminal: true})
+			handler := sc.claim(1)[0]
+			require.Equal(sc.t, store.KindOnFailure, handler.Kind)
+			return []store.TaskRef{cs[1].Ref(), handler.Ref()}
+		}},
+		{"waiting-after-its-claim", func(sc *scene) []store.TaskRef {
+			s := step("e")
+			s.Wait = &store.WaitSpec{}
+			sc.create(sc.run(one(s)))
+			c := sc.claim(1)[0]
+			sc.finish(store.Outcome{Task: c.Ref(), Kind: store.OutcomeWait, Key: "k"})
+			return []store.TaskRef{c.Ref()}
+		}},
+		{"items", func(sc *scene) []store.TaskRef {
+			m := step("m", "list")
+			m.Map = &store.MapSpec{Over: "list"}
+			sc.create(sc.run(&store.Shape{Steps: []store.StepSpec{step("list"), m}}))
+			sc.finish(complete(sc.claim(1)[0]))
+			fan := sc.claim(1)[0]
+			sc.finish(store.Outcome{Task: fan.Ref(), Kind: store.OutcomeFanOut, Items: [][]byte{[]byte(`1`), []byte(`2`)}})
+			items := sc.claim(2)
+			sc.finish(complete(items[0]))
+			return []store.TaskRef{fan.Ref(), items[0].Ref(), items[1].Ref()}
+		}},
+		{"unknown", func(sc *scene) []store.TaskRef {
+			r := sc.run(one(step("a")))
+			sc.create(r)
+			c := sc.claim(1)[0]
+			return []store.TaskRef{{RunID: uuid.New(), Step: "a", Token: c.Token}, {RunID: r.ID, Step: "zz", Token: c.Token}}
+		}},
+	}
+	for _, rs := range ruleStores(t) {
+		t.Run(rs.name, func(t *testing.T) {
+			type seen struct {
+				task   *store.Task // nil: not found
+				status store.RunStatus
+			}
+			var refs []store.TaskRef
+			before := map[store.TaskRef]seen{}
+			for _, row := range rows {
+				for _, ref := range row.build(&scene{t: t, rs: rs, wf: row.name, now: t0}) {
+					refs = append(refs, ref)
+					rec, err := rs.s.GetRun(ctx, ref.RunID)
+					if errors.Is(err, store.ErrRunNotFound) {
+						before[ref] = seen{}
+						continue
+					}
+					require.NoError(t, err)
+					ts, err := rs.s.ListTasks(ctx, ref.RunID)
+					require.NoError(t, err)
+					i := slices.IndexFunc(ts, func(tk *store.Task) bool { return tk.Name == ref.Step })
+					if i < 0 {
+						before[ref] = seen{}
+						continue
+					}
+					before[ref] = seen{task: ts[i], status: rec.Status}
+				}
+			}
+			res, err := rs.s.Heartbeat(ctx, &store.HeartbeatParams{Now: beat, Tasks: refs})
+			require.NoError(t, err)
+
+			var lost, cancelled, timedOut []store.TaskRef
+			// A task is stamped when a reference to it beats (two claims
+			// of a task may be listed: one stale, one current).
+			type task struct {
+				run  uuid.UUID
+				step string
+			}
+			beats := map[task]bool{}
+			for _, ref := range refs {
+				if b := before[ref]; b.task != nil && dag.Beats(b.task, ref.Token) {
+					beats[task{ref.RunID, ref.Step}] = true
+				}
+			}
+			for _, ref := range refs {
+				b := before[ref]
+				if b.task == nil || !dag.Current(b.task, ref.Token, b.status) {
+					lost = append(lost, ref)
+					switch {
+					case b.task != nil && dag.LostToCancel(b.task, b.status):
+						cancelled = append(cancelled, ref)
+					case b.task != nil && dag.LostToTimeout(b.task):
+						timedOut = append(timedOut, ref)
+					}
+				}
+				if b.task == nil {
+					continue
+				}
+				ts, err := rs.s.ListTasks(ctx, ref.RunID)
+				require.NoError(t, err)
+				after := ts[slices.IndexFunc(ts, func(tk *store.Task) bool { return tk.Name == ref.Step })]
+				if beats[task{ref.RunID, ref.Step}] {
+					require.True(t, beat.Equal(after.HeartbeatAt), "%s (token %d): stamped, as dag.Beats says", ref.Step, ref.Token)
+				} else {
+					require.True(t, b.task.HeartbeatAt.Equal(after.HeartbeatAt), "%s (token %d): not stamped, as dag.Beats says", ref.Step, ref.Token)
+				}
+			}
+			require.Equal(t, lost, res.Lost)
+			require.Equal(t, cancelled, res.Cancelled)
+			require.Equal(t, timedOut, res.TimedOut)
+			require.True(t, len(beats) > 3 && len(lost) > 3 && len(cancelled) > 0 && len(timedOut) > 0, "the table has claims of every kind")
+		})
+	}
+}

@@ -135,3 +135,28 @@ func TestPruneOrder(t *testing.T) {
 	require.Equal(t, []*store.Run{&older, &low, &high}, runs, "the runs created first, then by ID")
 	require.Zero(t, PruneOrder(&low, &low))
 }
+
+func TestBeats(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		task    store.Task
+		token   int64
+		status  store.RunStatus
+		beats   bool
+		current bool
+	}{
+		{"running under the claim", store.Task{State: store.TaskRunning, Token: 7}, 7, store.RunRunning, true, true},
+		{"running under another claim", store.Task{State: store.TaskRunning, Token: 8}, 7, store.RunRunning, false, false},
+		{"queued again", store.Task{State: store.TaskQueued, Token: 7}, 7, store.RunRunning, false, false},
+		{"waiting after the claim", store.Task{Kind: store.KindEvent, State: store.TaskWaiting, Token: 7}, 7, store.RunRunning, false, false},
+		{"completed", store.Task{State: store.TaskCompleted, Token: 7}, 7, store.RunRunning, false, false},
+		{"cancelled", store.Task{State: store.TaskCancelled, Token: 7}, 7, store.RunCancelled, false, false},
+		{"a sibling of the step that failed the run", store.Task{State: store.TaskRunning, Token: 7}, 7, store.RunFailed, true, false},
+		{"the on-failure handler of a failed run", store.Task{Kind: store.KindOnFailure, State: store.TaskRunning, Token: 7}, 7, store.RunFailed, true, true},
+		{"no claim", store.Task{State: store.TaskRunning}, 0, store.RunRunning, true, false},
+	} {
+		require.Equal(t, tt.beats, Beats(&tt.task, tt.token), "beats: %s", tt.name)
+		require.Equal(t, tt.current, Current(&tt.task, tt.token, tt.status), "current: %s", tt.name)
+	}
+}

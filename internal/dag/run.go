@@ -160,10 +160,21 @@ func (r *Run) Claim(i int, token int64, worker string, now time.Time) (Effects, 
 // wants the task: the run is RUNNING, or the task is its on-failure
 // handler, which runs in a failed run.
 func Current(t *store.Task, token int64, status store.RunStatus) bool {
-	if token == 0 || t.State != store.TaskRunning || t.Token != token {
+	if token == 0 || !Beats(t, token) {
 		return false
 	}
 	return status == store.RunRunning || t.Kind == store.KindOnFailure
+}
+
+// Beats reports whether a heartbeat of the claim token on task t stamps
+// the task's HeartbeatAt (which keeps a rescue away, Dead): the task is
+// RUNNING under that claim. A claim its run no longer wants (not Current:
+// a sibling of a step that failed the run) is stamped all the same, and
+// its worker told the claim is lost. memstore calls it; pgstore's
+// heartbeatTasks is its compiled form, checked against it by pgstore's
+// TestHeartbeatMatchesCore.
+func Beats(t *store.Task, token int64) bool {
+	return t.State == store.TaskRunning && t.Token == token
 }
 
 // LostToCancel reports whether a claim on task t that is not current was
