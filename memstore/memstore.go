@@ -599,10 +599,6 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		return nil, err
 	}
 	t := now(p.Now)
-	served := make(map[string]bool, len(p.Workflows))
-	for _, w := range p.Workflows {
-		served[w] = true
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := dag.NewChange(t)
@@ -620,8 +616,8 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		if id, ok := s.queued[e.key]; !ok || id != e.id {
 			continue // dequeued or re-enqueued since
 		}
-		if !served[e.workflow] || !dag.ServesQueue(p.Queues, e.workflow, s.runs[e.key.run].rec.Version) ||
-			(p.TenantLimit > 0 && s.inFlight[e.tenant] >= p.TenantLimit) ||
+		if !dag.ClaimServes(p, e.workflow, s.runs[e.key.run].rec.Version) ||
+			!dag.UnderTenantLimit(p.TenantLimit, s.inFlight[e.tenant]) ||
 			flow.Expired(s.rateUntil[e.key], t) {
 			skipped = append(skipped, e)
 			continue

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/flow"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
@@ -71,6 +73,9 @@ type scene struct {
 	// parked holds the tasks the case parked behind a concurrency key,
 	// which only the store's queues tell from ready ones (by run and step).
 	parked map[store.TaskRef]bool
+	// rateUntil holds, for the ready tasks the case had admitted under a
+	// rate limit, the end of the window that admitted them (flow.Expired).
+	rateUntil map[store.TaskRef]time.Time
 }
 
 func (sc *scene) run(sh *store.Shape) store.NewRun { return newRun(sc.wf, sc.wf, sh) }
@@ -113,13 +118,32 @@ func (sc *scene) park(run uuid.UUID, step string) {
 	sc.parked[store.TaskRef{RunID: run, Step: step}] = true
 }
 
+// rated returns a run of a step limited to one admission per hour, whose
+// task is admitted, or not, under rate key key ("": not limited); with
+// key, it notes when the window of now ends, which is when the task
+// admitted in it stops being claimable.
+func (sc *scene) rated(key string) store.NewRun {
+	s := step("a")
+	s.Rate = &store.RateLimit{N: 1, Per: time.Hour}
+	r := sc.run(one(s))
+	if key != "" {
+		r.Keys = []store.TaskKeys{{Rate: sc.wf + "@a@" + key}}
+	}
+	return r
+}
+
+func (sc *scene) admitted(run uuid.UUID, step string) {
+	sc.rateUntil[store.TaskRef{RunID: run, Step: step}] = flow.Window(sc.now, time.Hour).Add(time.Hour)
+}
+
 // ruleCase is a row of the table of task states.
 type ruleCase struct {
 	name  string
 	build func(sc *scene)
 	// divergence, when set, says how pgstore is known to depart from the
-	// core's stats in this case, and why it is not fixed here: the test
-	// requires the departure, so that a fix shows (and removes this).
+	// core's rules in this case, and what fixing it takes: the tests
+	// require the departure to show, so that a fix shows (and removes
+	// this).
 	divergence string
 }
 
@@ -207,15 +231,9 @@ func taskStates() []ruleCase {
 			sc.park(runs[2].ID, "a")
 		}},
 		{name: "admitted-and-held-back-by-a-rate-limit", build: func(sc *scene) {
-			s := step("a")
-			s.Rate = &store.RateLimit{N: 1, Per: time.Hour}
-			var runs []store.NewRun
-			for range 2 {
-				r := sc.run(one(s))
-				r.Keys = []store.TaskKeys{{Rate: sc.wf + "@a@r"}}
-				runs = append(runs, r)
-			}
-			sc.create(runs...) // the first is admitted, the second waits for the next window
+			first, second := sc.rated("r"), sc.rated("r")
+			sc.create(first, second) // the first is admitted, the second waits for the next window
+			sc.admitted(first.ID, "a")
 		}},
 		{name: "settled", build: func(sc *scene) {
 			ok, failed, cancelled := sc.run(one(step("a"))), sc.run(one(step("a"))), sc.run(one(step("a")))
@@ -239,9 +257,10 @@ func taskStates() []ruleCase {
 		{name: "created-in-a-callers-transaction", build: func(sc *scene) {
 			sc.rs.createTx(sc.t, sc.run(one(step("a"))))
 		}, divergence: "pgstore keeps the root tasks of runs created in a caller's transaction in its incoming " +
-			"table until a claim or the leader promotes them to the ready queue; its stats count the ready queue " +
-			"only, so until then they count these claimable tasks nowhere (the core: ready). Fixing it changes the " +
-			"SQL of statsReady (count the incoming rows too), which is moving to files elsewhere"},
+			"table until a claim of a store that heard of them (the caller's commit notifies) or the leader's next " +
+			"pass promotes them to the ready queue. Until then its claims do not take them, by design (incoming.go), " +
+			"and its stats count them nowhere, where the core counts them ready: fixing the stats changes the SQL " +
+			"of statsReady (count the incoming rows too)"},
 	}
 }
 
@@ -251,7 +270,7 @@ func build(t *testing.T, rs ruleStore, cases []ruleCase) map[string]*scene {
 	t.Helper()
 	out := map[string]*scene{}
 	for _, c := range cases {
-		sc := &scene{t: t, rs: rs, wf: c.name, now: t0, parked: map[store.TaskRef]bool{}}
+		sc := &scene{t: t, rs: rs, wf: c.name, now: t0, parked: map[store.TaskRef]bool{}, rateUntil: map[store.TaskRef]time.Time{}}
 		c.build(sc)
 		out[c.name] = sc
 	}
@@ -600,6 +619,214 @@ func TestHeartbeatMatchesCore(t *testing.T) {
 			require.Equal(t, cancelled, res.Cancelled)
 			require.Equal(t, timedOut, res.TimedOut)
 			require.True(t, len(beats) > 3 && len(lost) > 3 && len(cancelled) > 0 && len(timedOut) > 0, "the table has claims of every kind")
+		})
+	}
+}
+
+// claimCases are cases of what decides a claim beyond a task's state: the
+// versions a claim serves, tenant caps, priorities and rate-limit windows.
+// A case's tenants are named after it (its name, or its name and a
+// suffix after a '.').
+func claimCases() []ruleCase {
+	return []ruleCase{
+		{name: "versions", build: func(sc *scene) {
+			for _, v := range []string{"1", "2", ""} {
+				sh := one(step("a"))
+				sh.Version = v
+				sc.create(sc.run(sh))
+			}
+		}},
+		{name: "tenant-caps", build: func(sc *scene) {
+			runs := func(tenant string, n int) []store.NewRun {
+				var out []store.NewRun
+				for range n {
+					out = append(out, newRun(sc.wf, tenant, one(step("a"))))
+				}
+				return out
+			}
+			a, b, c := sc.wf, sc.wf+".b", sc.wf+".c"
+			sc.create(runs(a, 1)...)
+			sc.claim(1) // a: one running
+			sc.create(runs(c, 3)...)
+			sc.claim(3) // c: three running
+			sc.create(runs(a, 3)...)
+			sc.create(runs(b, 3)...)
+			sc.create(runs(c, 1)...)
+		}},
+		{name: "priorities", divergence: "pgstore's claim takes the tasks of one priority of a lane per call: it " +
+			"passes over a ready row while a row of higher priority of its lane is ready (notOutranked), even one the " +
+			"same statement takes, so a claim with room for more returns fewer, and the engine then waits for its " +
+			"next poll or a notification before it claims the next priority; memstore (and the core: fairq.Outranks " +
+			"orders a lane's tasks, it does not hold back the lower ones) takes them all, the higher first. Fixing it " +
+			"changes the SQL: pass over a row only for a higher row of its lane that this claim does not take (say, one " +
+			"queued after it, which reorderLanes has not moved ahead)", build: func(sc *scene) {
+			for _, p := range []int{0, 1, 3, 3, 2} {
+				r := sc.run(one(step("a")))
+				r.Priority = p
+				sc.create(r)
+			}
+			sh := one(step("a"))
+			sh.Version = "2" // priorities rank the tasks of one version
+			sc.create(sc.run(sh))
+		}},
+		{name: "rate-window-ended", build: func(sc *scene) {
+			r := sc.rated("r")
+			sc.create(r)
+			sc.admitted(r.ID, "a")
+		}},
+		{name: "outranked-by-a-task-past-its-rate-window", build: func(sc *scene) {
+			high := sc.rated("r")
+			high.Priority = store.PriorityMax
+			sc.create(high)
+			sc.admitted(high.ID, "a")
+			sc.create(sc.rated("")) // not limited
+		}, divergence: "pgstore's claim passes over a ready row outranked by a row of higher priority of its lane " +
+			"(notOutranked, and reorderLanes' reorderBest) even when that row is past its rate-limit window, which no " +
+			"claim takes: the lane waits until the leader requeues that row (its timer, at the window's end). " +
+			"memstore and the core (fairq.Outranks among the tasks a claim may take) claim the lower row. " +
+			"Fixing it changes the SQL: notOutranked and reorderBest should skip rows whose rate_until has passed"},
+	}
+}
+
+// TestClaimSelectionMatchesCore: the tasks pgstore's claim statements
+// take are those the core's rules say a claim takes: Claimable, not
+// parked, of a workflow and version the claim serves (dag.ClaimServes),
+// within the rate-limit window that admitted them (flow.Expired), as many
+// of a tenant as its cap leaves room for (dag.UnderTenantLimit), and of a
+// lane's tasks, those that outrank (fairq.Outranks) first. Claims of every
+// kind run over a table of tasks in every state, and of every
+// circumstance that decides a claim.
+func TestClaimSelectionMatchesCore(t *testing.T) {
+	t.Parallel()
+	cases := append(taskStates(), claimCases()...)
+	caseOf := func(tenant string) string { c, _, _ := strings.Cut(tenant, "."); return c }
+	later := t0.Add(time.Hour + 5*time.Minute) // the rate-limit windows of t0 have ended
+	for _, rs := range ruleStores(t) {
+		t.Run(rs.name, func(t *testing.T) {
+			scenes := build(t, rs, cases)
+			byName := map[string]ruleCase{}
+			for _, c := range cases {
+				byName[c.name] = c
+			}
+			type task struct {
+				run  uuid.UUID
+				step string
+			}
+			type candidate struct {
+				workflow, version, tenant string
+				priority                  int
+			}
+			// eligible lists what the core says a claim of p at now may
+			// take, and the RUNNING tasks of each tenant.
+			eligible := func(p *store.ClaimTasksParams, now time.Time) (map[task]candidate, map[string]int) {
+				out := map[task]candidate{}
+				running := map[string]int{}
+				res, err := rs.s.ListRuns(ctx, &store.ListRunsParams{Limit: 10000})
+				require.NoError(t, err)
+				require.False(t, res.More)
+				for _, r := range res.Runs {
+					rec, err := rs.s.GetRun(ctx, r.ID)
+					require.NoError(t, err)
+					sc := scenes[caseOf(r.Tenant)]
+					ts, err := rs.s.ListTasks(ctx, r.ID)
+					require.NoError(t, err)
+					for _, tk := range ts {
+						if tk.State == store.TaskRunning {
+							running[r.Tenant]++
+						}
+						ref := store.TaskRef{RunID: r.ID, Step: tk.Name}
+						if dag.Claimable(tk) && !sc.parked[ref] && dag.ClaimServes(p, r.Workflow, r.Version) &&
+							!flow.Expired(sc.rateUntil[ref], now) {
+							out[task{r.ID, tk.Name}] = candidate{r.Workflow, r.Version, r.Tenant, rec.Priority}
+						}
+					}
+				}
+				return out, running
+			}
+			// shown records the cases whose known divergence showed.
+			shown := map[string]bool{}
+			claim := func(name string, p store.ClaimTasksParams, now time.Time) {
+				t.Helper()
+				p.Now, p.WorkerID, p.Limit = now, "w", 1000
+				want, running := eligible(&p, now)
+				cs, err := rs.s.ClaimTasks(ctx, &p)
+				require.NoError(t, err)
+				got := map[task]candidate{}
+				for _, c := range cs {
+					k := task{c.RunID, c.Step}
+					require.Contains(t, want, k, "%s: claimed %s of run %s (tenant %s), which the core says it may not take", name, c.Step, c.RunID, c.Tenant)
+					got[k] = want[k]
+				}
+				// Of a lane's tasks (of one version), those that outrank
+				// first: no task left outranks one taken.
+				for _, c := range got {
+					for k, u := range want {
+						if _, taken := got[k]; !taken && u.workflow == c.workflow && u.tenant == c.tenant && u.version == c.version {
+							require.LessOrEqual(t, u.priority, c.priority, "%s: left a task of priority %d, took one of %d", name, u.priority, c.priority)
+						}
+					}
+				}
+				// As many of each tenant as the core says: all it may take,
+				// or as many as its cap leaves room for.
+				taken, of := map[string]int{}, map[string]int{}
+				for _, c := range got {
+					taken[c.tenant]++
+				}
+				for _, c := range want {
+					of[c.tenant]++
+				}
+				for tenant, n := range of {
+					room := 0
+					for room < n && dag.UnderTenantLimit(p.TenantLimit, running[tenant]+room) {
+						room++
+					}
+					c := caseOf(tenant)
+					if d := byName[c].divergence; d != "" && rs.name == "pgstore" {
+						if taken[tenant] != room {
+							shown[c] = true
+							t.Logf("%s: %s: took %d of %d: known divergence: %s", name, c, taken[tenant], room, d)
+						}
+						continue
+					}
+					require.Equal(t, room, taken[tenant], "%s: tenant %s, %d running, %d it may take, cap %d", name, tenant, running[tenant], n, p.TenantLimit)
+				}
+			}
+			defer func() {
+				if rs.name != "pgstore" || t.Failed() {
+					return
+				}
+				for _, c := range cases {
+					if c.divergence != "" {
+						require.True(t, shown[c.name], "%s: a known divergence is gone: %s", c.name, c.divergence)
+					}
+				}
+			}()
+
+			var all, rated []string
+			res, err := rs.s.ListRuns(ctx, &store.ListRunsParams{Limit: 10000})
+			require.NoError(t, err)
+			for _, r := range res.Runs {
+				w := r.Workflow
+				if slices.Contains(all, w) || slices.Contains(rated, w) {
+					continue
+				}
+				if strings.HasPrefix(w, "rate-window-ended") || strings.HasPrefix(w, "outranked-by") {
+					rated = append(rated, w)
+				} else {
+					all = append(all, w)
+				}
+			}
+			claim("a version nobody has", store.ClaimTasksParams{Workflows: []string{"versions"}, Queues: []string{dag.Queue("versions", "9")}}, t0)
+			claim("no version", store.ClaimTasksParams{Workflows: []string{"versions"}, Queues: []string{}}, t0)
+			claim("another workflow's queue", store.ClaimTasksParams{Workflows: []string{"priorities"}, Queues: []string{dag.Queue("versions", "2")}}, t0)
+			claim("version 2", store.ClaimTasksParams{Workflows: []string{"versions"}, Queues: []string{dag.Queue("versions", "2")}}, t0)
+			claim("runs from before versions", store.ClaimTasksParams{Workflows: []string{"versions"}, Queues: []string{dag.Queue("versions", "")}}, t0)
+			claim("a workflow nobody started", store.ClaimTasksParams{Workflows: []string{"nobody"}}, t0)
+			claim("tenant caps", store.ClaimTasksParams{Workflows: []string{"tenant-caps"}, TenantLimit: 2}, t0)
+			claim("every version, capped", store.ClaimTasksParams{Workflows: all, TenantLimit: 1}, t0)
+			claim("everything", store.ClaimTasksParams{Workflows: all}, t0)
+			claim("everything again", store.ClaimTasksParams{Workflows: all}, t0)
+			claim("rate-limit windows ended", store.ClaimTasksParams{Workflows: rated}, later)
 		})
 	}
 }

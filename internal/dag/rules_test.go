@@ -160,3 +160,32 @@ func TestBeats(t *testing.T) {
 		require.Equal(t, tt.current, Current(&tt.task, tt.token, tt.status), "current: %s", tt.name)
 	}
 }
+
+func TestClaimServes(t *testing.T) {
+	t.Parallel()
+	all := &store.ClaimTasksParams{Workflows: []string{"order", "mail"}}
+	require.True(t, ClaimServes(all, "order", "1"))
+	require.True(t, ClaimServes(all, "mail", ""))
+	require.False(t, ClaimServes(all, "other", "1"), "a workflow the claim does not name")
+	require.False(t, ClaimServes(&store.ClaimTasksParams{}, "order", "1"), "no workflow")
+
+	pinned := &store.ClaimTasksParams{Workflows: []string{"order", "mail"}, Queues: []string{Queue("order", "2"), Queue("mail", "")}}
+	require.True(t, ClaimServes(pinned, "order", "2"))
+	require.False(t, ClaimServes(pinned, "order", "1"), "a version it does not serve")
+	require.True(t, ClaimServes(pinned, "mail", ""), "runs recorded before versions")
+	require.False(t, ClaimServes(pinned, "mail", "1"))
+	require.False(t, ClaimServes(&store.ClaimTasksParams{Workflows: []string{"order"}, Queues: []string{Queue("other", "2")}}, "other", "2"),
+		"a queue of a workflow it does not name")
+	require.False(t, ClaimServes(&store.ClaimTasksParams{Workflows: []string{"order"}, Queues: []string{}}, "order", "1"),
+		"no queue: no version")
+}
+
+func TestUnderTenantLimit(t *testing.T) {
+	t.Parallel()
+	require.True(t, UnderTenantLimit(0, 1000), "no cap")
+	require.True(t, UnderTenantLimit(-1, 1000), "no cap")
+	require.True(t, UnderTenantLimit(2, 0))
+	require.True(t, UnderTenantLimit(2, 1))
+	require.False(t, UnderTenantLimit(2, 2))
+	require.False(t, UnderTenantLimit(2, 3), "over the cap (lowered since)")
+}

@@ -64,6 +64,25 @@ func ServesQueue(queues []string, workflow, version string) bool {
 	return slices.Contains(queues, Queue(workflow, version))
 }
 
+// ClaimServes reports whether a claim with parameters p takes tasks of
+// runs of workflow pinned to version: p names the workflow and serves the
+// version (ServesQueue). The claim takes such a task when it is Claimable,
+// not parked behind its concurrency key, not past the rate-limit window
+// that admitted it (flow.Expired), and its tenant is under the claim's cap
+// (UnderTenantLimit); among those of a lane, fairq.Outranks says which
+// first. memstore calls these; pgstore's claim statements are their
+// compiled form, checked against them by pgstore's
+// TestClaimSelectionMatchesCore.
+func ClaimServes(p *store.ClaimTasksParams, workflow, version string) bool {
+	return slices.Contains(p.Workflows, workflow) && ServesQueue(p.Queues, workflow, version)
+}
+
+// UnderTenantLimit reports whether a claim capped at limit RUNNING tasks
+// per tenant (store.ClaimTasksParams.TenantLimit; 0 or less: no cap) may
+// take a task of a tenant with running tasks RUNNING, the claim's own
+// counted.
+func UnderTenantLimit(limit, running int) bool { return limit <= 0 || running < limit }
+
 // ServesVersion reports whether a worker's record listing queues (as
 // store.Worker.Workflows) serves runs of workflow pinned to version: its
 // list names that version, or the bare workflow (every version).
