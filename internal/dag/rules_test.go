@@ -188,4 +188,9 @@ func TestUnderTenantLimit(t *testing.T) {
 	require.True(t, UnderTenantLimit(2, 1))
 	require.False(t, UnderTenantLimit(2, 2))
 	require.False(t, UnderTenantLimit(2, 3), "over the cap (lowered since)")
+
+	require.Equal(t, 2, TenantRoom(2, 0))
+	require.Equal(t, 1, TenantRoom(2, 1))
+	require.Zero(t, TenantRoom(2, 2))
+	require.Zero(t, TenantRoom(2, 5), "over the cap (lowered since)")
 }

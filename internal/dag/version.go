@@ -81,7 +81,12 @@ func ClaimServes(p *store.ClaimTasksParams, workflow, version string) bool {
 // per tenant (store.ClaimTasksParams.TenantLimit; 0 or less: no cap) may
 // take a task of a tenant with running tasks RUNNING, the claim's own
 // counted.
-func UnderTenantLimit(limit, running int) bool { return limit <= 0 || running < limit }
+func UnderTenantLimit(limit, running int) bool { return limit <= 0 || TenantRoom(limit, running) > 0 }
+
+// TenantRoom is how many tasks a claim capped at limit (positive) RUNNING
+// tasks per tenant may take of a tenant with running tasks RUNNING: none
+// once it is at or over its cap (a cap lowered since).
+func TenantRoom(limit, running int) int { return max(limit-running, 0) }
 
 // ServesVersion reports whether a worker's record listing queues (as
 // store.Worker.Workflows) serves runs of workflow pinned to version: its
