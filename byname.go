@@ -144,16 +144,14 @@ type StepInfo struct {
 func stepsOf(shape *store.Shape) []StepInfo {
 	out := make([]StepInfo, 0, len(shape.Steps))
 	for _, s := range shape.Steps {
-		si := StepInfo{Name: s.Name, Parents: s.Parents, Kind: store.KindStep, Output: s.Output, Sleep: s.Sleep, Retired: s.Retired}
-		switch {
-		case s.Sleep > 0:
-			si.Kind = store.KindSleep
-		case s.Wait != nil:
-			si.Kind, si.Signal = store.KindEvent, s.Wait.Signal
-		case s.Child != nil:
-			si.Kind, si.Child = store.KindChild, s.Child.Workflow
-		case s.Map != nil:
-			si.Kind, si.MapOver = store.KindMap, s.Map.Over
+		si := StepInfo{Name: s.Name, Parents: s.Parents, Kind: dag.KindOf(&s), Output: s.Output, Sleep: s.Sleep, Retired: s.Retired}
+		switch si.Kind {
+		case store.KindEvent:
+			si.Signal = s.Wait.Signal
+		case store.KindChild:
+			si.Child = s.Child.Workflow
+		case store.KindMap:
+			si.MapOver = s.Map.Over
 		}
 		out = append(out, si)
 	}

@@ -298,16 +298,18 @@ func printDAG(w io.Writer, x *durable.VersionInfo) {
 // whether it is retired.
 func stepDetail(s durable.StepInfo) string {
 	var parts []string
-	switch {
-	case s.Sleep > 0:
+	switch s.Kind {
+	case store.KindSleep:
 		parts = append(parts, "sleeps "+s.Sleep.String())
-	case s.Signal != "":
-		parts = append(parts, "waits for signal "+dag.Quote(s.Signal))
-	case s.Kind == store.KindEvent:
-		parts = append(parts, "waits for an event")
-	case s.Child != "":
+	case store.KindEvent:
+		if s.Signal != "" {
+			parts = append(parts, "waits for signal "+dag.Quote(s.Signal))
+		} else {
+			parts = append(parts, "waits for an event")
+		}
+	case store.KindChild:
 		parts = append(parts, "starts workflow "+dag.Quote(s.Child))
-	case s.MapOver != "":
+	case store.KindMap:
 		parts = append(parts, "maps over "+dag.Quote(s.MapOver))
 	}
 	if s.Retired {

@@ -599,10 +599,6 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		return nil, err
 	}
 	t := now(p.Now)
-	served := make(map[string]bool, len(p.Workflows))
-	for _, w := range p.Workflows {
-		served[w] = true
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := dag.NewChange(t)
@@ -620,8 +616,8 @@ func (s *Store) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		if id, ok := s.queued[e.key]; !ok || id != e.id {
 			continue // dequeued or re-enqueued since
 		}
-		if !served[e.workflow] || !dag.ServesQueue(p.Queues, e.workflow, s.runs[e.key.run].rec.Version) ||
-			(p.TenantLimit > 0 && s.inFlight[e.tenant] >= p.TenantLimit) ||
+		if !dag.ClaimServes(p, e.workflow, s.runs[e.key.run].rec.Version) ||
+			!dag.UnderTenantLimit(p.TenantLimit, s.inFlight[e.tenant]) ||
 			dag.RateExpired(s.rateUntil[e.key], t) {
 			skipped = append(skipped, e)
 			continue
@@ -792,7 +788,7 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 			continue
 		}
 		task := rs.task(key)
-		if task.State == store.TaskRunning && task.Token == ref.Token {
+		if dag.Beats(task, ref.Token) {
 			task.HeartbeatAt = t
 		}
 		if !dag.Current(task, ref.Token, rs.rec.Status) {
@@ -1109,36 +1105,39 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		return q
 	}
 	in := func(rs *runState) bool { return p.Tenant == "" || rs.rec.Tenant == p.Tenant }
-	for k := range s.queued {
+	// The tasks counted are found from the indexes that hold them (as
+	// pgstore finds them from its queues), each once, and dag.CountTask
+	// says where each counts.
+	seen := map[taskKey]bool{}
+	count := func(k taskKey) {
+		if seen[k] {
+			return
+		}
+		seen[k] = true
 		rs := s.runs[k.run]
 		if !in(rs) {
-			continue
+			return
 		}
-		q := queue(rs)
-		q.Ready++
-		if at := s.queuedAt[k]; q.OldestReady.IsZero() || at.Before(q.OldestReady) {
-			q.OldestReady = at
+		t := rs.task(k)
+		_, parked := s.parkedKey[k]
+		if dag.GaugeOf(t, parked) != dag.Uncounted {
+			dag.CountTask(queue(rs), t, parked, s.queuedAt[k])
 		}
+	}
+	for k := range s.queued {
+		count(k)
 	}
 	for k := range s.timers {
-		if rs := s.runs[k.run]; in(rs) && !rs.task(k).DueAt.IsZero() {
-			queue(rs).Waiting++
-		}
+		count(k)
 	}
 	for k := range s.waitingAll { // waiting for an event, a child run or items
-		if rs := s.runs[k.run]; in(rs) && rs.task(k).DueAt.IsZero() {
-			queue(rs).Waiting++
-		}
+		count(k)
 	}
 	for k := range s.parkedKey { // parked behind a concurrency key
-		if rs := s.runs[k.run]; in(rs) {
-			queue(rs).Waiting++
-		}
+		count(k)
 	}
 	for k := range s.running {
-		if rs := s.runs[k.run]; in(rs) {
-			queue(rs).Running++
-		}
+		count(k)
 	}
 	st := &store.Stats{}
 	inflight := map[store.RunCount]int{}
@@ -1168,13 +1167,13 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	return st, nil
 }
 
-// PruneRuns implements store.Store: the runs created first go first, as in
-// PostgreSQL, which finds them by creation time.
+// PruneRuns implements store.Store: the runs dag.Expired says retention may
+// delete, in dag.PruneOrder.
 func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store.PruneRunsResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	before := now(p.Now).Add(-p.OlderThan)
+	before := dag.PruneCutoff(now(p.Now), p.OlderThan)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var expired []*runState
@@ -1183,9 +1182,7 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 			expired = append(expired, rs)
 		}
 	}
-	slices.SortFunc(expired, func(a, b *runState) int {
-		return cmp.Or(a.rec.CreatedAt.Compare(b.rec.CreatedAt), cmp.Compare(a.rec.ID.String(), b.rec.ID.String()))
-	})
+	slices.SortFunc(expired, func(a, b *runState) int { return dag.PruneOrder(&a.rec, &b.rec) })
 	limit := max(p.Limit, 0)
 	if len(expired) < limit {
 		for k := range s.counts {

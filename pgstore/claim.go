@@ -376,7 +376,7 @@ func (s *Store) lockTenantsForCap(ctx context.Context, tx pgx.Tx, names []string
 		return err
 	}
 	for _, name := range locked {
-		n := max(limit-running[name], 0)
+		n := dag.TenantRoom(limit, running[name])
 		room[name] = n
 		if n == 0 {
 			*excluded = append(*excluded, name)

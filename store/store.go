@@ -102,9 +102,11 @@ type Store interface {
 	// cost that does not grow with the number of settled runs.
 	Stats(ctx context.Context, p *StatsParams) (*Stats, error)
 
-	// PruneRuns deletes up to Limit settled runs that finished more than
-	// OlderThan ago, with their tasks and events, in one short atomic unit; runs
-	// in transitions at that moment are left for the next call. It reports
+	// PruneRuns deletes up to Limit settled runs that finished (and were
+	// created: the two differ only when clocks do) more than OlderThan ago,
+	// oldest created first (dag.Expired, dag.PruneOrder), with their tasks
+	// and events, in one short atomic unit; runs in transitions at that
+	// moment are left for the next call. It reports
 	// how many it deleted; fewer than Limit means none is left, and then the
 	// counts of runs that settled before the cutoff (Stats) go too.
 	PruneRuns(ctx context.Context, p *PruneRunsParams) (*PruneRunsResult, error)

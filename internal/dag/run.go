@@ -1,6 +1,8 @@
 package dag
 
 import (
+	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -158,10 +160,21 @@ func (r *Run) Claim(i int, token int64, worker string, now time.Time) (Effects, 
 // wants the task: the run is RUNNING, or the task is its on-failure
 // handler, which runs in a failed run.
 func Current(t *store.Task, token int64, status store.RunStatus) bool {
-	if token == 0 || t.State != store.TaskRunning || t.Token != token {
+	if token == 0 || !Beats(t, token) {
 		return false
 	}
 	return status == store.RunRunning || t.Kind == store.KindOnFailure
+}
+
+// Beats reports whether a heartbeat of the claim token on task t stamps
+// the task's HeartbeatAt (which keeps a rescue away, Dead): the task is
+// RUNNING under that claim. A claim its run no longer wants (not Current:
+// a sibling of a step that failed the run) is stamped all the same, and
+// its worker told the claim is lost. memstore calls it; pgstore's
+// heartbeatTasks is its compiled form, checked against it by pgstore's
+// TestHeartbeatMatchesCore.
+func Beats(t *store.Task, token int64) bool {
+	return t.State == store.TaskRunning && t.Token == token
 }
 
 // LostToCancel reports whether a claim on task t that is not current was
@@ -579,10 +592,29 @@ func (r *Run) Replay(from string, now time.Time) (Effects, error) {
 	return r.end(), nil
 }
 
-// Expired reports whether a run settled before before: retention may
-// delete it.
+// Expired reports whether retention may delete a run, at the cutoff
+// before (PruneCutoff): it settled before it, and was created before it.
+// The second follows from the first unless clocks disagree (a run created
+// by an engine whose clock runs ahead and settled by one whose clock runs
+// behind can settle before it was created): such a run is kept until the
+// cutoff passes both, as pgstore, which finds the runs to delete by their
+// creation time, keeps it. memstore calls it; pgstore's pruneRuns is its
+// compiled form, checked against it by pgstore's TestPruneMatchesCore.
 func Expired(rec *store.Run, before time.Time) bool {
-	return rec.Settled() && rec.FinishedAt.Before(before)
+	return rec.Settled() && rec.FinishedAt.Before(before) && rec.CreatedAt.Before(before)
+}
+
+// PruneOrder orders the expired runs a prune deletes first: the runs
+// created first, then by ID (pgstore walks its runs by creation time).
+func PruneOrder(a, b *store.Run) int {
+	return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), bytes.Compare(a.ID[:], b.ID[:]))
+}
+
+// PruneCutoff is the cutoff of a prune at now of the runs that settled
+// more than olderThan ago (Expired), counted in whole microseconds, as
+// stored times are.
+func PruneCutoff(now time.Time, olderThan time.Duration) time.Time {
+	return now.Add(-olderThan.Truncate(time.Microsecond))
 }
 
 // wanted reports whether the run still wants task i to run: it is RUNNING,

@@ -325,16 +325,26 @@ func (c *Compiled) Name(i int) string {
 
 // Kind returns the kind of task i.
 func (c *Compiled) Kind(i int) store.TaskKind {
-	switch {
-	case i == c.Len():
+	if i == c.Len() {
 		return store.KindOnFailure
-	case c.Shape.Steps[i].Sleep > 0:
+	}
+	return KindOf(&c.Shape.Steps[i])
+}
+
+// KindOf is the kind of the tasks of a step: a sleep (KindSleep), a wait
+// for an event or a signal (KindEvent), a child step (KindChild), a map
+// step (KindMap), or code (KindStep). A shape that compiles gives a step
+// one kind at most (checkKind); of a spec that sets several, the first in
+// that order wins.
+func KindOf(s *store.StepSpec) store.TaskKind {
+	switch {
+	case s.Sleep > 0:
 		return store.KindSleep
-	case c.Shape.Steps[i].Wait != nil:
+	case s.Wait != nil:
 		return store.KindEvent
-	case c.Shape.Steps[i].Child != nil:
+	case s.Child != nil:
 		return store.KindChild
-	case c.Shape.Steps[i].Map != nil:
+	case s.Map != nil:
 		return store.KindMap
 	}
 	return store.KindStep

@@ -27,6 +27,62 @@ func CountsExpired(minute, cutoff time.Time) bool {
 	return minute.Before(Minute(cutoff))
 }
 
+// Gauge is one of the task counts of a queue's stats (store.QueueStats).
+type Gauge int
+
+const (
+	// Uncounted: the task is in none of the counts: PENDING (a parent has
+	// not finished) or terminal.
+	Uncounted Gauge = iota
+	// GaugeReady counts in store.QueueStats.Ready.
+	GaugeReady
+	// GaugeWaiting counts in store.QueueStats.Waiting.
+	GaugeWaiting
+	// GaugeRunning counts in store.QueueStats.Running.
+	GaugeRunning
+)
+
+// GaugeOf says which count of its queue's stats (store.QueueStats) a task
+// is in; parked reports whether its store holds it parked behind its
+// concurrency key (flow.go: QUEUED, but in the key's FIFO rather
+// than the ready queue). A RUNNING task is running. A task waits when it
+// has a due time (a sleep, a retry's backoff, a delayed start, the next
+// window of its rate limit, a wait's timeout), is parked, or is WAITING
+// (for an event, a signal, a child run or a map step's items). A claimable
+// task (Claimable) is ready, whether or not the rate-limit window that
+// admitted it has ended (RateExpired: it stays in the ready queue until
+// its timer requeues it). Both stores count by it: memstore calls it,
+// pgstore's stats statements are its compiled form, checked against it by
+// pgstore's TestStatsMatchCore.
+func GaugeOf(t *store.Task, parked bool) Gauge {
+	switch {
+	case t.State == store.TaskRunning:
+		return GaugeRunning
+	case !t.DueAt.IsZero() || t.State == store.TaskWaiting || parked:
+		return GaugeWaiting
+	case Claimable(t):
+		return GaugeReady
+	}
+	return Uncounted
+}
+
+// CountTask counts task t in the stats q of its queue (GaugeOf); readyAt
+// is when it became ready, which sets q.OldestReady if it is the oldest
+// ready task.
+func CountTask(q *store.QueueStats, t *store.Task, parked bool, readyAt time.Time) {
+	switch GaugeOf(t, parked) {
+	case GaugeReady:
+		q.Ready++
+		if q.OldestReady.IsZero() || readyAt.Before(q.OldestReady) {
+			q.OldestReady = readyAt
+		}
+	case GaugeWaiting:
+		q.Waiting++
+	case GaugeRunning:
+		q.Running++
+	}
+}
+
 // RunCountKey is what settled runs are counted by.
 type RunCountKey struct {
 	Minute           time.Time

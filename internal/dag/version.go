@@ -64,6 +64,30 @@ func ServesQueue(queues []string, workflow, version string) bool {
 	return slices.Contains(queues, Queue(workflow, version))
 }
 
+// ClaimServes reports whether a claim with parameters p takes tasks of
+// runs of workflow pinned to version: p names the workflow and serves the
+// version (ServesQueue). The claim takes such a task when it is Claimable,
+// not parked behind its concurrency key, not past the rate-limit window
+// that admitted it (RateExpired), and its tenant is under the claim's cap
+// (UnderTenantLimit); among those of a lane, fairq.Outranks says which
+// first. memstore calls these; pgstore's claim statements are their
+// compiled form, checked against them by pgstore's
+// TestClaimSelectionMatchesCore.
+func ClaimServes(p *store.ClaimTasksParams, workflow, version string) bool {
+	return slices.Contains(p.Workflows, workflow) && ServesQueue(p.Queues, workflow, version)
+}
+
+// UnderTenantLimit reports whether a claim capped at limit RUNNING tasks
+// per tenant (store.ClaimTasksParams.TenantLimit; 0 or less: no cap) may
+// take a task of a tenant with running tasks RUNNING, the claim's own
+// counted.
+func UnderTenantLimit(limit, running int) bool { return limit <= 0 || TenantRoom(limit, running) > 0 }
+
+// TenantRoom is how many tasks a claim capped at limit (positive) RUNNING
+// tasks per tenant may take of a tenant with running tasks RUNNING: none
+// once it is at or over its cap (a cap lowered since).
+func TenantRoom(limit, running int) int { return max(limit-running, 0) }
+
 // ServesVersion reports whether a worker's record listing queues (as
 // store.Worker.Workflows) serves runs of workflow pinned to version: its
 // list names that version, or the bare workflow (every version).
@@ -105,21 +129,6 @@ func quoteVersion(v string) string {
 	return Quote(v)
 }
 
-// kindOf is the kind of a step spec.
-func kindOf(s *store.StepSpec) store.TaskKind {
-	switch {
-	case s.Sleep > 0:
-		return store.KindSleep
-	case s.Wait != nil:
-		return store.KindEvent
-	case s.Child != nil:
-		return store.KindChild
-	case s.Map != nil:
-		return store.KindMap
-	}
-	return store.KindStep
-}
-
 // sameTypes reports whether two recorded type names agree: equal, or one
 // of them unknown (a shape recorded before types were).
 func sameTypes(a, b string) bool { return a == "" || b == "" || a == b }
@@ -129,7 +138,7 @@ func sameTypes(a, b string) bool { return a == "" || b == "" || a == b }
 // a map step waits for), its parents and its output type; "" when they
 // agree. Policies (retries, timeouts, a sleep's length) may differ.
 func differs(a, b *store.StepSpec) string {
-	ka, kb := kindOf(a), kindOf(b)
+	ka, kb := KindOf(a), KindOf(b)
 	switch {
 	case ka != kb:
 		return fmt.Sprintf("it is a %s step, and a %s step in the other version", ka, kb)

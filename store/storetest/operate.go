@@ -500,6 +500,33 @@ func testPrune(t *testing.T, s store.Store) {
 	require.Equal(t, []uuid.UUID{inflight[0]}, ids(listAll(t, s, store.RunFilter{}, 10)))
 }
 
+// testPruneFinishedBeforeCreated: a run is pruned once it was both
+// created and settled before the cutoff (dag.Expired). The two differ only
+// when clocks disagree: a run created by an engine whose clock runs ahead
+// and cancelled by one whose clock runs behind settles before it was
+// created; it is kept until the cutoff passes its creation too. (memstore
+// pruned it by its settlement alone, pgstore, which finds runs by creation
+// time, kept it.)
+func testPruneFinishedBeforeCreated(t *testing.T, s store.Store) {
+	r := newRun("wf", "t", shape(step("a")))
+	create(t, s, at(2*time.Hour), r)
+	require.NoError(t, cancelOne(t, s, T0, r.ID, ""))
+	rec := run(t, s, r.ID)
+	require.True(t, rec.Settled())
+	requireTime(t, T0, rec.FinishedAt)
+	prune := func(now time.Time) int {
+		t.Helper()
+		res, err := s.PruneRuns(ctx, &store.PruneRunsParams{Now: now, OlderThan: time.Hour, Limit: 10})
+		require.NoError(t, err)
+		return res.Deleted
+	}
+	require.Zero(t, prune(at(3*time.Hour)), "settled before the cutoff, created after it: kept")
+	run(t, s, r.ID)
+	require.Equal(t, 1, prune(at(3*time.Hour+time.Second)), "created and settled before the cutoff: pruned")
+	_, err := s.GetRun(ctx, r.ID)
+	require.ErrorIs(t, err, store.ErrRunNotFound)
+}
+
 // testPruneRacesReplay: a prune and a replay of the same expired run at
 // once: either the run is gone and the replay finds nothing, or it runs
 // again and stays.

@@ -90,6 +90,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"FlowWithConcurrencyKeys", testFlowWithConcurrencyKeys},
 		{"Prune", testPrune},
 		{"PruneRacesReplay", testPruneRacesReplay},
+		{"PruneFinishedBeforeCreated", testPruneFinishedBeforeCreated},
 		{"Stats", testStats},
 		{"StatsCounts", testStatsCounts},
 		{"ConcurrencyCap", testConcurrencyCap},
