@@ -88,7 +88,8 @@ func TestGenericPlansUseIndexes(t *testing.T) {
 		if m := bigTables.FindStringSubmatch(plan); m != nil && wholeTableReads[name] != m[1] {
 			t.Errorf("%s scans a whole table:\n%s\n%s", name, sql, plan)
 		}
-		if scan := unkeyedScan(lines, leading); scan != "" && !orderedWalks[name] {
+		if scan := unkeyedScan(lines, leading); scan != "" && !orderedWalks[name] &&
+			!(queueWalks[name] != "" && strings.Contains(scan, " on "+queueWalks[name]+" ")) {
 			t.Errorf("%s reads a table whole through an index (no Index Cond): %s\n%s\n%s", name, scan, sql, plan)
 		}
 		if m := runsNotByID(plan); m != "" && strings.HasPrefix(name, "stats") {
@@ -231,6 +232,12 @@ func requireNoParallelWorkers(t *testing.T, tx pgx.Tx) {
 // the backlog (not the history), and the runs in flight; no index on them
 // is worth its cost on the claim and settle paths.
 var wholeTableReads = map[string]string{"statsReady": "ready", "statsInflight": "ready"}
+
+// queueWalks are the statements allowed to walk a small queue whole
+// through an index, as queuePlans makes the reads of whole queues do: the
+// stats count the incoming rows (runs created in callers' transactions,
+// until promoted) as ready.
+var queueWalks = map[string]string{"statsReady": "incoming"}
 
 // TestOrderedStatementsDoNotSort: statements that take the first rows in
 // an order read them in that order from an index, so that their LIMIT reads

@@ -255,11 +255,7 @@ func taskStates() []ruleCase {
 		}},
 		{name: "created-in-a-callers-transaction", build: func(sc *scene) {
 			sc.rs.createTx(sc.t, sc.run(one(step("a"))))
-		}, divergence: "pgstore keeps the root tasks of runs created in a caller's transaction in its incoming " +
-			"table until a claim of a store that heard of them (the caller's commit notifies) or the leader's next " +
-			"pass promotes them to the ready queue. Until then its claims do not take them, by design (incoming.go), " +
-			"and its stats count them nowhere, where the core counts them ready: fixing the stats changes the SQL " +
-			"of statsReady (count the incoming rows too)"},
+		}},
 	}
 }
 

@@ -210,5 +210,14 @@ SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::text[
 -- runs in flight, found from those (statsInflight); the settled runs
 -- counted per minute within the window (statsCounts). None reads the
 -- history of settled runs.
-SELECT workflow, version, tenant, count(*), min(queued_at) FROM {{schema}}.ready
-WHERE $1::text IS NULL OR tenant = $1 GROUP BY workflow, version, tenant;
+-- The tasks of runs created in a caller's transaction count ready from
+-- their incoming rows (until a claim or the leader promotes them), queued
+-- since the QUEUED event their task rows keep (q_at).
+SELECT workflow, version, tenant, sum(n)::bigint, min(oldest) FROM (
+  SELECT workflow, version, tenant, count(*) AS n, min(queued_at) AS oldest FROM {{schema}}.ready
+  WHERE $1::text IS NULL OR tenant = $1 GROUP BY workflow, version, tenant
+  UNION ALL
+  SELECT i.workflow, i.version, i.tenant, count(*), min(t.q_at) FROM {{schema}}.incoming i
+  JOIN {{schema}}.tasks t ON t.run_id = i.run_id AND t.name = i.name
+  WHERE $1::text IS NULL OR i.tenant = $1 GROUP BY i.workflow, i.version, i.tenant) q
+GROUP BY workflow, version, tenant;
