@@ -12,6 +12,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store"
 )
 
 const statsUsage = `Usage: {name} stats --database-url URL [flags]
@@ -151,7 +152,7 @@ func statsView(st *durable.Stats, now time.Time, tenant string, window time.Dura
 	for i, c := range st.Runs {
 		out.Runs[i] = runCountJSON{Workflow: c.Workflow, Version: c.Version, Tenant: c.Tenant, Status: c.Status, Settled: c.Settled, Count: c.Count}
 	}
-	rank := func(s durable.RunStatus) int { return slices.Index(runStatusOrder, s) }
+	rank := func(s durable.RunStatus) int { return slices.Index(store.RunStatuses, s) }
 	slices.SortFunc(out.Runs, func(a, b runCountJSON) int {
 		settled := func(c runCountJSON) int {
 			if c.Settled {
@@ -164,9 +165,6 @@ func statsView(st *durable.Stats, now time.Time, tenant string, window time.Dura
 	})
 	return out
 }
-
-// runStatusOrder is the order of statuses in the runs table.
-var runStatusOrder = []durable.RunStatus{durable.RunRunning, durable.RunCompleted, durable.RunFailed, durable.RunCancelled}
 
 func printStats(w io.Writer, st *statsJSON, window time.Duration) {
 	if len(st.Queues) == 0 {

@@ -237,7 +237,8 @@ const (
 	RunCancelled RunStatus = "CANCELLED"
 )
 
-// RunStatuses lists every run status.
+// RunStatuses lists every run status, in the order lists and tables show
+// them.
 var RunStatuses = []RunStatus{RunRunning, RunCompleted, RunFailed, RunCancelled}
 
 // TaskState is the state of one task (one step of one run).
