@@ -245,8 +245,8 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := startstop.StartAll(rt.ctx,
 		rt.registrar, rt.listener, rt.completer, rt.heartbeat, rt.claimer, rt.upgrader, rt.leader,
 	); err != nil {
-		// None does (each starts a goroutine); had one failed, those
-		// started are stopped, and the engine is not started.
+		// None of them fails (each starts a goroutine); were one to,
+		// those started would be stopped, and the engine not started.
 		rt.registrar.remove(ctx)
 		rt.cancel()
 		e.rt = nil
