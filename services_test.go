@@ -7,6 +7,7 @@ package durable
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -379,5 +380,96 @@ func TestUpgradeServiceBacksOff(t *testing.T) {
 		n := st.count()
 		time.Sleep(time.Hour)
 		require.Equal(t, n, st.count(), "no pass once stopped")
+	})
+}
+
+// journal is a memory store that notes, once told to, the calls a
+// stopping engine makes; its FinishTasks takes finishTakes.
+type journal struct {
+	*memstore.Store
+	finishTakes time.Duration
+	mu          sync.Mutex
+	on          bool
+	calls       []string
+}
+
+func (s *journal) note(call string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.on {
+		s.calls = append(s.calls, call)
+	}
+}
+
+func (s *journal) start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.on = true
+}
+
+func (s *journal) taken() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+func (s *journal) ClaimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*store.ClaimedTask, error) {
+	s.note("claim")
+	return s.Store.ClaimTasks(ctx, p)
+}
+
+func (s *journal) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store.HeartbeatResult, error) {
+	s.note("heartbeat")
+	return s.Store.Heartbeat(ctx, p)
+}
+
+func (s *journal) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]store.FinishResult, error) {
+	s.note("finish")
+	time.Sleep(s.finishTakes)
+	defer s.note("finished")
+	return s.Store.FinishTasks(ctx, p)
+}
+
+func (s *journal) RemoveWorker(ctx context.Context, p *store.RemoveWorkerParams) error {
+	s.note("remove")
+	return s.Store.RemoveWorker(ctx, p)
+}
+
+// Stop stops the services in the order the graceful stop needs: no claim
+// once it began; the running step finishes; heartbeats vouch for its claim
+// while its outcome is being recorded, and stop then; the worker's record
+// is removed last.
+func TestStopOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		st := &journal{Store: memstore.New(), finishTakes: 12 * time.Second}
+		e, err := New(st, Config{Logger: discard, WorkerID: "stopping"})
+		require.NoError(t, err)
+		release := make(chan struct{})
+		wf := NewWorkflow[int]("order")
+		Step(wf, "s", func(ctx Context, n int) (int, error) { <-release; return n, nil })
+		require.NoError(t, e.Register(wf))
+		require.NoError(t, e.Start(ctx))
+		id, err := wf.RunNoWait(ctx, e, "t", 1)
+		require.NoError(t, err)
+		synctest.Wait() // the step runs
+
+		st.start()
+		stopped := make(chan error, 1)
+		go func() { stopped <- e.Stop(ctx) }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.NotContains(t, st.taken(), "finish", "Stop waits for the running step")
+		close(release)
+		require.NoError(t, <-stopped)
+
+		calls := st.taken()
+		require.NotContains(t, calls, "claim", "claiming stops first")
+		finish, finished := slices.Index(calls, "finish"), slices.Index(calls, "finished")
+		require.Positive(t, finish, "heartbeats while the step drains: %v", calls)
+		require.Contains(t, calls[finish:finished], "heartbeat", "and while its outcome is recorded: %v", calls)
+		require.NotContains(t, calls[finished:], "heartbeat", "not after: %v", calls)
+		require.Equal(t, "remove", calls[len(calls)-1], "the record goes last: %v", calls)
+		require.Equal(t, store.TaskCompleted, taskOf(t, st, id, "s").State)
 	})
 }
