@@ -10,8 +10,9 @@ import (
 )
 
 // claimLoop claims ready tasks while this engine has free slots, and waits
-// for a notification (or its poll interval) when the queue is empty.
-func (e *Engine) claimLoop(rt *runtime) {
+// for a notification (or its poll interval) when the queue is empty, until
+// ctx is done.
+func (e *Engine) claimLoop(ctx context.Context, rt *runtime) {
 	interval := e.cfg.PollInterval
 	errDelay := 100 * time.Millisecond
 	for {
@@ -20,7 +21,7 @@ func (e *Engine) claimLoop(rt *runtime) {
 			select {
 			case <-rt.slotFreed:
 				continue
-			case <-rt.claimCtx.Done():
+			case <-ctx.Done():
 				return
 			}
 		}
@@ -28,13 +29,13 @@ func (e *Engine) claimLoop(rt *runtime) {
 		// A claim in flight is not cancelled by Stop: once it commits, its
 		// tasks are this engine's, and the drain must run (or release) them
 		// rather than leave them RUNNING until a rescue.
-		claimCtx, cancel := context.WithTimeout(context.WithoutCancel(rt.claimCtx), claimTimeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 		var began time.Time
 		if e.tel.m != nil {
 			began = time.Now()
 		}
 		names, queues := e.servedQueues()
-		claimed, err := e.store.ClaimTasks(claimCtx, &store.ClaimTasksParams{
+		claimed, err := e.store.ClaimTasks(cctx, &store.ClaimTasksParams{
 			Now: e.now(), WorkerID: e.cfg.WorkerID, Limit: want,
 			Workflows: names, Queues: queues, TenantLimit: e.cfg.TenantLimit,
 		})
@@ -43,11 +44,11 @@ func (e *Engine) claimLoop(rt *runtime) {
 			e.tel.m.recordClaims(rt.ctx, claimed, time.Since(began))
 		}
 		if err != nil {
-			if rt.claimCtx.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
 			e.log.Error("durable: claiming tasks", slog.Any("error", err))
-			if !sleep.For(rt.claimCtx, errDelay) {
+			if !sleep.For(ctx, errDelay) {
 				return
 			}
 			errDelay = min(2*errDelay, 5*time.Second)
@@ -58,7 +59,7 @@ func (e *Engine) claimLoop(rt *runtime) {
 			rt.slots <- struct{}{}
 			e.startStep(rt, c)
 		}
-		if rt.claimCtx.Err() != nil {
+		if ctx.Err() != nil {
 			return
 		}
 		if len(claimed) == want {
@@ -73,7 +74,7 @@ func (e *Engine) claimLoop(rt *runtime) {
 			if e.notifying.Load() {
 				interval = min(2*interval, e.cfg.MaxPollInterval)
 			}
-		case <-rt.claimCtx.Done():
+		case <-ctx.Done():
 			timer.Stop()
 			return
 		}

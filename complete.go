@@ -1,19 +1,53 @@
 package durable
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/internal/startstop"
 	"github.com/effectivelabs/durable/store"
 )
 
-// completeLoop records outcomes. Under load outcomes pile up while a batch
-// is being written, and the next batch takes them all at once.
-func (e *Engine) completeLoop(rt *runtime) {
-	defer close(rt.completed)
+// completer records the outcomes the steps queue (rt.outcomes) until the
+// queue is closed (drain). Its context is the one outcomes are recorded
+// with: cancelled, recording gives up (giveUp), and the outcomes not
+// recorded are counted lost (notRecorded).
+type completer struct {
+	startstop.Base
+	e         *Engine
+	rt        *runtime
+	closeOnce sync.Once
+}
+
+// Start starts recording outcomes.
+func (c *completer) Start(ctx context.Context) error {
+	c.Go(ctx, func(ctx context.Context) { c.e.completeLoop(ctx, c.rt) })
+	return nil
+}
+
+// drain closes the outcome queue, once every step has returned, and waits
+// for the completer to record what it holds until ctx is done; then
+// recording gives up, and drain waits for the completer to count the rest
+// lost.
+func (c *completer) drain(ctx context.Context) {
+	c.closeOnce.Do(func() { close(c.rt.outcomes) })
+	c.Wait(ctx)
+}
+
+// Stop is drain without a deadline.
+func (c *completer) Stop() { c.drain(context.Background()) }
+
+// giveUp makes recording give up now, without waiting.
+func (c *completer) giveUp() { c.Cancel() }
+
+// completeLoop records outcomes with ctx. Under load outcomes pile up while
+// a batch is being written, and the next batch takes them all at once.
+func (e *Engine) completeLoop(ctx context.Context, rt *runtime) {
 	var metaBuf []outcomeMeta // reused: record keeps none
 	for {
 		m, ok := <-rt.outcomes
@@ -42,7 +76,7 @@ func (e *Engine) completeLoop(rt *runtime) {
 				break drain
 			}
 		}
-		e.record(rt, batch, meta)
+		e.record(ctx, rt, batch, meta)
 		metaBuf = meta[:0]
 		rt.flightMu.Lock()
 		for _, o := range batch {
@@ -64,13 +98,13 @@ func (e *Engine) completeLoop(rt *runtime) {
 // cannot take never holds back the rest.
 //
 // meta, set when the engine has metrics, describes the outcomes of batch
-// for them.
-func (e *Engine) record(rt *runtime, batch []store.Outcome, meta []outcomeMeta) {
-	e.recordOrReplace(rt, batch, meta, true)
+// for them. ctx is the completer's: done when Stop gives up.
+func (e *Engine) record(ctx context.Context, rt *runtime, batch []store.Outcome, meta []outcomeMeta) {
+	e.recordOrReplace(ctx, rt, batch, meta, true)
 }
 
-func (e *Engine) recordOrReplace(rt *runtime, batch []store.Outcome, meta []outcomeMeta, replace bool) {
-	res, err := e.finish(rt, batch)
+func (e *Engine) recordOrReplace(ctx context.Context, rt *runtime, batch []store.Outcome, meta []outcomeMeta, replace bool) {
+	res, err := e.finish(ctx, rt, batch)
 	switch {
 	case err == nil:
 		if e.tel.m != nil {
@@ -81,10 +115,10 @@ func (e *Engine) recordOrReplace(rt *runtime, batch []store.Outcome, meta []outc
 		signal(rt.readySig)
 		for i, r := range res {
 			if r.Status == store.FinishStale {
-				e.staleOutcome(rt, batch[i])
+				e.staleOutcome(ctx, rt, batch[i])
 			}
 		}
-	case rt.flushCtx.Err() != nil || errors.Is(err, store.ErrTransient):
+	case ctx.Err() != nil || errors.Is(err, store.ErrTransient):
 		e.notRecorded(rt, batch, err)
 	case len(batch) > 1:
 		h := len(batch) / 2
@@ -92,15 +126,15 @@ func (e *Engine) recordOrReplace(rt *runtime, batch []store.Outcome, meta []outc
 		if meta != nil {
 			lo, hi = meta[:h], meta[h:]
 		}
-		e.recordOrReplace(rt, batch[:h], lo, replace)
-		e.recordOrReplace(rt, batch[h:], hi, replace)
+		e.recordOrReplace(ctx, rt, batch[:h], lo, replace)
+		e.recordOrReplace(ctx, rt, batch[h:], hi, replace)
 	case !replace || batch[0].Kind == store.OutcomeRelease:
 		e.notRecorded(rt, batch, err)
 	default:
 		o := batch[0]
 		e.log.Error("durable: the store refused a step's outcome; recording the step as failed",
 			slog.String("run_id", o.Task.RunID.String()), slog.String("step", o.Task.Step), slog.Any("error", err))
-		e.recordOrReplace(rt, []store.Outcome{{
+		e.recordOrReplace(ctx, rt, []store.Outcome{{
 			Task: o.Task, Kind: store.OutcomeFail, Terminal: true,
 			Error: fmt.Sprintf("durable: the store refused this step's outcome: %v", err),
 		}}, meta, false)
@@ -110,7 +144,7 @@ func (e *Engine) recordOrReplace(rt *runtime, batch []store.Outcome, meta []outc
 // staleOutcome logs an outcome the store rejected because its claim was
 // no longer current: expected when the step's run was cancelled, a warning
 // otherwise (the step was rescued from this engine: it ran twice).
-func (e *Engine) staleOutcome(rt *runtime, o store.Outcome) {
+func (e *Engine) staleOutcome(ctx context.Context, rt *runtime, o store.Outcome) {
 	rt.flightMu.Lock()
 	var lost error
 	if f := rt.flights[o.Task]; f != nil {
@@ -121,28 +155,28 @@ func (e *Engine) staleOutcome(rt *runtime, o store.Outcome) {
 	if errors.Is(lost, ErrRunCancelled) {
 		level, msg = slog.LevelDebug, "durable: outcome not recorded, the run was cancelled"
 	}
-	e.log.Log(rt.flushCtx, level, msg, slog.String("run_id", o.Task.RunID.String()), slog.String("step", o.Task.Step))
+	e.log.Log(ctx, level, msg, slog.String("run_id", o.Task.RunID.String()), slog.String("step", o.Task.Step))
 }
 
 // finish calls FinishTasks, trying again with backoff while its errors are
-// transient and Stop has not given up on recording.
-func (e *Engine) finish(rt *runtime, batch []store.Outcome) ([]store.FinishResult, error) {
+// transient and Stop has not given up on recording (ctx).
+func (e *Engine) finish(ctx context.Context, rt *runtime, batch []store.Outcome) ([]store.FinishResult, error) {
 	delay := 50 * time.Millisecond
 	for {
 		var began time.Time
 		if e.tel.m != nil {
 			began = time.Now()
 		}
-		res, err := e.store.FinishTasks(rt.flushCtx, &store.FinishTasksParams{Now: e.now(), Outcomes: batch})
+		res, err := e.store.FinishTasks(ctx, &store.FinishTasksParams{Now: e.now(), Outcomes: batch})
 		if e.tel.m != nil {
 			e.tel.m.storeDuration.Record(rt.ctx, time.Since(began).Seconds(), e.tel.m.finishOp.rec...)
 		}
-		if err == nil || !errors.Is(err, store.ErrTransient) || rt.flushCtx.Err() != nil {
+		if err == nil || !errors.Is(err, store.ErrTransient) || ctx.Err() != nil {
 			return res, err
 		}
 		e.log.Warn("durable: recording outcomes failed; trying again", slog.Int("outcomes", len(batch)),
 			slog.Duration("in", delay), slog.Any("error", err))
-		if !sleep.For(rt.flushCtx, delay) {
+		if !sleep.For(ctx, delay) {
 			return nil, err
 		}
 		delay = min(2*delay, 5*time.Second)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/internal/startstop"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -88,19 +89,26 @@ func (e *Engine) now() time.Time {
 	return time.Time{}
 }
 
-// runtime holds what exists between Start and Stop.
+// runtime holds what exists between Start and Stop: the engine's services
+// and what they share.
 type runtime struct {
-	ctx    context.Context // background loops; cancelled last
+	ctx    context.Context // the services' parent; cancelled last
 	cancel context.CancelFunc
-
-	claimCtx  context.Context // the claim loop and leadership; cancelled first
-	stopClaim context.CancelFunc
 
 	work     context.Context // parent of step contexts; cancelled on a hard stop
 	stopWork context.CancelCauseFunc
 
-	flushCtx  context.Context // recording outcomes; cancelled when Stop gives up
-	stopFlush context.CancelFunc
+	// The services, in the order Start starts them (Stop stops them in an
+	// order of its own).
+	registrar *registrar      // keeps the worker's record (workers.go)
+	listener  *listener       // delivers the store's notifications
+	completer *completer      // records the steps' outcomes (complete.go)
+	heartbeat *startstop.Func // vouches for the running steps' claims (heartbeat.go)
+	claimer   *startstop.Func // claims tasks and runs their steps (claim.go)
+	upgrader  *startstop.Func // moves the runs of accepted versions (upgrade.go)
+	leader    *startstop.Func // campaigns for leadership, and leads (leader.go)
+	// duties are the services the leader runs while it leads (leader.go).
+	duties []startstop.Service
 
 	slots     chan struct{}
 	slotFreed chan struct{}
@@ -129,12 +137,40 @@ type runtime struct {
 	lost    int
 	lostErr error
 
-	execs     sync.WaitGroup // step executors
-	loops     sync.WaitGroup // claim loop, leader
-	completed chan struct{}  // closed when the completer has exited
-	hbStop    chan struct{}
-	hbDone    chan struct{}
-	aux       sync.WaitGroup // listener, registry loop
+	execs sync.WaitGroup // step executors
+	aux   sync.WaitGroup // late declarations of schedules (declareLate)
+}
+
+// newRuntime returns the runtime of an engine starting with ctx, its
+// services not started.
+func (e *Engine) newRuntime(ctx context.Context) *runtime {
+	rt := &runtime{
+		slots:       make(chan struct{}, e.cfg.Concurrency),
+		slotFreed:   make(chan struct{}, 1),
+		readySig:    make(chan struct{}, 1),
+		timerSig:    make(chan struct{}, 1),
+		scheduleSig: make(chan struct{}, 1),
+		inboxSig:    make(chan struct{}, 1),
+		registrySig: make(chan struct{}, 1),
+		upgradeSig:  make(chan struct{}, 1),
+		host:        hostname(),
+		outcomes:    make(chan outcomeMsg, e.cfg.Concurrency),
+		flights:     map[store.TaskRef]*flight{},
+	}
+	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	rt.work, rt.stopWork = context.WithCancelCause(rt.ctx)
+	rt.registrar = &registrar{e: e, rt: rt}
+	if r, err := e.registry(); err == nil {
+		rt.registrar.r = r
+	}
+	rt.listener = &listener{e: e, rt: rt}
+	rt.completer = &completer{e: e, rt: rt}
+	rt.heartbeat = startstop.NewFunc(func(ctx context.Context) { e.heartbeatLoop(ctx, rt) })
+	rt.claimer = startstop.NewFunc(func(ctx context.Context) { e.claimLoop(ctx, rt) })
+	rt.upgrader = startstop.NewFunc(func(ctx context.Context) { e.upgradeLoop(ctx, rt) })
+	rt.leader = startstop.NewFunc(func(ctx context.Context) { e.campaign(ctx, rt) })
+	rt.duties = e.leaderDuties(rt)
+	return rt
 }
 
 // flight is a step this engine runs, keyed by its claim in
@@ -201,56 +237,21 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.rt != nil {
 		return ErrAlreadyStarted
 	}
-	rt := &runtime{
-		slots:       make(chan struct{}, e.cfg.Concurrency),
-		slotFreed:   make(chan struct{}, 1),
-		readySig:    make(chan struct{}, 1),
-		timerSig:    make(chan struct{}, 1),
-		scheduleSig: make(chan struct{}, 1),
-		inboxSig:    make(chan struct{}, 1),
-		registrySig: make(chan struct{}, 1),
-		upgradeSig:  make(chan struct{}, 1),
-		host:        hostname(),
-		outcomes:    make(chan outcomeMsg, e.cfg.Concurrency),
-		flights:     map[store.TaskRef]*flight{},
-		completed:   make(chan struct{}),
-		hbStop:      make(chan struct{}),
-		hbDone:      make(chan struct{}),
-	}
-	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	rt.claimCtx, rt.stopClaim = context.WithCancel(rt.ctx)
-	rt.work, rt.stopWork = context.WithCancelCause(rt.ctx)
-	rt.flushCtx, rt.stopFlush = context.WithCancel(rt.ctx)
+	rt := e.newRuntime(ctx)
 	e.rt = rt
-
-	if r, err := e.registry(); err == nil {
-		// Registered before Start returns, so that the engine is listed
-		// at once; the loop tries again if this fails.
-		registered := e.registerWorker(ctx, rt, r, e.reg.record())
-		rt.aux.Go(func() { e.registryLoop(rt, r, registered) })
+	// Registered before Start returns, so that the engine is listed at
+	// once; the registrar tries again if this fails.
+	rt.registrar.register(ctx)
+	if err := startstop.StartAll(rt.ctx,
+		rt.registrar, rt.listener, rt.completer, rt.heartbeat, rt.claimer, rt.upgrader, rt.leader,
+	); err != nil {
+		// None of them fails (each starts a goroutine); were one to,
+		// those started would be stopped, and the engine not started.
+		rt.registrar.remove(ctx)
+		rt.cancel()
+		e.rt = nil
+		return err
 	}
-	if l, ok := e.store.(store.Listener); ok {
-		rt.aux.Go(func() {
-			deliver := func(n store.Notification) { e.deliver(rt, n) }
-			if err := l.Listen(rt.ctx, deliver); err != nil && rt.ctx.Err() == nil {
-				e.log.Error("durable: listener stopped", slog.Any("error", err))
-			}
-			e.notifying.Store(false)
-		})
-	}
-	go e.completeLoop(rt)
-	go e.heartbeatLoop(rt)
-	rt.loops.Go(func() { e.claimLoop(rt) })
-	rt.loops.Go(func() { e.upgradeLoop(rt.claimCtx, rt) })
-	rt.loops.Go(func() {
-		if el, ok := e.store.(store.Elector); ok {
-			if err := el.Lead(rt.claimCtx, e.cfg.WorkerID, func(ctx context.Context) { e.lead(ctx, rt) }); err != nil && rt.claimCtx.Err() == nil {
-				e.log.Error("durable: leader election stopped", slog.Any("error", err))
-			}
-			return
-		}
-		e.lead(rt.claimCtx, rt)
-	})
 	e.log.Info("durable: engine started", slog.Int("concurrency", e.cfg.Concurrency), slog.Any("workflows", e.reg.versions))
 	return nil
 }
@@ -274,9 +275,11 @@ func (e *Engine) Stop(ctx context.Context) error {
 	if rt == nil || already {
 		return nil
 	}
-	rt.stopClaim()
-	rt.loops.Wait() // the claim loop and leader duties have returned
+	// Claiming, leading and moving runs stop at once. A claim in flight
+	// completes: its tasks are this engine's, to run or give back.
+	startstop.StopAll(rt.claimer, rt.upgrader, rt.leader)
 
+	// Running steps finish until ctx is done; then they are cancelled.
 	execsDone := make(chan struct{})
 	go func() { rt.execs.Wait(); close(execsDone) }()
 	var stopErr error
@@ -290,29 +293,30 @@ func (e *Engine) Stop(ctx context.Context) error {
 		// flushGrace; then recording gives up, so that steps blocked on a
 		// full outcome queue (the store unreachable, the completer retrying)
 		// are not waited for forever.
-		giveUp := time.AfterFunc(flushGrace, rt.stopFlush)
+		giveUp := time.AfterFunc(flushGrace, rt.completer.giveUp)
 		defer giveUp.Stop()
 		<-execsDone
 	}
-	close(rt.outcomes)
+
+	// Their outcomes are recorded until ctx is done, or, once it is,
+	// within flushGrace.
 	flushDeadline := ctx
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
 		flushDeadline, cancel = context.WithTimeout(context.Background(), flushGrace)
 		defer cancel()
 	}
-	select {
-	case <-rt.completed:
-	case <-flushDeadline.Done():
-		rt.stopFlush()
-		<-rt.completed
-	}
-	close(rt.hbStop)
-	<-rt.hbDone
+	rt.completer.drain(flushDeadline)
+	// Heartbeats vouch for the steps' claims until then.
+	rt.heartbeat.Stop()
 	rt.stopWork(ErrEngineStopped)
+
+	// Then the rest at once: notifications, the refreshes of the worker's
+	// record, late declarations of schedules; and last, the record goes.
 	rt.cancel()
+	startstop.StopAll(rt.listener, rt.registrar)
 	rt.aux.Wait()
-	e.removeWorker(ctx)
+	rt.registrar.remove(ctx)
 	e.wakeAllWaiters()
 	e.log.Info("durable: engine stopped")
 	rt.lostMu.Lock()
@@ -327,6 +331,30 @@ func (e *Engine) Stop(ctx context.Context) error {
 // flushGrace is how long Stop lets outcomes be recorded after its context
 // is done before it gives up on them.
 const flushGrace = 5 * time.Second
+
+// listener delivers the store's notifications (deliver) on a store that
+// sends them (store.Listener); on another it does nothing.
+type listener struct {
+	startstop.Base
+	e  *Engine
+	rt *runtime
+}
+
+// Start starts listening.
+func (s *listener) Start(ctx context.Context) error {
+	l, ok := s.e.store.(store.Listener)
+	if !ok {
+		return nil
+	}
+	s.Go(ctx, func(ctx context.Context) {
+		deliver := func(n store.Notification) { s.e.deliver(s.rt, n) }
+		if err := l.Listen(ctx, deliver); err != nil && ctx.Err() == nil {
+			s.e.log.Error("durable: listener stopped", slog.Any("error", err))
+		}
+		s.e.notifying.Store(false)
+	})
+	return nil
+}
 
 // deliver handles a store notification; it must not block.
 func (e *Engine) deliver(rt *runtime, n store.Notification) {

@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -10,15 +11,16 @@ import (
 )
 
 // heartbeatLoop vouches for this engine's claims every HeartbeatInterval,
-// and cancels the steps whose claims the store reports lost.
-func (e *Engine) heartbeatLoop(rt *runtime) {
-	defer close(rt.hbDone)
+// and cancels the steps whose claims the store reports lost, until ctx is
+// done. A heartbeat in flight then is not cancelled (it runs with rt.ctx):
+// Stop waits for it.
+func (e *Engine) heartbeatLoop(ctx context.Context, rt *runtime) {
 	t := time.NewTicker(e.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-		case <-rt.hbStop:
+		case <-ctx.Done():
 			return
 		}
 		rt.flightMu.Lock()

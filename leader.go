@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/internal/startstop"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -15,8 +15,47 @@ import (
 // due timer before asking the store again.
 const maxTimerWait = time.Minute
 
-// lead runs the leader's duties until ctx is cancelled (leadership lost or
-// the engine stopping).
+// campaign campaigns for leadership on a store that elects a leader
+// (store.Elector), and leads while elected; on another store, it leads.
+// It returns when ctx is done.
+func (e *Engine) campaign(ctx context.Context, rt *runtime) {
+	if el, ok := e.store.(store.Elector); ok {
+		if err := el.Lead(ctx, e.cfg.WorkerID, func(ctx context.Context) { e.lead(ctx, rt) }); err != nil && ctx.Err() == nil {
+			e.log.Error("durable: leader election stopped", slog.Any("error", err))
+		}
+		return
+	}
+	e.lead(ctx, rt)
+}
+
+// leaderDuties returns the services a leader runs: firing timers, rescuing
+// dead workers' steps, applying pending messages, firing schedules,
+// pruning dead workers' records, runs and events past their retention, and
+// sampling the queue depth, as the store and the configuration call for.
+func (e *Engine) leaderDuties(rt *runtime) []startstop.Service {
+	duties := []startstop.Service{
+		startstop.NewFunc(func(ctx context.Context) { e.timerLoop(ctx, rt) }),
+		startstop.NewFunc(e.rescueLoop),
+		startstop.NewFunc(func(ctx context.Context) { e.inboxLoop(ctx, rt) }),
+	}
+	if s, ok := e.store.(store.Scheduler); ok {
+		duties = append(duties, startstop.NewFunc(func(ctx context.Context) { e.scheduleLoop(ctx, rt, s) }))
+	}
+	if r, err := e.registry(); err == nil {
+		duties = append(duties, startstop.NewFunc(func(ctx context.Context) { e.pruneWorkersLoop(ctx, r) }))
+	}
+	if e.cfg.Retention > 0 || e.cfg.EventRetention > 0 {
+		duties = append(duties, startstop.NewFunc(e.retentionLoop))
+	}
+	if e.tel.m != nil {
+		duties = append(duties, startstop.NewFunc(e.depthLoop))
+	}
+	return duties
+}
+
+// lead runs the leader's duties (rt.duties) until ctx is cancelled
+// (leadership lost or the engine stopping), and returns once they have
+// stopped.
 func (e *Engine) lead(ctx context.Context, rt *runtime) {
 	e.log.Info("durable: leading")
 	rt.leading.Store(true)
@@ -25,23 +64,9 @@ func (e *Engine) lead(ctx context.Context, rt *runtime) {
 		rt.leading.Store(false)
 		signal(rt.registrySig)
 	}()
-	var wg sync.WaitGroup
-	wg.Go(func() { e.timerLoop(ctx, rt) })
-	wg.Go(func() { e.rescueLoop(ctx) })
-	wg.Go(func() { e.inboxLoop(ctx, rt) })
-	if s, ok := e.store.(store.Scheduler); ok {
-		wg.Go(func() { e.scheduleLoop(ctx, rt, s) })
-	}
-	if r, err := e.registry(); err == nil {
-		wg.Go(func() { e.pruneWorkersLoop(ctx, r) })
-	}
-	if e.cfg.Retention > 0 || e.cfg.EventRetention > 0 {
-		wg.Go(func() { e.retentionLoop(ctx) })
-	}
-	if e.tel.m != nil {
-		wg.Go(func() { e.depthLoop(ctx) })
-	}
-	wg.Wait()
+	_ = startstop.StartAll(ctx, rt.duties...) // startstop.Funcs: never fails
+	<-ctx.Done()
+	startstop.StopAll(rt.duties...)
 	e.log.Info("durable: no longer leading")
 }
 

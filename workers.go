@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/internal/startstop"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -236,10 +237,54 @@ func sameRecord(a, b *store.Worker) bool {
 		slices.Equal(a.Workflows, b.Workflows) && slices.Equal(a.Accepts, b.Accepts)
 }
 
-// registerWorker registers this engine at its start, serving sv; a
-// failure is logged, and the registry loop tries again. Start calls it
-// with e.mu held (a round trip), so that the engine is listed once Start
+// registrar keeps this engine's worker record on a store that keeps a
+// registry of workers (on another it does nothing): it registers the
+// engine as it starts (register), refreshes the record until it is stopped
+// (registryLoop), and removes it last (remove).
+type registrar struct {
+	startstop.Base
+	e  *Engine
+	rt *runtime
+	r  store.WorkerRegistry // nil without a registry
+	// registered is set when register succeeded.
+	registered bool
+}
+
+// register registers the engine, bounded by ctx; a failure is logged, and
+// the refreshes try again. Start calls it with e.mu held (a round trip),
+// before it starts the registrar, so that the engine is listed once Start
 // returns.
+func (s *registrar) register(ctx context.Context) {
+	if s.r != nil {
+		s.registered = s.e.registerWorker(ctx, s.rt, s.r, s.e.reg.record())
+	}
+}
+
+// Start starts refreshing the record.
+func (s *registrar) Start(ctx context.Context) error {
+	if s.r != nil {
+		s.Go(ctx, func(ctx context.Context) { s.e.registryLoop(ctx, s.rt, s.r, s.registered) })
+	}
+	return nil
+}
+
+// remove deletes the record at a graceful stop, once the registrar has
+// stopped (a refresh in flight could otherwise list the stopped worker
+// again); a record left behind shows the worker as dead after its
+// DeadAfter.
+func (s *registrar) remove(ctx context.Context) {
+	if s.r == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer cancel()
+	if err := s.r.RemoveWorker(ctx, &store.RemoveWorkerParams{ID: s.e.cfg.WorkerID}); err != nil {
+		s.e.log.Warn("durable: removing the worker's record failed; it shows as dead until pruned", slog.Any("error", err))
+	}
+}
+
+// registerWorker registers this engine at its start, serving sv; a
+// failure is logged, and the registry loop tries again.
 func (e *Engine) registerWorker(ctx context.Context, rt *runtime, r store.WorkerRegistry, sv served) bool {
 	w := e.recordOf(rt, sv)
 	if err := r.RegisterWorker(ctx, &store.RegisterWorkerParams{Now: e.now(), Worker: w, Started: true}); err != nil {
@@ -251,11 +296,11 @@ func (e *Engine) registerWorker(ctx context.Context, rt *runtime, r store.Worker
 
 // registryLoop refreshes this engine's worker record every
 // dag.WorkerRefresh(DeadAfter), and at once when asked (rt.registrySig:
-// leadership or the registered workflows changed). A leader on a store that
-// refreshes the leader's record itself at least as often
-// (store.LeaderRefresher) skips the periodic refreshes of an unchanged
-// record.
-func (e *Engine) registryLoop(rt *runtime, r store.WorkerRegistry, registered bool) {
+// leadership or the registered workflows changed), until ctx is done. A
+// leader on a store that refreshes the leader's record itself at least as
+// often (store.LeaderRefresher) skips the periodic refreshes of an
+// unchanged record.
+func (e *Engine) registryLoop(ctx context.Context, rt *runtime, r store.WorkerRegistry, registered bool) {
 	interval := dag.WorkerRefresh(e.cfg.DeadAfter)
 	storeRefreshes := false
 	if lr, ok := e.store.(store.LeaderRefresher); ok {
@@ -271,7 +316,7 @@ func (e *Engine) registryLoop(rt *runtime, r store.WorkerRegistry, registered bo
 		case <-t.C:
 			periodic = true
 		case <-rt.registrySig:
-		case <-rt.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
 		w := e.workerRecord(rt)
@@ -282,11 +327,11 @@ func (e *Engine) registryLoop(rt *runtime, r store.WorkerRegistry, registered bo
 		// cancelled on its way could still be applied after Stop removed
 		// the record, and list the stopped worker again. Stop waits for
 		// this loop (bounded by removeTimeout) before it removes the record.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(rt.ctx), removeTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 		err := r.RegisterWorker(rctx, &store.RegisterWorkerParams{Now: e.now(), Worker: w, Started: !registered})
 		cancel()
 		if err != nil {
-			if rt.ctx.Err() == nil {
+			if ctx.Err() == nil {
 				e.log.Warn("durable: refreshing the worker's record failed", slog.Any("error", err))
 			}
 			continue
@@ -297,20 +342,6 @@ func (e *Engine) registryLoop(rt *runtime, r store.WorkerRegistry, registered bo
 
 // removeTimeout bounds the removal of an engine's record at Stop.
 const removeTimeout = 5 * time.Second
-
-// removeWorker deletes this engine's record at a graceful stop; a record
-// left behind shows the worker as dead after its DeadAfter.
-func (e *Engine) removeWorker(ctx context.Context) {
-	r, err := e.registry()
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-	defer cancel()
-	if err := r.RemoveWorker(ctx, &store.RemoveWorkerParams{ID: e.cfg.WorkerID}); err != nil {
-		e.log.Warn("durable: removing the worker's record failed; it shows as dead until pruned", slog.Any("error", err))
-	}
-}
 
 // workerPruneInterval is how often the leader prunes the records of
 // workers that died (dag.WorkerPrunable).
