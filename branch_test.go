@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // Skip conditions, branches and durable sleeps. Each test runs on both
@@ -37,15 +38,15 @@ func TestSingleSkip(t *testing.T) {
 
 		res, err := wf.Run(ctx, e, "t", 11)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status, "a skipped step does not fail the run")
-		require.Equal(t, durable.StepSkipped, states(res)["b"])
+		require.Equal(t, durabletype.RunCompleted, res.Status, "a skipped step does not fail the run")
+		require.Equal(t, durabletype.TaskSkipped, states(res)["b"])
 		_, err = b.Result(res)
 		require.ErrorIs(t, err, durable.ErrNoOutput)
 		require.Zero(t, tr.get("b"))
 
 		res, err = wf.Run(ctx, e, "t", 3)
 		require.NoError(t, err)
-		require.Equal(t, durable.StepCompleted, states(res)["b"])
+		require.Equal(t, durabletype.TaskCompleted, states(res)["b"])
 		require.Equal(t, 1, tr.get("b"))
 	})
 }
@@ -65,9 +66,9 @@ func TestSkipCascadesThreeLevels(t *testing.T) {
 		ctx := h.ctx(30 * time.Second)
 		res, err := wf.Run(ctx, e, "t", 1)
 		require.NoError(t, err)
-		require.Equal(t, map[string]durable.StepState{
-			"a": durable.StepCompleted, "b": durable.StepSkipped, "c": durable.StepSkipped,
-			"d": durable.StepSkipped, "e": durable.StepSkipped,
+		require.Equal(t, map[string]durabletype.TaskState{
+			"a": durabletype.TaskCompleted, "b": durabletype.TaskSkipped, "c": durabletype.TaskSkipped,
+			"d": durabletype.TaskSkipped, "e": durabletype.TaskSkipped,
 		}, states(res))
 		for _, s := range []string{"b", "c", "d", "e"} {
 			require.Zero(t, tr.get(s), s)
@@ -76,7 +77,7 @@ func TestSkipCascadesThreeLevels(t *testing.T) {
 		require.NoError(t, err)
 		reasons := map[string]string{}
 		for _, ev := range evs {
-			if ev.Type == durable.EventSkipped {
+			if ev.Type == durabletype.EventSkipped {
 				reasons[ev.Step] = ev.Detail
 			}
 		}
@@ -132,9 +133,9 @@ func TestBranchComplementaryPredicatesAndMerge(t *testing.T) {
 
 		res, err := wf.Run(ctx, e, "t", 30)
 		require.NoError(t, err)
-		require.Equal(t, map[string]durable.StepState{
-			"validate": durable.StepCompleted, "charge": durable.StepCompleted, "ship": durable.StepCompleted,
-			"reject": durable.StepSkipped, "finalize": durable.StepCompleted,
+		require.Equal(t, map[string]durabletype.TaskState{
+			"validate": durabletype.TaskCompleted, "charge": durabletype.TaskCompleted, "ship": durabletype.TaskCompleted,
+			"reject": durabletype.TaskSkipped, "finalize": durabletype.TaskCompleted,
 		}, states(res))
 		out, err := finalize.Result(res)
 		require.NoError(t, err)
@@ -142,9 +143,9 @@ func TestBranchComplementaryPredicatesAndMerge(t *testing.T) {
 
 		res, err = wf.Run(ctx, e, "t", -1)
 		require.NoError(t, err)
-		require.Equal(t, map[string]durable.StepState{
-			"validate": durable.StepCompleted, "charge": durable.StepSkipped, "ship": durable.StepSkipped,
-			"reject": durable.StepCompleted, "finalize": durable.StepCompleted,
+		require.Equal(t, map[string]durabletype.TaskState{
+			"validate": durabletype.TaskCompleted, "charge": durabletype.TaskSkipped, "ship": durabletype.TaskSkipped,
+			"reject": durabletype.TaskCompleted, "finalize": durabletype.TaskCompleted,
 		}, states(res), "the merge point runs after whichever branch ran")
 		out, err = finalize.Result(res)
 		require.NoError(t, err)
@@ -167,11 +168,11 @@ func TestSkipConditionsAreOred(t *testing.T) {
 			durable.SkipIf(b, func(v int) bool { return v == 1 }))
 		e := h.start(durable.Config{}, wf)
 		ctx := h.ctx(time.Minute)
-		for in, want := range map[[2]int]durable.StepState{
-			{0, 0}: durable.StepCompleted,
-			{1, 0}: durable.StepSkipped,
-			{0, 1}: durable.StepSkipped,
-			{1, 1}: durable.StepSkipped,
+		for in, want := range map[[2]int]durabletype.TaskState{
+			{0, 0}: durabletype.TaskCompleted,
+			{1, 0}: durabletype.TaskSkipped,
+			{0, 1}: durabletype.TaskSkipped,
+			{1, 1}: durabletype.TaskSkipped,
 		} {
 			res, err := wf.Run(ctx, e, "t", in)
 			require.NoError(t, err)
@@ -205,9 +206,9 @@ func TestPanickingSkipConditionFailsTheStep(t *testing.T) {
 func requireSlept(t *testing.T, e *durable.Engine, res *durable.RunResult, step, child string, d time.Duration) {
 	t.Helper()
 	require.Equal(t, []string{"SLEEPING/0", "WOKEN/0"}, stepEvents(t, e, res.ID, step))
-	sleeping := eventOf(t, e, res.ID, step, durable.EventSleeping)
-	woken := eventOf(t, e, res.ID, step, durable.EventWoken)
-	started := eventOf(t, e, res.ID, child, durable.EventStarted)
+	sleeping := eventOf(t, e, res.ID, step, durabletype.EventSleeping)
+	woken := eventOf(t, e, res.ID, step, durabletype.EventWoken)
+	started := eventOf(t, e, res.ID, child, durabletype.EventStarted)
 	require.Equal(t, d, sleeping.DueAt.Sub(sleeping.At), "%s is due its duration after it began", step)
 	require.False(t, woken.At.Before(sleeping.DueAt), "%s woke at %s, before due %s", step, woken.At, sleeping.DueAt)
 	require.False(t, started.At.Before(woken.At), "%s started at %s, before %s woke at %s", child, started.At, step, woken.At)
@@ -242,14 +243,14 @@ func TestSleep(t *testing.T) {
 			time.Sleep(time.Hour)
 			res, err := e.Get(ctx, id)
 			require.NoError(t, err)
-			require.Equal(t, durable.StepSleeping, states(res)["nap"])
+			require.Equal(t, durabletype.TaskSleeping, states(res)["nap"])
 			s, _ := res.Step("nap")
 			require.True(t, s.DueAt.Equal(start.Add(24*time.Hour)), "due %s", s.DueAt)
 		}
 
 		res, err := e.Wait(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		requireSlept(t, e, res, "nap", "after", nap)
 		if h.virtual {
 			require.Equal(t, 24*time.Hour, time.Unix(0, after.Load()).Sub(start), "wakes exactly when due")
@@ -279,7 +280,7 @@ func TestSleepInABranch(t *testing.T) {
 		if h.virtual {
 			require.Zero(t, time.Since(start), "the inactive branch's sleep is skipped, not slept")
 		}
-		require.Equal(t, durable.StepSkipped, states(res)["fraud-window"])
+		require.Equal(t, durabletype.TaskSkipped, states(res)["fraud-window"])
 		require.Equal(t, []string{"SKIPPED/0"}, stepEvents(t, e, res.ID, "fraud-window"),
 			"the inactive branch's sleep is skipped, not slept")
 
@@ -291,9 +292,9 @@ func TestSleepInABranch(t *testing.T) {
 		} else {
 			require.GreaterOrEqual(t, time.Since(start), nap)
 		}
-		require.Equal(t, durable.StepCompleted, states(res)["fraud-window"])
-		require.Equal(t, durable.StepSkipped, states(res)["reject"])
-		require.Equal(t, durable.StepCompleted, states(res)["finalize"])
+		require.Equal(t, durabletype.TaskCompleted, states(res)["fraud-window"])
+		require.Equal(t, durabletype.TaskSkipped, states(res)["reject"])
+		require.Equal(t, durabletype.TaskCompleted, states(res)["finalize"])
 		requireSlept(t, e, res, "fraud-window", "ship", nap)
 	})
 }
@@ -361,15 +362,15 @@ func TestSleepWakesOnTime(t *testing.T) {
 		longID, err := long.RunNoWait(ctx, e, "t", 1)
 		require.NoError(t, err)
 		h.eventually(10*time.Second, func() bool {
-			return len(leaders.leaders()) == 1 && stepState(t, e, longID, "nap") == durable.StepSleeping
+			return len(leaders.leaders()) == 1 && stepState(t, e, longID, "nap") == durabletype.TaskSleeping
 		}, "the engine leads and the 1h sleep has begun")
 
 		id, err := short.RunNoWait(ctx, e, "t", 2)
 		require.NoError(t, err)
 		res := h.wait(e, id, 20*time.Second)
-		require.Equal(t, durable.RunCompleted, res.Status)
-		sleeping := eventOf(t, e, id, "nap", durable.EventSleeping)
-		woken := eventOf(t, e, id, "nap", durable.EventWoken)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
+		sleeping := eventOf(t, e, id, "nap", durabletype.EventSleeping)
+		woken := eventOf(t, e, id, "nap", durabletype.EventWoken)
 		late := woken.At.Sub(sleeping.DueAt)
 		t.Logf("short sleep woke %s after its due time (the leader was waiting on a 1h timer)", late)
 		require.GreaterOrEqual(t, late, time.Duration(0), "woke before due")
@@ -377,7 +378,7 @@ func TestSleepWakesOnTime(t *testing.T) {
 			require.Zero(t, late, "woke late: the leader was not woken by the new, sooner timer")
 		}
 		require.LessOrEqual(t, late, 300*time.Millisecond, "woke too late: the leader was not woken by the new, sooner timer")
-		require.Equal(t, durable.StepSleeping, stepState(t, e, longID, "nap"))
+		require.Equal(t, durabletype.TaskSleeping, stepState(t, e, longID, "nap"))
 	})
 }
 
@@ -405,11 +406,11 @@ func TestSleepSurvivesFullStop(t *testing.T) {
 		e2 := h.launchOn(h.another(), durable.Config{}, build())
 		id, err := wf.RunNoWait(ctx, e1, "t", 1)
 		require.NoError(t, err)
-		h.eventually(10*time.Second, func() bool { return stepState(t, e1, id, "nap") == durable.StepSleeping },
+		h.eventually(10*time.Second, func() bool { return stepState(t, e1, id, "nap") == durabletype.TaskSleeping },
 			"the run sleeps")
 		require.NoError(t, e1.Stop(ctx))
 		require.NoError(t, e2.Stop(ctx))
-		due := eventOf(t, e1, id, "nap", durable.EventSleeping).DueAt
+		due := eventOf(t, e1, id, "nap", durabletype.EventSleeping).DueAt
 
 		// Let the due time pass with nobody running (waiting for time itself,
 		// not standing in for synchronisation).
@@ -417,15 +418,15 @@ func TestSleepSurvivesFullStop(t *testing.T) {
 		client := h.client()
 		res, err := client.Get(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, durable.StepSleeping, states(res)["nap"], "no engine runs, so nothing fires the timer")
+		require.Equal(t, durabletype.TaskSleeping, states(res)["nap"], "no engine runs, so nothing fires the timer")
 		require.Zero(t, after.get("after"))
 
 		restarted := time.Now()
 		e3 := h.startOn(h.another(), durable.Config{}, build())
 		res = h.wait(e3, id, h.duration(time.Hour, 20*time.Second))
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		require.Equal(t, 1, after.get("after"))
-		woken := eventOf(t, e3, id, "nap", durable.EventWoken)
+		woken := eventOf(t, e3, id, "nap", durabletype.EventWoken)
 		if h.virtual {
 			require.True(t, woken.At.Equal(restarted), "woken the moment the new engine started (at %s, restarted at %s)", woken.At, restarted)
 		} else {

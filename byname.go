@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -24,7 +25,10 @@ var (
 	ErrInvalidInput = errors.New("durable: input does not decode into the workflow's input type")
 	// ErrRunExists: a trigger's run ID (WithRunID) is taken by a run of
 	// another workflow or tenant.
-	ErrRunExists = store.ErrRunExists
+	//
+	// Deprecated: use durabletype.ErrRunExists; this alias goes in the next
+	// release.
+	ErrRunExists = durabletype.ErrRunExists
 )
 
 // StartByName starts a run of the workflow registered on e under the name
@@ -47,7 +51,7 @@ func (e *Engine) StartByName(ctx context.Context, workflow, tenant string, input
 		return Started{}, err
 	}
 	if !dag.ValidTenant(tenant) {
-		return Started{}, fmt.Errorf("%w: %s", ErrInvalidTenant, dag.Quote(tenant))
+		return Started{}, fmt.Errorf("%w: %s", durabletype.ErrInvalidTenant, dag.Quote(tenant))
 	}
 	o, err := applyTrigger(opts)
 	if err != nil {
@@ -72,7 +76,7 @@ func (e *Engine) StartByName(ctx context.Context, workflow, tenant string, input
 
 // newRun is the store's record of a new run of d: b is the encoded input,
 // in the decoded one (for concurrency and rate-limit keys).
-func (d *workflowDef) newRun(shape *store.Shape, tenant string, b []byte, in any, o *triggerOpts) (store.NewRun, error) {
+func (d *workflowDef) newRun(shape *durabletype.Shape, tenant string, b []byte, in any, o *triggerOpts) (store.NewRun, error) {
 	id := o.runID
 	if id == uuid.Nil {
 		var err error
@@ -124,7 +128,7 @@ type StepInfo struct {
 	Parents []string
 	// Kind is what the step does: "step" (code), "sleep", "event" (waits
 	// for an event or a signal), "child" (starts a child run) or "map".
-	Kind store.TaskKind
+	Kind durabletype.TaskKind
 	// Output names the Go type of the step's output.
 	Output string
 	// Sleep is a sleep step's duration.
@@ -141,16 +145,16 @@ type StepInfo struct {
 }
 
 // stepsOf describes the steps of a shape.
-func stepsOf(shape *store.Shape) []StepInfo {
+func stepsOf(shape *durabletype.Shape) []StepInfo {
 	out := make([]StepInfo, 0, len(shape.Steps))
 	for _, s := range shape.Steps {
 		si := StepInfo{Name: s.Name, Parents: s.Parents, Kind: dag.KindOf(&s), Output: s.Output, Sleep: s.Sleep, Retired: s.Retired}
 		switch si.Kind {
-		case store.KindEvent:
+		case durabletype.KindEvent:
 			si.Signal = s.Wait.Signal
-		case store.KindChild:
+		case durabletype.KindChild:
 			si.Child = s.Child.Workflow
-		case store.KindMap:
+		case durabletype.KindMap:
 			si.MapOver = s.Map.Over
 		}
 		out = append(out, si)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/memstore"
 )
 
@@ -43,13 +44,13 @@ func TestStartByName(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, durable.Started{RunID: id, Duplicate: true}, st)
 	_, err = e.StartByName(ctx, "job", "t2", []byte(`{"account":"acme"}`), durable.WithRunID(id))
-	require.ErrorIs(t, err, durable.ErrRunExists)
+	require.ErrorIs(t, err, durabletype.ErrRunExists)
 
 	res, err := e.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, durable.PriorityHigh, res.Priority)
 	require.JSONEq(t, `{"account":"acme"}`, string(res.Input))
-	require.Equal(t, durable.RunRunning, res.Status)
+	require.Equal(t, durabletype.RunRunning, res.Status)
 
 	for _, c := range []struct {
 		name, workflow, tenant, input string
@@ -59,10 +60,10 @@ func TestStartByName(t *testing.T) {
 		{"input of another type", "job", "t1", `{"account":7}`, nil, durable.ErrInvalidInput},
 		{"not JSON", "job", "t1", `acme`, nil, durable.ErrInvalidInput},
 		{"empty input", "job", "t1", ``, nil, durable.ErrInvalidInput},
-		{"key function panics", "job", "t1", `{}`, nil, durable.ErrInvalidKey},
+		{"key function panics", "job", "t1", `{}`, nil, durabletype.ErrInvalidKey},
 		{"unknown workflow", "nope", "t1", `{}`, nil, durable.ErrWorkflowNotRegistered},
-		{"bad tenant", "job", "t\x00", `{"account":"a"}`, nil, durable.ErrInvalidTenant},
-		{"empty tenant", "job", "", `{"account":"a"}`, nil, durable.ErrInvalidTenant},
+		{"bad tenant", "job", "t\x00", `{"account":"a"}`, nil, durabletype.ErrInvalidTenant},
+		{"empty tenant", "job", "", `{"account":"a"}`, nil, durabletype.ErrInvalidTenant},
 		{"bad option", "job", "t1", `{"account":"a"}`, []durable.TriggerOption{durable.WithStartAfter(-time.Second)}, durable.ErrInvalidTrigger},
 	} {
 		_, err := e.StartByName(ctx, c.workflow, c.tenant, []byte(c.input), c.opts...)

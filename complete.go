@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/sleep"
 	"github.com/effectivelabs/durable/internal/startstop"
 	"github.com/effectivelabs/durable/store"
@@ -118,7 +119,7 @@ func (e *Engine) recordOrReplace(ctx context.Context, rt *runtime, batch []store
 				e.staleOutcome(ctx, rt, batch[i])
 			}
 		}
-	case ctx.Err() != nil || errors.Is(err, store.ErrTransient):
+	case ctx.Err() != nil || errors.Is(err, durabletype.ErrTransient):
 		e.notRecorded(rt, batch, err)
 	case len(batch) > 1:
 		h := len(batch) / 2
@@ -171,7 +172,7 @@ func (e *Engine) finish(ctx context.Context, rt *runtime, batch []store.Outcome)
 		if e.tel.m != nil {
 			e.tel.m.storeDuration.Record(rt.ctx, time.Since(began).Seconds(), e.tel.m.finishOp.rec...)
 		}
-		if err == nil || !errors.Is(err, store.ErrTransient) || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, durabletype.ErrTransient) || ctx.Err() != nil {
 			return res, err
 		}
 		e.log.Warn("durable: recording outcomes failed; trying again", slog.Int("outcomes", len(batch)),

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -100,7 +101,7 @@ type keyFunc struct {
 // stepFlow returns the cap of step s (its own, else the workflow's, for
 // steps that run code) and the scope of its keys.
 func (d *workflowDef) stepFlow(s *stepDef) (conc *keyFunc, scope string) {
-	if s.sleep != 0 || (s.kind != "" && s.kind != store.KindStep) {
+	if s.sleep != 0 || (s.kind != "" && s.kind != durabletype.KindStep) {
 		return nil, ""
 	}
 	if s.conc != nil {
@@ -111,7 +112,7 @@ func (d *workflowDef) stepFlow(s *stepDef) (conc *keyFunc, scope string) {
 
 // checkFlow reports the definition errors of the caps and limits of step s
 // (build calls it) and records them in spec.
-func (d *workflowDef) checkFlow(s *stepDef, spec *store.StepSpec, stepErr func(error, string)) {
+func (d *workflowDef) checkFlow(s *stepDef, spec *durabletype.StepSpec, stepErr func(error, string)) {
 	conc, _ := d.stepFlow(s)
 	for _, kf := range []*keyFunc{s.conc, s.rate, d.conc} {
 		if kf != nil && d.inType != nil && kf.typ != d.inType {
@@ -127,7 +128,7 @@ func (d *workflowDef) checkFlow(s *stepDef, spec *store.StepSpec, stepErr func(e
 		spec.Concurrency = conc.max
 	}
 	if s.rate != nil {
-		spec.Rate = &store.RateLimit{N: s.rate.max, Per: s.rate.per}
+		spec.Rate = &durabletype.RateLimit{N: s.rate.max, Per: s.rate.per}
 	}
 }
 
@@ -147,13 +148,13 @@ func (d *workflowDef) keys(in any) ([]store.TaskKeys, error) {
 		var err error
 		if conc != nil {
 			if out[i].Concurrency, err = callKey(conc, in); err != nil {
-				return nil, fmt.Errorf("%w: workflow %s: step %s: concurrency key: %w", ErrInvalidKey, dag.Quote(d.name), dag.Quote(s.name), err)
+				return nil, fmt.Errorf("%w: workflow %s: step %s: concurrency key: %w", durabletype.ErrInvalidKey, dag.Quote(d.name), dag.Quote(s.name), err)
 			}
 			out[i].Concurrency = dag.ScopedKey(d.name, scope, out[i].Concurrency)
 		}
 		if s.rate != nil {
 			if out[i].Rate, err = callKey(s.rate, in); err != nil {
-				return nil, fmt.Errorf("%w: workflow %s: step %s: rate-limit key: %w", ErrInvalidKey, dag.Quote(d.name), dag.Quote(s.name), err)
+				return nil, fmt.Errorf("%w: workflow %s: step %s: rate-limit key: %w", durabletype.ErrInvalidKey, dag.Quote(d.name), dag.Quote(s.name), err)
 			}
 			out[i].Rate = dag.ScopedKey(d.name, s.name, out[i].Rate)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // purchase is the input of the workflows of these tests.
@@ -88,7 +89,7 @@ func TestConcurrencyKeys(t *testing.T) {
 		for _, id := range ids {
 			res, err := client.Wait(ctx, id)
 			require.NoError(t, err)
-			require.Equal(t, durable.RunCompleted, res.Status, "run %s", id)
+			require.Equal(t, durabletype.RunCompleted, res.Status, "run %s", id)
 		}
 		require.EqualValues(t, customers*perCustomer, work.runs.Load())
 		for c, n := range work.most {
@@ -127,17 +128,17 @@ func TestRateLimitKeys(t *testing.T) {
 		for i, id := range ids {
 			res, err := client.Wait(ctx, id)
 			require.NoError(t, err)
-			require.Equal(t, durable.RunCompleted, res.Status)
+			require.Equal(t, durabletype.RunCompleted, res.Status)
 			evs, err := client.Events(ctx, id)
 			require.NoError(t, err)
 			for _, e := range evs {
 				w := fmt.Sprintf("c%d/%d", i%2, e.At.UnixNano()/int64(per))
 				switch {
-				case e.Type == durable.EventQueued && e.DueAt.IsZero():
+				case e.Type == durabletype.EventQueued && e.DueAt.IsZero():
 					admitted[w]++
-				case e.Type == durable.EventQueued:
+				case e.Type == durabletype.EventQueued:
 					require.Contains(t, e.Detail, "rate limit")
-				case e.Type == durable.EventStarted:
+				case e.Type == durabletype.EventStarted:
 					started[w]++
 				}
 			}
@@ -194,7 +195,7 @@ func TestConcurrencyBadInput(t *testing.T) {
 	ctx := context.Background()
 	for _, in := range []purchase{{Customer: "c", N: -1}, {Customer: ""}, {Customer: strings.Repeat("x", 201)}, {Customer: "a\nb"}} {
 		_, err := wf.RunManyNoWait(ctx, e, []durable.Trigger[purchase]{{Tenant: "t", Input: purchase{Customer: "ok"}}, {Tenant: "t", Input: in}})
-		require.ErrorIs(t, err, durable.ErrInvalidKey, "%+v", in)
+		require.ErrorIs(t, err, durabletype.ErrInvalidKey, "%+v", in)
 	}
 	list, err := e.ListRuns(ctx, durable.ListOptions{})
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // DAG shapes: outputs flow to children, fan-out runs in parallel, fan-in
@@ -55,7 +56,7 @@ func TestLinearOutputsFlow(t *testing.T) {
 		in := order{ID: "o-1", Amount: 100}
 		res, err := wf.Run(h.ctx(30*time.Second), e, "tenant-1", in)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		require.True(t, res.Done())
 		require.Nil(t, res.Err)
 		require.Equal(t, map[string]int{fmt.Sprint(in): 3}, inputs.snapshot(), "every step receives the run's input")
@@ -69,7 +70,7 @@ func TestLinearOutputsFlow(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, len("A(o-1)->B")+100, outC)
 		for _, s := range res.Steps {
-			require.Equal(t, durable.StepCompleted, s.State, s.Name)
+			require.Equal(t, durabletype.TaskCompleted, s.State, s.Name)
 			require.Equal(t, 1, s.Attempts, s.Name)
 			require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, stepEvents(t, e, res.ID, s.Name), s.Name)
 		}
@@ -106,24 +107,24 @@ func TestRunNoWaitThenWaitAndGet(t *testing.T) {
 		}
 		res, err := e.Get(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunRunning, res.Status)
+		require.Equal(t, durabletype.RunRunning, res.Status)
 		require.False(t, res.Done())
 		s, ok := res.Step("a")
 		require.True(t, ok)
-		require.Equal(t, durable.StepRunning, s.State)
+		require.Equal(t, durabletype.TaskRunning, s.State)
 
 		close(release)
 		res, err = e.Wait(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		v, err := a.Result(res)
 		require.NoError(t, err)
 		require.Equal(t, 42, v)
 
 		_, err = e.Get(ctx, uuid.New())
-		require.ErrorIs(t, err, durable.ErrRunNotFound)
+		require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 		_, err = e.Wait(ctx, uuid.New())
-		require.ErrorIs(t, err, durable.ErrRunNotFound)
+		require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 	})
 }
 
@@ -281,7 +282,7 @@ func TestWaitWakesOnNotify(t *testing.T) {
 			res, err := quick.Run(ctx, e, "t", i)
 			d := time.Since(start)
 			require.NoError(t, err)
-			require.Equal(t, durable.RunCompleted, res.Status)
+			require.Equal(t, durabletype.RunCompleted, res.Status)
 			lat = append(lat, d)
 		}
 		slices.Sort(lat)
@@ -295,7 +296,7 @@ func TestWaitWakesOnNotify(t *testing.T) {
 		res, err := slow.Run(ctx, e, "t", 1)
 		require.NoError(t, err)
 		returned := time.Now()
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		afterStep := returned.Sub(time.Unix(0, ended.Load()))
 		t.Logf("3s step: Run returned %s after the step ended (%s after the trigger)", afterStep, returned.Sub(start))
 		if h.virtual {

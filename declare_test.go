@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/cronslot"
 	"github.com/effectivelabs/durable/memstore"
 )
@@ -59,7 +60,7 @@ func TestDeclaredSchedules(t *testing.T) {
 		api, err := c.CreateSchedule(ctx, durable.ScheduleSpec{Tenant: "t1", Name: "api", Workflow: "report",
 			Input: []byte("1"), Cron: "0 0 1 1 *"})
 		require.NoError(t, err)
-		get := func(name string) *durable.Schedule {
+		get := func(name string) *durabletype.Schedule {
 			sc, err := c.GetSchedule(ctx, "t1", name)
 			require.NoError(t, err)
 			return sc
@@ -93,14 +94,14 @@ func TestDeclaredSchedules(t *testing.T) {
 		require.True(t, changed.LastSlot.Equal(beforeChange.LastSlot), "the last slot is kept")
 		require.True(t, changed.NextAt.After(changed.UpdatedAt.Add(-time.Second)), "the next slot is taken from now")
 		_, err = c.GetSchedule(ctx, "t1", "yearly")
-		require.ErrorIs(t, err, durable.ErrScheduleNotFound)
+		require.ErrorIs(t, err, durabletype.ErrScheduleNotFound)
 		requireSame(t, api, get("api"))
 		stopEngine(t, e3)
 	})
 }
 
 // requireSame fails unless a schedule was not written between two reads.
-func requireSame(t *testing.T, want, got *durable.Schedule) {
+func requireSame(t *testing.T, want, got *durabletype.Schedule) {
 	t.Helper()
 	require.Equal(t, want.ID, got.ID)
 	require.True(t, want.UpdatedAt.Equal(got.UpdatedAt), "%s updated at %s, was %s", want.Name, got.UpdatedAt, want.UpdatedAt)
@@ -147,7 +148,7 @@ func TestDeclaredSchedulesConcurrentStart(t *testing.T) {
 		page, err := c.ListSchedules(ctx, durable.ScheduleListOptions{Tenant: "t1"})
 		require.NoError(t, err)
 		require.Len(t, page.Schedules, 3)
-		var sc *durable.Schedule
+		var sc *durabletype.Schedule
 		for _, s := range page.Schedules {
 			require.True(t, s.Declared)
 			if s.Name == "tick" {
@@ -215,7 +216,7 @@ func TestDeclaredScheduleMistakes(t *testing.T) {
 			e, err := durable.New(memstore.New(), durable.Config{Logger: quiet})
 			require.NoError(t, err)
 			err = e.Register(tc.defs()...)
-			require.ErrorIs(t, err, durable.ErrInvalidSchedule)
+			require.ErrorIs(t, err, durabletype.ErrInvalidSchedule)
 			var de *durable.DefinitionError
 			require.ErrorAs(t, err, &de)
 			require.ErrorContains(t, err, tc.detail)
@@ -253,7 +254,7 @@ func TestDeclaredScheduleConflicts(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, e.Register(declaredFlow("taken=*/5 * * * *")))
 		err = e.Start(ctx)
-		require.ErrorIs(t, err, durable.ErrScheduleExists)
+		require.ErrorIs(t, err, durabletype.ErrScheduleExists)
 		require.ErrorContains(t, err, `declared schedule "taken" of tenant "t1"`)
 		sc, err := c.GetSchedule(ctx, "t1", "taken")
 		require.NoError(t, err)

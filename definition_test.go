@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/memstore"
 )
 
@@ -141,7 +142,7 @@ func TestDefinitionErrors(t *testing.T) {
 			a := durable.Step(wf, "a", noop[int])
 			wf.OnFailure(func(durable.Context, int, durable.Failure) error { return nil }, durable.After(a))
 			return wf
-		}, durable.ErrInvalidOption, "of", durable.OnFailureStep},
+		}, durable.ErrInvalidOption, "of", durabletype.OnFailureTask},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -212,7 +213,7 @@ func TestTriggerValidation(t *testing.T) {
 		ctx := h.ctx(time.Minute)
 		for _, tenant := range []string{"", strings.Repeat("x", 201), "tab\there", "nul\x00"} {
 			_, err := wf.RunNoWait(ctx, e, tenant, 1)
-			require.ErrorIs(t, err, durable.ErrInvalidTenant, "tenant %q", tenant)
+			require.ErrorIs(t, err, durabletype.ErrInvalidTenant, "tenant %q", tenant)
 		}
 		_, err := wf.RunNoWait(ctx, e, strings.Repeat("é", 100), 1)
 		require.NoError(t, err, "200 bytes of UTF-8 is a valid tenant")

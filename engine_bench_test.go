@@ -14,6 +14,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/memstore"
 )
 
@@ -80,7 +81,7 @@ func benchEngine(b *testing.B, cfg durable.Config) {
 func waitAll(b *testing.B, e *durable.Engine, ids []uuid.UUID) {
 	for _, id := range ids {
 		res, err := e.Wait(context.Background(), id)
-		if err != nil || res.Status != durable.RunCompleted {
+		if err != nil || res.Status != durabletype.RunCompleted {
 			b.Fatalf("run %s: %v %v", id, res, err)
 		}
 	}

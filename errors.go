@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/store"
 )
 
 // Definition errors, reported by Engine.Register (and by triggering an
@@ -34,16 +34,25 @@ var (
 var (
 	// ErrInvalidTenant: a tenant ID must be 1 to 200 bytes of UTF-8 without
 	// control characters.
-	ErrInvalidTenant = store.ErrInvalidTenant
+	//
+	// Deprecated: use durabletype.ErrInvalidTenant; this alias goes in the
+	// next release.
+	ErrInvalidTenant = durabletype.ErrInvalidTenant
 	// ErrInvalidKey: a concurrency or rate-limit key function panicked or
 	// returned a key that is not 1 to 200 bytes of UTF-8 without control
 	// characters; the run was not started.
-	ErrInvalidKey = store.ErrInvalidKey
+	//
+	// Deprecated: use durabletype.ErrInvalidKey; this alias goes in the
+	// next release.
+	ErrInvalidKey = durabletype.ErrInvalidKey
 
 	// ErrInvalidEvent is returned when sending an event whose tenant or key
 	// is invalid, or a signal whose name is (1-255 bytes of UTF-8 without
 	// control characters).
-	ErrInvalidEvent = store.ErrInvalidEvent
+	//
+	// Deprecated: use durabletype.ErrInvalidEvent; this alias goes in the
+	// next release.
+	ErrInvalidEvent = durabletype.ErrInvalidEvent
 	// ErrEncode: the codec could not encode a value, or the encoded value
 	// does not decode back into its type.
 	ErrEncode = errors.New("durable: cannot encode value")
@@ -53,7 +62,10 @@ var (
 	// result holds) for a run that failed.
 	ErrRunFailed = errors.New("durable: run failed")
 	// ErrRunNotFound: no run has this ID.
-	ErrRunNotFound = store.ErrRunNotFound
+	//
+	// Deprecated: use durabletype.ErrRunNotFound; this alias goes in the
+	// next release.
+	ErrRunNotFound = durabletype.ErrRunNotFound
 	// ErrNoOutput: the step has no output (it did not complete).
 	ErrNoOutput = errors.New("durable: step has no output")
 	// ErrClaimLost: this worker no longer owns the step's claim (it was
@@ -174,7 +186,7 @@ type RunError struct {
 	// Workflow is the run's workflow.
 	Workflow string
 	// Status is FAILED or CANCELLED.
-	Status RunStatus
+	Status durabletype.RunStatus
 	// Step is the step whose permanent failure failed the run; empty for a
 	// cancelled run.
 	Step string
@@ -186,7 +198,7 @@ type RunError struct {
 // Error names the run, its workflow, and the step that failed and its
 // message, or the reason it was cancelled.
 func (e *RunError) Error() string {
-	if e.Status == store.RunCancelled {
+	if e.Status == durabletype.RunCancelled {
 		msg := fmt.Sprintf("durable: run %s of %q was cancelled", e.RunID, e.Workflow)
 		if e.Message != "" {
 			msg += ": " + e.Message
@@ -199,7 +211,7 @@ func (e *RunError) Error() string {
 // Is makes errors.Is(err, ErrRunFailed) true for a failed run and
 // errors.Is(err, ErrRunCancelled) for a cancelled one.
 func (e *RunError) Is(target error) bool {
-	if e.Status == store.RunCancelled {
+	if e.Status == durabletype.RunCancelled {
 		return target == ErrRunCancelled
 	}
 	return target == ErrRunFailed

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/memstore"
 )
 
@@ -59,7 +60,7 @@ func TestStepTimeoutIgnoredContext(t *testing.T) {
 		require.NoError(t, e.Start(ctx))
 		res, err := wf.Run(ctx, e, "t", "x")
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		step, _ := res.Step("call")
 		require.Equal(t, `"on time"`, string(step.Output))
 		require.Equal(t, 2, step.Attempts)
@@ -97,12 +98,12 @@ func TestRunDeadlineCancelsSteps(t *testing.T) {
 		start := time.Now()
 		res, err := wf.Run(ctx, e, "t", "x", durable.WithRunTimeout(time.Hour))
 		require.ErrorIs(t, err, durable.ErrRunFailed)
-		require.Equal(t, durable.RunFailed, res.Status)
+		require.Equal(t, durabletype.RunFailed, res.Status)
 		require.ErrorContains(t, res.Err, "run deadline exceeded")
 		require.Equal(t, "run deadline exceeded", failure.Load())
 		require.GreaterOrEqual(t, time.Since(start), time.Hour)
 		step, _ := res.Step("crunch")
-		require.Equal(t, durable.StepCancelled, step.State)
+		require.Equal(t, durabletype.TaskCancelled, step.State)
 		// The run settled when its tasks did; the step's goroutine learns it
 		// from the store's notification: wait until it has.
 		synctest.Wait()
@@ -134,7 +135,7 @@ func TestRunDeadlineWakesIdleLeader(t *testing.T) {
 		require.NoError(t, err)
 		// Well under the leader's periodic look at the timers (a minute).
 		res := h.wait(e, id, h.duration(20*time.Second, 20*time.Second))
-		require.Equal(t, durable.RunFailed, res.Status)
+		require.Equal(t, durabletype.RunFailed, res.Status)
 		require.ErrorContains(t, res.Err, "run deadline exceeded")
 	})
 }
@@ -157,7 +158,7 @@ func TestDelayedStart(t *testing.T) {
 		start := time.Now()
 		res, err := wf.Run(ctx, e, "t", "x", durable.WithStartAfter(3*time.Hour))
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		require.False(t, ranAt.Load().(time.Time).Before(start.Add(3*time.Hour)))
 
 		_, err = wf.RunNoWait(ctx, e, "t", "x", durable.WithStartAfter(-time.Second))
@@ -197,7 +198,7 @@ func TestStepTimeoutRetryJitter(t *testing.T) {
 		for _, id := range ids {
 			res, err := e.Wait(ctx, id)
 			require.NoError(t, err)
-			require.Equal(t, durable.RunCompleted, res.Status)
+			require.Equal(t, durabletype.RunCompleted, res.Status)
 			evs, err := e.Events(ctx, id)
 			require.NoError(t, err)
 			var delays []time.Duration

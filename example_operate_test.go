@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // Replay runs a failed run again once the bug is fixed: the failed step and
@@ -71,7 +72,7 @@ func ExampleEngine_Cancel() {
 	for _, s := range res.Steps {
 		fmt.Println(s.Name, s.State)
 	}
-	fmt.Println(errors.Is(e.Cancel(ctx, id, "again"), durable.ErrRunSettled))
+	fmt.Println(errors.Is(e.Cancel(ctx, id, "again"), durabletype.ErrRunSettled))
 	// Output:
 	// CANCELLED true
 	// trial-period CANCELLED
@@ -102,7 +103,7 @@ func ExampleEngine_ListRuns() {
 		_, _ = wf.Run(ctx, e, tenant, n)
 	}
 
-	failed := durable.ListOptions{RunFilter: durable.RunFilter{Statuses: []durable.RunStatus{durable.RunFailed}}, Limit: 1}
+	failed := durable.ListOptions{RunFilter: durable.RunFilter{Statuses: []durabletype.RunStatus{durabletype.RunFailed}}, Limit: 1}
 	for {
 		page, err := e.ListRuns(ctx, failed)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -30,7 +31,7 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 		return terminal(fmt.Errorf("%w: workflow %q is not registered at version %q", ErrUnknownStep, c.Workflow, c.Version))
 	}
 	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel, lose: lose, begin: begin}
-	if c.Kind == store.KindItem {
+	if c.Kind == durabletype.KindItem {
 		return e.runItem(sc, d, o)
 	}
 	in, err := d.decodeInput(e.cfg.Codec, c.Input)
@@ -43,7 +44,7 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 		return e.log.With("run_id", c.RunID.String(), "step", c.Step, "attempt", c.Attempt)
 	}
 
-	if c.Kind == store.KindOnFailure {
+	if c.Kind == durabletype.KindOnFailure {
 		h := d.onFailure
 		if h == nil {
 			return terminal(fmt.Errorf("%w: workflow %q has no on-failure handler", ErrUnknownStep, c.Workflow))
@@ -64,7 +65,7 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 	s := d.byName[c.Step]
 	if s == nil || !s.runs(c.Kind) {
 		what := "a step"
-		if c.Kind != store.KindStep {
+		if c.Kind != durabletype.KindStep {
 			what = "a " + string(c.Kind) + " step"
 		}
 		return terminal(fmt.Errorf("%w: step %q of workflow %q is not %s in this process's definition", ErrUnknownStep, c.Step, c.Workflow, what))
@@ -74,7 +75,7 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 	for _, p := range s.parents {
 		var v any
 		var err error
-		if p.kind == store.KindMap {
+		if p.kind == durabletype.KindMap {
 			items, ok := c.ParentItems[p.name]
 			if !ok {
 				continue // skipped
@@ -108,13 +109,13 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 	}
 
 	switch c.Kind {
-	case store.KindEvent:
+	case durabletype.KindEvent:
 		begin()
 		return e.runWait(sc, s, in, o)
-	case store.KindChild:
+	case durabletype.KindChild:
 		begin()
 		return e.runChild(sc, s, in, o)
-	case store.KindMap:
+	case durabletype.KindMap:
 		return e.runMap(sc, s, o) // skipped when its list was
 	}
 	begin()

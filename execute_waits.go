@@ -3,17 +3,18 @@ package durable
 import (
 	"fmt"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
 // runs reports whether step s is what a claimed task of kind runs.
-func (s *stepDef) runs(kind store.TaskKind) bool {
+func (s *stepDef) runs(kind durabletype.TaskKind) bool {
 	switch kind {
-	case store.KindEvent, store.KindChild, store.KindMap:
+	case durabletype.KindEvent, durabletype.KindChild, durabletype.KindMap:
 		return s.kind == kind
 	}
-	return s.run != nil && (s.kind == "" || s.kind == store.KindStep)
+	return s.run != nil && (s.kind == "" || s.kind == durabletype.KindStep)
 }
 
 // runWait runs a WaitForEvent or WaitForSignal step: it computes the key of
@@ -38,7 +39,7 @@ func (e *Engine) runWait(sc *stepContext, s *stepDef, in any, o store.Outcome) s
 	}
 	if !dag.ValidEventKey(key) {
 		return terminalOutcome(o, fmt.Errorf("%w: the event key %s of step %q: use 1-%d bytes of UTF-8 without control characters",
-			ErrInvalidEvent, dag.Quote(key), s.name, dag.MaxEventKeyLen))
+			durabletype.ErrInvalidEvent, dag.Quote(key), s.name, dag.MaxEventKeyLen))
 	}
 	o.Kind, o.Key = store.OutcomeWait, key
 	return o
@@ -103,7 +104,7 @@ func (e *Engine) runMap(sc *stepContext, s *stepDef, o store.Outcome) store.Outc
 func (e *Engine) runItem(sc *stepContext, d *workflowDef, o store.Outcome) store.Outcome {
 	c := sc.claim
 	s := d.byName[c.Map]
-	if s == nil || s.kind != store.KindMap || s.mapDef == nil {
+	if s == nil || s.kind != durabletype.KindMap || s.mapDef == nil {
 		return terminalOutcome(o, fmt.Errorf("%w: step %q of workflow %q is not a map step in this process's definition", ErrUnknownStep, c.Map, c.Workflow))
 	}
 	m := s.mapDef

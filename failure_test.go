@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // Retries, failures and the on-failure handler. Each test runs on both
@@ -48,7 +49,7 @@ func TestFlakyStepBackoffSchedule(t *testing.T) {
 		start := time.Now()
 		res, err := wf.Run(h.ctx(h.duration(time.Hour, 30*time.Second)), e, "t", 1)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		out, err := flaky.Result(res)
 		require.NoError(t, err)
 		require.Equal(t, "ok", out)
@@ -60,12 +61,12 @@ func TestFlakyStepBackoffSchedule(t *testing.T) {
 
 		evs, err := e.Events(context.Background(), res.ID)
 		require.NoError(t, err)
-		var retrying, started []durable.Event
+		var retrying, started []durabletype.Event
 		for _, ev := range evs {
 			switch ev.Type {
-			case durable.EventRetrying:
+			case durabletype.EventRetrying:
 				retrying = append(retrying, ev)
-			case durable.EventStarted:
+			case durabletype.EventStarted:
 				started = append(started, ev)
 			}
 		}
@@ -160,27 +161,27 @@ func TestPermanentFailure(t *testing.T) {
 		require.Equal(t, res.ID, runErr.RunID)
 		require.Contains(t, err.Error(), "card declined")
 
-		require.Equal(t, durable.RunFailed, res.Status)
+		require.Equal(t, durabletype.RunFailed, res.Status)
 		require.Equal(t, err, res.Err)
 		require.True(t, res.Done(), "Run returns once the handler has run")
 		require.EqualValues(t, 3, calls.Load(), "1 attempt + 2 retries")
 		require.False(t, downstream.Load())
 		s, _ := res.Step("charge")
-		require.Equal(t, durable.StepFailed, s.State)
+		require.Equal(t, durabletype.TaskFailed, s.State)
 		require.Equal(t, 3, s.Attempts)
 		require.Equal(t, "card declined", s.Error)
 		s, _ = res.Step("ship")
-		require.Equal(t, durable.StepCancelled, s.State)
+		require.Equal(t, durabletype.TaskCancelled, s.State)
 		_, err = charge.Result(res)
 		require.ErrorIs(t, err, durable.ErrNoOutput)
 
 		require.Equal(t, []failureCall{{in, durable.Failure{Step: "charge", Error: "card declined"}, 1}}, handled.get(),
 			"the handler runs once, with the input and the failure")
-		hs, ok := res.Step(durable.OnFailureStep)
+		hs, ok := res.Step(durabletype.OnFailureTask)
 		require.True(t, ok)
-		require.Equal(t, durable.StepCompleted, hs.State)
-		require.Equal(t, durable.OnFailureStep, res.Steps[len(res.Steps)-1].Name)
-		require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, stepEvents(t, e, res.ID, durable.OnFailureStep))
+		require.Equal(t, durabletype.TaskCompleted, hs.State)
+		require.Equal(t, durabletype.OnFailureTask, res.Steps[len(res.Steps)-1].Name)
+		require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, stepEvents(t, e, res.ID, durabletype.OnFailureTask))
 
 		// Wait (unlike Run) reports a failed run through the result only.
 		again, err := e.Wait(ctx, res.ID)
@@ -197,7 +198,7 @@ func TestPermanentFailure(t *testing.T) {
 		require.NoError(t, e.Register(fine))
 		res, err = fine.Run(ctx, e, "t", 1)
 		require.NoError(t, err)
-		_, ok = res.Step(durable.OnFailureStep)
+		_, ok = res.Step(durabletype.OnFailureTask)
 		require.False(t, ok)
 	})
 }
@@ -238,16 +239,16 @@ func TestTerminalErrorSkipsRetries(t *testing.T) {
 		require.Equal(t, "card of order o-9 declined", runErr.Message)
 		require.Equal(t, "card of order o-9 declined", res.Err.(*durable.RunError).Message)
 		require.True(t, res.Done(), "Run returns once the handler has run")
-		require.Equal(t, durable.RunFailed, res.Status)
+		require.Equal(t, durabletype.RunFailed, res.Status)
 		require.EqualValues(t, 1, charges.Load(), "a terminal error is not retried")
 		require.Equal(t, []failureCall{{in, durable.Failure{Step: "charge", Error: "card of order o-9 declined"}, 1}}, handled.get(),
 			"the handler runs once, with the input and the failure")
-		require.Equal(t, map[string]durable.StepState{
-			"charge": durable.StepFailed, "ship": durable.StepCancelled, durable.OnFailureStep: durable.StepCompleted,
+		require.Equal(t, map[string]durabletype.TaskState{
+			"charge": durabletype.TaskFailed, "ship": durabletype.TaskCancelled, durabletype.OnFailureTask: durabletype.TaskCompleted,
 		}, states(res))
 		require.Equal(t, []string{"QUEUED/0", "STARTED/1", "FAILED/1"}, stepEvents(t, e, res.ID, "charge"))
 		require.Equal(t, []string{"CANCELLED/0"}, stepEvents(t, e, res.ID, "ship"))
-		require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, stepEvents(t, e, res.ID, durable.OnFailureStep))
+		require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, stepEvents(t, e, res.ID, durabletype.OnFailureTask))
 		require.True(t, durable.IsTerminal(durable.Terminal(errors.New("x"))))
 		require.False(t, durable.IsTerminal(errors.New("x")))
 	})
@@ -279,9 +280,9 @@ func TestFailureCancelsInFlightSibling(t *testing.T) {
 		// slack for the round trips (and well before DeadAfter).
 		require.LessOrEqual(t, time.Since(start), heartbeat+h.duration(0, 2*time.Second), "cancelled at the next heartbeat")
 		s, _ := res.Step("slow")
-		require.Equal(t, durable.StepCancelled, s.State)
+		require.Equal(t, durabletype.TaskCancelled, s.State)
 		s, _ = res.Step("bad")
-		require.Equal(t, durable.StepFailed, s.State)
+		require.Equal(t, durabletype.TaskFailed, s.State)
 	})
 }
 
@@ -312,7 +313,7 @@ func TestPanicIsAnErrorNotACrash(t *testing.T) {
 		require.EqualValues(t, 2, calls.Load())
 		require.Equal(t, []string{"QUEUED/0", "STARTED/1", "RETRYING/1", "QUEUED/1", "STARTED/2", "COMPLETED/2"},
 			stepEvents(t, e, res.ID, "boom"))
-		require.Contains(t, eventOf(t, e, res.ID, "boom", durable.EventRetrying).Detail, "panic: assignment to entry in nil map")
+		require.Contains(t, eventOf(t, e, res.ID, "boom", durabletype.EventRetrying).Detail, "panic: assignment to entry in nil map")
 
 		res, err = always.Run(ctx, e, "t", 1)
 		require.ErrorIs(t, err, durable.ErrRunFailed)
@@ -320,6 +321,6 @@ func TestPanicIsAnErrorNotACrash(t *testing.T) {
 
 		res, err = healthy.Run(ctx, e, "t", 1)
 		require.NoError(t, err, "the engine keeps serving")
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -90,14 +91,14 @@ func TestHostileErrorTexts(t *testing.T) {
 			res, err := e.Wait(ctx, id)
 			require.NoError(t, err)
 			if n := triggers[k].Input; n < 0 {
-				require.Equal(t, durable.RunFailed, res.Status)
+				require.Equal(t, durabletype.RunFailed, res.Status)
 				var re *durable.RunError
 				require.ErrorAs(t, res.Err, &re)
 				require.Equal(t, want[-n-1], re.Message, "hostile text %d", -n-1)
 				require.True(t, utf8.ValidString(re.Message))
 				continue
 			}
-			require.Equal(t, durable.RunCompleted, res.Status)
+			require.Equal(t, durabletype.RunCompleted, res.Status)
 			completed++
 		}
 		require.Equal(t, 100, completed)
@@ -127,7 +128,7 @@ func TestRefusedOutcomeIsIsolated(t *testing.T) {
 		hs := &hookStore{Store: h.store}
 		hs.setFinish(func(ctx context.Context, p *store.FinishTasksParams) ([]store.FinishResult, error) {
 			if transient.Add(-1) >= 0 {
-				return nil, store.Transient(errors.New("injected: connection reset"))
+				return nil, durabletype.Transient(errors.New("injected: connection reset"))
 			}
 			for _, o := range p.Outcomes {
 				if refuse(o) {
@@ -151,7 +152,7 @@ func TestRefusedOutcomeIsIsolated(t *testing.T) {
 		h.eventually(time.Minute, func() bool {
 			n := 0
 			for _, id := range ids {
-				if res, err := e.Get(ctx, id); err == nil && res.Steps[0].State == durable.StepRunning {
+				if res, err := e.Get(ctx, id); err == nil && res.Steps[0].State == durabletype.TaskRunning {
 					n++
 				}
 			}
@@ -162,11 +163,11 @@ func TestRefusedOutcomeIsIsolated(t *testing.T) {
 			res, err := e.Wait(ctx, id)
 			require.NoError(t, err)
 			if k == 0 {
-				require.Equal(t, durable.RunFailed, res.Status)
+				require.Equal(t, durabletype.RunFailed, res.Status)
 				require.Contains(t, res.Err.Error(), "the store refused this step's outcome: injected: value too long")
 				continue
 			}
-			require.Equal(t, durable.RunCompleted, res.Status, inputs[k])
+			require.Equal(t, durabletype.RunCompleted, res.Status, inputs[k])
 		}
 		require.NoError(t, e.Stop(ctx), "every outcome was recorded in the end")
 		require.Less(t, transient.Load(), int32(0), "the transient errors were met and retried")
@@ -202,13 +203,13 @@ func TestOutcomeNobodyCanRecord(t *testing.T) {
 		require.NoError(t, err)
 		res, err := wf.Run(ctx, e, "t", "fine")
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		err = e.Stop(ctx)
 		require.ErrorIs(t, err, durable.ErrNotRecorded)
 		require.Contains(t, err.Error(), "1 step outcomes")
 		res, err = e.Get(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, durable.StepRunning, res.Steps[0].State, "left for a rescue")
+		require.Equal(t, durabletype.TaskRunning, res.Steps[0].State, "left for a rescue")
 	})
 }
 
@@ -248,7 +249,7 @@ func TestReclaimWhileTheOldAttemptRuns(t *testing.T) {
 		blocked.Store(true)
 		hs.setHeartbeat(func(ctx context.Context, p *store.HeartbeatParams) (*store.HeartbeatResult, error) {
 			if blocked.Load() {
-				return nil, store.Transient(errors.New("injected: heartbeat lost"))
+				return nil, durabletype.Transient(errors.New("injected: heartbeat lost"))
 			}
 			return h.store.Heartbeat(ctx, p)
 		})
@@ -265,7 +266,7 @@ func TestReclaimWhileTheOldAttemptRuns(t *testing.T) {
 		require.ErrorIs(t, <-oldCause, durable.ErrClaimLost, "the old attempt learns its claim is lost")
 		res, err := e.Wait(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		require.Equal(t, 2, res.Steps[0].Attempts)
 		out, err := a.Result(res)
 		require.NoError(t, err)
@@ -321,20 +322,20 @@ func TestGoexitFailsTheAttempt(t *testing.T) {
 		ctx := h.ctx(time.Minute)
 		res, err := wf.Run(ctx, e, "t", 1)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		require.Equal(t, 2, res.Steps[0].Attempts)
 		evs, err := e.Events(ctx, res.ID)
 		require.NoError(t, err)
 		var retrying string
 		for _, ev := range evs {
-			if ev.Type == durable.EventRetrying {
+			if ev.Type == durabletype.EventRetrying {
 				retrying = ev.Detail
 			}
 		}
 		require.Contains(t, retrying, "runtime.Goexit")
 		res, err = wf.Run(ctx, e, "t", 2)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status, "the slot was given back")
+		require.Equal(t, durabletype.RunCompleted, res.Status, "the slot was given back")
 	})
 }
 
@@ -365,7 +366,7 @@ func TestWaitErrorCarriesTheRunID(t *testing.T) {
 		close(release)
 		res, err := e.Wait(h.ctx(time.Minute), we.RunID)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 	})
 }
 
@@ -391,7 +392,7 @@ func TestReadingANonParentFailsTheStep(t *testing.T) {
 		res, err := wf.Run(h.ctx(time.Minute), e, "t", 1)
 		require.ErrorIs(t, err, durable.ErrRunFailed)
 		c, _ := res.Step("c")
-		require.Equal(t, durable.StepFailed, c.State)
+		require.Equal(t, durabletype.TaskFailed, c.State)
 		require.Equal(t, 1, c.Attempts, "not retried")
 		require.Contains(t, c.Error, `step "c" reads the output of step "a", which is not one of its parents: add durable.After(a) to step "c"`)
 		require.ErrorIs(t, cause.Load().(error), durable.ErrNotParent, "the step's context was cancelled with the misuse")
@@ -406,7 +407,7 @@ func TestHugeTenantIsNotEchoed(t *testing.T) {
 		durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) { return in, nil })
 		e := h.client()
 		_, err := wf.RunNoWait(h.ctx(time.Minute), e, strings.Repeat("x", 10_000), 1)
-		require.ErrorIs(t, err, durable.ErrInvalidTenant)
+		require.ErrorIs(t, err, durabletype.ErrInvalidTenant)
 		require.Less(t, len(err.Error()), 200, "%.300s", err)
 
 		// Names of workflows and steps, likewise.
@@ -480,7 +481,7 @@ func TestTxRunWithASleepingRoot(t *testing.T) {
 		require.NoError(t, commit())
 		res, err := e.Wait(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 	})
 }
 
@@ -499,7 +500,7 @@ func TestStopDuringAnOutage(t *testing.T) {
 		var calls atomic.Int32
 		hs.setFinish(func(ctx context.Context, p *store.FinishTasksParams) ([]store.FinishResult, error) {
 			calls.Add(1)
-			return nil, store.Transient(errors.New("injected: the database is down"))
+			return nil, durabletype.Transient(errors.New("injected: the database is down"))
 		})
 		e := h.launchOn(hs, durable.Config{Concurrency: 1}, wf)
 		client := h.client()

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // Helpers of the engine tests, for every store: they only use the engine's
@@ -52,8 +53,8 @@ func (c *counter) snapshot() map[string]int {
 }
 
 // states returns the state of every step of a run, by name.
-func states(res *durable.RunResult) map[string]durable.StepState {
-	m := map[string]durable.StepState{}
+func states(res *durable.RunResult) map[string]durabletype.TaskState {
+	m := map[string]durabletype.TaskState{}
 	for _, s := range res.Steps {
 		m[s.Name] = s.State
 	}
@@ -75,7 +76,7 @@ func stepEvents(t *testing.T, e *durable.Engine, id uuid.UUID, step string) []st
 }
 
 // eventOf returns the first event of a step with the given type.
-func eventOf(t *testing.T, e *durable.Engine, id uuid.UUID, step string, typ durable.EventType) durable.Event {
+func eventOf(t *testing.T, e *durable.Engine, id uuid.UUID, step string, typ durabletype.EventType) durabletype.Event {
 	t.Helper()
 	evs, err := e.Events(context.Background(), id)
 	require.NoError(t, err)
@@ -85,7 +86,7 @@ func eventOf(t *testing.T, e *durable.Engine, id uuid.UUID, step string, typ dur
 		}
 	}
 	t.Fatalf("run %s: no %s event for step %q in %v", id, typ, step, evs)
-	return durable.Event{}
+	return durabletype.Event{}
 }
 
 // lastQueuedDetail returns the detail of the last QUEUED event of a step.
@@ -95,7 +96,7 @@ func lastQueuedDetail(t *testing.T, e *durable.Engine, id uuid.UUID, step string
 	require.NoError(t, err)
 	detail := ""
 	for _, ev := range evs {
-		if ev.Step == step && ev.Type == durable.EventQueued {
+		if ev.Step == step && ev.Type == durabletype.EventQueued {
 			detail = ev.Detail
 		}
 	}
@@ -103,7 +104,7 @@ func lastQueuedDetail(t *testing.T, e *durable.Engine, id uuid.UUID, step string
 }
 
 // stepState reads a step's state now.
-func stepState(t *testing.T, e *durable.Engine, id uuid.UUID, step string) durable.StepState {
+func stepState(t *testing.T, e *durable.Engine, id uuid.UUID, step string) durabletype.TaskState {
 	t.Helper()
 	res, err := e.Get(context.Background(), id)
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -28,14 +29,26 @@ var (
 	// its deadline (WithDeadline).
 	ErrRunCancelled = errors.New("durable: run cancelled")
 	// ErrRunSettled: a run that has settled cannot be cancelled.
-	ErrRunSettled = store.ErrRunSettled
+	//
+	// Deprecated: use durabletype.ErrRunSettled; this alias goes in the
+	// next release.
+	ErrRunSettled = durabletype.ErrRunSettled
 	// ErrRunNotSettled: a run that has not settled cannot be replayed (it
 	// still runs, or a concurrent replay won).
-	ErrRunNotSettled = store.ErrRunNotSettled
+	//
+	// Deprecated: use durabletype.ErrRunNotSettled; this alias goes in the
+	// next release.
+	ErrRunNotSettled = durabletype.ErrRunNotSettled
 	// ErrNothingToReplay: a completed run is replayed only from a step.
-	ErrNothingToReplay = store.ErrNothingToReplay
+	//
+	// Deprecated: use durabletype.ErrNothingToReplay; this alias goes in
+	// the next release.
+	ErrNothingToReplay = durabletype.ErrNothingToReplay
 	// ErrStepNotFound: a replay names a step the run does not have.
-	ErrStepNotFound = store.ErrStepNotFound
+	//
+	// Deprecated: use durabletype.ErrStepNotFound; this alias goes in the
+	// next release.
+	ErrStepNotFound = durabletype.ErrStepNotFound
 	// ErrInvalidCursor: a list cursor that this engine did not hand out for
 	// the same filter and scope.
 	ErrInvalidCursor = errors.New("durable: invalid cursor")
@@ -49,7 +62,7 @@ var (
 // RunFilter selects runs; zero fields do not filter.
 type RunFilter struct {
 	// Statuses keeps runs in one of these statuses.
-	Statuses []RunStatus
+	Statuses []durabletype.RunStatus
 	// Workflow keeps runs of one workflow.
 	Workflow string
 	// Version keeps runs pinned to one version of their workflow.
@@ -80,11 +93,14 @@ type ListOptions struct {
 // RunSummary is a run as a list shows it: its ID, workflow, tenant, status,
 // creation and settlement times, and the step and error that failed it (or
 // the reason it was cancelled).
-type RunSummary = store.RunSummary
+//
+// Deprecated: use durabletype.RunSummary; this alias goes in the next
+// release.
+type RunSummary = durabletype.RunSummary
 
 // RunPage is one page of a listing, newest runs first.
 type RunPage struct {
-	Runs []RunSummary
+	Runs []durabletype.RunSummary
 	// Next continues the listing (ListOptions.Cursor); empty on the last
 	// page.
 	Next string
@@ -120,7 +136,9 @@ type StatsOptions struct {
 // and running with the age of the oldest ready one, the runs in flight by
 // status, and the runs that settled within the window by status. Its cost
 // does not grow with the number of settled runs.
-type Stats = store.Stats
+//
+// Deprecated: use durabletype.Stats; this alias goes in the next release.
+type Stats = durabletype.Stats
 
 // TenantRuns is the operator API scoped to one tenant: every read and action
 // through it ignores the runs of other tenants, reporting them
@@ -196,7 +214,7 @@ func (e *Engine) ReplayRuns(ctx context.Context, f RunFilter, opts ReplayOptions
 }
 
 // Stats counts the tasks and runs of every workflow and tenant.
-func (e *Engine) Stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
+func (e *Engine) Stats(ctx context.Context, opts StatsOptions) (*durabletype.Stats, error) {
 	return e.all().Stats(ctx, opts)
 }
 
@@ -273,7 +291,7 @@ func (v *TenantRuns) Get(ctx context.Context, id uuid.UUID) (*RunResult, error) 
 }
 
 // Events is Engine.Events within the tenant.
-func (v *TenantRuns) Events(ctx context.Context, id uuid.UUID) ([]Event, error) {
+func (v *TenantRuns) Events(ctx context.Context, id uuid.UUID) ([]durabletype.Event, error) {
 	if _, err := v.getRun(ctx, id); err != nil {
 		return nil, err
 	}
@@ -292,7 +310,7 @@ func (v *TenantRuns) Wait(ctx context.Context, id uuid.UUID) (*RunResult, error)
 func (v *TenantRuns) getRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	run, err := v.e.store.GetRun(ctx, id)
 	if err == nil && v.scoped && run.Tenant != v.tenant {
-		err = store.ErrRunNotFound
+		err = durabletype.ErrRunNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("durable: run %s: %w", id, err)
@@ -303,7 +321,7 @@ func (v *TenantRuns) getRun(ctx context.Context, id uuid.UUID) (*store.Run, erro
 // Cancel is Engine.Cancel within the tenant.
 func (v *TenantRuns) Cancel(ctx context.Context, id uuid.UUID, reason string) error {
 	if v.empty() {
-		return fmt.Errorf("durable: cancel run %s: %w", id, store.ErrRunNotFound)
+		return fmt.Errorf("durable: cancel run %s: %w", id, durabletype.ErrRunNotFound)
 	}
 	res, err := v.e.store.CancelRuns(ctx, &store.CancelRunsParams{Now: v.e.now(), IDs: []uuid.UUID{id}, Tenant: v.tenant, Reason: reason})
 	if err != nil {
@@ -319,7 +337,7 @@ func (v *TenantRuns) Cancel(ctx context.Context, id uuid.UUID, reason string) er
 // CancelRuns is Engine.CancelRuns within the tenant.
 func (v *TenantRuns) CancelRuns(ctx context.Context, f RunFilter, reason string) (*BulkResult, error) {
 	if len(f.Statuses) == 0 {
-		f.Statuses = []RunStatus{RunRunning}
+		f.Statuses = []durabletype.RunStatus{durabletype.RunRunning}
 	}
 	return v.bulk(ctx, f, func(ids []uuid.UUID) ([]store.RunActionResult, error) {
 		res, err := v.e.store.CancelRuns(ctx, &store.CancelRunsParams{Now: v.e.now(), IDs: ids, Tenant: v.tenant, Reason: reason})
@@ -333,7 +351,7 @@ func (v *TenantRuns) CancelRuns(ctx context.Context, f RunFilter, reason string)
 // Replay is Engine.Replay within the tenant.
 func (v *TenantRuns) Replay(ctx context.Context, id uuid.UUID, opts ReplayOptions) error {
 	if v.empty() {
-		return fmt.Errorf("durable: replay run %s: %w", id, store.ErrRunNotFound)
+		return fmt.Errorf("durable: replay run %s: %w", id, durabletype.ErrRunNotFound)
 	}
 	res, err := v.e.store.ReplayRuns(ctx, &store.ReplayRunsParams{Now: v.e.now(), IDs: []uuid.UUID{id}, Tenant: v.tenant, FromStep: opts.FromStep})
 	if err != nil {
@@ -350,7 +368,7 @@ func (v *TenantRuns) Replay(ctx context.Context, id uuid.UUID, opts ReplayOption
 // ReplayRuns is Engine.ReplayRuns within the tenant.
 func (v *TenantRuns) ReplayRuns(ctx context.Context, f RunFilter, opts ReplayOptions) (*BulkResult, error) {
 	if len(f.Statuses) == 0 {
-		f.Statuses = []RunStatus{RunFailed, RunCancelled}
+		f.Statuses = []durabletype.RunStatus{durabletype.RunFailed, durabletype.RunCancelled}
 	}
 	res, err := v.bulk(ctx, f, func(ids []uuid.UUID) ([]store.RunActionResult, error) {
 		res, err := v.e.store.ReplayRuns(ctx, &store.ReplayRunsParams{Now: v.e.now(), IDs: ids, Tenant: v.tenant, FromStep: opts.FromStep})
@@ -387,7 +405,7 @@ func (v *TenantRuns) bulk(ctx context.Context, f RunFilter, act func(ids []uuid.
 				switch {
 				case r.Err == nil:
 					out.Done++
-				case errors.Is(r.Err, store.ErrRunNotFound):
+				case errors.Is(r.Err, durabletype.ErrRunNotFound):
 					// pruned meanwhile
 				default:
 					out.Skipped++
@@ -402,7 +420,7 @@ func (v *TenantRuns) bulk(ctx context.Context, f RunFilter, act func(ids []uuid.
 }
 
 // Stats is Engine.Stats within the tenant.
-func (v *TenantRuns) Stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
+func (v *TenantRuns) Stats(ctx context.Context, opts StatsOptions) (*durabletype.Stats, error) {
 	if opts.Window == 0 {
 		opts.Window = time.Hour
 	}
@@ -410,7 +428,7 @@ func (v *TenantRuns) Stats(ctx context.Context, opts StatsOptions) (*Stats, erro
 		return nil, fmt.Errorf("%w: negative window %s", ErrInvalidFilter, opts.Window)
 	}
 	if v.empty() {
-		return &Stats{}, nil
+		return &durabletype.Stats{}, nil
 	}
 	st, err := v.e.store.Stats(ctx, &store.StatsParams{Now: v.e.now(), Tenant: v.tenant, Window: opts.Window})
 	if err != nil {
@@ -434,7 +452,7 @@ func (v *TenantRuns) filter(f RunFilter) (scopedFilter, error) {
 		FinishedAfter: f.FinishedAfter, FinishedBefore: f.FinishedBefore, Parent: f.Parent,
 	}}
 	for _, st := range f.Statuses {
-		if !slices.Contains(store.RunStatuses, st) {
+		if !slices.Contains(durabletype.RunStatuses, st) {
 			return out, fmt.Errorf("%w: status %s", ErrInvalidFilter, dag.Quote(string(st)))
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -66,26 +67,26 @@ func TestCancelStopsRunningSteps(t *testing.T) {
 		require.ErrorIs(t, err, durable.ErrRunCancelled)
 		require.NotErrorIs(t, err, durable.ErrRunFailed)
 		require.Contains(t, err.Error(), "was cancelled: no longer needed")
-		require.Equal(t, durable.RunCancelled, res.Status)
+		require.Equal(t, durabletype.RunCancelled, res.Status)
 		require.True(t, res.Done())
 		h.eventually(time.Minute, func() bool {
 			got, err := e.Get(ctx, id)
 			require.NoError(t, err)
 			s, _ := got.Step("a")
-			return s.State == durable.StepCancelled
+			return s.State == durabletype.TaskCancelled
 		}, "step a stays cancelled")
 		got, err := e.Get(ctx, id)
 		require.NoError(t, err)
 		for _, s := range got.Steps {
-			require.Equal(t, durable.StepCancelled, s.State, s.Name)
+			require.Equal(t, durabletype.TaskCancelled, s.State, s.Name)
 			require.Nil(t, s.Output, s.Name)
 		}
 		require.Len(t, got.Steps, 2, "no on-failure handler for a cancelled run")
 		require.Zero(t, handled.Load())
 		require.Zero(t, after.Load())
 		err = e.Cancel(ctx, id, "again")
-		require.ErrorIs(t, err, durable.ErrRunSettled)
-		require.ErrorIs(t, e.Cancel(ctx, uuid.New(), ""), durable.ErrRunNotFound)
+		require.ErrorIs(t, err, durabletype.ErrRunSettled)
+		require.ErrorIs(t, e.Cancel(ctx, uuid.New(), ""), durabletype.ErrRunNotFound)
 	})
 }
 
@@ -163,13 +164,13 @@ func TestReplayRunsWhatFailed(t *testing.T) {
 		res, err := wf.Run(ctx, e, "t", 4)
 		require.ErrorIs(t, err, durable.ErrRunFailed)
 		id := res.ID
-		require.ErrorIs(t, e.Replay(ctx, id, durable.ReplayOptions{FromStep: "nope"}), durable.ErrStepNotFound)
+		require.ErrorIs(t, e.Replay(ctx, id, durable.ReplayOptions{FromStep: "nope"}), durabletype.ErrStepNotFound)
 
 		broken.Store(false) // the bug is fixed and deployed
 		require.NoError(t, e.Replay(ctx, id, durable.ReplayOptions{}))
 		res, err = e.Wait(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		out, err := c.Result(res)
 		require.NoError(t, err)
 		require.Equal(t, 42, out)
@@ -177,12 +178,12 @@ func TestReplayRunsWhatFailed(t *testing.T) {
 			"a completed before and did not run again")
 		require.Equal(t, []string{"QUEUED/0", "STARTED/1", "FAILED/1", "REPLAYED/1", "QUEUED/0", "STARTED/1", "COMPLETED/1"},
 			stepEvents(t, e, id, "b"))
-		require.ErrorIs(t, e.Replay(ctx, id, durable.ReplayOptions{}), durable.ErrNothingToReplay)
+		require.ErrorIs(t, e.Replay(ctx, id, durable.ReplayOptions{}), durabletype.ErrNothingToReplay)
 
 		require.NoError(t, e.Replay(ctx, id, durable.ReplayOptions{FromStep: "a"}))
 		res, err = e.Wait(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		require.Equal(t, map[string]int{"a": 2, "b": 3, "c": 2, "handler": 1}, runs.snapshot())
 	})
 }
@@ -242,19 +243,19 @@ func TestTenantScope(t *testing.T) {
 
 		victim := theirs[0]
 		_, err = acme.Get(ctx, victim)
-		require.ErrorIs(t, err, durable.ErrRunNotFound)
+		require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 		_, err = acme.Events(ctx, victim)
-		require.ErrorIs(t, err, durable.ErrRunNotFound)
+		require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 		_, err = acme.Wait(ctx, victim)
-		require.ErrorIs(t, err, durable.ErrRunNotFound)
-		require.ErrorIs(t, acme.Cancel(ctx, victim, ""), durable.ErrRunNotFound)
-		require.ErrorIs(t, acme.Replay(ctx, victim, durable.ReplayOptions{}), durable.ErrRunNotFound)
+		require.ErrorIs(t, err, durabletype.ErrRunNotFound)
+		require.ErrorIs(t, acme.Cancel(ctx, victim, ""), durabletype.ErrRunNotFound)
+		require.ErrorIs(t, acme.Replay(ctx, victim, durable.ReplayOptions{}), durabletype.ErrRunNotFound)
 		bulk, err := acme.CancelRuns(ctx, durable.RunFilter{}, "all of them")
 		require.NoError(t, err)
 		require.Zero(t, bulk.Done, "acme's runs are done; globex's are out of its reach")
 		got, err := e.Get(ctx, victim)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunRunning, got.Status, "untouched")
+		require.Equal(t, durabletype.RunRunning, got.Status, "untouched")
 		st, err := acme.Stats(ctx, durable.StatsOptions{})
 		require.NoError(t, err)
 		for _, q := range st.Queues {
@@ -273,9 +274,9 @@ func TestTenantScope(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, page.Runs, "%q", bad)
 			_, err = nobody.Get(ctx, victim)
-			require.ErrorIs(t, err, durable.ErrRunNotFound, "%q", bad)
-			require.ErrorIs(t, nobody.Cancel(ctx, victim, ""), durable.ErrRunNotFound, "%q", bad)
-			require.ErrorIs(t, nobody.Replay(ctx, mine[0], durable.ReplayOptions{FromStep: "a"}), durable.ErrRunNotFound, "%q", bad)
+			require.ErrorIs(t, err, durabletype.ErrRunNotFound, "%q", bad)
+			require.ErrorIs(t, nobody.Cancel(ctx, victim, ""), durabletype.ErrRunNotFound, "%q", bad)
+			require.ErrorIs(t, nobody.Replay(ctx, mine[0], durable.ReplayOptions{FromStep: "a"}), durabletype.ErrRunNotFound, "%q", bad)
 			bulk, err := nobody.CancelRuns(ctx, durable.RunFilter{}, "")
 			require.NoError(t, err)
 			require.Zero(t, bulk.Done+bulk.Skipped, "%q", bad)
@@ -292,7 +293,7 @@ func TestTenantScope(t *testing.T) {
 		for _, id := range theirs {
 			got, err := e.Get(ctx, id)
 			require.NoError(t, err)
-			require.Equal(t, durable.RunCancelled, got.Status)
+			require.Equal(t, durabletype.RunCancelled, got.Status)
 		}
 		bulk, err = e.ReplayRuns(ctx, durable.RunFilter{Tenant: "globex"}, durable.ReplayOptions{})
 		require.NoError(t, err)
@@ -316,7 +317,7 @@ func TestListFilters(t *testing.T) {
 		for i := range 9 {
 			_, _ = wf.Run(ctx, e, "t", i)
 		}
-		failed, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Statuses: []durable.RunStatus{durable.RunFailed}}})
+		failed, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Statuses: []durabletype.RunStatus{durabletype.RunFailed}}})
 		require.NoError(t, err)
 		require.Len(t, failed.Runs, 3)
 		for _, r := range failed.Runs {
@@ -329,7 +330,7 @@ func TestListFilters(t *testing.T) {
 		for i := 1; i < len(all.Runs); i++ {
 			require.False(t, all.Runs[i].CreatedAt.After(all.Runs[i-1].CreatedAt), "newest first")
 		}
-		_, err = e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Statuses: []durable.RunStatus{"DONE"}}})
+		_, err = e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Statuses: []durabletype.RunStatus{"DONE"}}})
 		require.ErrorIs(t, err, durable.ErrInvalidFilter)
 		_, err = e.ListRuns(ctx, durable.ListOptions{Limit: 1001})
 		require.ErrorIs(t, err, durable.ErrInvalidFilter)
@@ -389,13 +390,13 @@ func TestRetention(t *testing.T) {
 		require.NoError(t, err)
 		h.eventually(10*retention+time.Minute, func() bool {
 			_, err := e.Get(ctx, res.ID)
-			return errors.Is(err, durable.ErrRunNotFound)
+			return errors.Is(err, durabletype.ErrRunNotFound)
 		}, "the settled run is pruned")
 		_, err = e.Events(ctx, res.ID)
-		require.ErrorIs(t, err, durable.ErrRunNotFound)
+		require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 		got, err := e.Get(ctx, sleeper)
 		require.NoError(t, err, "a run in flight is never pruned")
-		require.Equal(t, durable.RunRunning, got.Status)
+		require.Equal(t, durabletype.RunRunning, got.Status)
 	})
 }
 

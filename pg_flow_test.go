@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // TestPGIdempotencyKeyRace: ten engines, each with a store of its own (as
@@ -69,7 +70,7 @@ func TestPGIdempotencyKeyRace(t *testing.T) {
 		}
 		require.Equal(t, 1, created, "round %d: exactly one trigger started the run: %+v", round, results)
 		res := pgWait(t, worker, results[0].RunID, 30*time.Second)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		require.Equal(t, 1, ran.get(key), "round %d: the step ran once", round)
 		var n int
 		require.NoError(t, env.pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{env.schema, "runs"}.Sanitize()+" WHERE idem_key = $1", key).Scan(&n))
@@ -161,7 +162,7 @@ func TestPGStepTimeoutHungWorker(t *testing.T) {
 	id, err := wf.RunNoWait(ctx, e, "t", "x")
 	require.NoError(t, err)
 	res := pgWait(t, e, id, 30*time.Second)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	step, _ := res.Step("call")
 	require.Equal(t, `"retried"`, string(step.Output))
 	require.Equal(t, 2, step.Attempts)
@@ -201,7 +202,7 @@ func TestPGPriorityOnEngines(t *testing.T) {
 	require.NoError(t, err)
 	pgEventually(t, 10*time.Second, func() bool {
 		r, err := e.Get(ctx, gateID)
-		return err == nil && r.Steps[0].State == durable.StepRunning
+		return err == nil && r.Steps[0].State == durabletype.TaskRunning
 	}, "the gate step runs")
 	var ids []uuid.UUID
 	for _, in := range []string{"n1", "n2", "n3"} {
@@ -267,10 +268,10 @@ func TestPGKeyedRunsInTransaction(t *testing.T) {
 	require.NoError(t, tx.Commit(ctx))
 	for _, id := range ids {
 		res := pgWait(t, e, id, 30*time.Second)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 	}
 	_, err = e.Get(ctx, rolled)
-	require.ErrorIs(t, err, durable.ErrRunNotFound)
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, 1, most, "the cap held")

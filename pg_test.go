@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/pgstore"
 )
 
@@ -122,7 +123,7 @@ func TestPGManyEnginesOneDatabase(t *testing.T) {
 
 	for i, id := range ids {
 		res := pgWait(t, client, id, time.Minute)
-		require.Equal(t, durable.RunCompleted, res.Status, "run %d", i)
+		require.Equal(t, durabletype.RunCompleted, res.Status, "run %d", i)
 		var sum int
 		for k := range width {
 			sum += i*10 + k
@@ -136,13 +137,13 @@ func TestPGManyEnginesOneDatabase(t *testing.T) {
 		}
 		evs, err := client.Events(ctx, id)
 		require.NoError(t, err)
-		perStep := map[string][]durable.EventType{}
+		perStep := map[string][]durabletype.EventType{}
 		for _, ev := range evs {
 			perStep[ev.Step] = append(perStep[ev.Step], ev.Type)
 		}
 		require.Len(t, perStep, width+2)
 		for step, types := range perStep {
-			require.Equal(t, []durable.EventType{durable.EventQueued, durable.EventStarted, durable.EventCompleted}, types,
+			require.Equal(t, []durabletype.EventType{durabletype.EventQueued, durabletype.EventStarted, durabletype.EventCompleted}, types,
 				"run %d step %s is recorded once", i, step)
 		}
 	}
@@ -187,10 +188,10 @@ func TestPGRunNoWaitTx(t *testing.T) {
 	rolledBack, err := wf.RunNoWaitTx(ctx, e, tx, "t", "rolled-back")
 	require.NoError(t, err)
 	_, err = e.Get(ctx, rolledBack)
-	require.ErrorIs(t, err, durable.ErrRunNotFound, "invisible before commit")
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound, "invisible before commit")
 	require.NoError(t, tx.Rollback(ctx))
 	_, err = e.Get(ctx, rolledBack)
-	require.ErrorIs(t, err, durable.ErrRunNotFound)
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 
 	// Committed: it runs.
 	tx, err = env.pool.Begin(ctx)
@@ -200,10 +201,10 @@ func TestPGRunNoWaitTx(t *testing.T) {
 	committed, err := wf.RunNoWaitTx(ctx, e, tx, "t", "committed")
 	require.NoError(t, err)
 	_, err = e.Get(ctx, committed)
-	require.ErrorIs(t, err, durable.ErrRunNotFound, "invisible before commit")
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound, "invisible before commit")
 	require.NoError(t, tx.Commit(ctx))
 	res := pgWait(t, e, committed, 20*time.Second)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	require.Equal(t, 1, ran.get("committed"))
 
 	// The rolled-back run left nothing behind, and no worker ran it.
@@ -219,7 +220,7 @@ func TestPGRunNoWaitTx(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"committed"}, saved)
 	_, err = e.Wait(ctx, rolledBack)
-	require.ErrorIs(t, err, durable.ErrRunNotFound)
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 
 	// A tx of the wrong type: a clear error, wrapped.
 	for _, bad := range []any{env.pool, nil, "tx"} {
@@ -269,7 +270,7 @@ func TestPGRunNoWaitTxDoesNotStallOtherTenants(t *testing.T) {
 
 	inFlight, err := wf.RunNoWait(ctx, e, "tenant-T", "hold")
 	require.NoError(t, err)
-	pgEventually(t, 10*time.Second, func() bool { return stepState(t, e, inFlight, "a") == durable.StepRunning },
+	pgEventually(t, 10*time.Second, func() bool { return stepState(t, e, inFlight, "a") == durabletype.TaskRunning },
 		"tenant T's first step runs")
 
 	tx, err := env.pool.Begin(ctx)
@@ -289,7 +290,7 @@ func TestPGRunNoWaitTxDoesNotStallOtherTenants(t *testing.T) {
 	state := stepState(t, e, other, "a")
 	require.NoError(t, tx.Commit(ctx))
 	res := pgWait(t, e, other, 20*time.Second)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	t.Logf("tenant U's run: %v after %s with the transaction open (its first step %s); completed after commit", waitErr, stalled, state)
 	assert.NoError(t, waitErr, "BUG: tenant U's 2-step run did not complete within 3s while a caller's transaction that "+
 		"called RunNoWaitTx for tenant T was open (its first step was %s: ran, outcome not recorded). CreateRunsTx holds "+
@@ -353,7 +354,7 @@ func TestPGStopLeavesNoClaimBehind(t *testing.T) {
 	example := ""
 	for _, id := range ids {
 		res := pgWait(t, e, id, time.Minute)
-		if res.Status == durable.RunFailed {
+		if res.Status == durabletype.RunFailed {
 			failed++
 			example = res.Err.Error()
 		}

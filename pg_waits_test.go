@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // PostgreSQL races of the steps that wait: an event sent while the task
@@ -109,8 +110,8 @@ func TestPGEventSentWhileWaitBegins(t *testing.T) {
 				waiting = waiting[:0]
 				for n, id := range ids {
 					switch stepState(t, sender, id, "wait") {
-					case durable.StepCompleted:
-					case durable.StepWaiting:
+					case durabletype.TaskCompleted:
+					case durabletype.TaskWaiting:
 						waiting = append(waiting, n)
 					default:
 						return false
@@ -131,14 +132,14 @@ func TestPGEventSentWhileWaitBegins(t *testing.T) {
 				lookback, runs-len(waiting), runs, sum(delivered), len(waiting))
 			for n, id := range ids {
 				res := pgWait(t, engines[n%len(engines)], id, time.Minute)
-				require.Equal(t, durable.RunCompleted, res.Status)
+				require.Equal(t, durabletype.RunCompleted, res.Status)
 				s, _ := res.Step("wait")
 				want := `"first"`
 				if contains(waiting, n) {
 					want = `"second"`
 				}
 				require.Equal(t, want, string(s.Output), "run %d", n)
-				require.Len(t, eventsOfType(t, sender, id, "wait", durable.EventCompleted), 1, "run %d: one delivery", n)
+				require.Len(t, eventsOfType(t, sender, id, "wait", durabletype.EventCompleted), 1, "run %d: one delivery", n)
 			}
 			requireInboxEmpty(t, env)
 		})
@@ -193,7 +194,7 @@ func TestPGChildSettlesWhileParentCancelled(t *testing.T) {
 			res, err := client.Get(ctx, id)
 			require.NoError(t, err)
 			s, _ := res.Step("c")
-			if s.ChildRunID == uuid.Nil || stepState(t, client, s.ChildRunID, "last") != durable.StepRunning {
+			if s.ChildRunID == uuid.Nil || stepState(t, client, s.ChildRunID, "last") != durabletype.TaskRunning {
 				return false
 			}
 			children[n] = s.ChildRunID
@@ -218,14 +219,14 @@ func TestPGChildSettlesWhileParentCancelled(t *testing.T) {
 		p := pgWait(t, client, id, time.Minute)
 		c := pgWait(t, client, children[n], time.Minute)
 		switch p.Status {
-		case durable.RunCancelled:
+		case durabletype.RunCancelled:
 			cancelled++
 			require.NoError(t, cancelErrs[n])
-			require.Contains(t, []durable.RunStatus{durable.RunCompleted, durable.RunCancelled}, c.Status)
-		case durable.RunCompleted:
+			require.Contains(t, []durabletype.RunStatus{durabletype.RunCompleted, durabletype.RunCancelled}, c.Status)
+		case durabletype.RunCompleted:
 			completed++
-			require.ErrorIs(t, cancelErrs[n], durable.ErrRunSettled, "run %d completed first: cancel said %v", n, cancelErrs[n])
-			require.Equal(t, durable.RunCompleted, c.Status)
+			require.ErrorIs(t, cancelErrs[n], durabletype.ErrRunSettled, "run %d completed first: cancel said %v", n, cancelErrs[n])
+			require.Equal(t, durabletype.RunCompleted, c.Status)
 			s, _ := p.Step("c")
 			require.Equal(t, fmt.Sprint(n*10), string(s.Output))
 		default:
@@ -254,7 +255,7 @@ func TestPGSendEventTx(t *testing.T) {
 	b, err := wf.RunNoWait(ctx, e, "acme", "b")
 	require.NoError(t, err)
 	pgEventually(t, 30*time.Second, func() bool {
-		return stepState(t, e, a, "wait") == durable.StepWaiting && stepState(t, e, b, "wait") == durable.StepWaiting
+		return stepState(t, e, a, "wait") == durabletype.TaskWaiting && stepState(t, e, b, "wait") == durabletype.TaskWaiting
 	}, "both wait")
 
 	rolled, err := env.pool.Begin(ctx)
@@ -268,11 +269,11 @@ func TestPGSendEventTx(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.SendEventTx(ctx, tx, "acme", "b", 2)
 	require.NoError(t, err)
-	require.Equal(t, durable.StepWaiting, stepState(t, e, b, "wait"), "not before the commit")
+	require.Equal(t, durabletype.TaskWaiting, stepState(t, e, b, "wait"), "not before the commit")
 	require.NoError(t, tx.Commit(ctx))
 	res := pgWait(t, e, b, 30*time.Second)
-	require.Equal(t, durable.RunCompleted, res.Status)
-	require.Equal(t, durable.StepWaiting, stepState(t, e, a, "wait"), "the rolled-back event was never sent")
+	require.Equal(t, durabletype.RunCompleted, res.Status)
+	require.Equal(t, durabletype.TaskWaiting, stepState(t, e, a, "wait"), "the rolled-back event was never sent")
 	_, err = e.SendEventTx(ctx, "not a tx", "acme", "a", 1)
 	require.Error(t, err)
 }
@@ -294,11 +295,11 @@ func contains(xs []int, x int) bool {
 	return false
 }
 
-func eventsOfType(t *testing.T, e *durable.Engine, id uuid.UUID, step string, typ durable.EventType) []durable.Event {
+func eventsOfType(t *testing.T, e *durable.Engine, id uuid.UUID, step string, typ durabletype.EventType) []durabletype.Event {
 	t.Helper()
 	evs, err := e.Events(context.Background(), id)
 	require.NoError(t, err)
-	var out []durable.Event
+	var out []durabletype.Event
 	for _, ev := range evs {
 		if ev.Step == step && ev.Type == typ {
 			out = append(out, ev)

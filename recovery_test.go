@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -94,7 +95,7 @@ func TestDeadExecutionRecovery(t *testing.T) {
 			WorkerID: "rescuer", HeartbeatInterval: h.duration(5*time.Second, 200*time.Millisecond), DeadAfter: deadAfter,
 		}, wf)
 		res := h.wait(e, id, h.duration(time.Hour, 20*time.Second))
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		if h.virtual {
 			recovered := time.Since(crashedAt)
 			require.GreaterOrEqual(t, recovered, deadAfter)
@@ -110,9 +111,9 @@ func TestDeadExecutionRecovery(t *testing.T) {
 		var detail string
 		for _, ev := range evs {
 			switch {
-			case ev.Type == durable.EventStarted && ev.Attempt == 1:
+			case ev.Type == durabletype.EventStarted && ev.Attempt == 1:
 				claimedAt = ev.At
-			case ev.Type == durable.EventRetrying:
+			case ev.Type == durabletype.EventRetrying:
 				rescuedAt, detail = ev.At, ev.Detail
 			}
 		}
@@ -181,7 +182,7 @@ func TestClaimLostCancelsTheStep(t *testing.T) {
 		require.ErrorIs(t, <-causes, durable.ErrClaimLost)
 		res, err := e.Wait(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		require.EqualValues(t, 2, calls.Load())
 	})
 }
@@ -263,17 +264,17 @@ func TestGracefulStopDrains(t *testing.T) {
 			t.Fatalf("Stop returned (%v) while a step was running", err)
 		default:
 		}
-		require.Equal(t, durable.StepRunning, stepState(t, e, first, "a"))
+		require.Equal(t, durabletype.TaskRunning, stepState(t, e, first, "a"))
 		close(release)
 		require.NoError(t, <-stopped, "everything drained in time")
 
 		res, err := e.Get(ctx, first)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status, "the in-flight step was recorded")
+		require.Equal(t, durabletype.RunCompleted, res.Status, "the in-flight step was recorded")
 		res, err = e.Get(ctx, second)
 		require.NoError(t, err)
 		s, _ := res.Step("a")
-		require.Equal(t, durable.StepQueued, s.State, "a stopping engine claims nothing new")
+		require.Equal(t, durabletype.TaskQueued, s.State, "a stopping engine claims nothing new")
 		require.Zero(t, s.Attempts)
 		require.EqualValues(t, 1, calls.Load())
 	})
@@ -319,13 +320,13 @@ func TestHardStopReleasesTheStep(t *testing.T) {
 		res, err := e.Get(ctx, id)
 		require.NoError(t, err)
 		s, _ := res.Step("a")
-		require.Equal(t, durable.StepQueued, s.State, "given back to the queue")
+		require.Equal(t, durabletype.TaskQueued, s.State, "given back to the queue")
 		require.Zero(t, s.Attempts, "the interrupted attempt does not count")
 		require.Equal(t, "released by its worker", lastQueuedDetail(t, e, id, "a"))
 
 		next := h.startOn(h.another(), durable.Config{WorkerID: "next"}, build())
 		res = h.wait(next, id, 20*time.Second)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		s, _ = res.Step("a")
 		require.Equal(t, 1, s.Attempts)
 		require.JSONEq(t, `"attempt 1 on next"`, string(s.Output))
@@ -352,17 +353,17 @@ func TestUnknownWorkflowWaits(t *testing.T) {
 		for i := range 3 {
 			res, err := known.Run(ctx, e1, "t", i)
 			require.NoError(t, err)
-			require.Equal(t, durable.RunCompleted, res.Status)
+			require.Equal(t, durabletype.RunCompleted, res.Status)
 		}
 		res, err := client.Get(ctx, orphanID)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunRunning, res.Status)
-		require.Equal(t, durable.StepQueued, states(res)["a"], "left for a process that knows the workflow")
+		require.Equal(t, durabletype.RunRunning, res.Status)
+		require.Equal(t, durabletype.TaskQueued, states(res)["a"], "left for a process that knows the workflow")
 		require.Equal(t, []string{"QUEUED/0"}, stepEvents(t, client, orphanID, "a"), "never claimed")
 
 		e2 := h.startOn(h.another(), durable.Config{WorkerID: "knows-both"}, known, orphan)
 		res = h.wait(e2, orphanID, 20*time.Second)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		s, _ := res.Step("a")
 		require.JSONEq(t, `"adopted by knows-both"`, string(s.Output))
 		require.Equal(t, 1, s.Attempts)
@@ -391,17 +392,17 @@ func TestChangedDefinitionFailsClearly(t *testing.T) {
 		durable.Step(v2, "new-step", noop[int], durable.WithRetry(durable.RetryPolicy{MaxRetries: 3}))
 		e := h.startOn(h.another(), durable.Config{}, v2)
 		res := h.wait(e, oldRun, 20*time.Second)
-		require.Equal(t, durable.RunFailed, res.Status)
+		require.Equal(t, durabletype.RunFailed, res.Status)
 		require.ErrorIs(t, res.Err, durable.ErrRunFailed)
 		require.Contains(t, res.Err.Error(), durable.ErrUnknownStep.Error())
 		require.Contains(t, res.Err.Error(), `step "old-step" of workflow "evolving" is not a step in this process's definition`)
 		s, _ := res.Step("old-step")
-		require.Equal(t, durable.StepFailed, s.State)
+		require.Equal(t, durabletype.TaskFailed, s.State)
 		require.Equal(t, 1, s.Attempts)
 
 		res, err = v2.Run(ctx, e, "t", 2)
 		require.NoError(t, err, "the worker still serves current runs")
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 	})
 }
 
@@ -431,7 +432,7 @@ func TestUndecodableInputFailsTheStepNotTheWorker(t *testing.T) {
 			good = append(good, id)
 		}
 		res := h.wait(e, bad, 20*time.Second)
-		require.Equal(t, durable.RunFailed, res.Status)
+		require.Equal(t, durabletype.RunFailed, res.Status)
 		require.ErrorIs(t, res.Err, durable.ErrRunFailed)
 		require.Contains(t, res.Err.Error(), durable.ErrDecode.Error())
 		require.Contains(t, res.Err.Error(), "cannot decode value")
@@ -440,11 +441,11 @@ func TestUndecodableInputFailsTheStepNotTheWorker(t *testing.T) {
 		require.Equal(t, 1, s.Attempts, "bad data is not retried")
 		require.Equal(t, []string{"QUEUED/0", "STARTED/1", "FAILED/1"}, stepEvents(t, e, bad, "a"))
 		for _, id := range good {
-			require.Equal(t, durable.RunCompleted, h.wait(e, id, 20*time.Second).Status)
+			require.Equal(t, durabletype.RunCompleted, h.wait(e, id, 20*time.Second).Status)
 		}
 		res, err = v2.Run(ctx, e, "t", 9)
 		require.NoError(t, err, "the worker keeps serving")
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		require.EqualValues(t, 6, calls.Load(), "only the good runs reached the step")
 	})
 }
@@ -472,7 +473,7 @@ func TestOutputThatDoesNotRoundTrip(t *testing.T) {
 		s, _ := res.Step("a")
 		require.Equal(t, 1, s.Attempts)
 		require.Contains(t, s.Error, "does not decode back into its type")
-		require.Equal(t, durable.StepCancelled, states(res)["b"])
+		require.Equal(t, durabletype.TaskCancelled, states(res)["b"])
 	})
 }
 
@@ -526,7 +527,7 @@ func TestEventLog(t *testing.T) {
 		}
 		require.Equal(t, []string{
 			"x:QUEUED", "x:STARTED", "x:FAILED", "y:CANCELLED",
-			durable.OnFailureStep + ":QUEUED", durable.OnFailureStep + ":STARTED", durable.OnFailureStep + ":COMPLETED",
+			durabletype.OnFailureTask + ":QUEUED", durabletype.OnFailureTask + ":STARTED", durabletype.OnFailureTask + ":COMPLETED",
 		}, got)
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -35,7 +36,7 @@ type registry struct {
 // registered is one version of a workflow registered on an engine.
 type registered struct {
 	d     *workflowDef
-	shape *store.Shape
+	shape *durabletype.Shape
 	// childOnly is set for a workflow registered only because another
 	// starts it as a child run: registering it again is not a duplicate.
 	childOnly bool
@@ -255,7 +256,7 @@ func (r *registry) checkAccepts(add []*registered, recorded map[string][]store.V
 						dag.Quote(x.shape.Version), dag.Quote(y.shape.Version), dag.Quote(v)))
 				}
 			}
-			var from []*store.Shape
+			var from []*durabletype.Shape
 			for _, y := range all {
 				if y.d.name == x.d.name && y.shape.Version == v {
 					from = append(from, y.shape)
@@ -268,7 +269,7 @@ func (r *registry) checkAccepts(add []*registered, recorded map[string][]store.V
 			}
 			for _, sh := range from {
 				if err := dag.CheckAccepts(sh, x.shape); err != nil {
-					bad(ErrIncompatible, fmt.Sprintf("Accepts(%s): %v", dag.Quote(v), trimIncompatible(err)))
+					bad(durabletype.ErrIncompatible, fmt.Sprintf("Accepts(%s): %v", dag.Quote(v), trimIncompatible(err)))
 					break
 				}
 			}

@@ -5,69 +5,121 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
 // RunStatus is the status of a run: RUNNING, then COMPLETED, FAILED or
 // CANCELLED.
-type RunStatus = store.RunStatus
+//
+// Deprecated: use durabletype.RunStatus; this alias goes in the next
+// release.
+type RunStatus = durabletype.RunStatus
 
 // Run statuses.
+//
+// Deprecated: use the names of package durabletype; these aliases go in the
+// next release.
 const (
-	RunRunning   = store.RunRunning
-	RunCompleted = store.RunCompleted
-	RunFailed    = store.RunFailed
-	RunCancelled = store.RunCancelled
+	// Deprecated: use durabletype.RunRunning.
+	RunRunning = durabletype.RunRunning
+	// Deprecated: use durabletype.RunCompleted.
+	RunCompleted = durabletype.RunCompleted
+	// Deprecated: use durabletype.RunFailed.
+	RunFailed = durabletype.RunFailed
+	// Deprecated: use durabletype.RunCancelled.
+	RunCancelled = durabletype.RunCancelled
 )
 
 // StepState is the state of one step of a run.
-type StepState = store.TaskState
+//
+// Deprecated: use durabletype.TaskState; this alias goes in the next
+// release.
+type StepState = durabletype.TaskState
 
 // Step states. A step waiting out a retry backoff is QUEUED with a DueAt;
 // a step waiting for an event, a signal, a child run or its items is
 // WAITING.
+//
+// Deprecated: use the names of package durabletype; these aliases go in the
+// next release.
 const (
-	StepPending   = store.TaskPending
-	StepQueued    = store.TaskQueued
-	StepRunning   = store.TaskRunning
-	StepSleeping  = store.TaskSleeping
-	StepWaiting   = store.TaskWaiting
-	StepCompleted = store.TaskCompleted
-	StepFailed    = store.TaskFailed
-	StepSkipped   = store.TaskSkipped
-	StepCancelled = store.TaskCancelled
+	// Deprecated: use durabletype.TaskPending.
+	StepPending = durabletype.TaskPending
+	// Deprecated: use durabletype.TaskQueued.
+	StepQueued = durabletype.TaskQueued
+	// Deprecated: use durabletype.TaskRunning.
+	StepRunning = durabletype.TaskRunning
+	// Deprecated: use durabletype.TaskSleeping.
+	StepSleeping = durabletype.TaskSleeping
+	// Deprecated: use durabletype.TaskWaiting.
+	StepWaiting = durabletype.TaskWaiting
+	// Deprecated: use durabletype.TaskCompleted.
+	StepCompleted = durabletype.TaskCompleted
+	// Deprecated: use durabletype.TaskFailed.
+	StepFailed = durabletype.TaskFailed
+	// Deprecated: use durabletype.TaskSkipped.
+	StepSkipped = durabletype.TaskSkipped
+	// Deprecated: use durabletype.TaskCancelled.
+	StepCancelled = durabletype.TaskCancelled
 )
 
 // EventType is the kind of an event in a run's log.
-type EventType = store.EventType
+//
+// Deprecated: use durabletype.EventType; this alias goes in the next
+// release.
+type EventType = durabletype.EventType
 
 // Event types.
+//
+// Deprecated: use the names of package durabletype; these aliases go in the
+// next release.
 const (
-	EventQueued    = store.EventQueued
-	EventStarted   = store.EventStarted
-	EventCompleted = store.EventCompleted
-	EventFailed    = store.EventFailed
-	EventRetrying  = store.EventRetrying
-	EventSkipped   = store.EventSkipped
-	EventSleeping  = store.EventSleeping
-	EventWoken     = store.EventWoken
-	EventCancelled = store.EventCancelled
-	EventReplayed  = store.EventReplayed
-	EventWaiting   = store.EventWaiting
-	EventUpgraded  = store.EventUpgraded
+	// Deprecated: use durabletype.EventQueued.
+	EventQueued = durabletype.EventQueued
+	// Deprecated: use durabletype.EventStarted.
+	EventStarted = durabletype.EventStarted
+	// Deprecated: use durabletype.EventCompleted.
+	EventCompleted = durabletype.EventCompleted
+	// Deprecated: use durabletype.EventFailed.
+	EventFailed = durabletype.EventFailed
+	// Deprecated: use durabletype.EventRetrying.
+	EventRetrying = durabletype.EventRetrying
+	// Deprecated: use durabletype.EventSkipped.
+	EventSkipped = durabletype.EventSkipped
+	// Deprecated: use durabletype.EventSleeping.
+	EventSleeping = durabletype.EventSleeping
+	// Deprecated: use durabletype.EventWoken.
+	EventWoken = durabletype.EventWoken
+	// Deprecated: use durabletype.EventCancelled.
+	EventCancelled = durabletype.EventCancelled
+	// Deprecated: use durabletype.EventReplayed.
+	EventReplayed = durabletype.EventReplayed
+	// Deprecated: use durabletype.EventWaiting.
+	EventWaiting = durabletype.EventWaiting
+	// Deprecated: use durabletype.EventUpgraded.
+	EventUpgraded = durabletype.EventUpgraded
 )
 
 // Event is one entry of a run's event log.
-type Event = store.Event
+//
+// Deprecated: use durabletype.Event; this alias goes in the next release.
+type Event = durabletype.Event
 
 // ParentRef links a child run to its parent: the parent run, its step that
 // started the child, and the child's step whose output is the result.
-type ParentRef = store.ParentRef
+//
+// Deprecated: use durabletype.ParentRef; this alias goes in the next
+// release.
+type ParentRef = durabletype.ParentRef
 
 // OnFailureStep is the step name under which a run's on-failure handler
 // appears in results and events.
-const OnFailureStep = store.OnFailureTask
+//
+// Deprecated: use durabletype.OnFailureTask; this alias goes in the next
+// release.
+const OnFailureStep = durabletype.OnFailureTask
 
 // RunResult is the state of a run: its status, the error of the step that
 // failed it, and every step. Read typed outputs with StepRef.Result.
@@ -83,7 +135,7 @@ type RunResult struct {
 	// Tenant is the tenant the run belongs to.
 	Tenant string
 	// Status is RUNNING, COMPLETED, FAILED or CANCELLED.
-	Status RunStatus
+	Status durabletype.RunStatus
 	// Err is the *RunError of a FAILED or CANCELLED run, nil otherwise.
 	Err error
 	// Input is the run's encoded input.
@@ -101,7 +153,7 @@ type RunResult struct {
 	Deadline time.Time
 	// Parent links a child run (see Child) to its parent run and the step
 	// that started it; nil for other runs.
-	Parent *ParentRef
+	Parent *durabletype.ParentRef
 	// Steps lists every step in declaration order; the on-failure handler,
 	// once it exists, comes last under the name OnFailureStep.
 	Steps []StepResult
@@ -130,12 +182,12 @@ type StepResult struct {
 	// Parents are the step's parents, as the run recorded its shape.
 	Parents []string
 	// Kind tells a step, a sleep and the on-failure handler apart.
-	Kind store.TaskKind
+	Kind durabletype.TaskKind
 	// Retired is set on a step that an upgrade kept only for its record:
 	// the version the run moved to does not run it (Engine.UpgradeRuns).
 	Retired bool
 	// State is the step's state (PENDING, QUEUED, RUNNING, ...).
-	State StepState
+	State durabletype.TaskState
 	// Attempts is the number of the latest attempt (0 if it never ran).
 	Attempts int
 	// Error is the latest error of the step, if any.
@@ -178,7 +230,7 @@ func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
 		IdempotencyKey: run.IdempotencyKey, Priority: Priority(run.Priority), Deadline: run.Deadline,
 		Parent: run.Parent,
 	}
-	if run.Status == store.RunFailed || run.Status == store.RunCancelled {
+	if run.Status == durabletype.RunFailed || run.Status == durabletype.RunCancelled {
 		res.Err = &RunError{RunID: run.ID, Workflow: run.Workflow, Status: run.Status, Step: run.FailedStep, Message: run.Error}
 	}
 	parents := map[string][]string{}
@@ -204,10 +256,10 @@ func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
 			sr.EventKey = key
 		}
 		sr.Signal = signals[t.Name] // known before the step waits
-		if t.Kind == store.KindItem {
+		if t.Kind == durabletype.KindItem {
 			// Items follow their map step, whose results they join (a map
 			// step's Items hold those it fanned out to).
-			if n := len(res.Steps); n > 0 && res.Steps[n-1].Kind == store.KindMap {
+			if n := len(res.Steps); n > 0 && res.Steps[n-1].Kind == durabletype.KindMap {
 				m := &res.Steps[n-1]
 				if t.Item < m.items {
 					m.Items = append(m.Items, sr)

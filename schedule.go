@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/sleep"
 	"github.com/effectivelabs/durable/store"
@@ -22,12 +23,21 @@ import (
 var (
 	// ErrInvalidSchedule: the cron expression, the time zone or the name of
 	// a schedule is not valid, or its input does not decode.
-	ErrInvalidSchedule = store.ErrInvalidSchedule
+	//
+	// Deprecated: use durabletype.ErrInvalidSchedule; this alias goes in
+	// the next release.
+	ErrInvalidSchedule = durabletype.ErrInvalidSchedule
 	// ErrScheduleExists: the tenant already has a schedule of that name.
 	// Creating never replaces one: delete it first.
-	ErrScheduleExists = store.ErrScheduleExists
+	//
+	// Deprecated: use durabletype.ErrScheduleExists; this alias goes in the
+	// next release.
+	ErrScheduleExists = durabletype.ErrScheduleExists
 	// ErrScheduleNotFound: the tenant has no schedule of that name.
-	ErrScheduleNotFound = store.ErrScheduleNotFound
+	//
+	// Deprecated: use durabletype.ErrScheduleNotFound; this alias goes in
+	// the next release.
+	ErrScheduleNotFound = durabletype.ErrScheduleNotFound
 	// ErrSchedulesUnsupported: the store keeps no schedules (it does not
 	// implement store.Scheduler).
 	ErrSchedulesUnsupported = errors.New("durable: store does not support schedules")
@@ -41,7 +51,10 @@ var (
 // workflow, encoded input, cron expression and time zone, whether it is
 // paused, its next slot and the last slot it fired, and whether it was
 // declared in code (Workflow.DeclareSchedule) or created through the API.
-type Schedule = store.Schedule
+//
+// Deprecated: use durabletype.Schedule; this alias goes in the next
+// release.
+type Schedule = durabletype.Schedule
 
 // ScheduleSpec describes a schedule to create with Engine.CreateSchedule.
 type ScheduleSpec struct {
@@ -86,7 +99,7 @@ func (e *Engine) scheduler() (store.Scheduler, error) {
 // Schedule creates a schedule named name for tenant that starts a run of w
 // with input in at every slot of the cron expression. w must be registered
 // on e. See Engine.CreateSchedule.
-func (w *Workflow[I]) Schedule(ctx context.Context, e *Engine, tenant, name string, in I, cron string, opts ScheduleOptions) (*Schedule, error) {
+func (w *Workflow[I]) Schedule(ctx context.Context, e *Engine, tenant, name string, in I, cron string, opts ScheduleOptions) (*durabletype.Schedule, error) {
 	b, err := e.cfg.Codec.Marshal(in)
 	if err != nil {
 		return nil, fmt.Errorf("%w: input: %w", ErrEncode, err)
@@ -104,13 +117,13 @@ func (w *Workflow[I]) Schedule(ctx context.Context, e *Engine, tenant, name stri
 // decode into its input type. The expression and time zone are checked
 // now (ErrInvalidSchedule); a tenant that already has a schedule of that
 // name returns ErrScheduleExists.
-func (e *Engine) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*Schedule, error) {
+func (e *Engine) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*durabletype.Schedule, error) {
 	s, err := e.scheduler()
 	if err != nil {
 		return nil, err
 	}
 	if !dag.ValidTenant(spec.Tenant) {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidTenant, dag.Quote(spec.Tenant))
+		return nil, fmt.Errorf("%w: %s", durabletype.ErrInvalidTenant, dag.Quote(spec.Tenant))
 	}
 	def := e.workflow(spec.Workflow)
 	if def == nil {
@@ -121,7 +134,7 @@ func (e *Engine) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*Schedu
 		return nil, err
 	}
 	if _, err := def.decodeInput(e.cfg.Codec, spec.Input); err != nil {
-		return nil, fmt.Errorf("%w: input does not decode into the workflow's input type: %w", ErrInvalidSchedule, err)
+		return nil, fmt.Errorf("%w: input does not decode into the workflow's input type: %w", durabletype.ErrInvalidSchedule, err)
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -139,12 +152,12 @@ func (e *Engine) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*Schedu
 }
 
 // GetSchedule returns the schedule name of tenant, or ErrScheduleNotFound.
-func (e *Engine) GetSchedule(ctx context.Context, tenant, name string) (*Schedule, error) {
+func (e *Engine) GetSchedule(ctx context.Context, tenant, name string) (*durabletype.Schedule, error) {
 	s, err := e.scheduler()
 	if err != nil {
 		return nil, err
 	}
-	sc, err := s.GetSchedule(ctx, &store.GetScheduleParams{Key: store.ScheduleKey{Tenant: tenant, Name: name}})
+	sc, err := s.GetSchedule(ctx, &store.GetScheduleParams{Key: durabletype.ScheduleKey{Tenant: tenant, Name: name}})
 	if err != nil {
 		return nil, fmt.Errorf("durable: %w", err)
 	}
@@ -157,14 +170,14 @@ type ScheduleListOptions struct {
 	Tenant string
 	// After continues a listing after that schedule (the last of the
 	// previous page).
-	After *store.ScheduleKey
+	After *durabletype.ScheduleKey
 	// Limit is the most schedules on a page. Defaults to 100; at most 1,000.
 	Limit int
 }
 
 // SchedulePage is one page of schedules, by tenant and name.
 type SchedulePage struct {
-	Schedules []*Schedule
+	Schedules []*durabletype.Schedule
 	// More is set when schedules follow the last one.
 	More bool
 }
@@ -191,24 +204,24 @@ func (e *Engine) ListSchedules(ctx context.Context, opts ScheduleListOptions) (*
 // PauseSchedule pauses a schedule: it fires nothing until resumed. Pausing
 // a paused schedule changes nothing. A declared schedule stays paused until
 // resumed or until its declaration changes (see Workflow.DeclareSchedule).
-func (e *Engine) PauseSchedule(ctx context.Context, tenant, name string) (*Schedule, error) {
+func (e *Engine) PauseSchedule(ctx context.Context, tenant, name string) (*durabletype.Schedule, error) {
 	return e.pauseSchedule(ctx, tenant, name, true)
 }
 
 // ResumeSchedule resumes a paused schedule from the first slot after now:
 // the slots that passed while it was paused are skipped, none is caught
 // up. Resuming also clears the error of a broken schedule and tries again.
-func (e *Engine) ResumeSchedule(ctx context.Context, tenant, name string) (*Schedule, error) {
+func (e *Engine) ResumeSchedule(ctx context.Context, tenant, name string) (*durabletype.Schedule, error) {
 	return e.pauseSchedule(ctx, tenant, name, false)
 }
 
-func (e *Engine) pauseSchedule(ctx context.Context, tenant, name string, paused bool) (*Schedule, error) {
+func (e *Engine) pauseSchedule(ctx context.Context, tenant, name string, paused bool) (*durabletype.Schedule, error) {
 	s, err := e.scheduler()
 	if err != nil {
 		return nil, err
 	}
 	sc, err := s.PauseSchedule(ctx, &store.PauseScheduleParams{
-		Now: e.now(), Key: store.ScheduleKey{Tenant: tenant, Name: name}, Paused: paused,
+		Now: e.now(), Key: durabletype.ScheduleKey{Tenant: tenant, Name: name}, Paused: paused,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("durable: %w", err)
@@ -227,7 +240,7 @@ func (e *Engine) DeleteSchedule(ctx context.Context, tenant, name string) error 
 	if err != nil {
 		return err
 	}
-	if err := s.DeleteSchedule(ctx, &store.DeleteScheduleParams{Key: store.ScheduleKey{Tenant: tenant, Name: name}}); err != nil {
+	if err := s.DeleteSchedule(ctx, &store.DeleteScheduleParams{Key: durabletype.ScheduleKey{Tenant: tenant, Name: name}}); err != nil {
 		return fmt.Errorf("durable: %w", err)
 	}
 	return nil
@@ -261,10 +274,10 @@ const scheduleBatch = 500
 
 // registeredShapes returns the shapes of the workflows registered on e:
 // of each, its newest version (the one a schedule's runs start with).
-func (e *Engine) registeredShapes() map[string]*store.Shape {
+func (e *Engine) registeredShapes() map[string]*durabletype.Shape {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	shapes := make(map[string]*store.Shape, len(e.reg.names))
+	shapes := make(map[string]*durabletype.Shape, len(e.reg.names))
 	for _, name := range e.reg.names {
 		shapes[name] = e.reg.newest(name).shape
 	}
@@ -350,9 +363,9 @@ func (e *Engine) scheduleLoop(ctx context.Context, rt *runtime, s store.Schedule
 // the tenant argument. A tenant that could not exist finds nothing.
 
 // GetSchedule returns the tenant's schedule name (ErrScheduleNotFound).
-func (v *TenantRuns) GetSchedule(ctx context.Context, name string) (*Schedule, error) {
+func (v *TenantRuns) GetSchedule(ctx context.Context, name string) (*durabletype.Schedule, error) {
 	if v.empty() {
-		return nil, fmt.Errorf("durable: %w", ErrScheduleNotFound)
+		return nil, fmt.Errorf("durable: %w", durabletype.ErrScheduleNotFound)
 	}
 	return v.e.GetSchedule(ctx, v.tenant, name)
 }
@@ -371,18 +384,18 @@ func (v *TenantRuns) ListSchedules(ctx context.Context, opts ScheduleListOptions
 }
 
 // PauseSchedule pauses the tenant's schedule name (see Engine.PauseSchedule).
-func (v *TenantRuns) PauseSchedule(ctx context.Context, name string) (*Schedule, error) {
+func (v *TenantRuns) PauseSchedule(ctx context.Context, name string) (*durabletype.Schedule, error) {
 	if v.empty() {
-		return nil, fmt.Errorf("durable: %w", ErrScheduleNotFound)
+		return nil, fmt.Errorf("durable: %w", durabletype.ErrScheduleNotFound)
 	}
 	return v.e.PauseSchedule(ctx, v.tenant, name)
 }
 
 // ResumeSchedule resumes the tenant's schedule name (see
 // Engine.ResumeSchedule).
-func (v *TenantRuns) ResumeSchedule(ctx context.Context, name string) (*Schedule, error) {
+func (v *TenantRuns) ResumeSchedule(ctx context.Context, name string) (*durabletype.Schedule, error) {
 	if v.empty() {
-		return nil, fmt.Errorf("durable: %w", ErrScheduleNotFound)
+		return nil, fmt.Errorf("durable: %w", durabletype.ErrScheduleNotFound)
 	}
 	return v.e.ResumeSchedule(ctx, v.tenant, name)
 }
@@ -391,7 +404,7 @@ func (v *TenantRuns) ResumeSchedule(ctx context.Context, name string) (*Schedule
 // Engine.DeleteSchedule).
 func (v *TenantRuns) DeleteSchedule(ctx context.Context, name string) error {
 	if v.empty() {
-		return fmt.Errorf("durable: %w", ErrScheduleNotFound)
+		return fmt.Errorf("durable: %w", durabletype.ErrScheduleNotFound)
 	}
 	return v.e.DeleteSchedule(ctx, v.tenant, name)
 }

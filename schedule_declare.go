@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/cronslot"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
@@ -77,17 +78,17 @@ func (d *workflowDef) declare(s *declaredSchedule) {
 	}
 	switch {
 	case !dag.ValidTenant(s.tenant):
-		fail(ErrInvalidSchedule, fmt.Sprintf("invalid tenant: use 1 to %d bytes of UTF-8 without control characters", dag.MaxTenantLen))
+		fail(durabletype.ErrInvalidSchedule, fmt.Sprintf("invalid tenant: use 1 to %d bytes of UTF-8 without control characters", dag.MaxTenantLen))
 		return
 	case !dag.ValidTenant(s.name):
-		fail(ErrInvalidSchedule, fmt.Sprintf("invalid name: use 1 to %d bytes of UTF-8 without control characters", dag.MaxTenantLen))
+		fail(durabletype.ErrInvalidSchedule, fmt.Sprintf("invalid name: use 1 to %d bytes of UTF-8 without control characters", dag.MaxTenantLen))
 		return
 	case slices.ContainsFunc(d.schedules, func(o *declaredSchedule) bool { return o.tenant == s.tenant && o.name == s.name }):
-		fail(ErrInvalidSchedule, "declared twice")
+		fail(durabletype.ErrInvalidSchedule, "declared twice")
 		return
 	}
 	if _, err := cronslot.Parse(s.cron, s.zone, time.Now()); err != nil {
-		fail(ErrInvalidSchedule, err.Error())
+		fail(durabletype.ErrInvalidSchedule, err.Error())
 		return
 	}
 	d.schedules = append(d.schedules, s)
@@ -100,16 +101,16 @@ func (d *workflowDef) declare(s *declaredSchedule) {
 func (e *Engine) declarations(defs []*workflowDef) ([]store.DeclaredSchedule, error) {
 	var out []store.DeclaredSchedule
 	var errs []error
-	owner := map[store.ScheduleKey]string{}
+	owner := map[durabletype.ScheduleKey]string{}
 	for _, d := range defs {
 		shape, err := d.freeze()
 		if err != nil {
 			return nil, err
 		}
 		for _, s := range d.schedules {
-			k := store.ScheduleKey{Tenant: s.tenant, Name: s.name}
+			k := durabletype.ScheduleKey{Tenant: s.tenant, Name: s.name}
 			if wf, ok := owner[k]; ok {
-				errs = append(errs, d.scheduleError(s, ErrInvalidSchedule, "declared by workflow "+dag.Quote(wf)+" too"))
+				errs = append(errs, d.scheduleError(s, durabletype.ErrInvalidSchedule, "declared by workflow "+dag.Quote(wf)+" too"))
 				continue
 			}
 			owner[k] = d.name
@@ -118,7 +119,7 @@ func (e *Engine) declarations(defs []*workflowDef) ([]store.DeclaredSchedule, er
 				_, err = d.decodeInput(e.cfg.Codec, b)
 			}
 			if err != nil {
-				errs = append(errs, d.scheduleError(s, ErrInvalidSchedule, "input does not encode and decode back: "+err.Error()))
+				errs = append(errs, d.scheduleError(s, durabletype.ErrInvalidSchedule, "input does not encode and decode back: "+err.Error()))
 				continue
 			}
 			id, err := uuid.NewV7()
@@ -187,7 +188,7 @@ func (e *Engine) applyDeclared(ctx context.Context, defs []*workflowDef) error {
 	}
 	for _, c := range []struct {
 		what string
-		keys []store.ScheduleKey
+		keys []durabletype.ScheduleKey
 	}{{"created", res.Created}, {"updated", res.Updated}, {"deleted", res.Deleted}} {
 		for _, k := range c.keys {
 			e.log.Info("durable: declared schedule "+c.what, slog.String("tenant", k.Tenant), slog.String("schedule", k.Name))

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store"
 )
@@ -181,21 +182,21 @@ func TestScheduleAPI(t *testing.T) {
 		ctx := context.Background()
 
 		_, err := wf.Schedule(ctx, e, "t1", "bad", 1, "not cron", durable.ScheduleOptions{})
-		require.ErrorIs(t, err, durable.ErrInvalidSchedule)
+		require.ErrorIs(t, err, durabletype.ErrInvalidSchedule)
 		_, err = wf.Schedule(ctx, e, "t1", "bad", 1, "* * * * *", durable.ScheduleOptions{TimeZone: "Moon/Base"})
-		require.ErrorIs(t, err, durable.ErrInvalidSchedule)
+		require.ErrorIs(t, err, durabletype.ErrInvalidSchedule)
 		_, err = wf.Schedule(ctx, e, "", "bad", 1, "* * * * *", durable.ScheduleOptions{})
-		require.ErrorIs(t, err, durable.ErrInvalidTenant)
+		require.ErrorIs(t, err, durabletype.ErrInvalidTenant)
 		_, err = e.CreateSchedule(ctx, durable.ScheduleSpec{Tenant: "t1", Name: "x", Workflow: "nope", Input: []byte("1"), Cron: "@daily"})
 		require.ErrorIs(t, err, durable.ErrWorkflowNotRegistered)
 		_, err = e.CreateSchedule(ctx, durable.ScheduleSpec{Tenant: "t1", Name: "x", Workflow: "tick", Input: []byte(`"text"`), Cron: "@daily"})
-		require.ErrorIs(t, err, durable.ErrInvalidSchedule)
+		require.ErrorIs(t, err, durabletype.ErrInvalidSchedule)
 
 		sc, err := e.CreateSchedule(ctx, durable.ScheduleSpec{Tenant: "t1", Name: "daily", Workflow: "tick", Input: []byte("5"), Cron: "@daily", TimeZone: "Asia/Tokyo"})
 		require.NoError(t, err)
 		require.Equal(t, 15, sc.NextAt.UTC().Hour(), "midnight in Tokyo")
 		_, err = wf.Schedule(ctx, e, "t1", "daily", 1, "@hourly", durable.ScheduleOptions{})
-		require.ErrorIs(t, err, durable.ErrScheduleExists)
+		require.ErrorIs(t, err, durabletype.ErrScheduleExists)
 		_, err = wf.Schedule(ctx, e, "t2", "daily", 1, "@hourly", durable.ScheduleOptions{Paused: true})
 		require.NoError(t, err, "names are per tenant")
 
@@ -215,11 +216,11 @@ func TestScheduleAPI(t *testing.T) {
 		require.False(t, r.Paused)
 		require.True(t, r.NextAt.Equal(sc.NextAt))
 		require.NoError(t, e.DeleteSchedule(ctx, "t1", "daily"))
-		require.ErrorIs(t, e.DeleteSchedule(ctx, "t1", "daily"), durable.ErrScheduleNotFound)
+		require.ErrorIs(t, e.DeleteSchedule(ctx, "t1", "daily"), durabletype.ErrScheduleNotFound)
 		_, err = e.GetSchedule(ctx, "t1", "daily")
-		require.ErrorIs(t, err, durable.ErrScheduleNotFound)
+		require.ErrorIs(t, err, durabletype.ErrScheduleNotFound)
 		_, err = e.PauseSchedule(ctx, "t9", "daily")
-		require.ErrorIs(t, err, durable.ErrScheduleNotFound)
+		require.ErrorIs(t, err, durabletype.ErrScheduleNotFound)
 
 		// A tenant's view: its own schedules, never another's.
 		t2 := e.Tenant("t2")
@@ -227,17 +228,17 @@ func TestScheduleAPI(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, page.Schedules, 1, "the options' tenant does not widen the scope")
 		require.Equal(t, "t2", page.Schedules[0].Tenant)
-		_, err = t2.ListSchedules(ctx, durable.ScheduleListOptions{After: &store.ScheduleKey{Tenant: "t1", Name: "a"}})
+		_, err = t2.ListSchedules(ctx, durable.ScheduleListOptions{After: &durabletype.ScheduleKey{Tenant: "t1", Name: "a"}})
 		require.ErrorIs(t, err, durable.ErrInvalidCursor)
 		got, err := t2.ResumeSchedule(ctx, "daily")
 		require.NoError(t, err)
 		require.False(t, got.Paused)
 		_, err = e.Tenant("t1").GetSchedule(ctx, "daily")
-		require.ErrorIs(t, err, durable.ErrScheduleNotFound, "deleted above")
+		require.ErrorIs(t, err, durabletype.ErrScheduleNotFound, "deleted above")
 		for _, none := range []*durable.TenantRuns{e.Tenant(""), e.Tenant("t1")} {
 			_, err = none.PauseSchedule(ctx, "daily")
-			require.ErrorIs(t, err, durable.ErrScheduleNotFound)
-			require.ErrorIs(t, none.DeleteSchedule(ctx, "daily"), durable.ErrScheduleNotFound)
+			require.ErrorIs(t, err, durabletype.ErrScheduleNotFound)
+			require.ErrorIs(t, none.DeleteSchedule(ctx, "daily"), durabletype.ErrScheduleNotFound)
 		}
 		page, err = e.Tenant("").ListSchedules(ctx, durable.ScheduleListOptions{})
 		require.NoError(t, err)

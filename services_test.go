@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store"
@@ -243,7 +244,7 @@ func (s *failingFinish) FinishTasks(ctx context.Context, p *store.FinishTasksPar
 	failing := s.failing
 	s.mu.Unlock()
 	if failing {
-		return nil, store.ErrTransient
+		return nil, durabletype.ErrTransient
 	}
 	return s.Store.FinishTasks(ctx, p)
 }
@@ -278,13 +279,13 @@ func TestCompleterService(t *testing.T) {
 				if failing {
 					require.Equal(t, time.Minute, time.Since(begin), "tried again until the deadline")
 					require.Equal(t, 3, rt.lost, "the outcomes are counted lost")
-					require.ErrorIs(t, rt.lostErr, store.ErrTransient)
+					require.ErrorIs(t, rt.lostErr, durabletype.ErrTransient)
 					return
 				}
 				require.Zero(t, time.Since(begin))
 				require.Zero(t, rt.lost)
 				for _, id := range ids {
-					require.Equal(t, store.TaskCompleted, taskOf(t, st, id, "s").State)
+					require.Equal(t, durabletype.TaskCompleted, taskOf(t, st, id, "s").State)
 				}
 				require.Empty(t, rt.flights, "recorded outcomes are no longer in flight")
 			})
@@ -470,6 +471,6 @@ func TestStopOrder(t *testing.T) {
 		require.Contains(t, calls[finish:finished], "heartbeat", "and while its outcome is recorded: %v", calls)
 		require.NotContains(t, calls[finished:], "heartbeat", "not after: %v", calls)
 		require.Equal(t, "remove", calls[len(calls)-1], "the record goes last: %v", calls)
-		require.Equal(t, store.TaskCompleted, taskOf(t, st, id, "s").State)
+		require.Equal(t, durabletype.TaskCompleted, taskOf(t, st, id, "s").State)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -21,11 +22,11 @@ import (
 // through its own simFaultStore.
 
 // The injected errors are what a real store reports for a lost connection:
-// transient (store.ErrTransient), so callers may try again.
+// transient (durabletype.ErrTransient), so callers may try again.
 var (
-	errSimInjected    = store.Transient(errors.New("sim: injected store error"))
-	errSimAmbiguous   = store.Transient(errors.New("sim: injected store error after the call took effect"))
-	errSimPartitioned = store.Transient(errors.New("sim: engine partitioned from the store"))
+	errSimInjected    = durabletype.Transient(errors.New("sim: injected store error"))
+	errSimAmbiguous   = durabletype.Transient(errors.New("sim: injected store error after the call took effect"))
+	errSimPartitioned = durabletype.Transient(errors.New("sim: engine partitioned from the store"))
 )
 
 // simOp names the store calls that faults are injected into. CreateRuns
@@ -399,7 +400,7 @@ func (f *simFaultStore) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.T
 }
 
 // ListEvents implements store.Store (no faults).
-func (f *simFaultStore) ListEvents(ctx context.Context, id uuid.UUID) ([]*store.Event, error) {
+func (f *simFaultStore) ListEvents(ctx context.Context, id uuid.UUID) ([]*durabletype.Event, error) {
 	if f.cut() {
 		return nil, errSimPartitioned
 	}
@@ -431,7 +432,7 @@ func (f *simFaultStore) ReplayRuns(ctx context.Context, p *store.ReplayRunsParam
 }
 
 // Stats implements store.Store (no faults).
-func (f *simFaultStore) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, error) {
+func (f *simFaultStore) Stats(ctx context.Context, p *store.StatsParams) (*durabletype.Stats, error) {
 	if f.cut() {
 		return nil, errSimPartitioned
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/sleep"
 	"github.com/effectivelabs/durable/memstore"
 )
@@ -243,15 +244,15 @@ func (r simRunSpec) shape() []simStepSpec {
 
 // simWant is the expected final state (and output, when not nil) of a step.
 type simWant struct {
-	state  durable.StepState
+	state  durabletype.TaskState
 	output any
 }
 
 // want returns the run's expected status and its steps' expected ends.
-func (r simRunSpec) want() (durable.RunStatus, map[string]simWant) {
+func (r simRunSpec) want() (durabletype.RunStatus, map[string]simWant) {
 	in := r.in
-	done := func(v any) simWant { return simWant{state: durable.StepCompleted, output: v} }
-	skipped := simWant{state: durable.StepSkipped}
+	done := func(v any) simWant { return simWant{state: durabletype.TaskCompleted, output: v} }
+	skipped := simWant{state: durabletype.TaskSkipped}
 	w := map[string]simWant{}
 	if r.workflow == simWorkflowB {
 		w["seed"] = done(simSeedOut(in))
@@ -259,7 +260,7 @@ func (r simRunSpec) want() (durable.RunStatus, map[string]simWant) {
 			w[fmt.Sprintf("w-%d", i)] = done(simWide(in, i))
 		}
 		w["sum"] = done(simSum(in))
-		return durable.RunCompleted, w
+		return durabletype.RunCompleted, w
 	}
 	w["split"] = done(simSplit(in))
 	for i := range 3 {
@@ -274,16 +275,16 @@ func (r simRunSpec) want() (durable.RunStatus, map[string]simWant) {
 		w["right"], w["right-2"] = done(simRight(in)), done(simRight(in)+"/2")
 	}
 	w["merge"] = done(simMerge(in))
-	w["nap"] = simWant{state: durable.StepCompleted}
+	w["nap"] = simWant{state: durabletype.TaskCompleted}
 	if in.Fail {
-		w["flaky"] = simWant{state: durable.StepFailed}
-		w["final"] = simWant{state: durable.StepCancelled}
-		w[durable.OnFailureStep] = simWant{state: durable.StepCompleted}
-		return durable.RunFailed, w
+		w["flaky"] = simWant{state: durabletype.TaskFailed}
+		w["final"] = simWant{state: durabletype.TaskCancelled}
+		w[durabletype.OnFailureTask] = simWant{state: durabletype.TaskCompleted}
+		return durabletype.RunFailed, w
 	}
 	w["flaky"] = done(simFlaky(in))
 	w["final"] = done(simFinal(in))
-	return durable.RunCompleted, w
+	return durabletype.RunCompleted, w
 }
 
 // simPlan is everything a seed decides up front.
@@ -780,8 +781,8 @@ type simStepLog struct {
 	phase   simPhase
 	attempt int
 	due     time.Time
-	final   durable.EventType // the terminal event
-	started map[int]int       // STARTED events by attempt
+	final   durabletype.EventType // the terminal event
+	started map[int]int           // STARTED events by attempt
 	// ran lists attempts whose outcome came from the step's code (COMPLETED,
 	// or RETRYING/FAILED with the code's error rather than a rescue's).
 	ran []int
@@ -791,7 +792,7 @@ func simRescued(detail string) bool { return strings.Contains(detail, " lost: no
 
 // simReplayLog checks the run's log event by event and returns the steps'
 // logs by name.
-func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad func(string, ...any)) map[string]*simStepLog {
+func simReplayLog(id uuid.UUID, evs []durabletype.Event, shape []simStepSpec, bad func(string, ...any)) map[string]*simStepLog {
 	specs := map[string]simStepSpec{}
 	logs := map[string]*simStepLog{}
 	for _, sp := range shape {
@@ -813,7 +814,7 @@ func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad fu
 		if ev.RunID != id {
 			bad("%s: belongs to run %s", where, ev.RunID)
 		}
-		onFailure := ev.Step == durable.OnFailureStep
+		onFailure := ev.Step == durabletype.OnFailureTask
 		if onFailure && logs[ev.Step] == nil {
 			if failed == "" {
 				bad("%s: on-failure event before any step failed", where)
@@ -828,7 +829,7 @@ func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad fu
 		sp := specs[ev.Step]
 		if failed != "" && !onFailure {
 			switch ev.Type {
-			case durable.EventQueued, durable.EventStarted, durable.EventSleeping, durable.EventWoken, durable.EventRetrying:
+			case durabletype.EventQueued, durabletype.EventStarted, durabletype.EventSleeping, durabletype.EventWoken, durabletype.EventRetrying:
 				bad("%s: after step %s failed the run", where, failed)
 			}
 		}
@@ -841,9 +842,9 @@ func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad fu
 					return false, false
 				}
 				switch pl.final {
-				case durable.EventCompleted, durable.EventWoken:
+				case durabletype.EventCompleted, durabletype.EventWoken:
 					anyCompleted = true
-				case durable.EventSkipped:
+				case durabletype.EventSkipped:
 				default:
 					return false, false
 				}
@@ -855,7 +856,7 @@ func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad fu
 		switch l.phase {
 		case simPending:
 			switch ev.Type {
-			case durable.EventQueued:
+			case durabletype.EventQueued:
 				all, anyCompleted := resolved()
 				switch {
 				case sp.sleep > 0:
@@ -866,7 +867,7 @@ func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad fu
 					bad("%s: queued before its parents %v completed", where, sp.parents)
 				}
 				l.phase = simQueued
-			case durable.EventSleeping:
+			case durabletype.EventSleeping:
 				all, anyCompleted := resolved()
 				switch {
 				case sp.sleep == 0:
@@ -877,12 +878,12 @@ func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad fu
 					bad("%s: due at %s, want %s after %s", where, ev.DueAt, sp.sleep, ev.At)
 				}
 				l.phase, l.due = simSleeping, ev.DueAt
-			case durable.EventSkipped:
+			case durabletype.EventSkipped:
 				if all, anyCompleted := resolved(); !all || anyCompleted || len(sp.parents) == 0 || ev.Detail != "all parents skipped" {
 					bad("%s: cascade skip (detail %q) but parents %v are not all skipped", where, ev.Detail, sp.parents)
 				}
 				finish()
-			case durable.EventCancelled:
+			case durabletype.EventCancelled:
 				if failed == "" {
 					bad("%s: cancelled although the run did not fail", where)
 				}
@@ -892,13 +893,13 @@ func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad fu
 			}
 		case simQueued:
 			switch ev.Type {
-			case durable.EventStarted:
+			case durabletype.EventStarted:
 				if ev.Attempt != l.attempt+1 {
 					bad("%s: attempt after attempt %d", where, l.attempt)
 				}
 				l.phase, l.attempt = simRunning, ev.Attempt
 				l.started[ev.Attempt]++
-			case durable.EventCancelled:
+			case durabletype.EventCancelled:
 				if failed == "" {
 					bad("%s: cancelled although the run did not fail", where)
 				}
@@ -907,19 +908,19 @@ func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad fu
 				wrong()
 			}
 		case simRunning:
-			if ev.Type != durable.EventQueued && ev.Type != durable.EventCancelled && ev.Attempt != l.attempt {
+			if ev.Type != durabletype.EventQueued && ev.Type != durabletype.EventCancelled && ev.Attempt != l.attempt {
 				bad("%s: outcome of attempt %d", where, l.attempt)
 			}
 			switch ev.Type {
-			case durable.EventCompleted:
+			case durabletype.EventCompleted:
 				l.ran = append(l.ran, ev.Attempt)
 				finish()
-			case durable.EventSkipped:
+			case durabletype.EventSkipped:
 				if !strings.Contains(ev.Detail, "skip condition") {
 					bad("%s: skipped while running, detail %q", where, ev.Detail)
 				}
 				finish()
-			case durable.EventRetrying:
+			case durabletype.EventRetrying:
 				if ev.DueAt.Before(ev.At) {
 					bad("%s: retry due at %s, before %s", where, ev.DueAt, ev.At)
 				}
@@ -927,7 +928,7 @@ func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad fu
 					l.ran = append(l.ran, ev.Attempt)
 				}
 				l.phase, l.due = simBackoff, ev.DueAt
-			case durable.EventFailed:
+			case durabletype.EventFailed:
 				if !simRescued(ev.Detail) {
 					l.ran = append(l.ran, ev.Attempt)
 				}
@@ -935,12 +936,12 @@ func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad fu
 					failed = ev.Step
 				}
 				finish()
-			case durable.EventQueued:
+			case durabletype.EventQueued:
 				if ev.Attempt != l.attempt-1 || ev.Detail != "released by its worker" {
 					bad("%s: re-queued while running (detail %q)", where, ev.Detail)
 				}
 				l.phase, l.attempt = simQueued, ev.Attempt
-			case durable.EventCancelled:
+			case durabletype.EventCancelled:
 				if failed == "" && !onFailure {
 					bad("%s: cancelled although the run did not fail", where)
 				}
@@ -950,12 +951,12 @@ func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad fu
 			}
 		case simBackoff:
 			switch ev.Type {
-			case durable.EventQueued:
+			case durabletype.EventQueued:
 				if ev.Attempt != l.attempt || ev.At.Before(l.due) || ev.Detail != "" {
 					bad("%s: queued at %s (detail %q), retry due at %s", where, ev.At, ev.Detail, l.due)
 				}
 				l.phase = simQueued
-			case durable.EventCancelled:
+			case durabletype.EventCancelled:
 				if failed == "" {
 					bad("%s: cancelled although the run did not fail", where)
 				}
@@ -965,12 +966,12 @@ func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad fu
 			}
 		case simSleeping:
 			switch ev.Type {
-			case durable.EventWoken:
+			case durabletype.EventWoken:
 				if ev.At.Before(l.due) || ev.Attempt != 0 {
 					bad("%s: woken at %s, due at %s", where, ev.At, l.due)
 				}
 				finish()
-			case durable.EventCancelled:
+			case durabletype.EventCancelled:
 				if failed == "" {
 					bad("%s: cancelled although the run did not fail", where)
 				}
@@ -986,17 +987,17 @@ func simReplayLog(id uuid.UUID, evs []durable.Event, shape []simStepSpec, bad fu
 }
 
 // simStateOf is the task state a terminal event leaves.
-var simStateOf = map[durable.EventType]durable.StepState{
-	durable.EventCompleted: durable.StepCompleted,
-	durable.EventWoken:     durable.StepCompleted,
-	durable.EventSkipped:   durable.StepSkipped,
-	durable.EventFailed:    durable.StepFailed,
-	durable.EventCancelled: durable.StepCancelled,
+var simStateOf = map[durabletype.EventType]durabletype.TaskState{
+	durabletype.EventCompleted: durabletype.TaskCompleted,
+	durabletype.EventWoken:     durabletype.TaskCompleted,
+	durabletype.EventSkipped:   durabletype.TaskSkipped,
+	durabletype.EventFailed:    durabletype.TaskFailed,
+	durabletype.EventCancelled: durabletype.TaskCancelled,
 }
 
 // simCheckRun checks one run against its expected end, its log against the
 // state machine, and its executions against its log.
-func simCheckRun(spec simRunSpec, res *durable.RunResult, evs []durable.Event, execs map[simExecKey]int, st *simSeedStats) []string {
+func simCheckRun(spec simRunSpec, res *durable.RunResult, evs []durabletype.Event, execs map[simExecKey]int, st *simSeedStats) []string {
 	var probs []string
 	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
 	shape := spec.shape()
@@ -1008,7 +1009,7 @@ func simCheckRun(spec simRunSpec, res *durable.RunResult, evs []durable.Event, e
 	if !res.Done() {
 		bad("not settled")
 	}
-	if wantStatus == durable.RunFailed {
+	if wantStatus == durabletype.RunFailed {
 		var re *durable.RunError
 		if !errors.As(res.Err, &re) || re.Step != "flaky" || re.Message != simRefusal(spec.in) {
 			bad("run error %v, want step flaky failing with %q", res.Err, simRefusal(spec.in))
@@ -1021,8 +1022,8 @@ func simCheckRun(spec simRunSpec, res *durable.RunResult, evs []durable.Event, e
 	for _, sp := range shape {
 		wantNames = append(wantNames, sp.name)
 	}
-	if _, ok := wants[durable.OnFailureStep]; ok {
-		wantNames = append(wantNames, durable.OnFailureStep)
+	if _, ok := wants[durabletype.OnFailureTask]; ok {
+		wantNames = append(wantNames, durabletype.OnFailureTask)
 	}
 	if !slices.Equal(names, wantNames) {
 		bad("steps %v, want %v", names, wantNames)
@@ -1053,7 +1054,7 @@ func simCheckRun(spec simRunSpec, res *durable.RunResult, evs []durable.Event, e
 		if s.State != w.state {
 			bad("step %s is %s, want %s", s.Name, s.State, w.state)
 		}
-		if w.output != nil && s.State == durable.StepCompleted {
+		if w.output != nil && s.State == durabletype.TaskCompleted {
 			want, _ := json.Marshal(w.output)
 			if !bytes.Equal(s.Output, want) {
 				bad("step %s output %s, want %s", s.Name, s.Output, want)
@@ -1086,14 +1087,14 @@ func simCheckRun(spec simRunSpec, res *durable.RunResult, evs []durable.Event, e
 	}
 
 	st.runs++
-	if res.Status == durable.RunFailed {
+	if res.Status == durabletype.RunFailed {
 		st.failedRuns++
 	}
 	for _, ev := range evs {
 		switch ev.Type {
-		case durable.EventStarted:
+		case durabletype.EventStarted:
 			st.attempts++
-		case durable.EventRetrying, durable.EventFailed:
+		case durabletype.EventRetrying, durabletype.EventFailed:
 			if simRescued(ev.Detail) {
 				st.rescues++
 			}
@@ -1102,7 +1103,7 @@ func simCheckRun(spec simRunSpec, res *durable.RunResult, evs []durable.Event, e
 	return probs
 }
 
-func simDump(res *durable.RunResult, evs []durable.Event) string {
+func simDump(res *durable.RunResult, evs []durabletype.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  status %s, created %s, finished %s\n", res.Status, res.CreatedAt.Format(time.StampMicro), res.FinishedAt.Format(time.StampMicro))
 	for _, s := range res.Steps {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // TestStress: runs of a 10-step DAG (root, fan-out of 8, join) on four
@@ -59,12 +60,12 @@ func TestStress(t *testing.T) {
 		for i, id := range ids {
 			res, err := engines[i%4].Wait(ctx, id)
 			require.NoError(t, err)
-			require.Equal(t, durable.RunCompleted, res.Status)
+			require.Equal(t, durabletype.RunCompleted, res.Status)
 			evs, err := engines[0].Events(ctx, id)
 			require.NoError(t, err)
 			completed := map[string]int{}
 			for _, ev := range evs {
-				if ev.Type == durable.EventCompleted {
+				if ev.Type == durabletype.EventCompleted {
 					completed[ev.Step]++
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -187,7 +188,7 @@ func (m *meters) step(workflow, step, tenant string) *attrs {
 
 // run returns the attribute set of the runs of a workflow (and tenant)
 // that settled with status.
-func (m *meters) run(workflow string, status store.RunStatus, tenant string) *attrs {
+func (m *meters) run(workflow string, status durabletype.RunStatus, tenant string) *attrs {
 	if !m.tenant {
 		tenant = ""
 	}
@@ -221,7 +222,7 @@ func (m *meters) lookup(k attrKey, build func() *attrs) *attrs {
 // map step's item, its map step's (item names are unbounded).
 func (m *meters) claimed(c *store.ClaimedTask) *attrs {
 	step := c.Step
-	if c.Kind == store.KindItem {
+	if c.Kind == durabletype.KindItem {
 		step = c.Map
 	}
 	return m.step(c.Workflow, step, c.Tenant)
@@ -308,7 +309,7 @@ var depthStates = [...]string{"ready", "waiting", "running"}
 // setDepth replaces the queue depth the gauge reports with st's, with
 // zeros for the workflows this engine serves that st does not name (nil:
 // nothing, when this engine stops leading).
-func (m *meters) setDepth(st *store.Stats, workflows []string) {
+func (m *meters) setDepth(st *durabletype.Stats, workflows []string) {
 	type key struct{ workflow, tenant, state string }
 	sums := map[key]int64{}
 	var order []key
@@ -432,7 +433,7 @@ func (t *telemetry) startStep(ctx context.Context, c *store.ClaimedTask) (contex
 		parent = propagation.TraceContext{}.Extract(ctx, &traceCarrier{parent: c.TraceParent})
 	}
 	step := c.Step
-	if c.Kind == store.KindItem {
+	if c.Kind == durabletype.KindItem {
 		step = c.Map
 	}
 	_, span := t.tracer.Start(parent, t.spanName(c.Workflow, step), consumerSpan...)

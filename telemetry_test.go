@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -117,7 +118,7 @@ func TestMetrics(t *testing.T) {
 		for i := range 3 {
 			res, err := wf.Run(ctx, e, "tenant-x", i)
 			require.NoError(t, err)
-			require.Equal(t, durable.RunCompleted, res.Status)
+			require.Equal(t, durabletype.RunCompleted, res.Status)
 		}
 		stopNow(t, e)
 
@@ -190,7 +191,7 @@ func TestMetricsRescued(t *testing.T) {
 		e := h.launchOn(h.another(), durable.Config{MeterProvider: mp,
 			HeartbeatInterval: h.duration(5*time.Second, 200*time.Millisecond), DeadAfter: h.duration(20*time.Second, time.Second)}, wf)
 		res := h.wait(e, id, h.duration(time.Hour, 20*time.Second))
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		stopNow(t, e)
 		ms := collect(t, reader)
 		require.Equal(t, map[string]int64{"work/rescued": 1}, sums(t, ms, durable.MetricStepsRescued))
@@ -262,10 +263,10 @@ func TestTraces(t *testing.T) {
 		root.End()
 		require.NoError(t, err)
 		res := h.wait(e, id, time.Minute)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		untraced, err := wf.RunNoWait(ctx, e, "t", 4)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, h.wait(e, untraced, time.Minute).Status)
+		require.Equal(t, durabletype.RunCompleted, h.wait(e, untraced, time.Minute).Status)
 		stopNow(t, e)
 
 		run, err := h.store.GetRun(ctx, id)
@@ -436,8 +437,8 @@ func TestMetricsSettledCancelled(t *testing.T) {
 			id, err := wf.RunNoWait(ctx, e, "t", "never")
 			require.NoError(t, err)
 			require.NoError(t, e.Cancel(ctx, id, "not wanted"))
-			require.ErrorIs(t, e.Cancel(ctx, id, "again"), durable.ErrRunSettled)
-			require.Equal(t, durable.RunCancelled, h.wait(e, id, time.Minute).Status)
+			require.ErrorIs(t, e.Cancel(ctx, id, "again"), durabletype.ErrRunSettled)
+			require.Equal(t, durabletype.RunCancelled, h.wait(e, id, time.Minute).Status)
 		}, wf)
 	})
 }
@@ -455,7 +456,7 @@ func TestMetricsSettledDeadline(t *testing.T) {
 			id, err := wf.RunNoWait(ctx, e, "t", "never", durable.WithRunTimeout(h.duration(time.Minute, time.Second)))
 			require.NoError(t, err)
 			res := h.wait(e, id, h.duration(time.Hour, 30*time.Second))
-			require.Equal(t, durable.RunFailed, res.Status)
+			require.Equal(t, durabletype.RunFailed, res.Status)
 		}, wf)
 	})
 }
@@ -473,7 +474,7 @@ func TestMetricsSettledByEvent(t *testing.T) {
 			for k, key := range []string{"sent", "sent-in-tx"} {
 				id, err := wf.RunNoWait(ctx, e, "t", key)
 				require.NoError(t, err)
-				h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, e, id, "w") == durable.StepWaiting },
+				h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, e, id, "w") == durabletype.TaskWaiting },
 					"the step waits")
 				if k == 0 {
 					n, err := e.SendEvent(ctx, "t", key, 1)
@@ -486,7 +487,7 @@ func TestMetricsSettledByEvent(t *testing.T) {
 					require.Equal(t, 1, n)
 					require.NoError(t, commit())
 				}
-				require.Equal(t, durable.RunCompleted, h.wait(e, id, h.duration(time.Hour, 30*time.Second)).Status)
+				require.Equal(t, durabletype.RunCompleted, h.wait(e, id, h.duration(time.Hour, 30*time.Second)).Status)
 			}
 		}, wf)
 	})
@@ -505,14 +506,14 @@ func TestMetricsSettledWithParent(t *testing.T) {
 		settledRuns(t, h, map[string]int64{"CANCELLED/kid": 1, "CANCELLED/parent": 1}, func(e *durable.Engine) {
 			id, err := parent.RunNoWait(ctx, e, "t", "never")
 			require.NoError(t, err)
-			h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, e, id, "c") == durable.StepWaiting },
+			h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, e, id, "c") == durabletype.TaskWaiting },
 				"the child run starts")
 			require.NoError(t, e.Cancel(ctx, id, "not wanted"))
-			require.Equal(t, durable.RunCancelled, h.wait(e, id, time.Minute).Status)
+			require.Equal(t, durabletype.RunCancelled, h.wait(e, id, time.Minute).Status)
 			kids, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Parent: id}})
 			require.NoError(t, err)
 			require.Len(t, kids.Runs, 1)
-			require.Equal(t, durable.RunCancelled, h.wait(e, kids.Runs[0].ID, time.Minute).Status)
+			require.Equal(t, durabletype.RunCancelled, h.wait(e, kids.Runs[0].ID, time.Minute).Status)
 		}, parent)
 	})
 }
@@ -531,7 +532,7 @@ func TestMetricsSettledByChild(t *testing.T) {
 			for i := range 2 {
 				res, err := parent.Run(ctx, e, "t", i)
 				require.NoError(t, err)
-				require.Equal(t, durable.RunCompleted, res.Status)
+				require.Equal(t, durabletype.RunCompleted, res.Status)
 			}
 		}, parent)
 	})
@@ -558,8 +559,8 @@ func TestMetricsSkippedNotStarted(t *testing.T) {
 		e := h.launchOn(h.store, durable.Config{MeterProvider: mp}, wf)
 		res, err := wf.Run(h.ctx(time.Minute), e, "t", 1)
 		require.NoError(t, err)
-		require.Equal(t, map[string]durable.StepState{"check": durable.StepCompleted, "list": durable.StepSkipped,
-			"after-list": durable.StepSkipped, "each": durable.StepSkipped}, states(res))
+		require.Equal(t, map[string]durabletype.TaskState{"check": durabletype.TaskCompleted, "list": durabletype.TaskSkipped,
+			"after-list": durabletype.TaskSkipped, "each": durabletype.TaskSkipped}, states(res))
 		stopNow(t, e)
 
 		ms := collect(t, reader)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -156,7 +157,7 @@ func (w *Workflow[I]) prepare(ctx context.Context, e *Engine, triggers []Trigger
 	p := &store.CreateRunsParams{Now: e.now(), Runs: make([]store.NewRun, len(triggers))}
 	for i, t := range triggers {
 		if !dag.ValidTenant(t.Tenant) {
-			return nil, fmt.Errorf("%w: %s", ErrInvalidTenant, dag.Quote(t.Tenant))
+			return nil, fmt.Errorf("%w: %s", durabletype.ErrInvalidTenant, dag.Quote(t.Tenant))
 		}
 		o, err := applyTrigger(t.Options)
 		if err != nil {
@@ -196,12 +197,12 @@ func (e *Engine) result(ctx context.Context, run *store.Run) (*RunResult, error)
 
 // Events returns a run's event log in order. Events of a map step's items
 // name them "step[k]".
-func (e *Engine) Events(ctx context.Context, id uuid.UUID) ([]Event, error) {
+func (e *Engine) Events(ctx context.Context, id uuid.UUID) ([]durabletype.Event, error) {
 	evs, err := e.store.ListEvents(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("durable: run %s: %w", id, err)
 	}
-	out := make([]Event, len(evs))
+	out := make([]durabletype.Event, len(evs))
 	for i, ev := range evs {
 		out[i] = *ev
 		out[i].Step = dag.DisplayName(ev.Step) // an item as "step[k]", as RunResult names it

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -83,7 +84,7 @@ func (v *TenantRuns) UpgradeRuns(ctx context.Context, workflow, from, to string,
 
 // targetShape returns the shape of version v of workflow: as registered
 // on e, else as the store recorded it.
-func (e *Engine) targetShape(ctx context.Context, workflow, v string) (*store.Shape, error) {
+func (e *Engine) targetShape(ctx context.Context, workflow, v string) (*durabletype.Shape, error) {
 	e.mu.Lock()
 	x := e.reg.version(workflow, v)
 	e.mu.Unlock()
@@ -101,7 +102,7 @@ func (e *Engine) targetShape(ctx context.Context, workflow, v string) (*store.Sh
 	// A shape as a run started at v recorded it: without retired steps,
 	// which only runs moved to v have.
 	for _, rec := range res.Versions {
-		if rec.Version == v && rec.Shape != nil && !slices.ContainsFunc(rec.Shape.Steps, func(s store.StepSpec) bool { return s.Retired }) {
+		if rec.Version == v && rec.Shape != nil && !slices.ContainsFunc(rec.Shape.Steps, func(s durabletype.StepSpec) bool { return s.Retired }) {
 			return rec.Shape, nil
 		}
 	}
@@ -111,7 +112,7 @@ func (e *Engine) targetShape(ctx context.Context, workflow, v string) (*store.Sh
 
 // upgrade moves the runs of workflow at version from (opts.IDs, or every
 // one that has not settled) to shape, a page at a time.
-func (v *TenantRuns) upgrade(ctx context.Context, workflow, from string, shape *store.Shape, opts UpgradeOptions) (*UpgradeResult, error) {
+func (v *TenantRuns) upgrade(ctx context.Context, workflow, from string, shape *durabletype.Shape, opts UpgradeOptions) (*UpgradeResult, error) {
 	out := &UpgradeResult{}
 	act := func(ids []uuid.UUID) error {
 		if opts.DryRun {
@@ -140,7 +141,7 @@ func (v *TenantRuns) upgrade(ctx context.Context, workflow, from string, shape *
 	if len(opts.IDs) > 0 {
 		if v.empty() {
 			for _, id := range opts.IDs {
-				out.Refused = append(out.Refused, UpgradeRefusal{RunID: id, Err: ErrRunNotFound})
+				out.Refused = append(out.Refused, UpgradeRefusal{RunID: id, Err: durabletype.ErrRunNotFound})
 			}
 			return out, nil
 		}
@@ -151,7 +152,7 @@ func (v *TenantRuns) upgrade(ctx context.Context, workflow, from string, shape *
 		}
 		return out, nil
 	}
-	page := ListOptions{RunFilter: RunFilter{Workflow: workflow, Version: from, Statuses: []RunStatus{RunRunning}}, Limit: bulkBatch}
+	page := ListOptions{RunFilter: RunFilter{Workflow: workflow, Version: from, Statuses: []durabletype.RunStatus{durabletype.RunRunning}}, Limit: bulkBatch}
 	for {
 		res, err := v.ListRuns(ctx, page)
 		if err != nil {
@@ -180,14 +181,14 @@ func (e *Engine) versioner() store.Versioner {
 
 // tryUpgrade applies dag.Run.Upgrade to copies of the runs, as read now,
 // and records what it says in out: a dry run.
-func (e *Engine) tryUpgrade(ctx context.Context, v *TenantRuns, ids []uuid.UUID, from string, to *store.Shape, out *UpgradeResult) error {
+func (e *Engine) tryUpgrade(ctx context.Context, v *TenantRuns, ids []uuid.UUID, from string, to *durabletype.Shape, out *UpgradeResult) error {
 	for _, id := range ids {
 		err := e.checkUpgrade(ctx, v, id, from, to)
 		switch {
 		case err == nil:
 			out.Moved = append(out.Moved, id)
-		case errors.Is(err, store.ErrRunNotFound), errors.Is(err, store.ErrIncompatible),
-			errors.Is(err, store.ErrVersionMismatch), errors.Is(err, store.ErrRunSettled):
+		case errors.Is(err, durabletype.ErrRunNotFound), errors.Is(err, durabletype.ErrIncompatible),
+			errors.Is(err, durabletype.ErrVersionMismatch), errors.Is(err, durabletype.ErrRunSettled):
 			out.Refused = append(out.Refused, UpgradeRefusal{RunID: id, Err: err})
 		default:
 			return err
@@ -197,13 +198,13 @@ func (e *Engine) tryUpgrade(ctx context.Context, v *TenantRuns, ids []uuid.UUID,
 }
 
 // checkUpgrade says whether run id would move from version from to to.
-func (e *Engine) checkUpgrade(ctx context.Context, v *TenantRuns, id uuid.UUID, from string, to *store.Shape) error {
+func (e *Engine) checkUpgrade(ctx context.Context, v *TenantRuns, id uuid.UUID, from string, to *durabletype.Shape) error {
 	run, err := e.store.GetRun(ctx, id)
 	if err != nil {
 		return fmt.Errorf("durable: run %s: %w", id, err)
 	}
 	if v.scoped && run.Tenant != v.tenant {
-		return fmt.Errorf("durable: run %s: %w", id, store.ErrRunNotFound)
+		return fmt.Errorf("durable: run %s: %w", id, durabletype.ErrRunNotFound)
 	}
 	tasks, err := e.store.ListTasks(ctx, id)
 	if err != nil {
@@ -215,7 +216,7 @@ func (e *Engine) checkUpgrade(ctx context.Context, v *TenantRuns, id uuid.UUID, 
 	}
 	var steps []store.Task
 	for _, t := range tasks {
-		if t.Kind != store.KindItem {
+		if t.Kind != durabletype.KindItem {
 			steps = append(steps, *t)
 		}
 	}
@@ -298,7 +299,7 @@ func (e *Engine) upgradePass(ctx context.Context, a acceptance, refused map[uuid
 		}
 	}
 	for _, r := range res.Refused {
-		if refused[r.RunID] || errors.Is(r.Err, store.ErrVersionMismatch) || errors.Is(r.Err, store.ErrRunNotFound) {
+		if refused[r.RunID] || errors.Is(r.Err, durabletype.ErrVersionMismatch) || errors.Is(r.Err, durabletype.ErrRunNotFound) {
 			continue // moved or gone meanwhile
 		}
 		if len(refused) >= maxRefusedRemembered {

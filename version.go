@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -39,10 +40,16 @@ var (
 	// ErrIncompatible: a definition cannot accept the runs of a version, or
 	// a run cannot move to a version, because a step it has not finished
 	// is missing or different there; the error names the step.
-	ErrIncompatible = store.ErrIncompatible
+	//
+	// Deprecated: use durabletype.ErrIncompatible; this alias goes in the
+	// next release.
+	ErrIncompatible = durabletype.ErrIncompatible
 	// ErrVersionMismatch: an upgrade found a run at another version than
 	// the one it moves runs from.
-	ErrVersionMismatch = store.ErrVersionMismatch
+	//
+	// Deprecated: use durabletype.ErrVersionMismatch; this alias goes in
+	// the next release.
+	ErrVersionMismatch = durabletype.ErrVersionMismatch
 	// ErrUnknownVersion: an upgrade names a version that no engine
 	// registered here and no run recorded.
 	ErrUnknownVersion = errors.New("durable: unknown version")
@@ -178,12 +185,12 @@ func (d *workflowDef) fingerprint() string {
 }
 
 // kindName is the kind a fingerprint records for s.
-func (s *stepDef) kindName() store.TaskKind {
+func (s *stepDef) kindName() durabletype.TaskKind {
 	switch {
 	case s.sleep != 0:
-		return store.KindSleep
+		return durabletype.KindSleep
 	case s.kind == "":
-		return store.KindStep
+		return durabletype.KindStep
 	}
 	return s.kind
 }
@@ -328,7 +335,7 @@ func (e *Engine) Versions(ctx context.Context, workflow string) ([]VersionInfo, 
 		return byKey[k]
 	}
 	want := func(w string) bool { return workflow == "" || w == workflow }
-	setShape := func(x *VersionInfo, sh *store.Shape) {
+	setShape := func(x *VersionInfo, sh *durabletype.Shape) {
 		x.Input, x.Steps, x.OnFailure = sh.Input, stepsOf(sh), sh.OnFailure != nil
 	}
 
@@ -356,7 +363,7 @@ func (e *Engine) Versions(ctx context.Context, workflow string) ([]VersionInfo, 
 			if x.RecordedAt.IsZero() || rec.RecordedAt.Before(x.RecordedAt) {
 				x.RecordedAt = rec.RecordedAt
 			}
-			if x.Steps == nil && !slices.ContainsFunc(rec.Shape.Steps, func(s store.StepSpec) bool { return s.Retired }) {
+			if x.Steps == nil && !slices.ContainsFunc(rec.Shape.Steps, func(s durabletype.StepSpec) bool { return s.Retired }) {
 				setShape(x, rec.Shape)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // Versions and deploys (docs/semantics.md, "Versions and deploys"): engine
@@ -92,7 +93,7 @@ func TestRollingDeployNeverFailsRuns(t *testing.T) {
 		}
 		for k, id := range ids {
 			res := h.wait(eNew, id, time.Minute)
-			require.Equal(t, durable.RunCompleted, res.Status, "run %d: %v", k, res.Err)
+			require.Equal(t, durabletype.RunCompleted, res.Status, "run %d: %v", k, res.Err)
 			want, label := old.Version(), "old"
 			if k%2 == 1 {
 				want, label = cur.Version(), "new"
@@ -128,7 +129,7 @@ func TestRollingDeployWithoutVersionsFails(t *testing.T) {
 		}
 		for _, id := range ids {
 			res := h.wait(eOld, id, time.Minute)
-			require.Equal(t, durable.RunFailed, res.Status)
+			require.Equal(t, durabletype.RunFailed, res.Status)
 			require.Contains(t, res.Err.Error(), durable.ErrUnknownStep.Error())
 			require.Contains(t, res.Err.Error(), `step "c" of workflow "deploy" is not a step in this process's definition`)
 		}
@@ -140,7 +141,7 @@ func TestRollingDeployWithoutVersionsFails(t *testing.T) {
 		id, err := cur.RunNoWait(ctx, h.client(), "t", 1)
 		require.NoError(t, err)
 		eNew := h.startOn(h.another(), durable.Config{WorkerID: "new"}, cur)
-		require.Equal(t, durable.RunCompleted, h.wait(eNew, id, time.Minute).Status)
+		require.Equal(t, durabletype.RunCompleted, h.wait(eNew, id, time.Minute).Status)
 	})
 }
 
@@ -164,7 +165,7 @@ func TestVersionsSideBySide(t *testing.T) {
 		require.Len(t, h.wait(e, n, time.Minute).Steps, 3)
 		res := h.wait(e, byName.RunID, time.Minute)
 		require.Equal(t, cur.Version(), res.Version, "by name: the newest version")
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 
 		wi := e.Workflows()
 		require.Len(t, wi, 1)
@@ -224,12 +225,12 @@ func TestUnservedVersionWaitsVisibly(t *testing.T) {
 		}
 		res, err := e.Get(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunRunning, res.Status)
+		require.Equal(t, durabletype.RunRunning, res.Status)
 		s, _ := res.Step("a")
-		require.Equal(t, durable.StepQueued, s.State, "it waits, it does not fail")
+		require.Equal(t, durabletype.TaskQueued, s.State, "it waits, it does not fail")
 
 		eNew := h.startOn(h.another(), durable.Config{WorkerID: "w-new"}, cur)
-		require.Equal(t, durable.RunCompleted, h.wait(eNew, id, time.Minute).Status)
+		require.Equal(t, durabletype.RunCompleted, h.wait(eNew, id, time.Minute).Status)
 	})
 }
 
@@ -275,7 +276,7 @@ func waitAtGate(h *harness, ctx context.Context, e *durable.Engine, id uuid.UUID
 		res, err := e.Get(ctx, id)
 		require.NoError(h.t, err)
 		s, _ := res.Step("gate")
-		return s.State == durable.StepWaiting
+		return s.State == durabletype.TaskWaiting
 	}, "run %s waits at its gate", id)
 }
 
@@ -302,7 +303,7 @@ func TestAcceptsMovesRuns(t *testing.T) {
 		}
 		for _, id := range ids {
 			res := h.wait(e2, id, time.Minute)
-			require.Equal(t, durable.RunCompleted, res.Status)
+			require.Equal(t, durabletype.RunCompleted, res.Status)
 			require.Len(t, res.Steps, 4)
 			by, _ := x.of(id, "a")
 			require.Equal(t, "v1", by, "a ran before the move")
@@ -327,7 +328,7 @@ func TestAcceptsRefusedWhenItCannotHold(t *testing.T) {
 		v2 := gated(&x, "v2").Accepts(v1.Version())
 		e := h.client()
 		err := e.Register(v1, v2)
-		require.ErrorIs(t, err, durable.ErrIncompatible)
+		require.ErrorIs(t, err, durabletype.ErrIncompatible)
 		require.Contains(t, err.Error(), `step "c": the other version has no such step`)
 
 		// Known from the store: a v1 run recorded its shape.
@@ -335,7 +336,7 @@ func TestAcceptsRefusedWhenItCannotHold(t *testing.T) {
 		require.NoError(t, err)
 		v2b := gated(&x, "v2").Accepts(v1.Version())
 		err = h.client().Register(v2b)
-		require.ErrorIs(t, err, durable.ErrIncompatible)
+		require.ErrorIs(t, err, durabletype.ErrIncompatible)
 		var de *durable.DefinitionError
 		require.True(t, errors.As(err, &de))
 		require.Equal(t, "gated", de.Workflow)
@@ -378,7 +379,7 @@ func TestUpgradeRuns(t *testing.T) {
 		for _, id := range ids {
 			require.NoError(t, e2.Signal(ctx, id, "go", []byte(`""`)))
 			res := h.wait(e2, id, time.Minute)
-			require.Equal(t, durable.RunCompleted, res.Status)
+			require.Equal(t, durabletype.RunCompleted, res.Status)
 			by, _ := x.of(id, "d")
 			require.Equal(t, "v2", by)
 		}
@@ -393,9 +394,9 @@ func TestUpgradeRuns(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, up.Moved)
 		require.Len(t, up.Refused, 2)
-		require.ErrorIs(t, up.Refused[0].Err, durable.ErrIncompatible)
+		require.ErrorIs(t, up.Refused[0].Err, durabletype.ErrIncompatible)
 		require.Contains(t, up.Refused[0].Err.Error(), `step "c"`)
-		require.ErrorIs(t, up.Refused[1].Err, durable.ErrRunNotFound)
+		require.ErrorIs(t, up.Refused[1].Err, durabletype.ErrRunNotFound)
 
 		_, err = e3.UpgradeRuns(ctx, "gated", v2.Version(), "nope", durable.UpgradeOptions{})
 		require.ErrorIs(t, err, durable.ErrUnknownVersion)

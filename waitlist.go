@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -23,8 +24,8 @@ var ErrWaitsUnsupported = errors.New("durable: store cannot list the waits of ru
 type StepWait struct {
 	// Step is the step's name (OnFailureStep for the on-failure handler).
 	Step  string
-	Kind  store.TaskKind
-	State StepState
+	Kind  durabletype.TaskKind
+	State durabletype.TaskState
 	// EventKey is the key a WaitForEvent step waits for, Signal the name
 	// of the signal a WaitForSignal step waits for.
 	EventKey, Signal string

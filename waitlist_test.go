@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -37,16 +38,16 @@ func TestWaits(t *testing.T) {
 			require.True(t, ok)
 			return s
 		}
-		h.eventually(time.Minute, func() bool { return step(g1, "ok").State == durable.StepWaiting }, "the gate waits")
+		h.eventually(time.Minute, func() bool { return step(g1, "ok").State == durabletype.TaskWaiting }, "the gate waits")
 
 		ids := []uuid.UUID{n1, g1, n2, uuid.New()}
 		got, err := e.Waits(ctx, ids)
 		require.NoError(t, err)
 		require.Len(t, got, 3, "a run not found has no entry")
 		nap := step(n1, "nap")
-		require.Equal(t, []durable.StepWait{{Step: "nap", Kind: store.KindSleep, State: durable.StepSleeping, DueAt: nap.DueAt}}, got[n1])
+		require.Equal(t, []durable.StepWait{{Step: "nap", Kind: durabletype.KindSleep, State: durabletype.TaskSleeping, DueAt: nap.DueAt}}, got[n1])
 		require.False(t, nap.DueAt.IsZero())
-		require.Equal(t, []durable.StepWait{{Step: "ok", Kind: store.KindEvent, State: durable.StepWaiting, Signal: "go", Attempts: 1}}, got[g1])
+		require.Equal(t, []durable.StepWait{{Step: "ok", Kind: durabletype.KindEvent, State: durabletype.TaskWaiting, Signal: "go", Attempts: 1}}, got[g1])
 		require.Len(t, got[n2], 1)
 
 		got, err = e.Tenant("a").Waits(ctx, ids)

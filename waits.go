@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -42,7 +43,7 @@ func WaitForEvent[P, I any](w *Workflow[I], name string, key func(ctx Context, i
 	} else {
 		s.wait.key = func(ctx Context, in any) (string, error) { return key(ctx, in.(I)) }
 	}
-	s.kind = store.KindEvent
+	s.kind = durabletype.KindEvent
 	setDecode[P](s)
 	return &StepRef[P]{def: s}
 }
@@ -57,7 +58,7 @@ func WaitForEvent[P, I any](w *Workflow[I], name string, key func(ctx Context, i
 // WithQueueTimeout, WithWaitTimeout, SkipOnTimeout.
 func WaitForSignal[P, I any](w *Workflow[I], name, signal string, opts ...StepOption) *StepRef[P] {
 	s := w.defn().add(name, opts, false)
-	s.kind = store.KindEvent
+	s.kind = durabletype.KindEvent
 	s.wait.signal = signal
 	if !dag.ValidEventKey(signal) {
 		s.fail(ErrInvalidOption, fmt.Sprintf("signal name %s: use 1-%d bytes of UTF-8 without control characters",
@@ -87,7 +88,7 @@ func WaitForSignal[P, I any](w *Workflow[I], name, signal string, opts ...StepOp
 func Child[CI, CO, I any](w *Workflow[I], name string, child *Workflow[CI], result *StepRef[CO],
 	input func(ctx Context, in I) (CI, error), opts ...StepOption) *StepRef[CO] {
 	s := w.defn().add(name, opts, false)
-	s.kind = store.KindChild
+	s.kind = durabletype.KindChild
 	switch {
 	case child.definition() == nil:
 		s.fail(ErrNilFunc, "child workflow")
@@ -135,7 +136,7 @@ func Map[T, U, I any](w *Workflow[I], name string, over *StepRef[[]T], fn func(c
 		opts = append([]StepOption{After(over)}, opts...)
 	}
 	s := w.defn().add(name, opts, false)
-	s.kind = store.KindMap
+	s.kind = durabletype.KindMap
 	switch {
 	case over == nil || over.def == nil:
 		s.fail(ErrNilFunc, "map list step")
@@ -366,7 +367,7 @@ func (e *Engine) Signal(ctx context.Context, id uuid.UUID, name string, payload 
 // found.
 func (v *TenantRuns) Signal(ctx context.Context, id uuid.UUID, name string, payload any) error {
 	if v.empty() {
-		return fmt.Errorf("durable: run %s: %w", id, ErrRunNotFound)
+		return fmt.Errorf("durable: run %s: %w", id, durabletype.ErrRunNotFound)
 	}
 	if err := dag.CheckSignal(name); err != nil {
 		return err
@@ -387,7 +388,7 @@ func (v *TenantRuns) Signal(ctx context.Context, id uuid.UUID, name string, payl
 // SendEvent is Engine.SendEvent for the tenant.
 func (v *TenantRuns) SendEvent(ctx context.Context, key string, payload any) (int, error) {
 	if !v.scoped {
-		return 0, fmt.Errorf("%w: no tenant", ErrInvalidEvent)
+		return 0, fmt.Errorf("%w: no tenant", durabletype.ErrInvalidEvent)
 	}
 	return v.e.SendEvent(ctx, v.tenant, key, payload)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/memstore"
 )
 
@@ -57,7 +58,7 @@ func TestEventWaitEngine(t *testing.T) {
 		no, err := wf.RunNoWait(ctx, e, "acme", basket{ID: "o2"})
 		require.NoError(t, err)
 		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
-			return stepState(t, e, yes, "confirmed") == durable.StepWaiting && stepState(t, e, no, "confirmed") == durable.StepWaiting
+			return stepState(t, e, yes, "confirmed") == durabletype.TaskWaiting && stepState(t, e, no, "confirmed") == durabletype.TaskWaiting
 		}, "both runs wait")
 
 		// Another tenant's event with the key reaches nothing.
@@ -69,7 +70,7 @@ func TestEventWaitEngine(t *testing.T) {
 		require.Equal(t, 1, n)
 
 		res := h.wait(e, yes, time.Minute)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		ship, err := shipRef.Result(res)
 		require.NoError(t, err)
 		require.Equal(t, "shipped for alice", ship)
@@ -81,17 +82,17 @@ func TestEventWaitEngine(t *testing.T) {
 
 		// The other times out and is skipped, so is ship.
 		res = h.wait(e, no, h.duration(72*time.Hour, time.Minute))
-		require.Equal(t, durable.RunCompleted, res.Status)
-		require.Equal(t, durable.StepSkipped, states(res)["confirmed"])
-		require.Equal(t, durable.StepSkipped, states(res)["ship"])
+		require.Equal(t, durabletype.RunCompleted, res.Status)
+		require.Equal(t, durabletype.TaskSkipped, states(res)["confirmed"])
+		require.Equal(t, durabletype.TaskSkipped, states(res)["ship"])
 
 		// Invalid events are refused, nothing sent.
 		_, err = e.SendEvent(ctx, "acme", "", 1)
-		require.ErrorIs(t, err, durable.ErrInvalidEvent)
+		require.ErrorIs(t, err, durabletype.ErrInvalidEvent)
 		_, err = e.SendEvent(ctx, "", "k", 1)
-		require.ErrorIs(t, err, durable.ErrInvalidEvent)
+		require.ErrorIs(t, err, durabletype.ErrInvalidEvent)
 		_, err = e.SendEvent(ctx, "acme", "k\x00", 1)
-		require.ErrorIs(t, err, durable.ErrInvalidEvent)
+		require.ErrorIs(t, err, durabletype.ErrInvalidEvent)
 		_, err = e.SendEvent(ctx, "acme", "k", func() {})
 		require.ErrorIs(t, err, durable.ErrEncode)
 	})
@@ -112,7 +113,7 @@ func TestEventWaitTimeoutFails(t *testing.T) {
 		id, err := wf.RunNoWait(ctx, e, "acme", "never")
 		require.NoError(t, err)
 		res := h.wait(e, id, h.duration(48*time.Hour, time.Minute))
-		require.Equal(t, durable.RunFailed, res.Status)
+		require.Equal(t, durabletype.RunFailed, res.Status)
 		var re *durable.RunError
 		require.ErrorAs(t, res.Err, &re)
 		require.Equal(t, "w", re.Step)
@@ -144,16 +145,16 @@ func TestEventKeyErrors(t *testing.T) {
 			id, err := wf.RunNoWait(ctx, e, "acme", k)
 			require.NoError(t, err)
 			res := h.wait(e, id, time.Minute)
-			require.Equal(t, durable.RunFailed, res.Status, "key %q", k)
+			require.Equal(t, durabletype.RunFailed, res.Status, "key %q", k)
 		}
 		id, err := wf.RunNoWait(ctx, e, "acme", "flaky")
 		require.NoError(t, err)
-		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, e, id, "w") == durable.StepWaiting },
+		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, e, id, "w") == durabletype.TaskWaiting },
 			"an error of the key function is retried")
 		n, err := e.SendEvent(ctx, "acme", "ok", 7)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		require.Equal(t, durable.RunCompleted, h.wait(e, id, time.Minute).Status)
+		require.Equal(t, durabletype.RunCompleted, h.wait(e, id, time.Minute).Status)
 	})
 }
 
@@ -175,19 +176,19 @@ func TestSignalEngine(t *testing.T) {
 		require.NoError(t, e.Signal(ctx, early, "approve", "bob"))
 		late, err := wf.RunNoWait(ctx, e, "acme", 2)
 		require.NoError(t, err)
-		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, e, late, "approved") == durable.StepWaiting },
+		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, e, late, "approved") == durabletype.TaskWaiting },
 			"the step waits")
-		require.ErrorIs(t, e.Tenant("globex").Signal(ctx, late, "approve", "eve"), durable.ErrRunNotFound)
+		require.ErrorIs(t, e.Tenant("globex").Signal(ctx, late, "approve", "eve"), durabletype.ErrRunNotFound)
 		require.NoError(t, e.Tenant("acme").Signal(ctx, late, "approve", "carol"))
 		for id, want := range map[uuid.UUID]string{early: "1 by bob", late: "2 by carol"} {
 			res := h.wait(e, id, time.Minute)
-			require.Equal(t, durable.RunCompleted, res.Status)
+			require.Equal(t, durabletype.RunCompleted, res.Status)
 			s, _ := res.Step("apply")
 			require.JSONEq(t, fmt.Sprintf("%q", want), string(s.Output))
 		}
-		require.ErrorIs(t, e.Signal(ctx, early, "approve", "x"), durable.ErrRunSettled)
-		require.ErrorIs(t, e.Signal(ctx, uuid.New(), "approve", "x"), durable.ErrRunNotFound)
-		require.ErrorIs(t, e.Signal(ctx, early, "", "x"), durable.ErrInvalidEvent)
+		require.ErrorIs(t, e.Signal(ctx, early, "approve", "x"), durabletype.ErrRunSettled)
+		require.ErrorIs(t, e.Signal(ctx, uuid.New(), "approve", "x"), durabletype.ErrRunNotFound)
+		require.ErrorIs(t, e.Signal(ctx, early, "", "x"), durabletype.ErrInvalidEvent)
 	})
 }
 
@@ -233,7 +234,7 @@ func TestChildRunEngine(t *testing.T) {
 		kids, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Parent: res.ID}})
 		require.NoError(t, err)
 		require.Len(t, kids.Runs, 2, "one child per attempt")
-		var statuses []durable.RunStatus
+		var statuses []durabletype.RunStatus
 		for _, k := range kids.Runs {
 			require.Equal(t, res.ID, k.ParentID)
 			require.Equal(t, "ship", k.ParentStep)
@@ -241,10 +242,10 @@ func TestChildRunEngine(t *testing.T) {
 			statuses = append(statuses, k.Status)
 		}
 		slices.Sort(statuses)
-		require.Equal(t, []durable.RunStatus{durable.RunCompleted, durable.RunFailed}, statuses)
+		require.Equal(t, []durabletype.RunStatus{durabletype.RunCompleted, durabletype.RunFailed}, statuses)
 		child, err := e.Get(ctx, s.ChildRunID)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, child.Status)
+		require.Equal(t, durabletype.RunCompleted, child.Status)
 		require.NotNil(t, child.Parent)
 		require.Equal(t, res.ID, child.Parent.RunID)
 	})
@@ -268,10 +269,10 @@ func TestCancelParentCancelsChild(t *testing.T) {
 		<-started
 		require.NoError(t, e.Cancel(ctx, id, "customer left"))
 		res := h.wait(e, id, time.Minute)
-		require.Equal(t, durable.RunCancelled, res.Status)
+		require.Equal(t, durabletype.RunCancelled, res.Status)
 		s, _ := res.Step("c")
 		kid := h.wait(e, s.ChildRunID, time.Minute)
-		require.Equal(t, durable.RunCancelled, kid.Status)
+		require.Equal(t, durabletype.RunCancelled, kid.Status)
 		require.Contains(t, kid.Err.Error(), "customer left")
 	})
 }
@@ -327,7 +328,7 @@ func TestMapEngine(t *testing.T) {
 		// A failing item fails the run.
 		res, err = wf.Run(ctx, e, "acme", basket{Lines: []int{1, -2, 3}})
 		require.ErrorIs(t, err, durable.ErrRunFailed)
-		require.Equal(t, durable.RunFailed, res.Status)
+		require.Equal(t, durabletype.RunFailed, res.Status)
 		var re *durable.RunError
 		require.ErrorAs(t, err, &re)
 		require.Equal(t, "charge", re.Step)
@@ -359,13 +360,13 @@ func TestMapReplayKeepsCompletedItems(t *testing.T) {
 		ctx := h.ctx(time.Minute)
 		res, err := wf.Run(ctx, e, "acme", 6)
 		require.Error(t, err)
-		require.Equal(t, durable.RunFailed, res.Status)
+		require.Equal(t, durabletype.RunFailed, res.Status)
 		before := ran.snapshot()
 
 		broken.Store(false) // the bug is fixed
 		require.NoError(t, e.Replay(ctx, res.ID, durable.ReplayOptions{}))
 		res = h.wait(e, res.ID, time.Minute)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 		got, err := sq.Result(res)
 		require.NoError(t, err)
 		require.Equal(t, []int{0, 1, 4, 9, 16, 25}, got)
@@ -381,12 +382,12 @@ func TestMapReplayKeepsCompletedItems(t *testing.T) {
 			require.Equal(t, before[k]+1, after[k], "item %s did not complete before the replay: it ran again", k)
 		}
 		for x := range 6 {
-			require.Equal(t, durable.StepCompleted, stepStateOfItem(res, "square", x))
+			require.Equal(t, durabletype.TaskCompleted, stepStateOfItem(res, "square", x))
 		}
 	})
 }
 
-func stepStateOfItem(res *durable.RunResult, step string, k int) durable.StepState {
+func stepStateOfItem(res *durable.RunResult, step string, k int) durabletype.TaskState {
 	s, ok := res.Step(step)
 	if !ok || k >= len(s.Items) {
 		return ""

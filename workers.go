@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/sleep"
 	"github.com/effectivelabs/durable/internal/startstop"
@@ -187,7 +188,7 @@ type UnservedWorkflow struct {
 // st (Engine.Stats) that none of workers serves (WorkerInfo.ServesVersion),
 // with their ready steps summed over tenants, sorted by workflow and
 // version.
-func UnservedQueues(workers []WorkerInfo, st *Stats) []UnservedWorkflow {
+func UnservedQueues(workers []WorkerInfo, st *durabletype.Stats) []UnservedWorkflow {
 	ready := map[WorkflowVersion]int{}
 	var queues []WorkflowVersion
 	for _, q := range st.Queues {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/pgstore"
@@ -265,7 +266,7 @@ func TestUnservedQueues(t *testing.T) {
 		{ID: "live", Live: true, Workflows: []string{"served"}},
 		{ID: "dead", Live: false, Workflows: []string{"orphan"}},
 	}
-	st := &durable.Stats{Queues: []store.QueueStats{
+	st := &durabletype.Stats{Queues: []durabletype.QueueStats{
 		{Workflow: "zeta", Tenant: "a", Ready: 2},
 		{Workflow: "served", Tenant: "a", Ready: 5},
 		{Workflow: "orphan", Tenant: "a", Ready: 1},
@@ -274,7 +275,7 @@ func TestUnservedQueues(t *testing.T) {
 	}}
 	require.Equal(t, []durable.UnservedWorkflow{{Workflow: "orphan", Ready: 4}, {Workflow: "zeta", Ready: 2}},
 		durable.UnservedQueues(workers, st))
-	require.Empty(t, durable.UnservedQueues(workers, &durable.Stats{}))
+	require.Empty(t, durable.UnservedQueues(workers, &durabletype.Stats{}))
 }
 
 // lateRegistry is a memory store whose worker refresh, when its context is

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/store"
 )
 
 // Workflow is a DAG of steps with a typed input I. Declare it once, at
@@ -134,7 +134,7 @@ func notParentError(sc *stepContext, p *stepDef) error {
 func (r *StepRef[O]) Result(res *RunResult) (O, error) {
 	var out O
 	s, ok := res.Step(r.def.name)
-	if !ok || s.State != store.TaskCompleted {
+	if !ok || s.State != durabletype.TaskCompleted {
 		state := "absent"
 		if ok {
 			state = string(s.State)
@@ -144,7 +144,7 @@ func (r *StepRef[O]) Result(res *RunResult) (O, error) {
 	if r.def.sleep > 0 {
 		return out, nil
 	}
-	if r.def.kind == store.KindMap {
+	if r.def.kind == durabletype.KindMap {
 		v, err := r.def.decodeItems(res.codec, s.itemOutputs())
 		if err != nil {
 			return out, fmt.Errorf("%w: output of step %q: %w", ErrDecode, r.def.name, err)
@@ -314,7 +314,7 @@ func (w *Workflow[I]) OnFailure(fn func(ctx Context, in I, f Failure) error, opt
 		d.errs = append(d.errs, &DefinitionError{Workflow: d.name, Err: ErrWorkflowFrozen, Detail: "OnFailure"})
 		return
 	}
-	h := &stepDef{wf: d, name: store.OnFailureTask}
+	h := &stepDef{wf: d, name: durabletype.OnFailureTask}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(h, true)
@@ -353,8 +353,8 @@ type RetryPolicy struct {
 
 // record returns the policy as the shape records it, with defaults filled
 // in; dag.Compile validates it.
-func (p RetryPolicy) record() store.RetryPolicy {
-	r := store.RetryPolicy{
+func (p RetryPolicy) record() durabletype.RetryPolicy {
+	r := durabletype.RetryPolicy{
 		MaxAttempts: p.MaxRetries + 1, InitialDelay: p.InitialDelay, Factor: p.Factor,
 		MaxDelay: p.MaxDelay, Jitter: p.Jitter,
 	}
@@ -390,7 +390,7 @@ type workflowDef struct {
 	mu     sync.Mutex
 	frozen bool
 	errs   []error
-	shape  *store.Shape
+	shape  *durabletype.Shape
 	err    error
 }
 
@@ -400,7 +400,7 @@ type stepDef struct {
 	// kind is what the step does: KindStep (or "") runs code, KindEvent
 	// waits (wait), KindChild starts a child (child), KindMap maps
 	// (mapDef). A sleep is a KindStep with sleep set.
-	kind         store.TaskKind
+	kind         durabletype.TaskKind
 	wait         waitDef
 	child        *childDef
 	mapDef       *mapDef
@@ -447,7 +447,7 @@ func (d *workflowDef) add(name string, opts []StepOption, onFailure bool) *stepD
 
 // freeze validates the definition once and records its shape; later calls
 // return the same result.
-func (d *workflowDef) freeze() (*store.Shape, error) {
+func (d *workflowDef) freeze() (*durabletype.Shape, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.frozen {
@@ -466,13 +466,13 @@ func (d *workflowDef) freeze() (*store.Shape, error) {
 // do not apply) is checked here; everything the shape says (names,
 // duplicates, parents, sleeps, retry policies) is checked by dag.Compile,
 // the check every store applies to the shapes it records.
-func (d *workflowDef) build() (*store.Shape, error) {
+func (d *workflowDef) build() (*durabletype.Shape, error) {
 	var errs []error
 	if !dag.ValidName(d.name) {
 		errs = append(errs, &DefinitionError{Workflow: d.name, Err: ErrInvalidName,
 			Detail: "use 1-128 letters, digits or _-.:/ starting with a letter or digit"})
 	}
-	shape := &store.Shape{Version: d.versionLocked(), Input: typeName(d.inType)}
+	shape := &durabletype.Shape{Version: d.versionLocked(), Input: typeName(d.inType)}
 	if slices.Contains(d.accepts, shape.Version) {
 		errs = append(errs, &DefinitionError{Workflow: d.name, Err: ErrInvalidOption,
 			Detail: "Accepts(" + dag.Quote(shape.Version) + "): that is this definition's own version"})
@@ -486,7 +486,7 @@ func (d *workflowDef) build() (*store.Shape, error) {
 		if d.byName[s.name] == nil {
 			d.byName[s.name] = s
 		}
-		spec := store.StepSpec{Name: s.name, Output: typeName(s.out), Sleep: s.sleep, Retry: s.retry.record(),
+		spec := durabletype.StepSpec{Name: s.name, Output: typeName(s.out), Sleep: s.sleep, Retry: s.retry.record(),
 			Timeout: s.timeout, QueueTimeout: s.queueTimeout}
 		s.checkKind(&spec, stepErr)
 		for _, p := range s.parents {
@@ -513,7 +513,7 @@ func (d *workflowDef) build() (*store.Shape, error) {
 	}
 	if h := d.onFailure; h != nil {
 		errs = append(errs, h.errs...)
-		shape.OnFailure = &store.OnFailureSpec{Retry: h.retry.record()}
+		shape.OnFailure = &durabletype.OnFailureSpec{Retry: h.retry.record()}
 	}
 	if _, err := dag.Compile(shape); err != nil {
 		errs = append(errs, d.definitionErrors(err)...)
@@ -548,15 +548,15 @@ func (d *workflowDef) definitionErrors(err error) []error {
 
 // checkKind records what a waiting, child or map step does in spec, and
 // reports the options that do not apply to its kind (build calls it).
-func (s *stepDef) checkKind(spec *store.StepSpec, stepErr func(error, string)) {
-	if s.wait.set() && s.kind != store.KindEvent {
+func (s *stepDef) checkKind(spec *durabletype.StepSpec, stepErr func(error, string)) {
+	if s.wait.set() && s.kind != durabletype.KindEvent {
 		stepErr(ErrInvalidOption, "WithWaitTimeout, SkipOnTimeout and WithLookback apply to WaitForEvent and WaitForSignal steps")
 	}
-	if s.kind != "" && s.kind != store.KindStep && (s.conc != nil || s.rate != nil) {
+	if s.kind != "" && s.kind != durabletype.KindStep && (s.conc != nil || s.rate != nil) {
 		stepErr(ErrInvalidOption, fmt.Sprintf("WithConcurrency and WithRateLimit do not apply to a %s step", s.kind))
 	}
 	switch s.kind {
-	case store.KindEvent:
+	case durabletype.KindEvent:
 		if s.timeout != 0 {
 			stepErr(ErrInvalidOption, "WithTimeout does not apply to a waiting step: use WithWaitTimeout")
 		}
@@ -566,18 +566,18 @@ func (s *stepDef) checkKind(spec *store.StepSpec, stepErr func(error, string)) {
 		if s.wait.signal != "" && s.wait.lookback != 0 {
 			stepErr(ErrInvalidOption, "WithLookback does not apply to a signal: signals are kept with their run")
 		}
-		spec.Wait = &store.WaitSpec{Signal: s.wait.signal, Timeout: s.wait.timeout, SkipOnTimeout: s.wait.skip, Lookback: s.wait.lookback}
-	case store.KindChild:
+		spec.Wait = &durabletype.WaitSpec{Signal: s.wait.signal, Timeout: s.wait.timeout, SkipOnTimeout: s.wait.skip, Lookback: s.wait.lookback}
+	case durabletype.KindChild:
 		if c := s.child; c != nil {
 			if c.result.wf != c.wf {
 				stepErr(ErrInvalidOption, fmt.Sprintf("the result step %s is not a step of the child workflow %s",
 					dag.Quote(c.result.name), dag.Quote(c.wf.name)))
 			}
-			spec.Child = &store.ChildSpec{Workflow: c.wf.name, Result: c.result.name}
+			spec.Child = &durabletype.ChildSpec{Workflow: c.wf.name, Result: c.result.name}
 		}
-	case store.KindMap:
+	case durabletype.KindMap:
 		if m := s.mapDef; m != nil {
-			spec.Map = &store.MapSpec{Over: m.over.name}
+			spec.Map = &durabletype.MapSpec{Over: m.over.name}
 		}
 	}
 }

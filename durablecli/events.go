@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 )
 
@@ -111,7 +111,7 @@ func (c *cli) eventsSend(ctx context.Context, args []string, stdout, stderr io.W
 	defer op.close()
 	n, err := op.e.SendEvent(ctx, *tenant, *key, body)
 	if err != nil {
-		if errors.Is(err, durable.ErrInvalidEvent) {
+		if errors.Is(err, durabletype.ErrInvalidEvent) {
 			fmt.Fprintf(a.stderr, "%s %s: %v\n", c.name, a.fs.Name(), err)
 			return exitUsage
 		}
@@ -173,9 +173,9 @@ func (c *cli) signalCmd(ctx context.Context, args []string, stdout, stderr io.Wr
 // explainSignalError says why a signal could not be sent to run id.
 func (c *cli) explainSignalError(err error, id uuid.UUID, tenant, schema string) error {
 	switch {
-	case errors.Is(err, durable.ErrRunNotFound) && tenant != "":
+	case errors.Is(err, durabletype.ErrRunNotFound) && tenant != "":
 		return fmt.Errorf("run %s of tenant %s not found in schema %s", id, dag.Quote(tenant), schema)
-	case errors.Is(err, durable.ErrRunSettled):
+	case errors.Is(err, durabletype.ErrRunSettled):
 		return fmt.Errorf("run %s has already settled: signals go only to runs in flight", id)
 	}
 	return c.explainRunError(err, id, schema)

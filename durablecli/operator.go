@@ -16,10 +16,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/cliflag"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/pgstore"
-	"github.com/effectivelabs/durable/store"
 )
 
 // What the commands that read and operate runs share ("runs ...",
@@ -174,11 +174,11 @@ func (f *filterFlags) parse() (*runFilter, error) {
 }
 
 // parseStatuses parses a comma-separated list of run statuses, in any case.
-func parseStatuses(s string) ([]durable.RunStatus, error) {
-	var out []durable.RunStatus
+func parseStatuses(s string) ([]durabletype.RunStatus, error) {
+	var out []durabletype.RunStatus
 	for part := range strings.SplitSeq(s, ",") {
-		st := durable.RunStatus(strings.ToUpper(strings.TrimSpace(part)))
-		if !slices.Contains(store.RunStatuses, st) {
+		st := durabletype.RunStatus(strings.ToUpper(strings.TrimSpace(part)))
+		if !slices.Contains(durabletype.RunStatuses, st) {
 			return nil, fmt.Errorf("--status %q: unknown status %q: want running, completed, failed or cancelled, comma-separated", s, strings.TrimSpace(part))
 		}
 		if !slices.Contains(out, st) {

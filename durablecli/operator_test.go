@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/cliflag"
 )
 
@@ -32,7 +33,7 @@ func TestFilterFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, f.given)
 	require.Equal(t, durable.RunFilter{
-		Statuses: []durable.RunStatus{durable.RunFailed, durable.RunCancelled}, Workflow: "w", Version: "3fa9c2e81b07", Tenant: "t",
+		Statuses: []durabletype.RunStatus{durabletype.RunFailed, durabletype.RunCancelled}, Workflow: "w", Version: "3fa9c2e81b07", Tenant: "t",
 		CreatedAfter:   time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC),
 		FinishedBefore: time.Date(2026, 11, 24, 10, 0, 0, 500_000_000, time.UTC),
 	}, f.filter, "absolute times in UTC, so that a cursor's fingerprint does not depend on the zone given")

@@ -17,9 +17,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/cliflag"
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/store"
 )
 
 const runsUsage = `Usage: {name} runs <list|show|cancel|replay|upgrade|prune> [flags]
@@ -362,15 +362,15 @@ func parseInterspersed(fs *flag.FlagSet, args []string, stderr io.Writer) ([]str
 func (c *cli) explainRunError(err error, id uuid.UUID, schema string) error {
 	var pgErr *pgconn.PgError
 	switch {
-	case errors.Is(err, durable.ErrRunNotFound):
+	case errors.Is(err, durabletype.ErrRunNotFound):
 		return fmt.Errorf("run %s not found in schema %s", id, schema)
-	case errors.Is(err, durable.ErrRunSettled):
+	case errors.Is(err, durabletype.ErrRunSettled):
 		return fmt.Errorf("run %s has already settled: only runs in flight can be cancelled", id)
-	case errors.Is(err, durable.ErrRunNotSettled):
+	case errors.Is(err, durabletype.ErrRunNotSettled):
 		return fmt.Errorf("run %s has not settled: only settled runs can be replayed", id)
-	case errors.Is(err, durable.ErrNothingToReplay):
+	case errors.Is(err, durabletype.ErrNothingToReplay):
 		return fmt.Errorf("run %s completed: nothing to replay (--from-step runs a step and its descendants again)", id)
-	case errors.Is(err, durable.ErrStepNotFound):
+	case errors.Is(err, durabletype.ErrStepNotFound):
 		return fmt.Errorf("run %s has no such step", id)
 	case errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000"):
 		return fmt.Errorf("schema %s has no durable tables (wrong --schema, or run \"%s migrate up\"): %w", schema, c.name, err)
@@ -423,7 +423,7 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 	}
 	var re *durable.RunError
 	if errors.As(res.Err, &re) {
-		if re.Status == durable.RunCancelled {
+		if re.Status == durabletype.RunCancelled {
 			reason := oneLine(re.Message, 200)
 			if reason == "" {
 				reason = "- (none given)"
@@ -480,11 +480,11 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 		fmt.Fprintf(w, "\noutputs of the completed steps:\n")
 		n := 0
 		for _, s := range res.Steps {
-			if s.Kind == store.KindMap {
+			if s.Kind == durabletype.KindMap {
 				n += printItemOutputs(w, s)
 				continue
 			}
-			if s.State == durable.StepCompleted && len(s.Output) > 0 {
+			if s.State == durabletype.TaskCompleted && len(s.Output) > 0 {
 				printValue(w, s.Name, s.Output)
 				n++
 			}
@@ -503,11 +503,11 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 	for _, ev := range evs {
 		detail := oneLine(ev.Detail, 120)
 		switch ev.Type {
-		case durable.EventSleeping:
+		case durabletype.EventSleeping:
 			detail = "until " + rel(ev.DueAt)
-		case durable.EventRetrying:
+		case durabletype.EventRetrying:
 			detail = "next attempt at " + rel(ev.DueAt) + " after: " + detail
-		case durable.EventWaiting:
+		case durabletype.EventWaiting:
 			if !ev.DueAt.IsZero() {
 				detail += ", times out at " + rel(ev.DueAt)
 			}
@@ -524,7 +524,7 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 // backoff, or the timeout of a wait for an event or a signal.
 func waiting(s durable.StepResult) bool {
 	return !s.DueAt.IsZero() &&
-		(s.State == durable.StepSleeping || s.State == durable.StepQueued || s.State == durable.StepWaiting)
+		(s.State == durabletype.TaskSleeping || s.State == durabletype.TaskQueued || s.State == durabletype.TaskWaiting)
 }
 
 // printValue prints an encoded input or output under a label: indented
@@ -567,15 +567,15 @@ func timestamp(t time.Time) string {
 // time that did not happen.
 
 type runJSON struct {
-	ID         uuid.UUID         `json:"id"`
-	Workflow   string            `json:"workflow"`
-	Version    string            `json:"version"`
-	Tenant     string            `json:"tenant"`
-	Status     durable.RunStatus `json:"status"`
-	FailedStep string            `json:"failed_step"`
-	Error      string            `json:"error"`
-	CreatedAt  time.Time         `json:"created_at"`
-	FinishedAt *time.Time        `json:"finished_at"`
+	ID         uuid.UUID             `json:"id"`
+	Workflow   string                `json:"workflow"`
+	Version    string                `json:"version"`
+	Tenant     string                `json:"tenant"`
+	Status     durabletype.RunStatus `json:"status"`
+	FailedStep string                `json:"failed_step"`
+	Error      string                `json:"error"`
+	CreatedAt  time.Time             `json:"created_at"`
+	FinishedAt *time.Time            `json:"finished_at"`
 	// ParentID and ParentStep link a child run to its parent run and the
 	// step that started it; absent for other runs.
 	ParentID   *uuid.UUID `json:"parent_id,omitempty"`
@@ -610,20 +610,20 @@ type parentJSON struct {
 }
 
 type stepJSON struct {
-	Name    string         `json:"name"`
-	Kind    store.TaskKind `json:"kind"`
-	Parents []string       `json:"parents"`
+	Name    string               `json:"name"`
+	Kind    durabletype.TaskKind `json:"kind"`
+	Parents []string             `json:"parents"`
 	// Retired is set on a step kept only for the run's record when the
 	// run moved to a version that does not run it.
-	Retired      bool              `json:"retired"`
-	State        durable.StepState `json:"state"`
-	Attempts     int               `json:"attempts"`
-	Error        string            `json:"error"`
-	DueAt        *time.Time        `json:"due_at"`
-	StartedAt    *time.Time        `json:"started_at"`
-	FinishedAt   *time.Time        `json:"finished_at"`
-	Output       json.RawMessage   `json:"output,omitempty"`
-	OutputBase64 string            `json:"output_base64,omitempty"`
+	Retired      bool                  `json:"retired"`
+	State        durabletype.TaskState `json:"state"`
+	Attempts     int                   `json:"attempts"`
+	Error        string                `json:"error"`
+	DueAt        *time.Time            `json:"due_at"`
+	StartedAt    *time.Time            `json:"started_at"`
+	FinishedAt   *time.Time            `json:"finished_at"`
+	Output       json.RawMessage       `json:"output,omitempty"`
+	OutputBase64 string                `json:"output_base64,omitempty"`
 	// EventKey and Signal are what an event step waits (or waited) for,
 	// ChildRunID the child run a child step started last.
 	EventKey   string    `json:"event_key,omitempty"`
@@ -631,31 +631,31 @@ type stepJSON struct {
 	ChildRunID uuid.UUID `json:"child_run_id,omitzero"`
 	// ItemCounts and Items are a map step's items: how many are in each
 	// state, and every one (both present, maybe empty, for map steps only).
-	ItemCounts map[durable.StepState]int `json:"item_counts,omitzero"`
-	Items      []itemJSON                `json:"items,omitzero"`
+	ItemCounts map[durabletype.TaskState]int `json:"item_counts,omitzero"`
+	Items      []itemJSON                    `json:"items,omitzero"`
 }
 
 // itemJSON is one item of a map step.
 type itemJSON struct {
-	Item         int               `json:"item"`
-	Name         string            `json:"name"`
-	State        durable.StepState `json:"state"`
-	Attempts     int               `json:"attempts"`
-	Error        string            `json:"error"`
-	DueAt        *time.Time        `json:"due_at"`
-	StartedAt    *time.Time        `json:"started_at"`
-	FinishedAt   *time.Time        `json:"finished_at"`
-	Output       json.RawMessage   `json:"output,omitempty"`
-	OutputBase64 string            `json:"output_base64,omitempty"`
+	Item         int                   `json:"item"`
+	Name         string                `json:"name"`
+	State        durabletype.TaskState `json:"state"`
+	Attempts     int                   `json:"attempts"`
+	Error        string                `json:"error"`
+	DueAt        *time.Time            `json:"due_at"`
+	StartedAt    *time.Time            `json:"started_at"`
+	FinishedAt   *time.Time            `json:"finished_at"`
+	Output       json.RawMessage       `json:"output,omitempty"`
+	OutputBase64 string                `json:"output_base64,omitempty"`
 }
 
 type eventJSON struct {
-	At      time.Time         `json:"at"`
-	Step    string            `json:"step"`
-	Type    durable.EventType `json:"type"`
-	Attempt int               `json:"attempt"`
-	Detail  string            `json:"detail"`
-	DueAt   *time.Time        `json:"due_at"`
+	At      time.Time             `json:"at"`
+	Step    string                `json:"step"`
+	Type    durabletype.EventType `json:"type"`
+	Attempt int                   `json:"attempt"`
+	Detail  string                `json:"detail"`
+	DueAt   *time.Time            `json:"due_at"`
 }
 
 // optTime is t in UTC, nil when zero.
@@ -679,7 +679,7 @@ func encoded(b []byte) (json.RawMessage, string) {
 	return nil, base64.StdEncoding.EncodeToString(b)
 }
 
-func summaryJSON(r durable.RunSummary) runJSON {
+func summaryJSON(r durabletype.RunSummary) runJSON {
 	out := runJSON{
 		ID: r.ID, Workflow: r.Workflow, Version: r.Version, Tenant: r.Tenant, Status: r.Status, FailedStep: r.FailedStep, Error: r.Error,
 		CreatedAt: r.CreatedAt.UTC(), FinishedAt: optTime(r.FinishedAt),
@@ -725,7 +725,7 @@ func runDetail(v *runView, events bool) *runDetailJSON {
 			js.DueAt = optTime(s.DueAt)
 		}
 		js.Output, js.OutputBase64 = encoded(s.Output)
-		if s.Kind == store.KindMap {
+		if s.Kind == durabletype.KindMap {
 			js.ItemCounts = itemCounts(s.Items)
 			js.Items = make([]itemJSON, len(s.Items))
 			for k, it := range s.Items {

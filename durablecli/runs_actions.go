@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // bulkAction is what cancel and replay do, to runs named by ID or to every
@@ -44,7 +45,7 @@ func (c *cli) runsReplay(ctx context.Context, args []string, stdout, stderr io.W
 		all:  "every FAILED and CANCELLED run",
 		one: func(ctx context.Context, e *durable.Engine, id uuid.UUID) error {
 			err := e.Replay(ctx, id, durable.ReplayOptions{FromStep: *from})
-			if errors.Is(err, durable.ErrStepNotFound) {
+			if errors.Is(err, durabletype.ErrStepNotFound) {
 				return fmt.Errorf("run %s has no step %q", id, *from)
 			}
 			return err

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 )
 
@@ -94,12 +95,12 @@ func (c *cli) runsList(ctx context.Context, args []string, stdout, stderr io.Wri
 
 // printRunList prints runs as a table; when child runs are among them, a
 // PARENT column names the parent run and step of each.
-func printRunList(w io.Writer, runs []durable.RunSummary) {
+func printRunList(w io.Writer, runs []durabletype.RunSummary) {
 	if len(runs) == 0 {
 		fmt.Fprintln(w, "no runs match")
 		return
 	}
-	children := slices.ContainsFunc(runs, func(r durable.RunSummary) bool { return r.ParentID != uuid.Nil })
+	children := slices.ContainsFunc(runs, func(r durabletype.RunSummary) bool { return r.ParentID != uuid.Nil })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if children {
 		fmt.Fprintf(tw, "ID\tWORKFLOW\tVERSION\tTENANT\tSTATUS\tCREATED\tFINISHED\tPARENT (STEP)\tFAILURE\n")
@@ -136,7 +137,7 @@ func versionCell(v string) string {
 
 // failure describes why a run failed, or why it was cancelled, on one line
 // of at most failureColumn characters.
-func failure(r durable.RunSummary) string {
+func failure(r durabletype.RunSummary) string {
 	var s string
 	switch {
 	case r.FailedStep != "":

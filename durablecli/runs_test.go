@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/clitest"
 )
 
@@ -149,7 +150,7 @@ func TestRunsShowInFlightAndFailed(t *testing.T) {
 		res, err := client.Get(ctx, id)
 		require.NoError(t, err)
 		s, _ := res.Step("fraud-window")
-		return s.State == durable.StepSleeping
+		return s.State == durabletype.TaskSleeping
 	}, 30*time.Second, 20*time.Millisecond)
 	code, out, errOut = runCLI(t, p.Flags("runs", "show", id.String())...)
 	require.Equal(t, 0, code, "stderr:\n%s", errOut)
@@ -295,7 +296,7 @@ func sleeping(t *testing.T, e *durable.Engine, tenant string) uuid.UUID {
 		res, err := e.Get(ctx, id)
 		require.NoError(t, err)
 		s, _ := res.Step("fraud-window")
-		return s.State == durable.StepSleeping
+		return s.State == durabletype.TaskSleeping
 	}, 30*time.Second, 20*time.Millisecond)
 	return id
 }
@@ -316,13 +317,13 @@ func TestRunsList(t *testing.T) {
 	for i := range 2 {
 		id, err := orders.RunNoWait(ctx, client, "ada", order{ID: fmt.Sprint("A-", i), Customer: "ada", Cents: 100, Items: []string{"pen"}})
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, settled(t, client, id).Status)
+		require.Equal(t, durabletype.RunCompleted, settled(t, client, id).Status)
 		ids = append(ids, id)
 	}
 	for i := range 2 {
 		id, err := fx.wf.RunNoWait(ctx, client, "bob", i)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunFailed, settled(t, client, id).Status)
+		require.Equal(t, durabletype.RunFailed, settled(t, client, id).Status)
 		ids = append(ids, id)
 	}
 	ids = append(ids, sleeping(t, client, "ada"))
@@ -694,7 +695,7 @@ func TestRunsCancel(t *testing.T) {
 	done, err := newFixtures(0).Noop.Run(ctx, client, "ada", 0)
 	require.NoError(t, err)
 	missing := uuid.New()
-	status := func(id uuid.UUID) durable.RunStatus {
+	status := func(id uuid.UUID) durabletype.RunStatus {
 		res, err := client.Get(ctx, id)
 		require.NoError(t, err)
 		return res.Status
@@ -718,7 +719,7 @@ func TestRunsCancel(t *testing.T) {
 		require.Empty(t, out, "%v", tc.args)
 		require.True(t, strings.HasPrefix(errOut, tc.want), "%v: %s", tc.args, errOut)
 	}
-	require.Equal(t, durable.RunRunning, status(a1))
+	require.Equal(t, durabletype.RunRunning, status(a1))
 
 	// By ID.
 	code, out, errOut := runCLI(t, p.Flags("runs", "cancel", a1.String(), "--reason", "customer withdrew")...)
@@ -727,7 +728,7 @@ func TestRunsCancel(t *testing.T) {
 	require.Empty(t, errOut)
 	res, err := client.Get(ctx, a1)
 	require.NoError(t, err)
-	require.Equal(t, durable.RunCancelled, res.Status)
+	require.Equal(t, durabletype.RunCancelled, res.Status)
 	require.ErrorIs(t, res.Err, durable.ErrRunCancelled)
 	require.Contains(t, res.Err.Error(), "customer withdrew")
 	code, out, _ = runCLI(t, p.Flags("runs", "show", a1.String())...)
@@ -745,8 +746,8 @@ func TestRunsCancel(t *testing.T) {
 		"durable runs cancel: run "+missing.String()+" not found in schema "+p.Schema+"\n"+
 		"durable runs cancel: run "+done.ID.String()+" has already settled: only runs in flight can be cancelled\n"+
 		"durable runs cancel: 3 of 4 runs could not be cancelled\n", errOut)
-	require.Equal(t, durable.RunCancelled, status(a2))
-	require.Equal(t, durable.RunCompleted, status(done.ID))
+	require.Equal(t, durabletype.RunCancelled, status(a2))
+	require.Equal(t, durabletype.RunCompleted, status(done.ID))
 
 	// By filter.
 	code, out, errOut = runCLI(t, p.Flags("runs", "cancel", "--workflow", "bench-noop")...)
@@ -760,7 +761,7 @@ func TestRunsCancel(t *testing.T) {
 	require.Equal(t, "cancelled 1 run (0 skipped)\n", out)
 	res, err = client.Get(ctx, b1)
 	require.NoError(t, err)
-	require.Equal(t, durable.RunCancelled, res.Status)
+	require.Equal(t, durabletype.RunCancelled, res.Status)
 	require.Contains(t, res.Err.Error(), "bulk")
 
 	// --all: every RUNNING run.
@@ -768,8 +769,8 @@ func TestRunsCancel(t *testing.T) {
 	code, out, errOut = runCLI(t, p.Flags("runs", "cancel", "--all")...)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "cancelled 2 runs (0 skipped)\n", out)
-	require.Equal(t, durable.RunCancelled, status(c1))
-	require.Equal(t, durable.RunCancelled, status(c2))
+	require.Equal(t, durabletype.RunCancelled, status(c1))
+	require.Equal(t, durabletype.RunCancelled, status(c2))
 
 	// The list shows why.
 	code, out, _ = runCLI(t, p.Flags("runs", "list", "--status", "cancelled", "--tenant", "ada")...)
@@ -791,7 +792,7 @@ func TestRunsReplay(t *testing.T) {
 	for i := range 3 {
 		id, err := fx.wf.RunNoWait(ctx, client, "ada", i+1)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunFailed, settled(t, client, id).Status)
+		require.Equal(t, durabletype.RunFailed, settled(t, client, id).Status)
 		ids = append(ids, id)
 	}
 	require.Equal(t, int32(3), fx.first.Load())
@@ -821,7 +822,7 @@ func TestRunsReplay(t *testing.T) {
 	code, out, errOut = runCLI(t, p.Flags("runs", "replay", ids[0].String())...)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, ids[0].String()+" replayed\n", out)
-	require.Equal(t, durable.RunFailed, settled(t, client, ids[0]).Status)
+	require.Equal(t, durabletype.RunFailed, settled(t, client, ids[0]).Status)
 	require.Equal(t, int32(3), fx.first.Load(), "a completed step does not run again")
 
 	// Fixed: replayed runs complete, keeping what completed.
@@ -830,7 +831,7 @@ func TestRunsReplay(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, ids[0].String()+" replayed\n", out)
 	res := settled(t, client, ids[0])
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	second, _ := res.Step("second")
 	require.Equal(t, `"got 10"`, string(second.Output))
 	require.Equal(t, int32(3), fx.first.Load())
@@ -851,13 +852,13 @@ func TestRunsReplay(t *testing.T) {
 	code, out, errOut = runCLI(t, p.Flags("runs", "replay", "--from-step", "first", ids[0].String())...)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, ids[0].String()+" replayed\n", out)
-	require.Equal(t, durable.RunCompleted, settled(t, client, ids[0]).Status)
+	require.Equal(t, durabletype.RunCompleted, settled(t, client, ids[0]).Status)
 	require.Equal(t, int32(4), fx.first.Load())
 	evs, err := client.Events(ctx, ids[0])
 	require.NoError(t, err)
 	var replayed []string
 	for _, ev := range evs {
-		if ev.Type == durable.EventReplayed {
+		if ev.Type == durabletype.EventReplayed {
 			replayed = append(replayed, ev.Step+": "+ev.Detail)
 		}
 	}
@@ -871,14 +872,14 @@ func TestRunsReplay(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "replayed 2 runs (0 skipped)\n", out)
 	for _, id := range ids[1:] {
-		require.Equal(t, durable.RunCompleted, settled(t, client, id).Status)
+		require.Equal(t, durabletype.RunCompleted, settled(t, client, id).Status)
 	}
 	require.Equal(t, int32(4), fx.first.Load())
 	code, out, errOut = runCLI(t, p.Flags("runs", "replay", "--status", "completed,running", "--from-step", "second", "--tenant", "ada")...)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "replayed 3 runs (1 skipped)\n", out, "the run in flight has not settled: skipped")
 	for _, id := range ids {
-		require.Equal(t, durable.RunCompleted, settled(t, client, id).Status)
+		require.Equal(t, durabletype.RunCompleted, settled(t, client, id).Status)
 	}
 
 	// --all: every FAILED and CANCELLED run.
@@ -889,7 +890,7 @@ func TestRunsReplay(t *testing.T) {
 	require.Equal(t, "replayed 1 run (0 skipped)\n", out)
 	res, err = client.Get(ctx, inFlight)
 	require.NoError(t, err)
-	require.Equal(t, durable.RunRunning, res.Status)
+	require.Equal(t, durabletype.RunRunning, res.Status)
 }
 
 func TestRunsPrune(t *testing.T) {
@@ -930,7 +931,7 @@ func TestRunsPrune(t *testing.T) {
 	require.Equal(t, "deleted 3 runs that settled more than 0s ago\n", out)
 	for _, id := range done {
 		_, err := client.Get(ctx, id)
-		require.ErrorIs(t, err, durable.ErrRunNotFound)
+		require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 	}
 	code, out, _ = runCLI(t, p.Flags("runs", "list")...)
 	require.Equal(t, 0, code)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 )
 
@@ -227,13 +228,13 @@ func refusal(r durable.UpgradeRefusal, from, tenant string, scoped bool) refusal
 		if ue.Step != "" {
 			out.Error = "incompatible: step " + dag.Quote(ue.Step) + ": " + ue.Reason
 		}
-	case errors.Is(r.Err, durable.ErrIncompatible):
+	case errors.Is(r.Err, durabletype.ErrIncompatible):
 		out.Reason = "incompatible"
-	case errors.Is(r.Err, durable.ErrVersionMismatch):
+	case errors.Is(r.Err, durabletype.ErrVersionMismatch):
 		out.Reason, out.Error = "version_mismatch", "it is not at version "+dag.Quote(from)
-	case errors.Is(r.Err, durable.ErrRunSettled):
+	case errors.Is(r.Err, durabletype.ErrRunSettled):
 		out.Reason, out.Error = "settled", "it has settled: only runs in flight move"
-	case errors.Is(r.Err, durable.ErrRunNotFound):
+	case errors.Is(r.Err, durabletype.ErrRunNotFound):
 		out.Reason, out.Error = "not_found", "not found"
 		if scoped {
 			out.Error += " in tenant " + dag.Quote(tenant)

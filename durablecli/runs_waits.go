@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/store"
 )
 
 // What "runs show" prints about the steps that wait (for an event, a
@@ -41,9 +41,9 @@ type runView struct {
 	// children are the run's child runs, in the order of the steps that
 	// started them, then oldest first; moreChildren is set when there are
 	// more than maxChildren.
-	children     []durable.RunSummary
+	children     []durabletype.RunSummary
 	moreChildren bool
-	events       []durable.Event
+	events       []durabletype.Event
 	// unserved is set for a run not settled whose version no live worker
 	// serves or accepts; upgradeTo is then a version of its workflow that
 	// live workers serve, if there is one ("" otherwise).
@@ -56,7 +56,7 @@ type runView struct {
 // childRuns reads the child runs of res (at most maxChildren), in the order
 // of the steps that started them, then oldest first; more reports whether
 // there are others.
-func childRuns(ctx context.Context, e *durable.Engine, res *durable.RunResult) (kids []durable.RunSummary, more bool, err error) {
+func childRuns(ctx context.Context, e *durable.Engine, res *durable.RunResult) (kids []durabletype.RunSummary, more bool, err error) {
 	page, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Parent: res.ID}, Limit: maxChildren})
 	if err != nil {
 		return nil, false, fmt.Errorf("listing the child runs of run %s: %w", res.ID, err)
@@ -65,14 +65,14 @@ func childRuns(ctx context.Context, e *durable.Engine, res *durable.RunResult) (
 	for i, s := range res.Steps {
 		pos[s.Name] = i
 	}
-	at := func(r durable.RunSummary) int {
+	at := func(r durabletype.RunSummary) int {
 		if i, ok := pos[dag.DisplayName(r.ParentStep)]; ok {
 			return i
 		}
 		return len(res.Steps)
 	}
 	kids = page.Runs
-	slices.SortStableFunc(kids, func(a, b durable.RunSummary) int {
+	slices.SortStableFunc(kids, func(a, b durabletype.RunSummary) int {
 		return cmp.Or(cmp.Compare(at(a), at(b)), a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID.String(), b.ID.String()))
 	})
 	return kids, page.Next != "", nil
@@ -80,14 +80,14 @@ func childRuns(ctx context.Context, e *durable.Engine, res *durable.RunResult) (
 
 // stepStates lists the step states in the order of a step's life, for
 // counts.
-var stepStates = []durable.StepState{
-	durable.StepPending, durable.StepQueued, durable.StepRunning, durable.StepSleeping, durable.StepWaiting,
-	durable.StepCompleted, durable.StepFailed, durable.StepSkipped, durable.StepCancelled,
+var stepStates = []durabletype.TaskState{
+	durabletype.TaskPending, durabletype.TaskQueued, durabletype.TaskRunning, durabletype.TaskSleeping, durabletype.TaskWaiting,
+	durabletype.TaskCompleted, durabletype.TaskFailed, durabletype.TaskSkipped, durabletype.TaskCancelled,
 }
 
 // itemCounts counts a map step's items by state.
-func itemCounts(items []durable.StepResult) map[durable.StepState]int {
-	out := map[durable.StepState]int{}
+func itemCounts(items []durable.StepResult) map[durabletype.TaskState]int {
+	out := map[durabletype.TaskState]int{}
 	for _, it := range items {
 		out[it.State]++
 	}
@@ -109,7 +109,7 @@ func countText[S ~string](counts map[S]int, order []S) string {
 // signal, a child run, or its items.
 func waits(s durable.StepResult) bool {
 	switch s.Kind {
-	case store.KindEvent, store.KindChild, store.KindMap:
+	case durabletype.KindEvent, durabletype.KindChild, durabletype.KindMap:
 		return true
 	}
 	return false
@@ -117,9 +117,9 @@ func waits(s durable.StepResult) bool {
 
 // waitsFor describes what a waiting step waits (or waited) for; status
 // gives the status of the child runs read.
-func waitsFor(s durable.StepResult, status map[uuid.UUID]durable.RunStatus) string {
+func waitsFor(s durable.StepResult, status map[uuid.UUID]durabletype.RunStatus) string {
 	switch s.Kind {
-	case store.KindEvent:
+	case durabletype.KindEvent:
 		switch {
 		case s.Signal != "":
 			return "signal " + dag.Quote(s.Signal)
@@ -129,7 +129,7 @@ func waitsFor(s durable.StepResult, status map[uuid.UUID]durable.RunStatus) stri
 			return "event: did not wait"
 		}
 		return "event: key not computed yet"
-	case store.KindChild:
+	case durabletype.KindChild:
 		if s.ChildRunID == uuid.Nil {
 			if s.State.Terminal() {
 				return "child run: none started"
@@ -140,10 +140,10 @@ func waitsFor(s durable.StepResult, status map[uuid.UUID]durable.RunStatus) stri
 			return fmt.Sprintf("child run %s (%s)", s.ChildRunID, st)
 		}
 		return "child run " + s.ChildRunID.String()
-	case store.KindMap:
+	case durabletype.KindMap:
 		if len(s.Items) == 0 {
 			switch {
-			case s.State == durable.StepCompleted:
+			case s.State == durabletype.TaskCompleted:
 				return "0 items"
 			case s.State.Terminal():
 				return "items: none"
@@ -167,7 +167,7 @@ func printWaits(w io.Writer, v *runView) {
 	if len(ws) == 0 {
 		return
 	}
-	status := make(map[uuid.UUID]durable.RunStatus, len(v.children))
+	status := make(map[uuid.UUID]durabletype.RunStatus, len(v.children))
 	for _, c := range v.children {
 		status[c.ID] = c.Status
 	}
@@ -184,12 +184,12 @@ func printWaits(w io.Writer, v *runView) {
 // maxFailedItems of them with their errors.
 func printFailedItems(w io.Writer, res *durable.RunResult) {
 	for _, s := range res.Steps {
-		if s.Kind != store.KindMap {
+		if s.Kind != durabletype.KindMap {
 			continue
 		}
 		var failed []durable.StepResult
 		for _, it := range s.Items {
-			if it.State == durable.StepFailed {
+			if it.State == durabletype.TaskFailed {
 				failed = append(failed, it)
 			}
 		}
@@ -221,7 +221,7 @@ func printFailedItems(w io.Writer, res *durable.RunResult) {
 // printChildren prints the run's child runs (the first maxChildRows), if it
 // has any or has steps that start some.
 func printChildren(w io.Writer, v *runView) {
-	hasChildSteps := slices.ContainsFunc(v.res.Steps, func(s durable.StepResult) bool { return s.Kind == store.KindChild })
+	hasChildSteps := slices.ContainsFunc(v.res.Steps, func(s durable.StepResult) bool { return s.Kind == durabletype.KindChild })
 	if len(v.children) == 0 {
 		switch {
 		case hasChildSteps && v.res.Done():
@@ -231,7 +231,7 @@ func printChildren(w io.Writer, v *runView) {
 		}
 		return
 	}
-	counts := map[durable.RunStatus]int{}
+	counts := map[durabletype.RunStatus]int{}
 	for _, c := range v.children {
 		counts[c.Status]++
 	}
@@ -239,7 +239,7 @@ func printChildren(w io.Writer, v *runView) {
 	if v.moreChildren {
 		total = "the first " + total
 	}
-	fmt.Fprintf(w, "\nchild runs (%s: %s):\n", total, countText(counts, store.RunStatuses))
+	fmt.Fprintf(w, "\nchild runs (%s: %s):\n", total, countText(counts, durabletype.RunStatuses))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ID\tSTEP\tWORKFLOW\tSTATUS\tFINISHED\tFAILURE\n")
 	shown := v.children[:min(len(v.children), maxChildRows)]
@@ -262,7 +262,7 @@ func printChildren(w io.Writer, v *runView) {
 func printItemOutputs(w io.Writer, s durable.StepResult) int {
 	var done []durable.StepResult
 	for _, it := range s.Items {
-		if it.State == durable.StepCompleted && len(it.Output) > 0 {
+		if it.State == durabletype.TaskCompleted && len(it.Output) > 0 {
 			done = append(done, it)
 		}
 	}

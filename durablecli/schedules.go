@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/store"
 )
 
 const schedulesUsage = `Usage: {name} schedules <create|list|pause|resume|delete> [flags]
@@ -98,7 +98,7 @@ func (c *cli) newSchedulesAction(name, usage string, stderr io.Writer) *runsActi
 // scheduleFail reports an error: 2 for an invalid schedule, 1 otherwise.
 func scheduleFail(a *runsAction, err error) int {
 	fmt.Fprintf(a.stderr, "%s %s: %v\n", a.c.name, a.fs.Name(), err)
-	if errors.Is(err, durable.ErrInvalidSchedule) || errors.Is(err, durable.ErrInvalidTenant) {
+	if errors.Is(err, durabletype.ErrInvalidSchedule) || errors.Is(err, durabletype.ErrInvalidTenant) {
 		return exitUsage
 	}
 	return 1
@@ -168,7 +168,7 @@ func (c *cli) schedulesCreate(ctx context.Context, args []string, stdout, stderr
 	if asJSON {
 		return writeJSON(a, stdout, scheduleJSON(sc))
 	}
-	printSchedules(stdout, []*durable.Schedule{sc})
+	printSchedules(stdout, []*durabletype.Schedule{sc})
 	return 0
 }
 
@@ -186,8 +186,8 @@ func (c *cli) schedulesList(ctx context.Context, args []string, stdout, stderr i
 		return a.fail(err)
 	}
 	defer op.close()
-	var all []*durable.Schedule
-	var after *store.ScheduleKey
+	var all []*durabletype.Schedule
+	var after *durabletype.ScheduleKey
 	for {
 		page, err := op.e.ListSchedules(ctx, durable.ScheduleListOptions{Tenant: tenant, After: after, Limit: 1000})
 		if err != nil {
@@ -198,7 +198,7 @@ func (c *cli) schedulesList(ctx context.Context, args []string, stdout, stderr i
 			break
 		}
 		last := page.Schedules[len(page.Schedules)-1]
-		after = &store.ScheduleKey{Tenant: last.Tenant, Name: last.Name}
+		after = &durabletype.ScheduleKey{Tenant: last.Tenant, Name: last.Name}
 	}
 	if asJSON {
 		out := struct {
@@ -261,7 +261,7 @@ func rfc3339(t time.Time) any {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func scheduleJSON(sc *durable.Schedule) map[string]any {
+func scheduleJSON(sc *durabletype.Schedule) map[string]any {
 	m := map[string]any{
 		"id": sc.ID.String(), "tenant": sc.Tenant, "name": sc.Name, "workflow": sc.Workflow,
 		"cron": sc.Cron, "time_zone": sc.TimeZone, "paused": sc.Paused,
@@ -277,7 +277,7 @@ func scheduleJSON(sc *durable.Schedule) map[string]any {
 	return m
 }
 
-func printSchedules(w io.Writer, all []*durable.Schedule) {
+func printSchedules(w io.Writer, all []*durabletype.Schedule) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENANT\tNAME\tWORKFLOW\tCRON\tTZ\tSTATE\tNEXT\tLAST\tFROM")
 	dash := func(t time.Time) string {

@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/clitest"
 )
 
@@ -87,7 +87,7 @@ func TestServe(t *testing.T) {
 	defer wcancel()
 	res, err := worker.Wait(wctx, uuid.MustParse(st.RunID))
 	require.NoError(t, err)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	code, body = get("/api/v1/runs/"+st.RunID, "tok-123")
 	require.Equal(t, 200, code, body)
 	require.Contains(t, body, `"status":"COMPLETED"`)

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/store"
 )
 
 const statsUsage = `Usage: {name} stats --database-url URL [flags]
@@ -63,12 +63,12 @@ type queueStatsJSON struct {
 }
 
 type runCountJSON struct {
-	Workflow string            `json:"workflow"`
-	Version  string            `json:"version"`
-	Tenant   string            `json:"tenant"`
-	Status   durable.RunStatus `json:"status"`
-	Settled  bool              `json:"settled"`
-	Count    int               `json:"count"`
+	Workflow string                `json:"workflow"`
+	Version  string                `json:"version"`
+	Tenant   string                `json:"tenant"`
+	Status   durabletype.RunStatus `json:"status"`
+	Settled  bool                  `json:"settled"`
+	Count    int                   `json:"count"`
 }
 
 func (c *cli) statsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -102,7 +102,7 @@ func (c *cli) statsCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 		return fail(err)
 	}
 	defer op.close()
-	var st *durable.Stats
+	var st *durabletype.Stats
 	opts := durable.StatsOptions{Window: *window}
 	if *tenant != "" {
 		st, err = op.e.Tenant(*tenant).Stats(ctx, opts)
@@ -131,7 +131,7 @@ func (c *cli) statsCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 
 // statsView orders the stats (by workflow, version and tenant; runs in flight before
 // settled ones, then by status) and takes the ages at now.
-func statsView(st *durable.Stats, now time.Time, tenant string, window time.Duration) *statsJSON {
+func statsView(st *durabletype.Stats, now time.Time, tenant string, window time.Duration) *statsJSON {
 	out := &statsJSON{
 		At: now, Tenant: tenant, Window: window.Seconds(),
 		Queues: make([]queueStatsJSON, len(st.Queues)), Runs: make([]runCountJSON, len(st.Runs)),
@@ -152,7 +152,7 @@ func statsView(st *durable.Stats, now time.Time, tenant string, window time.Dura
 	for i, c := range st.Runs {
 		out.Runs[i] = runCountJSON{Workflow: c.Workflow, Version: c.Version, Tenant: c.Tenant, Status: c.Status, Settled: c.Settled, Count: c.Count}
 	}
-	rank := func(s durable.RunStatus) int { return slices.Index(store.RunStatuses, s) }
+	rank := func(s durabletype.RunStatus) int { return slices.Index(durabletype.RunStatuses, s) }
 	slices.SortFunc(out.Runs, func(a, b runCountJSON) int {
 		settled := func(c runCountJSON) int {
 			if c.Settled {

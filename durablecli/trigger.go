@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/cliflag"
 	"github.com/effectivelabs/durable/internal/dag"
 )
@@ -212,7 +213,7 @@ func waitRuns(ctx context.Context, e *durable.Engine, ids []uuid.UUID, timeout t
 			return 1
 		}
 		fmt.Fprintln(stdout, statusLine(res, timeout))
-		if res.Status != durable.RunCompleted {
+		if res.Status != durabletype.RunCompleted {
 			notDone = append(notDone, id)
 		}
 	}

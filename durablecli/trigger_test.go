@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/clitest"
 )
 
@@ -32,9 +33,9 @@ func TestTriggerCreatesQueuedRuns(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "bench-noop", res.Workflow)
 		require.Equal(t, "acme", res.Tenant)
-		require.Equal(t, durable.RunRunning, res.Status, "no worker runs them")
+		require.Equal(t, durabletype.RunRunning, res.Status, "no worker runs them")
 		require.Len(t, res.Steps, 1)
-		require.Equal(t, durable.StepQueued, res.Steps[0].State)
+		require.Equal(t, durabletype.TaskQueued, res.Steps[0].State)
 	}
 }
 
@@ -57,7 +58,7 @@ func TestTriggerFlowOptions(t *testing.T) {
 
 	res, err := p.Client(t).Get(context.Background(), ids[0])
 	require.NoError(t, err)
-	require.Equal(t, durable.StepQueued, res.Steps[0].State, "waiting for its start time")
+	require.Equal(t, durabletype.TaskQueued, res.Steps[0].State, "waiting for its start time")
 }
 
 func TestTriggerInput(t *testing.T) {
@@ -73,7 +74,7 @@ func TestTriggerInput(t *testing.T) {
 	set := newFixtures(0)
 	res, err := p.Client(t).Wait(context.Background(), id)
 	require.NoError(t, err)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	got, err := set.Demo.Reject.Result(res)
 	require.NoError(t, err)
 	require.Equal(t, "order Z-9 rejected: amount must be positive", got)

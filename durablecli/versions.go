@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/cliflag"
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/store"
 )
 
 // The versions of workflows (docs/semantics.md, "Versions and deploys"):
@@ -299,17 +299,17 @@ func printDAG(w io.Writer, x *durable.VersionInfo) {
 func stepDetail(s durable.StepInfo) string {
 	var parts []string
 	switch s.Kind {
-	case store.KindSleep:
+	case durabletype.KindSleep:
 		parts = append(parts, "sleeps "+s.Sleep.String())
-	case store.KindEvent:
+	case durabletype.KindEvent:
 		if s.Signal != "" {
 			parts = append(parts, "waits for signal "+dag.Quote(s.Signal))
 		} else {
 			parts = append(parts, "waits for an event")
 		}
-	case store.KindChild:
+	case durabletype.KindChild:
 		parts = append(parts, "starts workflow "+dag.Quote(s.Child))
-	case store.KindMap:
+	case durabletype.KindMap:
 		parts = append(parts, "maps over "+dag.Quote(s.MapOver))
 	}
 	if s.Retired {

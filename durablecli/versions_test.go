@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/clitest"
 )
 
@@ -201,7 +202,7 @@ func TestDeployVersions(t *testing.T) {
 	defer cancel()
 	res, err := client.Wait(wctx, curRun)
 	require.NoError(t, err)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 
 	code, out, errOut = runProg("workflows")
 	require.Equal(t, 0, code, errOut)
@@ -297,7 +298,7 @@ func TestDeployVersions(t *testing.T) {
 	for i, id := range oldRuns {
 		res, err := client.Wait(wctx, id)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status, "%v", res.Err)
+		require.Equal(t, durabletype.RunCompleted, res.Status, "%v", res.Err)
 		require.Equal(t, vCur, res.Version)
 		c, ok := res.Step("c")
 		require.True(t, ok)
@@ -378,8 +379,8 @@ func TestRunsUpgradeRetires(t *testing.T) {
 	require.NoError(t, err)
 	other, err := v1.RunNoWait(ctx, client, "acme", 8)
 	require.NoError(t, err)
-	stepIn(t, client, id, "a", durable.StepCompleted)
-	stepIn(t, client, id, "gate", durable.StepWaiting)
+	stepIn(t, client, id, "a", durabletype.TaskCompleted)
+	stepIn(t, client, id, "gate", durabletype.TaskWaiting)
 
 	// Version 2 is known only to a program that registers it.
 	args := []string{"runs", "upgrade", "--workflow", "cli-retire", "--from", v1.Version(), "--to", v2.Version(), "--run", id.String()}
@@ -420,12 +421,12 @@ func TestRunsUpgradeRetires(t *testing.T) {
 	p.StartWorker(t, v2)
 	require.NoError(t, client.Signal(ctx, id, "go", "yes"))
 	res = settled(t, client, id)
-	require.Equal(t, durable.RunCompleted, res.Status, "%v", res.Err)
+	require.Equal(t, durabletype.RunCompleted, res.Status, "%v", res.Err)
 	c, _ := res.Step("c")
 	require.Equal(t, `"got yes"`, string(c.Output))
 	a, _ := res.Step("a")
 	require.True(t, a.Retired)
-	require.Equal(t, durable.StepCompleted, a.State)
+	require.Equal(t, durabletype.TaskCompleted, a.State)
 }
 
 // TestRunsUpgradeUsage: bad command lines are refused before connecting.
@@ -556,7 +557,7 @@ func TestWorkflowsAccepts(t *testing.T) {
 	defer cancel()
 	res, err := client.Wait(wctx, id)
 	require.NoError(t, err)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	require.Equal(t, vCur, res.Version, "moved by the worker that accepts its version")
 }
 
@@ -579,7 +580,7 @@ func TestSideBySideVersions(t *testing.T) {
 	ids := clitest.ParseIDs(t, out, 1)
 	res, err := client.Get(ctx, ids[0])
 	require.NoError(t, err)
-	require.Equal(t, durable.RunCompleted, res.Status, out)
+	require.Equal(t, durabletype.RunCompleted, res.Status, out)
 	require.Equal(t, cur.Version(), res.Version, "by name: the version given last")
 	require.Len(t, res.Steps, 3)
 
@@ -587,7 +588,7 @@ func TestSideBySideVersions(t *testing.T) {
 	defer cancel()
 	res, err = client.Wait(wctx, oldRun)
 	require.NoError(t, err)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	require.Len(t, res.Steps, 2, "the old version's run, by the old version's code")
 
 	rows := versionRows(t, func() string {

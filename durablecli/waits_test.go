@@ -15,12 +15,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/clitest"
-	"github.com/effectivelabs/durable/store"
 )
 
 // stepIn polls a run until its step is in state, and returns the run.
-func stepIn(t *testing.T, e *durable.Engine, id uuid.UUID, step string, state durable.StepState) *durable.RunResult {
+func stepIn(t *testing.T, e *durable.Engine, id uuid.UUID, step string, state durabletype.TaskState) *durable.RunResult {
 	t.Helper()
 	var res *durable.RunResult
 	require.Eventually(t, func() bool {
@@ -95,7 +95,7 @@ func TestRunsShowParentAndChildren(t *testing.T) {
 	id := clitest.ParseIDs(t, out, 1)[0]
 	res, err := client.Get(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	kids := make([]uuid.UUID, parentChildren)
 	for k := range kids {
 		s, _ := res.Step(fmt.Sprintf("child-%d", k))
@@ -240,7 +240,7 @@ func TestEventsSend(t *testing.T) {
 	code, out, errOut := runCLI(t, p.Flags("trigger", "--workflow", "bench-wait", "--input", "7")...)
 	require.Equal(t, 0, code, errOut)
 	id := clitest.ParseIDs(t, out, 1)[0]
-	stepIn(t, client, id, "wait", durable.StepWaiting)
+	stepIn(t, client, id, "wait", durabletype.TaskWaiting)
 
 	code, out, errOut = runCLI(t, p.Flags("runs", "show", id.String())...)
 	require.Equal(t, 0, code, errOut)
@@ -262,14 +262,14 @@ func TestEventsSend(t *testing.T) {
 	require.Equal(t, `{"delivered":0}`+"\n", out)
 	res, err := client.Get(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, durable.StepWaiting, res.Steps[0].State, "still waiting")
+	require.Equal(t, durabletype.TaskWaiting, res.Steps[0].State, "still waiting")
 
 	code, out, errOut = runCLI(t, p.Flags("events", "send", "--key", "bench-7", "--payload", " 42 ")...)
 	require.Equal(t, 0, code, errOut)
 	require.Empty(t, errOut)
 	require.Equal(t, `event "bench-7" of tenant "default": delivered to 1 waiting step`+"\n", out)
 	res = settled(t, client, id)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	require.Equal(t, "42", string(res.Steps[0].Output), "the payload, as given")
 
 	code, out, errOut = runCLI(t, p.Flags("events", "send", "--key", "bench-7", "--json", "--payload", "43")...)
@@ -358,7 +358,7 @@ func TestSignal(t *testing.T) {
 	ctx := context.Background()
 	id, err := wf.RunNoWait(ctx, client, "ada", 1)
 	require.NoError(t, err)
-	stepIn(t, client, id, "gate", durable.StepWaiting)
+	stepIn(t, client, id, "gate", durabletype.TaskWaiting)
 
 	code, out, errOut := runCLI(t, p.Flags("runs", "show", id.String())...)
 	require.Equal(t, 0, code, errOut)
@@ -375,14 +375,14 @@ func TestSignal(t *testing.T) {
 	require.Equal(t, "durable signal: run "+id.String()+` of tenant "bob" not found in schema `+p.Schema+"\n", errOut)
 	res, err := client.Get(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, durable.StepWaiting, res.Steps[0].State, "still waiting")
+	require.Equal(t, durabletype.TaskWaiting, res.Steps[0].State, "still waiting")
 
 	code, out, errOut = runCLI(t, p.Flags("signal", "--tenant", "ada", id.String(), "go", "--payload", `"yes"`)...)
 	require.Equal(t, 0, code, errOut)
 	require.Empty(t, errOut)
 	require.Equal(t, `signal "go" sent to run `+id.String()+"\n", out)
 	res = settled(t, client, id)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	after, _ := res.Step("after")
 	require.Equal(t, `"got yes"`, string(after.Output))
 
@@ -536,24 +536,24 @@ func TestRunsShowMap(t *testing.T) {
 func TestRunsShowCaps(t *testing.T) {
 	t.Parallel()
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	res := &durable.RunResult{ID: uuid.New(), Workflow: "big", Tenant: "t", Status: durable.RunRunning, CreatedAt: base}
-	fan := durable.StepResult{Name: "fan", Kind: store.KindMap, State: durable.StepWaiting, Attempts: 1, StartedAt: base}
+	res := &durable.RunResult{ID: uuid.New(), Workflow: "big", Tenant: "t", Status: durabletype.RunRunning, CreatedAt: base}
+	fan := durable.StepResult{Name: "fan", Kind: durabletype.KindMap, State: durabletype.TaskWaiting, Attempts: 1, StartedAt: base}
 	for k := range 10_000 {
-		it := durable.StepResult{Name: fmt.Sprintf("fan[%d]", k), Kind: store.KindItem, Item: k, State: durable.StepCompleted,
+		it := durable.StepResult{Name: fmt.Sprintf("fan[%d]", k), Kind: durabletype.KindItem, Item: k, State: durabletype.TaskCompleted,
 			Attempts: 1, StartedAt: base, FinishedAt: base.Add(time.Second), Output: []byte(fmt.Sprint(k))}
 		if k%100 == 7 && k < 1500 {
-			it.State, it.Error, it.Output = durable.StepFailed, fmt.Sprintf("item %d broke", k), nil
+			it.State, it.Error, it.Output = durabletype.TaskFailed, fmt.Sprintf("item %d broke", k), nil
 		}
 		fan.Items = append(fan.Items, it)
 	}
-	res.Steps = []durable.StepResult{fan, {Name: "kid", Kind: store.KindChild, State: durable.StepWaiting, Attempts: 25}}
+	res.Steps = []durable.StepResult{fan, {Name: "kid", Kind: durabletype.KindChild, State: durabletype.TaskWaiting, Attempts: 25}}
 	v := &runView{res: res, prog: "durable"}
 	for k := range 25 {
-		v.children = append(v.children, durable.RunSummary{ID: uuid.New(), Workflow: "small", Tenant: "t",
-			Status: durable.RunFailed, FailedStep: "x", Error: "no", CreatedAt: base.Add(time.Duration(k) * time.Millisecond),
+		v.children = append(v.children, durabletype.RunSummary{ID: uuid.New(), Workflow: "small", Tenant: "t",
+			Status: durabletype.RunFailed, FailedStep: "x", Error: "no", CreatedAt: base.Add(time.Duration(k) * time.Millisecond),
 			ParentID: res.ID, ParentStep: "kid"})
 	}
-	v.children[24].Status = durable.RunRunning
+	v.children[24].Status = durabletype.RunRunning
 	res.Steps[1].ChildRunID = v.children[24].ID
 
 	var b bytes.Buffer
@@ -585,8 +585,8 @@ func TestRunsShowCaps(t *testing.T) {
 
 	// A child step that has not started its child yet.
 	b.Reset()
-	printRun(&b, &runView{prog: "durable", res: &durable.RunResult{ID: uuid.New(), Workflow: "w", Tenant: "t", Status: durable.RunRunning,
-		CreatedAt: base, Steps: []durable.StepResult{{Name: "kid", Kind: store.KindChild, State: durable.StepPending}}}}, showOptions{})
+	printRun(&b, &runView{prog: "durable", res: &durable.RunResult{ID: uuid.New(), Workflow: "w", Tenant: "t", Status: durabletype.RunRunning,
+		CreatedAt: base, Steps: []durable.StepResult{{Name: "kid", Kind: durabletype.KindChild, State: durabletype.TaskPending}}}}, showOptions{})
 	require.Equal(t, []string{"kid", "PENDING", "child run: not started yet"}, fields(table(t, b.String(), "waits (")[1]))
 	require.True(t, strings.HasSuffix(b.String(), "\nchild runs: none yet\n"), b.String())
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/clitest"
 	"github.com/effectivelabs/durable/internal/pgtest"
 )
@@ -105,7 +106,7 @@ func TestWorkerRetention(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		_, err := client.Get(ctx, res.ID)
-		return errors.Is(err, durable.ErrRunNotFound)
+		return errors.Is(err, durabletype.ErrRunNotFound)
 	}, 30*time.Second, 50*time.Millisecond, "the leader deletes runs settled more than a second ago")
 	cancel()
 	require.Equal(t, 0, <-done, log.String())

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 const workersUsage = `Usage: {name} workers --database-url URL [flags]
@@ -145,7 +146,7 @@ func (c *cli) workersCmd(ctx context.Context, args []string, stdout, stderr io.W
 
 // workersView keeps the live workers (all of them with all) and finds the
 // workflows with ready steps that no live worker serves.
-func workersView(ws []durable.WorkerInfo, st *durable.Stats, now time.Time, all bool) *workersJSON {
+func workersView(ws []durable.WorkerInfo, st *durabletype.Stats, now time.Time, all bool) *workersJSON {
 	out := &workersJSON{At: now, Workers: []workerJSON{}, Unserved: []unservedFlowJSON{}}
 	for _, w := range ws {
 		if !w.Live && !all {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -56,7 +56,7 @@ func TestWorkersCommand(t *testing.T) {
 	defer cancel()
 	res, err := w.Wait(wctx, id)
 	require.NoError(t, err)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	code, out, errOut = runCLI(t, p.Flags("runs", "show", id.String())...)
 	require.Equal(t, 0, code, errOut)
 	require.NotContains(t, out, "warning")

@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/store"
 )
 
 // runState is what a run (and its child runs) waits for, as analyze found
@@ -72,10 +72,10 @@ func (k *Kit) walk(id uuid.UUID, workflow, tenant, indent string, st *runState, 
 			st.active = true // fails at its timeout, at the latest
 		}
 		switch t.State {
-		case store.TaskCompleted, store.TaskFailed, store.TaskSkipped, store.TaskCancelled:
-		case store.TaskPending:
+		case durabletype.TaskCompleted, durabletype.TaskFailed, durabletype.TaskSkipped, durabletype.TaskCancelled:
+		case durabletype.TaskPending:
 			st.add(indent, "%s PENDING: waits for its parents", name)
-		case store.TaskQueued:
+		case durabletype.TaskQueued:
 			switch {
 			case t.DueAt.After(time.Now()):
 				st.active = true
@@ -86,20 +86,20 @@ func (k *Kit) walk(id uuid.UUID, workflow, tenant, indent string, st *runState, 
 				st.active = true
 				st.add(indent, "%s QUEUED: ready to run", name)
 			}
-		case store.TaskRunning:
+		case durabletype.TaskRunning:
 			st.active = true
 			st.add(indent, "%s RUNNING: attempt %d, started %s, has not returned", name, t.Attempt, stamp(t.StartedAt))
-		case store.TaskSleeping:
+		case durabletype.TaskSleeping:
 			st.active = true
 			st.add(indent, "%s SLEEPING until %s", name, stamp(t.DueAt))
-		case store.TaskWaiting:
+		case durabletype.TaskWaiting:
 			due := ""
 			if !t.DueAt.IsZero() {
 				st.active = true
 				due = fmt.Sprintf(" (times out at %s)", stamp(t.DueAt))
 			}
 			switch t.Kind {
-			case store.KindChild:
+			case durabletype.KindChild:
 				st.add(indent, "%s WAITING for its child run %s%s:", name, t.Child, due)
 				if t.Child != uuid.Nil && depth < maxDepth {
 					child, err := k.store.GetRun(k.ctx, t.Child)
@@ -108,7 +108,7 @@ func (k *Kit) walk(id uuid.UUID, workflow, tenant, indent string, st *runState, 
 					}
 					k.walk(child.ID, child.Workflow, child.Tenant, indent+"    ", st, served, depth+1)
 				}
-			case store.KindMap:
+			case durabletype.KindMap:
 				st.add(indent, "%s WAITING for its %d items (%d not completed)%s", name, t.Items, t.Left, due)
 			default:
 				if key, signal := dag.ParseWaitKey(t.WaitKey); signal {
@@ -123,9 +123,9 @@ func (k *Kit) walk(id uuid.UUID, workflow, tenant, indent string, st *runState, 
 	}
 }
 
-func terminal(s store.TaskState) bool {
+func terminal(s durabletype.TaskState) bool {
 	switch s {
-	case store.TaskCompleted, store.TaskFailed, store.TaskSkipped, store.TaskCancelled:
+	case durabletype.TaskCompleted, durabletype.TaskFailed, durabletype.TaskSkipped, durabletype.TaskCancelled:
 		return true
 	}
 	return false

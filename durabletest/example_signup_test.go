@@ -8,6 +8,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletest"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // Signup is the input of the signup workflow.
@@ -74,7 +75,7 @@ func testSignup(t *testing.T) {
 
 		// The account is provisioned by a child run; then the run waits
 		// for the address to be verified.
-		k.WaitStep(id, flow.verified, durable.StepWaiting)
+		k.WaitStep(id, flow.verified, durabletype.TaskWaiting)
 		child := k.Child(k.Get(id), flow.account)
 		durabletest.RequireCompleted(t, child)
 		durabletest.RequireOutput(t, child, flow.accountID, 42)
@@ -84,7 +85,7 @@ func testSignup(t *testing.T) {
 		}
 		// A day later, not a moment sooner, the welcome mail is tried.
 		k.Advance(24*time.Hour - time.Nanosecond)
-		durabletest.RequireState(t, k.Get(id), flow.welcome, durable.StepPending)
+		durabletest.RequireState(t, k.Get(id), flow.welcome, durabletype.TaskPending)
 
 		res := k.Settle(id)
 		durabletest.RequireCompleted(t, res)

@@ -9,7 +9,7 @@
 //	func TestSignup(t *testing.T) {
 //		durabletest.Run(t, func(t *testing.T, k *durabletest.Kit) {
 //			id := durabletest.Start(k, signup, Signup{Email: "ada@example.com"})
-//			k.WaitStep(id, verified, durable.StepWaiting) // the run waits for the event
+//			k.WaitStep(id, verified, durabletype.TaskWaiting) // the run waits for the event
 //			k.SendEvent("verified:ada@example.com", true)
 //			res := k.Settle(id) // the 24-hour sleep passes in no time
 //			durabletest.RequireCompleted(t, res)
@@ -47,6 +47,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -267,7 +268,7 @@ func (k *Kit) Get(id uuid.UUID) *durable.RunResult {
 }
 
 // Events returns a run's event log, failing the test if it cannot.
-func (k *Kit) Events(id uuid.UUID) []durable.Event {
+func (k *Kit) Events(id uuid.UUID) []durabletype.Event {
 	k.tb.Helper()
 	evs, err := k.engine.Events(k.ctx, id)
 	if err != nil {
@@ -333,7 +334,7 @@ func (k *Kit) Settle(id uuid.UUID) *durable.RunResult {
 // the run settles first, at once if the run cannot go on without input
 // from outside the engine, and after Options.Timeout of virtual time
 // otherwise.
-func (k *Kit) WaitStep(id uuid.UUID, step Step, state durable.StepState) *durable.StepResult {
+func (k *Kit) WaitStep(id uuid.UUID, step Step, state durabletype.TaskState) *durable.StepResult {
 	k.tb.Helper()
 	var got *durable.StepResult
 	k.await(id, fmt.Sprintf("have step %q %s", step.Name(), state), func(res *durable.RunResult) bool {

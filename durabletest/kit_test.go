@@ -9,6 +9,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletest"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // The whole-file example's test, run.
@@ -70,14 +71,14 @@ func TestAssertions(t *testing.T) {
 			}
 		})
 
-		passes(t, "RequireState", func(tb testing.TB) { durabletest.RequireState(tb, res, skipped, durable.StepSkipped) })
-		fails(t, "RequireState, another state", func(tb testing.TB) { durabletest.RequireState(tb, res, skipped, durable.StepCompleted) },
+		passes(t, "RequireState", func(tb testing.TB) { durabletest.RequireState(tb, res, skipped, durabletype.TaskSkipped) })
+		fails(t, "RequireState, another state", func(tb testing.TB) { durabletest.RequireState(tb, res, skipped, durabletype.TaskCompleted) },
 			`want step "skipped" COMPLETED`, `step "skipped" SKIPPED`)
 		fails(t, "RequireState of an unknown step", func(tb testing.TB) {
-			durabletest.RequireState(tb, res, durabletest.StepName("nope"), durable.StepCompleted)
+			durabletest.RequireState(tb, res, durabletest.StepName("nope"), durabletype.TaskCompleted)
 		}, `has no step "nope"`, "double, skipped, broken")
 
-		passes(t, "RequireStatus", func(tb testing.TB) { durabletest.RequireStatus(tb, res, durable.RunFailed) })
+		passes(t, "RequireStatus", func(tb testing.TB) { durabletest.RequireStatus(tb, res, durabletype.RunFailed) })
 		fails(t, "RequireCompleted of a failed run", func(tb testing.TB) { durabletest.RequireCompleted(tb, res) },
 			"want a COMPLETED run", "is FAILED", `step "broken" FAILED: the disk is full`)
 		fails(t, "RequireCompleted of nothing", func(tb testing.TB) { durabletest.RequireCompleted(tb, nil) }, "no run result")
@@ -195,17 +196,17 @@ func TestWaitStep(t *testing.T) {
 		after := durable.Step(wf, "after", func(ctx durable.Context, n int) (int, error) { return n + 1, nil }, durable.After(nap))
 		start := time.Now()
 		id := durabletest.Start(k, wf, 1)
-		if s := k.WaitStep(id, nap, durable.StepSleeping); !s.DueAt.Equal(start.Add(3 * time.Hour)) {
+		if s := k.WaitStep(id, nap, durabletype.TaskSleeping); !s.DueAt.Equal(start.Add(3 * time.Hour)) {
 			t.Fatalf("sleeps until %s", s.DueAt)
 		}
-		k.WaitStep(id, nap, durable.StepCompleted)
+		k.WaitStep(id, nap, durabletype.TaskCompleted)
 		if !time.Now().Equal(start.Add(3 * time.Hour)) {
 			t.Fatalf("WaitStep returned at %s, %s after the start", time.Now(), time.Since(start))
 		}
 		res := k.Settle(id)
 		durabletest.RequireOutput(t, res, after, 2)
 		fails(t, "WaitStep after the run settled", func(tb testing.TB) {
-			durabletest.WithTB(k, tb).WaitStep(id, after, durable.StepRunning)
+			durabletest.WithTB(k, tb).WaitStep(id, after, durabletype.TaskRunning)
 		}, "settled COMPLETED before it could have step \"after\" RUNNING")
 	})
 }
@@ -226,15 +227,15 @@ func TestAdvance(t *testing.T) {
 		}, durable.After(nap), durable.WithRetry(durable.RetryPolicy{MaxRetries: 5, InitialDelay: 10 * time.Second}))
 		id := durabletest.Start(k, wf, 5)
 		k.Advance(24*time.Hour - time.Nanosecond)
-		durabletest.RequireState(t, k.Get(id), nap, durable.StepSleeping)
+		durabletest.RequireState(t, k.Get(id), nap, durabletype.TaskSleeping)
 		k.Advance(time.Nanosecond)
-		durabletest.RequireState(t, k.Get(id), nap, durable.StepCompleted)
-		retry := durabletest.RequireState(t, k.Get(id), flaky, durable.StepQueued)
+		durabletest.RequireState(t, k.Get(id), nap, durabletype.TaskCompleted)
+		retry := durabletest.RequireState(t, k.Get(id), flaky, durabletype.TaskQueued)
 		if want := time.Now().Add(10 * time.Second); !retry.DueAt.Equal(want) {
 			t.Fatalf("first retry at %s, want %s", retry.DueAt, want)
 		}
 		k.Advance(10 * time.Second)
-		retry = durabletest.RequireState(t, k.Get(id), flaky, durable.StepQueued)
+		retry = durabletest.RequireState(t, k.Get(id), flaky, durabletype.TaskQueued)
 		if want := time.Now().Add(20 * time.Second); !retry.DueAt.Equal(want) {
 			t.Fatalf("second retry at %s, want %s", retry.DueAt, want)
 		}
@@ -245,7 +246,7 @@ func TestAdvance(t *testing.T) {
 		}
 		var retrying int
 		for _, ev := range k.Events(id) {
-			if ev.Step == "flaky" && ev.Type == durable.EventRetrying {
+			if ev.Step == "flaky" && ev.Type == durabletype.EventRetrying {
 				retrying++
 			}
 		}
@@ -267,7 +268,7 @@ func TestWaitTimeoutPasses(t *testing.T) {
 		}, durable.WithWaitTimeout(72*time.Hour), durable.SkipOnTimeout())
 		start := time.Now()
 		res := durabletest.Execute(k, wf, 1)
-		durabletest.RequireState(t, res, answer, durable.StepSkipped)
+		durabletest.RequireState(t, res, answer, durabletype.TaskSkipped)
 		if took := time.Since(start); took != 72*time.Hour {
 			t.Fatalf("took %s", took)
 		}
@@ -306,7 +307,7 @@ func TestEndsWithAStepRunning(t *testing.T) {
 			return 0, context.Cause(ctx)
 		})
 		id := durabletest.Start(k, wf, 1)
-		k.WaitStep(id, loop, durable.StepRunning)
+		k.WaitStep(id, loop, durabletype.TaskRunning)
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // Assertions on a run's result. Each reports a failure to tb (Fatalf: the
@@ -20,7 +21,7 @@ type Step interface {
 	Name() string
 }
 
-// StepName names a step by its name, e.g. StepName(durable.OnFailureStep)
+// StepName names a step by its name, e.g. StepName(durabletype.OnFailureTask)
 // for the on-failure handler.
 type StepName string
 
@@ -73,7 +74,7 @@ func firstLine(s string) string {
 }
 
 // RequireStatus fails the test unless run res has status want.
-func RequireStatus(tb testing.TB, res *durable.RunResult, want durable.RunStatus) {
+func RequireStatus(tb testing.TB, res *durable.RunResult, want durabletype.RunStatus) {
 	tb.Helper()
 	if res == nil {
 		tb.Fatalf("durabletest: no run result (nil), want a %s run", want)
@@ -88,14 +89,14 @@ func RequireStatus(tb testing.TB, res *durable.RunResult, want durable.RunStatus
 // names the step that failed the run, and its error.
 func RequireCompleted(tb testing.TB, res *durable.RunResult) {
 	tb.Helper()
-	RequireStatus(tb, res, durable.RunCompleted)
+	RequireStatus(tb, res, durabletype.RunCompleted)
 }
 
 // RequireFailed fails the test unless run res failed because step failed
 // for good, and returns that step's error message.
 func RequireFailed(tb testing.TB, res *durable.RunResult, step Step) string {
 	tb.Helper()
-	RequireStatus(tb, res, durable.RunFailed)
+	RequireStatus(tb, res, durabletype.RunFailed)
 	var re *durable.RunError
 	if !errors.As(res.Err, &re) || re.Step != step.Name() {
 		tb.Fatalf("durabletest: want run %s failed by step %q; %s", res.ID, step.Name(), summary(res))
@@ -106,7 +107,7 @@ func RequireFailed(tb testing.TB, res *durable.RunResult, step Step) string {
 
 // RequireState fails the test unless step of run res is in state want,
 // and returns the step.
-func RequireState(tb testing.TB, res *durable.RunResult, step Step, want durable.StepState) *durable.StepResult {
+func RequireState(tb testing.TB, res *durable.RunResult, step Step, want durabletype.TaskState) *durable.StepResult {
 	tb.Helper()
 	s := stepOf(tb, res, step)
 	if s != nil && s.State != want {

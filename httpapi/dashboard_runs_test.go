@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/httpapi"
 	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/memstore"
@@ -154,7 +155,7 @@ func testListRunsInclude(t *testing.T, en *env) {
 	delayed := en.trigger(t, "acme", "retrier", map[string]any{"input": 2, "start_after": "1h"})
 	fanout := en.trigger(t, "acme", "fanout", map[string]any{"input": 2})
 	quick := en.trigger(t, "acme", "quick", map[string]any{"input": 1})
-	require.Equal(t, durable.RunCompleted, en.settle(t, quick).Status)
+	require.Equal(t, durabletype.RunCompleted, en.settle(t, quick).Status)
 
 	// Without include: neither.
 	for _, run := range en.listed(t, "acme", "") {
@@ -213,8 +214,8 @@ func testListRunsInclude(t *testing.T, en *env) {
 	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
 	r = en.do(t, "acme", "POST", "/api/v1/events", map[string]any{"key": "paid-7", "payload": 5})
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
-	require.Equal(t, durable.RunCompleted, en.settle(t, gate).Status)
-	require.Equal(t, durable.RunCompleted, en.settle(t, paid).Status)
+	require.Equal(t, durabletype.RunCompleted, en.settle(t, gate).Status)
+	require.Equal(t, durabletype.RunCompleted, en.settle(t, paid).Status)
 	runs = en.listed(t, "acme", "include=waits")
 	require.Empty(t, runs[gate].Waits)
 	require.Empty(t, runs[paid].Waits)
@@ -239,7 +240,7 @@ func TestDashboardRunsList(t *testing.T) {
 	srv := httptest.NewServer(httpapi.New(en.e, httpapi.Options{Logger: quiet, Dashboard: true}))
 	t.Cleanup(srv.Close)
 	quick := en.trigger(t, "acme", "quick", map[string]any{"input": 1})
-	require.Equal(t, durable.RunCompleted, en.settle(t, quick).Status)
+	require.Equal(t, durabletype.RunCompleted, en.settle(t, quick).Status)
 	gate := en.trigger(t, "acme", "gate", map[string]any{"input": "po-1"})
 	napper := en.trigger(t, "acme", "napper", map[string]any{"input": 1})
 	retrier := en.trigger(t, "acme", "retrier", map[string]any{"input": 1})

@@ -12,7 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/httpapi"
 	"github.com/effectivelabs/durable/memstore"
 )
@@ -138,5 +138,5 @@ func TestDashboardSendWaited(t *testing.T) {
 	notice, err = chromedp.Run(ctx, chromedp.Text(`#action-notice`))
 	require.NoError(t, err)
 	require.Equal(t, `Signal "approve" not sent: the run has settled`, notice)
-	require.Equal(t, durable.RunCancelled, en.settle(t, late).Status)
+	require.Equal(t, durabletype.RunCancelled, en.settle(t, late).Status)
 }

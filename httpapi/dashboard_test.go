@@ -12,7 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/httpapi"
 	"github.com/effectivelabs/durable/internal/browsertest"
 	"github.com/effectivelabs/durable/memstore"
@@ -45,7 +45,7 @@ func TestDashboardReplay(t *testing.T) {
 	ok := en.trigger(t, "a", "greet", map[string]any{"input": map[string]any{"name": "<img src=x onerror=alert(1)>"}})
 	en.settle(t, ok)
 	id := en.trigger(t, "a", "flaky", map[string]any{"input": 4})
-	require.Equal(t, durable.RunFailed, en.settle(t, id).Status)
+	require.Equal(t, durabletype.RunFailed, en.settle(t, id).Status)
 
 	ctx := browser(t)
 	shots := map[string][]byte{}
@@ -112,7 +112,7 @@ func TestDashboardReplay(t *testing.T) {
 	for name, b := range shots {
 		require.NoError(t, os.WriteFile(filepath.Join("..", "docs", name), b, 0o644))
 	}
-	require.Equal(t, durable.RunCompleted, en.settle(t, id).Status)
+	require.Equal(t, durabletype.RunCompleted, en.settle(t, id).Status)
 }
 
 // TestDashboardAssets: the dashboard's files are served with a strict
@@ -162,7 +162,7 @@ func TestDashboardWorkersQueues(t *testing.T) {
 	require.Len(t, ws, 1)
 	self := ws[0].ID
 	done := en.trigger(t, "acme", "greet", map[string]any{"input": map[string]any{"name": "ada"}})
-	require.Equal(t, durable.RunCompleted, en.settle(t, done).Status)
+	require.Equal(t, durabletype.RunCompleted, en.settle(t, done).Status)
 	sid := en.trigger(t, "acme", "slow", map[string]any{"input": 1})
 	orphan := orphanRun(t, s, "acme")
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/httpapi"
 	"github.com/effectivelabs/durable/memstore"
 )
@@ -37,7 +38,7 @@ func TestDashboardVersions(t *testing.T) {
 	startClient(t, s, v1, "acme", "a2")
 	lg := startClient(t, s, legacyDef(), "acme", 7)
 	cur := en.trigger(t, "acme", "ship", map[string]any{"input": "c"})
-	require.Equal(t, durable.RunCompleted, en.settle(t, cur).Status)
+	require.Equal(t, durabletype.RunCompleted, en.settle(t, cur).Status)
 
 	// A run of gated 1 moved to 2 while it waits for its signal: legacy,
 	// which it ran, is retired.
@@ -50,13 +51,13 @@ func TestDashboardVersions(t *testing.T) {
 		require.NoError(t, err)
 		gate, _ := res.Step("gate")
 		legacy, _ := res.Step("legacy")
-		return gate.State == durable.StepWaiting && legacy.State == durable.StepCompleted
+		return gate.State == durabletype.TaskWaiting && legacy.State == durabletype.TaskCompleted
 	}, 20*time.Second, 20*time.Millisecond)
 	up, err := en.e.UpgradeRuns(ctx, "gated", "1", "2", durable.UpgradeOptions{})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{moved}, up.Moved)
 	require.NoError(t, en.e.Signal(ctx, moved, "go", "ok"))
-	require.Equal(t, durable.RunCompleted, en.settle(t, moved).Status)
+	require.Equal(t, durabletype.RunCompleted, en.settle(t, moved).Status)
 
 	row := func(id uuid.UUID) string { return fmt.Sprintf(`#runs tr[data-run="%s"]`, id) }
 	ship := func(version string) string {

@@ -27,6 +27,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // DefaultMaxBodyBytes is the default of Options.MaxBodyBytes: 1 MiB.
@@ -180,11 +181,11 @@ func (h *Handler) serve(rt route) http.Handler {
 type operator interface {
 	ListRuns(ctx context.Context, opts durable.ListOptions) (*durable.RunPage, error)
 	Get(ctx context.Context, id uuid.UUID) (*durable.RunResult, error)
-	Events(ctx context.Context, id uuid.UUID) ([]durable.Event, error)
+	Events(ctx context.Context, id uuid.UUID) ([]durabletype.Event, error)
 	Cancel(ctx context.Context, id uuid.UUID, reason string) error
 	Replay(ctx context.Context, id uuid.UUID, opts durable.ReplayOptions) error
 	Signal(ctx context.Context, id uuid.UUID, name string, payload any) error
-	Stats(ctx context.Context, opts durable.StatsOptions) (*durable.Stats, error)
+	Stats(ctx context.Context, opts durable.StatsOptions) (*durabletype.Stats, error)
 	Waits(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]durable.StepWait, error)
 	UpgradeRuns(ctx context.Context, workflow, from, to string, opts durable.UpgradeOptions) (*durable.UpgradeResult, error)
 }

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/httpapi"
 	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/memstore"
@@ -226,7 +227,7 @@ func testMainPath(t *testing.T, en *env) {
 	r := en.do(t, "*", "POST", "/api/v1/workflows/greet/runs", body)
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
 	require.Equal(t, map[string]any{"run_id": id.String(), "duplicate": true}, r.json(t))
-	require.Equal(t, durable.RunCompleted, en.settle(t, id).Status)
+	require.Equal(t, durabletype.RunCompleted, en.settle(t, id).Status)
 
 	// The run, its steps with their parents and outputs.
 	r = en.do(t, "acme", "GET", "/api/v1/runs/"+id.String(), nil)
@@ -301,11 +302,11 @@ func testMainPath(t *testing.T, en *env) {
 	requireProblem(t, en.do(t, "acme", "POST", "/api/v1/runs/"+id.String()+"/replay", map[string]any{"from_step": "nope"}), 400, "step_not_found")
 	r = en.do(t, "acme", "POST", "/api/v1/runs/"+id.String()+"/replay", map[string]any{"from_step": "shout"})
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
-	require.Equal(t, durable.RunCompleted, en.settle(t, id).Status)
+	require.Equal(t, durabletype.RunCompleted, en.settle(t, id).Status)
 
 	// A failed run, replayed once fixed.
 	fid := en.trigger(t, "acme", "flaky", map[string]any{"input": 4})
-	require.Equal(t, durable.RunFailed, en.settle(t, fid).Status)
+	require.Equal(t, durabletype.RunFailed, en.settle(t, fid).Status)
 	r = en.do(t, "acme", "GET", "/api/v1/runs/"+fid.String(), nil)
 	require.Equal(t, http.StatusOK, r.status)
 	require.Contains(t, string(r.body), `"error":{"step":"second","message":"\u003cb\u003ebroken\u003c/b\u003e"}`)
@@ -313,7 +314,7 @@ func testMainPath(t *testing.T, en *env) {
 	r = en.do(t, "acme", "POST", "/api/v1/runs/"+fid.String()+"/replay", "")
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
 	res := en.settle(t, fid)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	second, _ := res.Step("second")
 	require.Equal(t, "50", string(second.Output))
 	requireProblem(t, en.do(t, "acme", "POST", "/api/v1/runs/"+fid.String()+"/cancel", nil), 409, "run_settled")

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // problem is an RFC 9457 problem: an HTTP status, a stable code for
@@ -62,35 +63,35 @@ func classify(err error) *problem {
 	msg := err.Error()
 	is := func(target error) bool { return errors.Is(err, target) }
 	switch {
-	case is(durable.ErrRunNotFound):
+	case is(durabletype.ErrRunNotFound):
 		return &problem{status: http.StatusNotFound, code: "run_not_found", detail: "no such run", err: err}
 	case is(durable.ErrWorkflowNotRegistered):
 		return &problem{status: http.StatusNotFound, code: "workflow_not_found", detail: msg, err: err}
-	case is(durable.ErrRunSettled):
+	case is(durabletype.ErrRunSettled):
 		return &problem{status: http.StatusConflict, code: "run_settled", detail: "the run has settled", err: err}
-	case is(durable.ErrRunNotSettled):
+	case is(durabletype.ErrRunNotSettled):
 		return &problem{status: http.StatusConflict, code: "run_not_settled", detail: "the run has not settled", err: err}
-	case is(durable.ErrNothingToReplay):
+	case is(durabletype.ErrNothingToReplay):
 		return &problem{status: http.StatusConflict, code: "nothing_to_replay",
 			detail: "a completed run is replayed only from a step (from_step)", err: err}
-	case is(durable.ErrRunExists):
+	case is(durabletype.ErrRunExists):
 		return &problem{status: http.StatusConflict, code: "run_exists",
 			detail: "the run ID is taken by a run of another workflow or tenant", err: err}
 	case is(durable.ErrInvalidInput):
 		return &problem{status: http.StatusUnprocessableEntity, code: "invalid_input", detail: msg, err: err}
-	case is(durable.ErrInvalidKey):
+	case is(durabletype.ErrInvalidKey):
 		return &problem{status: http.StatusUnprocessableEntity, code: "invalid_key", detail: msg, err: err}
-	case is(durable.ErrStepNotFound):
+	case is(durabletype.ErrStepNotFound):
 		return &problem{status: http.StatusBadRequest, code: "step_not_found", detail: msg, err: err}
 	case is(durable.ErrInvalidCursor):
 		return &problem{status: http.StatusBadRequest, code: "invalid_cursor", detail: msg, err: err}
 	case is(durable.ErrInvalidFilter):
 		return &problem{status: http.StatusBadRequest, code: "invalid_filter", detail: msg, err: err}
-	case is(durable.ErrInvalidTenant):
+	case is(durabletype.ErrInvalidTenant):
 		return &problem{status: http.StatusBadRequest, code: "invalid_tenant", detail: msg, err: err}
 	case is(durable.ErrInvalidTrigger):
 		return &problem{status: http.StatusBadRequest, code: "invalid_trigger", detail: msg, err: err}
-	case is(durable.ErrInvalidEvent):
+	case is(durabletype.ErrInvalidEvent):
 		return &problem{status: http.StatusBadRequest, code: "invalid_event", detail: msg, err: err}
 	case is(durable.ErrInvalidVersion):
 		return &problem{status: http.StatusBadRequest, code: "invalid_version", detail: msg, err: err}

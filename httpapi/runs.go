@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -166,7 +167,7 @@ func rawJSON(b []byte) json.RawMessage {
 	return s
 }
 
-func summaryJSON(r durable.RunSummary) runSummary {
+func summaryJSON(r durabletype.RunSummary) runSummary {
 	return runSummary{
 		ID: r.ID, Workflow: r.Workflow, Version: r.Version, Tenant: r.Tenant, Status: string(r.Status), FailedStep: r.FailedStep,
 		Error: r.Error, CreatedAt: r.CreatedAt, FinishedAt: timePtr(r.FinishedAt),
@@ -247,23 +248,23 @@ func waitsOf(res *durable.RunResult) []runWait {
 func waitJSON(s durable.StepWait) (runWait, bool) {
 	w := runWait{Step: s.Step, DueAt: timePtr(s.DueAt)}
 	switch s.State {
-	case durable.StepWaiting:
+	case durabletype.TaskWaiting:
 		switch s.Kind {
-		case store.KindEvent:
+		case durabletype.KindEvent:
 			w.For, w.EventKey = "event", s.EventKey
 			if s.Signal != "" {
 				w.For, w.Signal, w.EventKey = "signal", s.Signal, ""
 			}
-		case store.KindChild:
+		case durabletype.KindChild:
 			w.For, w.ChildRunID = "child", idPtr(s.ChildRunID)
-		case store.KindMap:
+		case durabletype.KindMap:
 			w.For, w.Items, w.ItemsLeft = "items", s.Items, s.ItemsLeft
 		default:
 			return w, false
 		}
-	case durable.StepSleeping:
+	case durabletype.TaskSleeping:
 		w.For = "sleep"
-	case durable.StepQueued:
+	case durabletype.TaskQueued:
 		if w.DueAt == nil {
 			return w, false // claimable: queued, not waiting
 		}
@@ -297,7 +298,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 	for _, v := range q["status"] {
 		for st := range strings.SplitSeq(v, ",") {
 			if st = strings.TrimSpace(st); st != "" {
-				opts.Statuses = append(opts.Statuses, durable.RunStatus(strings.ToUpper(st)))
+				opts.Statuses = append(opts.Statuses, durabletype.RunStatus(strings.ToUpper(st)))
 			}
 		}
 	}
@@ -362,7 +363,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 	}
 	out := runPage{Runs: make([]runSummary, len(page.Runs)), NextCursor: page.Next}
 	var unserved func(workflow, version string) bool
-	if slices.ContainsFunc(page.Runs, func(run durable.RunSummary) bool { return run.Status == durable.RunRunning }) {
+	if slices.ContainsFunc(page.Runs, func(run durabletype.RunSummary) bool { return run.Status == durabletype.RunRunning }) {
 		// One listing of the workers for the page, not one per run.
 		if unserved, err = h.unservedCheck(r.Context()); err != nil {
 			return err
@@ -370,7 +371,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 	}
 	for i, run := range page.Runs {
 		out.Runs[i] = summaryJSON(run)
-		out.Runs[i].Unserved = unserved != nil && run.Status == durable.RunRunning && unserved(run.Workflow, run.Version)
+		out.Runs[i].Unserved = unserved != nil && run.Status == durabletype.RunRunning && unserved(run.Workflow, run.Version)
 	}
 	if withWaits {
 		if err := h.addWaits(r.Context(), sc, out.Runs); err != nil {
@@ -393,7 +394,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 func (h *Handler) addWaits(ctx context.Context, sc scope, runs []runSummary) error {
 	var ids []uuid.UUID
 	for i := range runs {
-		if runs[i].Status == string(durable.RunRunning) {
+		if runs[i].Status == string(durabletype.RunRunning) {
 			ids = append(ids, runs[i].ID)
 		}
 	}
@@ -421,11 +422,11 @@ func (h *Handler) addWaits(ctx context.Context, sc scope, runs []runSummary) err
 // each running run with its steps.
 func (h *Handler) addWaitsByRun(ctx context.Context, sc scope, runs []runSummary) error {
 	for i := range runs {
-		if runs[i].Status != string(durable.RunRunning) {
+		if runs[i].Status != string(durabletype.RunRunning) {
 			continue
 		}
 		res, err := sc.ops.Get(ctx, runs[i].ID)
-		if errors.Is(err, durable.ErrRunNotFound) {
+		if errors.Is(err, durabletype.ErrRunNotFound) {
 			continue // pruned since the listing
 		}
 		if err != nil {
@@ -442,7 +443,7 @@ func (h *Handler) addWaitsByRun(ctx context.Context, sc scope, runs []runSummary
 func (h *Handler) addChildren(ctx context.Context, sc scope, runs []runSummary) error {
 	noChildren := map[string]bool{}
 	for _, wf := range h.e.Workflows() {
-		noChildren[wf.Name] = !slices.ContainsFunc(wf.Steps, func(s durable.StepInfo) bool { return s.Kind == store.KindChild })
+		noChildren[wf.Name] = !slices.ContainsFunc(wf.Steps, func(s durable.StepInfo) bool { return s.Kind == durabletype.KindChild })
 	}
 	for i := range runs {
 		if noChildren[runs[i].Workflow] {

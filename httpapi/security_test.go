@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/httpapi"
 	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/memstore"
@@ -73,20 +74,20 @@ func testTenantIsolation(t *testing.T, en *env) {
 	// after the requests above; none of them may end the wait or the run.
 	require.Eventually(t, func() bool {
 		res, err := en.e.Get(t.Context(), bWaiting)
-		if err != nil || res.Status != durable.RunRunning {
+		if err != nil || res.Status != durabletype.RunRunning {
 			return true // checked below
 		}
 		approved, _ := res.Step("approved")
-		return approved.State != durable.StepQueued && approved.State != durable.StepRunning
+		return approved.State != durabletype.TaskQueued && approved.State != durabletype.TaskRunning
 	}, 20*time.Second, 5*time.Millisecond)
 	res, err := en.e.Get(t.Context(), bWaiting)
 	require.NoError(t, err)
-	require.Equal(t, durable.RunRunning, res.Status)
+	require.Equal(t, durabletype.RunRunning, res.Status)
 	approved, _ := res.Step("approved")
-	require.Equal(t, durable.StepWaiting, approved.State)
+	require.Equal(t, durabletype.TaskWaiting, approved.State)
 	res, err = en.e.Get(t.Context(), bFailed)
 	require.NoError(t, err)
-	require.Equal(t, durable.RunFailed, res.Status)
+	require.Equal(t, durabletype.RunFailed, res.Status)
 
 	// An unknown run answers the same as b's.
 	unknown := en.do(t, "a", "GET", "/api/v1/runs/"+uuid.NewString(), nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 )
 
@@ -121,13 +122,13 @@ func (h *Handler) upgrade(w http.ResponseWriter, r *http.Request, sc scope) erro
 func refusalJSON(x durable.UpgradeRefusal) refusal {
 	out := refusal{RunID: x.RunID, Code: "refused", Error: x.Err.Error()}
 	switch {
-	case errors.Is(x.Err, durable.ErrRunNotFound):
+	case errors.Is(x.Err, durabletype.ErrRunNotFound):
 		out.Code, out.Error = "run_not_found", "no such run"
-	case errors.Is(x.Err, durable.ErrIncompatible):
+	case errors.Is(x.Err, durabletype.ErrIncompatible):
 		out.Code = "incompatible"
-	case errors.Is(x.Err, durable.ErrVersionMismatch):
+	case errors.Is(x.Err, durabletype.ErrVersionMismatch):
 		out.Code = "version_mismatch"
-	case errors.Is(x.Err, durable.ErrRunSettled):
+	case errors.Is(x.Err, durabletype.ErrRunSettled):
 		out.Code, out.Error = "run_settled", "the run has settled"
 	}
 	return out

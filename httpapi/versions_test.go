@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store"
@@ -215,7 +216,7 @@ func testVersionsAPI(t *testing.T, s store.Store) {
 	g1 := startClient(t, s, v1, "globex", "g1")
 	lg := startClient(t, s, legacyDef(), "acme", 7)
 	cur := en.trigger(t, "acme", "ship", map[string]any{"input": "c"})
-	require.Equal(t, durable.RunCompleted, en.settle(t, cur).Status)
+	require.Equal(t, durabletype.RunCompleted, en.settle(t, cur).Status)
 
 	// Each run says its version; those of versions no worker serves are
 	// unserved.
@@ -390,7 +391,7 @@ func testVersionsAPI(t *testing.T, s store.Store) {
 	v, _ = en.runVersion(t, "*", g1)
 	require.Equal(t, "1", v)
 	done := en.settle(t, a1)
-	require.Equal(t, durable.RunCompleted, done.Status, "a worker of version 2 ran it")
+	require.Equal(t, durabletype.RunCompleted, done.Status, "a worker of version 2 ran it")
 	require.Equal(t, "2", done.Version)
 	notify, ok := done.Step("notify")
 	require.True(t, ok)
@@ -412,7 +413,7 @@ func testVersionsAPI(t *testing.T, s store.Store) {
 	res = en.upgrade(t, "*", "ship", map[string]any{"from": "1", "to": "2"})
 	require.Equal(t, []uuid.UUID{g1}, res.Moved)
 	for _, id := range []uuid.UUID{a2, g1} {
-		require.Equal(t, durable.RunCompleted, en.settle(t, id).Status)
+		require.Equal(t, durabletype.RunCompleted, en.settle(t, id).Status)
 	}
 	old = en.workflows(t, "*")["ship"].version(t, "1")
 	require.Zero(t, old.InFlight)
@@ -444,13 +445,13 @@ func testRetiredSteps(t *testing.T, s store.Store) {
 		require.NoError(t, err)
 		gate, _ := res.Step("gate")
 		legacy, _ := res.Step("legacy")
-		return gate.State == durable.StepWaiting && legacy.State == durable.StepCompleted
+		return gate.State == durabletype.TaskWaiting && legacy.State == durabletype.TaskCompleted
 	}, 20*time.Second, 20*time.Millisecond)
 	res := en.upgrade(t, "acme", "gated", map[string]any{"from": "1", "to": "2"})
 	require.Equal(t, []uuid.UUID{id}, res.Moved)
 	r := en.do(t, "acme", "POST", "/api/v1/runs/"+id.String()+"/signals", map[string]any{"name": "go", "payload": "ok"})
 	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
-	require.Equal(t, durable.RunCompleted, en.settle(t, id).Status)
+	require.Equal(t, durabletype.RunCompleted, en.settle(t, id).Status)
 
 	var run struct {
 		Version string `json:"version"`

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/httpapi"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store"
@@ -53,7 +54,7 @@ func TestListRunsWaitsInOneRead(t *testing.T) {
 		en.trigger(t, "acme", "fanout", map[string]any{"input": 2}),
 	}
 	quick := en.trigger(t, "acme", "quick", map[string]any{"input": 1})
-	require.Equal(t, durable.RunCompleted, en.settle(t, quick).Status)
+	require.Equal(t, durabletype.RunCompleted, en.settle(t, quick).Status)
 	require.Eventually(t, func() bool {
 		runs := en.listed(t, "acme", "include=waits")
 		for _, id := range running {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -38,7 +39,7 @@ func (s *Store) noteWait(k taskKey, rs *runState, t *store.Task) {
 		delete(s.waitOf, k)
 	}
 	delete(s.waitingAll, k)
-	if t.State != store.TaskWaiting {
+	if t.State != durabletype.TaskWaiting {
 		return
 	}
 	s.waitingAll[k] = struct{}{}
@@ -95,7 +96,7 @@ func (tx *memTx) NewRun(_ context.Context, nr *store.NewRun, now time.Time) (*da
 		return nil, err
 	}
 	if !s.queues.Ensure(nr.Tenant) {
-		return nil, fmt.Errorf("tenant %s: %w", dag.Quote(nr.Tenant), store.ErrTooManyTenants)
+		return nil, fmt.Errorf("tenant %s: %w", dag.Quote(nr.Tenant), durabletype.ErrTooManyTenants)
 	}
 	nr.Input = clone(nr.Input)
 	return shape, nil
@@ -174,7 +175,7 @@ func (s *Store) Signal(ctx context.Context, p *store.SignalParams) (*store.Signa
 	rs, ok := s.runs[p.RunID]
 	if !ok || (p.Tenant != "" && rs.rec.Tenant != p.Tenant) {
 		s.mu.Unlock()
-		return nil, store.ErrRunNotFound
+		return nil, durabletype.ErrRunNotFound
 	}
 	r := s.load(map[uuid.UUID]*dag.Run{}, p.RunID)
 	fx, err := r.Signal(p.Name, clone(p.Payload), t)

@@ -4,8 +4,8 @@ import (
 	"container/heap"
 	"context"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/store"
 )
 
 // SlotsBefore implements dag.Tx: the keyed tasks of the change's runs
@@ -110,7 +110,7 @@ func (s *Store) writeAdmission(c *dag.Change) error {
 func (s *Store) place(k taskKey, workflow, tenant string, c *dag.Change) error {
 	id, ok := s.queues.Place(workflow, tenant)
 	if !ok {
-		return store.ErrTooManyTenants
+		return durabletype.ErrTooManyTenants
 	}
 	s.queued[k] = id
 	s.queuedAt[k] = c.Now

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/fairq"
 	"github.com/effectivelabs/durable/store"
@@ -29,7 +30,7 @@ import (
 type Store struct {
 	mu       sync.Mutex
 	runs     map[uuid.UUID]*runState
-	shapes   map[*store.Shape]*dag.Compiled
+	shapes   map[*durabletype.Shape]*dag.Compiled
 	versions []store.VersionRecord // versions.go
 	queues   fairq.Queues
 	ready    readyHeap
@@ -56,7 +57,7 @@ type Store struct {
 	rateUntil map[taskKey]time.Time
 	// schedules holds the cron schedules (see schedule.go); nil until the
 	// first is created.
-	schedules map[store.ScheduleKey]*store.Schedule
+	schedules map[durabletype.ScheduleKey]*durabletype.Schedule
 
 	// Events and waits (see events.go): the WAITING tasks of each tenant
 	// and wait key, each waiting task's key, the events kept (by tenant
@@ -137,7 +138,7 @@ type runState struct {
 	rec    store.Run
 	shape  *dag.Compiled
 	tasks  []store.Task
-	events []store.Event
+	events []durabletype.Event
 	// items holds the items of each map step that fanned out, by number.
 	items map[int][]store.Task
 	// signals are the signals sent to the run, in order.
@@ -148,7 +149,7 @@ type runState struct {
 func New() *Store {
 	return &Store{
 		runs:       make(map[uuid.UUID]*runState),
-		shapes:     make(map[*store.Shape]*dag.Compiled),
+		shapes:     make(map[*durabletype.Shape]*dag.Compiled),
 		queued:     make(map[taskKey]int64),
 		queuedAt:   make(map[taskKey]time.Time),
 		timers:     make(map[taskKey]time.Time),
@@ -250,13 +251,13 @@ func (s *Store) Lead(ctx context.Context, id string, lead func(ctx context.Conte
 
 // compile compiles the shape of a new run of workflow, once per shape
 // value, and records its version (versions.go).
-func (s *Store) compile(workflow string, shape *store.Shape, at time.Time) (*dag.Compiled, error) {
+func (s *Store) compile(workflow string, shape *durabletype.Shape, at time.Time) (*dag.Compiled, error) {
 	if c, ok := s.shapes[shape]; ok {
 		return c, nil
 	}
 	c, err := dag.Compile(shape)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", store.ErrInvalidRun, err)
+		return nil, fmt.Errorf("%w: %w", durabletype.ErrInvalidRun, err)
 	}
 	s.shapes[shape] = c
 	s.recordVersion(workflow, c, at)
@@ -323,7 +324,7 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 	slices.Sort(names)
 	for _, name := range slices.Compact(names) {
 		if !s.queues.Ensure(name) {
-			return nil, fmt.Errorf("memstore: tenant %s: %w", dag.Quote(name), store.ErrTooManyTenants)
+			return nil, fmt.Errorf("memstore: tenant %s: %w", dag.Quote(name), durabletype.ErrTooManyTenants)
 		}
 	}
 	c := dag.NewChange(t)
@@ -375,7 +376,7 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 			// message.
 			m.Payload = nil
 			if child := s.runs[m.Child]; child != nil {
-				if i, ok := child.shape.Index(m.Result); ok && i < len(child.tasks) && child.tasks[i].State == store.TaskCompleted {
+				if i, ok := child.shape.Index(m.Result); ok && i < len(child.tasks) && child.tasks[i].State == durabletype.TaskCompleted {
 					m.Payload = clone(child.tasks[i].Output)
 				}
 			}
@@ -444,7 +445,7 @@ func (tx *memTx) Write(_ context.Context, c *dag.Change) error {
 				s.timers[k] = at
 			}
 			tenant, wasRunning := s.running[k]
-			if isRunning := t.State == store.TaskRunning; isRunning && !wasRunning {
+			if isRunning := t.State == durabletype.TaskRunning; isRunning && !wasRunning {
 				s.running[k] = r.Rec.Tenant
 				s.inFlight[r.Rec.Tenant]++
 			} else if !isRunning && wasRunning {
@@ -682,16 +683,16 @@ func (s *Store) claimed(rs *runState, k taskKey) *store.ClaimedTask {
 		Attempt: t.Attempt, Token: t.Token, Retry: rs.shape.Retry(i), Input: clone(input),
 		Timeout: rs.shape.Timeout(i), TraceParent: rs.rec.TraceParent,
 	}
-	if t.Kind == store.KindItem {
+	if t.Kind == durabletype.KindItem {
 		c.Map, c.Item = rs.shape.Name(i), t.Item
 		return c
 	}
 	for _, p := range rs.shape.Parents(i) {
 		pt := &rs.tasks[p]
-		if pt.State != store.TaskCompleted {
+		if pt.State != durabletype.TaskCompleted {
 			continue
 		}
-		if pt.Kind == store.KindMap {
+		if pt.Kind == durabletype.KindMap {
 			if c.ParentItems == nil {
 				c.ParentItems = make(map[string][][]byte)
 			}
@@ -707,7 +708,7 @@ func (s *Store) claimed(rs *runState, k taskKey) *store.ClaimedTask {
 		}
 		c.ParentOutputs[pt.Name] = clone(pt.Output)
 	}
-	if t.Kind == store.KindOnFailure {
+	if t.Kind == durabletype.KindOnFailure {
 		c.FailedStep, c.Error = rs.rec.FailedStep, rs.rec.Error
 	}
 	return c
@@ -740,7 +741,7 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 	}
 	for k := range p.Outcomes {
 		if !dag.ValidOutcome(&p.Outcomes[k]) {
-			return nil, fmt.Errorf("memstore: outcome %d: %w: kind %d", k, store.ErrInvalidOutcome, p.Outcomes[k].Kind)
+			return nil, fmt.Errorf("memstore: outcome %d: %w: kind %d", k, durabletype.ErrInvalidOutcome, p.Outcomes[k].Kind)
 		}
 	}
 	t := now(p.Now)
@@ -940,7 +941,7 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	defer s.mu.Unlock()
 	rs, ok := s.runs[id]
 	if !ok {
-		return nil, store.ErrRunNotFound
+		return nil, durabletype.ErrRunNotFound
 	}
 	rec := rs.rec
 	rec.Input = clone(rec.Input)
@@ -961,13 +962,13 @@ func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, err
 	defer s.mu.Unlock()
 	rs, ok := s.runs[id]
 	if !ok {
-		return nil, store.ErrRunNotFound
+		return nil, durabletype.ErrRunNotFound
 	}
 	out := make([]*store.Task, 0, len(rs.tasks))
 	for i := range rs.tasks {
 		t := cloneTask(rs.tasks[i])
 		out = append(out, &t)
-		if t.Kind == store.KindMap {
+		if t.Kind == durabletype.KindMap {
 			for _, it := range rs.items[i] {
 				it := cloneTask(it)
 				out = append(out, &it)
@@ -978,7 +979,7 @@ func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, err
 }
 
 // ListEvents implements store.Store.
-func (s *Store) ListEvents(ctx context.Context, id uuid.UUID) ([]*store.Event, error) {
+func (s *Store) ListEvents(ctx context.Context, id uuid.UUID) ([]*durabletype.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -986,9 +987,9 @@ func (s *Store) ListEvents(ctx context.Context, id uuid.UUID) ([]*store.Event, e
 	defer s.mu.Unlock()
 	rs, ok := s.runs[id]
 	if !ok {
-		return nil, store.ErrRunNotFound
+		return nil, durabletype.ErrRunNotFound
 	}
-	out := make([]*store.Event, len(rs.events))
+	out := make([]*durabletype.Event, len(rs.events))
 	for i := range rs.events {
 		e := rs.events[i]
 		out[i] = &e
@@ -1020,7 +1021,7 @@ func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.L
 	res := &store.ListRunsResult{More: len(keys) > limit}
 	for _, k := range keys[:min(limit, len(keys))] {
 		rec := &s.runs[k.ID].rec
-		sum := store.RunSummary{
+		sum := durabletype.RunSummary{
 			ID: rec.ID, Workflow: rec.Workflow, Version: rec.Version, Tenant: rec.Tenant, Status: rec.Status,
 			FailedStep: rec.FailedStep, Error: rec.Error, CreatedAt: rec.CreatedAt, FinishedAt: rec.FinishedAt,
 		}
@@ -1061,7 +1062,7 @@ func (s *Store) runAction(ctx context.Context, now0 time.Time, ids []uuid.UUID, 
 		out[k].ID = id
 		rs, ok := s.runs[id]
 		if !ok || (tenant != "" && rs.rec.Tenant != tenant) {
-			out[k].Err = store.ErrRunNotFound
+			out[k].Err = durabletype.ErrRunNotFound
 			continue
 		}
 		r := s.load(map[uuid.UUID]*dag.Run{}, id)
@@ -1086,7 +1087,7 @@ func (s *Store) runAction(ctx context.Context, now0 time.Time, ids []uuid.UUID, 
 }
 
 // Stats implements store.Store.
-func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, error) {
+func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*durabletype.Stats, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -1094,12 +1095,12 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	type wvt struct{ workflow, version, tenant string }
-	queues := map[wvt]*store.QueueStats{}
-	queue := func(rs *runState) *store.QueueStats {
+	queues := map[wvt]*durabletype.QueueStats{}
+	queue := func(rs *runState) *durabletype.QueueStats {
 		k := wvt{rs.rec.Workflow, rs.rec.Version, rs.rec.Tenant}
 		q := queues[k]
 		if q == nil {
-			q = &store.QueueStats{Workflow: k.workflow, Version: k.version, Tenant: k.tenant}
+			q = &durabletype.QueueStats{Workflow: k.workflow, Version: k.version, Tenant: k.tenant}
 			queues[k] = q
 		}
 		return q
@@ -1139,11 +1140,11 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	for k := range s.running {
 		count(k)
 	}
-	st := &store.Stats{}
-	inflight := map[store.RunCount]int{}
+	st := &durabletype.Stats{}
+	inflight := map[durabletype.RunCount]int{}
 	for _, rs := range s.runs {
 		if in(rs) && !rs.rec.Settled() {
-			inflight[store.RunCount{Workflow: rs.rec.Workflow, Version: rs.rec.Version, Tenant: rs.rec.Tenant, Status: rs.rec.Status}]++
+			inflight[durabletype.RunCount{Workflow: rs.rec.Workflow, Version: rs.rec.Version, Tenant: rs.rec.Tenant, Status: rs.rec.Status}]++
 		}
 	}
 	settled := map[dag.RunCountKey]int{}
@@ -1158,7 +1159,7 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		st.Runs = append(st.Runs, k)
 	}
 	for k, n := range settled {
-		st.Runs = append(st.Runs, store.RunCount{Workflow: k.Workflow, Tenant: k.Tenant, Status: k.Status, Settled: true, Count: n})
+		st.Runs = append(st.Runs, durabletype.RunCount{Workflow: k.Workflow, Tenant: k.Tenant, Status: k.Status, Settled: true, Count: n})
 	}
 	for _, q := range queues {
 		st.Queues = append(st.Queues, *q)

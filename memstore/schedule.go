@@ -7,20 +7,21 @@ import (
 	"slices"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/cronslot"
 	"github.com/effectivelabs/durable/store"
 )
 
 var _ store.Scheduler = (*Store)(nil)
 
-func cloneSchedule(sc *store.Schedule) *store.Schedule {
+func cloneSchedule(sc *durabletype.Schedule) *durabletype.Schedule {
 	c := *sc
 	c.Input = clone(sc.Input)
 	return &c
 }
 
 // CreateSchedule implements store.Scheduler.
-func (s *Store) CreateSchedule(ctx context.Context, p *store.CreateScheduleParams) (*store.Schedule, error) {
+func (s *Store) CreateSchedule(ctx context.Context, p *store.CreateScheduleParams) (*durabletype.Schedule, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -29,22 +30,22 @@ func (s *Store) CreateSchedule(ctx context.Context, p *store.CreateScheduleParam
 	if err != nil {
 		return nil, fmt.Errorf("memstore: %w", err)
 	}
-	key := store.ScheduleKey{Tenant: p.Tenant, Name: p.Name}
+	key := durabletype.ScheduleKey{Tenant: p.Tenant, Name: p.Name}
 	s.mu.Lock()
 	if s.schedules == nil {
-		s.schedules = make(map[store.ScheduleKey]*store.Schedule)
+		s.schedules = make(map[durabletype.ScheduleKey]*durabletype.Schedule)
 	}
 	if _, ok := s.schedules[key]; ok {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("memstore: schedule %s/%s: %w", p.Tenant, p.Name, store.ErrScheduleExists)
+		return nil, fmt.Errorf("memstore: schedule %s/%s: %w", p.Tenant, p.Name, durabletype.ErrScheduleExists)
 	}
 	for _, sc := range s.schedules {
 		if sc.ID == p.ID {
 			s.mu.Unlock()
-			return nil, fmt.Errorf("memstore: schedule ID %s: %w", p.ID, store.ErrScheduleExists)
+			return nil, fmt.Errorf("memstore: schedule ID %s: %w", p.ID, durabletype.ErrScheduleExists)
 		}
 	}
-	sc := &store.Schedule{
+	sc := &durabletype.Schedule{
 		ID: p.ID, Tenant: p.Tenant, Name: p.Name, Workflow: p.Workflow, Input: clone(p.Input),
 		Cron: p.Cron, TimeZone: p.TimeZone, Shape: p.Shape, Paused: p.Paused, NextAt: next,
 		CreatedAt: t, UpdatedAt: t,
@@ -67,7 +68,7 @@ func (s *Store) publishTopic(topic store.Topic) {
 }
 
 // GetSchedule implements store.Scheduler.
-func (s *Store) GetSchedule(ctx context.Context, p *store.GetScheduleParams) (*store.Schedule, error) {
+func (s *Store) GetSchedule(ctx context.Context, p *store.GetScheduleParams) (*durabletype.Schedule, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -75,12 +76,12 @@ func (s *Store) GetSchedule(ctx context.Context, p *store.GetScheduleParams) (*s
 	defer s.mu.Unlock()
 	sc, ok := s.schedules[p.Key]
 	if !ok {
-		return nil, fmt.Errorf("memstore: schedule %s/%s: %w", p.Key.Tenant, p.Key.Name, store.ErrScheduleNotFound)
+		return nil, fmt.Errorf("memstore: schedule %s/%s: %w", p.Key.Tenant, p.Key.Name, durabletype.ErrScheduleNotFound)
 	}
 	return cloneSchedule(sc), nil
 }
 
-func compareKeys(a, b store.ScheduleKey) int {
+func compareKeys(a, b durabletype.ScheduleKey) int {
 	return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Name, b.Name))
 }
 
@@ -90,18 +91,18 @@ func (s *Store) ListSchedules(ctx context.Context, p *store.ListSchedulesParams)
 		return nil, err
 	}
 	if p.Limit < 1 {
-		return nil, fmt.Errorf("memstore: list schedules: limit %d: %w", p.Limit, store.ErrInvalidSchedule)
+		return nil, fmt.Errorf("memstore: list schedules: limit %d: %w", p.Limit, durabletype.ErrInvalidSchedule)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var all []*store.Schedule
+	var all []*durabletype.Schedule
 	for k, sc := range s.schedules {
 		if (p.Tenant == "" || k.Tenant == p.Tenant) && (p.After == nil || compareKeys(k, *p.After) > 0) {
 			all = append(all, sc)
 		}
 	}
-	slices.SortFunc(all, func(a, b *store.Schedule) int {
-		return compareKeys(store.ScheduleKey{Tenant: a.Tenant, Name: a.Name}, store.ScheduleKey{Tenant: b.Tenant, Name: b.Name})
+	slices.SortFunc(all, func(a, b *durabletype.Schedule) int {
+		return compareKeys(durabletype.ScheduleKey{Tenant: a.Tenant, Name: a.Name}, durabletype.ScheduleKey{Tenant: b.Tenant, Name: b.Name})
 	})
 	res := &store.ListSchedulesResult{}
 	if len(all) > p.Limit {
@@ -114,7 +115,7 @@ func (s *Store) ListSchedules(ctx context.Context, p *store.ListSchedulesParams)
 }
 
 // PauseSchedule implements store.Scheduler.
-func (s *Store) PauseSchedule(ctx context.Context, p *store.PauseScheduleParams) (*store.Schedule, error) {
+func (s *Store) PauseSchedule(ctx context.Context, p *store.PauseScheduleParams) (*durabletype.Schedule, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -123,7 +124,7 @@ func (s *Store) PauseSchedule(ctx context.Context, p *store.PauseScheduleParams)
 	sc, ok := s.schedules[p.Key]
 	if !ok {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("memstore: schedule %s/%s: %w", p.Key.Tenant, p.Key.Name, store.ErrScheduleNotFound)
+		return nil, fmt.Errorf("memstore: schedule %s/%s: %w", p.Key.Tenant, p.Key.Name, durabletype.ErrScheduleNotFound)
 	}
 	resumed := false
 	if sc.Paused != p.Paused {
@@ -133,7 +134,7 @@ func (s *Store) PauseSchedule(ctx context.Context, p *store.PauseScheduleParams)
 			next, err := cronslot.NextAfter(sc, t)
 			if err != nil {
 				s.mu.Unlock()
-				return nil, fmt.Errorf("memstore: schedule %s/%s: %w: %w", p.Key.Tenant, p.Key.Name, store.ErrInvalidSchedule, err)
+				return nil, fmt.Errorf("memstore: schedule %s/%s: %w: %w", p.Key.Tenant, p.Key.Name, durabletype.ErrInvalidSchedule, err)
 			}
 			sc.Paused, sc.NextAt, sc.Error, resumed = false, next, "", true
 		}
@@ -155,7 +156,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, p *store.DeleteScheduleParam
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.schedules[p.Key]; !ok {
-		return fmt.Errorf("memstore: schedule %s/%s: %w", p.Key.Tenant, p.Key.Name, store.ErrScheduleNotFound)
+		return fmt.Errorf("memstore: schedule %s/%s: %w", p.Key.Tenant, p.Key.Name, durabletype.ErrScheduleNotFound)
 	}
 	delete(s.schedules, p.Key)
 	return nil
@@ -174,20 +175,20 @@ func (s *Store) FireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 	res := &store.FireSchedulesResult{}
 	var n notes
 	s.mu.Lock()
-	var due []*store.Schedule
+	var due []*durabletype.Schedule
 	for _, sc := range s.schedules {
 		if !sc.Paused && !sc.NextAt.IsZero() && !sc.NextAt.After(t) {
 			due = append(due, sc)
 		}
 	}
-	slices.SortFunc(due, func(a, b *store.Schedule) int {
-		return cmp.Or(a.NextAt.Compare(b.NextAt), compareKeys(store.ScheduleKey{Tenant: a.Tenant, Name: a.Name}, store.ScheduleKey{Tenant: b.Tenant, Name: b.Name}))
+	slices.SortFunc(due, func(a, b *durabletype.Schedule) int {
+		return cmp.Or(a.NextAt.Compare(b.NextAt), compareKeys(durabletype.ScheduleKey{Tenant: a.Tenant, Name: a.Name}, durabletype.ScheduleKey{Tenant: b.Tenant, Name: b.Name}))
 	})
 	if len(due) > limit {
 		due, res.More = due[:limit], true
 	}
 	for _, sc := range due {
-		key := store.ScheduleKey{Tenant: sc.Tenant, Name: sc.Name}
+		key := durabletype.ScheduleKey{Tenant: sc.Tenant, Name: sc.Name}
 		f, ok, err := cronslot.Plan(sc, t, p.Shapes)
 		if err == nil && ok {
 			if _, exists := s.runs[f.Run.ID]; !exists {
@@ -231,7 +232,7 @@ func (s *Store) DeclareSchedules(ctx context.Context, p *store.DeclareSchedulesP
 	}
 	t := now(p.Now)
 	s.mu.Lock()
-	var loaded []*store.Schedule
+	var loaded []*durabletype.Schedule
 	for _, sc := range s.schedules {
 		if cronslot.Loads(p, sc) {
 			loaded = append(loaded, cloneSchedule(sc))
@@ -249,12 +250,12 @@ func (s *Store) DeclareSchedules(ctx context.Context, p *store.DeclareSchedulesP
 		for _, sc := range s.schedules {
 			if sc.ID == d.Row.ID {
 				s.mu.Unlock()
-				return nil, fmt.Errorf("memstore: schedule ID %s: %w", sc.ID, store.ErrScheduleExists)
+				return nil, fmt.Errorf("memstore: schedule ID %s: %w", sc.ID, durabletype.ErrScheduleExists)
 			}
 		}
 	}
 	if s.schedules == nil {
-		s.schedules = make(map[store.ScheduleKey]*store.Schedule)
+		s.schedules = make(map[durabletype.ScheduleKey]*durabletype.Schedule)
 	}
 	res := &store.DeclareSchedulesResult{}
 	wake := false

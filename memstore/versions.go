@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -28,7 +29,7 @@ func (s *Store) recordVersion(workflow string, c *dag.Compiled, at time.Time) {
 			}
 		}
 	}
-	var cp store.Shape
+	var cp durabletype.Shape
 	_ = json.Unmarshal(js, &cp)
 	s.versions = append(s.versions, store.VersionRecord{Workflow: workflow, Version: c.Shape.Version, Shape: &cp, RecordedAt: at})
 }
@@ -44,7 +45,7 @@ func (s *Store) ListVersions(ctx context.Context, p *store.ListVersionsParams) (
 	for _, v := range s.versions {
 		if p.Workflow == "" || v.Workflow == p.Workflow {
 			js, _ := json.Marshal(v.Shape)
-			var cp store.Shape
+			var cp durabletype.Shape
 			_ = json.Unmarshal(js, &cp)
 			v.Shape = &cp
 			res.Versions = append(res.Versions, v)

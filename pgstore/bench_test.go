@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
@@ -32,7 +33,7 @@ func benchStore(b *testing.B) *pgstore.Store {
 }
 
 // createRuns creates n runs of a shape in batches, spread over tenants.
-func createRuns(b *testing.B, s store.Store, n, batch, tenants int, sh *store.Shape) {
+func createRuns(b *testing.B, s store.Store, n, batch, tenants int, sh *durabletype.Shape) {
 	b.Helper()
 	for done := 0; done < n; {
 		k := min(batch, n-done)
@@ -98,7 +99,7 @@ func workQueues(b *testing.B, s store.Store, workers, batch int, total int64, qu
 // Reports creation, claim+finish and overall rates.
 func BenchmarkCreateClaimFinish(b *testing.B) {
 	s := benchStore(b)
-	sh := &store.Shape{Steps: []store.StepSpec{{Name: "only", Retry: store.RetryPolicy{MaxAttempts: 3, Factor: 2, InitialDelay: time.Second}}}}
+	sh := &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "only", Retry: durabletype.RetryPolicy{MaxAttempts: 3, Factor: 2, InitialDelay: time.Second}}}}
 	b.ResetTimer()
 	start := time.Now()
 	createRuns(b, s, b.N, benchCreateBatch, 10, sh)
@@ -120,10 +121,10 @@ func BenchmarkClaimPastUnserved(b *testing.B) {
 	for _, stranded := range []int{0, 10_000, 50_000} {
 		b.Run(fmt.Sprintf("unserved=%d", stranded), func(b *testing.B) {
 			s := benchStore(b)
-			step := store.StepSpec{Name: "only", Retry: store.RetryPolicy{MaxAttempts: 3, Factor: 2, InitialDelay: time.Second}}
-			createRuns(b, s, stranded, benchCreateBatch, 10, &store.Shape{Version: "old", Steps: []store.StepSpec{step}})
+			step := durabletype.StepSpec{Name: "only", Retry: durabletype.RetryPolicy{MaxAttempts: 3, Factor: 2, InitialDelay: time.Second}}
+			createRuns(b, s, stranded, benchCreateBatch, 10, &durabletype.Shape{Version: "old", Steps: []durabletype.StepSpec{step}})
 			b.ResetTimer()
-			createRuns(b, s, b.N, benchCreateBatch, 10, &store.Shape{Version: "new", Steps: []store.StepSpec{step}})
+			createRuns(b, s, b.N, benchCreateBatch, 10, &durabletype.Shape{Version: "new", Steps: []durabletype.StepSpec{step}})
 			created := time.Now()
 			workQueues(b, s, benchWorkers, benchClaimBatch, int64(b.N), []string{"wf@new"})
 			b.StopTimer()
@@ -137,15 +138,15 @@ func BenchmarkClaimPastUnserved(b *testing.B) {
 // batches of 100 by 4 concurrent workers.
 func BenchmarkDAG(b *testing.B) {
 	s := benchStore(b)
-	steps := []store.StepSpec{{Name: "root", Retry: store.RetryPolicy{MaxAttempts: 1, Factor: 1}}}
+	steps := []durabletype.StepSpec{{Name: "root", Retry: durabletype.RetryPolicy{MaxAttempts: 1, Factor: 1}}}
 	var mids []string
 	for i := range 8 {
 		name := fmt.Sprintf("fan%d", i)
 		mids = append(mids, name)
-		steps = append(steps, store.StepSpec{Name: name, Parents: []string{"root"}, Retry: store.RetryPolicy{MaxAttempts: 1, Factor: 1}})
+		steps = append(steps, durabletype.StepSpec{Name: name, Parents: []string{"root"}, Retry: durabletype.RetryPolicy{MaxAttempts: 1, Factor: 1}})
 	}
-	steps = append(steps, store.StepSpec{Name: "join", Parents: mids, Retry: store.RetryPolicy{MaxAttempts: 1, Factor: 1}})
-	sh := &store.Shape{Steps: steps}
+	steps = append(steps, durabletype.StepSpec{Name: "join", Parents: mids, Retry: durabletype.RetryPolicy{MaxAttempts: 1, Factor: 1}})
+	sh := &durabletype.Shape{Steps: steps}
 	runs := max(b.N/len(steps), 1)
 	total := int64(runs * len(steps))
 	b.ResetTimer()
@@ -168,7 +169,7 @@ func BenchmarkFireTimersDueTogether(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		s := benchStore(b)
-		sh := &store.Shape{Steps: []store.StepSpec{{Name: "nap", Sleep: time.Millisecond, Retry: store.RetryPolicy{MaxAttempts: 1, Factor: 1}}}}
+		sh := &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "nap", Sleep: time.Millisecond, Retry: durabletype.RetryPolicy{MaxAttempts: 1, Factor: 1}}}}
 		t0 := time.Now().Truncate(time.Microsecond)
 		for done := 0; done < timers; done += 5000 {
 			runs := make([]store.NewRun, 5000)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/sleep"
 	"github.com/effectivelabs/durable/store"
@@ -139,8 +140,8 @@ func (s *Store) scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedT
 		if len(claimed) == 0 {
 			s.priorities.Store(prio)
 		}
-		c.Kind = store.TaskKind(kind)
-		if c.Kind != store.KindOnFailure {
+		c.Kind = durabletype.TaskKind(kind)
+		if c.Kind != durabletype.KindOnFailure {
 			c.FailedStep, c.Error = "", ""
 		}
 		claimed = append(claimed, c)
@@ -169,12 +170,12 @@ func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask
 		sh := shapes[shapeOf[k]]
 		c.Retry = sh.Retry(idxs[k])
 		c.Timeout = sh.Timeout(idxs[k])
-		if c.Kind == store.KindItem {
+		if c.Kind == durabletype.KindItem {
 			c.Map = sh.Name(idxs[k])
 			continue
 		}
 		for _, pi := range sh.Parents(idxs[k]) {
-			if sh.Kind(pi) == store.KindMap {
+			if sh.Kind(pi) == durabletype.KindMap {
 				prefix := dag.ItemPrefix(sh.Name(pi))
 				mRuns, mSteps, mLo, mHi = append(mRuns, c.RunID), append(mSteps, sh.Name(pi)), append(mLo, prefix), append(mHi, upperBound(prefix))
 				mClaims = append(mClaims, k)

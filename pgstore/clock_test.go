@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
@@ -31,7 +32,7 @@ func TestClaimIsStampedAfterItsTaskWasQueued(t *testing.T) {
 	_, err = tx.Exec(ctx, "SELECT now()")
 	require.NoError(t, err)
 
-	r := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})
+	r := newRun("wf", "t", &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}})
 	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 
 	rows, err := tx.Query(ctx, pgstore.Statements(schema)["claim"], []string{"wf"}, 10, "w", nil, nil)
@@ -47,7 +48,7 @@ func TestClaimIsStampedAfterItsTaskWasQueued(t *testing.T) {
 	evs, err := s.ListEvents(ctx, r.ID)
 	require.NoError(t, err)
 	require.Len(t, evs, 2)
-	require.Equal(t, store.EventQueued, evs[0].Type)
-	require.Equal(t, store.EventStarted, evs[1].Type)
+	require.Equal(t, durabletype.EventQueued, evs[0].Type)
+	require.Equal(t, durabletype.EventStarted, evs[1].Type)
 	require.False(t, evs[1].At.Before(evs[0].At), "STARTED at %s precedes QUEUED at %s", evs[1].At, evs[0].At)
 }

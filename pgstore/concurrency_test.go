@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
@@ -30,13 +31,13 @@ func setup(t *testing.T) (*pgstore.Store, *pgxpool.Pool, string) {
 	return s, pool, schema
 }
 
-func once() store.RetryPolicy { return store.RetryPolicy{MaxAttempts: 1, Factor: 1} }
+func once() durabletype.RetryPolicy { return durabletype.RetryPolicy{MaxAttempts: 1, Factor: 1} }
 
-func step(name string, parents ...string) store.StepSpec {
-	return store.StepSpec{Name: name, Parents: parents, Retry: once()}
+func step(name string, parents ...string) durabletype.StepSpec {
+	return durabletype.StepSpec{Name: name, Parents: parents, Retry: once()}
 }
 
-func newRun(wf, tenant string, sh *store.Shape) store.NewRun {
+func newRun(wf, tenant string, sh *durabletype.Shape) store.NewRun {
 	return store.NewRun{ID: uuid.New(), Workflow: wf, Tenant: tenant, Input: []byte(`{}`), Shape: sh}
 }
 
@@ -82,11 +83,11 @@ func TestCancellationRace(t *testing.T) {
 		wf := fmt.Sprintf("race%d", round)
 		// Two roots: "bad", which will fail, and "go", whose completion
 		// enqueues the siblings.
-		steps := []store.StepSpec{step("bad"), step("go")}
+		steps := []durabletype.StepSpec{step("bad"), step("go")}
 		for i := range siblings {
 			steps = append(steps, step(fmt.Sprintf("s%d", i), "go"))
 		}
-		sh := &store.Shape{Steps: steps}
+		sh := &durabletype.Shape{Steps: steps}
 		var runs []store.NewRun
 		for i := range runsPerRound {
 			runs = append(runs, newRun(wf, fmt.Sprintf("t%d", i%2), sh))
@@ -166,21 +167,21 @@ func TestCancellationRace(t *testing.T) {
 			for _, tk := range ts {
 				switch tk.Name {
 				case "bad":
-					require.Equal(t, store.TaskFailed, tk.State)
+					require.Equal(t, durabletype.TaskFailed, tk.State)
 					continue
 				case "go":
-					require.Equal(t, store.TaskCompleted, tk.State)
+					require.Equal(t, durabletype.TaskCompleted, tk.State)
 					continue
 				}
 				evs := stepEvents(t, s, r.ID, tk.Name)
 				if token, ok := claimed[r.ID][tk.Name]; ok {
-					require.Equal(t, store.TaskRunning, tk.State, "claimed sibling %s of %s", tk.Name, r.ID)
+					require.Equal(t, durabletype.TaskRunning, tk.State, "claimed sibling %s of %s", tk.Name, r.ID)
 					require.Equal(t, token, tk.Token)
 					require.NotContains(t, evs, "CANCELLED")
 					outs = append(outs, store.Outcome{Task: store.TaskRef{RunID: r.ID, Step: tk.Name, Token: token},
 						Kind: store.OutcomeComplete})
 				} else {
-					require.Equal(t, store.TaskCancelled, tk.State, "unclaimed sibling %s of %s", tk.Name, r.ID)
+					require.Equal(t, durabletype.TaskCancelled, tk.State, "unclaimed sibling %s of %s", tk.Name, r.ID)
 					require.Equal(t, []string{"QUEUED", "CANCELLED"}, evs)
 				}
 			}
@@ -193,7 +194,7 @@ func TestCancellationRace(t *testing.T) {
 		for _, r := range runs {
 			got, err := s.GetRun(ctx, r.ID)
 			require.NoError(t, err)
-			require.Equal(t, store.RunFailed, got.Status)
+			require.Equal(t, durabletype.RunFailed, got.Status)
 			require.True(t, got.Settled(), "run %s settles", r.ID)
 		}
 		cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{Now: t0, WorkerID: "w", Limit: 100, Workflows: []string{wf}})
@@ -208,7 +209,7 @@ func TestTenantCapConcurrent(t *testing.T) {
 	t.Parallel()
 	s, pool, schema := setup(t)
 	const capN = 3
-	sh := &store.Shape{Steps: []store.StepSpec{step("a")}}
+	sh := &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}}
 	var runs []store.NewRun
 	for i := range 300 {
 		runs = append(runs, newRun("wf", fmt.Sprintf("t%d", i%5), sh))

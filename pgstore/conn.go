@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/sleep"
-	"github.com/effectivelabs/durable/store"
 )
 
 // Reconnection backoff of the listener and the elector.
@@ -85,11 +85,11 @@ func transient(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// classify marks transient errors with store.ErrTransient, so that the
+// classify marks transient errors with durabletype.ErrTransient, so that the
 // engine retries them and treats any other error as final.
 func classify(err error) error {
 	if err != nil && transient(err) {
-		return store.Transient(err)
+		return durabletype.Transient(err)
 	}
 	return err
 }

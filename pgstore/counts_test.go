@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
@@ -42,16 +43,16 @@ func TestCountsCompacted(t *testing.T) {
 			r.minute, r.workflow, r.status, r.shard, r.n)
 		require.NoError(t, err)
 	}
-	stats := func() []store.RunCount {
+	stats := func() []durabletype.RunCount {
 		t.Helper()
 		st, err := s.Stats(ctx, &store.StatsParams{Now: now, Window: time.Hour})
 		require.NoError(t, err)
 		return st.Runs
 	}
 	before := stats()
-	require.Equal(t, []store.RunCount{
-		{Workflow: "wf", Tenant: "t", Status: store.RunCompleted, Settled: true, Count: 5 + 7 + 1 + 2 + 3 + 9 + 1},
-		{Workflow: "wf", Tenant: "t", Status: store.RunFailed, Settled: true, Count: 10},
+	require.Equal(t, []durabletype.RunCount{
+		{Workflow: "wf", Tenant: "t", Status: durabletype.RunCompleted, Settled: true, Count: 5 + 7 + 1 + 2 + 3 + 9 + 1},
+		{Workflow: "wf", Tenant: "t", Status: durabletype.RunFailed, Settled: true, Count: 10},
 	}, before)
 
 	res, err := s.PruneRuns(ctx, &store.PruneRunsParams{Now: now, OlderThan: time.Hour, Limit: 10})

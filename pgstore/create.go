@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -156,7 +157,7 @@ func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
 		id uuid.UUID
 		c  *dag.Compiled
 	}
-	byPtr := make(map[*store.Shape]cached)
+	byPtr := make(map[*durabletype.Shape]cached)
 	for i := range p.Runs {
 		nr := &p.Runs[i]
 		if err := dag.CheckNewRun(nr); err != nil {
@@ -170,7 +171,7 @@ func (s *Store) prepareCreate(p *store.CreateRunsParams) (*createPrep, error) {
 		if !ok {
 			id, js, c, err := s.compileShape(nr.Shape)
 			if err != nil {
-				return nil, fmt.Errorf("pgstore: run %s: %w: %w", nr.ID, store.ErrInvalidRun, err)
+				return nil, fmt.Errorf("pgstore: run %s: %w: %w", nr.ID, durabletype.ErrInvalidRun, err)
 			}
 			sc = cached{id, c}
 			byPtr[nr.Shape] = sc
@@ -457,9 +458,9 @@ func (s *Store) createError(err error) error {
 	if errors.As(err, &pgErr) {
 		switch {
 		case pgErr.Code == "23505" && pgErr.ConstraintName == "runs_pkey":
-			return fmt.Errorf("pgstore: %s: %w", pgErr.Detail, store.ErrRunExists)
+			return fmt.Errorf("pgstore: %s: %w", pgErr.Detail, durabletype.ErrRunExists)
 		case pgErr.Code == "2200H": // sequence_generator_limit_exceeded
-			return fmt.Errorf("pgstore: %w", store.ErrTooManyTenants)
+			return fmt.Errorf("pgstore: %w", durabletype.ErrTooManyTenants)
 		}
 	}
 	return fmt.Errorf("pgstore: create runs: %w", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/cronslot"
 	"github.com/effectivelabs/durable/store"
 )
@@ -48,7 +49,7 @@ func (s *Store) DeclareSchedules(ctx context.Context, p *store.DeclareSchedulesP
 		if err != nil {
 			return err
 		}
-		var loaded []*store.Schedule
+		var loaded []*durabletype.Schedule
 		for rows.Next() {
 			sc, err := scanSchedule(rows)
 			if err != nil {
@@ -80,7 +81,7 @@ func (s *Store) DeclareSchedules(ctx context.Context, p *store.DeclareSchedulesP
 			r := d.Row
 			shape, err := json.Marshal(r.Shape)
 			if err != nil {
-				return fmt.Errorf("pgstore: %w: shape: %w", store.ErrInvalidSchedule, err)
+				return fmt.Errorf("pgstore: %w: shape: %w", durabletype.ErrInvalidSchedule, err)
 			}
 			errText := pgtype.Text{String: r.Error, Valid: r.Error != ""}
 			if d.Action == cronslot.DeclareCreate {
@@ -110,7 +111,7 @@ func (s *Store) DeclareSchedules(ctx context.Context, p *store.DeclareSchedulesP
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 			// A schedule created through the API between the read and the
 			// write (the declarations' lock does not cover CreateSchedule).
-			return nil, fmt.Errorf("pgstore: declare schedules: %w: %s", store.ErrScheduleExists, pgErr.Detail)
+			return nil, fmt.Errorf("pgstore: declare schedules: %w: %s", durabletype.ErrScheduleExists, pgErr.Detail)
 		}
 		return nil, classify(fmt.Errorf("pgstore: declare schedules: %w", err))
 	}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/effectivelabs/durable/store"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // eventCols are the events of the happy path a task row holds instead of
@@ -41,8 +41,8 @@ func (c *change) nextEventID() (int64, error) {
 // the events table when a newer one takes its place, and a STARTED event
 // when its task goes back to the queue (a retry, rescue or release). It
 // returns the rows to insert.
-func (c *change) placeEvents() ([]store.Event, error) {
-	var rows []store.Event
+func (c *change) placeEvents() ([]durabletype.Event, error) {
+	var rows []durabletype.Event
 	for _, r := range c.Runs {
 		fx := c.Effects[r]
 		c.colsAt(r, len(r.Tasks)-1) // every step has its columns
@@ -51,16 +51,16 @@ func (c *change) placeEvents() ([]store.Event, error) {
 			// A task going back to the queue will be claimed again, which
 			// overwrites started_at and attempt: its STARTED event moves to
 			// the events table now, so that claims never have to.
-			if ec.sID != 0 && (t.State == store.TaskQueued || t.Attempt != ec.attempt || !t.StartedAt.Equal(ec.startedAt)) {
-				rows = append(rows, store.Event{ID: ec.sID, RunID: r.Rec.ID, Step: t.Name, Type: store.EventStarted,
+			if ec.sID != 0 && (t.State == durabletype.TaskQueued || t.Attempt != ec.attempt || !t.StartedAt.Equal(ec.startedAt)) {
+				rows = append(rows, durabletype.Event{ID: ec.sID, RunID: r.Rec.ID, Step: t.Name, Type: durabletype.EventStarted,
 					Attempt: ec.attempt, At: ec.startedAt})
 				ec.sID = 0
 			}
 			// A completed task that runs again (a replay, or an on-failure
 			// handler run again after a new failure) will overwrite
 			// finished_at: its COMPLETED event moves to the events table.
-			if ec.cID != 0 && (t.State != store.TaskCompleted || t.Attempt != ec.attempt || !t.FinishedAt.Equal(ec.finishedAt)) {
-				rows = append(rows, store.Event{ID: ec.cID, RunID: r.Rec.ID, Step: t.Name, Type: store.EventCompleted,
+			if ec.cID != 0 && (t.State != durabletype.TaskCompleted || t.Attempt != ec.attempt || !t.FinishedAt.Equal(ec.finishedAt)) {
+				rows = append(rows, durabletype.Event{ID: ec.cID, RunID: r.Rec.ID, Step: t.Name, Type: durabletype.EventCompleted,
 					Attempt: ec.attempt, At: ec.finishedAt})
 				ec.cID = 0
 			}
@@ -79,13 +79,13 @@ func (c *change) placeEvents() ([]store.Event, error) {
 			}
 			ec := c.colsAt(r, i)
 			switch {
-			case e.Type == store.EventQueued && e.Detail == "":
+			case e.Type == durabletype.EventQueued && e.Detail == "":
 				if ec.qID != 0 {
-					rows = append(rows, store.Event{ID: ec.qID, RunID: e.RunID, Step: e.Step, Type: store.EventQueued,
+					rows = append(rows, durabletype.Event{ID: ec.qID, RunID: e.RunID, Step: e.Step, Type: durabletype.EventQueued,
 						Attempt: ec.qAttempt, At: ec.qAt})
 				}
 				ec.qID, ec.qAt, ec.qAttempt = id, e.At, e.Attempt
-			case e.Type == store.EventCompleted:
+			case e.Type == durabletype.EventCompleted:
 				ec.cID = id
 			default:
 				rows = append(rows, e)

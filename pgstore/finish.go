@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -25,7 +26,7 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 	var items []itemRef
 	for k := range p.Outcomes {
 		if !dag.ValidOutcome(&p.Outcomes[k]) {
-			return nil, fmt.Errorf("pgstore: outcome %d: %w: kind %d", k, store.ErrInvalidOutcome, p.Outcomes[k].Kind)
+			return nil, fmt.Errorf("pgstore: outcome %d: %w: kind %d", k, durabletype.ErrInvalidOutcome, p.Outcomes[k].Kind)
 		}
 		ref := p.Outcomes[k].Task
 		if id := ref.RunID; !seen[id] {
@@ -74,7 +75,7 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 	}
 	type found struct {
 		task   store.Task
-		status store.RunStatus
+		status durabletype.RunStatus
 	}
 	byOrd := make(map[int64]found, len(p.Tasks))
 	runs := make([]uuid.UUID, len(p.Tasks))
@@ -97,7 +98,7 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 			if timedOut {
 				f.task.Error = dag.ErrTimeoutText
 			}
-			f.task.Kind, f.task.State, f.status = store.TaskKind(kind), store.TaskState(state), store.RunStatus(status)
+			f.task.Kind, f.task.State, f.status = durabletype.TaskKind(kind), durabletype.TaskState(state), durabletype.RunStatus(status)
 			byOrd[ord] = f
 		}
 		return rows.Err()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
 )
@@ -25,7 +26,7 @@ func TestCreateRunsTxHoldsNoQueueLocks(t *testing.T) {
 	go s.Listen(lctx, func(n store.Notification) { once.Do(func() { close(listening) }) }) //nolint:errcheck
 	defer stop()
 	<-listening
-	sh := &store.Shape{Steps: []store.StepSpec{step("a"), step("b", "a")}}
+	sh := &durabletype.Shape{Steps: []durabletype.StepSpec{step("a"), step("b", "a")}}
 	first := newRun("wf", "T", sh)
 	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{first}})))
 	c := claimN(t, s, 1)
@@ -33,7 +34,7 @@ func TestCreateRunsTxHoldsNoQueueLocks(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck
-	pending := newRun("wf", "T", &store.Shape{Steps: []store.StepSpec{step("x"), step("y", "x")}})
+	pending := newRun("wf", "T", &durabletype.Shape{Steps: []durabletype.StepSpec{step("x"), step("y", "x")}})
 	require.NoError(t, created(s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{pending}})))
 
 	done := make(chan error, 1)
@@ -77,7 +78,7 @@ func TestIncomingPromotedByTheLeader(t *testing.T) {
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	r := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})
+	r := newRun("wf", "t", &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}})
 	require.NoError(t, created(other.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 	require.NoError(t, tx.Commit(ctx))
 
@@ -89,8 +90,8 @@ func TestIncomingPromotedByTheLeader(t *testing.T) {
 	evs, err := s.ListEvents(ctx, r.ID)
 	require.NoError(t, err)
 	require.Len(t, evs, 2)
-	require.Equal(t, store.EventQueued, evs[0].Type)
-	require.Equal(t, store.EventStarted, evs[1].Type)
+	require.Equal(t, durabletype.EventQueued, evs[0].Type)
+	require.Equal(t, durabletype.EventStarted, evs[1].Type)
 }
 
 // claimN claims up to 10 tasks of "wf" and requires exactly n.
@@ -113,7 +114,7 @@ func TestRunsInFlightFromTheQueues(t *testing.T) {
 	running := func(tenant string) []string {
 		t.Helper()
 		res, err := s.ListRuns(ctx, &store.ListRunsParams{Limit: 100,
-			Filter: store.RunFilter{Tenant: tenant, Statuses: []store.RunStatus{store.RunRunning}}})
+			Filter: store.RunFilter{Tenant: tenant, Statuses: []durabletype.RunStatus{durabletype.RunRunning}}})
 		require.NoError(t, err)
 		var ids []string
 		for _, r := range res.Runs {
@@ -133,13 +134,13 @@ func TestRunsInFlightFromTheQueues(t *testing.T) {
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	incoming := newRun("wf", "A", &store.Shape{Steps: []store.StepSpec{step("x")}})
+	incoming := newRun("wf", "A", &durabletype.Shape{Steps: []durabletype.StepSpec{step("x")}})
 	require.NoError(t, created(s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{incoming}})))
 	require.NoError(t, tx.Commit(ctx))
 
-	ready := newRun("wf", "A", &store.Shape{Steps: []store.StepSpec{step("a")}})
-	asleep := newRun("wf", "A", &store.Shape{Steps: []store.StepSpec{{Name: "nap", Sleep: time.Hour, Retry: store.RetryPolicy{MaxAttempts: 1, Factor: 1}}}})
-	other := newRun("wf", "B", &store.Shape{Steps: []store.StepSpec{step("a")}})
+	ready := newRun("wf", "A", &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}})
+	asleep := newRun("wf", "A", &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "nap", Sleep: time.Hour, Retry: durabletype.RetryPolicy{MaxAttempts: 1, Factor: 1}}}})
+	other := newRun("wf", "B", &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}})
 	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{ready, asleep, other}})))
 	require.ElementsMatch(t, []string{incoming.ID.String(), ready.ID.String(), asleep.ID.String()}, running("A"))
 	require.ElementsMatch(t, []string{other.ID.String()}, running("B"))
@@ -176,8 +177,8 @@ func TestInboxReportsSettled(t *testing.T) {
 	sendInTx := func(key string) store.NewRun {
 		t.Helper()
 		w := step("w")
-		w.Wait = &store.WaitSpec{}
-		r := newRun("wf", "T", &store.Shape{Steps: []store.StepSpec{w}})
+		w.Wait = &durabletype.WaitSpec{}
+		r := newRun("wf", "T", &durabletype.Shape{Steps: []durabletype.StepSpec{w}})
 		require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 		c := claimN(t, s, 1)
 		res, err := s.FinishTasks(ctx, &store.FinishTasksParams{Outcomes: []store.Outcome{{Task: c[0].Ref(), Kind: store.OutcomeWait, Key: key}}})
@@ -194,7 +195,7 @@ func TestInboxReportsSettled(t *testing.T) {
 		return r
 	}
 	settled := func(r store.NewRun) []store.SettledRun {
-		return []store.SettledRun{{RunID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: store.RunCompleted}}
+		return []store.SettledRun{{RunID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: durabletype.RunCompleted}}
 	}
 
 	first := sendInTx("k1")

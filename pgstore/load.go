@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -106,7 +107,7 @@ func (l *loader) queueRuns(q *queries, b *pgx.Batch, ids []uuid.UUID, lockReady 
 				&rr.rec.FailedStep, &rr.rec.Error, &rr.rec.CreatedAt, &fin, &prio, &deadline, &parent, &pStep, &pResult, &rr.rec.Version); err != nil {
 				return err
 			}
-			rr.rec.Status = store.RunStatus(status)
+			rr.rec.Status = durabletype.RunStatus(status)
 			rr.rec.FinishedAt, rr.rec.Deadline, rr.rec.Priority = tm(fin), tm(deadline), int(prio)
 			rr.rec.Parent = parentRef(parent, pStep.String, pResult.String)
 			l.recs = append(l.recs, rr)
@@ -153,7 +154,7 @@ func scanTask(rows pgx.Rows, t *store.Task, ec *eventCols, item bool) error {
 	if err := rows.Scan(dest...); err != nil {
 		return err
 	}
-	t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)
+	t.Kind, t.State = durabletype.TaskKind(kind), durabletype.TaskState(state)
 	t.DueAt, t.StartedAt, t.FinishedAt, t.HeartbeatAt, t.TimeoutAt = tm(due), tm(start), tm(fin), tm(beat), tm(timeout)
 	if child.Valid {
 		t.Child = child.Bytes
@@ -164,11 +165,11 @@ func scanTask(rows pgx.Rows, t *store.Task, ec *eventCols, item bool) error {
 }
 
 // parentRef returns a run's parent as stored, nil for a run without one.
-func parentRef(id pgtype.UUID, step, result string) *store.ParentRef {
+func parentRef(id pgtype.UUID, step, result string) *durabletype.ParentRef {
 	if !id.Valid {
 		return nil
 	}
-	return &store.ParentRef{RunID: id.Bytes, Step: step, Result: result}
+	return &durabletype.ParentRef{RunID: id.Bytes, Step: step, Result: result}
 }
 
 // build wraps the loaded runs for the core, in id order, with the items

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
@@ -99,11 +100,11 @@ func TestMigrateUpDown(t *testing.T) {
 	require.Equal(t, all, applied(t, pool, schema))
 	s, err := pgstore.New(pool, &pgstore.Config{Schema: schema})
 	require.NoError(t, err)
-	r := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})
+	r := newRun("wf", "t", &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}})
 	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 	got, err := s.GetRun(ctx, r.ID)
 	require.NoError(t, err)
-	require.Equal(t, store.RunRunning, got.Status)
+	require.Equal(t, durabletype.RunRunning, got.Status)
 }
 
 func TestMigrationSQL(t *testing.T) {
@@ -124,7 +125,7 @@ func TestMigrationSQL(t *testing.T) {
 	s, err := pgstore.New(pool, &pgstore.Config{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{
-		newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})}})))
+		newRun("wf", "t", &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}})}})))
 
 	down, err := pgstore.MigrationSQL(schema, pgstore.Down)
 	require.NoError(t, err)
@@ -171,7 +172,7 @@ func TestMigrateConcurrently(t *testing.T) {
 func TestSchemaConstraints(t *testing.T) {
 	t.Parallel()
 	s, pool, schema := setup(t)
-	r := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})
+	r := newRun("wf", "t", &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}})
 	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 	q := pgx.Identifier{schema}.Sanitize()
 	for _, stmt := range []string{

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -70,7 +71,7 @@ func (s *Store) runActionOpts(ctx context.Context, now time.Time, ids []uuid.UUI
 					out[k] = store.RunActionResult{ID: id}
 					r := c.byID[id]
 					if r == nil || (tenant != "" && r.Rec.Tenant != tenant) {
-						out[k].Err = store.ErrRunNotFound
+						out[k].Err = durabletype.ErrRunNotFound
 						continue
 					}
 					fx, err := act(r, c.Now)
@@ -114,7 +115,7 @@ func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.L
 	}
 	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var r store.RunSummary
+			var r durabletype.RunSummary
 			var status string
 			var fin pgtype.Timestamptz
 			var parent pgtype.UUID
@@ -125,7 +126,7 @@ func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.L
 			if parent.Valid {
 				r.ParentID = parent.Bytes
 			}
-			r.Status, r.FinishedAt = store.RunStatus(status), tm(fin)
+			r.Status, r.FinishedAt = durabletype.RunStatus(status), tm(fin)
 			if len(res.Runs) == limit {
 				res.More = true
 				continue
@@ -156,11 +157,11 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 	var lits []string
 	for _, st := range f.Statuses {
 		switch st {
-		case store.RunRunning:
+		case durabletype.RunRunning:
 			unsuccessful = false
-		case store.RunFailed, store.RunCancelled:
+		case durabletype.RunFailed, durabletype.RunCancelled:
 			inflight = false
-		case store.RunCompleted:
+		case durabletype.RunCompleted:
 			inflight, unsuccessful = false, false
 		default:
 			return "", nil, false, fmt.Errorf("pgstore: list runs: unknown status %s", dag.Quote(string(st)))
@@ -224,18 +225,18 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 // Stats implements store.Store: four queries in one round trip, over the
 // ready queue, the timer and running-task indexes, the runs in flight
 // (found from those) and the per-minute counts of the window.
-func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, error) {
+func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*durabletype.Stats, error) {
 	type wvt struct{ workflow, version, tenant string }
-	queues := map[wvt]*store.QueueStats{}
-	queue := func(k wvt) *store.QueueStats {
+	queues := map[wvt]*durabletype.QueueStats{}
+	queue := func(k wvt) *durabletype.QueueStats {
 		q := queues[k]
 		if q == nil {
-			q = &store.QueueStats{Workflow: k.workflow, Version: k.version, Tenant: k.tenant}
+			q = &durabletype.QueueStats{Workflow: k.workflow, Version: k.version, Tenant: k.tenant}
 			queues[k] = q
 		}
 		return q
 	}
-	st := &store.Stats{}
+	st := &durabletype.Stats{}
 	tenant := pgtype.Text{String: p.Tenant, Valid: p.Tenant != ""}
 	b := &pgx.Batch{}
 	b.Queue(s.q.queuePlans)
@@ -268,12 +269,12 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	runs := func(settled bool) func(rows pgx.Rows) error {
 		return func(rows pgx.Rows) error {
 			for rows.Next() {
-				c := store.RunCount{Settled: settled}
+				c := durabletype.RunCount{Settled: settled}
 				var status string
 				if err := rows.Scan(&c.Workflow, &c.Version, &c.Tenant, &status, &c.Count); err != nil {
 					return err
 				}
-				c.Status = store.RunStatus(status)
+				c.Status = durabletype.RunStatus(status)
 				st.Runs = append(st.Runs, c)
 			}
 			return rows.Err()

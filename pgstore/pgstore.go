@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -196,7 +197,7 @@ func shapeID(js []byte) uuid.UUID {
 
 // compileShape validates a shape and returns its identity, canonical JSON
 // and compiled form, from the cache when possible.
-func (s *Store) compileShape(sh *store.Shape) (uuid.UUID, []byte, *dag.Compiled, error) {
+func (s *Store) compileShape(sh *durabletype.Shape) (uuid.UUID, []byte, *dag.Compiled, error) {
 	if sh == nil {
 		_, err := dag.Compile(nil)
 		return uuid.UUID{}, nil, nil, err
@@ -214,7 +215,7 @@ func (s *Store) compileShape(sh *store.Shape) (uuid.UUID, []byte, *dag.Compiled,
 	}
 	// Compile a private copy so that later changes by the caller cannot
 	// reach the cache.
-	var cp store.Shape
+	var cp durabletype.Shape
 	if err := json.Unmarshal(js, &cp); err != nil {
 		return uuid.UUID{}, nil, nil, fmt.Errorf("decode shape: %w", err)
 	}
@@ -263,7 +264,7 @@ func (s *Store) shapesFor(ctx context.Context, q querier, ids []uuid.UUID) (map[
 		if err := rows.Scan(p16(&id), &js); err != nil {
 			return nil, fmt.Errorf("pgstore: load shapes: %w", err)
 		}
-		var sh store.Shape
+		var sh durabletype.Shape
 		if err := json.Unmarshal(js, &sh); err != nil {
 			return nil, fmt.Errorf("pgstore: decode shape %s: %w", id, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
 )
@@ -19,7 +20,7 @@ import (
 func TestCreateRunsTx(t *testing.T) {
 	t.Parallel()
 	s, pool, _ := setup(t)
-	sh := &store.Shape{Steps: []store.StepSpec{step("a")}}
+	sh := &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}}
 
 	// Rolled back: no run, nothing claimable.
 	tx, err := pool.Begin(ctx)
@@ -28,7 +29,7 @@ func TestCreateRunsTx(t *testing.T) {
 	require.NoError(t, created(s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{rolled}})))
 	require.NoError(t, tx.Rollback(ctx))
 	_, err = s.GetRun(ctx, rolled.ID)
-	require.ErrorIs(t, err, store.ErrRunNotFound)
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 
 	// Committed, with the caller's own write in the same transaction.
 	tx, err = pool.Begin(ctx)
@@ -45,11 +46,11 @@ func TestCreateRunsTx(t *testing.T) {
 	clash := kept
 	clash.Tenant = "other"
 	_, err = s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{clash}})
-	require.ErrorIs(t, err, store.ErrRunExists)
+	require.ErrorIs(t, err, durabletype.ErrRunExists)
 	require.NoError(t, tx.Commit(ctx))
 	got, err := s.GetRun(ctx, kept.ID)
 	require.NoError(t, err)
-	require.Equal(t, store.RunRunning, got.Status)
+	require.Equal(t, durabletype.RunRunning, got.Status)
 	cs := claimAll(t, s, "wf", 10)
 	require.Len(t, cs, 1)
 	require.Equal(t, kept.ID, cs[0].RunID)
@@ -57,7 +58,7 @@ func TestCreateRunsTx(t *testing.T) {
 	// The shape stored by a rolled-back transaction is inserted again.
 	tx, err = pool.Begin(ctx)
 	require.NoError(t, err)
-	fresh := &store.Shape{Steps: []store.StepSpec{step("fresh")}}
+	fresh := &durabletype.Shape{Steps: []durabletype.StepSpec{step("fresh")}}
 	require.NoError(t, created(s.CreateRunsTx(ctx, tx, &store.CreateRunsParams{Runs: []store.NewRun{newRun("wf", "t", fresh)}})))
 	require.NoError(t, tx.Rollback(ctx))
 	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{newRun("wf", "t", fresh)}})))
@@ -77,7 +78,7 @@ func TestDatabaseTime(t *testing.T) {
 	s, pool, _ := setup(t)
 	var before time.Time
 	require.NoError(t, pool.QueryRow(ctx, "SELECT now()").Scan(&before))
-	sh := &store.Shape{Steps: []store.StepSpec{{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Hour, Factor: 1}}}}
+	sh := &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Hour, Factor: 1}}}}
 	r := newRun("wf", "t", sh)
 	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 	cs, err := s.ClaimTasks(ctx, &store.ClaimTasksParams{WorkerID: "w", Limit: 1, Workflows: []string{"wf"}})
@@ -98,7 +99,7 @@ func TestDatabaseTime(t *testing.T) {
 	ts, err := s.ListTasks(ctx, r.ID)
 	require.NoError(t, err)
 	require.False(t, ts[0].StartedAt.Before(got.CreatedAt))
-	require.Equal(t, store.TaskQueued, ts[0].State)
+	require.Equal(t, durabletype.TaskQueued, ts[0].State)
 }
 
 // notifications collects what a listener delivers.
@@ -169,10 +170,10 @@ func TestListener(t *testing.T) {
 	defer stop()
 	n.wait(t, "first resync", topic(store.TopicResync))
 
-	r := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})
+	r := newRun("wf", "t", &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}})
 	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
 	n.wait(t, "ready", topic(store.TopicReady))
-	nap := newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{{Name: "nap", Sleep: time.Hour, Retry: once()}}})
+	nap := newRun("wf", "t", &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "nap", Sleep: time.Hour, Retry: once()}}})
 	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{nap}})))
 	n.wait(t, "timer", topic(store.TopicTimer))
 	cs := claimAll(t, s, "wf", 10)
@@ -186,7 +187,7 @@ func TestListener(t *testing.T) {
 	// delivering.
 	require.Eventually(t, func() bool { return terminate(t, pool, schema, "listener") == 1 }, 10*time.Second, 10*time.Millisecond)
 	n.wait(t, "resync after reconnect", topic(store.TopicResync))
-	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{newRun("wf", "t", &store.Shape{Steps: []store.StepSpec{step("a")}})}})))
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{newRun("wf", "t", &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}})}})))
 	n.wait(t, "ready after reconnect", topic(store.TopicReady))
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
@@ -291,14 +292,14 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		"all":            {},
 		"tenant":         {Tenant: "acme"},
 		"workflow":       {Workflow: "wf"},
-		"failed":         {Statuses: []store.RunStatus{store.RunFailed}},
-		"unsuccessful":   {Statuses: []store.RunStatus{store.RunFailed, store.RunCancelled}},
-		"running":        {Statuses: []store.RunStatus{store.RunRunning}},
-		"completed":      {Statuses: []store.RunStatus{store.RunCompleted}},
-		"tenant running": {Tenant: "acme", Statuses: []store.RunStatus{store.RunRunning}},
+		"failed":         {Statuses: []durabletype.RunStatus{durabletype.RunFailed}},
+		"unsuccessful":   {Statuses: []durabletype.RunStatus{durabletype.RunFailed, durabletype.RunCancelled}},
+		"running":        {Statuses: []durabletype.RunStatus{durabletype.RunRunning}},
+		"completed":      {Statuses: []durabletype.RunStatus{durabletype.RunCompleted}},
+		"tenant running": {Tenant: "acme", Statuses: []durabletype.RunStatus{durabletype.RunRunning}},
 		"created":        {CreatedAfter: now.Add(-time.Hour), CreatedBefore: now},
 		"finished":       {FinishedAfter: now.Add(-time.Hour)},
-		"tenant failed since": {Tenant: "acme", Statuses: []store.RunStatus{store.RunFailed},
+		"tenant failed since": {Tenant: "acme", Statuses: []durabletype.RunStatus{durabletype.RunFailed},
 			CreatedAfter: now.Add(-24 * time.Hour)},
 		"children": {Parent: uuid.New()},
 	}
@@ -307,7 +308,7 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		for _, after := range []*store.RunKey{nil, cursor} {
 			sql, args, inflight, err := pgstore.ListQuery(s, &store.ListRunsParams{Filter: f, After: after, Limit: 50})
 			require.NoError(t, err)
-			require.Equal(t, slices.Equal(f.Statuses, []store.RunStatus{store.RunRunning}), inflight, name)
+			require.Equal(t, slices.Equal(f.Statuses, []durabletype.RunStatus{durabletype.RunRunning}), inflight, name)
 			plans := "listPlans"
 			if inflight {
 				plans = "queuePlans"

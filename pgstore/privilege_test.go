@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
 )
@@ -112,7 +113,7 @@ func TestLeastPrivilegeWorker(t *testing.T) {
 	defer cancel()
 	run, err := wf.Run(rctx, e, "tenant-1", 20)
 	require.NoError(t, err)
-	require.Equal(t, durable.RunCompleted, run.Status)
+	require.Equal(t, durabletype.RunCompleted, run.Status)
 	got, err := double.Result(run)
 	require.NoError(t, err)
 	require.Equal(t, 40, got)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -24,12 +25,12 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	err := s.pool.QueryRow(ctx, s.q.getRun, [16]byte(id)).Scan(p16(&r.ID), &r.Workflow, &r.Tenant, &status, &r.Input,
 		&r.FailedStep, &r.Error, &r.CreatedAt, &fin, p16(&shapeID), &r.IdempotencyKey, &prio, &deadline, &parent, &pStep, &pResult, &r.TraceParent, &r.Version)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, store.ErrRunNotFound
+		return nil, durabletype.ErrRunNotFound
 	}
 	if err != nil {
 		return nil, classify(fmt.Errorf("pgstore: get run: %w", err))
 	}
-	r.Status = store.RunStatus(status)
+	r.Status = durabletype.RunStatus(status)
 	r.FinishedAt, r.Deadline, r.Priority = tm(fin), tm(deadline), int(prio)
 	r.Parent = parentRef(parent, pStep, pResult)
 	shapes, err := s.shapesFor(ctx, s.pool, []uuid.UUID{shapeID})
@@ -61,7 +62,7 @@ func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, err
 		if child.Valid {
 			t.Child = child.Bytes
 		}
-		t.Kind, t.State = store.TaskKind(kind), store.TaskState(state)
+		t.Kind, t.State = durabletype.TaskKind(kind), durabletype.TaskState(state)
 		t.DueAt, t.StartedAt, t.FinishedAt, t.HeartbeatAt, t.TimeoutAt = tm(due), tm(start), tm(fin), tm(beat), tm(timeout)
 		out = append(out, t)
 	}
@@ -69,27 +70,27 @@ func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, err
 		return nil, fmt.Errorf("pgstore: list tasks: %w", err)
 	}
 	if len(out) == 0 { // every run has tasks
-		return nil, store.ErrRunNotFound
+		return nil, durabletype.ErrRunNotFound
 	}
 	return out, nil
 }
 
 // ListEvents implements store.Store.
-func (s *Store) ListEvents(ctx context.Context, id uuid.UUID) ([]*store.Event, error) {
+func (s *Store) ListEvents(ctx context.Context, id uuid.UUID) ([]*durabletype.Event, error) {
 	rows, err := s.pool.Query(ctx, s.q.listEvents, [16]byte(id))
 	if err != nil {
 		return nil, classify(fmt.Errorf("pgstore: list events: %w", err))
 	}
 	defer rows.Close()
-	var out []*store.Event
+	var out []*durabletype.Event
 	for rows.Next() {
-		e := &store.Event{}
+		e := &durabletype.Event{}
 		var typ string
 		var due pgtype.Timestamptz
 		if err := rows.Scan(&e.ID, p16(&e.RunID), &e.Step, &typ, &e.Attempt, &e.At, &e.Detail, &due); err != nil {
 			return nil, fmt.Errorf("pgstore: list events: %w", err)
 		}
-		e.Type, e.DueAt = store.EventType(typ), tm(due)
+		e.Type, e.DueAt = durabletype.EventType(typ), tm(due)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -101,7 +102,7 @@ func (s *Store) ListEvents(ctx context.Context, id uuid.UUID) ([]*store.Event, e
 			return nil, fmt.Errorf("pgstore: list events: %w", err)
 		}
 		if !ok {
-			return nil, store.ErrRunNotFound
+			return nil, durabletype.ErrRunNotFound
 		}
 	}
 	return out, nil

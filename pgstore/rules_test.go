@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/pgstore"
@@ -77,7 +78,7 @@ type scene struct {
 	rateUntil map[store.TaskRef]time.Time
 }
 
-func (sc *scene) run(sh *store.Shape) store.NewRun { return newRun(sc.wf, sc.wf, sh) }
+func (sc *scene) run(sh *durabletype.Shape) store.NewRun { return newRun(sc.wf, sc.wf, sh) }
 
 func (sc *scene) create(runs ...store.NewRun) {
 	sc.t.Helper()
@@ -123,7 +124,7 @@ func (sc *scene) park(run uuid.UUID, step string) {
 // admitted in it stops being claimable.
 func (sc *scene) rated(key string) store.NewRun {
 	s := step("a")
-	s.Rate = &store.RateLimit{N: 1, Per: time.Hour}
+	s.Rate = &durabletype.RateLimit{N: 1, Per: time.Hour}
 	r := sc.run(one(s))
 	if key != "" {
 		r.Keys = []store.TaskKeys{{Rate: sc.wf + "@a@" + key}}
@@ -146,14 +147,16 @@ type ruleCase struct {
 	divergence string
 }
 
-func one(s store.StepSpec) *store.Shape { return &store.Shape{Steps: []store.StepSpec{s}} }
+func one(s durabletype.StepSpec) *durabletype.Shape {
+	return &durabletype.Shape{Steps: []durabletype.StepSpec{s}}
+}
 
 // taskStates are cases that leave tasks in every state a task can be in,
 // each in the queue of its own workflow and tenant.
 func taskStates() []ruleCase {
 	return []ruleCase{
 		{name: "pending-and-ready", build: func(sc *scene) {
-			sc.create(sc.run(&store.Shape{Steps: []store.StepSpec{step("a"), step("b", "a")}}))
+			sc.create(sc.run(&durabletype.Shape{Steps: []durabletype.StepSpec{step("a"), step("b", "a")}}))
 		}},
 		{name: "ready-with-a-queue-timeout", build: func(sc *scene) {
 			s := step("a")
@@ -177,39 +180,39 @@ func taskStates() []ruleCase {
 		}},
 		{name: "retry-backoff", build: func(sc *scene) {
 			s := step("a")
-			s.Retry = store.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Hour, Factor: 1}
+			s.Retry = durabletype.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Hour, Factor: 1}
 			sc.create(sc.run(one(s)))
 			c := sc.claim(1)[0]
 			sc.finish(store.Outcome{Task: c.Ref(), Kind: store.OutcomeFail, Error: "again"})
 		}},
 		{name: "sleeping", build: func(sc *scene) {
-			sc.create(sc.run(one(store.StepSpec{Name: "nap", Sleep: time.Hour, Retry: once()})))
+			sc.create(sc.run(one(durabletype.StepSpec{Name: "nap", Sleep: time.Hour, Retry: once()})))
 		}},
 		{name: "waiting-for-an-event", build: func(sc *scene) {
 			s := step("e")
-			s.Wait = &store.WaitSpec{}
+			s.Wait = &durabletype.WaitSpec{}
 			sc.create(sc.run(one(s)))
 			sc.finish(store.Outcome{Task: sc.claim(1)[0].Ref(), Kind: store.OutcomeWait, Key: "k"})
 		}},
 		{name: "waiting-for-an-event-until-a-timeout", build: func(sc *scene) {
 			s := step("e")
-			s.Wait = &store.WaitSpec{Timeout: time.Hour}
+			s.Wait = &durabletype.WaitSpec{Timeout: time.Hour}
 			sc.create(sc.run(one(s)))
 			sc.finish(store.Outcome{Task: sc.claim(1)[0].Ref(), Kind: store.OutcomeWait, Key: "k"})
 		}},
 		{name: "waiting-for-a-child-run", build: func(sc *scene) {
 			child := sc.wf + "-child"
 			s := step("c")
-			s.Child = &store.ChildSpec{Workflow: child, Result: "x"}
+			s.Child = &durabletype.ChildSpec{Workflow: child, Result: "x"}
 			sc.create(sc.run(one(s)))
 			sc.finish(store.Outcome{Task: sc.claim(1)[0].Ref(), Kind: store.OutcomeSpawn,
-				Child: &store.NewRun{Workflow: child, Input: []byte(`{}`), Shape: &store.Shape{Steps: []store.StepSpec{step("x"), step("y", "x")}}}})
+				Child: &store.NewRun{Workflow: child, Input: []byte(`{}`), Shape: &durabletype.Shape{Steps: []durabletype.StepSpec{step("x"), step("y", "x")}}}})
 			sc.claim(1, child) // the child's first step runs
 		}},
 		{name: "waiting-for-items", build: func(sc *scene) {
 			m := step("m", "list")
-			m.Map = &store.MapSpec{Over: "list"}
-			sc.create(sc.run(&store.Shape{Steps: []store.StepSpec{step("list"), m}}))
+			m.Map = &durabletype.MapSpec{Over: "list"}
+			sc.create(sc.run(&durabletype.Shape{Steps: []durabletype.StepSpec{step("list"), m}}))
 			sc.finish(complete(sc.claim(1)[0]))
 			sc.finish(store.Outcome{Task: sc.claim(1)[0].Ref(), Kind: store.OutcomeFanOut, Items: [][]byte{[]byte(`1`), []byte(`2`), []byte(`3`)}})
 			sc.finish(complete(sc.claim(1)[0])) // an item completed
@@ -242,16 +245,16 @@ func taskStates() []ruleCase {
 			sc.cancel(cancelled.ID)
 		}},
 		{name: "cancelled-while-running", build: func(sc *scene) {
-			r := sc.run(&store.Shape{Steps: []store.StepSpec{step("a"), step("b")}})
+			r := sc.run(&durabletype.Shape{Steps: []durabletype.StepSpec{step("a"), step("b")}})
 			sc.create(r)
 			sc.claim(1)
 			sc.cancel(r.ID)
 		}},
 		{name: "on-failure-handler-running", build: func(sc *scene) {
-			sc.create(sc.run(&store.Shape{Steps: []store.StepSpec{step("a"), step("b", "a")}, OnFailure: &store.OnFailureSpec{Retry: once()}}))
+			sc.create(sc.run(&durabletype.Shape{Steps: []durabletype.StepSpec{step("a"), step("b", "a")}, OnFailure: &durabletype.OnFailureSpec{Retry: once()}}))
 			c := sc.claim(1)[0]
 			sc.finish(store.Outcome{Task: c.Ref(), Kind: store.OutcomeFail, Error: "no", Terminal: true})
-			require.Equal(sc.t, store.KindOnFailure, sc.claim(1)[0].Kind)
+			require.Equal(sc.t, durabletype.KindOnFailure, sc.claim(1)[0].Kind)
 		}},
 		{name: "created-in-a-callers-transaction", build: func(sc *scene) {
 			sc.rs.createTx(sc.t, sc.run(one(step("a"))))
@@ -273,7 +276,7 @@ func build(t *testing.T, rs ruleStore, cases []ruleCase) map[string]*scene {
 }
 
 // tenantRuns returns every run of a tenant, settled or not.
-func tenantRuns(t *testing.T, s store.Store, tenant string) []store.RunSummary {
+func tenantRuns(t *testing.T, s store.Store, tenant string) []durabletype.RunSummary {
 	t.Helper()
 	res, err := s.ListRuns(ctx, &store.ListRunsParams{Filter: store.RunFilter{Tenant: tenant}, Limit: 1000})
 	require.NoError(t, err)
@@ -292,7 +295,7 @@ func TestStatsMatchCore(t *testing.T) {
 			scenes := build(t, rs, cases)
 			st, err := rs.s.Stats(ctx, &store.StatsParams{Now: t0, Window: time.Hour})
 			require.NoError(t, err)
-			got := map[string][]store.QueueStats{}
+			got := map[string][]durabletype.QueueStats{}
 			for _, q := range st.Queues {
 				require.Equal(t, q.Ready > 0, !q.OldestReady.IsZero(), "%+v: the oldest ready task is known when one is ready", q)
 				q.OldestReady = time.Time{}
@@ -302,7 +305,7 @@ func TestStatsMatchCore(t *testing.T) {
 				sc := scenes[c.name]
 				// The core's counts of the tasks listed.
 				type wv struct{ workflow, version string }
-				want := map[wv]*store.QueueStats{}
+				want := map[wv]*durabletype.QueueStats{}
 				for _, r := range tenantRuns(t, rs.s, c.name) {
 					ts, err := rs.s.ListTasks(ctx, r.ID)
 					require.NoError(t, err)
@@ -313,16 +316,16 @@ func TestStatsMatchCore(t *testing.T) {
 						}
 						k := wv{r.Workflow, r.Version}
 						if want[k] == nil {
-							want[k] = &store.QueueStats{Workflow: r.Workflow, Version: r.Version, Tenant: c.name}
+							want[k] = &durabletype.QueueStats{Workflow: r.Workflow, Version: r.Version, Tenant: c.name}
 						}
 						dag.CountTask(want[k], tk, parked, time.Time{})
 					}
 				}
-				var wantList []store.QueueStats
+				var wantList []durabletype.QueueStats
 				for _, q := range want {
 					wantList = append(wantList, *q)
 				}
-				st := &store.Stats{Queues: wantList}
+				st := &durabletype.Stats{Queues: wantList}
 				dag.SortStats(st)
 				wantList = st.Queues
 				if c.divergence != "" && rs.name == "pgstore" {
@@ -425,7 +428,7 @@ func TestPruneMatchesCore(t *testing.T) {
 			slices.SortFunc(expired, dag.PruneOrder)
 			exists := func(id uuid.UUID) bool {
 				_, err := rs.s.GetRun(ctx, id)
-				if errors.Is(err, store.ErrRunNotFound) {
+				if errors.Is(err, durabletype.ErrRunNotFound) {
 					return false
 				}
 				require.NoError(t, err)
@@ -480,14 +483,14 @@ func TestHeartbeatMatchesCore(t *testing.T) {
 		}},
 		{"retried-and-claimed-again", func(sc *scene) []store.TaskRef {
 			s := step("a")
-			s.Retry = store.RetryPolicy{MaxAttempts: 3, Factor: 1}
+			s.Retry = durabletype.RetryPolicy{MaxAttempts: 3, Factor: 1}
 			sc.create(sc.run(one(s)))
 			first := sc.claim(1)[0]
 			sc.finish(store.Outcome{Task: first.Ref(), Kind: store.OutcomeFail, Error: "again"})
 			return []store.TaskRef{first.Ref(), sc.claim(1)[0].Ref()}
 		}},
 		{"completed", func(sc *scene) []store.TaskRef {
-			sc.create(sc.run(&store.Shape{Steps: []store.StepSpec{step("a"), step("b", "a")}}))
+			sc.create(sc.run(&durabletype.Shape{Steps: []durabletype.StepSpec{step("a"), step("b", "a")}}))
 			c := sc.claim(1)[0]
 			sc.finish(complete(c))
 			return []store.TaskRef{c.Ref()}
@@ -502,7 +505,7 @@ func TestHeartbeatMatchesCore(t *testing.T) {
 		{"timed-out", func(sc *scene) []store.TaskRef {
 			s := step("a")
 			s.Timeout = time.Second
-			s.Retry = store.RetryPolicy{MaxAttempts: 3, Factor: 1}
+			s.Retry = durabletype.RetryPolicy{MaxAttempts: 3, Factor: 1}
 			sc.create(sc.run(one(s)))
 			c := sc.claim(1)[0]
 			res, err := sc.rs.s.FireTimers(ctx, &store.FireTimersParams{Now: t0.Add(2 * time.Second), Limit: 10})
@@ -511,16 +514,16 @@ func TestHeartbeatMatchesCore(t *testing.T) {
 			return []store.TaskRef{c.Ref()}
 		}},
 		{"sibling-of-the-step-that-failed-the-run", func(sc *scene) []store.TaskRef {
-			sc.create(sc.run(&store.Shape{Steps: []store.StepSpec{step("a"), step("b")}, OnFailure: &store.OnFailureSpec{Retry: once()}}))
+			sc.create(sc.run(&durabletype.Shape{Steps: []durabletype.StepSpec{step("a"), step("b")}, OnFailure: &durabletype.OnFailureSpec{Retry: once()}}))
 			cs := sc.claim(2)
 			sc.finish(store.Outcome{Task: cs[0].Ref(), Kind: store.OutcomeFail, Error: "no", Terminal: true})
 			handler := sc.claim(1)[0]
-			require.Equal(sc.t, store.KindOnFailure, handler.Kind)
+			require.Equal(sc.t, durabletype.KindOnFailure, handler.Kind)
 			return []store.TaskRef{cs[1].Ref(), handler.Ref()}
 		}},
 		{"waiting-after-its-claim", func(sc *scene) []store.TaskRef {
 			s := step("e")
-			s.Wait = &store.WaitSpec{}
+			s.Wait = &durabletype.WaitSpec{}
 			sc.create(sc.run(one(s)))
 			c := sc.claim(1)[0]
 			sc.finish(store.Outcome{Task: c.Ref(), Kind: store.OutcomeWait, Key: "k"})
@@ -528,8 +531,8 @@ func TestHeartbeatMatchesCore(t *testing.T) {
 		}},
 		{"items", func(sc *scene) []store.TaskRef {
 			m := step("m", "list")
-			m.Map = &store.MapSpec{Over: "list"}
-			sc.create(sc.run(&store.Shape{Steps: []store.StepSpec{step("list"), m}}))
+			m.Map = &durabletype.MapSpec{Over: "list"}
+			sc.create(sc.run(&durabletype.Shape{Steps: []durabletype.StepSpec{step("list"), m}}))
 			sc.finish(complete(sc.claim(1)[0]))
 			fan := sc.claim(1)[0]
 			sc.finish(store.Outcome{Task: fan.Ref(), Kind: store.OutcomeFanOut, Items: [][]byte{[]byte(`1`), []byte(`2`)}})
@@ -548,7 +551,7 @@ func TestHeartbeatMatchesCore(t *testing.T) {
 		t.Run(rs.name, func(t *testing.T) {
 			type seen struct {
 				task   *store.Task // nil: not found
-				status store.RunStatus
+				status durabletype.RunStatus
 			}
 			var refs []store.TaskRef
 			before := map[store.TaskRef]seen{}
@@ -556,7 +559,7 @@ func TestHeartbeatMatchesCore(t *testing.T) {
 				for _, ref := range row.build(&scene{t: t, rs: rs, wf: row.name, now: t0}) {
 					refs = append(refs, ref)
 					rec, err := rs.s.GetRun(ctx, ref.RunID)
-					if errors.Is(err, store.ErrRunNotFound) {
+					if errors.Is(err, durabletype.ErrRunNotFound) {
 						before[ref] = seen{}
 						continue
 					}
@@ -726,7 +729,7 @@ func TestClaimSelectionMatchesCore(t *testing.T) {
 					ts, err := rs.s.ListTasks(ctx, r.ID)
 					require.NoError(t, err)
 					for _, tk := range ts {
-						if tk.State == store.TaskRunning {
+						if tk.State == durabletype.TaskRunning {
 							running[r.Tenant]++
 						}
 						ref := store.TaskRef{RunID: r.ID, Step: tk.Name}

@@ -12,14 +12,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/cronslot"
 	"github.com/effectivelabs/durable/store"
 )
 
 var _ store.Scheduler = (*Store)(nil)
 
-func scanSchedule(row pgx.Row) (*store.Schedule, error) {
-	var sc store.Schedule
+func scanSchedule(row pgx.Row) (*durabletype.Schedule, error) {
+	var sc durabletype.Schedule
 	var shape string
 	var next, last pgtype.Timestamptz
 	var lastRun pgtype.UUID
@@ -31,7 +32,7 @@ func scanSchedule(row pgx.Row) (*store.Schedule, error) {
 	if lastRun.Valid {
 		sc.LastRunID = lastRun.Bytes
 	}
-	sc.Shape = new(store.Shape)
+	sc.Shape = new(durabletype.Shape)
 	if err := json.Unmarshal([]byte(shape), sc.Shape); err != nil {
 		return nil, fmt.Errorf("pgstore: schedule %s/%s: decode shape: %w", sc.Tenant, sc.Name, err)
 	}
@@ -46,13 +47,13 @@ func (s *Store) dbNow(ctx context.Context, q querier, t time.Time) (time.Time, e
 	return t, err
 }
 
-func notFound(k store.ScheduleKey) error {
-	return fmt.Errorf("pgstore: schedule %s/%s: %w", k.Tenant, k.Name, store.ErrScheduleNotFound)
+func notFound(k durabletype.ScheduleKey) error {
+	return fmt.Errorf("pgstore: schedule %s/%s: %w", k.Tenant, k.Name, durabletype.ErrScheduleNotFound)
 }
 
 // CreateSchedule implements store.Scheduler.
-func (s *Store) CreateSchedule(ctx context.Context, p *store.CreateScheduleParams) (*store.Schedule, error) {
-	var out *store.Schedule
+func (s *Store) CreateSchedule(ctx context.Context, p *store.CreateScheduleParams) (*durabletype.Schedule, error) {
+	var out *durabletype.Schedule
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now, err := s.dbNow(ctx, tx, p.Now)
 		if err != nil {
@@ -64,7 +65,7 @@ func (s *Store) CreateSchedule(ctx context.Context, p *store.CreateScheduleParam
 		}
 		shape, err := json.Marshal(p.Shape)
 		if err != nil {
-			return fmt.Errorf("pgstore: %w: shape: %w", store.ErrInvalidSchedule, err)
+			return fmt.Errorf("pgstore: %w: shape: %w", durabletype.ErrInvalidSchedule, err)
 		}
 		var nextAt pgtype.Timestamptz
 		if !next.IsZero() {
@@ -74,7 +75,7 @@ func (s *Store) CreateSchedule(ctx context.Context, p *store.CreateScheduleParam
 			p16(&p.ID), p.Tenant, p.Name, p.Workflow, p.Input, p.Cron, p.TimeZone, string(shape), p.Paused, nextAt, now)
 		out, err = scanSchedule(row)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("pgstore: schedule %s/%s (or ID %s): %w", p.Tenant, p.Name, p.ID, store.ErrScheduleExists)
+			return fmt.Errorf("pgstore: schedule %s/%s (or ID %s): %w", p.Tenant, p.Name, p.ID, durabletype.ErrScheduleExists)
 		}
 		if err != nil {
 			return err
@@ -91,7 +92,7 @@ func (s *Store) CreateSchedule(ctx context.Context, p *store.CreateScheduleParam
 }
 
 // GetSchedule implements store.Scheduler.
-func (s *Store) GetSchedule(ctx context.Context, p *store.GetScheduleParams) (*store.Schedule, error) {
+func (s *Store) GetSchedule(ctx context.Context, p *store.GetScheduleParams) (*durabletype.Schedule, error) {
 	sc, err := scanSchedule(s.pool.QueryRow(ctx, s.q.getSchedule, p.Key.Tenant, p.Key.Name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound(p.Key)
@@ -105,7 +106,7 @@ func (s *Store) GetSchedule(ctx context.Context, p *store.GetScheduleParams) (*s
 // ListSchedules implements store.Scheduler.
 func (s *Store) ListSchedules(ctx context.Context, p *store.ListSchedulesParams) (*store.ListSchedulesResult, error) {
 	if p.Limit < 1 {
-		return nil, fmt.Errorf("pgstore: list schedules: limit %d: %w", p.Limit, store.ErrInvalidSchedule)
+		return nil, fmt.Errorf("pgstore: list schedules: limit %d: %w", p.Limit, durabletype.ErrInvalidSchedule)
 	}
 	var afterT, afterN pgtype.Text
 	if p.After != nil {
@@ -135,8 +136,8 @@ func (s *Store) ListSchedules(ctx context.Context, p *store.ListSchedulesParams)
 }
 
 // PauseSchedule implements store.Scheduler.
-func (s *Store) PauseSchedule(ctx context.Context, p *store.PauseScheduleParams) (*store.Schedule, error) {
-	var out *store.Schedule
+func (s *Store) PauseSchedule(ctx context.Context, p *store.PauseScheduleParams) (*durabletype.Schedule, error) {
+	var out *durabletype.Schedule
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		now, err := s.dbNow(ctx, tx, p.Now)
 		if err != nil {
@@ -157,7 +158,7 @@ func (s *Store) PauseSchedule(ctx context.Context, p *store.PauseScheduleParams)
 		if !p.Paused {
 			n, err := cronslot.NextAfter(sc, now)
 			if err != nil {
-				return fmt.Errorf("pgstore: schedule %s/%s: %w: %w", p.Key.Tenant, p.Key.Name, store.ErrInvalidSchedule, err)
+				return fmt.Errorf("pgstore: schedule %s/%s: %w: %w", p.Key.Tenant, p.Key.Name, durabletype.ErrInvalidSchedule, err)
 			}
 			next = pgtype.Timestamptz{Time: n, Valid: true}
 		}
@@ -240,7 +241,7 @@ func (s *Store) fireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 		if err != nil {
 			return err
 		}
-		var due []*store.Schedule
+		var due []*durabletype.Schedule
 		for rows.Next() {
 			sc, err := scanSchedule(rows)
 			if err != nil {
@@ -256,15 +257,15 @@ func (s *Store) fireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 		res.More = len(due) == limit
 
 		type fire struct {
-			sc *store.Schedule
+			sc *durabletype.Schedule
 			f  cronslot.Firing
 		}
 		var fires []fire
 		var ids []uuid.UUID
 		var brokenT, brokenN, brokenE []string
-		broken := func(sc *store.Schedule, err error) {
+		broken := func(sc *durabletype.Schedule, err error) {
 			brokenT, brokenN, brokenE = append(brokenT, sc.Tenant), append(brokenN, sc.Name), append(brokenE, err.Error())
-			res.Broken = append(res.Broken, store.BrokenSchedule{Key: store.ScheduleKey{Tenant: sc.Tenant, Name: sc.Name}, Error: err.Error()})
+			res.Broken = append(res.Broken, store.BrokenSchedule{Key: durabletype.ScheduleKey{Tenant: sc.Tenant, Name: sc.Name}, Error: err.Error()})
 		}
 		for _, sc := range due {
 			f, ok, err := cronslot.Plan(sc, at, p.Shapes)

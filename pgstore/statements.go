@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/internal/fairq"
-	"github.com/effectivelabs/durable/store"
 )
 
 // The store's SQL lives in sql/*.sql, a file per table: a statement is in
@@ -54,7 +54,7 @@ var sqlConstants = map[string]string{
 	"blockLength":       strconv.FormatInt(fairq.BlockLength, 10),
 	"countShards":       strconv.Itoa(countShards),
 	"shapeTrustSeconds": strconv.Itoa(int(shapeTrust / time.Second)),
-	"onFailureTask":     store.OnFailureTask,
+	"onFailureTask":     durabletype.OnFailureTask,
 	"errTimeoutText":    dag.ErrTimeoutText,
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -41,7 +42,7 @@ func retryRaced(fn func(lockReady bool) error) error {
 			return err
 		}
 		if attempt == maxAttempts {
-			return store.Transient(fmt.Errorf("pgstore: gave up after %d attempts: %w", attempt, err))
+			return durabletype.Transient(fmt.Errorf("pgstore: gave up after %d attempts: %w", attempt, err))
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -42,7 +43,7 @@ func (s *Store) ListVersions(ctx context.Context, p *store.ListVersionsParams) (
 		if err := row.Scan(&v.Workflow, &v.Version, &js, &v.RecordedAt); err != nil {
 			return v, err
 		}
-		v.Shape = &store.Shape{}
+		v.Shape = &durabletype.Shape{}
 		if err := json.Unmarshal(js, v.Shape); err != nil {
 			return v, fmt.Errorf("shape of workflow %s: %w", dag.Quote(v.Workflow), err)
 		}

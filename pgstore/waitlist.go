@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -34,7 +35,7 @@ func (s *Store) ListWaits(ctx context.Context, p *store.ListWaitsParams) (map[uu
 		if err := rows.Scan(p16(&id), &w.Name, &kind, &state, &w.Attempt, &due, &w.WaitKey, &child, &w.Items, &w.Left); err != nil {
 			return nil, fmt.Errorf("pgstore: list waits: %w", err)
 		}
-		w.Kind, w.State, w.DueAt = store.TaskKind(kind), store.TaskState(state), tm(due)
+		w.Kind, w.State, w.DueAt = durabletype.TaskKind(kind), durabletype.TaskState(state), tm(due)
 		if child.Valid {
 			w.Child = child.Bytes
 		}

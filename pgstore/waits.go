@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -83,7 +84,7 @@ func scanInbox(rows pgx.Rows) ([]inboxRow, error) {
 		if child.Valid {
 			m.Child = child.Bytes
 		}
-		m.Status, m.ResultState = store.RunStatus(status), store.TaskState(resultState)
+		m.Status, m.ResultState = durabletype.RunStatus(status), durabletype.TaskState(resultState)
 		out = append(out, ir)
 	}
 	return out, rows.Err()
@@ -235,7 +236,7 @@ func (t *pgTx) NewRun(_ context.Context, nr *store.NewRun, _ time.Time) (*dag.Co
 	s, c := t.s, t.c
 	id, js, compiled, err := s.compileShape(nr.Shape)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", store.ErrInvalidRun, err)
+		return nil, fmt.Errorf("%w: %w", durabletype.ErrInvalidRun, err)
 	}
 	s.mu.Lock()
 	known := s.shapeKnown(id)
@@ -465,7 +466,7 @@ func (s *Store) Signal(ctx context.Context, p *store.SignalParams) (*store.Signa
 			apply: func(c *change) error {
 				r := c.byID[p.RunID]
 				if r == nil || (p.Tenant != "" && r.Rec.Tenant != p.Tenant) {
-					return store.ErrRunNotFound
+					return durabletype.ErrRunNotFound
 				}
 				fx, err := r.Signal(p.Name, p.Payload, c.Now)
 				if err != nil {

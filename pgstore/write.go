@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -268,7 +269,7 @@ func (tc *taskCols) add(r *dag.Run, i int, ec *eventCols) {
 	tc.timeoutUs = append(tc.timeoutUs, r.Shape.Timeout(r.StepOf(i)).Microseconds())
 	if !tc.withWaits {
 		switch t.Kind {
-		case store.KindStep, store.KindSleep, store.KindOnFailure:
+		case durabletype.KindStep, durabletype.KindSleep, durabletype.KindOnFailure:
 			return
 		}
 		// The first task of those kinds: the tasks before it get the
@@ -280,9 +281,9 @@ func (tc *taskCols) add(r *dag.Run, i int, ec *eventCols) {
 	}
 	tc.waitKeys = append(tc.waitKeys, t.WaitKey)
 	tc.children = append(tc.children, pgtype.UUID{Bytes: t.Child, Valid: t.Child != uuid.Nil})
-	tc.items = append(tc.items, pgtype.Int4{Int32: int32(t.Items), Valid: t.Kind == store.KindMap})
-	tc.left = append(tc.left, pgtype.Int4{Int32: int32(t.Left), Valid: t.Kind == store.KindMap})
-	tc.item = append(tc.item, pgtype.Int4{Int32: int32(t.Item), Valid: t.Kind == store.KindItem})
+	tc.items = append(tc.items, pgtype.Int4{Int32: int32(t.Items), Valid: t.Kind == durabletype.KindMap})
+	tc.left = append(tc.left, pgtype.Int4{Int32: int32(t.Left), Valid: t.Kind == durabletype.KindMap})
+	tc.item = append(tc.item, pgtype.Int4{Int32: int32(t.Item), Valid: t.Kind == durabletype.KindItem})
 	tc.inputs = append(tc.inputs, t.Input)
 }
 
@@ -562,7 +563,7 @@ func queueCounts(q *queries, b *pgx.Batch, counts map[dag.RunCountKey]int64) {
 }
 
 // queueEvents queues the insert of event rows.
-func queueEvents(q *queries, b *pgx.Batch, rows []store.Event) {
+func queueEvents(q *queries, b *pgx.Batch, rows []durabletype.Event) {
 	n := len(rows)
 	if n == 0 {
 		return

@@ -2,10 +2,11 @@ package store
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // Scheduler is implemented by stores that keep cron schedules: a workflow,
@@ -20,10 +21,10 @@ type Scheduler interface {
 	// first slot after Now (none when Paused). A schedule with the same
 	// tenant and name fails with ErrScheduleExists; an expression or time
 	// zone that does not parse with ErrInvalidSchedule.
-	CreateSchedule(ctx context.Context, p *CreateScheduleParams) (*Schedule, error)
+	CreateSchedule(ctx context.Context, p *CreateScheduleParams) (*durabletype.Schedule, error)
 
 	// GetSchedule returns a schedule, or ErrScheduleNotFound.
-	GetSchedule(ctx context.Context, p *GetScheduleParams) (*Schedule, error)
+	GetSchedule(ctx context.Context, p *GetScheduleParams) (*durabletype.Schedule, error)
 
 	// ListSchedules returns a page of schedules ordered by tenant and name.
 	ListSchedules(ctx context.Context, p *ListSchedulesParams) (*ListSchedulesResult, error)
@@ -32,7 +33,7 @@ type Scheduler interface {
 	// schedule fires nothing. Resuming sets NextAt to the first slot after
 	// Now: slots that passed while it was paused are skipped. Pausing a
 	// paused schedule (or resuming a running one) changes nothing.
-	PauseSchedule(ctx context.Context, p *PauseScheduleParams) (*Schedule, error)
+	PauseSchedule(ctx context.Context, p *PauseScheduleParams) (*durabletype.Schedule, error)
 
 	// DeleteSchedule deletes a schedule, or returns ErrScheduleNotFound.
 	// Runs it already fired are not touched.
@@ -49,50 +50,6 @@ type Scheduler interface {
 	FireSchedules(ctx context.Context, p *FireSchedulesParams) (*FireSchedulesResult, error)
 }
 
-// Schedule is a stored schedule.
-type Schedule struct {
-	ID       uuid.UUID
-	Tenant   string
-	Name     string
-	Workflow string
-	// Input is every run's encoded input.
-	Input []byte
-	// Cron is the cron expression; TimeZone the IANA zone it is read in
-	// ("" or "UTC" for UTC).
-	Cron     string
-	TimeZone string
-	// Shape is the workflow's DAG when the schedule was created; runs are
-	// created with it unless the leader has the workflow registered (see
-	// FireSchedulesParams.Shapes).
-	Shape  *Shape
-	Paused bool
-	// NextAt is the next slot to fire; zero while paused, or when the
-	// schedule is broken (see Error).
-	NextAt time.Time
-	// LastSlot is the last slot fired, LastRunID its run; zero before the
-	// first.
-	LastSlot  time.Time
-	LastRunID uuid.UUID
-	// Error says why the schedule fires nothing any more (its stored
-	// expression no longer parses); empty when it is healthy.
-	Error     string
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	// Declared is set on a schedule declared in code (ScheduleDeclarer),
-	// and DeclaredPaused is the paused state its declaration says, which
-	// Paused follows whenever the declaration changes (an operator's pause
-	// or resume holds until then). A schedule created with CreateSchedule
-	// is never declared, and declarations never touch it.
-	Declared       bool
-	DeclaredPaused bool
-}
-
-// ScheduleKey names a schedule.
-type ScheduleKey struct {
-	Tenant string
-	Name   string
-}
-
 // CreateScheduleParams are the parameters of Scheduler.CreateSchedule.
 type CreateScheduleParams struct {
 	Now      time.Time
@@ -103,13 +60,13 @@ type CreateScheduleParams struct {
 	Input    []byte
 	Cron     string
 	TimeZone string
-	Shape    *Shape
+	Shape    *durabletype.Shape
 	Paused   bool
 }
 
 // GetScheduleParams are the parameters of Scheduler.GetSchedule.
 type GetScheduleParams struct {
-	Key ScheduleKey
+	Key durabletype.ScheduleKey
 }
 
 // ListSchedulesParams are the parameters of Scheduler.ListSchedules.
@@ -117,14 +74,14 @@ type ListSchedulesParams struct {
 	// Tenant, when set, keeps that tenant's schedules.
 	Tenant string
 	// After, when set, starts the page after that schedule.
-	After *ScheduleKey
+	After *durabletype.ScheduleKey
 	// Limit is the most schedules to return (at least 1).
 	Limit int
 }
 
 // ListSchedulesResult is the result of Scheduler.ListSchedules.
 type ListSchedulesResult struct {
-	Schedules []*Schedule
+	Schedules []*durabletype.Schedule
 	// More is set when schedules follow the last one returned.
 	More bool
 }
@@ -132,13 +89,13 @@ type ListSchedulesResult struct {
 // PauseScheduleParams are the parameters of Scheduler.PauseSchedule.
 type PauseScheduleParams struct {
 	Now    time.Time
-	Key    ScheduleKey
+	Key    durabletype.ScheduleKey
 	Paused bool
 }
 
 // DeleteScheduleParams are the parameters of Scheduler.DeleteSchedule.
 type DeleteScheduleParams struct {
-	Key ScheduleKey
+	Key durabletype.ScheduleKey
 }
 
 // FireSchedulesParams are the parameters of Scheduler.FireSchedules.
@@ -150,7 +107,7 @@ type FireSchedulesParams struct {
 	// registered, by name: a schedule of one of them fires runs of that
 	// shape, so that a deploy that changes a workflow reaches its
 	// schedules. Other schedules use their recorded Shape.
-	Shapes map[string]*Shape
+	Shapes map[string]*durabletype.Shape
 }
 
 // FiredSlot is one slot fired by FireSchedules.
@@ -169,7 +126,7 @@ type FiredSlot struct {
 // BrokenSchedule is a schedule that FireSchedules could not fire and
 // stopped: its Error is set and it is no longer due.
 type BrokenSchedule struct {
-	Key   ScheduleKey
+	Key   durabletype.ScheduleKey
 	Error string
 }
 
@@ -223,7 +180,7 @@ type DeclaredSchedule struct {
 	Input    []byte
 	Cron     string
 	TimeZone string
-	Shape    *Shape
+	Shape    *durabletype.Shape
 	Paused   bool
 }
 
@@ -241,21 +198,11 @@ type DeclareSchedulesParams struct {
 // DeclareSchedulesResult is the result of
 // ScheduleDeclarer.DeclareSchedules, by tenant and name.
 type DeclareSchedulesResult struct {
-	Created   []ScheduleKey
-	Updated   []ScheduleKey
-	Deleted   []ScheduleKey
-	Unchanged []ScheduleKey
+	Created   []durabletype.ScheduleKey
+	Updated   []durabletype.ScheduleKey
+	Deleted   []durabletype.ScheduleKey
+	Unchanged []durabletype.ScheduleKey
 }
-
-var (
-	// ErrScheduleExists: a schedule with this tenant and name exists.
-	ErrScheduleExists = errors.New("durable: schedule already exists")
-	// ErrScheduleNotFound: no schedule has this tenant and name.
-	ErrScheduleNotFound = errors.New("durable: schedule not found")
-	// ErrInvalidSchedule: the cron expression, the time zone or another
-	// field of a schedule is not valid.
-	ErrInvalidSchedule = errors.New("durable: invalid schedule")
-)
 
 // TopicSchedule: a schedule was created or resumed; the leader should
 // re-check when the next slot is due.

@@ -14,14 +14,20 @@
 // without breaking callers. Every params struct carries Now: the zero value
 // means "the store's own clock" (time.Now in memory, now() in PostgreSQL);
 // tests pass explicit times to get deterministic results.
+//
+// The vocabulary the port shares with users and the CLI (run statuses,
+// task states and kinds, events, shapes, stats, schedules and errors) is
+// package durabletype, a leaf that store imports; what is here is what
+// only drivers see.
 package store
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // Store is the set of transitions and reads the engine needs.
@@ -82,7 +88,7 @@ type Store interface {
 
 	// ListEvents returns the events of a run in the order they happened, or
 	// ErrRunNotFound.
-	ListEvents(ctx context.Context, id uuid.UUID) ([]*Event, error)
+	ListEvents(ctx context.Context, id uuid.UUID) ([]*durabletype.Event, error)
 
 	// ListRuns returns a page of runs matching the params' filter, newest
 	// first (by creation time, then ID), after the params' cursor.
@@ -100,7 +106,7 @@ type Store interface {
 
 	// Stats counts the tasks and runs of every workflow and tenant, at a
 	// cost that does not grow with the number of settled runs.
-	Stats(ctx context.Context, p *StatsParams) (*Stats, error)
+	Stats(ctx context.Context, p *StatsParams) (*durabletype.Stats, error)
 
 	// PruneRuns deletes up to Limit settled runs that finished (and were
 	// created: the two differ only when clocks do) more than OlderThan ago,
@@ -226,204 +232,6 @@ type Notification struct {
 	Payload string
 }
 
-// RunStatus is the status of a run.
-type RunStatus string
-
-// Run statuses: RUNNING until the run completes, fails or is cancelled.
-const (
-	RunRunning   RunStatus = "RUNNING"
-	RunCompleted RunStatus = "COMPLETED"
-	RunFailed    RunStatus = "FAILED"
-	RunCancelled RunStatus = "CANCELLED"
-)
-
-// RunStatuses lists every run status, in the order lists and tables show
-// them.
-var RunStatuses = []RunStatus{RunRunning, RunCompleted, RunFailed, RunCancelled}
-
-// TaskState is the state of one task (one step of one run).
-//
-// A task waiting out a retry backoff is QUEUED with a DueAt in the future: it
-// is durable state, and becomes claimable when its timer fires.
-type TaskState string
-
-// Task states; COMPLETED, FAILED, SKIPPED and CANCELLED are final. A
-// WAITING task waits for an event, a signal, a child run or the items of
-// a map step: it holds no worker and no claim, only its row.
-const (
-	TaskPending   TaskState = "PENDING"
-	TaskQueued    TaskState = "QUEUED"
-	TaskRunning   TaskState = "RUNNING"
-	TaskSleeping  TaskState = "SLEEPING"
-	TaskWaiting   TaskState = "WAITING"
-	TaskCompleted TaskState = "COMPLETED"
-	TaskFailed    TaskState = "FAILED"
-	TaskSkipped   TaskState = "SKIPPED"
-	TaskCancelled TaskState = "CANCELLED"
-)
-
-// Terminal reports whether no further transition can leave the state.
-func (s TaskState) Terminal() bool {
-	switch s {
-	case TaskCompleted, TaskFailed, TaskSkipped, TaskCancelled:
-		return true
-	}
-	return false
-}
-
-// TaskKind tells what a task does when it becomes ready.
-type TaskKind string
-
-const (
-	// KindStep runs user code.
-	KindStep TaskKind = "step"
-	// KindSleep waits durably for its duration, then completes.
-	KindSleep TaskKind = "sleep"
-	// KindOnFailure runs the workflow's on-failure handler after the run failed.
-	KindOnFailure TaskKind = "on_failure"
-	// KindEvent computes the key of the event it waits for (or names its
-	// signal), then waits for it (StepSpec.Wait).
-	KindEvent TaskKind = "event"
-	// KindChild computes the input of a child run, starts it and waits for
-	// it (StepSpec.Child).
-	KindChild TaskKind = "child"
-	// KindMap splits a parent's list into items, one task each (KindItem),
-	// and waits for them (StepSpec.Map).
-	KindMap TaskKind = "map"
-	// KindItem runs a map step's function on one item.
-	KindItem TaskKind = "item"
-)
-
-// OnFailureTask is the task name of a run's on-failure handler. Step names
-// cannot contain '@', so it never collides with a step.
-const OnFailureTask = "@on_failure"
-
-// EventType is the kind of an event in a run's log.
-type EventType string
-
-// Event types, one per kind of transition of a task.
-const (
-	EventQueued    EventType = "QUEUED"
-	EventStarted   EventType = "STARTED"
-	EventCompleted EventType = "COMPLETED"
-	EventFailed    EventType = "FAILED"
-	EventRetrying  EventType = "RETRYING"
-	EventSkipped   EventType = "SKIPPED"
-	EventSleeping  EventType = "SLEEPING"
-	EventWoken     EventType = "WOKEN"
-	EventCancelled EventType = "CANCELLED"
-	// EventReplayed: a replay reset the task to run again; the detail says
-	// which replay.
-	EventReplayed EventType = "REPLAYED"
-	// EventWaiting: the task began waiting; the detail says for what (an
-	// event key, a signal, a child run, a map's items).
-	EventWaiting EventType = "WAITING"
-	// EventUpgraded: the task's run moved to another version of its
-	// workflow (a task added by that version, or one not finished when it
-	// moved); the detail names both versions.
-	EventUpgraded EventType = "UPGRADED"
-)
-
-// Shape is the DAG of a workflow as recorded with each run at trigger time,
-// so that a deploy that changes the workflow does not break runs in flight.
-type Shape struct {
-	// Version is the version of the workflow this shape is of: the
-	// definition's fingerprint or the version its author set (see
-	// docs/semantics.md, "Versions and deploys"). A run is pinned to it:
-	// only engines that registered the workflow at this version claim its
-	// tasks. Empty for runs recorded before versions existed, which any
-	// engine that registered the workflow serves.
-	Version string `json:"version,omitempty"`
-	// Input names the Go type of the run's input; empty when unknown.
-	Input string `json:"input,omitempty"`
-	// Steps in declaration order; a step's parents come before it.
-	Steps []StepSpec `json:"steps"`
-	// OnFailure is set when the workflow has an on-failure handler.
-	OnFailure *OnFailureSpec `json:"on_failure,omitempty"`
-}
-
-// StepSpec is one step of a Shape.
-type StepSpec struct {
-	Name    string   `json:"name"`
-	Parents []string `json:"parents,omitempty"`
-	// Output names the Go type of the step's output; empty when unknown.
-	Output string `json:"output,omitempty"`
-	// Retired marks a step that an upgrade to another version kept only
-	// for its record (dag.Run.Upgrade): the step is finished, the version
-	// the run moved to does not have it (or has it in another form), and
-	// it never runs again, not even when the run is replayed.
-	Retired bool `json:"retired,omitempty"`
-	// Sleep, when positive, makes this a durable sleep step.
-	Sleep time.Duration `json:"sleep,omitempty"`
-	Retry RetryPolicy   `json:"retry"`
-	// Timeout, when positive, bounds each attempt: an attempt still
-	// RUNNING Timeout after its claim fails (and is retried per Retry),
-	// and its claim's late outcome is refused.
-	Timeout time.Duration `json:"timeout,omitempty"`
-	// QueueTimeout, when positive, bounds the wait for a worker: a task
-	// still ready and unclaimed QueueTimeout after it became ready fails
-	// the step without retry.
-	QueueTimeout time.Duration `json:"queue_timeout,omitempty"`
-	// Concurrency, when positive, caps the tasks of this step that hold a
-	// slot of their concurrency key (Task.ConcurrencyKey) at once: admitted
-	// to the ready queue or RUNNING. The others wait, parked in FIFO order
-	// per key, until a slot frees. See docs/semantics.md.
-	Concurrency int `json:"concurrency,omitempty"`
-	// Rate, when set, limits how many tasks of this step sharing a rate key
-	// (Task.RateKey) are admitted per window.
-	Rate *RateLimit `json:"rate,omitempty"`
-	// Wait, when set, makes this a step that waits for an event or a
-	// signal (KindEvent).
-	Wait *WaitSpec `json:"wait,omitempty"`
-	// Child, when set, makes this a step that starts a child run and waits
-	// for it (KindChild).
-	Child *ChildSpec `json:"child,omitempty"`
-	// Map, when set, makes this a map step (KindMap): its function runs on
-	// each item of a parent's list, one task per item.
-	Map *MapSpec `json:"map,omitempty"`
-}
-
-// WaitSpec describes a step that waits for an event or a signal. Its
-// worker computes the key of the event it waits for (Outcome.Key); a step
-// waiting for a signal waits for the signal named Signal, sent to its run.
-type WaitSpec struct {
-	// Signal is the name of the signal the step waits for; empty for a
-	// step waiting for an event.
-	Signal string `json:"signal,omitempty"`
-	// Timeout, when positive, bounds the wait: counted from the moment the
-	// wait begins, the step then fails (without retry), or is skipped when
-	// SkipOnTimeout is set.
-	Timeout       time.Duration `json:"timeout,omitempty"`
-	SkipOnTimeout bool          `json:"skip_on_timeout,omitempty"`
-	// Lookback: an event sent at most this long before the wait began is
-	// delivered to it as if it had been sent while it waited (the first
-	// such event). Signals are kept with their run and always delivered.
-	Lookback time.Duration `json:"lookback,omitempty"`
-}
-
-// ChildSpec describes a step that starts a run of another workflow as a
-// child run and waits for it.
-type ChildSpec struct {
-	// Workflow is the child's workflow.
-	Workflow string `json:"workflow"`
-	// Result is the child's step whose output becomes this step's output.
-	Result string `json:"result"`
-}
-
-// MapSpec describes a map step.
-type MapSpec struct {
-	// Over is the parent whose output is the list of items.
-	Over string `json:"over"`
-}
-
-// RateLimit is a rate limit recorded for a step: at most N admissions to
-// the ready queue per key in each window of length Per, windows aligned to
-// multiples of Per since the Unix epoch.
-type RateLimit struct {
-	N   int           `json:"n"`
-	Per time.Duration `json:"per"`
-}
-
 // TaskKeys are the keys computed for one step of a new run. An empty key
 // means the step's cap or limit does not apply to this task.
 type TaskKeys struct {
@@ -433,32 +241,13 @@ type TaskKeys struct {
 	Rate string
 }
 
-// OnFailureSpec describes a workflow's on-failure handler.
-type OnFailureSpec struct {
-	Retry RetryPolicy `json:"retry"`
-}
-
-// RetryPolicy is the retry policy recorded for a task.
-type RetryPolicy struct {
-	// MaxAttempts counts every attempt, the first included (at least 1).
-	MaxAttempts int `json:"max_attempts"`
-	// InitialDelay is the wait before the second attempt.
-	InitialDelay time.Duration `json:"initial_delay,omitempty"`
-	// Factor multiplies the delay after each further attempt (at least 1).
-	Factor float64 `json:"factor,omitempty"`
-	// MaxDelay caps the delay (0: no cap).
-	MaxDelay time.Duration `json:"max_delay,omitempty"`
-	// Jitter is the fraction of the delay that is randomised, in [0, 1].
-	Jitter float64 `json:"jitter,omitempty"`
-}
-
 // NewRun is one run to create.
 type NewRun struct {
 	ID       uuid.UUID
 	Workflow string
 	Tenant   string
 	Input    []byte
-	Shape    *Shape
+	Shape    *durabletype.Shape
 	// IdempotencyKey, when set, makes the run unique per workflow and
 	// tenant: creating another run with the same key reports the first as a
 	// duplicate for as long as it is kept (retention). 1-255 bytes of UTF-8
@@ -486,21 +275,12 @@ type NewRun struct {
 	Keys []TaskKeys
 	// Parent, set for a child run (dag.Run.Finish sets it when a child
 	// step starts one), links it to the task waiting for it.
-	Parent *ParentRef
+	Parent *durabletype.ParentRef
 	// TraceParent, when set, is the W3C traceparent of the span that
 	// triggered the run (for a child run, of its parent's step attempt):
 	// the engines executing the run's steps parent their spans on it.
 	// Stored as given; empty (most runs) stores nothing.
 	TraceParent string
-}
-
-// ParentRef links a child run to its parent: the task of the parent run
-// that started it, and the child's step whose output is its result.
-type ParentRef struct {
-	RunID uuid.UUID
-	Step  string
-	// Result is the child's step whose output the parent's task receives.
-	Result string
 }
 
 // Priorities of runs: a tenant's ready tasks of a higher priority are
@@ -559,11 +339,11 @@ type ClaimedTask struct {
 	Version string
 	Tenant  string
 	Step    string
-	Kind    TaskKind
+	Kind    durabletype.TaskKind
 	Attempt int
 	// Token identifies this claim; outcomes and heartbeats must present it.
 	Token int64
-	Retry RetryPolicy
+	Retry durabletype.RetryPolicy
 	// Timeout bounds the attempt (StepSpec.Timeout; 0: none), counted from
 	// the claim.
 	Timeout time.Duration
@@ -691,7 +471,7 @@ type FinishResult struct {
 	Retried bool
 	// Settled is the status of the run when this outcome settled it; empty
 	// otherwise.
-	Settled RunStatus
+	Settled durabletype.RunStatus
 	// Cascade, set on the first result of a call only, lists the other
 	// runs the call settled: those settled by the messages its outcomes
 	// left for other runs (a parent its child's settlement completed or
@@ -710,7 +490,7 @@ type SettledRun struct {
 	Tenant   string
 	// Status is the run's status once settled: COMPLETED, FAILED or
 	// CANCELLED.
-	Status RunStatus
+	Status durabletype.RunStatus
 }
 
 // HeartbeatParams are the parameters of Store.Heartbeat.
@@ -786,14 +566,14 @@ type Run struct {
 	// (Shape.Version); empty for a run recorded before versions.
 	Version string
 	Tenant  string
-	Status  RunStatus
+	Status  durabletype.RunStatus
 	Input   []byte
 	// FailedStep and Error describe the failure that failed the run; Error
 	// is the reason of a cancelled run.
 	FailedStep string
 	Error      string
 	// Shape is the run's DAG; set by GetRun.
-	Shape *Shape
+	Shape *durabletype.Shape
 	// IdempotencyKey is the key the run was created with, if any.
 	IdempotencyKey string
 	// Priority is the run's priority (PriorityMin to PriorityMax).
@@ -802,7 +582,7 @@ type Run struct {
 	// is cleared when the run settles (a replayed run has none).
 	Deadline time.Time
 	// Parent links a child run to its parent; nil for other runs.
-	Parent *ParentRef
+	Parent *durabletype.ParentRef
 	// TraceParent is the W3C traceparent the run was created with
 	// (NewRun.TraceParent), empty if none.
 	TraceParent string
@@ -819,8 +599,8 @@ func (r *Run) Settled() bool { return !r.FinishedAt.IsZero() }
 type Task struct {
 	RunID   uuid.UUID
 	Name    string
-	Kind    TaskKind
-	State   TaskState
+	Kind    durabletype.TaskKind
+	State   durabletype.TaskState
 	Attempt int
 	// Token is the current claim's token (RUNNING), or the token of the
 	// claim that finished the task.
@@ -858,22 +638,6 @@ type Task struct {
 	Input []byte
 }
 
-// Event is one entry of a run's event log.
-type Event struct {
-	ID      int64
-	RunID   uuid.UUID
-	Step    string
-	Type    EventType
-	Attempt int
-	At      time.Time
-	// Detail is the error of a FAILED or RETRYING event, or the reason of a
-	// SKIPPED, CANCELLED or QUEUED one.
-	Detail string
-	// DueAt is the wake-up time of a SLEEPING event and the next attempt's
-	// time of a RETRYING one.
-	DueAt time.Time
-}
-
 // RunFilter selects runs. Zero fields do not filter.
 type RunFilter struct {
 	// Tenant keeps the runs of one tenant.
@@ -883,7 +647,7 @@ type RunFilter struct {
 	// Version keeps the runs pinned to one version (Run.Version).
 	Version string
 	// Statuses keeps the runs whose status is one of these.
-	Statuses []RunStatus
+	Statuses []durabletype.RunStatus
 	// CreatedAfter and CreatedBefore bound the creation time: after (or
 	// at) the first, before the second.
 	CreatedAfter, CreatedBefore time.Time
@@ -910,25 +674,9 @@ type ListRunsParams struct {
 	Limit int
 }
 
-// RunSummary is a run as a list shows it.
-type RunSummary struct {
-	ID         uuid.UUID
-	Workflow   string
-	Version    string
-	Tenant     string
-	Status     RunStatus
-	FailedStep string
-	Error      string
-	CreatedAt  time.Time
-	FinishedAt time.Time
-	// ParentID and ParentStep link a child run to its parent.
-	ParentID   uuid.UUID
-	ParentStep string
-}
-
 // ListRunsResult is the result of Store.ListRuns.
 type ListRunsResult struct {
-	Runs []RunSummary
+	Runs []durabletype.RunSummary
 	// More is set when runs match after the last one returned.
 	More bool
 }
@@ -976,52 +724,6 @@ type StatsParams struct {
 	// settled in: the minute that holds Now-Window and every later one
 	// (see dag.Counted).
 	Window time.Duration
-}
-
-// Stats counts tasks and runs by workflow and tenant.
-type Stats struct {
-	// Queues has one entry per workflow and tenant with tasks ready,
-	// waiting or running.
-	Queues []QueueStats
-	// Runs has one entry per workflow, tenant and status of the runs in
-	// flight (RUNNING, or FAILED while steps or the on-failure handler
-	// still run), and one per workflow, tenant and status of the runs that
-	// settled within the window. A run replayed and settled again is
-	// counted at each settlement.
-	Runs []RunCount
-}
-
-// QueueStats counts the unfinished tasks of one workflow and tenant.
-type QueueStats struct {
-	Workflow string
-	// Version is the version of the runs the tasks belong to.
-	Version string
-	Tenant  string
-	// Ready counts the tasks claimable now.
-	Ready int
-	// Waiting counts the tasks waiting for a timer (retry backoffs, sleeps,
-	// rate limits, wait timeouts), parked behind a concurrency key, or
-	// WAITING for an event, a signal, a child run or a map step's items.
-	Waiting int
-	// Running counts the tasks claimed and running.
-	Running int
-	// OldestReady is when the longest-waiting ready task became ready;
-	// zero when none is.
-	OldestReady time.Time
-}
-
-// RunCount counts the runs of one workflow, tenant and status.
-type RunCount struct {
-	Workflow string
-	// Version is the version the runs in flight are pinned to; empty for
-	// counts of settled runs, which are counted by workflow only.
-	Version string
-	Tenant  string
-	Status  RunStatus
-	// Settled tells counts of runs that settled within the window from
-	// counts of runs in flight.
-	Settled bool
-	Count   int
 }
 
 // PruneRunsParams are the parameters of Store.PruneRuns.
@@ -1116,71 +818,6 @@ type PruneEventsResult struct {
 	Deleted int
 }
 
-var (
-	// ErrRunNotFound is returned for an unknown run ID.
-	ErrRunNotFound = errors.New("durable/store: run not found")
-	// ErrRunExists is returned when creating a run whose ID is taken.
-	ErrRunExists = errors.New("durable/store: run already exists")
-	// ErrTooManyTenants is returned when the fair queue has no group left
-	// for a new tenant.
-	ErrTooManyTenants = errors.New("durable/store: too many tenants for the fair queue")
-	// ErrInvalidTenant is returned when creating a run whose tenant ID is
-	// not 1-200 bytes of UTF-8 without control characters.
-	ErrInvalidTenant = errors.New("durable: invalid tenant id")
-	// ErrInvalidRun is returned when creating a run the store cannot record
-	// as given: an invalid workflow name or shape.
-	ErrInvalidRun = errors.New("durable/store: invalid run")
-	// ErrInvalidOutcome is returned by FinishTasks, which then applies
-	// nothing, when an outcome has an unknown kind.
-	ErrInvalidOutcome = errors.New("durable/store: invalid outcome")
-	// ErrRunSettled is the result of cancelling a run that has settled.
-	ErrRunSettled = errors.New("durable: run has settled")
-	// ErrRunNotSettled is the result of replaying a run that has not
-	// settled: it still runs (or a concurrent replay won).
-	ErrRunNotSettled = errors.New("durable: run has not settled")
-	// ErrNothingToReplay is the result of replaying a completed run
-	// without a step to replay from.
-	ErrNothingToReplay = errors.New("durable: nothing to replay: the run completed")
-	// ErrStepNotFound: a replay names a step that is not in the run's shape.
-	ErrStepNotFound = errors.New("durable: no such step in the run")
-	// ErrVersionMismatch: an upgrade found the run at another version than
-	// the one it was asked to move runs from.
-	ErrVersionMismatch = errors.New("durable: the run is not at that version")
-	// ErrIncompatible: a run cannot move to a version, or a definition
-	// cannot accept runs of a version, because a step it has not finished
-	// is missing or different there; the error names the step.
-	ErrIncompatible = errors.New("durable: incompatible versions")
-	// ErrInvalidKey is returned when creating a run whose concurrency or
-	// rate-limit keys are invalid (see flow.ValidKey) or do not match its
-	// shape.
-	ErrInvalidKey = errors.New("durable: invalid concurrency or rate-limit key")
-	// ErrInvalidEvent is returned when sending an event or a signal whose
-	// tenant, key or name is invalid.
-	ErrInvalidEvent = errors.New("durable: invalid event")
-	// ErrTransient marks an error that may pass if the call is tried again:
-	// the connection was lost, the server is restarting, a transaction lost
-	// a serialization race. The call may or may not have taken effect;
-	// trying it again is safe, since every transition is conditional (an
-	// outcome replayed after it was recorded is reported FinishDuplicate).
-	// Stores wrap such errors so that errors.Is(err, ErrTransient) holds;
-	// any other error means the call as given will fail again.
-	ErrTransient = errors.New("durable/store: transient error")
-)
-
-// Transient wraps err so that it matches ErrTransient; nil stays nil.
-func Transient(err error) error {
-	if err == nil || errors.Is(err, ErrTransient) {
-		return err
-	}
-	return &transientError{err}
-}
-
-type transientError struct{ err error }
-
-func (e *transientError) Error() string        { return e.err.Error() }
-func (e *transientError) Unwrap() error        { return e.err }
-func (e *transientError) Is(target error) bool { return target == ErrTransient }
-
 // Versioner is implemented by stores that can move runs from one version
 // of their workflow to another and list the versions they recorded. Both
 // stores of the module implement it.
@@ -1210,7 +847,7 @@ type UpgradeRunsParams struct {
 	// reported ErrVersionMismatch and left alone.
 	From string
 	// To is the shape of the version to move to, with its Version set.
-	To *Shape
+	To *durabletype.Shape
 }
 
 // ListVersionsParams are the parameters of Versioner.ListVersions.
@@ -1229,7 +866,7 @@ type VersionRecord struct {
 	Workflow string
 	Version  string
 	// Shape is the version's shape as last recorded.
-	Shape *Shape
+	Shape *durabletype.Shape
 	// RecordedAt is when a run first recorded that shape.
 	RecordedAt time.Time
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // WaitLister is implemented by stores that can say, in one read, what the
@@ -33,8 +35,8 @@ type ListWaitsParams struct {
 // fields of its Task that say what for and until when.
 type WaitingTask struct {
 	Name  string
-	Kind  TaskKind
-	State TaskState
+	Kind  durabletype.TaskKind
+	State durabletype.TaskState
 	// Attempt is the number of the latest attempt (0 before the first).
 	Attempt int
 	// DueAt is when a SLEEPING task wakes, or when a QUEUED one becomes
@@ -50,6 +52,6 @@ type WaitingTask struct {
 
 // Waits reports whether a task in state state, with due time due, is one
 // that ListWaits lists (items aside).
-func Waits(state TaskState, due time.Time) bool {
-	return state == TaskWaiting || state == TaskSleeping || (state == TaskQueued && !due.IsZero())
+func Waits(state durabletype.TaskState, due time.Time) bool {
+	return state == durabletype.TaskWaiting || state == durabletype.TaskSleeping || (state == durabletype.TaskQueued && !due.IsZero())
 }

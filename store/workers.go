@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -131,8 +130,3 @@ type PruneWorkersParams struct {
 type PruneWorkersResult struct {
 	Deleted int
 }
-
-// ErrInvalidWorker is returned when registering a worker record that is
-// not valid: an invalid ID, a negative count, a DeadAfter that is not
-// positive.
-var ErrInvalidWorker = errors.New("durable/store: invalid worker record")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/clitest"
 	"github.com/effectivelabs/durable/internal/pgtest"
 )
@@ -111,7 +112,7 @@ func TestTriggerWait(t *testing.T) {
 	require.NoError(t, err)
 	var slept bool
 	for _, ev := range evs {
-		if ev.Type == durable.EventSleeping {
+		if ev.Type == durabletype.EventSleeping {
 			slept = true
 			require.Equal(t, 100*time.Millisecond, ev.DueAt.Sub(ev.At).Round(time.Millisecond))
 		}
@@ -129,8 +130,8 @@ func TestTriggerWait(t *testing.T) {
 	require.NoError(t, err)
 	odd, _ := res.Step("odd")
 	even, _ := res.Step("even")
-	require.Equal(t, durable.StepCompleted, odd.State, "n=3 takes the odd branch")
-	require.Equal(t, durable.StepSkipped, even.State)
+	require.Equal(t, durabletype.TaskCompleted, odd.State, "n=3 takes the odd branch")
+	require.Equal(t, durabletype.TaskSkipped, even.State)
 }
 
 // TestWorkerSecondSignal: a worker draining a step that cannot finish exits

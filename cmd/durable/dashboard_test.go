@@ -20,6 +20,7 @@ import (
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/cmd/durable/internal/demo"
 	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/httpapi"
 	"github.com/effectivelabs/durable/internal/browsertest"
 	"github.com/effectivelabs/durable/internal/clitest"
@@ -220,7 +221,7 @@ func TestDashboardDAGEdgesAvoidBoxes(t *testing.T) {
 		res, err := e.Wait(waitCtx, st.RunID)
 		cancel()
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status, run.workflow)
+		require.Equal(t, durabletype.RunCompleted, res.Status, run.workflow)
 		last := byName[run.workflow].Steps[len(byName[run.workflow].Steps)-1].Name
 		require.NoError(t, chromedp.Do(ctx,
 			chromedp.Navigate(srv.URL+"/#/runs/"+st.RunID.String()),

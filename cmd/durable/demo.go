@@ -14,6 +14,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/cmd/durable/internal/demo"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/cliflag"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store"
@@ -177,15 +178,15 @@ func watch(ctx context.Context, e *durable.Engine, orders []*demoOrder, start ti
 	}
 }
 
-func describe(ev durable.Event, start time.Time) string {
+func describe(ev durabletype.Event, start time.Time) string {
 	switch ev.Type {
-	case durable.EventStarted:
+	case durabletype.EventStarted:
 		return fmt.Sprintf("RUNNING    attempt %d", ev.Attempt)
-	case durable.EventRetrying:
+	case durabletype.EventRetrying:
 		return fmt.Sprintf("RETRYING   in %s after: %s", ev.DueAt.Sub(ev.At).Round(time.Millisecond), ev.Detail)
-	case durable.EventSleeping:
+	case durabletype.EventSleeping:
 		return fmt.Sprintf("SLEEPING   until %.3fs", ev.DueAt.Sub(start).Seconds())
-	case durable.EventFailed, durable.EventSkipped, durable.EventCancelled, durable.EventQueued:
+	case durabletype.EventFailed, durabletype.EventSkipped, durabletype.EventCancelled, durabletype.EventQueued:
 		if ev.Detail != "" {
 			return fmt.Sprintf("%-10s %s", ev.Type, ev.Detail)
 		}
@@ -194,7 +195,7 @@ func describe(ev durable.Event, start time.Time) string {
 }
 
 func checkOrder(flow *demo.Flow, o *demoOrder, res *durable.RunResult) string {
-	if res.Status != durable.RunCompleted {
+	if res.Status != durabletype.RunCompleted {
 		return fmt.Sprintf("status %s, want COMPLETED", res.Status)
 	}
 	out, err := flow.Finalize.Result(res)

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/clitest"
 	"github.com/effectivelabs/durable/internal/pgtest"
 )
@@ -253,7 +254,7 @@ func TestSignupApp(t *testing.T) {
 	defer cancel()
 	res, err := a.client(t).Wait(ctx, httpRun)
 	require.NoError(t, err)
-	require.Equal(t, durable.RunCompleted, res.Status)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
 	require.Equal(t, "user-signup", res.Workflow)
 	status, body = post("/api/v1/workflows/order-processing/runs", `{"tenant":"acme","input":{}}`)
 	require.Equal(t, http.StatusNotFound, status)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -36,12 +37,12 @@ const (
 
 // Declaration is what Declare decided for one schedule.
 type Declaration struct {
-	Key    store.ScheduleKey
+	Key    durabletype.ScheduleKey
 	Action DeclareAction
 	// Row is the schedule to write, whole, for DeclareCreate and
 	// DeclareUpdate (its LastSlot, LastRunID and CreatedAt are those
 	// stored); nil otherwise.
-	Row *store.Schedule
+	Row *durabletype.Schedule
 	// Wake is set when the write makes the schedule active or moves its
 	// next slot: the leader should look again when the next slot is due.
 	Wake bool
@@ -49,7 +50,7 @@ type Declaration struct {
 
 // Loads reports whether a store must load sc to apply p: it is named by a
 // declaration, or it is a declared schedule of a workflow in scope.
-func Loads(p *store.DeclareSchedulesParams, sc *store.Schedule) bool {
+func Loads(p *store.DeclareSchedulesParams, sc *durabletype.Schedule) bool {
 	if sc.Declared && slices.Contains(p.Workflows, sc.Workflow) {
 		return true
 	}
@@ -62,30 +63,30 @@ func Loads(p *store.DeclareSchedulesParams, sc *store.Schedule) bool {
 // stored holds the schedules a store loaded (those Loads accepts; others
 // are ignored). It returns one Declaration per declaration, in the order
 // given, then one per schedule to delete, by tenant and name. It fails,
-// deciding nothing, when a declaration is invalid (store.ErrInvalidSchedule
-// or store.ErrInvalidTenant), names a workflow outside p.Workflows, repeats
+// deciding nothing, when a declaration is invalid (durabletype.ErrInvalidSchedule
+// or durabletype.ErrInvalidTenant), names a workflow outside p.Workflows, repeats
 // another's tenant and name, or names a schedule created with
-// CreateSchedule (store.ErrScheduleExists).
-func Declare(p *store.DeclareSchedulesParams, stored []*store.Schedule, now time.Time) ([]Declaration, error) {
-	byKey := make(map[store.ScheduleKey]*store.Schedule, len(stored))
+// CreateSchedule (durabletype.ErrScheduleExists).
+func Declare(p *store.DeclareSchedulesParams, stored []*durabletype.Schedule, now time.Time) ([]Declaration, error) {
+	byKey := make(map[durabletype.ScheduleKey]*durabletype.Schedule, len(stored))
 	for _, sc := range stored {
 		if Loads(p, sc) {
-			byKey[store.ScheduleKey{Tenant: sc.Tenant, Name: sc.Name}] = sc
+			byKey[durabletype.ScheduleKey{Tenant: sc.Tenant, Name: sc.Name}] = sc
 		}
 	}
-	declared := make(map[store.ScheduleKey]bool, len(p.Schedules))
+	declared := make(map[durabletype.ScheduleKey]bool, len(p.Schedules))
 	out := make([]Declaration, 0, len(p.Schedules))
 	for i := range p.Schedules {
 		d := &p.Schedules[i]
-		key := store.ScheduleKey{Tenant: d.Tenant, Name: d.Name}
+		key := durabletype.ScheduleKey{Tenant: d.Tenant, Name: d.Name}
 		name := fmt.Sprintf("declared schedule %s of tenant %s", dag.Quote(d.Name), dag.Quote(d.Tenant))
 		if declared[key] {
-			return nil, fmt.Errorf("%w: %s is declared twice", store.ErrInvalidSchedule, name)
+			return nil, fmt.Errorf("%w: %s is declared twice", durabletype.ErrInvalidSchedule, name)
 		}
 		declared[key] = true
 		if !slices.Contains(p.Workflows, d.Workflow) {
 			return nil, fmt.Errorf("%w: %s names workflow %s, which the call does not declare for",
-				store.ErrInvalidSchedule, name, dag.Quote(d.Workflow))
+				durabletype.ErrInvalidSchedule, name, dag.Quote(d.Workflow))
 		}
 		next, err := Check(&store.CreateScheduleParams{
 			ID: d.ID, Tenant: d.Tenant, Name: d.Name, Workflow: d.Workflow, Input: d.Input,
@@ -97,14 +98,14 @@ func Declare(p *store.DeclareSchedulesParams, stored []*store.Schedule, now time
 		cur := byKey[key]
 		switch {
 		case cur == nil:
-			out = append(out, Declaration{Key: key, Action: DeclareCreate, Wake: !d.Paused, Row: &store.Schedule{
+			out = append(out, Declaration{Key: key, Action: DeclareCreate, Wake: !d.Paused, Row: &durabletype.Schedule{
 				ID: d.ID, Tenant: d.Tenant, Name: d.Name, Workflow: d.Workflow, Input: d.Input,
 				Cron: d.Cron, TimeZone: d.TimeZone, Shape: d.Shape, Paused: d.Paused, NextAt: next,
 				CreatedAt: now, UpdatedAt: now, Declared: true, DeclaredPaused: d.Paused,
 			}})
 		case !cur.Declared:
 			return nil, fmt.Errorf("%w: %s: a schedule of that name was created through the API, and declarations "+
-				"never touch those: delete it, or rename the declaration", store.ErrScheduleExists, name)
+				"never touch those: delete it, or rename the declaration", durabletype.ErrScheduleExists, name)
 		default:
 			out = append(out, update(cur, d, next, now))
 		}
@@ -134,8 +135,8 @@ func Declare(p *store.DeclareSchedulesParams, stored []*store.Schedule, now time
 // workflow alone keeps the slot it was waiting for. A change of the
 // workflow's shape alone updates the recorded shape only. The last slot
 // fired is always kept, so that a restart never fires a slot again.
-func update(cur *store.Schedule, d *store.DeclaredSchedule, next, now time.Time) Declaration {
-	key := store.ScheduleKey{Tenant: cur.Tenant, Name: cur.Name}
+func update(cur *durabletype.Schedule, d *store.DeclaredSchedule, next, now time.Time) Declaration {
+	key := durabletype.ScheduleKey{Tenant: cur.Tenant, Name: cur.Name}
 	changed := cur.Workflow != d.Workflow || cur.Cron != d.Cron || cur.TimeZone != d.TimeZone ||
 		!bytes.Equal(cur.Input, d.Input) || cur.DeclaredPaused != d.Paused
 	reshaped := !sameShape(cur.Shape, d.Shape)
@@ -161,7 +162,7 @@ func update(cur *store.Schedule, d *store.DeclaredSchedule, next, now time.Time)
 
 // sameShape reports whether two shapes record the same DAG (as JSON, the
 // form a store keeps).
-func sameShape(a, b *store.Shape) bool {
+func sameShape(a, b *durabletype.Shape) bool {
 	if a == nil || b == nil {
 		return a == b
 	}

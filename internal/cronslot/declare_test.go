@@ -7,10 +7,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
-var declShape = &store.Shape{Steps: []store.StepSpec{{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 1, Factor: 1}}}}
+var declShape = &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 1, Factor: 1}}}}
 
 func decl(name, cron string) store.DeclaredSchedule {
 	return store.DeclaredSchedule{ID: uuid.New(), Tenant: "t", Name: name, Workflow: "wf", Input: []byte(`1`),
@@ -22,7 +23,7 @@ func declParams(ds ...store.DeclaredSchedule) *store.DeclareSchedulesParams {
 }
 
 // stored is the row a DeclareCreate decision writes.
-func stored(t *testing.T, d store.DeclaredSchedule, at time.Time) *store.Schedule {
+func stored(t *testing.T, d store.DeclaredSchedule, at time.Time) *durabletype.Schedule {
 	t.Helper()
 	res, err := Declare(declParams(d), nil, at)
 	require.NoError(t, err)
@@ -45,9 +46,9 @@ func TestDeclareCreateAndKeep(t *testing.T) {
 	row.LastSlot = t0.Add(2 * time.Hour)
 	row.NextAt = t0.Add(3 * time.Hour)
 	again := decl("hourly", "0 * * * *")
-	res, err := Declare(declParams(again), []*store.Schedule{row}, t0.Add(150*time.Minute))
+	res, err := Declare(declParams(again), []*durabletype.Schedule{row}, t0.Add(150*time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, []Declaration{{Key: store.ScheduleKey{Tenant: "t", Name: "hourly"}, Action: DeclareKeep}}, res)
+	require.Equal(t, []Declaration{{Key: durabletype.ScheduleKey{Tenant: "t", Name: "hourly"}, Action: DeclareKeep}}, res)
 
 	// Declared paused: created paused, with no next slot.
 	p := decl("paused", "0 * * * *")
@@ -65,53 +66,53 @@ func TestDeclareUpdate(t *testing.T) {
 	now := t0.Add(90 * time.Minute)
 	for _, tc := range []struct {
 		name   string
-		change func(d *store.DeclaredSchedule, cur *store.Schedule)
-		want   func(row *store.Schedule)
+		change func(d *store.DeclaredSchedule, cur *durabletype.Schedule)
+		want   func(row *durabletype.Schedule)
 		wake   bool
 	}{
-		{"cron: next slot from now", func(d *store.DeclaredSchedule, _ *store.Schedule) { d.Cron = "*/20 * * * *" },
-			func(row *store.Schedule) {
+		{"cron: next slot from now", func(d *store.DeclaredSchedule, _ *durabletype.Schedule) { d.Cron = "*/20 * * * *" },
+			func(row *durabletype.Schedule) {
 				require.Equal(t, "*/20 * * * *", row.Cron)
 				require.Equal(t, t0.Add(100*time.Minute), row.NextAt)
 			}, true},
-		{"zone: next slot from now", func(d *store.DeclaredSchedule, _ *store.Schedule) { d.TimeZone = "Asia/Kolkata" },
-			func(row *store.Schedule) {
+		{"zone: next slot from now", func(d *store.DeclaredSchedule, _ *durabletype.Schedule) { d.TimeZone = "Asia/Kolkata" },
+			func(row *durabletype.Schedule) {
 				// 01:30 UTC is 07:00 in Kolkata (UTC+5:30): the next whole
 				// local hour is 08:00, 02:30 UTC.
 				require.Equal(t, t0.Add(150*time.Minute), row.NextAt)
 			}, true},
-		{"input: the slot waited for stays", func(d *store.DeclaredSchedule, _ *store.Schedule) { d.Input = []byte(`2`) },
-			func(row *store.Schedule) {
+		{"input: the slot waited for stays", func(d *store.DeclaredSchedule, _ *durabletype.Schedule) { d.Input = []byte(`2`) },
+			func(row *durabletype.Schedule) {
 				require.Equal(t, []byte(`2`), row.Input)
 				require.Equal(t, t0.Add(2*time.Hour), row.NextAt)
 			}, false},
-		{"paused as declared", func(d *store.DeclaredSchedule, _ *store.Schedule) { d.Paused = true },
-			func(row *store.Schedule) {
+		{"paused as declared", func(d *store.DeclaredSchedule, _ *durabletype.Schedule) { d.Paused = true },
+			func(row *durabletype.Schedule) {
 				require.True(t, row.Paused)
 				require.True(t, row.DeclaredPaused)
 				require.True(t, row.NextAt.IsZero())
 			}, false},
-		{"an operator's pause holds while the declaration is the same", func(_ *store.DeclaredSchedule, cur *store.Schedule) {
+		{"an operator's pause holds while the declaration is the same", func(_ *store.DeclaredSchedule, cur *durabletype.Schedule) {
 			cur.Paused, cur.NextAt = true, time.Time{}
 		}, nil, false},
-		{"a changed declaration overrides an operator's pause", func(d *store.DeclaredSchedule, cur *store.Schedule) {
+		{"a changed declaration overrides an operator's pause", func(d *store.DeclaredSchedule, cur *durabletype.Schedule) {
 			cur.Paused, cur.NextAt = true, time.Time{}
 			d.Input = []byte(`3`)
-		}, func(row *store.Schedule) {
+		}, func(row *durabletype.Schedule) {
 			require.False(t, row.Paused)
 			require.Equal(t, t0.Add(2*time.Hour), row.NextAt, "resumed from now")
 		}, true},
-		{"a changed declaration repairs a broken schedule", func(d *store.DeclaredSchedule, cur *store.Schedule) {
+		{"a changed declaration repairs a broken schedule", func(d *store.DeclaredSchedule, cur *durabletype.Schedule) {
 			cur.NextAt, cur.Error = time.Time{}, "boom"
 			d.Input = []byte(`4`)
-		}, func(row *store.Schedule) {
+		}, func(row *durabletype.Schedule) {
 			require.Empty(t, row.Error)
 			require.Equal(t, t0.Add(2*time.Hour), row.NextAt)
 		}, true},
-		{"shape alone: the shape only", func(d *store.DeclaredSchedule, cur *store.Schedule) {
-			d.Shape = &store.Shape{Steps: []store.StepSpec{{Name: "b", Retry: store.RetryPolicy{MaxAttempts: 1, Factor: 1}}}}
+		{"shape alone: the shape only", func(d *store.DeclaredSchedule, cur *durabletype.Schedule) {
+			d.Shape = &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "b", Retry: durabletype.RetryPolicy{MaxAttempts: 1, Factor: 1}}}}
 			cur.Paused, cur.NextAt = true, time.Time{} // an operator's pause holds
-		}, func(row *store.Schedule) {
+		}, func(row *durabletype.Schedule) {
 			require.Equal(t, "b", row.Shape.Steps[0].Name)
 			require.True(t, row.Paused)
 			require.True(t, row.NextAt.IsZero())
@@ -121,7 +122,7 @@ func TestDeclareUpdate(t *testing.T) {
 			cur := *base
 			d := decl("s", "0 * * * *")
 			tc.change(&d, &cur)
-			res, err := Declare(declParams(d), []*store.Schedule{&cur}, now)
+			res, err := Declare(declParams(d), []*durabletype.Schedule{&cur}, now)
 			require.NoError(t, err)
 			require.Len(t, res, 1)
 			if tc.want == nil {
@@ -147,13 +148,13 @@ func TestDeclareDelete(t *testing.T) {
 	kept := stored(t, decl("kept", "0 * * * *"), t0)
 	other := stored(t, decl("other-wf", "0 * * * *"), t0)
 	other.Workflow = "another"
-	api := &store.Schedule{ID: uuid.New(), Tenant: "t", Name: "api", Workflow: "wf", Cron: "0 * * * *", Shape: declShape}
-	all := []*store.Schedule{gone, kept, other, api}
+	api := &durabletype.Schedule{ID: uuid.New(), Tenant: "t", Name: "api", Workflow: "wf", Cron: "0 * * * *", Shape: declShape}
+	all := []*durabletype.Schedule{gone, kept, other, api}
 	res, err := Declare(declParams(decl("kept", "0 * * * *")), all, t0)
 	require.NoError(t, err)
 	require.Equal(t, []Declaration{
-		{Key: store.ScheduleKey{Tenant: "t", Name: "kept"}, Action: DeclareKeep},
-		{Key: store.ScheduleKey{Tenant: "t", Name: "gone"}, Action: DeclareDelete},
+		{Key: durabletype.ScheduleKey{Tenant: "t", Name: "kept"}, Action: DeclareKeep},
+		{Key: durabletype.ScheduleKey{Tenant: "t", Name: "gone"}, Action: DeclareDelete},
 	}, res, "a workflow out of scope and a schedule made through the API are not touched")
 
 	require.True(t, Loads(declParams(), gone))
@@ -164,7 +165,7 @@ func TestDeclareDelete(t *testing.T) {
 
 func TestDeclareInvalid(t *testing.T) {
 	t.Parallel()
-	api := &store.Schedule{ID: uuid.New(), Tenant: "t", Name: "api", Workflow: "wf", Cron: "0 * * * *", Shape: declShape}
+	api := &durabletype.Schedule{ID: uuid.New(), Tenant: "t", Name: "api", Workflow: "wf", Cron: "0 * * * *", Shape: declShape}
 	badCron := decl("bad", "* * *")
 	badZone := decl("zone", "* * * * *")
 	badZone.TimeZone = "Nowhere/Else"
@@ -176,14 +177,14 @@ func TestDeclareInvalid(t *testing.T) {
 		ds   []store.DeclaredSchedule
 		want error
 	}{
-		"cron":        {[]store.DeclaredSchedule{decl("ok", "* * * * *"), badCron}, store.ErrInvalidSchedule},
-		"zone":        {[]store.DeclaredSchedule{badZone}, store.ErrInvalidSchedule},
-		"twice":       {[]store.DeclaredSchedule{decl("x", "* * * * *"), decl("x", "0 * * * *")}, store.ErrInvalidSchedule},
-		"workflow":    {[]store.DeclaredSchedule{otherWf}, store.ErrInvalidSchedule},
-		"tenant":      {[]store.DeclaredSchedule{badTenant}, store.ErrInvalidTenant},
-		"through API": {[]store.DeclaredSchedule{decl("api", "* * * * *")}, store.ErrScheduleExists},
+		"cron":        {[]store.DeclaredSchedule{decl("ok", "* * * * *"), badCron}, durabletype.ErrInvalidSchedule},
+		"zone":        {[]store.DeclaredSchedule{badZone}, durabletype.ErrInvalidSchedule},
+		"twice":       {[]store.DeclaredSchedule{decl("x", "* * * * *"), decl("x", "0 * * * *")}, durabletype.ErrInvalidSchedule},
+		"workflow":    {[]store.DeclaredSchedule{otherWf}, durabletype.ErrInvalidSchedule},
+		"tenant":      {[]store.DeclaredSchedule{badTenant}, durabletype.ErrInvalidTenant},
+		"through API": {[]store.DeclaredSchedule{decl("api", "* * * * *")}, durabletype.ErrScheduleExists},
 	} {
-		res, err := Declare(declParams(tc.ds...), []*store.Schedule{api}, t0)
+		res, err := Declare(declParams(tc.ds...), []*durabletype.Schedule{api}, t0)
 		require.ErrorIs(t, err, tc.want, name)
 		require.Nil(t, res, name)
 	}

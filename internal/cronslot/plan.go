@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -25,30 +26,30 @@ func RunID(schedule uuid.UUID, slot time.Time) uuid.UUID {
 }
 
 // Check validates a new schedule and returns its first slot after now
-// (zero when it is created paused). Errors wrap store.ErrInvalidSchedule,
-// or store.ErrInvalidTenant for the tenant.
+// (zero when it is created paused). Errors wrap durabletype.ErrInvalidSchedule,
+// or durabletype.ErrInvalidTenant for the tenant.
 func Check(p *store.CreateScheduleParams, now time.Time) (time.Time, error) {
 	switch {
 	case p.ID == uuid.Nil:
-		return time.Time{}, fmt.Errorf("%w: no ID", store.ErrInvalidSchedule)
+		return time.Time{}, fmt.Errorf("%w: no ID", durabletype.ErrInvalidSchedule)
 	case !dag.ValidTenant(p.Tenant):
-		return time.Time{}, fmt.Errorf("%w: %s", store.ErrInvalidTenant, dag.Quote(p.Tenant))
+		return time.Time{}, fmt.Errorf("%w: %s", durabletype.ErrInvalidTenant, dag.Quote(p.Tenant))
 	case !dag.ValidTenant(p.Name):
 		return time.Time{}, fmt.Errorf("%w: name %s: want 1 to %d bytes of UTF-8 without control characters",
-			store.ErrInvalidSchedule, dag.Quote(p.Name), dag.MaxTenantLen)
+			durabletype.ErrInvalidSchedule, dag.Quote(p.Name), dag.MaxTenantLen)
 	case p.Shape == nil:
-		return time.Time{}, fmt.Errorf("%w: no shape", store.ErrInvalidSchedule)
+		return time.Time{}, fmt.Errorf("%w: no shape", durabletype.ErrInvalidSchedule)
 	}
 	nr := store.NewRun{ID: p.ID, Workflow: p.Workflow, Tenant: p.Tenant, Input: p.Input, Shape: p.Shape}
 	if err := dag.CheckNewRun(&nr); err != nil {
-		return time.Time{}, fmt.Errorf("%w: %w", store.ErrInvalidSchedule, err)
+		return time.Time{}, fmt.Errorf("%w: %w", durabletype.ErrInvalidSchedule, err)
 	}
 	if _, err := dag.Compile(p.Shape); err != nil {
-		return time.Time{}, fmt.Errorf("%w: %w", store.ErrInvalidSchedule, err)
+		return time.Time{}, fmt.Errorf("%w: %w", durabletype.ErrInvalidSchedule, err)
 	}
 	spec, err := Parse(p.Cron, p.TimeZone, now)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %w", store.ErrInvalidSchedule, err)
+		return time.Time{}, fmt.Errorf("%w: %w", durabletype.ErrInvalidSchedule, err)
 	}
 	if p.Paused {
 		return time.Time{}, nil
@@ -58,7 +59,7 @@ func Check(p *store.CreateScheduleParams, now time.Time) (time.Time, error) {
 
 // NextAfter returns the first slot of a stored schedule after now, for a
 // resume; an error when its expression no longer parses.
-func NextAfter(sc *store.Schedule, now time.Time) (time.Time, error) {
+func NextAfter(sc *durabletype.Schedule, now time.Time) (time.Time, error) {
 	spec, err := Parse(sc.Cron, sc.TimeZone, now)
 	if err != nil {
 		return time.Time{}, err
@@ -78,7 +79,7 @@ type Firing struct {
 // in shapes under the schedule's workflow when there is one, else the
 // schedule's recorded shape. An error means the schedule cannot fire (its
 // stored expression no longer parses): the store records it as broken.
-func Plan(sc *store.Schedule, now time.Time, shapes map[string]*store.Shape) (f Firing, ok bool, err error) {
+func Plan(sc *durabletype.Schedule, now time.Time, shapes map[string]*durabletype.Shape) (f Firing, ok bool, err error) {
 	if sc.Paused || sc.NextAt.IsZero() || sc.NextAt.After(now) {
 		return Firing{}, false, nil
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -56,7 +57,7 @@ func Dedupe(runs []store.NewRun, byID func(uuid.UUID) (workflow, tenant string, 
 			continue
 		}
 		if !SameRun(wf, tenant, nr) {
-			return nil, fmt.Errorf("run %s: %w", nr.ID, store.ErrRunExists)
+			return nil, fmt.Errorf("run %s: %w", nr.ID, durabletype.ErrRunExists)
 		}
 		res.Runs[i].Duplicate = true
 	}

@@ -10,37 +10,38 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
-func once() store.RetryPolicy { return store.RetryPolicy{MaxAttempts: 1, Factor: 1} }
+func once() durabletype.RetryPolicy { return durabletype.RetryPolicy{MaxAttempts: 1, Factor: 1} }
 
-func st(name string, parents ...string) store.StepSpec {
-	return store.StepSpec{Name: name, Parents: parents, Retry: once()}
+func st(name string, parents ...string) durabletype.StepSpec {
+	return durabletype.StepSpec{Name: name, Parents: parents, Retry: once()}
 }
 
 func TestCompileErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string
-		shape *store.Shape
+		shape *durabletype.Shape
 		want  error
 		step  string
 	}{
 		{"nil", nil, ErrEmptyWorkflow, ""},
-		{"empty", &store.Shape{}, ErrEmptyWorkflow, ""},
-		{"bad name", &store.Shape{Steps: []store.StepSpec{st("a b")}}, ErrInvalidName, "a b"},
-		{"reserved name", &store.Shape{Steps: []store.StepSpec{st(store.OnFailureTask)}}, ErrInvalidName, store.OnFailureTask},
-		{"duplicate", &store.Shape{Steps: []store.StepSpec{st("a"), st("a")}}, ErrDuplicateStep, "a"},
-		{"unknown parent", &store.Shape{Steps: []store.StepSpec{st("a", "zz")}}, ErrUnknownParent, "a"},
-		{"parent declared later (a cycle needs one)", &store.Shape{Steps: []store.StepSpec{st("a", "b"), st("b", "a")}}, ErrUnknownParent, "a"},
-		{"self parent", &store.Shape{Steps: []store.StepSpec{st("a", "a")}}, ErrUnknownParent, "a"},
-		{"duplicate parent", &store.Shape{Steps: []store.StepSpec{st("a"), st("b", "a", "a")}}, ErrDuplicateParent, "b"},
-		{"negative sleep", &store.Shape{Steps: []store.StepSpec{{Name: "a", Sleep: -1, Retry: once()}}}, ErrInvalidSleep, "a"},
-		{"zero attempts", &store.Shape{Steps: []store.StepSpec{{Name: "a", Retry: store.RetryPolicy{Factor: 1}}}}, ErrInvalidRetry, "a"},
-		{"factor below one", &store.Shape{Steps: []store.StepSpec{{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 2, Factor: 0.5}}}}, ErrInvalidRetry, "a"},
-		{"NaN jitter", &store.Shape{Steps: []store.StepSpec{{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 2, Factor: 1, Jitter: math.NaN()}}}}, ErrInvalidRetry, "a"},
-		{"bad on-failure retry", &store.Shape{Steps: []store.StepSpec{st("a")}, OnFailure: &store.OnFailureSpec{}}, ErrInvalidRetry, store.OnFailureTask},
+		{"empty", &durabletype.Shape{}, ErrEmptyWorkflow, ""},
+		{"bad name", &durabletype.Shape{Steps: []durabletype.StepSpec{st("a b")}}, ErrInvalidName, "a b"},
+		{"reserved name", &durabletype.Shape{Steps: []durabletype.StepSpec{st(durabletype.OnFailureTask)}}, ErrInvalidName, durabletype.OnFailureTask},
+		{"duplicate", &durabletype.Shape{Steps: []durabletype.StepSpec{st("a"), st("a")}}, ErrDuplicateStep, "a"},
+		{"unknown parent", &durabletype.Shape{Steps: []durabletype.StepSpec{st("a", "zz")}}, ErrUnknownParent, "a"},
+		{"parent declared later (a cycle needs one)", &durabletype.Shape{Steps: []durabletype.StepSpec{st("a", "b"), st("b", "a")}}, ErrUnknownParent, "a"},
+		{"self parent", &durabletype.Shape{Steps: []durabletype.StepSpec{st("a", "a")}}, ErrUnknownParent, "a"},
+		{"duplicate parent", &durabletype.Shape{Steps: []durabletype.StepSpec{st("a"), st("b", "a", "a")}}, ErrDuplicateParent, "b"},
+		{"negative sleep", &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "a", Sleep: -1, Retry: once()}}}, ErrInvalidSleep, "a"},
+		{"zero attempts", &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "a", Retry: durabletype.RetryPolicy{Factor: 1}}}}, ErrInvalidRetry, "a"},
+		{"factor below one", &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 2, Factor: 0.5}}}}, ErrInvalidRetry, "a"},
+		{"NaN jitter", &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 2, Factor: 1, Jitter: math.NaN()}}}}, ErrInvalidRetry, "a"},
+		{"bad on-failure retry", &durabletype.Shape{Steps: []durabletype.StepSpec{st("a")}, OnFailure: &durabletype.OnFailureSpec{}}, ErrInvalidRetry, durabletype.OnFailureTask},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,21 +57,21 @@ func TestCompileErrors(t *testing.T) {
 
 func TestCompileIndexes(t *testing.T) {
 	t.Parallel()
-	c, err := Compile(&store.Shape{
-		Steps:     []store.StepSpec{st("a"), st("b", "a"), st("c", "a"), {Name: "nap", Parents: []string{"b"}, Sleep: time.Hour, Retry: once()}, st("d", "nap", "c")},
-		OnFailure: &store.OnFailureSpec{Retry: once()},
+	c, err := Compile(&durabletype.Shape{
+		Steps:     []durabletype.StepSpec{st("a"), st("b", "a"), st("c", "a"), {Name: "nap", Parents: []string{"b"}, Sleep: time.Hour, Retry: once()}, st("d", "nap", "c")},
+		OnFailure: &durabletype.OnFailureSpec{Retry: once()},
 	})
 	require.NoError(t, err)
 	require.Equal(t, 5, c.Len())
 	require.Equal(t, []int{1, 2}, c.Children(0))
 	require.Equal(t, []int{3, 2}, c.Parents(4))
-	require.Equal(t, store.KindSleep, c.Kind(3))
-	require.Equal(t, store.KindStep, c.Kind(4))
-	i, ok := c.Index(store.OnFailureTask)
+	require.Equal(t, durabletype.KindSleep, c.Kind(3))
+	require.Equal(t, durabletype.KindStep, c.Kind(4))
+	i, ok := c.Index(durabletype.OnFailureTask)
 	require.True(t, ok)
 	require.Equal(t, 5, i)
-	require.Equal(t, store.KindOnFailure, c.Kind(i))
-	require.Equal(t, store.OnFailureTask, c.Name(i))
+	require.Equal(t, durabletype.KindOnFailure, c.Kind(i))
+	require.Equal(t, durabletype.OnFailureTask, c.Name(i))
 	_, ok = c.Index("nope")
 	require.False(t, ok)
 }
@@ -94,7 +95,7 @@ func TestValidNames(t *testing.T) {
 
 func TestRetryDelay(t *testing.T) {
 	t.Parallel()
-	p := store.RetryPolicy{MaxAttempts: 10, InitialDelay: time.Second, Factor: 2, MaxDelay: 5 * time.Second}
+	p := durabletype.RetryPolicy{MaxAttempts: 10, InitialDelay: time.Second, Factor: 2, MaxDelay: 5 * time.Second}
 	tests := []struct {
 		attempt int
 		want    time.Duration
@@ -102,9 +103,9 @@ func TestRetryDelay(t *testing.T) {
 	for _, tt := range tests {
 		require.Equal(t, tt.want, RetryDelay(p, tt.attempt, 0.5), "attempt %d", tt.attempt)
 	}
-	noCap := store.RetryPolicy{MaxAttempts: 10, InitialDelay: time.Second, Factor: 10}
+	noCap := durabletype.RetryPolicy{MaxAttempts: 10, InitialDelay: time.Second, Factor: 10}
 	require.Positive(t, RetryDelay(noCap, 1000, 0), "a huge exponent saturates, it does not overflow")
-	j := store.RetryPolicy{MaxAttempts: 2, InitialDelay: 10 * time.Second, Factor: 1, Jitter: 0.5}
+	j := durabletype.RetryPolicy{MaxAttempts: 2, InitialDelay: 10 * time.Second, Factor: 1, Jitter: 0.5}
 	require.Equal(t, 10*time.Second, RetryDelay(j, 1, 0))
 	require.Equal(t, 7500*time.Millisecond, RetryDelay(j, 1, 0.5))
 	require.Greater(t, RetryDelay(j, 1, 0.999999), 5*time.Second)
@@ -112,7 +113,7 @@ func TestRetryDelay(t *testing.T) {
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func start(t *testing.T, shape *store.Shape) *Run {
+func start(t *testing.T, shape *durabletype.Shape) *Run {
 	t.Helper()
 	c, err := Compile(shape)
 	require.NoError(t, err)
@@ -133,13 +134,13 @@ func (r *Run) finishStatus(i int, o *store.Outcome, now time.Time) store.FinishS
 	return st
 }
 
-func (r *Run) stateOf(name string) store.TaskState {
+func (r *Run) stateOf(name string) durabletype.TaskState {
 	i, _ := r.Shape.Index(name)
 	return r.Tasks[i].State
 }
 
-func (r *Run) states() map[string]store.TaskState {
-	m := map[string]store.TaskState{}
+func (r *Run) states() map[string]durabletype.TaskState {
+	m := map[string]durabletype.TaskState{}
 	for _, t := range r.Tasks {
 		m[t.Name] = t.State
 	}
@@ -160,29 +161,29 @@ func TestReadinessAndCascade(t *testing.T) {
 		name string
 		kind store.OutcomeKind
 	}
-	diamond := &store.Shape{Steps: []store.StepSpec{st("a"), st("b", "a"), st("c", "a"), st("d", "b", "c")}}
-	chain := &store.Shape{Steps: []store.StepSpec{st("a"), st("b", "a"), st("c", "b"), st("d", "c")}}
+	diamond := &durabletype.Shape{Steps: []durabletype.StepSpec{st("a"), st("b", "a"), st("c", "a"), st("d", "b", "c")}}
+	chain := &durabletype.Shape{Steps: []durabletype.StepSpec{st("a"), st("b", "a"), st("c", "b"), st("d", "c")}}
 	tests := []struct {
 		name  string
-		shape *store.Shape
+		shape *durabletype.Shape
 		steps []step
-		want  map[string]store.TaskState
-		run   store.RunStatus
+		want  map[string]durabletype.TaskState
+		run   durabletype.RunStatus
 	}{
 		{"roots are ready, the rest pending", diamond, nil,
-			map[string]store.TaskState{"a": store.TaskQueued, "b": store.TaskPending, "c": store.TaskPending, "d": store.TaskPending}, store.RunRunning},
+			map[string]durabletype.TaskState{"a": durabletype.TaskQueued, "b": durabletype.TaskPending, "c": durabletype.TaskPending, "d": durabletype.TaskPending}, durabletype.RunRunning},
 		{"fan-out after the root completes", diamond, []step{{"a", store.OutcomeComplete}},
-			map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskQueued, "c": store.TaskQueued, "d": store.TaskPending}, store.RunRunning},
+			map[string]durabletype.TaskState{"a": durabletype.TaskCompleted, "b": durabletype.TaskQueued, "c": durabletype.TaskQueued, "d": durabletype.TaskPending}, durabletype.RunRunning},
 		{"fan-in waits for every parent", diamond, []step{{"a", store.OutcomeComplete}, {"b", store.OutcomeComplete}},
-			map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskCompleted, "c": store.TaskQueued, "d": store.TaskPending}, store.RunRunning},
+			map[string]durabletype.TaskState{"a": durabletype.TaskCompleted, "b": durabletype.TaskCompleted, "c": durabletype.TaskQueued, "d": durabletype.TaskPending}, durabletype.RunRunning},
 		{"a skipped parent counts as resolved at a merge", diamond, []step{{"a", store.OutcomeComplete}, {"b", store.OutcomeSkip}, {"c", store.OutcomeComplete}},
-			map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskSkipped, "c": store.TaskCompleted, "d": store.TaskQueued}, store.RunRunning},
+			map[string]durabletype.TaskState{"a": durabletype.TaskCompleted, "b": durabletype.TaskSkipped, "c": durabletype.TaskCompleted, "d": durabletype.TaskQueued}, durabletype.RunRunning},
 		{"all parents skipped cascades", diamond, []step{{"a", store.OutcomeComplete}, {"b", store.OutcomeSkip}, {"c", store.OutcomeSkip}},
-			map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskSkipped, "c": store.TaskSkipped, "d": store.TaskSkipped}, store.RunCompleted},
+			map[string]durabletype.TaskState{"a": durabletype.TaskCompleted, "b": durabletype.TaskSkipped, "c": durabletype.TaskSkipped, "d": durabletype.TaskSkipped}, durabletype.RunCompleted},
 		{"a chain cascades to the end", chain, []step{{"a", store.OutcomeSkip}},
-			map[string]store.TaskState{"a": store.TaskSkipped, "b": store.TaskSkipped, "c": store.TaskSkipped, "d": store.TaskSkipped}, store.RunCompleted},
+			map[string]durabletype.TaskState{"a": durabletype.TaskSkipped, "b": durabletype.TaskSkipped, "c": durabletype.TaskSkipped, "d": durabletype.TaskSkipped}, durabletype.RunCompleted},
 		{"permanent failure cancels the rest", diamond, []step{{"a", store.OutcomeComplete}, {"b", store.OutcomeFail}},
-			map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskFailed, "c": store.TaskCancelled, "d": store.TaskCancelled}, store.RunFailed},
+			map[string]durabletype.TaskState{"a": durabletype.TaskCompleted, "b": durabletype.TaskFailed, "c": durabletype.TaskCancelled, "d": durabletype.TaskCancelled}, durabletype.RunFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,26 +194,26 @@ func TestReadinessAndCascade(t *testing.T) {
 			}
 			require.Equal(t, tt.want, r.states())
 			require.Equal(t, tt.run, r.Rec.Status)
-			require.Equal(t, tt.run != store.RunRunning, r.Rec.Settled())
+			require.Equal(t, tt.run != durabletype.RunRunning, r.Rec.Settled())
 		})
 	}
 }
 
 func TestFailureWithRunningSiblingAndOnFailure(t *testing.T) {
 	t.Parallel()
-	r := start(t, &store.Shape{Steps: []store.StepSpec{st("a"), st("b")}, OnFailure: &store.OnFailureSpec{Retry: once()}})
+	r := start(t, &durabletype.Shape{Steps: []durabletype.StepSpec{st("a"), st("b")}, OnFailure: &durabletype.OnFailureSpec{Retry: once()}})
 	r.mustClaim(t, 0, 1)
 	r.mustClaim(t, 1, 2)
 	fx, status := r.Finish(0, &store.Outcome{Task: store.TaskRef{Step: "a", Token: 1}, Kind: store.OutcomeFail, Error: "x"}, t0)
 	require.Equal(t, store.FinishApplied, status)
-	require.Equal(t, store.RunFailed, r.Rec.Status)
+	require.Equal(t, durabletype.RunFailed, r.Rec.Status)
 	require.Equal(t, "a", r.Rec.FailedStep)
 	require.False(t, r.Rec.Settled(), "b is still running")
 	require.True(t, fx.RunChanged)
 	require.Equal(t, []int{2}, fx.NewTasks, "the on-failure task is new")
 	require.Equal(t, []int{0, 2}, fx.Tasks)
-	require.Equal(t, store.TaskRunning, r.stateOf("b"))
-	require.Equal(t, store.TaskQueued, r.stateOf(store.OnFailureTask))
+	require.Equal(t, durabletype.TaskRunning, r.stateOf("b"))
+	require.Equal(t, durabletype.TaskQueued, r.stateOf(durabletype.OnFailureTask))
 	require.Equal(t, []int{2}, fx.Enqueued)
 	require.False(t, fx.Settled)
 	require.False(t, r.Current(1, 2), "b's claim is no longer wanted")
@@ -221,10 +222,10 @@ func TestFailureWithRunningSiblingAndOnFailure(t *testing.T) {
 
 	// b fails after the run did: it is cancelled, and does not fail anything again.
 	require.Equal(t, store.FinishApplied, r.finishStatus(1, &store.Outcome{Task: store.TaskRef{Step: "b", Token: 2}, Kind: store.OutcomeFail, Error: "late"}, t0))
-	require.Equal(t, store.TaskCancelled, r.stateOf("b"))
+	require.Equal(t, durabletype.TaskCancelled, r.stateOf("b"))
 	require.Equal(t, "a", r.Rec.FailedStep)
 	require.False(t, r.Rec.Settled())
-	fx, status = r.Finish(2, &store.Outcome{Task: store.TaskRef{Step: store.OnFailureTask, Token: 3}, Kind: store.OutcomeComplete}, t0.Add(time.Second))
+	fx, status = r.Finish(2, &store.Outcome{Task: store.TaskRef{Step: durabletype.OnFailureTask, Token: 3}, Kind: store.OutcomeComplete}, t0.Add(time.Second))
 	require.Equal(t, store.FinishApplied, status)
 	require.True(t, fx.Settled)
 	require.True(t, r.Rec.FinishedAt.Equal(t0.Add(time.Second)))
@@ -232,7 +233,7 @@ func TestFailureWithRunningSiblingAndOnFailure(t *testing.T) {
 
 func TestClaimTokens(t *testing.T) {
 	t.Parallel()
-	r := start(t, &store.Shape{Steps: []store.StepSpec{{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Second, Factor: 2}}}})
+	r := start(t, &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Second, Factor: 2}}}})
 	out := func(tok int64, kind store.OutcomeKind) *store.Outcome {
 		return &store.Outcome{Task: store.TaskRef{Step: "a", Token: tok}, Kind: kind, Error: "e"}
 	}
@@ -264,16 +265,16 @@ func TestClaimTokens(t *testing.T) {
 	require.True(t, claim(14, t0))
 	require.Equal(t, 3, r.Tasks[0].Attempt)
 	require.Equal(t, store.FinishApplied, r.finishStatus(0, out(14, store.OutcomeFail), t0))
-	require.Equal(t, store.TaskFailed, r.Tasks[0].State, "the third failure is the last")
-	require.Equal(t, store.RunFailed, r.Rec.Status)
+	require.Equal(t, durabletype.TaskFailed, r.Tasks[0].State, "the third failure is the last")
+	require.Equal(t, durabletype.RunFailed, r.Rec.Status)
 }
 
 func TestSleepWake(t *testing.T) {
 	t.Parallel()
-	c, err := Compile(&store.Shape{Steps: []store.StepSpec{{Name: "nap", Sleep: 90 * time.Minute, Retry: once()}, st("b", "nap")}})
+	c, err := Compile(&durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "nap", Sleep: 90 * time.Minute, Retry: once()}, st("b", "nap")}})
 	require.NoError(t, err)
 	r, fx := Start(store.Run{ID: uuid.New(), Workflow: "wf", Tenant: "t"}, c, t0, time.Time{})
-	require.Equal(t, store.TaskSleeping, r.stateOf("nap"))
+	require.Equal(t, durabletype.TaskSleeping, r.stateOf("nap"))
 	require.True(t, fx.Timer)
 	require.True(t, fx.Created)
 	require.Equal(t, []int{0, 1}, fx.NewTasks)
@@ -283,15 +284,15 @@ func TestSleepWake(t *testing.T) {
 	fx, ok = r.Wake(0, 0, t0.Add(2*time.Hour))
 	require.True(t, ok)
 	require.Equal(t, []int{1}, fx.Enqueued)
-	require.Equal(t, store.TaskCompleted, r.stateOf("nap"))
-	require.Equal(t, store.TaskQueued, r.stateOf("b"))
+	require.Equal(t, durabletype.TaskCompleted, r.stateOf("nap"))
+	require.Equal(t, durabletype.TaskQueued, r.stateOf("b"))
 	_, ok = r.Wake(0, 0, t0.Add(3*time.Hour))
 	require.False(t, ok, "a timer fires once")
 }
 
 func TestLoadChecksTasks(t *testing.T) {
 	t.Parallel()
-	c, err := Compile(&store.Shape{Steps: []store.StepSpec{st("a"), st("b")}})
+	c, err := Compile(&durabletype.Shape{Steps: []durabletype.StepSpec{st("a"), st("b")}})
 	require.NoError(t, err)
 	_, err = Load(store.Run{}, c, []store.Task{{Name: "a"}})
 	require.Error(t, err)
@@ -303,10 +304,10 @@ func TestLoadChecksTasks(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	t.Parallel()
-	sh := &store.Shape{
-		Steps: []store.StepSpec{st("a"), st("b"), {Name: "nap", Sleep: time.Hour, Retry: once()},
-			{Name: "flaky", Retry: store.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Minute, Factor: 1}}, st("c", "a", "b")},
-		OnFailure: &store.OnFailureSpec{Retry: once()},
+	sh := &durabletype.Shape{
+		Steps: []durabletype.StepSpec{st("a"), st("b"), {Name: "nap", Sleep: time.Hour, Retry: once()},
+			{Name: "flaky", Retry: durabletype.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Minute, Factor: 1}}, st("c", "a", "b")},
+		OnFailure: &durabletype.OnFailureSpec{Retry: once()},
 	}
 	r := start(t, sh)
 	r.mustClaim(t, 0, 1) // a runs
@@ -320,10 +321,10 @@ func TestCancel(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, fx.Cancelled)
 	require.True(t, fx.Settled, "a cancelled run settles at once")
-	require.Equal(t, store.RunCancelled, r.Rec.Status)
+	require.Equal(t, durabletype.RunCancelled, r.Rec.Status)
 	require.Equal(t, "operator said so", r.Rec.Error)
 	for _, tk := range r.Tasks {
-		require.Equal(t, store.TaskCancelled, tk.State, tk.Name)
+		require.Equal(t, durabletype.TaskCancelled, tk.State, tk.Name)
 		require.True(t, tk.DueAt.IsZero(), "%s: no timer left", tk.Name)
 	}
 	require.Len(t, r.Tasks, r.Shape.Len(), "the on-failure handler does not run for a cancelled run")
@@ -335,7 +336,7 @@ func TestCancel(t *testing.T) {
 	require.Equal(t, store.FinishStale, st1, "its late outcome is not recorded")
 
 	_, err = r.Cancel("again", t0)
-	require.ErrorIs(t, err, store.ErrRunSettled)
+	require.ErrorIs(t, err, durabletype.ErrRunSettled)
 	_, ok := r.Wake(flaky, 0, t0.Add(2*time.Hour))
 	require.False(t, ok, "a cancelled backoff never fires")
 }
@@ -343,93 +344,93 @@ func TestCancel(t *testing.T) {
 func TestReplay(t *testing.T) {
 	t.Parallel()
 	// a -> b -> c, a -> d; b fails.
-	sh := &store.Shape{
-		Steps:     []store.StepSpec{st("a"), st("b", "a"), st("c", "b"), st("d", "a")},
-		OnFailure: &store.OnFailureSpec{Retry: once()},
+	sh := &durabletype.Shape{
+		Steps:     []durabletype.StepSpec{st("a"), st("b", "a"), st("c", "b"), st("d", "a")},
+		OnFailure: &durabletype.OnFailureSpec{Retry: once()},
 	}
 	r := start(t, sh)
 	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, "a", store.OutcomeComplete, 1))
 	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, "d", store.OutcomeComplete, 2))
 	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, "b", store.OutcomeFail, 3))
-	require.Equal(t, store.RunFailed, r.Rec.Status)
-	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, store.OnFailureTask, store.OutcomeComplete, 4))
+	require.Equal(t, durabletype.RunFailed, r.Rec.Status)
+	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, durabletype.OnFailureTask, store.OutcomeComplete, 4))
 	require.True(t, r.Rec.Settled())
 
 	_, err := r.Replay("nope", t0)
-	require.ErrorIs(t, err, store.ErrStepNotFound)
+	require.ErrorIs(t, err, durabletype.ErrStepNotFound)
 	fx, err := r.Replay("", t0.Add(time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, store.RunRunning, r.Rec.Status)
+	require.Equal(t, durabletype.RunRunning, r.Rec.Status)
 	require.Empty(t, r.Rec.Error)
 	require.False(t, r.Rec.Settled())
-	require.Equal(t, map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskQueued, "c": store.TaskPending,
-		"d": store.TaskCompleted, store.OnFailureTask: store.TaskCompleted}, r.states())
+	require.Equal(t, map[string]durabletype.TaskState{"a": durabletype.TaskCompleted, "b": durabletype.TaskQueued, "c": durabletype.TaskPending,
+		"d": durabletype.TaskCompleted, durabletype.OnFailureTask: durabletype.TaskCompleted}, r.states())
 	bi, _ := r.Shape.Index("b")
 	require.Equal(t, []int{bi}, fx.Enqueued)
 	require.Zero(t, r.Tasks[bi].Attempt, "a fresh attempt count")
 	require.Zero(t, r.Tasks[bi].Token)
 	var replayed []string
 	for _, e := range fx.Events {
-		if e.Type == store.EventReplayed {
+		if e.Type == durabletype.EventReplayed {
 			replayed = append(replayed, e.Step)
 		}
 	}
 	require.Equal(t, []string{"b", "c"}, replayed, "the failed step and its descendants")
 	_, err = r.Replay("", t0)
-	require.ErrorIs(t, err, store.ErrRunNotSettled, "a second replay loses")
+	require.ErrorIs(t, err, durabletype.ErrRunNotSettled, "a second replay loses")
 
 	// b fails again: the on-failure handler runs again, afresh.
 	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, "b", store.OutcomeFail, 5))
-	require.Equal(t, store.TaskQueued, r.stateOf(store.OnFailureTask))
+	require.Equal(t, durabletype.TaskQueued, r.stateOf(durabletype.OnFailureTask))
 	require.Zero(t, r.Tasks[r.Shape.Len()].Attempt)
-	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, store.OnFailureTask, store.OutcomeComplete, 6))
+	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, durabletype.OnFailureTask, store.OutcomeComplete, 6))
 
 	// From a completed step: it and its descendants run again.
 	_, err = r.Replay("a", t0)
 	require.NoError(t, err)
-	require.Equal(t, map[string]store.TaskState{"a": store.TaskQueued, "b": store.TaskPending, "c": store.TaskPending,
-		"d": store.TaskPending, store.OnFailureTask: store.TaskCompleted}, r.states())
+	require.Equal(t, map[string]durabletype.TaskState{"a": durabletype.TaskQueued, "b": durabletype.TaskPending, "c": durabletype.TaskPending,
+		"d": durabletype.TaskPending, durabletype.OnFailureTask: durabletype.TaskCompleted}, r.states())
 	for _, name := range []string{"a", "b", "c", "d"} {
 		require.Equal(t, store.FinishApplied, claimAndFinish(t, r, name, store.OutcomeComplete, int64(10+len(name)+int(name[0]))))
 	}
-	require.Equal(t, store.RunCompleted, r.Rec.Status)
+	require.Equal(t, durabletype.RunCompleted, r.Rec.Status)
 	require.True(t, r.Rec.Settled(), "a completed replay settles though its handler ran before")
 
 	_, err = r.Replay("", t0)
-	require.ErrorIs(t, err, store.ErrNothingToReplay, "a completed run replays only from a step")
+	require.ErrorIs(t, err, durabletype.ErrNothingToReplay, "a completed run replays only from a step")
 }
 
 func TestReplayCancelledRunWithASkippedBranch(t *testing.T) {
 	t.Parallel()
 	// a -> (b, c) -> d; c was skipped by its condition; the run is cancelled while b runs.
-	r := start(t, &store.Shape{Steps: []store.StepSpec{st("a"), st("b", "a"), st("c", "a"), st("d", "b", "c")}})
+	r := start(t, &durabletype.Shape{Steps: []durabletype.StepSpec{st("a"), st("b", "a"), st("c", "a"), st("d", "b", "c")}})
 	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, "a", store.OutcomeComplete, 1))
 	require.Equal(t, store.FinishApplied, claimAndFinish(t, r, "c", store.OutcomeSkip, 2))
 	bi, _ := r.Shape.Index("b")
 	r.mustClaim(t, bi, 3)
 	_, err := r.Cancel("", t0)
 	require.NoError(t, err)
-	require.Equal(t, store.RunCancelled, r.Rec.Status)
+	require.Equal(t, durabletype.RunCancelled, r.Rec.Status)
 	_, err = r.Replay("", t0)
 	require.NoError(t, err)
-	require.Equal(t, map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskQueued, "c": store.TaskSkipped,
-		"d": store.TaskPending}, r.states(), "the skip stands: c is not downstream of what runs again")
+	require.Equal(t, map[string]durabletype.TaskState{"a": durabletype.TaskCompleted, "b": durabletype.TaskQueued, "c": durabletype.TaskSkipped,
+		"d": durabletype.TaskPending}, r.states(), "the skip stands: c is not downstream of what runs again")
 	_, st := r.Finish(bi, &store.Outcome{Task: store.TaskRef{Step: "b", Token: 3}, Kind: store.OutcomeComplete}, t0)
 	require.Equal(t, store.FinishStale, st, "the cancelled attempt's late outcome is rejected after the replay too")
 }
 
 func TestMatches(t *testing.T) {
 	t.Parallel()
-	run := &store.Run{Workflow: "wf", Tenant: "t", Status: store.RunFailed, CreatedAt: t0, FinishedAt: t0.Add(time.Hour)}
+	run := &store.Run{Workflow: "wf", Tenant: "t", Status: durabletype.RunFailed, CreatedAt: t0, FinishedAt: t0.Add(time.Hour)}
 	for _, tc := range []struct {
 		f    store.RunFilter
 		want bool
 	}{
 		{store.RunFilter{}, true},
-		{store.RunFilter{Tenant: "t", Workflow: "wf", Statuses: []store.RunStatus{store.RunFailed, store.RunCancelled}}, true},
+		{store.RunFilter{Tenant: "t", Workflow: "wf", Statuses: []durabletype.RunStatus{durabletype.RunFailed, durabletype.RunCancelled}}, true},
 		{store.RunFilter{Tenant: "u"}, false},
 		{store.RunFilter{Workflow: "other"}, false},
-		{store.RunFilter{Statuses: []store.RunStatus{store.RunCompleted}}, false},
+		{store.RunFilter{Statuses: []durabletype.RunStatus{durabletype.RunCompleted}}, false},
 		{store.RunFilter{CreatedAfter: t0, CreatedBefore: t0.Add(time.Nanosecond)}, true},
 		{store.RunFilter{CreatedBefore: t0}, false},
 		{store.RunFilter{FinishedAfter: t0.Add(time.Hour)}, true},

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -26,7 +27,7 @@ type Effects struct {
 	NewTasks []int
 	// Events are the events to append, in order; their IDs are the
 	// store's to assign.
-	Events []store.Event
+	Events []durabletype.Event
 	// Enqueued lists the tasks that became claimable, in the order they
 	// must be placed in the fair queue.
 	Enqueued []int

@@ -30,6 +30,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -52,15 +53,15 @@ func ScopedKey(workflow, step, k string) string {
 const maxStoredKey = 2*MaxNameLen + 2 + MaxFlowKeyLen
 
 // CheckFlowSpec checks the cap and rate limit of a recorded step.
-func CheckFlowSpec(s *store.StepSpec) error {
+func CheckFlowSpec(s *durabletype.StepSpec) error {
 	switch {
 	case s.Concurrency < 0:
-		return fmt.Errorf("%w: step %s: concurrency %d < 0", store.ErrInvalidRun, Quote(s.Name), s.Concurrency)
+		return fmt.Errorf("%w: step %s: concurrency %d < 0", durabletype.ErrInvalidRun, Quote(s.Name), s.Concurrency)
 	case s.Rate != nil && (s.Rate.N < 1 || s.Rate.Per < time.Millisecond):
 		return fmt.Errorf("%w: step %s: rate limit %d per %s (want at least 1 per 1ms or more)",
-			store.ErrInvalidRun, Quote(s.Name), s.Rate.N, s.Rate.Per)
+			durabletype.ErrInvalidRun, Quote(s.Name), s.Rate.N, s.Rate.Per)
 	case s.Sleep > 0 && (s.Concurrency > 0 || s.Rate != nil):
-		return fmt.Errorf("%w: step %s: a sleep step has no cap or rate limit", store.ErrInvalidRun, Quote(s.Name))
+		return fmt.Errorf("%w: step %s: a sleep step has no cap or rate limit", durabletype.ErrInvalidRun, Quote(s.Name))
 	}
 	return nil
 }
@@ -80,12 +81,12 @@ func CheckKeys(nr *store.NewRun) error {
 		return nil
 	}
 	if nr.Shape == nil || len(nr.Keys) != len(nr.Shape.Steps) {
-		return fmt.Errorf("%w: %d keys for the steps of the shape", store.ErrInvalidKey, len(nr.Keys))
+		return fmt.Errorf("%w: %d keys for the steps of the shape", durabletype.ErrInvalidKey, len(nr.Keys))
 	}
 	for i, k := range nr.Keys {
 		for _, s := range []string{k.Concurrency, k.Rate} {
 			if s != "" && (len(s) > maxStoredKey || !utf8.ValidString(s) || strings.ContainsRune(s, 0)) {
-				return fmt.Errorf("%w: step %s: key %s", store.ErrInvalidKey, Quote(nr.Shape.Steps[i].Name), Quote(s))
+				return fmt.Errorf("%w: step %s: key %s", durabletype.ErrInvalidKey, Quote(nr.Shape.Steps[i].Name), Quote(s))
 			}
 		}
 	}
@@ -125,7 +126,7 @@ func Keyed(shape *Compiled) bool {
 func HeldSlots(tasks []store.Task) []bool {
 	var held []bool
 	for i := range tasks {
-		if t := &tasks[i]; t.ConcurrencyKey != "" && t.State == store.TaskRunning {
+		if t := &tasks[i]; t.ConcurrencyKey != "" && t.State == durabletype.TaskRunning {
 			if held == nil {
 				held = make([]bool, len(tasks))
 			}
@@ -215,7 +216,7 @@ func DeferKeyed(c *Change) {
 		fx.Timer = true
 		fx.Enqueued = slices.DeleteFunc(fx.Enqueued, func(i int) bool { return i == e.I })
 		for j := len(fx.Events) - 1; j >= 0; j-- {
-			if ev := &fx.Events[j]; ev.Step == t.Name && ev.Type == store.EventQueued {
+			if ev := &fx.Events[j]; ev.Step == t.Name && ev.Type == durabletype.EventQueued {
 				ev.Detail = "admitted by the leader once the caller's transaction commits"
 				ev.DueAt = t.DueAt
 				break
@@ -253,7 +254,7 @@ func CollectAdmission(c *Change, before SlotsBefore) *Admission {
 			continue
 		}
 		for _, i := range fx.Tasks {
-			if i < len(held) && held[i] && r.Tasks[i].State != store.TaskRunning {
+			if i < len(held) && held[i] && r.Tasks[i].State != durabletype.TaskRunning {
 				w := get()
 				key := r.Tasks[i].ConcurrencyKey
 				w.Released[key]++
@@ -262,7 +263,7 @@ func CollectAdmission(c *Change, before SlotsBefore) *Admission {
 		}
 		for _, i := range fx.Dequeued {
 			t := r.Task(i)
-			if t.ConcurrencyKey == "" || t.State == store.TaskRunning {
+			if t.ConcurrencyKey == "" || t.State == durabletype.TaskRunning {
 				continue // unkeyed, or claimed (memstore): holds on
 			}
 			w := get()
@@ -357,7 +358,7 @@ func (w *Admission) Limit(c *Change, used map[RateKey]int) {
 		fx.Timer = true
 		fx.Enqueued = slices.DeleteFunc(fx.Enqueued, func(i int) bool { return i == t.I })
 		for j := len(fx.Events) - 1; j >= 0; j-- {
-			if e := &fx.Events[j]; e.Step == task.Name && e.Type == store.EventQueued {
+			if e := &fx.Events[j]; e.Step == task.Name && e.Type == durabletype.EventQueued {
 				e.Detail = Text("rate limit: " + strings.TrimSpace(e.Detail+" waits for the next window"))
 				e.DueAt = task.DueAt
 				break

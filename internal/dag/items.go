@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -112,7 +113,7 @@ func (r *Run) AddItems(items []store.Task) ([]int, error) {
 		t := &items[n]
 		step, k, ok := ParseItem(t.Name)
 		m, known := r.Shape.Index(step)
-		if !ok || !known || m >= r.Shape.Len() || r.Shape.Kind(m) != store.KindMap || t.Item != k {
+		if !ok || !known || m >= r.Shape.Len() || r.Shape.Kind(m) != durabletype.KindMap || t.Item != k {
 			return nil, fmt.Errorf("dag: run %s: task %s is not an item of a map step", r.Rec.ID, Quote(t.Name))
 		}
 		if j, ok := r.loaded().at[itemID{m, k}]; ok {
@@ -184,11 +185,11 @@ func (r *Run) completeItem(i int, output []byte, now time.Time) {
 	t := r.Task(i)
 	t.Output = output
 	t.Error = ""
-	r.finish(i, store.TaskCompleted, now)
-	r.event(i, store.EventCompleted, now, "", time.Time{})
+	r.finish(i, durabletype.TaskCompleted, now)
+	r.event(i, durabletype.EventCompleted, now, "", time.Time{})
 	m := r.StepOf(i)
 	mt := &r.Tasks[m]
-	if mt.State != store.TaskWaiting {
+	if mt.State != durabletype.TaskWaiting {
 		return
 	}
 	mt.Left--
@@ -205,13 +206,13 @@ func (r *Run) completeItem(i int, output []byte, now time.Time) {
 func (r *Run) failMap(m, k int, msg string, now time.Time) {
 	msg = Text(fmt.Sprintf("item %d: %s", k, msg))
 	mt := &r.Tasks[m]
-	if mt.State != store.TaskWaiting {
+	if mt.State != durabletype.TaskWaiting {
 		return
 	}
 	mt.Error = msg
 	r.cancelItems(m, now, fmt.Sprintf("run failed: item %d of step %s failed", k, Quote(r.Shape.Name(m))))
-	r.finish(m, store.TaskFailed, now)
-	r.event(m, store.EventFailed, now, msg, time.Time{})
+	r.finish(m, durabletype.TaskFailed, now)
+	r.event(m, durabletype.EventFailed, now, msg, time.Time{})
 	r.failRun(m, msg, now)
 }
 
@@ -266,14 +267,14 @@ func (r *Run) fanOut(i int, inputs [][]byte, now time.Time) {
 		j, ok := existing[k]
 		if ok {
 			it := r.Task(j)
-			if it.State == store.TaskCompleted && bytes.Equal(it.Input, in) {
+			if it.State == durabletype.TaskCompleted && bytes.Equal(it.Input, in) {
 				continue
 			}
 			r.resetTask(j)
 			it.Input = in
 		} else {
 			j = r.appendItem(i, store.Task{
-				RunID: r.Rec.ID, Name: ItemName(name, k), Kind: store.KindItem, State: store.TaskPending, Item: k, Input: in,
+				RunID: r.Rec.ID, Name: ItemName(name, k), Kind: durabletype.KindItem, State: durabletype.TaskPending, Item: k, Input: in,
 			})
 			r.fx.NewTasks = append(r.fx.NewTasks, j)
 			r.touch(j)

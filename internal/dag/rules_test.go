@@ -8,42 +8,43 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
 func TestKindOf(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
-		spec store.StepSpec
-		want store.TaskKind
+		spec durabletype.StepSpec
+		want durabletype.TaskKind
 	}{
-		{store.StepSpec{Name: "code"}, store.KindStep},
-		{store.StepSpec{Name: "nap", Sleep: time.Hour}, store.KindSleep},
-		{store.StepSpec{Name: "event", Wait: &store.WaitSpec{}}, store.KindEvent},
-		{store.StepSpec{Name: "signal", Wait: &store.WaitSpec{Signal: "go"}}, store.KindEvent},
-		{store.StepSpec{Name: "child", Child: &store.ChildSpec{Workflow: "w", Result: "r"}}, store.KindChild},
-		{store.StepSpec{Name: "map", Map: &store.MapSpec{Over: "list"}}, store.KindMap},
+		{durabletype.StepSpec{Name: "code"}, durabletype.KindStep},
+		{durabletype.StepSpec{Name: "nap", Sleep: time.Hour}, durabletype.KindSleep},
+		{durabletype.StepSpec{Name: "event", Wait: &durabletype.WaitSpec{}}, durabletype.KindEvent},
+		{durabletype.StepSpec{Name: "signal", Wait: &durabletype.WaitSpec{Signal: "go"}}, durabletype.KindEvent},
+		{durabletype.StepSpec{Name: "child", Child: &durabletype.ChildSpec{Workflow: "w", Result: "r"}}, durabletype.KindChild},
+		{durabletype.StepSpec{Name: "map", Map: &durabletype.MapSpec{Over: "list"}}, durabletype.KindMap},
 		// Invalid specs (checkKind refuses them) still get one kind.
-		{store.StepSpec{Name: "both", Sleep: time.Hour, Wait: &store.WaitSpec{}}, store.KindSleep},
-		{store.StepSpec{Name: "negative", Sleep: -time.Hour}, store.KindStep},
+		{durabletype.StepSpec{Name: "both", Sleep: time.Hour, Wait: &durabletype.WaitSpec{}}, durabletype.KindSleep},
+		{durabletype.StepSpec{Name: "negative", Sleep: -time.Hour}, durabletype.KindStep},
 	} {
 		require.Equal(t, tt.want, KindOf(&tt.spec), tt.spec.Name)
 	}
 
 	// A compiled shape's tasks have the kinds of their specs; the task
 	// after the steps is the on-failure handler.
-	c, err := Compile(&store.Shape{
-		Steps: []store.StepSpec{
+	c, err := Compile(&durabletype.Shape{
+		Steps: []durabletype.StepSpec{
 			st("list"), {Name: "nap", Sleep: time.Hour, Retry: once()},
-			{Name: "m", Parents: []string{"list"}, Map: &store.MapSpec{Over: "list"}, Retry: once()},
+			{Name: "m", Parents: []string{"list"}, Map: &durabletype.MapSpec{Over: "list"}, Retry: once()},
 		},
-		OnFailure: &store.OnFailureSpec{Retry: once()},
+		OnFailure: &durabletype.OnFailureSpec{Retry: once()},
 	})
 	require.NoError(t, err)
 	for i := range c.Len() {
 		require.Equal(t, KindOf(c.Spec(i)), c.Kind(i))
 	}
-	require.Equal(t, store.KindOnFailure, c.Kind(c.Len()))
+	require.Equal(t, durabletype.KindOnFailure, c.Kind(c.Len()))
 }
 
 func TestGaugeOf(t *testing.T) {
@@ -55,20 +56,20 @@ func TestGaugeOf(t *testing.T) {
 		parked bool
 		want   Gauge
 	}{
-		{"pending", store.Task{State: store.TaskPending}, false, Uncounted},
-		{"ready", store.Task{State: store.TaskQueued}, false, GaugeReady},
-		{"ready with a queue timeout", store.Task{State: store.TaskQueued, TimeoutAt: due}, false, GaugeReady},
-		{"parked behind a concurrency key", store.Task{State: store.TaskQueued, ConcurrencyKey: "k"}, true, GaugeWaiting},
-		{"retry backoff, delayed start or next rate window", store.Task{State: store.TaskQueued, DueAt: due}, false, GaugeWaiting},
-		{"running", store.Task{State: store.TaskRunning, Token: 7}, false, GaugeRunning},
-		{"running with a timeout", store.Task{State: store.TaskRunning, Token: 7, TimeoutAt: due}, false, GaugeRunning},
-		{"sleeping", store.Task{Kind: store.KindSleep, State: store.TaskSleeping, DueAt: due}, false, GaugeWaiting},
-		{"waiting for an event", store.Task{Kind: store.KindEvent, State: store.TaskWaiting, WaitKey: "k"}, false, GaugeWaiting},
-		{"waiting for an event until a timeout", store.Task{Kind: store.KindEvent, State: store.TaskWaiting, DueAt: due}, false, GaugeWaiting},
-		{"waiting for a child run", store.Task{Kind: store.KindChild, State: store.TaskWaiting}, false, GaugeWaiting},
-		{"waiting for items", store.Task{Kind: store.KindMap, State: store.TaskWaiting, Items: 3, Left: 2}, false, GaugeWaiting},
+		{"pending", store.Task{State: durabletype.TaskPending}, false, Uncounted},
+		{"ready", store.Task{State: durabletype.TaskQueued}, false, GaugeReady},
+		{"ready with a queue timeout", store.Task{State: durabletype.TaskQueued, TimeoutAt: due}, false, GaugeReady},
+		{"parked behind a concurrency key", store.Task{State: durabletype.TaskQueued, ConcurrencyKey: "k"}, true, GaugeWaiting},
+		{"retry backoff, delayed start or next rate window", store.Task{State: durabletype.TaskQueued, DueAt: due}, false, GaugeWaiting},
+		{"running", store.Task{State: durabletype.TaskRunning, Token: 7}, false, GaugeRunning},
+		{"running with a timeout", store.Task{State: durabletype.TaskRunning, Token: 7, TimeoutAt: due}, false, GaugeRunning},
+		{"sleeping", store.Task{Kind: durabletype.KindSleep, State: durabletype.TaskSleeping, DueAt: due}, false, GaugeWaiting},
+		{"waiting for an event", store.Task{Kind: durabletype.KindEvent, State: durabletype.TaskWaiting, WaitKey: "k"}, false, GaugeWaiting},
+		{"waiting for an event until a timeout", store.Task{Kind: durabletype.KindEvent, State: durabletype.TaskWaiting, DueAt: due}, false, GaugeWaiting},
+		{"waiting for a child run", store.Task{Kind: durabletype.KindChild, State: durabletype.TaskWaiting}, false, GaugeWaiting},
+		{"waiting for items", store.Task{Kind: durabletype.KindMap, State: durabletype.TaskWaiting, Items: 3, Left: 2}, false, GaugeWaiting},
 	}
-	for _, s := range []store.TaskState{store.TaskCompleted, store.TaskFailed, store.TaskSkipped, store.TaskCancelled} {
+	for _, s := range []durabletype.TaskState{durabletype.TaskCompleted, durabletype.TaskFailed, durabletype.TaskSkipped, durabletype.TaskCancelled} {
 		tests = append(tests, struct {
 			name   string
 			task   store.Task
@@ -84,16 +85,16 @@ func TestGaugeOf(t *testing.T) {
 func TestCountTask(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	var q store.QueueStats
-	CountTask(&q, &store.Task{State: store.TaskQueued}, false, t0.Add(time.Minute))
-	CountTask(&q, &store.Task{State: store.TaskQueued}, false, t0)
-	CountTask(&q, &store.Task{State: store.TaskQueued}, false, t0.Add(time.Hour))
-	CountTask(&q, &store.Task{State: store.TaskQueued}, true, t0.Add(-time.Hour)) // parked: not ready
-	CountTask(&q, &store.Task{State: store.TaskRunning}, false, time.Time{})
-	CountTask(&q, &store.Task{State: store.TaskWaiting}, false, time.Time{})
-	CountTask(&q, &store.Task{State: store.TaskPending}, false, time.Time{})
-	CountTask(&q, &store.Task{State: store.TaskCompleted}, false, time.Time{})
-	require.Equal(t, store.QueueStats{Ready: 3, Waiting: 2, Running: 1, OldestReady: t0}, q)
+	var q durabletype.QueueStats
+	CountTask(&q, &store.Task{State: durabletype.TaskQueued}, false, t0.Add(time.Minute))
+	CountTask(&q, &store.Task{State: durabletype.TaskQueued}, false, t0)
+	CountTask(&q, &store.Task{State: durabletype.TaskQueued}, false, t0.Add(time.Hour))
+	CountTask(&q, &store.Task{State: durabletype.TaskQueued}, true, t0.Add(-time.Hour)) // parked: not ready
+	CountTask(&q, &store.Task{State: durabletype.TaskRunning}, false, time.Time{})
+	CountTask(&q, &store.Task{State: durabletype.TaskWaiting}, false, time.Time{})
+	CountTask(&q, &store.Task{State: durabletype.TaskPending}, false, time.Time{})
+	CountTask(&q, &store.Task{State: durabletype.TaskCompleted}, false, time.Time{})
+	require.Equal(t, durabletype.QueueStats{Ready: 3, Waiting: 2, Running: 1, OldestReady: t0}, q)
 }
 
 func TestExpired(t *testing.T) {
@@ -105,15 +106,15 @@ func TestExpired(t *testing.T) {
 		rec  store.Run
 		want bool
 	}{
-		{"in flight", store.Run{Status: store.RunRunning, CreatedAt: t0}, false},
-		{"settled before the cutoff", store.Run{Status: store.RunCompleted, CreatedAt: t0, FinishedAt: t0.Add(time.Minute)}, true},
-		{"failed before the cutoff", store.Run{Status: store.RunFailed, CreatedAt: t0, FinishedAt: t0}, true},
-		{"cancelled before the cutoff", store.Run{Status: store.RunCancelled, CreatedAt: t0, FinishedAt: t0}, true},
-		{"settled at the cutoff", store.Run{Status: store.RunCompleted, CreatedAt: t0, FinishedAt: cutoff}, false},
-		{"settled a microsecond before the cutoff", store.Run{Status: store.RunCompleted, CreatedAt: t0, FinishedAt: cutoff.Add(-time.Microsecond)}, true},
-		{"settled after the cutoff", store.Run{Status: store.RunCompleted, CreatedAt: t0, FinishedAt: cutoff.Add(time.Second)}, false},
-		{"settled before the cutoff, created after it", store.Run{Status: store.RunCancelled, CreatedAt: cutoff.Add(time.Hour), FinishedAt: t0}, false},
-		{"settled before the cutoff, created at it", store.Run{Status: store.RunCancelled, CreatedAt: cutoff, FinishedAt: t0}, false},
+		{"in flight", store.Run{Status: durabletype.RunRunning, CreatedAt: t0}, false},
+		{"settled before the cutoff", store.Run{Status: durabletype.RunCompleted, CreatedAt: t0, FinishedAt: t0.Add(time.Minute)}, true},
+		{"failed before the cutoff", store.Run{Status: durabletype.RunFailed, CreatedAt: t0, FinishedAt: t0}, true},
+		{"cancelled before the cutoff", store.Run{Status: durabletype.RunCancelled, CreatedAt: t0, FinishedAt: t0}, true},
+		{"settled at the cutoff", store.Run{Status: durabletype.RunCompleted, CreatedAt: t0, FinishedAt: cutoff}, false},
+		{"settled a microsecond before the cutoff", store.Run{Status: durabletype.RunCompleted, CreatedAt: t0, FinishedAt: cutoff.Add(-time.Microsecond)}, true},
+		{"settled after the cutoff", store.Run{Status: durabletype.RunCompleted, CreatedAt: t0, FinishedAt: cutoff.Add(time.Second)}, false},
+		{"settled before the cutoff, created after it", store.Run{Status: durabletype.RunCancelled, CreatedAt: cutoff.Add(time.Hour), FinishedAt: t0}, false},
+		{"settled before the cutoff, created at it", store.Run{Status: durabletype.RunCancelled, CreatedAt: cutoff, FinishedAt: t0}, false},
 	} {
 		require.Equal(t, tt.want, Expired(&tt.rec, cutoff), tt.name)
 	}
@@ -142,19 +143,19 @@ func TestBeats(t *testing.T) {
 		name    string
 		task    store.Task
 		token   int64
-		status  store.RunStatus
+		status  durabletype.RunStatus
 		beats   bool
 		current bool
 	}{
-		{"running under the claim", store.Task{State: store.TaskRunning, Token: 7}, 7, store.RunRunning, true, true},
-		{"running under another claim", store.Task{State: store.TaskRunning, Token: 8}, 7, store.RunRunning, false, false},
-		{"queued again", store.Task{State: store.TaskQueued, Token: 7}, 7, store.RunRunning, false, false},
-		{"waiting after the claim", store.Task{Kind: store.KindEvent, State: store.TaskWaiting, Token: 7}, 7, store.RunRunning, false, false},
-		{"completed", store.Task{State: store.TaskCompleted, Token: 7}, 7, store.RunRunning, false, false},
-		{"cancelled", store.Task{State: store.TaskCancelled, Token: 7}, 7, store.RunCancelled, false, false},
-		{"a sibling of the step that failed the run", store.Task{State: store.TaskRunning, Token: 7}, 7, store.RunFailed, true, false},
-		{"the on-failure handler of a failed run", store.Task{Kind: store.KindOnFailure, State: store.TaskRunning, Token: 7}, 7, store.RunFailed, true, true},
-		{"no claim", store.Task{State: store.TaskRunning}, 0, store.RunRunning, true, false},
+		{"running under the claim", store.Task{State: durabletype.TaskRunning, Token: 7}, 7, durabletype.RunRunning, true, true},
+		{"running under another claim", store.Task{State: durabletype.TaskRunning, Token: 8}, 7, durabletype.RunRunning, false, false},
+		{"queued again", store.Task{State: durabletype.TaskQueued, Token: 7}, 7, durabletype.RunRunning, false, false},
+		{"waiting after the claim", store.Task{Kind: durabletype.KindEvent, State: durabletype.TaskWaiting, Token: 7}, 7, durabletype.RunRunning, false, false},
+		{"completed", store.Task{State: durabletype.TaskCompleted, Token: 7}, 7, durabletype.RunRunning, false, false},
+		{"cancelled", store.Task{State: durabletype.TaskCancelled, Token: 7}, 7, durabletype.RunCancelled, false, false},
+		{"a sibling of the step that failed the run", store.Task{State: durabletype.TaskRunning, Token: 7}, 7, durabletype.RunFailed, true, false},
+		{"the on-failure handler of a failed run", store.Task{Kind: durabletype.KindOnFailure, State: durabletype.TaskRunning, Token: 7}, 7, durabletype.RunFailed, true, true},
+		{"no claim", store.Task{State: durabletype.TaskRunning}, 0, durabletype.RunRunning, true, false},
 	} {
 		require.Equal(t, tt.beats, Beats(&tt.task, tt.token), "beats: %s", tt.name)
 		require.Equal(t, tt.current, Current(&tt.task, tt.token, tt.status), "current: %s", tt.name)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -81,14 +82,14 @@ func Load(rec store.Run, shape *Compiled, tasks []store.Task) (*Run, error) {
 // timers (QUEUED with a due time, like a retry backoff), and become ready
 // when Wake fires them.
 func Start(rec store.Run, shape *Compiled, now, startAt time.Time) (*Run, Effects) {
-	rec.Status = store.RunRunning
+	rec.Status = durabletype.RunRunning
 	rec.CreatedAt = now
 	rec.Deadline = Timestamp(rec.Deadline)
 	rec.FinishedAt = time.Time{}
 	rec.FailedStep, rec.Error = "", ""
 	tasks := make([]store.Task, shape.Len())
 	for i := range tasks {
-		tasks[i] = store.Task{RunID: rec.ID, Name: shape.Name(i), Kind: shape.Kind(i), State: store.TaskPending}
+		tasks[i] = store.Task{RunID: rec.ID, Name: shape.Name(i), Kind: shape.Kind(i), State: durabletype.TaskPending}
 	}
 	r := &Run{Rec: rec, Shape: shape, Tasks: tasks}
 	r.begin()
@@ -102,12 +103,12 @@ func Start(rec store.Run, shape *Compiled, now, startAt time.Time) (*Run, Effect
 		if len(shape.Parents(i)) != 0 {
 			continue
 		}
-		if startAt.After(now) && shape.Kind(i) != store.KindSleep {
+		if startAt.After(now) && shape.Kind(i) != durabletype.KindSleep {
 			t := &r.Tasks[i]
-			t.State = store.TaskQueued
+			t.State = durabletype.TaskQueued
 			t.DueAt = Timestamp(startAt)
 			r.fx.Timer = true
-			r.event(i, store.EventQueued, now, "start delayed", t.DueAt)
+			r.event(i, durabletype.EventQueued, now, "start delayed", t.DueAt)
 			continue
 		}
 		if startAt.After(now) { // a sleep root sleeps from the start time
@@ -124,7 +125,7 @@ func Start(rec store.Run, shape *Compiled, now, startAt time.Time) (*Run, Effect
 // tasks (Effects.Enqueued and Dequeued maintain it), so a claim takes queue
 // entries and applies Claim.
 func Claimable(t *store.Task) bool {
-	return t.State == store.TaskQueued && t.DueAt.IsZero()
+	return t.State == durabletype.TaskQueued && t.DueAt.IsZero()
 }
 
 // Claim makes task i RUNNING under a new claim: the attempt counts up, the
@@ -135,7 +136,7 @@ func (r *Run) Claim(i int, token int64, worker string, now time.Time) (Effects, 
 	if !Claimable(t) || token == 0 {
 		return r.end(), false
 	}
-	t.State = store.TaskRunning
+	t.State = durabletype.TaskRunning
 	t.Attempt++
 	t.Token = token
 	t.Worker = worker
@@ -149,7 +150,7 @@ func (r *Run) Claim(i int, token int64, worker string, now time.Time) (Effects, 
 	}
 	r.touch(i)
 	r.fx.Dequeued = append(r.fx.Dequeued, i)
-	r.event(i, store.EventStarted, now, "", time.Time{})
+	r.event(i, durabletype.EventStarted, now, "", time.Time{})
 	return r.end(), true
 }
 
@@ -159,11 +160,11 @@ func (r *Run) Claim(i int, token int64, worker string, now time.Time) (Effects, 
 // current while its task is RUNNING under that token and the run still
 // wants the task: the run is RUNNING, or the task is its on-failure
 // handler, which runs in a failed run.
-func Current(t *store.Task, token int64, status store.RunStatus) bool {
+func Current(t *store.Task, token int64, status durabletype.RunStatus) bool {
 	if token == 0 || !Beats(t, token) {
 		return false
 	}
-	return status == store.RunRunning || t.Kind == store.KindOnFailure
+	return status == durabletype.RunRunning || t.Kind == durabletype.KindOnFailure
 }
 
 // Beats reports whether a heartbeat of the claim token on task t stamps
@@ -174,15 +175,15 @@ func Current(t *store.Task, token int64, status store.RunStatus) bool {
 // heartbeatTasks is its compiled form, checked against it by pgstore's
 // TestHeartbeatMatchesCore.
 func Beats(t *store.Task, token int64) bool {
-	return t.State == store.TaskRunning && t.Token == token
+	return t.State == durabletype.TaskRunning && t.Token == token
 }
 
 // LostToCancel reports whether a claim on task t that is not current was
 // lost because its run gave the task up: the run was cancelled, or the task
 // was cancelled under its claim (a run past its deadline). Its worker is
 // told so (ErrRunCancelled) rather than that its claim was taken over.
-func LostToCancel(t *store.Task, status store.RunStatus) bool {
-	return status == store.RunCancelled || t.State == store.TaskCancelled
+func LostToCancel(t *store.Task, status durabletype.RunStatus) bool {
+	return status == durabletype.RunCancelled || t.State == durabletype.TaskCancelled
 }
 
 // LostToTimeout reports whether a claim on task t that is not current was
@@ -201,7 +202,7 @@ func (r *Run) Current(i int, token int64) bool {
 // life from its claimer: neither the claim nor a heartbeat is that recent.
 // Stores may preselect candidates with a cheaper test; Rescue decides.
 func Dead(t *store.Task, now time.Time, deadAfter time.Duration) bool {
-	if t.State != store.TaskRunning {
+	if t.State != durabletype.TaskRunning {
 		return false
 	}
 	last := t.StartedAt
@@ -220,7 +221,7 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 	if t.Token != o.Task.Token || t.Token == 0 {
 		return r.end(), store.FinishStale
 	}
-	if t.State != store.TaskRunning {
+	if t.State != durabletype.TaskRunning {
 		return r.end(), store.FinishDuplicate
 	}
 	if TimedOut(t, now) {
@@ -263,8 +264,8 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 		if !r.wanted(i) {
 			r.cancel(i, now, "run is "+string(r.Rec.Status))
 		} else {
-			r.finish(i, store.TaskSkipped, now)
-			r.event(i, store.EventSkipped, now, o.Reason, time.Time{})
+			r.finish(i, durabletype.TaskSkipped, now)
+			r.event(i, durabletype.EventSkipped, now, o.Reason, time.Time{})
 			r.resolveChildren(i, now)
 		}
 	case store.OutcomeRelease:
@@ -290,7 +291,7 @@ func (r *Run) Result(i int, o *store.Outcome, fx Effects, st store.FinishStatus)
 	if st != store.FinishApplied {
 		return res
 	}
-	res.Retried = o.Kind == store.OutcomeFail && r.Task(i).State == store.TaskQueued
+	res.Retried = o.Kind == store.OutcomeFail && r.Task(i).State == durabletype.TaskQueued
 	if fx.Settled {
 		res.Settled = r.Rec.Status
 	}
@@ -319,20 +320,20 @@ func ValidOutcome(o *store.Outcome) bool {
 // o: an event step waits, a child step spawns, a map step fans out, the
 // others complete; any may fail or be released, and any but an item be
 // skipped. A task given an outcome that does not fit fails, without retry.
-func fits(kind store.TaskKind, o store.OutcomeKind) bool {
+func fits(kind durabletype.TaskKind, o store.OutcomeKind) bool {
 	switch o {
 	case store.OutcomeFail, store.OutcomeRelease:
 		return true
 	case store.OutcomeSkip:
-		return kind != store.KindItem
+		return kind != durabletype.KindItem
 	case store.OutcomeWait:
-		return kind == store.KindEvent
+		return kind == durabletype.KindEvent
 	case store.OutcomeSpawn:
-		return kind == store.KindChild
+		return kind == durabletype.KindChild
 	case store.OutcomeFanOut:
-		return kind == store.KindMap
+		return kind == durabletype.KindMap
 	}
-	return kind == store.KindStep || kind == store.KindOnFailure || kind == store.KindItem
+	return kind == durabletype.KindStep || kind == durabletype.KindOnFailure || kind == durabletype.KindItem
 }
 
 // TimedOut reports whether task t is past its timeout at now: a RUNNING
@@ -342,7 +343,7 @@ func TimedOut(t *store.Task, now time.Time) bool {
 	if t.TimeoutAt.IsZero() || t.TimeoutAt.After(now) {
 		return false
 	}
-	return t.State == store.TaskRunning || Claimable(t) || (t.State == store.TaskWaiting && t.Kind == store.KindChild)
+	return t.State == durabletype.TaskRunning || Claimable(t) || (t.State == durabletype.TaskWaiting && t.Kind == durabletype.KindChild)
 }
 
 // Timer is when task t's next timer is due: the earlier of its due time
@@ -367,7 +368,7 @@ func (r *Run) Wake(i int, rand float64, now time.Time) (Effects, bool) {
 	r.begin()
 	t := r.Task(i)
 	if TimedOut(t, now) {
-		if t.State == store.TaskRunning || t.State == store.TaskWaiting {
+		if t.State == durabletype.TaskRunning || t.State == durabletype.TaskWaiting {
 			r.timeOut(i, rand, now)
 		} else {
 			msg := fmt.Sprintf("no worker claimed the step within its queue timeout of %s", r.Shape.QueueTimeout(r.StepOf(i)))
@@ -381,15 +382,15 @@ func (r *Run) Wake(i int, rand float64, now time.Time) (Effects, bool) {
 		return r.end(), false
 	}
 	switch t.State {
-	case store.TaskSleeping:
+	case durabletype.TaskSleeping:
 		t.DueAt = time.Time{}
-		r.finish(i, store.TaskCompleted, now)
-		r.event(i, store.EventWoken, now, "", time.Time{})
+		r.finish(i, durabletype.TaskCompleted, now)
+		r.event(i, durabletype.EventWoken, now, "", time.Time{})
 		r.resolveChildren(i, now)
-	case store.TaskQueued:
+	case durabletype.TaskQueued:
 		r.enqueue(i, now, "")
-	case store.TaskWaiting:
-		if t.Kind != store.KindEvent {
+	case durabletype.TaskWaiting:
+		if t.Kind != durabletype.KindEvent {
 			return r.end(), false
 		}
 		r.timeOutWait(i, now)
@@ -443,11 +444,11 @@ func (r *Run) Expire(now time.Time) (Effects, bool) {
 	}
 	r.Rec.Deadline = time.Time{}
 	r.fx.RunChanged = true
-	if r.Rec.Status != store.RunRunning {
+	if r.Rec.Status != durabletype.RunRunning {
 		return r.end(), true
 	}
 	const msg = "run deadline exceeded"
-	r.Rec.Status = store.RunFailed
+	r.Rec.Status = durabletype.RunFailed
 	r.Rec.FailedStep = ""
 	r.Rec.Error = msg
 	r.fx.Cancelled = true
@@ -487,10 +488,10 @@ func (r *Run) Rescue(i int, deadAfter time.Duration, rand float64, now time.Time
 func (r *Run) Cancel(reason string, now time.Time) (Effects, error) {
 	r.begin()
 	if r.Rec.Settled() {
-		return r.end(), store.ErrRunSettled
+		return r.end(), durabletype.ErrRunSettled
 	}
 	reason = Text(reason)
-	r.Rec.Status = store.RunCancelled
+	r.Rec.Status = durabletype.RunCancelled
 	r.Rec.FailedStep = ""
 	r.Rec.Error = reason
 	r.fx.RunChanged = true
@@ -526,14 +527,14 @@ func (r *Run) Cancel(reason string, now time.Time) (Effects, error) {
 func (r *Run) Replay(from string, now time.Time) (Effects, error) {
 	r.begin()
 	if !r.Rec.Settled() {
-		return r.end(), store.ErrRunNotSettled
+		return r.end(), durabletype.ErrRunNotSettled
 	}
 	n := r.Shape.Len()
 	fromIdx := -1
 	if from != "" {
 		i, ok := r.Shape.Index(from)
 		if !ok || i >= n || r.Shape.Spec(i).Retired {
-			return r.end(), store.ErrStepNotFound
+			return r.end(), durabletype.ErrStepNotFound
 		}
 		fromIdx = i
 	}
@@ -543,7 +544,7 @@ func (r *Run) Replay(from string, now time.Time) (Effects, error) {
 	some := false
 	for i := range n { // parents come before children
 		switch r.Tasks[i].State {
-		case store.TaskFailed, store.TaskCancelled:
+		case durabletype.TaskFailed, durabletype.TaskCancelled:
 			reached[i] = true
 		}
 		if i == fromIdx {
@@ -559,13 +560,13 @@ func (r *Run) Replay(from string, now time.Time) (Effects, error) {
 		some = some || again[i]
 	}
 	if !some {
-		return r.end(), store.ErrNothingToReplay
+		return r.end(), durabletype.ErrNothingToReplay
 	}
 	detail := "replay"
 	if from != "" {
 		detail = "replay from step " + from
 	}
-	r.Rec.Status = store.RunRunning
+	r.Rec.Status = durabletype.RunRunning
 	r.Rec.FailedStep, r.Rec.Error = "", ""
 	r.Rec.FinishedAt = time.Time{}
 	r.fx.RunChanged = true
@@ -573,12 +574,12 @@ func (r *Run) Replay(from string, now time.Time) (Effects, error) {
 		if !again[i] {
 			continue
 		}
-		r.event(i, store.EventReplayed, now, detail, time.Time{})
+		r.event(i, durabletype.EventReplayed, now, detail, time.Time{})
 		r.reset(i)
-		if forced[i] && r.Tasks[i].Kind == store.KindMap && r.Tasks[i].Items > 0 {
+		if forced[i] && r.Tasks[i].Kind == durabletype.KindMap && r.Tasks[i].Items > 0 {
 			// Forced to run again: none of its items keeps its output.
 			for _, j := range r.itemsInOrder(i) {
-				r.event(j, store.EventReplayed, now, detail, time.Time{})
+				r.event(j, durabletype.EventReplayed, now, detail, time.Time{})
 				r.resetTask(j)
 			}
 		}
@@ -620,16 +621,16 @@ func PruneCutoff(now time.Time, olderThan time.Duration) time.Time {
 // wanted reports whether the run still wants task i to run: it is RUNNING,
 // or i is its on-failure handler. (Items have indexes above Len.)
 func (r *Run) wanted(i int) bool {
-	return r.Rec.Status == store.RunRunning || i == r.Shape.Len()
+	return r.Rec.Status == durabletype.RunRunning || i == r.Shape.Len()
 }
 
 func (r *Run) complete(i int, output []byte, now time.Time) {
 	t := r.Task(i)
 	t.Output = output
 	t.Error = ""
-	r.finish(i, store.TaskCompleted, now)
-	r.event(i, store.EventCompleted, now, "", time.Time{})
-	if r.Rec.Status == store.RunRunning && i < r.Shape.Len() {
+	r.finish(i, durabletype.TaskCompleted, now)
+	r.event(i, durabletype.EventCompleted, now, "", time.Time{})
+	if r.Rec.Status == durabletype.RunRunning && i < r.Shape.Len() {
 		r.resolveChildren(i, now)
 	}
 }
@@ -648,10 +649,10 @@ func (r *Run) fail(i int, msg string, terminal bool, rand float64, now time.Time
 		delay := RetryDelay(policy, t.Attempt, rand)
 		due := Timestamp(now.Add(delay))
 		r.touch(i)
-		t.State = store.TaskQueued
+		t.State = durabletype.TaskQueued
 		t.TimeoutAt = time.Time{}
 		t.WaitKey = ""
-		r.event(i, store.EventRetrying, now, msg, due)
+		r.event(i, durabletype.EventRetrying, now, msg, due)
 		if delay <= 0 {
 			r.enqueue(i, now, "")
 		} else {
@@ -660,8 +661,8 @@ func (r *Run) fail(i int, msg string, terminal bool, rand float64, now time.Time
 		}
 		return
 	}
-	r.finish(i, store.TaskFailed, now)
-	r.event(i, store.EventFailed, now, msg, time.Time{})
+	r.finish(i, durabletype.TaskFailed, now)
+	r.event(i, durabletype.EventFailed, now, msg, time.Time{})
 	switch {
 	case IsItem(i):
 		r.failMap(r.StepOf(i), t.Item, msg, now)
@@ -671,14 +672,14 @@ func (r *Run) fail(i int, msg string, terminal bool, rand float64, now time.Time
 }
 
 func (r *Run) failRun(failed int, msg string, now time.Time) {
-	r.Rec.Status = store.RunFailed
+	r.Rec.Status = durabletype.RunFailed
 	r.Rec.FailedStep = r.Shape.Name(failed)
 	r.Rec.Error = msg
 	r.fx.RunChanged = true
 	reason := fmt.Sprintf("run failed: step %q failed", r.Rec.FailedStep)
 	for j := range r.Shape.Len() {
 		switch r.Tasks[j].State {
-		case store.TaskPending, store.TaskQueued, store.TaskSleeping, store.TaskWaiting:
+		case durabletype.TaskPending, durabletype.TaskQueued, durabletype.TaskSleeping, durabletype.TaskWaiting:
 			r.cancel(j, now, reason)
 		}
 	}
@@ -694,7 +695,7 @@ func (r *Run) startOnFailure(now time.Time) {
 	n := r.Shape.Len()
 	if len(r.Tasks) == n {
 		r.Tasks = append(r.Tasks, store.Task{
-			RunID: r.Rec.ID, Name: store.OnFailureTask, Kind: store.KindOnFailure, State: store.TaskPending,
+			RunID: r.Rec.ID, Name: durabletype.OnFailureTask, Kind: durabletype.KindOnFailure, State: durabletype.TaskPending,
 		})
 		r.fx.NewTasks = append(r.fx.NewTasks, n)
 	} else {
@@ -715,7 +716,7 @@ func (r *Run) reset(i int) { r.resetTask(i) }
 // heartbeat (a claim clears it; stores keep it as a worker wrote it).
 func (r *Run) resetTask(i int) {
 	t := r.Task(i)
-	t.State = store.TaskPending
+	t.State = durabletype.TaskPending
 	t.WaitKey = ""
 	t.Left = 0
 	t.Attempt = 0
@@ -739,8 +740,8 @@ func (r *Run) cancel(i int, now time.Time, reason string) {
 	t.DueAt = time.Time{}
 	t.TimeoutAt = time.Time{}
 	t.Worker = ""
-	r.finish(i, store.TaskCancelled, now)
-	r.event(i, store.EventCancelled, now, reason, time.Time{})
+	r.finish(i, durabletype.TaskCancelled, now)
+	r.event(i, durabletype.EventCancelled, now, reason, time.Time{})
 }
 
 // resolveChildren resolves the children of task i.
@@ -754,23 +755,23 @@ func (r *Run) resolveChildren(i int, now time.Time) {
 // (a root at once). A task none of whose parents completed is skipped, and
 // its children resolved in turn.
 func (r *Run) resolve(c int, now time.Time) {
-	if r.Tasks[c].State != store.TaskPending {
+	if r.Tasks[c].State != durabletype.TaskPending {
 		return
 	}
 	parents := r.Shape.Parents(c)
 	completed := len(parents) == 0
 	for _, p := range parents {
 		switch r.Tasks[p].State {
-		case store.TaskCompleted:
+		case durabletype.TaskCompleted:
 			completed = true
-		case store.TaskSkipped:
+		case durabletype.TaskSkipped:
 		default:
 			return
 		}
 	}
 	if !completed {
-		r.finish(c, store.TaskSkipped, now)
-		r.event(c, store.EventSkipped, now, "all parents skipped", time.Time{})
+		r.finish(c, durabletype.TaskSkipped, now)
+		r.event(c, durabletype.EventSkipped, now, "all parents skipped", time.Time{})
 		r.resolveChildren(c, now)
 		return
 	}
@@ -784,14 +785,14 @@ func (r *Run) becomeReady(i int, now time.Time) {
 // becomeReadyAt makes task i ready at now, a sleep step sleeping from
 // from.
 func (r *Run) becomeReadyAt(i int, now, from time.Time) {
-	if !IsItem(i) && r.Shape.Kind(i) == store.KindSleep {
+	if !IsItem(i) && r.Shape.Kind(i) == durabletype.KindSleep {
 		t := &r.Tasks[i]
-		t.State = store.TaskSleeping
+		t.State = durabletype.TaskSleeping
 		t.DueAt = Timestamp(from.Add(r.Shape.Shape.Steps[i].Sleep))
 		t.StartedAt = now
 		r.touch(i)
 		r.fx.Timer = true
-		r.event(i, store.EventSleeping, now, "", t.DueAt)
+		r.event(i, durabletype.EventSleeping, now, "", t.DueAt)
 		return
 	}
 	r.enqueue(i, now, "")
@@ -799,7 +800,7 @@ func (r *Run) becomeReadyAt(i int, now, from time.Time) {
 
 func (r *Run) enqueue(i int, now time.Time, detail string) {
 	t := r.Task(i)
-	t.State = store.TaskQueued
+	t.State = durabletype.TaskQueued
 	t.DueAt = time.Time{}
 	t.TimeoutAt = time.Time{}
 	if d := r.Shape.QueueTimeout(r.StepOf(i)); d > 0 {
@@ -808,10 +809,10 @@ func (r *Run) enqueue(i int, now time.Time, detail string) {
 	}
 	r.touch(i)
 	r.fx.Enqueued = append(r.fx.Enqueued, i)
-	r.event(i, store.EventQueued, now, detail, time.Time{})
+	r.event(i, durabletype.EventQueued, now, detail, time.Time{})
 }
 
-func (r *Run) finish(i int, state store.TaskState, now time.Time) {
+func (r *Run) finish(i int, state durabletype.TaskState, now time.Time) {
 	t := r.Task(i)
 	t.State = state
 	t.TimeoutAt = time.Time{}
@@ -830,8 +831,8 @@ func (r *Run) checkRun(now time.Time) {
 			return
 		}
 	}
-	if r.Rec.Status == store.RunRunning {
-		r.Rec.Status = store.RunCompleted
+	if r.Rec.Status == durabletype.RunRunning {
+		r.Rec.Status = durabletype.RunCompleted
 	}
 	r.Rec.FinishedAt = now
 	r.Rec.Deadline = time.Time{}
@@ -883,9 +884,9 @@ func (r *Run) touch(i int) {
 	r.dirty[i] = true
 }
 
-func (r *Run) event(i int, typ store.EventType, now time.Time, detail string, due time.Time) {
+func (r *Run) event(i int, typ durabletype.EventType, now time.Time, detail string, due time.Time) {
 	t := r.Task(i)
-	r.fx.Events = append(r.fx.Events, store.Event{
+	r.fx.Events = append(r.fx.Events, durabletype.Event{
 		RunID: r.Rec.ID, Step: t.Name, Type: typ, Attempt: t.Attempt,
 		At: now, Detail: Text(detail), DueAt: due,
 	})

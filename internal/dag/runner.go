@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -112,7 +113,7 @@ func (c *Change) resolve(ctx context.Context, tx Tx) error {
 		for _, r := range c.Runs {
 			fx := c.Effects[r]
 			for _, i := range fx.Waits {
-				if t := r.Task(i); t.State == store.TaskWaiting && t.WaitKey != "" {
+				if t := r.Task(i); t.State == durabletype.TaskWaiting && t.WaitKey != "" {
 					at = append(at, TaskAt{r, i})
 					qs = append(qs, r.WaitQuery(i, c.Now))
 				}

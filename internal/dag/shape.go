@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -116,22 +117,22 @@ func validLabel(s string, maxLen int) bool {
 func CheckNewRun(nr *store.NewRun) error {
 	switch {
 	case !ValidName(nr.Workflow):
-		return fmt.Errorf("%w: workflow %s", store.ErrInvalidRun, Quote(nr.Workflow))
+		return fmt.Errorf("%w: workflow %s", durabletype.ErrInvalidRun, Quote(nr.Workflow))
 	case !ValidTenant(nr.Tenant):
-		return fmt.Errorf("%w: %s", store.ErrInvalidTenant, Quote(nr.Tenant))
+		return fmt.Errorf("%w: %s", durabletype.ErrInvalidTenant, Quote(nr.Tenant))
 	case nr.IdempotencyKey != "" && !ValidKey(nr.IdempotencyKey):
 		return fmt.Errorf("%w: idempotency key %s: use 1-%d bytes of UTF-8 without control characters",
-			store.ErrInvalidRun, Quote(nr.IdempotencyKey), MaxKeyLen)
+			durabletype.ErrInvalidRun, Quote(nr.IdempotencyKey), MaxKeyLen)
 	case nr.Priority < store.PriorityMin || nr.Priority > store.PriorityMax:
-		return fmt.Errorf("%w: priority %d outside [%d, %d]", store.ErrInvalidRun, nr.Priority, store.PriorityMin, store.PriorityMax)
+		return fmt.Errorf("%w: priority %d outside [%d, %d]", durabletype.ErrInvalidRun, nr.Priority, store.PriorityMin, store.PriorityMax)
 	case !nr.StartAt.IsZero() && !ValidTime(nr.StartAt):
-		return fmt.Errorf("%w: start time %s outside years 1-9999", store.ErrInvalidRun, nr.StartAt)
+		return fmt.Errorf("%w: start time %s outside years 1-9999", durabletype.ErrInvalidRun, nr.StartAt)
 	case !nr.Deadline.IsZero() && !ValidTime(nr.Deadline):
-		return fmt.Errorf("%w: deadline %s outside years 1-9999", store.ErrInvalidRun, nr.Deadline)
+		return fmt.Errorf("%w: deadline %s outside years 1-9999", durabletype.ErrInvalidRun, nr.Deadline)
 	case nr.StartAfter < 0 || nr.Timeout < 0:
-		return fmt.Errorf("%w: negative start delay %s or timeout %s", store.ErrInvalidRun, nr.StartAfter, nr.Timeout)
+		return fmt.Errorf("%w: negative start delay %s or timeout %s", durabletype.ErrInvalidRun, nr.StartAfter, nr.Timeout)
 	case !ValidTraceParent(nr.TraceParent):
-		return fmt.Errorf("%w: trace parent %s: use at most %d bytes of printable ASCII", store.ErrInvalidRun, Quote(nr.TraceParent), MaxTraceParentLen)
+		return fmt.Errorf("%w: trace parent %s: use at most %d bytes of printable ASCII", durabletype.ErrInvalidRun, Quote(nr.TraceParent), MaxTraceParentLen)
 	}
 	return nil
 }
@@ -189,7 +190,7 @@ const MaxKeyLen = 255
 func ValidKey(s string) bool { return validLabel(s, MaxKeyLen) }
 
 // ValidateRetry checks a recorded retry policy.
-func ValidateRetry(p store.RetryPolicy) error {
+func ValidateRetry(p durabletype.RetryPolicy) error {
 	switch {
 	case p.MaxAttempts < 1:
 		return fmt.Errorf("%w: max attempts %d < 1", ErrInvalidRetry, p.MaxAttempts)
@@ -207,7 +208,7 @@ func ValidateRetry(p store.RetryPolicy) error {
 
 // Compiled is a validated shape with its indexes built.
 type Compiled struct {
-	Shape    *store.Shape
+	Shape    *durabletype.Shape
 	index    map[string]int
 	parents  [][]int
 	children [][]int
@@ -217,7 +218,7 @@ type Compiled struct {
 // their children, which rules out cycles by construction. It reports every
 // problem it finds, each a *ShapeError (joined with errors.Join when there
 // are several).
-func Compile(s *store.Shape) (*Compiled, error) {
+func Compile(s *durabletype.Shape) (*Compiled, error) {
 	if s == nil || len(s.Steps) == 0 {
 		return nil, &ShapeError{Err: ErrEmptyWorkflow}
 	}
@@ -282,7 +283,7 @@ func Compile(s *store.Shape) (*Compiled, error) {
 	}
 	if s.OnFailure != nil {
 		if err := ValidateRetry(s.OnFailure.Retry); err != nil {
-			errs = append(errs, &ShapeError{Step: store.OnFailureTask, Err: ErrInvalidRetry, Detail: trimSentinel(err, ErrInvalidRetry)})
+			errs = append(errs, &ShapeError{Step: durabletype.OnFailureTask, Err: ErrInvalidRetry, Detail: trimSentinel(err, ErrInvalidRetry)})
 		}
 	}
 	switch len(errs) {
@@ -308,7 +309,7 @@ func (c *Compiled) Len() int { return len(c.Shape.Steps) }
 // Index returns the task index of a step name; the on-failure task has index
 // Len().
 func (c *Compiled) Index(name string) (int, bool) {
-	if name == store.OnFailureTask {
+	if name == durabletype.OnFailureTask {
 		return c.Len(), c.Shape.OnFailure != nil
 	}
 	i, ok := c.index[name]
@@ -318,15 +319,15 @@ func (c *Compiled) Index(name string) (int, bool) {
 // Name returns the task name at index i.
 func (c *Compiled) Name(i int) string {
 	if i == c.Len() {
-		return store.OnFailureTask
+		return durabletype.OnFailureTask
 	}
 	return c.Shape.Steps[i].Name
 }
 
 // Kind returns the kind of task i.
-func (c *Compiled) Kind(i int) store.TaskKind {
+func (c *Compiled) Kind(i int) durabletype.TaskKind {
 	if i == c.Len() {
-		return store.KindOnFailure
+		return durabletype.KindOnFailure
 	}
 	return KindOf(&c.Shape.Steps[i])
 }
@@ -336,26 +337,26 @@ func (c *Compiled) Kind(i int) store.TaskKind {
 // step (KindMap), or code (KindStep). A shape that compiles gives a step
 // one kind at most (checkKind); of a spec that sets several, the first in
 // that order wins.
-func KindOf(s *store.StepSpec) store.TaskKind {
+func KindOf(s *durabletype.StepSpec) durabletype.TaskKind {
 	switch {
 	case s.Sleep > 0:
-		return store.KindSleep
+		return durabletype.KindSleep
 	case s.Wait != nil:
-		return store.KindEvent
+		return durabletype.KindEvent
 	case s.Child != nil:
-		return store.KindChild
+		return durabletype.KindChild
 	case s.Map != nil:
-		return store.KindMap
+		return durabletype.KindMap
 	}
-	return store.KindStep
+	return durabletype.KindStep
 }
 
 // Spec returns the spec of step i (i < Len()).
-func (c *Compiled) Spec(i int) *store.StepSpec { return &c.Shape.Steps[i] }
+func (c *Compiled) Spec(i int) *durabletype.StepSpec { return &c.Shape.Steps[i] }
 
 // checkKind checks that a step is of one kind only, and the settings of
 // that kind; it returns what is wrong, or "".
-func checkKind(st *store.StepSpec) string {
+func checkKind(st *durabletype.StepSpec) string {
 	n := 0
 	if st.Sleep != 0 {
 		n++
@@ -399,7 +400,7 @@ func checkKind(st *store.StepSpec) string {
 }
 
 // Retry returns the retry policy of task i.
-func (c *Compiled) Retry(i int) store.RetryPolicy {
+func (c *Compiled) Retry(i int) durabletype.RetryPolicy {
 	if i == c.Len() {
 		return c.Shape.OnFailure.Retry
 	}
@@ -441,7 +442,7 @@ func (c *Compiled) Children(i int) []int {
 // RetryDelay returns how long to wait before the attempt after attempt
 // (1-based) failed: InitialDelay·Factor^(attempt-1), capped at MaxDelay, with
 // the Jitter fraction of it randomised downwards by rand in [0, 1).
-func RetryDelay(p store.RetryPolicy, attempt int, rand float64) time.Duration {
+func RetryDelay(p durabletype.RetryPolicy, attempt int, rand float64) time.Duration {
 	if attempt < 1 {
 		attempt = 1
 	}

@@ -5,11 +5,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
 // Minute is the minute t falls in: settled runs are counted by the minute
-// they settled in (store.Stats). Minutes are whole minutes since the Unix
+// they settled in (durabletype.Stats). Minutes are whole minutes since the Unix
 // epoch (time.Truncate counts from year 1, a whole number of minutes
 // before it), as in SQL.
 func Minute(t time.Time) time.Time { return t.Truncate(time.Minute) }
@@ -27,22 +28,22 @@ func CountsExpired(minute, cutoff time.Time) bool {
 	return minute.Before(Minute(cutoff))
 }
 
-// Gauge is one of the task counts of a queue's stats (store.QueueStats).
+// Gauge is one of the task counts of a queue's stats (durabletype.QueueStats).
 type Gauge int
 
 const (
 	// Uncounted: the task is in none of the counts: PENDING (a parent has
 	// not finished) or terminal.
 	Uncounted Gauge = iota
-	// GaugeReady counts in store.QueueStats.Ready.
+	// GaugeReady counts in durabletype.QueueStats.Ready.
 	GaugeReady
-	// GaugeWaiting counts in store.QueueStats.Waiting.
+	// GaugeWaiting counts in durabletype.QueueStats.Waiting.
 	GaugeWaiting
-	// GaugeRunning counts in store.QueueStats.Running.
+	// GaugeRunning counts in durabletype.QueueStats.Running.
 	GaugeRunning
 )
 
-// GaugeOf says which count of its queue's stats (store.QueueStats) a task
+// GaugeOf says which count of its queue's stats (durabletype.QueueStats) a task
 // is in; parked reports whether its store holds it parked behind its
 // concurrency key (flow.go: QUEUED, but in the key's FIFO rather
 // than the ready queue). A RUNNING task is running. A task waits when it
@@ -56,9 +57,9 @@ const (
 // pgstore's TestStatsMatchCore.
 func GaugeOf(t *store.Task, parked bool) Gauge {
 	switch {
-	case t.State == store.TaskRunning:
+	case t.State == durabletype.TaskRunning:
 		return GaugeRunning
-	case !t.DueAt.IsZero() || t.State == store.TaskWaiting || parked:
+	case !t.DueAt.IsZero() || t.State == durabletype.TaskWaiting || parked:
 		return GaugeWaiting
 	case Claimable(t):
 		return GaugeReady
@@ -69,7 +70,7 @@ func GaugeOf(t *store.Task, parked bool) Gauge {
 // CountTask counts task t in the stats q of its queue (GaugeOf); readyAt
 // is when it became ready, which sets q.OldestReady if it is the oldest
 // ready task.
-func CountTask(q *store.QueueStats, t *store.Task, parked bool, readyAt time.Time) {
+func CountTask(q *durabletype.QueueStats, t *store.Task, parked bool, readyAt time.Time) {
 	switch GaugeOf(t, parked) {
 	case GaugeReady:
 		q.Ready++
@@ -87,7 +88,7 @@ func CountTask(q *store.QueueStats, t *store.Task, parked bool, readyAt time.Tim
 type RunCountKey struct {
 	Minute           time.Time
 	Workflow, Tenant string
-	Status           store.RunStatus
+	Status           durabletype.RunStatus
 }
 
 // SettledCount is the key under which a run that just settled is counted.
@@ -98,11 +99,11 @@ func SettledCount(rec *store.Run) RunCountKey {
 // SortStats puts stats in the order both stores return them: queues by
 // workflow, version and tenant; run counts by workflow, tenant, in flight
 // before settled, version and status.
-func SortStats(st *store.Stats) {
-	slices.SortFunc(st.Queues, func(a, b store.QueueStats) int {
+func SortStats(st *durabletype.Stats) {
+	slices.SortFunc(st.Queues, func(a, b durabletype.QueueStats) int {
 		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Version, b.Version), cmp.Compare(a.Tenant, b.Tenant))
 	})
-	slices.SortFunc(st.Runs, func(a, b store.RunCount) int {
+	slices.SortFunc(st.Runs, func(a, b durabletype.RunCount) int {
 		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Tenant, b.Tenant),
 			compareBool(a.Settled, b.Settled), cmp.Compare(a.Version, b.Version), cmp.Compare(a.Status, b.Status))
 	})

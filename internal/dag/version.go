@@ -6,11 +6,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
 // Versions of a workflow (see docs/semantics.md, "Versions and deploys").
-// A run is pinned to the version it was started at (store.Shape.Version):
+// A run is pinned to the version it was started at (durabletype.Shape.Version):
 // only engines that registered the workflow at that version claim its
 // tasks. Moving a run to another version is a transition of its own
 // (Run.Upgrade), allowed when every step the run has not finished can run
@@ -103,7 +104,7 @@ func ServesVersion(queues []string, workflow, version string) bool {
 
 // UpgradeError says why a run cannot move to a version, or a definition
 // cannot accept the runs of a version: the step at fault and the reason.
-// It matches store.ErrIncompatible.
+// It matches durabletype.ErrIncompatible.
 type UpgradeError struct {
 	// From and To are the versions.
 	From, To string
@@ -113,14 +114,14 @@ type UpgradeError struct {
 }
 
 func (e *UpgradeError) Error() string {
-	msg := fmt.Sprintf("%s: version %s to %s", store.ErrIncompatible.Error(), quoteVersion(e.From), quoteVersion(e.To))
+	msg := fmt.Sprintf("%s: version %s to %s", durabletype.ErrIncompatible.Error(), quoteVersion(e.From), quoteVersion(e.To))
 	if e.Step != "" {
 		msg += ": step " + Quote(e.Step)
 	}
 	return msg + ": " + e.Reason
 }
 
-func (e *UpgradeError) Unwrap() error { return store.ErrIncompatible }
+func (e *UpgradeError) Unwrap() error { return durabletype.ErrIncompatible }
 
 func quoteVersion(v string) string {
 	if v == "" {
@@ -137,7 +138,7 @@ func sameTypes(a, b string) bool { return a == "" || b == "" || a == b }
 // while the step is unfinished: its kind (and what a wait, a child step or
 // a map step waits for), its parents and its output type; "" when they
 // agree. Policies (retries, timeouts, a sleep's length) may differ.
-func differs(a, b *store.StepSpec) string {
+func differs(a, b *durabletype.StepSpec) string {
 	ka, kb := KindOf(a), KindOf(b)
 	switch {
 	case ka != kb:
@@ -158,7 +159,7 @@ func differs(a, b *store.StepSpec) string {
 	return ""
 }
 
-func waitWhat(w *store.WaitSpec) string {
+func waitWhat(w *durabletype.WaitSpec) string {
 	if w.Signal != "" {
 		return "signal " + Quote(w.Signal)
 	}
@@ -183,7 +184,7 @@ func sameParents(a, b []string) bool {
 // agree. It is the rule of a definition that accepts the runs of an older
 // version (durable's Workflow.Accepts); Run.Upgrade applies the weaker
 // rule of one run (finished steps may be gone or changed).
-func CheckAccepts(from, to *store.Shape) error {
+func CheckAccepts(from, to *durabletype.Shape) error {
 	bad := func(step, reason string) error {
 		return &UpgradeError{From: from.Version, To: to.Version, Step: step, Reason: reason}
 	}
@@ -206,7 +207,7 @@ func CheckAccepts(from, to *store.Shape) error {
 	return nil
 }
 
-func stepNamed(s *store.Shape, name string) *store.StepSpec {
+func stepNamed(s *durabletype.Shape, name string) *durabletype.StepSpec {
 	for i := range s.Steps {
 		if s.Steps[i].Name == name {
 			return &s.Steps[i]
@@ -218,17 +219,17 @@ func stepNamed(s *store.Shape, name string) *store.StepSpec {
 // finished reports whether a task is done for good in a run that goes on:
 // COMPLETED or SKIPPED.
 func finished(t *store.Task) bool {
-	return t.State == store.TaskCompleted || t.State == store.TaskSkipped
+	return t.State == durabletype.TaskCompleted || t.State == durabletype.TaskSkipped
 }
 
 // CheckTarget checks the shape of a version runs are to move to: a valid
 // shape with its version set.
-func CheckTarget(to *store.Shape) error {
+func CheckTarget(to *durabletype.Shape) error {
 	if to == nil || to.Version == "" {
-		return fmt.Errorf("%w: the version to move to has no version set", store.ErrInvalidRun)
+		return fmt.Errorf("%w: the version to move to has no version set", durabletype.ErrInvalidRun)
 	}
 	if _, err := Compile(to); err != nil {
-		return fmt.Errorf("%w: the version to move to: %w", store.ErrInvalidRun, err)
+		return fmt.Errorf("%w: the version to move to: %w", durabletype.ErrInvalidRun, err)
 	}
 	return nil
 }
@@ -238,7 +239,7 @@ func CheckTarget(to *store.Shape) error {
 // (differs), else kept as recorded and Retired (only a finished step
 // may be); then the steps to adds, in to's order. Step indexes, and so
 // every stored task and queue entry of the run, stay as they are.
-func (r *Run) upgradeShape(to *store.Shape) (*store.Shape, error) {
+func (r *Run) upgradeShape(to *durabletype.Shape) (*durabletype.Shape, error) {
 	from := r.Shape.Shape
 	bad := func(step, reason string) error {
 		return &UpgradeError{From: r.Rec.Version, To: to.Version, Step: step, Reason: reason}
@@ -246,7 +247,7 @@ func (r *Run) upgradeShape(to *store.Shape) (*store.Shape, error) {
 	if !sameTypes(from.Input, to.Input) {
 		return nil, bad("", fmt.Sprintf("the input is a %s, and a %s in the other version", from.Input, to.Input))
 	}
-	out := &store.Shape{Version: to.Version, Input: cmpOr(to.Input, from.Input), OnFailure: to.OnFailure}
+	out := &durabletype.Shape{Version: to.Version, Input: cmpOr(to.Input, from.Input), OnFailure: to.OnFailure}
 	have := make(map[string]bool, len(from.Steps))
 	for i := range from.Steps {
 		a := &from.Steps[i]
@@ -284,7 +285,7 @@ func (r *Run) upgradeShape(to *store.Shape) (*store.Shape, error) {
 			if old == nil {
 				continue // a step to adds: it has not run
 			}
-			if k := slices.IndexFunc(from.Steps, func(x store.StepSpec) bool { return x.Name == p }); !finished(&r.Tasks[k]) {
+			if k := slices.IndexFunc(from.Steps, func(x durabletype.StepSpec) bool { return x.Name == p }); !finished(&r.Tasks[k]) {
 				continue
 			}
 			if nw := stepNamed(to, p); nw != nil && !sameTypes(old.Output, nw.Output) {
@@ -309,14 +310,14 @@ func cmpOr(a, b string) string {
 // the run has not finished keeps its state, claim and queue entry; the
 // steps to adds are created, PENDING, and those whose parents are all
 // resolved become ready (or are skipped by the cascade) at once. Each of
-// those tasks records an UPGRADED event. Errors: store.ErrVersionMismatch
-// (the run is at another version than from), store.ErrRunSettled, an
+// those tasks records an UPGRADED event. Errors: durabletype.ErrVersionMismatch
+// (the run is at another version than from), durabletype.ErrRunSettled, an
 // *UpgradeError (the run failed, its on-failure handler runs, or a step it
 // has not finished cannot run the same way in to).
-func (r *Run) Upgrade(from string, to *store.Shape, now time.Time) (Effects, error) {
+func (r *Run) Upgrade(from string, to *durabletype.Shape, now time.Time) (Effects, error) {
 	r.begin()
 	if r.Rec.Version != from {
-		return r.end(), store.ErrVersionMismatch
+		return r.end(), durabletype.ErrVersionMismatch
 	}
 	n := r.Shape.Len()
 	bad := func(reason string) error {
@@ -324,8 +325,8 @@ func (r *Run) Upgrade(from string, to *store.Shape, now time.Time) (Effects, err
 	}
 	switch {
 	case r.Rec.Settled():
-		return r.end(), store.ErrRunSettled
-	case r.Rec.Status != store.RunRunning:
+		return r.end(), durabletype.ErrRunSettled
+	case r.Rec.Status != durabletype.RunRunning:
 		return r.end(), bad("the run failed; it settles at its version (replay it once settled, then move it)")
 	case len(r.Tasks) > n && to.OnFailure == nil:
 		// A replayed run keeps the task of the handler that ran before.
@@ -337,7 +338,7 @@ func (r *Run) Upgrade(from string, to *store.Shape, now time.Time) (Effects, err
 	}
 	compiled, err := Compile(merged)
 	if err != nil {
-		return r.end(), fmt.Errorf("%w: version %s: %w", store.ErrIncompatible, quoteVersion(to.Version), err)
+		return r.end(), fmt.Errorf("%w: version %s: %w", durabletype.ErrIncompatible, quoteVersion(to.Version), err)
 	}
 	detail := fmt.Sprintf("upgraded from version %s to %s", quoteVersion(r.Rec.Version), quoteVersion(to.Version))
 	r.Shape = compiled
@@ -354,14 +355,14 @@ func (r *Run) Upgrade(from string, to *store.Shape, now time.Time) (Effects, err
 	}
 	for i := range n {
 		if !r.Tasks[i].State.Terminal() {
-			r.event(i, store.EventUpgraded, now, detail, time.Time{})
+			r.event(i, durabletype.EventUpgraded, now, detail, time.Time{})
 		}
 	}
 	for i := n; i < compiled.Len(); i++ {
-		r.Tasks = append(r.Tasks, store.Task{RunID: r.Rec.ID, Name: compiled.Name(i), Kind: compiled.Kind(i), State: store.TaskPending})
+		r.Tasks = append(r.Tasks, store.Task{RunID: r.Rec.ID, Name: compiled.Name(i), Kind: compiled.Kind(i), State: durabletype.TaskPending})
 		r.touch(i)
 		r.fx.NewTasks = append(r.fx.NewTasks, i)
-		r.event(i, store.EventUpgraded, now, detail, time.Time{})
+		r.event(i, durabletype.EventUpgraded, now, detail, time.Time{})
 	}
 	r.Tasks = append(r.Tasks, handler...)
 	for i := n; i < compiled.Len(); i++ {

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -44,14 +45,14 @@ func TestQueues(t *testing.T) {
 }
 
 // typed returns a step with an output type.
-func typed(name, out string, parents ...string) store.StepSpec {
+func typed(name, out string, parents ...string) durabletype.StepSpec {
 	s := st(name, parents...)
 	s.Output = out
 	return s
 }
 
-func shapeV(version string, steps ...store.StepSpec) *store.Shape {
-	return &store.Shape{Version: version, Input: "main.In", Steps: steps}
+func shapeV(version string, steps ...durabletype.StepSpec) *durabletype.Shape {
+	return &durabletype.Shape{Version: version, Input: "main.In", Steps: steps}
 }
 
 func TestCheckAccepts(t *testing.T) {
@@ -59,15 +60,15 @@ func TestCheckAccepts(t *testing.T) {
 	v1 := shapeV("1", typed("a", "int"), typed("b", "string", "a"))
 	tests := []struct {
 		name string
-		to   *store.Shape
+		to   *durabletype.Shape
 		step string // "" when accepted
 	}{
 		{"a step added", shapeV("2", typed("a", "int"), typed("b", "string", "a"), typed("c", "int", "b")), ""},
-		{"policies changed", shapeV("2", store.StepSpec{Name: "a", Output: "int", Retry: store.RetryPolicy{MaxAttempts: 5, Factor: 2}}, typed("b", "string", "a")), ""},
+		{"policies changed", shapeV("2", durabletype.StepSpec{Name: "a", Output: "int", Retry: durabletype.RetryPolicy{MaxAttempts: 5, Factor: 2}}, typed("b", "string", "a")), ""},
 		{"a step removed", shapeV("2", typed("a", "int")), "b"},
 		{"a parent added", shapeV("2", typed("a", "int"), typed("z", "int"), typed("b", "string", "a", "z")), "b"},
 		{"an output type changed", shapeV("2", typed("a", "int"), typed("b", "[]byte", "a")), "b"},
-		{"a kind changed", shapeV("2", typed("a", "int"), store.StepSpec{Name: "b", Parents: []string{"a"}, Sleep: time.Hour, Retry: once()}), "b"},
+		{"a kind changed", shapeV("2", typed("a", "int"), durabletype.StepSpec{Name: "b", Parents: []string{"a"}, Sleep: time.Hour, Retry: once()}), "b"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,7 +78,7 @@ func TestCheckAccepts(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, store.ErrIncompatible)
+			require.ErrorIs(t, err, durabletype.ErrIncompatible)
 			var ue *UpgradeError
 			require.True(t, errors.As(err, &ue))
 			require.Equal(t, tt.step, ue.Step)
@@ -87,12 +88,12 @@ func TestCheckAccepts(t *testing.T) {
 	t.Run("input type", func(t *testing.T) {
 		to := shapeV("2", typed("a", "int"), typed("b", "string", "a"))
 		to.Input = "main.Other"
-		require.ErrorIs(t, CheckAccepts(v1, to), store.ErrIncompatible)
+		require.ErrorIs(t, CheckAccepts(v1, to), durabletype.ErrIncompatible)
 	})
 }
 
 // started starts a run of shape and returns it.
-func started(t *testing.T, shape *store.Shape) *Run {
+func started(t *testing.T, shape *durabletype.Shape) *Run {
 	t.Helper()
 	c, err := Compile(shape)
 	require.NoError(t, err)
@@ -111,8 +112,8 @@ func completeStep(t *testing.T, r *Run, name string, token int64) {
 	require.Equal(t, store.FinishApplied, st)
 }
 
-func stateOf(r *Run) map[string]store.TaskState {
-	out := map[string]store.TaskState{}
+func stateOf(r *Run) map[string]durabletype.TaskState {
+	out := map[string]durabletype.TaskState{}
 	for _, t := range r.Tasks {
 		out[t.Name] = t.State
 	}
@@ -138,10 +139,10 @@ func TestUpgradeAddsSteps(t *testing.T) {
 	require.Equal(t, []string{"a", "b", "c", "d"}, []string{r.Shape.Name(0), r.Shape.Name(1), r.Shape.Name(2), r.Shape.Name(3)})
 	require.Equal(t, []int{2, 3}, fx.NewTasks)
 	require.Equal(t, []int{3}, fx.Enqueued, "d's parent a completed: d is ready at once; c waits for b")
-	require.Equal(t, map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskQueued, "c": store.TaskPending, "d": store.TaskQueued}, stateOf(r))
+	require.Equal(t, map[string]durabletype.TaskState{"a": durabletype.TaskCompleted, "b": durabletype.TaskQueued, "c": durabletype.TaskPending, "d": durabletype.TaskQueued}, stateOf(r))
 	var upgraded []string
 	for _, ev := range fx.Events {
-		if ev.Type == store.EventUpgraded {
+		if ev.Type == durabletype.EventUpgraded {
 			upgraded = append(upgraded, ev.Step)
 			require.Equal(t, `upgraded from version "1" to "2"`, ev.Detail)
 		}
@@ -150,7 +151,7 @@ func TestUpgradeAddsSteps(t *testing.T) {
 
 	// The moved run goes on in the new shape: b, then c.
 	completeStep(t, r, "b", 5)
-	require.Equal(t, store.TaskQueued, stateOf(r)["c"])
+	require.Equal(t, durabletype.TaskQueued, stateOf(r)["c"])
 }
 
 func TestUpgradeRefusesUnfinishedChanges(t *testing.T) {
@@ -159,7 +160,7 @@ func TestUpgradeRefusesUnfinishedChanges(t *testing.T) {
 	tests := []struct {
 		name string
 		done []string // steps completed before the upgrade
-		to   *store.Shape
+		to   *durabletype.Shape
 		step string // the step at fault; "" when it moves
 	}{
 
@@ -209,18 +210,18 @@ func TestUpgradeRetiresFinishedSteps(t *testing.T) {
 	require.True(t, r.Shape.Spec(2).Retired, "c is finished and differs in v2: kept as recorded")
 	require.False(t, r.Shape.Spec(3).Retired)
 	completeStep(t, r, "d", 9)
-	require.Equal(t, store.RunCompleted, r.Rec.Status)
+	require.Equal(t, durabletype.RunCompleted, r.Rec.Status)
 
 	// A replay from a never runs a retired step again.
 	_, err = r.Replay("b", t0)
-	require.ErrorIs(t, err, store.ErrStepNotFound)
+	require.ErrorIs(t, err, durabletype.ErrStepNotFound)
 	_, err = r.Replay("a", t0)
 	require.NoError(t, err)
 	st := stateOf(r)
-	require.Equal(t, store.TaskCompleted, st["b"])
-	require.Equal(t, store.TaskCompleted, st["c"])
-	require.Equal(t, store.TaskQueued, st["a"])
-	require.Equal(t, store.TaskQueued, st["d"], "a descendant of a runs again, at once: its parent c keeps its record")
+	require.Equal(t, durabletype.TaskCompleted, st["b"])
+	require.Equal(t, durabletype.TaskCompleted, st["c"])
+	require.Equal(t, durabletype.TaskQueued, st["a"])
+	require.Equal(t, durabletype.TaskQueued, st["d"], "a descendant of a runs again, at once: its parent c keeps its record")
 }
 
 func TestUpgradeRefusesSettledAndFailedRuns(t *testing.T) {
@@ -230,61 +231,61 @@ func TestUpgradeRefusesSettledAndFailedRuns(t *testing.T) {
 	r := started(t, v1)
 	completeStep(t, r, "a", 1)
 	_, err := r.Upgrade(r.Rec.Version, v2, t0)
-	require.ErrorIs(t, err, store.ErrRunSettled)
+	require.ErrorIs(t, err, durabletype.ErrRunSettled)
 
 	withHandler := shapeV("1", typed("a", "int"), typed("b", "int", "a"))
-	withHandler.OnFailure = &store.OnFailureSpec{Retry: once()}
+	withHandler.OnFailure = &durabletype.OnFailureSpec{Retry: once()}
 	r = started(t, withHandler)
 	_, ok := r.Claim(0, 1, "w", t0)
 	require.True(t, ok)
 	r.Finish(0, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: "a", Token: 1}, Kind: store.OutcomeFail, Error: "boom", Terminal: true}, t0)
-	require.Equal(t, store.RunFailed, r.Rec.Status)
+	require.Equal(t, durabletype.RunFailed, r.Rec.Status)
 	require.False(t, r.Rec.Settled(), "its handler runs")
 	_, err = r.Upgrade(r.Rec.Version, v2, t0)
-	require.ErrorIs(t, err, store.ErrIncompatible)
+	require.ErrorIs(t, err, durabletype.ErrIncompatible)
 }
 
 func TestUpgradeKeepsTheHandlerOfAReplayedRun(t *testing.T) {
 	t.Parallel()
 	v1 := shapeV("1", typed("a", "int"), typed("b", "int", "a"))
-	v1.OnFailure = &store.OnFailureSpec{Retry: once()}
+	v1.OnFailure = &durabletype.OnFailureSpec{Retry: once()}
 	r := started(t, v1)
 	completeStep(t, r, "a", 1)
 	_, ok := r.Claim(1, 2, "w", t0)
 	require.True(t, ok)
 	r.Finish(1, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: "b", Token: 2}, Kind: store.OutcomeFail, Error: "boom", Terminal: true}, t0)
-	h, _ := r.Shape.Index(store.OnFailureTask)
+	h, _ := r.Shape.Index(durabletype.OnFailureTask)
 	_, ok = r.Claim(h, 3, "w", t0)
 	require.True(t, ok)
-	r.Finish(h, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: store.OnFailureTask, Token: 3}, Kind: store.OutcomeComplete}, t0)
+	r.Finish(h, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: durabletype.OnFailureTask, Token: 3}, Kind: store.OutcomeComplete}, t0)
 	require.True(t, r.Rec.Settled())
 	_, err := r.Replay("", t0)
 	require.NoError(t, err)
 
 	v2 := shapeV("2", typed("a", "int"), typed("b", "int", "a"), typed("c", "int", "b"))
 	_, err = r.Upgrade(r.Rec.Version, v2, t0)
-	require.ErrorIs(t, err, store.ErrIncompatible, "v2 has no handler")
+	require.ErrorIs(t, err, durabletype.ErrIncompatible, "v2 has no handler")
 
-	v2.OnFailure = &store.OnFailureSpec{Retry: once()}
+	v2.OnFailure = &durabletype.OnFailureSpec{Retry: once()}
 	_, err = r.Upgrade(r.Rec.Version, v2, t0)
 	require.NoError(t, err)
 	require.Equal(t, 3, r.Shape.Len())
 	require.Len(t, r.Tasks, 4)
-	require.Equal(t, store.OnFailureTask, r.Tasks[3].Name, "the handler's task follows the steps")
+	require.Equal(t, durabletype.OnFailureTask, r.Tasks[3].Name, "the handler's task follows the steps")
 	require.Equal(t, "c", r.Tasks[2].Name)
 }
 
 func TestCompileChecksVersionAndTypes(t *testing.T) {
 	t.Parallel()
-	_, err := Compile(&store.Shape{Version: "a@b", Steps: []store.StepSpec{st("a")}})
+	_, err := Compile(&durabletype.Shape{Version: "a@b", Steps: []durabletype.StepSpec{st("a")}})
 	require.ErrorIs(t, err, ErrInvalidVersion)
-	_, err = Compile(&store.Shape{Version: "2", Input: "bad\x00type", Steps: []store.StepSpec{st("a")}})
+	_, err = Compile(&durabletype.Shape{Version: "2", Input: "bad\x00type", Steps: []durabletype.StepSpec{st("a")}})
 	require.ErrorIs(t, err, ErrInvalidType)
 	bad := st("a")
 	bad.Output = string(make([]byte, MaxTypeLen+1))
-	_, err = Compile(&store.Shape{Steps: []store.StepSpec{bad}})
+	_, err = Compile(&durabletype.Shape{Steps: []durabletype.StepSpec{bad}})
 	require.ErrorIs(t, err, ErrInvalidType)
-	_, err = Compile(&store.Shape{Version: "2", Input: "map[string]main.Item", Steps: []store.StepSpec{typed("a", "struct { A int }")}})
+	_, err = Compile(&durabletype.Shape{Version: "2", Input: "map[string]main.Item", Steps: []durabletype.StepSpec{typed("a", "struct { A int }")}})
 	require.NoError(t, err)
 }
 
@@ -292,6 +293,6 @@ func TestUpgradeChecksTheVersionMovedFrom(t *testing.T) {
 	t.Parallel()
 	r := started(t, shapeV("1", typed("a", "int")))
 	_, err := r.Upgrade("0", shapeV("2", typed("a", "int"), typed("b", "int", "a")), t0)
-	require.ErrorIs(t, err, store.ErrVersionMismatch)
+	require.ErrorIs(t, err, durabletype.ErrVersionMismatch)
 	require.Equal(t, "1", r.Rec.Version)
 }

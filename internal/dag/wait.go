@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -26,10 +27,10 @@ func CheckEvents(evs []store.EventMessage) error {
 		e := &evs[k]
 		switch {
 		case !ValidTenant(e.Tenant):
-			return fmt.Errorf("%w: event %d: tenant %s", store.ErrInvalidEvent, k, Quote(e.Tenant))
+			return fmt.Errorf("%w: event %d: tenant %s", durabletype.ErrInvalidEvent, k, Quote(e.Tenant))
 		case !ValidEventKey(e.Key):
 			return fmt.Errorf("%w: event %d: key %s: use 1-%d bytes of UTF-8 without control characters",
-				store.ErrInvalidEvent, k, Quote(e.Key), MaxEventKeyLen)
+				durabletype.ErrInvalidEvent, k, Quote(e.Key), MaxEventKeyLen)
 		}
 	}
 	return nil
@@ -39,7 +40,7 @@ func CheckEvents(evs []store.EventMessage) error {
 func CheckSignal(name string) error {
 	if !ValidEventKey(name) {
 		return fmt.Errorf("%w: signal name %s: use 1-%d bytes of UTF-8 without control characters",
-			store.ErrInvalidEvent, Quote(name), MaxEventKeyLen)
+			durabletype.ErrInvalidEvent, Quote(name), MaxEventKeyLen)
 	}
 	return nil
 }
@@ -80,13 +81,13 @@ func ChildID(parent uuid.UUID, step string, token int64) uuid.UUID {
 // Child) as far as it can be checked before its tenant and ID are known.
 func CheckChild(nr *store.NewRun) error {
 	if nr == nil {
-		return fmt.Errorf("%w: no child run", store.ErrInvalidRun)
+		return fmt.Errorf("%w: no child run", durabletype.ErrInvalidRun)
 	}
 	if !ValidName(nr.Workflow) {
-		return fmt.Errorf("%w: child workflow %s", store.ErrInvalidRun, Quote(nr.Workflow))
+		return fmt.Errorf("%w: child workflow %s", durabletype.ErrInvalidRun, Quote(nr.Workflow))
 	}
 	if _, err := Compile(nr.Shape); err != nil {
-		return fmt.Errorf("%w: child of workflow %s: %w", store.ErrInvalidRun, Quote(nr.Workflow), err)
+		return fmt.Errorf("%w: child of workflow %s: %w", durabletype.ErrInvalidRun, Quote(nr.Workflow), err)
 	}
 	return nil
 }
@@ -120,10 +121,10 @@ func (r *Run) WaitQuery(i int, now time.Time) WaitQuery {
 // event, and a due time (zero: none).
 func (r *Run) wait(i int, now time.Time, detail string, due time.Time) {
 	t := r.Task(i)
-	t.State = store.TaskWaiting
+	t.State = durabletype.TaskWaiting
 	t.Worker = ""
 	t.DueAt = due
-	if t.Kind != store.KindChild {
+	if t.Kind != durabletype.KindChild {
 		// A child step's attempt timeout spans its wait; nothing else
 		// times out while waiting but by its own due time.
 		t.TimeoutAt = time.Time{}
@@ -132,7 +133,7 @@ func (r *Run) wait(i int, now time.Time, detail string, due time.Time) {
 		r.fx.Timer = true
 	}
 	r.touch(i)
-	r.event(i, store.EventWaiting, now, detail, due)
+	r.event(i, durabletype.EventWaiting, now, detail, due)
 }
 
 // beginWait makes the event step i wait for the event with key key, or for
@@ -177,7 +178,7 @@ func (r *Run) spawn(i int, nr *store.NewRun, now time.Time) {
 	child := store.NewRun{
 		ID: ChildID(r.Rec.ID, t.Name, t.Token), Workflow: nr.Workflow, Tenant: r.Rec.Tenant, Input: nr.Input,
 		Shape: nr.Shape, Keys: nr.Keys, Priority: r.Rec.Priority,
-		Parent:      &store.ParentRef{RunID: r.Rec.ID, Step: t.Name, Result: spec.Result},
+		Parent:      &durabletype.ParentRef{RunID: r.Rec.ID, Step: t.Name, Result: spec.Result},
 		TraceParent: nr.TraceParent,
 	}
 	t.Child = child.ID
@@ -190,15 +191,15 @@ func (r *Run) spawn(i int, nr *store.NewRun, now time.Time) {
 // run is cancelled, the unfinished items of a map step are.
 func (r *Run) abandon(i int, now time.Time, reason string) {
 	t := r.Task(i)
-	if t.State != store.TaskWaiting {
+	if t.State != durabletype.TaskWaiting {
 		return
 	}
 	switch t.Kind {
-	case store.KindChild:
+	case durabletype.KindChild:
 		if t.Child != uuid.Nil {
 			r.fx.Outbox = append(r.fx.Outbox, Message{Kind: MsgCancel, Run: t.Child, Error: Text("parent " + reason)})
 		}
-	case store.KindMap:
+	case durabletype.KindMap:
 		r.cancelItems(i, now, reason)
 	}
 }
@@ -217,7 +218,7 @@ func (r *Run) Deliver(i int, token int64, payload []byte, now time.Time) (Effect
 
 func (r *Run) deliver(i int, token int64, payload []byte, now time.Time) bool {
 	t := r.Task(i)
-	if t.State != store.TaskWaiting || t.Kind != store.KindEvent || t.Token != token || !r.wanted(i) {
+	if t.State != durabletype.TaskWaiting || t.Kind != durabletype.KindEvent || t.Token != token || !r.wanted(i) {
 		return false
 	}
 	t.DueAt = time.Time{}
@@ -230,11 +231,11 @@ func (r *Run) deliver(i int, token int64, payload []byte, now time.Time) bool {
 func (r *Run) Signal(name string, payload []byte, now time.Time) (Effects, error) {
 	r.begin()
 	if r.Rec.Settled() {
-		return r.end(), store.ErrRunSettled
+		return r.end(), durabletype.ErrRunSettled
 	}
 	key := SignalKey(name)
 	for i := range r.Shape.Len() {
-		if t := &r.Tasks[i]; t.State == store.TaskWaiting && t.WaitKey == key {
+		if t := &r.Tasks[i]; t.State == durabletype.TaskWaiting && t.WaitKey == key {
 			r.deliver(i, t.Token, payload, now)
 		}
 	}
@@ -270,9 +271,9 @@ type Message struct {
 	// settled (MsgChild): its status, its result step and that step's
 	// state; Error is its failure (or, for MsgCancel, the reason).
 	Child       uuid.UUID
-	Status      store.RunStatus
+	Status      durabletype.RunStatus
 	Result      string
-	ResultState store.TaskState
+	ResultState durabletype.TaskState
 	Error       string
 	// Payload is the event's payload (MsgEvent) or the child's result
 	// output (MsgChild; stores fill it in from the result task).
@@ -312,20 +313,20 @@ func (r *Run) Apply(m *Message, now time.Time) (Effects, bool) {
 func (r *Run) childSettled(i int, m *Message, rand float64, now time.Time) (Effects, bool) {
 	r.begin()
 	t := &r.Tasks[i]
-	if t.State != store.TaskWaiting || t.Kind != store.KindChild || t.Child != m.Child || !r.wanted(i) {
+	if t.State != durabletype.TaskWaiting || t.Kind != durabletype.KindChild || t.Child != m.Child || !r.wanted(i) {
 		return r.end(), false
 	}
 	switch m.Status {
-	case store.RunCompleted:
-		if m.ResultState == store.TaskCompleted {
+	case durabletype.RunCompleted:
+		if m.ResultState == durabletype.TaskCompleted {
 			r.complete(i, m.Payload, now)
 		} else {
-			r.finish(i, store.TaskSkipped, now)
-			r.event(i, store.EventSkipped, now, fmt.Sprintf("the result step %s of child run %s was %s",
+			r.finish(i, durabletype.TaskSkipped, now)
+			r.event(i, durabletype.EventSkipped, now, fmt.Sprintf("the result step %s of child run %s was %s",
 				Quote(m.Result), m.Child, strings.ToLower(string(m.ResultState))), time.Time{})
 			r.resolveChildren(i, now)
 		}
-	case store.RunFailed, store.RunCancelled:
+	case durabletype.RunFailed, durabletype.RunCancelled:
 		msg := fmt.Sprintf("child run %s %s", m.Child, strings.ToLower(string(m.Status)))
 		if m.Error != "" {
 			msg += ": " + m.Error
@@ -374,8 +375,8 @@ func (r *Run) timeOutWait(i int, now time.Time) {
 	msg := fmt.Sprintf("no %s within %s", what, spec.Timeout)
 	t.DueAt = time.Time{}
 	if spec.SkipOnTimeout {
-		r.finish(i, store.TaskSkipped, now)
-		r.event(i, store.EventSkipped, now, msg, time.Time{})
+		r.finish(i, durabletype.TaskSkipped, now)
+		r.event(i, durabletype.EventSkipped, now, msg, time.Time{})
 		r.resolveChildren(i, now)
 		return
 	}

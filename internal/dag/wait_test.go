@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -20,7 +21,7 @@ func TestItemNames(t *testing.T) {
 			require.Equal(t, step, got)
 			require.Equal(t, k, n)
 			require.Greater(t, name, "z", "items sort after every step name: %s", name)
-			require.Greater(t, name, store.OnFailureTask)
+			require.Greater(t, name, durabletype.OnFailureTask)
 			require.Equal(t, step+"["+itoa(k)+"]", DisplayName(name))
 		}
 	}
@@ -38,15 +39,15 @@ func itoa(k int) string {
 
 func TestFits(t *testing.T) {
 	t.Parallel()
-	kinds := []store.TaskKind{store.KindStep, store.KindOnFailure, store.KindEvent, store.KindChild, store.KindMap, store.KindItem}
-	fitting := map[store.OutcomeKind][]store.TaskKind{
-		store.OutcomeComplete: {store.KindStep, store.KindOnFailure, store.KindItem},
+	kinds := []durabletype.TaskKind{durabletype.KindStep, durabletype.KindOnFailure, durabletype.KindEvent, durabletype.KindChild, durabletype.KindMap, durabletype.KindItem}
+	fitting := map[store.OutcomeKind][]durabletype.TaskKind{
+		store.OutcomeComplete: {durabletype.KindStep, durabletype.KindOnFailure, durabletype.KindItem},
 		store.OutcomeFail:     kinds,
 		store.OutcomeRelease:  kinds,
-		store.OutcomeSkip:     {store.KindStep, store.KindOnFailure, store.KindEvent, store.KindChild, store.KindMap},
-		store.OutcomeWait:     {store.KindEvent},
-		store.OutcomeSpawn:    {store.KindChild},
-		store.OutcomeFanOut:   {store.KindMap},
+		store.OutcomeSkip:     {durabletype.KindStep, durabletype.KindOnFailure, durabletype.KindEvent, durabletype.KindChild, durabletype.KindMap},
+		store.OutcomeWait:     {durabletype.KindEvent},
+		store.OutcomeSpawn:    {durabletype.KindChild},
+		store.OutcomeFanOut:   {durabletype.KindMap},
 	}
 	for o, ok := range fitting {
 		for _, k := range kinds {
@@ -84,47 +85,47 @@ func TestSignalKeys(t *testing.T) {
 func TestCompileKinds(t *testing.T) {
 	t.Parallel()
 	waiting := st("w")
-	waiting.Wait = &store.WaitSpec{Timeout: time.Hour, SkipOnTimeout: true, Lookback: time.Minute}
+	waiting.Wait = &durabletype.WaitSpec{Timeout: time.Hour, SkipOnTimeout: true, Lookback: time.Minute}
 	child := st("c")
-	child.Child = &store.ChildSpec{Workflow: "other", Result: "r"}
+	child.Child = &durabletype.ChildSpec{Workflow: "other", Result: "r"}
 	mapped := st("m", "l")
-	mapped.Map = &store.MapSpec{Over: "l"}
-	c, err := Compile(&store.Shape{Steps: []store.StepSpec{waiting, child, st("l"), mapped}})
+	mapped.Map = &durabletype.MapSpec{Over: "l"}
+	c, err := Compile(&durabletype.Shape{Steps: []durabletype.StepSpec{waiting, child, st("l"), mapped}})
 	require.NoError(t, err)
-	require.Equal(t, store.KindEvent, c.Kind(0))
-	require.Equal(t, store.KindChild, c.Kind(1))
-	require.Equal(t, store.KindStep, c.Kind(2))
-	require.Equal(t, store.KindMap, c.Kind(3))
+	require.Equal(t, durabletype.KindEvent, c.Kind(0))
+	require.Equal(t, durabletype.KindChild, c.Kind(1))
+	require.Equal(t, durabletype.KindStep, c.Kind(2))
+	require.Equal(t, durabletype.KindMap, c.Kind(3))
 
-	bad := map[string]store.StepSpec{}
+	bad := map[string]durabletype.StepSpec{}
 	two := st("x")
-	two.Wait, two.Child = &store.WaitSpec{}, &store.ChildSpec{Workflow: "o", Result: "r"}
+	two.Wait, two.Child = &durabletype.WaitSpec{}, &durabletype.ChildSpec{Workflow: "o", Result: "r"}
 	bad["two kinds"] = two
 	neg := st("x")
-	neg.Wait = &store.WaitSpec{Timeout: -1}
+	neg.Wait = &durabletype.WaitSpec{Timeout: -1}
 	bad["negative timeout"] = neg
 	skip := st("x")
-	skip.Wait = &store.WaitSpec{SkipOnTimeout: true}
+	skip.Wait = &durabletype.WaitSpec{SkipOnTimeout: true}
 	bad["skip without timeout"] = skip
 	sig := st("x")
-	sig.Wait = &store.WaitSpec{Signal: "a\nb"}
+	sig.Wait = &durabletype.WaitSpec{Signal: "a\nb"}
 	bad["bad signal"] = sig
 	noWf := st("x")
-	noWf.Child = &store.ChildSpec{Workflow: "", Result: "r"}
+	noWf.Child = &durabletype.ChildSpec{Workflow: "", Result: "r"}
 	bad["no child workflow"] = noWf
 	over := st("x")
-	over.Map = &store.MapSpec{Over: "nope"}
+	over.Map = &durabletype.MapSpec{Over: "nope"}
 	bad["map over a non-parent"] = over
 	for name, spec := range bad {
-		_, err := Compile(&store.Shape{Steps: []store.StepSpec{st("l"), spec}})
+		_, err := Compile(&durabletype.Shape{Steps: []durabletype.StepSpec{st("l"), spec}})
 		require.ErrorIs(t, err, ErrInvalidKind, name)
 	}
 }
 
 // startSteps starts a run of steps for the wait tests.
-func startSteps(t *testing.T, steps ...store.StepSpec) *Run {
+func startSteps(t *testing.T, steps ...durabletype.StepSpec) *Run {
 	t.Helper()
-	c, err := Compile(&store.Shape{Steps: steps})
+	c, err := Compile(&durabletype.Shape{Steps: steps})
 	require.NoError(t, err)
 	r, _ := Start(store.Run{ID: uuid.New(), Workflow: "wf", Tenant: "acme"}, c, t0, time.Time{})
 	return r
@@ -139,20 +140,20 @@ func claimed(t *testing.T, r *Run, i int, token int64) {
 func TestDeliverOnlyToTheWaitingClaim(t *testing.T) {
 	t.Parallel()
 	w := st("w")
-	w.Wait = &store.WaitSpec{Lookback: time.Minute}
+	w.Wait = &durabletype.WaitSpec{Lookback: time.Minute}
 	r := startSteps(t, w, st("after", "w"))
 	claimed(t, r, 0, 10)
 	fx, status := r.Finish(0, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: "w", Token: 10}, Kind: store.OutcomeWait, Key: "k"}, t0)
 	require.Equal(t, store.FinishApplied, status)
 	require.Equal(t, []int{0}, fx.Waits)
-	require.Equal(t, store.TaskWaiting, r.Tasks[0].State)
+	require.Equal(t, durabletype.TaskWaiting, r.Tasks[0].State)
 	require.Equal(t, WaitQuery{I: 0, Run: r.Rec.ID, Tenant: "acme", Key: "k", Since: t0.Add(-time.Minute)}, r.WaitQuery(0, t0))
 
 	_, ok := r.Deliver(0, 11, []byte(`1`), t0) // another claim's
 	require.False(t, ok)
 	fx, ok = r.Deliver(0, 10, []byte(`1`), t0.Add(time.Second))
 	require.True(t, ok)
-	require.Equal(t, store.TaskCompleted, r.Tasks[0].State)
+	require.Equal(t, durabletype.TaskCompleted, r.Tasks[0].State)
 	require.Equal(t, []int{1}, fx.Enqueued)
 	_, ok = r.Deliver(0, 10, []byte(`2`), t0.Add(2*time.Second)) // once
 	require.False(t, ok)
@@ -162,10 +163,10 @@ func TestDeliverOnlyToTheWaitingClaim(t *testing.T) {
 func TestFanOutKeepsCompletedItemsOfTheSameInput(t *testing.T) {
 	t.Parallel()
 	m := st("m", "l")
-	m.Map = &store.MapSpec{Over: "l"}
+	m.Map = &durabletype.MapSpec{Over: "l"}
 	r := startSteps(t, st("l"), m)
-	r.Tasks[0].State = store.TaskCompleted
-	r.Tasks[1].State = store.TaskQueued
+	r.Tasks[0].State = durabletype.TaskCompleted
+	r.Tasks[1].State = durabletype.TaskQueued
 	claimed(t, r, 1, 5)
 	ref := store.TaskRef{RunID: r.Rec.ID, Step: "m", Token: 5}
 	fx, _ := r.Finish(1, &store.Outcome{Task: ref, Kind: store.OutcomeFanOut, Items: [][]byte{[]byte(`a`), []byte(`b`), []byte(`c`)}}, t0)
@@ -177,11 +178,11 @@ func TestFanOutKeepsCompletedItemsOfTheSameInput(t *testing.T) {
 	// fanned out again to a, B: item 0 keeps its output, item 1 runs again
 	// with its new input, item 2 goes.
 	stored := []store.Task{
-		{RunID: r.Rec.ID, Name: ItemName("m", 0), Kind: store.KindItem, State: store.TaskCompleted, Item: 0, Input: []byte(`a`), Output: []byte(`A`)},
-		{RunID: r.Rec.ID, Name: ItemName("m", 1), Kind: store.KindItem, State: store.TaskFailed, Item: 1, Input: []byte(`b`)},
-		{RunID: r.Rec.ID, Name: ItemName("m", 2), Kind: store.KindItem, State: store.TaskCancelled, Item: 2, Input: []byte(`c`)},
+		{RunID: r.Rec.ID, Name: ItemName("m", 0), Kind: durabletype.KindItem, State: durabletype.TaskCompleted, Item: 0, Input: []byte(`a`), Output: []byte(`A`)},
+		{RunID: r.Rec.ID, Name: ItemName("m", 1), Kind: durabletype.KindItem, State: durabletype.TaskFailed, Item: 1, Input: []byte(`b`)},
+		{RunID: r.Rec.ID, Name: ItemName("m", 2), Kind: durabletype.KindItem, State: durabletype.TaskCancelled, Item: 2, Input: []byte(`c`)},
 	}
-	r2, err := Load(r.Rec, r.Shape, []store.Task{r.Tasks[0], {RunID: r.Rec.ID, Name: "m", Kind: store.KindMap, State: store.TaskQueued, Items: 3}})
+	r2, err := Load(r.Rec, r.Shape, []store.Task{r.Tasks[0], {RunID: r.Rec.ID, Name: "m", Kind: durabletype.KindMap, State: durabletype.TaskQueued, Items: 3}})
 	require.NoError(t, err)
 	r2.LoadItems = func(*Run, int) ([]store.Task, error) { return stored, nil }
 	claimed(t, r2, 1, 6)
@@ -199,34 +200,34 @@ func TestFanOutKeepsCompletedItemsOfTheSameInput(t *testing.T) {
 	require.Equal(t, []int{i2}, fx.Deleted)
 	require.Equal(t, `A`, string(r2.Task(i0).Output))
 	require.Equal(t, `B`, string(r2.Task(i1).Input))
-	require.Equal(t, store.TaskQueued, r2.Task(i1).State)
+	require.Equal(t, durabletype.TaskQueued, r2.Task(i1).State)
 }
 
 func TestApplyChildSettled(t *testing.T) {
 	t.Parallel()
 	c := st("c")
-	c.Child = &store.ChildSpec{Workflow: "other", Result: "r"}
-	c.Retry = store.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Second, Factor: 1, Jitter: 1}
+	c.Child = &durabletype.ChildSpec{Workflow: "other", Result: "r"}
+	c.Retry = durabletype.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Second, Factor: 1, Jitter: 1}
 	r := startSteps(t, c)
 	claimed(t, r, 0, 3)
-	child := &store.NewRun{Workflow: "other", Shape: &store.Shape{Steps: []store.StepSpec{st("r")}}}
+	child := &store.NewRun{Workflow: "other", Shape: &durabletype.Shape{Steps: []durabletype.StepSpec{st("r")}}}
 	fx, _ := r.Finish(0, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: "c", Token: 3}, Kind: store.OutcomeSpawn, Child: child}, t0)
 	require.Len(t, fx.Spawned, 1)
 	kid := fx.Spawned[0]
 	require.Equal(t, ChildID(r.Rec.ID, "c", 3), kid.ID)
-	require.Equal(t, &store.ParentRef{RunID: r.Rec.ID, Step: "c", Result: "r"}, kid.Parent)
+	require.Equal(t, &durabletype.ParentRef{RunID: r.Rec.ID, Step: "c", Result: "r"}, kid.Parent)
 
 	// Another child's settlement, and a run settling while still running,
 	// change nothing.
-	_, ok := r.Apply(&Message{Kind: MsgChild, Run: r.Rec.ID, Step: "c", Child: uuid.New(), Status: store.RunCompleted}, t0)
+	_, ok := r.Apply(&Message{Kind: MsgChild, Run: r.Rec.ID, Step: "c", Child: uuid.New(), Status: durabletype.RunCompleted}, t0)
 	require.False(t, ok)
-	_, ok = r.Apply(&Message{Kind: MsgChild, Run: r.Rec.ID, Step: "c", Child: kid.ID, Status: store.RunRunning}, t0)
+	_, ok = r.Apply(&Message{Kind: MsgChild, Run: r.Rec.ID, Step: "c", Child: kid.ID, Status: durabletype.RunRunning}, t0)
 	require.False(t, ok)
 	// A failure retries, with a jitter that comes from the child's ID: the
 	// same in every store.
-	_, ok = r.Apply(&Message{Kind: MsgChild, Run: r.Rec.ID, Step: "c", Child: kid.ID, Status: store.RunFailed, Error: "boom"}, t0)
+	_, ok = r.Apply(&Message{Kind: MsgChild, Run: r.Rec.ID, Step: "c", Child: kid.ID, Status: durabletype.RunFailed, Error: "boom"}, t0)
 	require.True(t, ok)
-	require.Equal(t, store.TaskQueued, r.Tasks[0].State)
+	require.Equal(t, durabletype.TaskQueued, r.Tasks[0].State)
 	want := Timestamp(t0.Add(RetryDelay(c.Retry, 1, unitFloat(kid.ID))))
 	require.Equal(t, want, r.Tasks[0].DueAt)
 	require.Contains(t, r.Tasks[0].Error, "boom")

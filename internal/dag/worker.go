@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -65,14 +66,14 @@ const MaxWorkerLabelLen = 255
 // without control characters (PostgreSQL's text takes no NUL).
 func ValidWorkerLabel(s string) bool { return s == "" || validLabel(s, MaxWorkerLabelLen) }
 
-// CheckWorker returns an error matching store.ErrInvalidWorker when a
+// CheckWorker returns an error matching durabletype.ErrInvalidWorker when a
 // worker record cannot be registered: an invalid ID (ValidWorker), a host
 // or version that is not a ValidWorkerLabel, workflows
 // not sorted or not unique, a negative count, or a DeadAfter that is not
 // positive.
 func CheckWorker(w *store.Worker) error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", store.ErrInvalidWorker, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s", durabletype.ErrInvalidWorker, fmt.Sprintf(format, args...))
 	}
 	switch {
 	case !ValidWorker(w.ID):

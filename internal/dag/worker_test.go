@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -92,7 +93,7 @@ func TestCheckWorker(t *testing.T) {
 	} {
 		w := ok
 		mod(&w)
-		if err := CheckWorker(&w); !errors.Is(err, store.ErrInvalidWorker) {
+		if err := CheckWorker(&w); !errors.Is(err, durabletype.ErrInvalidWorker) {
 			t.Errorf("%s: CheckWorker = %v, want ErrInvalidWorker", name, err)
 		}
 	}

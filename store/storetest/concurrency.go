@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -15,7 +16,7 @@ import (
 // docs/semantics.md, "Concurrency keys and rate limits").
 
 // capped returns a step with a concurrency cap.
-func capped(name string, max int, parents ...string) store.StepSpec {
+func capped(name string, max int, parents ...string) durabletype.StepSpec {
 	s := step(name, parents...)
 	s.Concurrency = max
 	return s
@@ -23,7 +24,7 @@ func capped(name string, max int, parents ...string) store.StepSpec {
 
 // keyedRun returns a new run whose steps all have concurrency key key (and
 // rate key rate).
-func keyedRun(sh *store.Shape, key, rate string) store.NewRun {
+func keyedRun(sh *durabletype.Shape, key, rate string) store.NewRun {
 	r := newRun("wf", "t", sh)
 	r.Keys = make([]store.TaskKeys, len(sh.Steps))
 	for i := range r.Keys {
@@ -72,7 +73,7 @@ func testConcurrencyCap(t *testing.T, s store.Store) {
 	require.Contains(t, got, plain.ID)
 	for _, r := range rs[2:] {
 		tk := tasks(t, s, r.ID)["a"]
-		require.Equal(t, store.TaskQueued, tk.State, "a parked task is QUEUED")
+		require.Equal(t, durabletype.TaskQueued, tk.State, "a parked task is QUEUED")
 		require.True(t, tk.DueAt.IsZero(), "a parked task has no timer")
 		require.Equal(t, "wf@a@k", tk.ConcurrencyKey)
 	}
@@ -82,7 +83,7 @@ func testConcurrencyCap(t *testing.T, s store.Store) {
 	require.Len(t, st.Queues, 1)
 	require.Equal(t, 3, st.Queues[0].Waiting, "parked tasks count as waiting")
 	require.Equal(t, 4, st.Queues[0].Running)
-	runs, err := s.ListRuns(ctx, &store.ListRunsParams{Filter: store.RunFilter{Statuses: []store.RunStatus{store.RunRunning}}, Limit: 100})
+	runs, err := s.ListRuns(ctx, &store.ListRunsParams{Filter: store.RunFilter{Statuses: []durabletype.RunStatus{durabletype.RunRunning}}, Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, runs.Runs, 7, "runs whose only task is parked are in flight")
 
@@ -99,7 +100,7 @@ func testConcurrencyCap(t *testing.T, s store.Store) {
 		mustApply(t, s, at(8*time.Second), complete(c, `1`))
 	}
 	for _, r := range rs {
-		require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+		require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 	}
 }
 
@@ -121,8 +122,8 @@ func testConcurrencyFIFOAcrossSteps(t *testing.T, s store.Store) {
 	mustApply(t, s, at(3*time.Second), complete(c, `1`))
 	c = onlyRun(t, claimedRuns(t, s, at(3*time.Second)), r2.ID, "then r2.b")
 	mustApply(t, s, at(4*time.Second), complete(c, `1`))
-	require.Equal(t, store.RunCompleted, run(t, s, r1.ID).Status)
-	require.Equal(t, store.RunCompleted, run(t, s, r2.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r1.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r2.ID).Status)
 }
 
 // testConcurrencyReleasePaths: every way a task leaves RUNNING or the
@@ -130,8 +131,8 @@ func testConcurrencyFIFOAcrossSteps(t *testing.T, s store.Store) {
 // place without taking a slot: fail, retry backoff, release, rescue,
 // cancel (running, ready and parked), and the failure of its run.
 func testConcurrencyReleasePaths(t *testing.T, s store.Store) {
-	retry := store.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Minute, Factor: 1}
-	sh := shape(store.StepSpec{Name: "a", Retry: retry, Concurrency: 1})
+	retry := durabletype.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Minute, Factor: 1}
+	sh := shape(durabletype.StepSpec{Name: "a", Retry: retry, Concurrency: 1})
 	mk := func() store.NewRun { return keyedRun(sh, "wf@a@k", "") }
 	now := T0
 	tick := func() time.Time { now = now.Add(time.Second); return now }
@@ -192,7 +193,7 @@ func testConcurrencyReleasePaths(t *testing.T, s store.Store) {
 	c = onlyRun(t, claimedRuns(t, s, tick()), d.ID, "after cancelling a parked and an admitted task")
 
 	// The failure of a run cancels its parked tasks, which free their place.
-	two := shape(store.StepSpec{Name: "x", Retry: once()}, capped("a", 1))
+	two := shape(durabletype.StepSpec{Name: "x", Retry: once()}, capped("a", 1))
 	f := newRun("wf", "t", two)
 	f.Keys = []store.TaskKeys{{}, {Concurrency: "wf@a@k"}}
 	g := mk()
@@ -201,7 +202,7 @@ func testConcurrencyReleasePaths(t *testing.T, s store.Store) {
 	require.Len(t, cs, 1, "only f.x: f.a and g.a are parked behind d")
 	require.Equal(t, "x", cs[0].Step)
 	mustApply(t, s, tick(), failed(cs[0], "fatal", true))
-	require.Equal(t, store.TaskCancelled, states(t, s, f.ID)["a"])
+	require.Equal(t, durabletype.TaskCancelled, states(t, s, f.ID)["a"])
 	mustApply(t, s, tick(), complete(c, `1`))
 	onlyRun(t, claimedRuns(t, s, tick()), g.ID, "g, not the cancelled f.a")
 }
@@ -213,18 +214,18 @@ func testConcurrencyKeysInvalid(t *testing.T, s store.Store) {
 	r := keyedRun(sh, "k", "")
 	r.Keys = append(r.Keys, store.TaskKeys{})
 	_, err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{r}})
-	require.ErrorIs(t, err, store.ErrInvalidKey)
+	require.ErrorIs(t, err, durabletype.ErrInvalidKey)
 	_, err = s.GetRun(ctx, r.ID)
-	require.ErrorIs(t, err, store.ErrRunNotFound)
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 	bad := shape(capped("a", -1))
 	_, err = s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{keyedRun(bad, "k", "")}})
-	require.ErrorIs(t, err, store.ErrInvalidRun)
+	require.ErrorIs(t, err, durabletype.ErrInvalidRun)
 }
 
 // testRateLimit: at most N admissions per window per key; the others wait
 // as timers for the next window, and are admitted then.
 func testRateLimit(t *testing.T, s store.Store) {
-	sh := shape(store.StepSpec{Name: "a", Retry: once(), Rate: &store.RateLimit{N: 2, Per: time.Minute}})
+	sh := shape(durabletype.StepSpec{Name: "a", Retry: once(), Rate: &durabletype.RateLimit{N: 2, Per: time.Minute}})
 	w0 := T0.Truncate(time.Minute)
 	var rs []store.NewRun
 	for range 5 {
@@ -238,7 +239,7 @@ func testRateLimit(t *testing.T, s store.Store) {
 	require.Contains(t, got, rs[1].ID)
 	for _, r := range rs[2:] {
 		tk := tasks(t, s, r.ID)["a"]
-		require.Equal(t, store.TaskQueued, tk.State)
+		require.Equal(t, durabletype.TaskQueued, tk.State)
 		requireTime(t, w0.Add(time.Minute), tk.DueAt, "waits for the next window")
 	}
 	for _, c := range got {
@@ -258,7 +259,7 @@ func testRateLimit(t *testing.T, s store.Store) {
 		mustApply(t, s, w0.Add(2*time.Minute+time.Second), complete(c, `1`))
 	}
 	for _, r := range rs {
-		require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status, fmt.Sprint(r.ID))
+		require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status, fmt.Sprint(r.ID))
 	}
 	// Admissions per window, from the log: the QUEUED events without a
 	// rate-limit wait are the admissions.
@@ -267,7 +268,7 @@ func testRateLimit(t *testing.T, s store.Store) {
 		evs, err := s.ListEvents(ctx, r.ID)
 		require.NoError(t, err)
 		for _, e := range evs {
-			if e.Type == store.EventQueued && e.DueAt.IsZero() {
+			if e.Type == durabletype.EventQueued && e.DueAt.IsZero() {
 				perWindow[e.At.Truncate(time.Minute)]++
 			}
 		}
@@ -283,7 +284,7 @@ func testRateLimit(t *testing.T, s store.Store) {
 // again, counted in the window then current. So no more than N tasks of a
 // key start in any window, even when no worker claimed them in time.
 func testRateLimitStarts(t *testing.T, s store.Store) {
-	sh := shape(store.StepSpec{Name: "a", Retry: once(), Rate: &store.RateLimit{N: 2, Per: time.Minute}})
+	sh := shape(durabletype.StepSpec{Name: "a", Retry: once(), Rate: &durabletype.RateLimit{N: 2, Per: time.Minute}})
 	w0 := T0.Truncate(time.Minute)
 	var rs []store.NewRun
 	for range 4 {
@@ -310,7 +311,7 @@ func testRateLimitStarts(t *testing.T, s store.Store) {
 		mustApply(t, s, w0.Add(2*time.Minute+2*time.Second), complete(c, `1`))
 	}
 	for _, r := range rs {
-		require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+		require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 	}
 	// STARTED events per window, from the log.
 	perWindow := map[time.Time]int{}
@@ -318,7 +319,7 @@ func testRateLimitStarts(t *testing.T, s store.Store) {
 		evs, err := s.ListEvents(ctx, r.ID)
 		require.NoError(t, err)
 		for _, e := range evs {
-			if e.Type == store.EventStarted {
+			if e.Type == durabletype.EventStarted {
 				perWindow[e.At.UTC().Truncate(time.Minute)]++
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -34,9 +35,11 @@ func declare(t *testing.T, s store.ScheduleDeclarer, now time.Time, workflows []
 	return res
 }
 
-func key(name string) store.ScheduleKey { return store.ScheduleKey{Tenant: "t1", Name: name} }
+func key(name string) durabletype.ScheduleKey {
+	return durabletype.ScheduleKey{Tenant: "t1", Name: name}
+}
 
-func getSchedule(t *testing.T, s store.Scheduler, name string) *store.Schedule {
+func getSchedule(t *testing.T, s store.Scheduler, name string) *durabletype.Schedule {
 	t.Helper()
 	sc, err := s.GetSchedule(ctx, &store.GetScheduleParams{Key: key(name)})
 	require.NoError(t, err)
@@ -45,7 +48,7 @@ func getSchedule(t *testing.T, s store.Scheduler, name string) *store.Schedule {
 
 // requireSameSchedule fails unless two reads of a schedule are equal
 // (nothing was written in between).
-func requireSameSchedule(t *testing.T, want, got *store.Schedule) {
+func requireSameSchedule(t *testing.T, want, got *durabletype.Schedule) {
 	t.Helper()
 	require.Equal(t, want.ID, got.ID)
 	require.True(t, want.UpdatedAt.Equal(got.UpdatedAt), "updated at %s, want %s", got.UpdatedAt, want.UpdatedAt)
@@ -71,11 +74,11 @@ func testDeclareSchedules(t *testing.T, st store.Store) {
 	_, err := s.CreateSchedule(ctx, newSchedule("t1", "api", "*/5 * * * *"))
 	require.NoError(t, err)
 	other := declare(t, d, T0, []string{"wf2"}, declaration("other", "wf2", "0 * * * *"))
-	require.Equal(t, []store.ScheduleKey{key("other")}, other.Created)
+	require.Equal(t, []durabletype.ScheduleKey{key("other")}, other.Created)
 
 	a, b := declaration("a", "wf", "*/5 * * * *"), declaration("b", "wf", "0 * * * *")
 	res := declare(t, d, T0, []string{"wf"}, a, b)
-	require.Equal(t, []store.ScheduleKey{key("a"), key("b")}, res.Created)
+	require.Equal(t, []durabletype.ScheduleKey{key("a"), key("b")}, res.Created)
 	require.Empty(t, res.Updated)
 	require.Empty(t, res.Deleted)
 	got := getSchedule(t, s, "a")
@@ -94,7 +97,7 @@ func testDeclareSchedules(t *testing.T, st store.Store) {
 	// Declared again unchanged, by another engine (other IDs): nothing is
 	// written.
 	res = declare(t, d, at(10*time.Minute), []string{"wf"}, declaration("a", "wf", "*/5 * * * *"), declaration("b", "wf", "0 * * * *"))
-	require.Equal(t, []store.ScheduleKey{key("a"), key("b")}, res.Unchanged)
+	require.Equal(t, []durabletype.ScheduleKey{key("a"), key("b")}, res.Unchanged)
 	require.Empty(t, res.Created)
 	require.Empty(t, res.Updated)
 	requireSameSchedule(t, afterFire, getSchedule(t, s, "a"))
@@ -102,8 +105,8 @@ func testDeclareSchedules(t *testing.T, st store.Store) {
 	// A changed expression: the next slot from now, the last slot kept.
 	now := at(11 * time.Minute) // 03:15:05
 	res = declare(t, d, now, []string{"wf"}, declaration("a", "wf", "*/7 * * * *"), b)
-	require.Equal(t, []store.ScheduleKey{key("a")}, res.Updated)
-	require.Equal(t, []store.ScheduleKey{key("b")}, res.Unchanged)
+	require.Equal(t, []durabletype.ScheduleKey{key("a")}, res.Updated)
+	require.Equal(t, []durabletype.ScheduleKey{key("b")}, res.Unchanged)
 	got = getSchedule(t, s, "a")
 	require.Equal(t, a.ID, got.ID)
 	require.Equal(t, "*/7 * * * *", got.Cron)
@@ -115,22 +118,22 @@ func testDeclareSchedules(t *testing.T, st store.Store) {
 	// and the call changes nothing at all.
 	_, err = d.DeclareSchedules(ctx, &store.DeclareSchedulesParams{Now: now, Workflows: []string{"wf"},
 		Schedules: []store.DeclaredSchedule{declaration("a", "wf", "*/9 * * * *"), declaration("api", "wf", "* * * * *")}})
-	require.ErrorIs(t, err, store.ErrScheduleExists)
+	require.ErrorIs(t, err, durabletype.ErrScheduleExists)
 	require.Equal(t, "*/7 * * * *", getSchedule(t, s, "a").Cron)
 
 	// b is no longer declared: deleted. The API's schedule and wf2's are
 	// kept.
 	beforeAPI := getSchedule(t, s, "api")
 	res = declare(t, d, now, []string{"wf"}, declaration("a", "wf", "*/7 * * * *"))
-	require.Equal(t, []store.ScheduleKey{key("b")}, res.Deleted)
+	require.Equal(t, []durabletype.ScheduleKey{key("b")}, res.Deleted)
 	_, err = s.GetSchedule(ctx, &store.GetScheduleParams{Key: key("b")})
-	require.ErrorIs(t, err, store.ErrScheduleNotFound)
+	require.ErrorIs(t, err, durabletype.ErrScheduleNotFound)
 	requireSameSchedule(t, beforeAPI, getSchedule(t, s, "api"))
 	require.Equal(t, "wf2", getSchedule(t, s, "other").Workflow)
 
 	// No declaration left for wf: its declared schedules go.
 	res = declare(t, d, now, []string{"wf"})
-	require.Equal(t, []store.ScheduleKey{key("a")}, res.Deleted)
+	require.Equal(t, []durabletype.ScheduleKey{key("a")}, res.Deleted)
 	list, err := s.ListSchedules(ctx, &store.ListSchedulesParams{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, list.Schedules, 2)
@@ -147,7 +150,7 @@ func testDeclarePaused(t *testing.T, st store.Store) {
 	wf := []string{"wf"}
 	paused := declaration("p", "wf", "*/5 * * * *")
 	paused.Paused = true
-	require.Equal(t, []store.ScheduleKey{key("p")}, declare(t, d, T0, wf, paused).Created)
+	require.Equal(t, []durabletype.ScheduleKey{key("p")}, declare(t, d, T0, wf, paused).Created)
 	got := getSchedule(t, s, "p")
 	require.True(t, got.Paused)
 	require.True(t, got.DeclaredPaused)
@@ -157,14 +160,14 @@ func testDeclarePaused(t *testing.T, st store.Store) {
 	_, err := s.PauseSchedule(ctx, &store.PauseScheduleParams{Now: at(time.Minute), Key: key("p"), Paused: false})
 	require.NoError(t, err)
 	resumed := getSchedule(t, s, "p")
-	require.Equal(t, []store.ScheduleKey{key("p")}, declare(t, d, at(2*time.Minute), wf, paused).Unchanged)
+	require.Equal(t, []durabletype.ScheduleKey{key("p")}, declare(t, d, at(2*time.Minute), wf, paused).Unchanged)
 	requireSameSchedule(t, resumed, getSchedule(t, s, "p"))
 
 	// The declaration now says running: it was, so only the declared state
 	// is recorded; the slot it waited for is kept.
 	running := paused
 	running.Paused = false
-	require.Equal(t, []store.ScheduleKey{key("p")}, declare(t, d, at(3*time.Minute), wf, running).Updated)
+	require.Equal(t, []durabletype.ScheduleKey{key("p")}, declare(t, d, at(3*time.Minute), wf, running).Updated)
 	got = getSchedule(t, s, "p")
 	require.False(t, got.Paused)
 	require.False(t, got.DeclaredPaused)
@@ -174,11 +177,11 @@ func testDeclarePaused(t *testing.T, st store.Store) {
 	// same, and is resumed from now when the declaration changes.
 	_, err = s.PauseSchedule(ctx, &store.PauseScheduleParams{Now: at(4 * time.Minute), Key: key("p"), Paused: true})
 	require.NoError(t, err)
-	require.Equal(t, []store.ScheduleKey{key("p")}, declare(t, d, at(5*time.Minute), wf, running).Unchanged)
+	require.Equal(t, []durabletype.ScheduleKey{key("p")}, declare(t, d, at(5*time.Minute), wf, running).Unchanged)
 	require.True(t, getSchedule(t, s, "p").Paused)
 	changed := running
 	changed.Input = []byte(`{"in":2}`)
-	require.Equal(t, []store.ScheduleKey{key("p")}, declare(t, d, at(20*time.Minute), wf, changed).Updated)
+	require.Equal(t, []durabletype.ScheduleKey{key("p")}, declare(t, d, at(20*time.Minute), wf, changed).Updated)
 	got = getSchedule(t, s, "p")
 	require.False(t, got.Paused)
 	require.JSONEq(t, `{"in":2}`, string(got.Input))
@@ -203,11 +206,11 @@ func testDeclareInvalid(t *testing.T, st store.Store) {
 	} {
 		_, err := d.DeclareSchedules(ctx, &store.DeclareSchedulesParams{Now: T0, Workflows: []string{"wf"},
 			Schedules: []store.DeclaredSchedule{declaration("good", "wf", "* * * * *"), bad}})
-		require.ErrorIs(t, err, store.ErrInvalidSchedule, name)
+		require.ErrorIs(t, err, durabletype.ErrInvalidSchedule, name)
 	}
 	_, err := d.DeclareSchedules(ctx, &store.DeclareSchedulesParams{Now: T0, Workflows: []string{"wf"},
 		Schedules: []store.DeclaredSchedule{declaration("twice", "wf", "* * * * *"), declaration("twice", "wf", "0 * * * *")}})
-	require.ErrorIs(t, err, store.ErrInvalidSchedule, "a name declared twice")
+	require.ErrorIs(t, err, durabletype.ErrInvalidSchedule, "a name declared twice")
 	list, err := s.ListSchedules(ctx, &store.ListSchedulesParams{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, list.Schedules)
@@ -237,7 +240,7 @@ func testDeclareConcurrent(t *testing.T, st store.Store) {
 	}
 	close(start)
 	wg.Wait()
-	created := map[store.ScheduleKey]int{}
+	created := map[durabletype.ScheduleKey]int{}
 	for i := range engines {
 		require.NoError(t, errs[i])
 		require.Empty(t, results[i].Updated)
@@ -247,7 +250,7 @@ func testDeclareConcurrent(t *testing.T, st store.Store) {
 			created[k]++
 		}
 	}
-	require.Equal(t, map[store.ScheduleKey]int{key("a"): 1, key("b"): 1, key("c"): 1}, created)
+	require.Equal(t, map[durabletype.ScheduleKey]int{key("a"): 1, key("b"): 1, key("c"): 1}, created)
 	list, err := s.ListSchedules(ctx, &store.ListSchedulesParams{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, list.Schedules, len(names))

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -43,7 +44,7 @@ func testIdempotencyKey(t *testing.T, s store.Store) {
 	require.Equal(t, []store.CreatedRun{{ID: first.ID, Duplicate: true}, {ID: fresh.ID}, {ID: fresh.ID, Duplicate: true}}, got)
 	for _, id := range []uuid.UUID{again.ID, twin.ID} {
 		_, err := s.GetRun(ctx, id)
-		require.ErrorIs(t, err, store.ErrRunNotFound)
+		require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 	}
 
 	// Keys are per workflow and tenant.
@@ -62,7 +63,7 @@ func testIdempotencyKey(t *testing.T, s store.Store) {
 		bad := newRun("wf", "t", shape(step("a")))
 		bad.IdempotencyKey = k
 		_, err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{bad}})
-		require.ErrorIs(t, err, store.ErrInvalidRun, "key %q", k)
+		require.ErrorIs(t, err, durabletype.ErrInvalidRun, "key %q", k)
 	}
 
 	// Concurrent creators of one key: exactly one run.
@@ -114,9 +115,9 @@ func testRunIDDuplicate(t *testing.T, s store.Store) {
 	clash.ID = r.ID
 	fresh := newRun("wf2", "t", shape(step("a")))
 	_, err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{fresh, clash}})
-	require.ErrorIs(t, err, store.ErrRunExists)
+	require.ErrorIs(t, err, durabletype.ErrRunExists)
 	_, err = s.GetRun(ctx, fresh.ID)
-	require.ErrorIs(t, err, store.ErrRunNotFound)
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 }
 
 func testDelayedStart(t *testing.T, s store.Store) {
@@ -124,11 +125,11 @@ func testDelayedStart(t *testing.T, s store.Store) {
 	r.StartAt = at(time.Hour)
 	create(t, s, T0, r)
 	tk := tasks(t, s, r.ID)
-	require.Equal(t, store.TaskQueued, tk["a"].State)
+	require.Equal(t, durabletype.TaskQueued, tk["a"].State)
 	requireTime(t, at(time.Hour), tk["a"].DueAt)
-	require.Equal(t, store.TaskSleeping, tk["nap"].State)
+	require.Equal(t, durabletype.TaskSleeping, tk["nap"].State)
 	requireTime(t, at(time.Hour+time.Minute), tk["nap"].DueAt, "a sleep root sleeps from the start time")
-	require.Equal(t, store.RunRunning, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunRunning, run(t, s, r.ID).Status)
 	require.Empty(t, claim(t, s, at(time.Hour), 10), "not claimable before its timer fires")
 
 	fr, err := s.FireTimers(ctx, &store.FireTimersParams{Now: at(time.Minute), Limit: 10})
@@ -150,8 +151,8 @@ func testDelayedStart(t *testing.T, s store.Store) {
 	require.Len(t, claim(t, s, T0, 10), 1)
 }
 
-func timeoutStep(name string, timeout time.Duration, attempts int) store.StepSpec {
-	return store.StepSpec{Name: name, Timeout: timeout, Retry: store.RetryPolicy{MaxAttempts: attempts, Factor: 1}}
+func timeoutStep(name string, timeout time.Duration, attempts int) durabletype.StepSpec {
+	return durabletype.StepSpec{Name: name, Timeout: timeout, Retry: durabletype.RetryPolicy{MaxAttempts: attempts, Factor: 1}}
 }
 
 func testStepTimeout(t *testing.T, s store.Store) {
@@ -172,7 +173,7 @@ func testStepTimeout(t *testing.T, s store.Store) {
 	// retried; the late outcome of the first claim is stale.
 	require.Equal(t, 1, fireAll(t, s, at(time.Minute)))
 	tk = tasks(t, s, r.ID)["slow"]
-	require.Equal(t, store.TaskQueued, tk.State)
+	require.Equal(t, durabletype.TaskQueued, tk.State)
 	require.True(t, tk.TimeoutAt.IsZero())
 	require.Contains(t, tk.Error, "timed out")
 	hb, err := s.Heartbeat(ctx, &store.HeartbeatParams{Now: at(time.Minute), WorkerID: worker, Tasks: []store.TaskRef{c1.Ref()}})
@@ -186,7 +187,7 @@ func testStepTimeout(t *testing.T, s store.Store) {
 	require.Equal(t, 2, c2.Attempt)
 	mustApply(t, s, at(time.Minute+time.Second), complete(c2, `"ok"`))
 	got := run(t, s, r.ID)
-	require.Equal(t, store.RunCompleted, got.Status)
+	require.Equal(t, durabletype.RunCompleted, got.Status)
 	require.True(t, tasks(t, s, r.ID)["slow"].TimeoutAt.IsZero())
 	fr, err = s.FireTimers(ctx, &store.FireTimersParams{Now: at(time.Hour), Limit: 10})
 	require.NoError(t, err)
@@ -201,7 +202,7 @@ func testStepTimeoutLateOutcome(t *testing.T, s store.Store) {
 	c := claimOne(t, s, T0)
 	mustApply(t, s, at(2*time.Minute), complete(c, `"late"`))
 	got := run(t, s, r.ID)
-	require.Equal(t, store.RunFailed, got.Status)
+	require.Equal(t, durabletype.RunFailed, got.Status)
 	require.Equal(t, "slow", got.FailedStep)
 	require.Contains(t, got.Error, "timed out")
 	require.Nil(t, tasks(t, s, r.ID)["slow"].Output)
@@ -209,8 +210,8 @@ func testStepTimeoutLateOutcome(t *testing.T, s store.Store) {
 }
 
 func testQueueTimeout(t *testing.T, s store.Store) {
-	sh := shape(store.StepSpec{Name: "a", QueueTimeout: time.Minute, Retry: store.RetryPolicy{MaxAttempts: 3, Factor: 1}},
-		store.StepSpec{Name: "b", Parents: []string{"a"}, QueueTimeout: time.Minute, Retry: once()})
+	sh := shape(durabletype.StepSpec{Name: "a", QueueTimeout: time.Minute, Retry: durabletype.RetryPolicy{MaxAttempts: 3, Factor: 1}},
+		durabletype.StepSpec{Name: "b", Parents: []string{"a"}, QueueTimeout: time.Minute, Retry: once()})
 	late := newRun("wf", "t", sh)
 	prompt := newRun("wf", "t", sh)
 	create(t, s, T0, late)
@@ -220,10 +221,10 @@ func testQueueTimeout(t *testing.T, s store.Store) {
 	// Nobody claims late's "a" within a minute: the step fails for good.
 	require.Equal(t, 1, fireAll(t, s, at(time.Minute)))
 	got := run(t, s, late.ID)
-	require.Equal(t, store.RunFailed, got.Status)
+	require.Equal(t, durabletype.RunFailed, got.Status)
 	require.Equal(t, "a", got.FailedStep)
 	require.Contains(t, got.Error, "queue timeout")
-	require.Equal(t, store.TaskCancelled, tasks(t, s, late.ID)["b"].State)
+	require.Equal(t, durabletype.TaskCancelled, tasks(t, s, late.ID)["b"].State)
 
 	// prompt's "a" is claimed in time: its queue timeout goes with the
 	// claim, and "b" gets its own when it becomes ready.
@@ -234,13 +235,13 @@ func testQueueTimeout(t *testing.T, s store.Store) {
 	requireTime(t, at(3*time.Minute), tasks(t, s, prompt.ID)["b"].TimeoutAt)
 	cb := claimOne(t, s, at(2*time.Minute+time.Second))
 	mustApply(t, s, at(2*time.Minute+time.Second), complete(cb, `1`))
-	require.Equal(t, store.RunCompleted, run(t, s, prompt.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, prompt.ID).Status)
 	require.Zero(t, fireAll(t, s, at(time.Hour)))
 }
 
 func testRunDeadline(t *testing.T, s store.Store) {
 	sh := shape(step("a"), step("b"), sleepStep("nap", time.Hour), step("c", "a"))
-	sh.OnFailure = &store.OnFailureSpec{Retry: once()}
+	sh.OnFailure = &durabletype.OnFailureSpec{Retry: once()}
 	r := newRun("wf", "t", sh)
 	r.Deadline = at(10 * time.Minute)
 	create(t, s, T0, r)
@@ -257,15 +258,15 @@ func testRunDeadline(t *testing.T, s store.Store) {
 
 	require.Equal(t, 1, fireAll(t, s, at(10*time.Minute)))
 	got := run(t, s, r.ID)
-	require.Equal(t, store.RunFailed, got.Status)
+	require.Equal(t, durabletype.RunFailed, got.Status)
 	require.Equal(t, "run deadline exceeded", got.Error)
 	require.Empty(t, got.FailedStep)
 	st := states(t, s, r.ID)
-	require.Equal(t, store.TaskCompleted, st["a"])
-	require.Equal(t, store.TaskCancelled, st["b"])
-	require.Equal(t, store.TaskCancelled, st["nap"])
-	require.Equal(t, store.TaskCancelled, st["c"])
-	require.Equal(t, store.TaskQueued, st[store.OnFailureTask])
+	require.Equal(t, durabletype.TaskCompleted, st["a"])
+	require.Equal(t, durabletype.TaskCancelled, st["b"])
+	require.Equal(t, durabletype.TaskCancelled, st["nap"])
+	require.Equal(t, durabletype.TaskCancelled, st["c"])
+	require.Equal(t, durabletype.TaskQueued, st[durabletype.OnFailureTask])
 
 	// The running step's claim is lost; its late outcome is stale.
 	hb, err := s.Heartbeat(ctx, &store.HeartbeatParams{Now: at(10 * time.Minute), WorkerID: worker, Tasks: []store.TaskRef{running[0].Ref()}})
@@ -276,7 +277,7 @@ func testRunDeadline(t *testing.T, s store.Store) {
 
 	// The on-failure handler runs and the run settles; no timer is left.
 	h := claimOne(t, s, at(10*time.Minute))
-	require.Equal(t, store.OnFailureTask, h.Step)
+	require.Equal(t, durabletype.OnFailureTask, h.Step)
 	require.Equal(t, "run deadline exceeded", h.Error)
 	mustApply(t, s, at(11*time.Minute), complete(h, `1`))
 	got = run(t, s, r.ID)
@@ -290,7 +291,7 @@ func testRunDeadline(t *testing.T, s store.Store) {
 	create(t, s, at(time.Hour-time.Minute), quick)
 	mustApply(t, s, at(time.Hour-time.Minute), complete(claimOne(t, s, at(time.Hour-time.Minute)), `1`))
 	require.Zero(t, fireAll(t, s, at(2*time.Hour)))
-	require.Equal(t, store.RunCompleted, run(t, s, quick.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, quick.ID).Status)
 }
 
 func prioRun(tenant string, priority int) store.NewRun {
@@ -320,10 +321,10 @@ func testPriority(t *testing.T, s store.Store) {
 
 	bad := prioRun("t", store.PriorityMax+1)
 	_, err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{bad}})
-	require.ErrorIs(t, err, store.ErrInvalidRun)
+	require.ErrorIs(t, err, durabletype.ErrInvalidRun)
 	bad.Priority = -1
 	_, err = s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{bad}})
-	require.ErrorIs(t, err, store.ErrInvalidRun)
+	require.ErrorIs(t, err, durabletype.ErrInvalidRun)
 }
 
 func testPriorityKeepsFairness(t *testing.T, s store.Store) {
@@ -367,7 +368,7 @@ func testFlowWithConcurrencyKeys(t *testing.T, s store.Store) {
 	// A parked task (its key's only slot is held) times out in the queue:
 	// it fails its run and leaves the key's FIFO; the next one behind it is
 	// promoted when the slot frees, with its priority.
-	sh := shape(store.StepSpec{Name: "a", Concurrency: 1, QueueTimeout: time.Minute, Retry: once()})
+	sh := shape(durabletype.StepSpec{Name: "a", Concurrency: 1, QueueTimeout: time.Minute, Retry: once()})
 	holder := keyedRun(sh, "k", "")
 	parked := keyedRun(sh, "k", "")
 	next := keyedRun(sh, "k", "")
@@ -381,14 +382,14 @@ func testFlowWithConcurrencyKeys(t *testing.T, s store.Store) {
 
 	require.Equal(t, 1, fireAll(t, s, at(90*time.Second)), "parked's queue timeout")
 	got := run(t, s, parked.ID)
-	require.Equal(t, store.RunFailed, got.Status)
+	require.Equal(t, durabletype.RunFailed, got.Status)
 	require.Contains(t, got.Error, "queue timeout")
 
 	mustApply(t, s, at(100*time.Second), complete(running, `1`))
 	c := claimOne(t, s, at(100*time.Second))
 	require.Equal(t, next.ID, c.RunID, "promoted behind the timed-out one")
 	mustApply(t, s, at(100*time.Second), complete(c, `1`))
-	require.Equal(t, store.RunCompleted, run(t, s, next.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, next.ID).Status)
 
 	// A delayed start of a keyed run takes its slot when it starts, not
 	// before.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -34,7 +35,7 @@ func testTextsRecorded(t *testing.T, s store.Store) {
 		{strings.Repeat("€", 3000), euros},
 		{"fine, with\nnew lines\tand tabs", "fine, with\nnew lines\tand tabs"},
 	}
-	sh := &store.Shape{Steps: []store.StepSpec{step("a")}, OnFailure: &store.OnFailureSpec{Retry: once()}}
+	sh := &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}, OnFailure: &durabletype.OnFailureSpec{Retry: once()}}
 	for i, tc := range cases {
 		r := newRun("wf", "t", sh)
 		create(t, s, T0, r)
@@ -48,14 +49,14 @@ func testTextsRecorded(t *testing.T, s store.Store) {
 		require.NoError(t, err)
 		var found bool
 		for _, e := range evs {
-			if e.Type == store.EventFailed {
+			if e.Type == durabletype.EventFailed {
 				require.Equal(t, tc.want, e.Detail, "case %d: the FAILED event's detail", i)
 				found = true
 			}
 		}
 		require.True(t, found, "case %d: a FAILED event", i)
 		h := claimOne(t, s, T0)
-		require.Equal(t, store.KindOnFailure, h.Kind)
+		require.Equal(t, durabletype.KindOnFailure, h.Kind)
 		require.Equal(t, tc.want, h.Error, "case %d: what the on-failure handler is told", i)
 		mustApply(t, s, T0, complete(h, `null`))
 	}
@@ -135,12 +136,12 @@ func testCancelledContext(t *testing.T, s store.Store) {
 	_, err := s.CreateRuns(done, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{r}})
 	require.ErrorIs(t, err, context.Canceled)
 	_, err = s.GetRun(ctx, r.ID)
-	require.ErrorIs(t, err, store.ErrRunNotFound, "nothing was created")
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound, "nothing was created")
 
 	create(t, s, T0, r)
 	_, err = s.ClaimTasks(done, &store.ClaimTasksParams{Now: T0, WorkerID: worker, Limit: 10, Workflows: []string{"wf"}})
 	require.ErrorIs(t, err, context.Canceled)
-	require.Equal(t, store.TaskQueued, states(t, s, r.ID)["a"], "nothing was claimed")
+	require.Equal(t, durabletype.TaskQueued, states(t, s, r.ID)["a"], "nothing was claimed")
 	c := claimOne(t, s, T0)
 	_, err = s.FinishTasks(done, &store.FinishTasksParams{Now: T0, Outcomes: []store.Outcome{complete(c, `1`)}})
 	require.ErrorIs(t, err, context.Canceled)
@@ -151,7 +152,7 @@ func testCancelledContext(t *testing.T, s store.Store) {
 	_, err = s.FireTimers(done, &store.FireTimersParams{Now: at(time.Hour), Limit: 10})
 	require.ErrorIs(t, err, context.Canceled)
 	tk := tasks(t, s, r.ID)["a"]
-	require.Equal(t, store.TaskRunning, tk.State, "nothing was finished or rescued")
+	require.Equal(t, durabletype.TaskRunning, tk.State, "nothing was finished or rescued")
 	require.True(t, tk.HeartbeatAt.IsZero(), "no heartbeat was recorded")
 	mustApply(t, s, T0, complete(c, `1`))
 }
@@ -167,8 +168,8 @@ func testInvalidOutcome(t *testing.T, s store.Store) {
 		_, err := s.FinishTasks(ctx, &store.FinishTasksParams{Now: T0, Outcomes: []store.Outcome{
 			complete(cs[0], `1`), {Task: cs[1].Ref(), Kind: kind},
 		}})
-		require.ErrorIs(t, err, store.ErrInvalidOutcome, "kind %d", kind)
-		require.Equal(t, map[string]store.TaskState{"a": store.TaskRunning, "b": store.TaskRunning}, states(t, s, r.ID))
+		require.ErrorIs(t, err, durabletype.ErrInvalidOutcome, "kind %d", kind)
+		require.Equal(t, map[string]durabletype.TaskState{"a": durabletype.TaskRunning, "b": durabletype.TaskRunning}, states(t, s, r.ID))
 	}
 	mustApply(t, s, T0, complete(cs[0], `1`), complete(cs[1], `2`))
 }
@@ -181,20 +182,20 @@ func testInvalidNewRuns(t *testing.T, s store.Store) {
 		workflow, tenant string
 		want             error
 	}{
-		{"wf", "", store.ErrInvalidTenant},
-		{"wf", huge, store.ErrInvalidTenant},
-		{"wf", "nul\x00", store.ErrInvalidTenant},
-		{"wf", "\xff", store.ErrInvalidTenant},
-		{"", "t", store.ErrInvalidRun},
-		{"bad\x00name", "t", store.ErrInvalidRun},
-		{huge, "t", store.ErrInvalidRun},
+		{"wf", "", durabletype.ErrInvalidTenant},
+		{"wf", huge, durabletype.ErrInvalidTenant},
+		{"wf", "nul\x00", durabletype.ErrInvalidTenant},
+		{"wf", "\xff", durabletype.ErrInvalidTenant},
+		{"", "t", durabletype.ErrInvalidRun},
+		{"bad\x00name", "t", durabletype.ErrInvalidRun},
+		{huge, "t", durabletype.ErrInvalidRun},
 	} {
 		_, err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{newRun(tc.workflow, tc.tenant, shape(step("a")))}})
 		require.ErrorIs(t, err, tc.want, "workflow %.20q tenant %.20q", tc.workflow, tc.tenant)
 		require.Less(t, len(err.Error()), 300, "the error quotes a bounded part of the value: %.400s", err)
 	}
 	_, err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{newRun("wf", "t", shape(step("a"), step("a")))}})
-	require.ErrorIs(t, err, store.ErrInvalidRun, "an invalid shape")
+	require.ErrorIs(t, err, durabletype.ErrInvalidRun, "an invalid shape")
 	require.Empty(t, claim(t, s, T0, 10))
 }
 
@@ -202,7 +203,7 @@ func testInvalidNewRuns(t *testing.T, s store.Store) {
 // dag.Run.Claim makes of the task, whatever way the store claims (pgstore
 // claims in one SQL statement).
 func testClaimMatchesCore(t *testing.T, s store.Store) {
-	sh := shape(store.StepSpec{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 3, Factor: 1}})
+	sh := shape(durabletype.StepSpec{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 3, Factor: 1}})
 	compiled, err := dag.Compile(sh)
 	require.NoError(t, err)
 	r := newRun("wf", "t", sh)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -66,7 +67,7 @@ type model struct {
 // claimRef is a claim and the kind of its task.
 type claimRef struct {
 	ref  store.TaskRef
-	kind store.TaskKind
+	kind durabletype.TaskKind
 }
 
 var (
@@ -137,8 +138,8 @@ func (m *model) step() string {
 	}
 }
 
-func (m *model) policy() store.RetryPolicy {
-	p := store.RetryPolicy{MaxAttempts: 1 + m.rng.IntN(3), Factor: 1}
+func (m *model) policy() durabletype.RetryPolicy {
+	p := durabletype.RetryPolicy{MaxAttempts: 1 + m.rng.IntN(3), Factor: 1}
 	if m.rng.IntN(2) == 0 {
 		p.InitialDelay = time.Duration(1+m.rng.IntN(3)) * time.Second
 		p.Factor = float64(1 + m.rng.IntN(2))
@@ -149,11 +150,11 @@ func (m *model) policy() store.RetryPolicy {
 	return p
 }
 
-func (m *model) shape() *store.Shape {
+func (m *model) shape() *durabletype.Shape {
 	n := 1 + m.rng.IntN(5)
-	sh := &store.Shape{Version: modelVersions[m.rng.IntN(2)]}
+	sh := &durabletype.Shape{Version: modelVersions[m.rng.IntN(2)]}
 	for i := range n {
-		st := store.StepSpec{Name: fmt.Sprintf("s%d", i), Retry: m.policy()}
+		st := durabletype.StepSpec{Name: fmt.Sprintf("s%d", i), Retry: m.policy()}
 		for p := range i {
 			if m.rng.IntN(3) == 0 {
 				st.Parents = append(st.Parents, fmt.Sprintf("s%d", p))
@@ -163,7 +164,7 @@ func (m *model) shape() *store.Shape {
 		case 0:
 			st.Sleep = time.Duration(1+m.rng.IntN(4)) * time.Second
 		case 1, 2:
-			w := &store.WaitSpec{}
+			w := &durabletype.WaitSpec{}
 			if m.rng.IntN(3) == 0 {
 				w.Signal = "sig"
 			} else if m.rng.IntN(2) == 0 {
@@ -175,26 +176,26 @@ func (m *model) shape() *store.Shape {
 			}
 			st.Wait = w
 		case 3:
-			st.Child = &store.ChildSpec{Workflow: modelChild, Result: "c1"}
+			st.Child = &durabletype.ChildSpec{Workflow: modelChild, Result: "c1"}
 		case 4, 5, 6:
 			if i > 0 {
 				if len(st.Parents) == 0 {
 					st.Parents = []string{fmt.Sprintf("s%d", m.rng.IntN(i))}
 				}
-				st.Map = &store.MapSpec{Over: st.Parents[0]}
+				st.Map = &durabletype.MapSpec{Over: st.Parents[0]}
 			}
 		}
 		sh.Steps = append(sh.Steps, st)
 	}
 	if m.rng.IntN(3) == 0 {
-		sh.OnFailure = &store.OnFailureSpec{Retry: m.policy()}
+		sh.OnFailure = &durabletype.OnFailureSpec{Retry: m.policy()}
 	}
 	return sh
 }
 
 // childRun is the run a child step asks to start.
 func (m *model) childRun() *store.NewRun {
-	sh := &store.Shape{Steps: []store.StepSpec{
+	sh := &durabletype.Shape{Steps: []durabletype.StepSpec{
 		{Name: "c0", Retry: m.policy()},
 		{Name: "c1", Parents: []string{"c0"}, Retry: m.policy()},
 	}}
@@ -252,7 +253,7 @@ func (m *model) create() string {
 
 func (m *model) sameError(ea, eb error, what string) {
 	m.t.Helper()
-	if (ea == nil) != (eb == nil) || errors.Is(ea, store.ErrRunExists) != errors.Is(eb, store.ErrRunExists) {
+	if (ea == nil) != (eb == nil) || errors.Is(ea, durabletype.ErrRunExists) != errors.Is(eb, durabletype.ErrRunExists) {
 		m.fail("%s errors differ: A: %v, B: %v", what, ea, eb)
 	}
 }
@@ -331,11 +332,11 @@ func (m *model) finish() string {
 	for _, c := range refs {
 		o := store.Outcome{Task: c.ref, Rand: m.rng.Float64()}
 		switch k := m.rng.IntN(10); {
-		case k < 5 && c.kind == store.KindEvent:
+		case k < 5 && c.kind == durabletype.KindEvent:
 			o.Kind, o.Key = store.OutcomeWait, modelKeys[m.rng.IntN(len(modelKeys))]
-		case k < 5 && c.kind == store.KindChild:
+		case k < 5 && c.kind == durabletype.KindChild:
 			o.Kind, o.Child = store.OutcomeSpawn, m.childRun()
-		case k < 5 && c.kind == store.KindMap:
+		case k < 5 && c.kind == durabletype.KindMap:
 			o.Kind = store.OutcomeFanOut
 			for range m.rng.IntN(4) {
 				o.Items = append(o.Items, fmt.Appendf(nil, "%d", m.rng.IntN(3)))
@@ -384,7 +385,7 @@ func (m *model) signal() string {
 	p := &store.SignalParams{Now: m.now, RunID: m.pickRun(), Name: "sig", Payload: m.bytes()}
 	ra, ea := m.a.Signal(ctx, p)
 	rb, eb := m.b.Signal(ctx, p)
-	if (ea == nil) != (eb == nil) || errors.Is(ea, store.ErrRunSettled) != errors.Is(eb, store.ErrRunSettled) {
+	if (ea == nil) != (eb == nil) || errors.Is(ea, durabletype.ErrRunSettled) != errors.Is(eb, durabletype.ErrRunSettled) {
 		m.fail("signal errors differ: A: %v, B: %v", ea, eb)
 	}
 	if ea == nil && eb == nil {
@@ -426,7 +427,7 @@ func (m *model) upgrade() string {
 	if err != nil {
 		return fmt.Sprintf("upgrade %s: %v", id, err)
 	}
-	to := &store.Shape{Version: modelVersions[m.rng.IntN(len(modelVersions))], OnFailure: rec.Shape.OnFailure}
+	to := &durabletype.Shape{Version: modelVersions[m.rng.IntN(len(modelVersions))], OnFailure: rec.Shape.OnFailure}
 	drop := ""
 	if m.rng.IntN(3) == 0 && len(rec.Shape.Steps) > 1 {
 		drop = rec.Shape.Steps[m.rng.IntN(len(rec.Shape.Steps))].Name
@@ -448,9 +449,9 @@ func (m *model) upgrade() string {
 		to.Steps = append(to.Steps, st)
 	}
 	if m.rng.IntN(2) == 0 && len(to.Steps) > 0 {
-		add := store.StepSpec{Name: fmt.Sprintf("n%d", m.rng.IntN(3)), Retry: m.policy(),
+		add := durabletype.StepSpec{Name: fmt.Sprintf("n%d", m.rng.IntN(3)), Retry: m.policy(),
 			Parents: []string{to.Steps[m.rng.IntN(len(to.Steps))].Name}}
-		if !slices.ContainsFunc(to.Steps, func(s store.StepSpec) bool { return s.Name == add.Name }) {
+		if !slices.ContainsFunc(to.Steps, func(s durabletype.StepSpec) bool { return s.Name == add.Name }) {
 			to.Steps = append(to.Steps, add)
 		}
 	}
@@ -543,9 +544,9 @@ func (m *model) compareRuns() {
 }
 
 // listAll lists every run of s, newest first.
-func (m *model) listAll(s store.Store) []store.RunSummary {
+func (m *model) listAll(s store.Store) []durabletype.RunSummary {
 	m.t.Helper()
-	var out []store.RunSummary
+	var out []durabletype.RunSummary
 	var after *store.RunKey
 	for {
 		res, err := s.ListRuns(ctx, &store.ListRunsParams{After: after, Limit: 100})
@@ -598,8 +599,8 @@ func normTasks(ts []*store.Task) []store.Task {
 	return out
 }
 
-func normEvents(es []*store.Event) []store.Event {
-	out := make([]store.Event, len(es))
+func normEvents(es []*durabletype.Event) []durabletype.Event {
+	out := make([]durabletype.Event, len(es))
 	for i, e := range es {
 		c := *e
 		c.ID = 0

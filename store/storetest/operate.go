@@ -10,15 +10,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
 // Tests of what operators do with runs: list, cancel, replay, stats and
 // prune, including the races between them and the engine's transitions.
 
-func listAll(t *testing.T, s store.Store, f store.RunFilter, page int) []store.RunSummary {
+func listAll(t *testing.T, s store.Store, f store.RunFilter, page int) []durabletype.RunSummary {
 	t.Helper()
-	var out []store.RunSummary
+	var out []durabletype.RunSummary
 	var after *store.RunKey
 	for {
 		res, err := s.ListRuns(ctx, &store.ListRunsParams{Filter: f, After: after, Limit: page})
@@ -34,7 +35,7 @@ func listAll(t *testing.T, s store.Store, f store.RunFilter, page int) []store.R
 	}
 }
 
-func ids(rs []store.RunSummary) []uuid.UUID {
+func ids(rs []durabletype.RunSummary) []uuid.UUID {
 	out := make([]uuid.UUID, len(rs))
 	for i, r := range rs {
 		out[i] = r.ID
@@ -66,7 +67,7 @@ func testListRuns(t *testing.T, s store.Store) {
 		id                 uuid.UUID
 		wf, tenant         string
 		created            time.Time
-		status             store.RunStatus
+		status             durabletype.RunStatus
 		finished           time.Time
 		failedStep, errMsg string
 	}
@@ -79,7 +80,7 @@ func testListRuns(t *testing.T, s store.Store) {
 		created := at(time.Duration(i/2) * time.Second) // pairs share a creation time: ties go by ID
 		r := newRun(wf, tenant, shape(step("a")))
 		create(t, s, created, r)
-		all = append(all, made{id: r.ID, wf: wf, tenant: tenant, created: created, status: store.RunRunning})
+		all = append(all, made{id: r.ID, wf: wf, tenant: tenant, created: created, status: durabletype.RunRunning})
 	}
 	// Settle some: every third completes, every fifth fails.
 	for i := range all {
@@ -101,10 +102,10 @@ func testListRuns(t *testing.T, s store.Store) {
 		m.finished = at(time.Hour + time.Duration(i)*time.Second)
 		if i%5 == 0 {
 			mustApply(t, s, m.finished, failed(c, "boom", true))
-			m.status, m.failedStep, m.errMsg = store.RunFailed, "a", "boom"
+			m.status, m.failedStep, m.errMsg = durabletype.RunFailed, "a", "boom"
 		} else {
 			mustApply(t, s, m.finished, complete(c, `1`))
-			m.status = store.RunCompleted
+			m.status = durabletype.RunCompleted
 		}
 	}
 	want := func(keep func(m made) bool) []uuid.UUID {
@@ -153,9 +154,9 @@ func testListRuns(t *testing.T, s store.Store) {
 	}{
 		{store.RunFilter{Tenant: "t1"}, func(m made) bool { return m.tenant == "t1" }},
 		{store.RunFilter{Workflow: "other"}, func(m made) bool { return m.wf == "other" }},
-		{store.RunFilter{Statuses: []store.RunStatus{store.RunFailed}}, func(m made) bool { return m.status == store.RunFailed }},
-		{store.RunFilter{Statuses: []store.RunStatus{store.RunRunning, store.RunCompleted}, Tenant: "t0"},
-			func(m made) bool { return m.tenant == "t0" && m.status != store.RunFailed }},
+		{store.RunFilter{Statuses: []durabletype.RunStatus{durabletype.RunFailed}}, func(m made) bool { return m.status == durabletype.RunFailed }},
+		{store.RunFilter{Statuses: []durabletype.RunStatus{durabletype.RunRunning, durabletype.RunCompleted}, Tenant: "t0"},
+			func(m made) bool { return m.tenant == "t0" && m.status != durabletype.RunFailed }},
 		{store.RunFilter{CreatedAfter: at(3 * time.Second), CreatedBefore: at(9 * time.Second)},
 			func(m made) bool { return !m.created.Before(at(3*time.Second)) && m.created.Before(at(9*time.Second)) }},
 		{store.RunFilter{FinishedAfter: at(time.Hour + 10*time.Second)},
@@ -205,7 +206,7 @@ func testListWhileSettling(t *testing.T, s store.Store) {
 		require.False(t, seen[r.ID], "run %s listed twice", r.ID)
 		seen[r.ID] = true
 	}
-	require.Len(t, listAll(t, s, store.RunFilter{Statuses: []store.RunStatus{store.RunCompleted}}, 50), 200)
+	require.Len(t, listAll(t, s, store.RunFilter{Statuses: []durabletype.RunStatus{durabletype.RunCompleted}}, 50), 200)
 }
 
 // testCancel: every kind of unfinished task is cancelled, timers never
@@ -213,13 +214,13 @@ func testListWhileSettling(t *testing.T, s store.Store) {
 // rejected; the on-failure handler does not run; cancelling again, or an
 // unknown run, or another tenant's run, is refused.
 func testCancel(t *testing.T, s store.Store) {
-	sh := &store.Shape{
-		Steps: []store.StepSpec{
+	sh := &durabletype.Shape{
+		Steps: []durabletype.StepSpec{
 			step("run"), step("queued"), sleepStep("nap", time.Hour),
-			{Name: "backoff", Retry: store.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Minute, Factor: 1}},
+			{Name: "backoff", Retry: durabletype.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Minute, Factor: 1}},
 			step("after", "run", "queued"),
 		},
-		OnFailure: &store.OnFailureSpec{Retry: once()},
+		OnFailure: &durabletype.OnFailureSpec{Retry: once()},
 	}
 	r := newRun("wf", "acme", sh)
 	create(t, s, T0, r)
@@ -236,20 +237,20 @@ func testCancel(t *testing.T, s store.Store) {
 		}
 	}
 	require.NotNil(t, running)
-	require.Equal(t, map[string]store.TaskState{"run": store.TaskRunning, "queued": store.TaskQueued, "nap": store.TaskSleeping,
-		"backoff": store.TaskQueued, "after": store.TaskPending}, states(t, s, r.ID))
+	require.Equal(t, map[string]durabletype.TaskState{"run": durabletype.TaskRunning, "queued": durabletype.TaskQueued, "nap": durabletype.TaskSleeping,
+		"backoff": durabletype.TaskQueued, "after": durabletype.TaskPending}, states(t, s, r.ID))
 
-	require.ErrorIs(t, cancelOne(t, s, at(time.Second), r.ID, "other-tenant"), store.ErrRunNotFound, "scoped to another tenant")
-	require.Equal(t, store.RunRunning, run(t, s, r.ID).Status, "nothing changed")
-	require.ErrorIs(t, cancelOne(t, s, at(time.Second), uuid.New(), ""), store.ErrRunNotFound)
+	require.ErrorIs(t, cancelOne(t, s, at(time.Second), r.ID, "other-tenant"), durabletype.ErrRunNotFound, "scoped to another tenant")
+	require.Equal(t, durabletype.RunRunning, run(t, s, r.ID).Status, "nothing changed")
+	require.ErrorIs(t, cancelOne(t, s, at(time.Second), uuid.New(), ""), durabletype.ErrRunNotFound)
 
 	require.NoError(t, cancelOne(t, s, at(2*time.Second), r.ID, "acme"))
 	got := run(t, s, r.ID)
-	require.Equal(t, store.RunCancelled, got.Status)
+	require.Equal(t, durabletype.RunCancelled, got.Status)
 	require.Equal(t, "test", got.Error)
 	requireTime(t, at(2*time.Second), got.FinishedAt, "a cancelled run settles at once")
 	for name, st := range states(t, s, r.ID) {
-		require.Equal(t, store.TaskCancelled, st, name)
+		require.Equal(t, durabletype.TaskCancelled, st, name)
 	}
 	require.Empty(t, claim(t, s, at(time.Hour), 10), "nothing is left to claim")
 	require.Zero(t, fireAll(t, s, at(2*time.Hour)), "no timer fires")
@@ -259,7 +260,7 @@ func testCancel(t *testing.T, s store.Store) {
 	require.Equal(t, []store.TaskRef{running.Ref()}, hb.Cancelled, "the worker learns the run was cancelled")
 	require.Equal(t, []store.FinishStatus{store.FinishStale}, finish(t, s, at(4*time.Second), complete(running, `"late"`)))
 	require.Nil(t, tasks(t, s, r.ID)["run"].Output, "the late outcome is not recorded")
-	require.ErrorIs(t, cancelOne(t, s, at(5*time.Second), r.ID, ""), store.ErrRunSettled)
+	require.ErrorIs(t, cancelOne(t, s, at(5*time.Second), r.ID, ""), durabletype.ErrRunSettled)
 	require.Equal(t, []string{"QUEUED:0", "STARTED:1", "CANCELLED:1"}, stepEvents(t, s, r.ID, "run"))
 	require.Equal(t, []string{"SLEEPING:0", "CANCELLED:0"}, stepEvents(t, s, r.ID, "nap"))
 	res, err := s.RescueTasks(ctx, &store.RescueTasksParams{Now: at(time.Hour), DeadAfter: time.Second, Limit: 10})
@@ -277,11 +278,11 @@ func testCancel(t *testing.T, s store.Store) {
 			mustApply(t, s, T0, store.Outcome{Task: c.Ref(), Kind: store.OutcomeRelease})
 		}
 	}
-	require.Equal(t, store.RunFailed, run(t, s, r2.ID).Status)
-	require.Equal(t, store.TaskQueued, states(t, s, r2.ID)[store.OnFailureTask])
+	require.Equal(t, durabletype.RunFailed, run(t, s, r2.ID).Status)
+	require.Equal(t, durabletype.TaskQueued, states(t, s, r2.ID)[durabletype.OnFailureTask])
 	require.NoError(t, cancelOne(t, s, T0, r2.ID, ""))
-	require.Equal(t, store.RunCancelled, run(t, s, r2.ID).Status)
-	require.Equal(t, store.TaskCancelled, states(t, s, r2.ID)[store.OnFailureTask])
+	require.Equal(t, durabletype.RunCancelled, run(t, s, r2.ID).Status)
+	require.Equal(t, durabletype.TaskCancelled, states(t, s, r2.ID)[durabletype.OnFailureTask])
 }
 
 // testCancelRacesLastStep: a cancel and the outcome of a run's last step,
@@ -312,14 +313,14 @@ func testCancelRacesLastStep(t *testing.T, s store.Store) {
 		require.Len(t, fin, 1)
 		got := run(t, s, r.ID)
 		switch got.Status {
-		case store.RunCompleted:
+		case durabletype.RunCompleted:
 			require.Equal(t, store.FinishApplied, fin[0])
-			require.ErrorIs(t, cancelErr, store.ErrRunSettled)
-			require.Equal(t, store.TaskCompleted, states(t, s, r.ID)["a"])
-		case store.RunCancelled:
+			require.ErrorIs(t, cancelErr, durabletype.ErrRunSettled)
+			require.Equal(t, durabletype.TaskCompleted, states(t, s, r.ID)["a"])
+		case durabletype.RunCancelled:
 			require.NoError(t, cancelErr)
 			require.Equal(t, store.FinishStale, fin[0])
-			require.Equal(t, store.TaskCancelled, states(t, s, r.ID)["a"])
+			require.Equal(t, durabletype.TaskCancelled, states(t, s, r.ID)["a"])
 		default:
 			t.Fatalf("run ended %s", got.Status)
 		}
@@ -332,9 +333,9 @@ func testCancelRacesLastStep(t *testing.T, s store.Store) {
 // descendants run again; the refusals are typed.
 func testReplay(t *testing.T, s store.Store) {
 	// a -> b -> c; a -> d
-	sh := &store.Shape{
-		Steps:     []store.StepSpec{step("a"), step("b", "a"), step("c", "b"), step("d", "a")},
-		OnFailure: &store.OnFailureSpec{Retry: once()},
+	sh := &durabletype.Shape{
+		Steps:     []durabletype.StepSpec{step("a"), step("b", "a"), step("c", "b"), step("d", "a")},
+		OnFailure: &durabletype.OnFailureSpec{Retry: once()},
 	}
 	r := newRun("wf", "acme", sh)
 	create(t, s, T0, r)
@@ -347,20 +348,20 @@ func testReplay(t *testing.T, s store.Store) {
 		}
 	}
 	h := claimOne(t, s, T0)
-	require.Equal(t, store.KindOnFailure, h.Kind)
+	require.Equal(t, durabletype.KindOnFailure, h.Kind)
 	mustApply(t, s, T0, complete(h, `null`))
 	require.True(t, run(t, s, r.ID).Settled())
 
-	require.ErrorIs(t, replayOne(t, s, T0, r.ID, "other-tenant", ""), store.ErrRunNotFound)
-	require.ErrorIs(t, replayOne(t, s, T0, r.ID, "", "zz"), store.ErrStepNotFound)
-	require.ErrorIs(t, replayOne(t, s, T0, uuid.New(), "", ""), store.ErrRunNotFound)
+	require.ErrorIs(t, replayOne(t, s, T0, r.ID, "other-tenant", ""), durabletype.ErrRunNotFound)
+	require.ErrorIs(t, replayOne(t, s, T0, r.ID, "", "zz"), durabletype.ErrStepNotFound)
+	require.ErrorIs(t, replayOne(t, s, T0, uuid.New(), "", ""), durabletype.ErrRunNotFound)
 	require.NoError(t, replayOne(t, s, at(time.Minute), r.ID, "acme", ""))
 	got := run(t, s, r.ID)
-	require.Equal(t, store.RunRunning, got.Status)
+	require.Equal(t, durabletype.RunRunning, got.Status)
 	require.Empty(t, got.Error)
 	require.Empty(t, got.FailedStep)
 	require.False(t, got.Settled())
-	require.ErrorIs(t, replayOne(t, s, at(time.Minute), r.ID, "", ""), store.ErrRunNotSettled)
+	require.ErrorIs(t, replayOne(t, s, at(time.Minute), r.ID, "", ""), durabletype.ErrRunNotSettled)
 
 	b := claimOne(t, s, at(time.Minute))
 	require.Equal(t, "b", b.Step)
@@ -372,7 +373,7 @@ func testReplay(t *testing.T, s store.Store) {
 	require.Equal(t, "c", c.Step)
 	mustApply(t, s, at(2*time.Minute), complete(c, `"C"`))
 	got = run(t, s, r.ID)
-	require.Equal(t, store.RunCompleted, got.Status)
+	require.Equal(t, durabletype.RunCompleted, got.Status)
 	requireTime(t, at(2*time.Minute), got.FinishedAt)
 	require.Equal(t, []string{"QUEUED:0", "STARTED:1", "FAILED:1", "REPLAYED:1", "QUEUED:0", "STARTED:1", "COMPLETED:1"},
 		stepEvents(t, s, r.ID, "b"))
@@ -380,22 +381,22 @@ func testReplay(t *testing.T, s store.Store) {
 		"c was cancelled when b failed, then runs")
 	require.Equal(t, `"D"`, string(tasks(t, s, r.ID)["d"].Output))
 
-	require.ErrorIs(t, replayOne(t, s, T0, r.ID, "", ""), store.ErrNothingToReplay)
+	require.ErrorIs(t, replayOne(t, s, T0, r.ID, "", ""), durabletype.ErrNothingToReplay)
 	// From a completed step: it and its descendants run again.
 	require.NoError(t, replayOne(t, s, at(3*time.Minute), r.ID, "", "b"))
-	require.Equal(t, map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskQueued, "c": store.TaskPending,
-		"d": store.TaskCompleted, store.OnFailureTask: store.TaskCompleted}, states(t, s, r.ID))
+	require.Equal(t, map[string]durabletype.TaskState{"a": durabletype.TaskCompleted, "b": durabletype.TaskQueued, "c": durabletype.TaskPending,
+		"d": durabletype.TaskCompleted, durabletype.OnFailureTask: durabletype.TaskCompleted}, states(t, s, r.ID))
 	require.Nil(t, tasks(t, s, r.ID)["b"].Output)
 	b = claimOne(t, s, at(3*time.Minute))
 	mustApply(t, s, at(3*time.Minute), failed(b, "again", true))
 	h = claimOne(t, s, at(3*time.Minute))
-	require.Equal(t, store.KindOnFailure, h.Kind, "the on-failure handler runs again after a new failure")
+	require.Equal(t, durabletype.KindOnFailure, h.Kind, "the on-failure handler runs again after a new failure")
 	require.Equal(t, 1, h.Attempt)
 	require.Equal(t, "again", h.Error)
 	mustApply(t, s, at(3*time.Minute), complete(h, `null`))
-	require.Equal(t, store.RunFailed, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunFailed, run(t, s, r.ID).Status)
 	require.Equal(t, []string{"QUEUED:0", "STARTED:1", "COMPLETED:1", "QUEUED:0", "STARTED:1", "COMPLETED:1"},
-		stepEvents(t, s, r.ID, store.OnFailureTask))
+		stepEvents(t, s, r.ID, durabletype.OnFailureTask))
 }
 
 // testReplaysRace: two replays of one run at once: one wins.
@@ -422,7 +423,7 @@ func testReplaysRace(t *testing.T, s store.Store) {
 			if err == nil {
 				won++
 			} else {
-				require.ErrorIs(t, err, store.ErrRunNotSettled)
+				require.ErrorIs(t, err, durabletype.ErrRunNotSettled)
 			}
 		}
 		require.Equal(t, 1, won)
@@ -445,7 +446,7 @@ func testReplayWithLateOutcome(t *testing.T, s store.Store) {
 	require.Equal(t, []store.FinishStatus{store.FinishStale}, finish(t, s, T0, complete(old, `"old"`)))
 	mustApply(t, s, T0, complete(fresh, `"new"`))
 	require.Equal(t, `"new"`, string(tasks(t, s, r.ID)["a"].Output))
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 }
 
 // testPrune: settled runs that finished before the cutoff go, with their
@@ -482,11 +483,11 @@ func testPrune(t *testing.T, s store.Store) {
 	require.Equal(t, 1, res.Deleted, "fewer than Limit: none is left")
 	for _, id := range old {
 		_, err := s.GetRun(ctx, id)
-		require.ErrorIs(t, err, store.ErrRunNotFound)
+		require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 		_, err = s.ListTasks(ctx, id)
-		require.ErrorIs(t, err, store.ErrRunNotFound)
+		require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 		_, err = s.ListEvents(ctx, id)
-		require.ErrorIs(t, err, store.ErrRunNotFound)
+		require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 	}
 	for _, id := range append(recent, inflight...) {
 		_, err := s.GetRun(ctx, id)
@@ -524,7 +525,7 @@ func testPruneFinishedBeforeCreated(t *testing.T, s store.Store) {
 	run(t, s, r.ID)
 	require.Equal(t, 1, prune(at(3*time.Hour+time.Second)), "created and settled before the cutoff: pruned")
 	_, err := s.GetRun(ctx, r.ID)
-	require.ErrorIs(t, err, store.ErrRunNotFound)
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 }
 
 // testPruneRacesReplay: a prune and a replay of the same expired run at
@@ -555,14 +556,14 @@ func testPruneRacesReplay(t *testing.T, s store.Store) {
 		wg.Wait()
 		_, getErr := s.GetRun(ctx, r.ID)
 		if pruned == 1 {
-			require.ErrorIs(t, replayErr, store.ErrRunNotFound)
-			require.ErrorIs(t, getErr, store.ErrRunNotFound)
+			require.ErrorIs(t, replayErr, durabletype.ErrRunNotFound)
+			require.ErrorIs(t, getErr, durabletype.ErrRunNotFound)
 			continue
 		}
 		require.Zero(t, pruned)
 		require.NoError(t, replayErr)
 		require.NoError(t, getErr)
-		require.Equal(t, store.RunRunning, run(t, s, r.ID).Status)
+		require.Equal(t, durabletype.RunRunning, run(t, s, r.ID).Status)
 		mustApply(t, s, at(time.Hour), complete(claimOne(t, s, at(time.Hour)), `1`))
 	}
 }
@@ -570,7 +571,7 @@ func testPruneRacesReplay(t *testing.T, s store.Store) {
 // testStats: tasks ready, waiting and running, the oldest ready task, runs
 // in flight and settled, by workflow and tenant, and scoped to a tenant.
 func testStats(t *testing.T, s store.Store) {
-	flaky := store.StepSpec{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Hour, Factor: 1}}
+	flaky := durabletype.StepSpec{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 3, InitialDelay: time.Hour, Factor: 1}}
 	create(t, s, at(time.Second), newRun("wf", "t1", shape(step("a"))), newRun("wf", "t1", shape(step("a"))))
 	create(t, s, at(2*time.Second), newRun("wf", "t2", shape(sleepStep("a", time.Hour))))
 	create(t, s, at(3*time.Second), newRun("other", "t1", shape(flaky)), newRun("other", "t1", shape(step("a"))))
@@ -590,7 +591,7 @@ func testStats(t *testing.T, s store.Store) {
 	}
 	st, err := s.Stats(ctx, &store.StatsParams{Now: at(time.Minute), Window: time.Hour})
 	require.NoError(t, err)
-	q := map[string]store.QueueStats{}
+	q := map[string]durabletype.QueueStats{}
 	for _, x := range st.Queues {
 		q[x.Workflow+"/"+x.Tenant] = x
 	}
@@ -668,7 +669,7 @@ func testStatsCounts(t *testing.T, s store.Store) {
 	// which nobody claims here, stays RUNNING.
 	settle(m(0, 10), newRun("wf", "t1", shape(step("a"))), ok)
 	settle(m(0, 50), newRun("wf", "t2", shape(step("a"))), ok)
-	failing := newRun("wf", "t1", &store.Shape{Steps: []store.StepSpec{step("a")}, OnFailure: &store.OnFailureSpec{Retry: once()}})
+	failing := newRun("wf", "t1", &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}, OnFailure: &durabletype.OnFailureSpec{Retry: once()}})
 	settle(m(2, 0), failing, boom)
 	idle := newRun("idle", "t1", shape(step("a")))
 	create(t, s, m(2, 30), idle)
@@ -686,7 +687,7 @@ func testStatsCounts(t *testing.T, s store.Store) {
 	// The handler completes: the run settles FAILED at 4:00. Replayed at
 	// 5:00, it is in flight again, and completes at 5:30.
 	h := claimOne(t, s, m(4, 0))
-	require.Equal(t, store.KindOnFailure, h.Kind)
+	require.Equal(t, durabletype.KindOnFailure, h.Kind)
 	mustApply(t, s, m(4, 0), complete(h, `null`))
 	require.NoError(t, replayOne(t, s, m(5, 0), failing.ID, "", ""))
 	require.Equal(t, map[string]int{

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/cronslot"
 	"github.com/effectivelabs/durable/store"
 )
@@ -49,7 +50,7 @@ func testScheduleCreate(t *testing.T, st store.Store) {
 	require.Equal(t, "Europe/Paris", sc.TimeZone)
 	require.False(t, sc.Paused)
 
-	got, err := s.GetSchedule(ctx, &store.GetScheduleParams{Key: store.ScheduleKey{Tenant: "t1", Name: "every-5"}})
+	got, err := s.GetSchedule(ctx, &store.GetScheduleParams{Key: durabletype.ScheduleKey{Tenant: "t1", Name: "every-5"}})
 	require.NoError(t, err)
 	require.Equal(t, sc.ID, got.ID)
 	require.Equal(t, "*/5 * * * *", got.Cron)
@@ -59,9 +60,9 @@ func testScheduleCreate(t *testing.T, st store.Store) {
 	require.True(t, sc.NextAt.Equal(got.NextAt))
 
 	_, err = s.CreateSchedule(ctx, newSchedule("t1", "every-5", "* * * * *"))
-	require.ErrorIs(t, err, store.ErrScheduleExists)
-	_, err = s.GetSchedule(ctx, &store.GetScheduleParams{Key: store.ScheduleKey{Tenant: "t2", Name: "every-5"}})
-	require.ErrorIs(t, err, store.ErrScheduleNotFound)
+	require.ErrorIs(t, err, durabletype.ErrScheduleExists)
+	_, err = s.GetSchedule(ctx, &store.GetScheduleParams{Key: durabletype.ScheduleKey{Tenant: "t2", Name: "every-5"}})
+	require.ErrorIs(t, err, durabletype.ErrScheduleNotFound)
 
 	for _, bad := range []*store.CreateScheduleParams{
 		newSchedule("t1", "bad-cron", "* * *"),
@@ -84,30 +85,30 @@ func testScheduleCreate(t *testing.T, st store.Store) {
 		}(),
 	} {
 		_, err := s.CreateSchedule(ctx, bad)
-		require.ErrorIs(t, err, store.ErrInvalidSchedule, "%+v", bad)
+		require.ErrorIs(t, err, durabletype.ErrInvalidSchedule, "%+v", bad)
 	}
 	_, err = s.CreateSchedule(ctx, newSchedule("bad\x00tenant", "x", "* * * * *"))
-	require.ErrorIs(t, err, store.ErrInvalidTenant)
+	require.ErrorIs(t, err, durabletype.ErrInvalidTenant)
 
 	// Lists: by tenant and name, paged, filtered by tenant.
-	for _, k := range []store.ScheduleKey{{Tenant: "t2", Name: "a"}, {Tenant: "t1", Name: "b"}, {Tenant: "t1", Name: "a"}} {
+	for _, k := range []durabletype.ScheduleKey{{Tenant: "t2", Name: "a"}, {Tenant: "t1", Name: "b"}, {Tenant: "t1", Name: "a"}} {
 		_, err := s.CreateSchedule(ctx, newSchedule(k.Tenant, k.Name, "@daily"))
 		require.NoError(t, err)
 	}
-	var keys []store.ScheduleKey
-	var after *store.ScheduleKey
+	var keys []durabletype.ScheduleKey
+	var after *durabletype.ScheduleKey
 	for {
 		page, err := s.ListSchedules(ctx, &store.ListSchedulesParams{After: after, Limit: 2})
 		require.NoError(t, err)
 		for _, sc := range page.Schedules {
-			keys = append(keys, store.ScheduleKey{Tenant: sc.Tenant, Name: sc.Name})
+			keys = append(keys, durabletype.ScheduleKey{Tenant: sc.Tenant, Name: sc.Name})
 		}
 		if !page.More {
 			break
 		}
 		after = &keys[len(keys)-1]
 	}
-	require.Equal(t, []store.ScheduleKey{{Tenant: "t1", Name: "a"}, {Tenant: "t1", Name: "b"}, {Tenant: "t1", Name: "every-5"}, {Tenant: "t2", Name: "a"}}, keys)
+	require.Equal(t, []durabletype.ScheduleKey{{Tenant: "t1", Name: "a"}, {Tenant: "t1", Name: "b"}, {Tenant: "t1", Name: "every-5"}, {Tenant: "t2", Name: "a"}}, keys)
 	page, err := s.ListSchedules(ctx, &store.ListSchedulesParams{Tenant: "t2", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, page.Schedules, 1)
@@ -139,7 +140,7 @@ func testScheduleFire(t *testing.T, st store.Store) {
 	require.Equal(t, "wf", run.Workflow)
 	require.Equal(t, "t1", run.Tenant)
 	require.JSONEq(t, `{"in":1}`, string(run.Input))
-	require.Equal(t, store.RunRunning, run.Status)
+	require.Equal(t, durabletype.RunRunning, run.Status)
 	c := claimOne(t, st, slot.Add(time.Second))
 	require.Equal(t, f.RunID, c.RunID)
 
@@ -153,7 +154,7 @@ func testScheduleFire(t *testing.T, st store.Store) {
 	require.True(t, slot.Add(3*time.Hour).Equal(res.Fired[0].Slot))
 	require.Equal(t, 35, res.Fired[0].Missed)
 	require.Equal(t, 3*time.Minute, res.Next)
-	got, err := s.GetSchedule(ctx, &store.GetScheduleParams{Key: store.ScheduleKey{Tenant: "t1", Name: "five"}})
+	got, err := s.GetSchedule(ctx, &store.GetScheduleParams{Key: durabletype.ScheduleKey{Tenant: "t1", Name: "five"}})
 	require.NoError(t, err)
 	require.True(t, slot.Add(3*time.Hour+5*time.Minute).Equal(got.NextAt))
 	require.True(t, slot.Add(3*time.Hour).Equal(got.LastSlot))
@@ -185,7 +186,7 @@ func testScheduleFireExistingRun(t *testing.T, st store.Store) {
 
 func testSchedulePause(t *testing.T, st store.Store) {
 	s := scheduler(t, st)
-	key := store.ScheduleKey{Tenant: "t1", Name: "five"}
+	key := durabletype.ScheduleKey{Tenant: "t1", Name: "five"}
 	_, err := s.CreateSchedule(ctx, newSchedule(key.Tenant, key.Name, "*/5 * * * *"))
 	require.NoError(t, err)
 	slot := T0.Truncate(time.Hour).Add(5 * time.Minute)
@@ -214,8 +215,8 @@ func testSchedulePause(t *testing.T, st store.Store) {
 	require.NoError(t, err)
 	require.True(t, slot.Add(time.Hour+10*time.Minute).Equal(again.NextAt))
 
-	_, err = s.PauseSchedule(ctx, &store.PauseScheduleParams{Now: T0, Key: store.ScheduleKey{Tenant: "t1", Name: "nope"}, Paused: true})
-	require.ErrorIs(t, err, store.ErrScheduleNotFound)
+	_, err = s.PauseSchedule(ctx, &store.PauseScheduleParams{Now: T0, Key: durabletype.ScheduleKey{Tenant: "t1", Name: "nope"}, Paused: true})
+	require.ErrorIs(t, err, durabletype.ErrScheduleNotFound)
 
 	// Created paused: nothing due until resumed.
 	p := newSchedule("t1", "paused", "* * * * *")
@@ -228,13 +229,13 @@ func testSchedulePause(t *testing.T, st store.Store) {
 
 func testScheduleDelete(t *testing.T, st store.Store) {
 	s := scheduler(t, st)
-	key := store.ScheduleKey{Tenant: "t1", Name: "five"}
+	key := durabletype.ScheduleKey{Tenant: "t1", Name: "five"}
 	_, err := s.CreateSchedule(ctx, newSchedule(key.Tenant, key.Name, "*/5 * * * *"))
 	require.NoError(t, err)
 	require.NoError(t, s.DeleteSchedule(ctx, &store.DeleteScheduleParams{Key: key}))
-	require.ErrorIs(t, s.DeleteSchedule(ctx, &store.DeleteScheduleParams{Key: key}), store.ErrScheduleNotFound)
+	require.ErrorIs(t, s.DeleteSchedule(ctx, &store.DeleteScheduleParams{Key: key}), durabletype.ErrScheduleNotFound)
 	_, err = s.GetSchedule(ctx, &store.GetScheduleParams{Key: key})
-	require.ErrorIs(t, err, store.ErrScheduleNotFound)
+	require.ErrorIs(t, err, durabletype.ErrScheduleNotFound)
 	res := fireAt(t, s, T0.Add(time.Hour))
 	require.Empty(t, res.Fired)
 	require.False(t, res.HasNext)
@@ -292,7 +293,7 @@ func testScheduleShapes(t *testing.T, st store.Store) {
 	require.NoError(t, err)
 	slot := T0.Truncate(time.Hour).Add(5 * time.Minute)
 	res, err := s.FireSchedules(ctx, &store.FireSchedulesParams{
-		Now: slot, Limit: 10, Shapes: map[string]*store.Shape{"wf": shape(step("a"), step("b", "a"))},
+		Now: slot, Limit: 10, Shapes: map[string]*durabletype.Shape{"wf": shape(step("a"), step("b", "a"))},
 	})
 	require.NoError(t, err)
 	require.Len(t, res.Fired, 1)

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -160,19 +161,19 @@ const worker = "worker-1"
 
 func at(d time.Duration) time.Time { return T0.Add(d) }
 
-func once() store.RetryPolicy { return store.RetryPolicy{MaxAttempts: 1, Factor: 1} }
+func once() durabletype.RetryPolicy { return durabletype.RetryPolicy{MaxAttempts: 1, Factor: 1} }
 
-func step(name string, parents ...string) store.StepSpec {
-	return store.StepSpec{Name: name, Parents: parents, Retry: once()}
+func step(name string, parents ...string) durabletype.StepSpec {
+	return durabletype.StepSpec{Name: name, Parents: parents, Retry: once()}
 }
 
-func sleepStep(name string, d time.Duration, parents ...string) store.StepSpec {
-	return store.StepSpec{Name: name, Parents: parents, Sleep: d, Retry: once()}
+func sleepStep(name string, d time.Duration, parents ...string) durabletype.StepSpec {
+	return durabletype.StepSpec{Name: name, Parents: parents, Sleep: d, Retry: once()}
 }
 
-func shape(steps ...store.StepSpec) *store.Shape { return &store.Shape{Steps: steps} }
+func shape(steps ...durabletype.StepSpec) *durabletype.Shape { return &durabletype.Shape{Steps: steps} }
 
-func newRun(wf, tenant string, sh *store.Shape) store.NewRun {
+func newRun(wf, tenant string, sh *durabletype.Shape) store.NewRun {
 	return store.NewRun{ID: uuid.New(), Workflow: wf, Tenant: tenant, Input: []byte(`{"in":1}`), Shape: sh}
 }
 
@@ -243,9 +244,9 @@ func tasks(t *testing.T, s store.Store, id uuid.UUID) map[string]*store.Task {
 	return m
 }
 
-func states(t *testing.T, s store.Store, id uuid.UUID) map[string]store.TaskState {
+func states(t *testing.T, s store.Store, id uuid.UUID) map[string]durabletype.TaskState {
 	t.Helper()
-	m := map[string]store.TaskState{}
+	m := map[string]durabletype.TaskState{}
 	for name, tk := range tasks(t, s, id) {
 		m[name] = tk.State
 	}
@@ -290,7 +291,7 @@ func testCreateRuns(t *testing.T, s store.Store) {
 	create(t, s, T0, r)
 
 	got := run(t, s, r.ID)
-	require.Equal(t, store.RunRunning, got.Status)
+	require.Equal(t, durabletype.RunRunning, got.Status)
 	require.Equal(t, "wf", got.Workflow)
 	require.Equal(t, "tenant-1", got.Tenant)
 	require.Equal(t, `{"in":1}`, string(got.Input))
@@ -301,13 +302,13 @@ func testCreateRuns(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Len(t, ts, 4)
 	require.Equal(t, []string{"a", "b", "nap", "c"}, []string{ts[0].Name, ts[1].Name, ts[2].Name, ts[3].Name})
-	require.Equal(t, store.TaskQueued, ts[0].State)
-	require.Equal(t, store.TaskPending, ts[1].State)
-	require.Equal(t, store.TaskSleeping, ts[2].State)
-	require.Equal(t, store.KindSleep, ts[2].Kind)
-	require.Equal(t, store.KindStep, ts[0].Kind)
+	require.Equal(t, durabletype.TaskQueued, ts[0].State)
+	require.Equal(t, durabletype.TaskPending, ts[1].State)
+	require.Equal(t, durabletype.TaskSleeping, ts[2].State)
+	require.Equal(t, durabletype.KindSleep, ts[2].Kind)
+	require.Equal(t, durabletype.KindStep, ts[0].Kind)
 	requireTime(t, at(time.Hour), ts[2].DueAt)
-	require.Equal(t, store.TaskPending, ts[3].State)
+	require.Equal(t, durabletype.TaskPending, ts[3].State)
 	require.Equal(t, []string{"a:QUEUED:0", "nap:SLEEPING:0"}, events(t, s, r.ID))
 }
 
@@ -318,20 +319,20 @@ func testCreateRunsAtomic(t *testing.T, s store.Store) {
 	clash := existing
 	clash.Tenant = "other" // the ID of a run of another tenant
 	_, err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{fresh, clash}})
-	require.ErrorIs(t, err, store.ErrRunExists)
+	require.ErrorIs(t, err, durabletype.ErrRunExists)
 	_, err = s.GetRun(ctx, fresh.ID)
-	require.ErrorIs(t, err, store.ErrRunNotFound, "a failed batch must create nothing")
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound, "a failed batch must create nothing")
 	// Only the first run's task is claimable.
 	require.Len(t, claim(t, s, T0, 10), 1)
 }
 
 func testCreateRunsInvalid(t *testing.T, s store.Store) {
-	bad := []*store.Shape{
+	bad := []*durabletype.Shape{
 		shape(),
 		shape(step("a"), step("a")),
 		shape(step("b", "a"), step("a")),
-		shape(store.StepSpec{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 0, Factor: 1}}),
-		shape(store.StepSpec{Name: "bad name!", Retry: once()}),
+		shape(durabletype.StepSpec{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 0, Factor: 1}}),
+		shape(durabletype.StepSpec{Name: "bad name!", Retry: once()}),
 	}
 	for i, sh := range bad {
 		_, err := s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{newRun("wf", "t", sh)}})
@@ -345,11 +346,11 @@ func testCreateRunsInvalid(t *testing.T, s store.Store) {
 func testNotFound(t *testing.T, s store.Store) {
 	id := uuid.New()
 	_, err := s.GetRun(ctx, id)
-	require.ErrorIs(t, err, store.ErrRunNotFound)
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 	_, err = s.ListTasks(ctx, id)
-	require.ErrorIs(t, err, store.ErrRunNotFound)
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 	_, err = s.ListEvents(ctx, id)
-	require.ErrorIs(t, err, store.ErrRunNotFound)
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 	// Outcomes and heartbeats for unknown runs are stale, not errors.
 	ref := store.TaskRef{RunID: id, Step: "a", Token: 1}
 	require.Equal(t, []store.FinishStatus{store.FinishStale},
@@ -367,7 +368,7 @@ func testClaimBasics(t *testing.T, s store.Store) {
 	require.Equal(t, "wf", c.Workflow)
 	require.Equal(t, "t", c.Tenant)
 	require.Equal(t, "a", c.Step)
-	require.Equal(t, store.KindStep, c.Kind)
+	require.Equal(t, durabletype.KindStep, c.Kind)
 	require.Equal(t, 1, c.Attempt)
 	require.NotZero(t, c.Token)
 	require.Equal(t, `{"in":1}`, string(c.Input))
@@ -376,7 +377,7 @@ func testClaimBasics(t *testing.T, s store.Store) {
 	require.Empty(t, claim(t, s, at(time.Second), 10), "a claimed task is not claimed twice")
 
 	tk := tasks(t, s, r.ID)["a"]
-	require.Equal(t, store.TaskRunning, tk.State)
+	require.Equal(t, durabletype.TaskRunning, tk.State)
 	require.Equal(t, 1, tk.Attempt)
 	require.Equal(t, c.Token, tk.Token)
 	require.Equal(t, worker, tk.Worker)
@@ -410,7 +411,7 @@ func testLinearFlow(t *testing.T, s store.Store) {
 
 	ca := claimOne(t, s, at(1*time.Second))
 	mustApply(t, s, at(2*time.Second), complete(ca, `"A"`))
-	require.Equal(t, map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskQueued, "c": store.TaskPending}, states(t, s, r.ID))
+	require.Equal(t, map[string]durabletype.TaskState{"a": durabletype.TaskCompleted, "b": durabletype.TaskQueued, "c": durabletype.TaskPending}, states(t, s, r.ID))
 
 	cb := claimOne(t, s, at(3*time.Second))
 	require.Equal(t, "b", cb.Step)
@@ -423,7 +424,7 @@ func testLinearFlow(t *testing.T, s store.Store) {
 	mustApply(t, s, at(6*time.Second), complete(cc, `"C"`))
 
 	got := run(t, s, r.ID)
-	require.Equal(t, store.RunCompleted, got.Status)
+	require.Equal(t, durabletype.RunCompleted, got.Status)
 	requireTime(t, at(6*time.Second), got.FinishedAt)
 	ts := tasks(t, s, r.ID)
 	require.Equal(t, `"C"`, string(ts["c"].Output))
@@ -442,7 +443,7 @@ func testLinearFlow(t *testing.T, s store.Store) {
 	}
 }
 
-func diamond() *store.Shape {
+func diamond() *durabletype.Shape {
 	return shape(step("a"), step("b", "a"), step("c", "a"), step("d", "b", "c"))
 }
 
@@ -453,14 +454,14 @@ func testDiamondFanIn(t *testing.T, s store.Store) {
 	cs := claim(t, s, T0, 10)
 	require.Len(t, cs, 2)
 	mustApply(t, s, T0, complete(cs[0], `2`))
-	require.Equal(t, store.TaskPending, states(t, s, r.ID)["d"], "d waits for its second parent")
+	require.Equal(t, durabletype.TaskPending, states(t, s, r.ID)["d"], "d waits for its second parent")
 	require.Empty(t, claim(t, s, T0, 10))
 	mustApply(t, s, T0, complete(cs[1], `3`))
 	cd := claimOne(t, s, T0)
 	require.Equal(t, "d", cd.Step)
 	require.Len(t, cd.ParentOutputs, 2)
 	mustApply(t, s, T0, complete(cd, `4`))
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 	require.Equal(t, []string{"QUEUED:0", "STARTED:1", "COMPLETED:1"}, stepEvents(t, s, r.ID, "d"))
 }
 
@@ -483,7 +484,7 @@ func testStaleAndDuplicate(t *testing.T, s store.Store) {
 	wrong := complete(c, `"x"`)
 	wrong.Task.Token++
 	require.Equal(t, []store.FinishStatus{store.FinishStale}, finish(t, s, T0, wrong))
-	require.Equal(t, store.TaskRunning, states(t, s, r.ID)["a"], "a stale outcome changes nothing")
+	require.Equal(t, durabletype.TaskRunning, states(t, s, r.ID)["a"], "a stale outcome changes nothing")
 	unknownStep := complete(c, `"x"`)
 	unknownStep.Task.Step = "nope"
 	require.Equal(t, []store.FinishStatus{store.FinishStale}, finish(t, s, T0, unknownStep))
@@ -496,7 +497,7 @@ func testStaleAndDuplicate(t *testing.T, s store.Store) {
 }
 
 func testRetryBackoff(t *testing.T, s store.Store) {
-	sh := shape(store.StepSpec{Name: "flaky", Retry: store.RetryPolicy{
+	sh := shape(durabletype.StepSpec{Name: "flaky", Retry: durabletype.RetryPolicy{
 		MaxAttempts: 3, InitialDelay: time.Second, Factor: 2, MaxDelay: time.Minute,
 	}})
 	r := newRun("wf", "t", sh)
@@ -505,7 +506,7 @@ func testRetryBackoff(t *testing.T, s store.Store) {
 	c1 := claimOne(t, s, T0)
 	mustApply(t, s, T0, failed(c1, "boom 1", false))
 	tk := tasks(t, s, r.ID)["flaky"]
-	require.Equal(t, store.TaskQueued, tk.State)
+	require.Equal(t, durabletype.TaskQueued, tk.State)
 	requireTime(t, at(time.Second), tk.DueAt)
 	require.Equal(t, "boom 1", tk.Error)
 	require.Empty(t, claim(t, s, at(time.Second), 10), "a backoff is not claimable until its timer fires")
@@ -533,7 +534,7 @@ func testRetryBackoff(t *testing.T, s store.Store) {
 	mustApply(t, s, at(4*time.Second), failed(c3, "boom 3", false))
 
 	got := run(t, s, r.ID)
-	require.Equal(t, store.RunFailed, got.Status)
+	require.Equal(t, durabletype.RunFailed, got.Status)
 	require.Equal(t, "flaky", got.FailedStep)
 	require.Equal(t, "boom 3", got.Error)
 	requireTime(t, at(4*time.Second), got.FinishedAt)
@@ -555,33 +556,33 @@ func fireAll(t *testing.T, s store.Store, now time.Time) int {
 }
 
 func testRetryWithoutDelay(t *testing.T, s store.Store) {
-	sh := shape(store.StepSpec{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 2, Factor: 1}})
+	sh := shape(durabletype.StepSpec{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 2, Factor: 1}})
 	r := newRun("wf", "t", sh)
 	create(t, s, T0, r)
 	mustApply(t, s, T0, failed(claimOne(t, s, T0), "once", false))
 	c := claimOne(t, s, T0)
 	require.Equal(t, 2, c.Attempt, "a zero delay requeues at once")
 	mustApply(t, s, T0, complete(c, `1`))
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 }
 
 func testTerminalFailure(t *testing.T, s store.Store) {
-	sh := shape(store.StepSpec{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 5, InitialDelay: time.Second, Factor: 2}}, step("b", "a"))
+	sh := shape(durabletype.StepSpec{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 5, InitialDelay: time.Second, Factor: 2}}, step("b", "a"))
 	r := newRun("wf", "t", sh)
 	create(t, s, T0, r)
 	mustApply(t, s, T0, failed(claimOne(t, s, T0), "bad input", true))
 	got := run(t, s, r.ID)
-	require.Equal(t, store.RunFailed, got.Status)
+	require.Equal(t, durabletype.RunFailed, got.Status)
 	require.Equal(t, "bad input", got.Error)
 	require.True(t, got.Settled())
-	require.Equal(t, map[string]store.TaskState{"a": store.TaskFailed, "b": store.TaskCancelled}, states(t, s, r.ID))
+	require.Equal(t, map[string]durabletype.TaskState{"a": durabletype.TaskFailed, "b": durabletype.TaskCancelled}, states(t, s, r.ID))
 	require.Equal(t, []string{"QUEUED:0", "STARTED:1", "FAILED:1"}, stepEvents(t, s, r.ID, "a"))
 	require.Equal(t, []string{"CANCELLED:0"}, stepEvents(t, s, r.ID, "b"))
 }
 
 func testFailureCancelsAndOnFailure(t *testing.T, s store.Store) {
 	sh := shape(step("a"), step("slow", "a"), step("bad", "a"), sleepStep("nap", time.Hour, "a"), step("after", "slow", "bad"))
-	sh.OnFailure = &store.OnFailureSpec{Retry: once()}
+	sh.OnFailure = &durabletype.OnFailureSpec{Retry: once()}
 	r := newRun("wf", "t", sh)
 	create(t, s, T0, r)
 	mustApply(t, s, T0, complete(claimOne(t, s, T0), `1`))
@@ -591,12 +592,12 @@ func testFailureCancelsAndOnFailure(t *testing.T, s store.Store) {
 	mustApply(t, s, at(time.Second), failed(byStep["bad"], "kaput", false))
 
 	got := run(t, s, r.ID)
-	require.Equal(t, store.RunFailed, got.Status)
+	require.Equal(t, durabletype.RunFailed, got.Status)
 	require.Equal(t, "bad", got.FailedStep)
 	require.False(t, got.Settled(), "a running step and the on-failure handler are still to finish")
-	require.Equal(t, map[string]store.TaskState{
-		"a": store.TaskCompleted, "slow": store.TaskRunning, "bad": store.TaskFailed,
-		"nap": store.TaskCancelled, "after": store.TaskCancelled, store.OnFailureTask: store.TaskQueued,
+	require.Equal(t, map[string]durabletype.TaskState{
+		"a": durabletype.TaskCompleted, "slow": durabletype.TaskRunning, "bad": durabletype.TaskFailed,
+		"nap": durabletype.TaskCancelled, "after": durabletype.TaskCancelled, durabletype.OnFailureTask: durabletype.TaskQueued,
 	}, states(t, s, r.ID))
 	require.Zero(t, fireAll(t, s, at(2*time.Hour)), "a cancelled sleep never fires")
 
@@ -606,8 +607,8 @@ func testFailureCancelsAndOnFailure(t *testing.T, s store.Store) {
 	require.Equal(t, []store.TaskRef{byStep["slow"].Ref()}, hb.Lost, "workers learn that the run failed")
 
 	of := claimOne(t, s, at(2*time.Second))
-	require.Equal(t, store.OnFailureTask, of.Step)
-	require.Equal(t, store.KindOnFailure, of.Kind)
+	require.Equal(t, durabletype.OnFailureTask, of.Step)
+	require.Equal(t, durabletype.KindOnFailure, of.Kind)
 	require.Equal(t, "bad", of.FailedStep)
 	require.Equal(t, "kaput", of.Error)
 	require.Equal(t, `{"in":1}`, string(of.Input))
@@ -621,15 +622,15 @@ func testFailureCancelsAndOnFailure(t *testing.T, s store.Store) {
 	// nothing downstream moves, and the run settles.
 	mustApply(t, s, at(4*time.Second), complete(byStep["slow"], `"late"`))
 	got = run(t, s, r.ID)
-	require.Equal(t, store.RunFailed, got.Status)
+	require.Equal(t, durabletype.RunFailed, got.Status)
 	requireTime(t, at(4*time.Second), got.FinishedAt)
 	ts := tasks(t, s, r.ID)
-	require.Equal(t, store.TaskCompleted, ts["slow"].State)
-	require.Equal(t, store.TaskCancelled, ts["after"].State)
-	require.Equal(t, store.TaskCompleted, ts[store.OnFailureTask].State)
+	require.Equal(t, durabletype.TaskCompleted, ts["slow"].State)
+	require.Equal(t, durabletype.TaskCancelled, ts["after"].State)
+	require.Equal(t, durabletype.TaskCompleted, ts[durabletype.OnFailureTask].State)
 	list, err := s.ListTasks(ctx, r.ID)
 	require.NoError(t, err)
-	require.Equal(t, store.OnFailureTask, list[len(list)-1].Name, "the on-failure task is listed last")
+	require.Equal(t, durabletype.OnFailureTask, list[len(list)-1].Name, "the on-failure task is listed last")
 	require.Empty(t, claim(t, s, at(5*time.Second), 10))
 }
 
@@ -640,14 +641,14 @@ func testFailureCancelsQueued(t *testing.T, s store.Store) {
 	c := claimOne(t, s, T0)
 	require.Equal(t, "a", c.Step)
 	mustApply(t, s, T0, failed(c, "no", true))
-	require.Equal(t, map[string]store.TaskState{"a": store.TaskFailed, "b": store.TaskCancelled, "c": store.TaskCancelled}, states(t, s, r.ID))
+	require.Equal(t, map[string]durabletype.TaskState{"a": durabletype.TaskFailed, "b": durabletype.TaskCancelled, "c": durabletype.TaskCancelled}, states(t, s, r.ID))
 	require.Empty(t, claim(t, s, T0, 10), "cancelled tasks leave the queue")
 	require.True(t, run(t, s, r.ID).Settled())
 }
 
 func testOnFailureRetries(t *testing.T, s store.Store) {
 	sh := shape(step("a"))
-	sh.OnFailure = &store.OnFailureSpec{Retry: store.RetryPolicy{MaxAttempts: 2, Factor: 1}}
+	sh.OnFailure = &durabletype.OnFailureSpec{Retry: durabletype.RetryPolicy{MaxAttempts: 2, Factor: 1}}
 	r := newRun("wf", "t", sh)
 	create(t, s, T0, r)
 	mustApply(t, s, T0, failed(claimOne(t, s, T0), "x", false))
@@ -657,10 +658,10 @@ func testOnFailureRetries(t *testing.T, s store.Store) {
 	require.Equal(t, 2, of2.Attempt)
 	mustApply(t, s, T0, failed(of2, "handler broke again", false))
 	got := run(t, s, r.ID)
-	require.Equal(t, store.RunFailed, got.Status)
+	require.Equal(t, durabletype.RunFailed, got.Status)
 	require.Equal(t, "x", got.Error, "the run keeps the error of the step that failed it")
 	require.True(t, got.Settled())
-	require.Equal(t, store.TaskFailed, states(t, s, r.ID)[store.OnFailureTask])
+	require.Equal(t, durabletype.TaskFailed, states(t, s, r.ID)[durabletype.OnFailureTask])
 }
 
 func testSkipCascade(t *testing.T, s store.Store) {
@@ -677,15 +678,15 @@ func testSkipCascade(t *testing.T, s store.Store) {
 			mustApply(t, s, T0, complete(c, `2`))
 		}
 	}
-	require.Equal(t, map[string]store.TaskState{
-		"a": store.TaskCompleted, "b": store.TaskSkipped, "c": store.TaskSkipped, "d": store.TaskSkipped, "e": store.TaskCompleted,
+	require.Equal(t, map[string]durabletype.TaskState{
+		"a": durabletype.TaskCompleted, "b": durabletype.TaskSkipped, "c": durabletype.TaskSkipped, "d": durabletype.TaskSkipped, "e": durabletype.TaskCompleted,
 	}, states(t, s, r.ID))
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 	require.Equal(t, []string{"SKIPPED:0"}, stepEvents(t, s, r.ID, "d"))
 	evs, err := s.ListEvents(ctx, r.ID)
 	require.NoError(t, err)
 	for _, e := range evs {
-		if e.Step == "b" && e.Type == store.EventSkipped {
+		if e.Step == "b" && e.Type == durabletype.EventSkipped {
 			require.Equal(t, "condition on a", e.Detail)
 		}
 	}
@@ -702,7 +703,7 @@ func testSkipMerge(t *testing.T, s store.Store) {
 	for _, c := range cs {
 		if c.Step == "charge" {
 			mustApply(t, s, T0, store.Outcome{Task: c.Ref(), Kind: store.OutcomeSkip})
-			require.Equal(t, store.TaskPending, states(t, s, r.ID)["finalize"])
+			require.Equal(t, durabletype.TaskPending, states(t, s, r.ID)["finalize"])
 		}
 	}
 	for _, c := range cs {
@@ -714,7 +715,7 @@ func testSkipMerge(t *testing.T, s store.Store) {
 	require.Equal(t, "finalize", fin.Step)
 	require.Equal(t, map[string][]byte{"reject": []byte(`"rejected"`)}, fin.ParentOutputs, "a skipped parent has no output")
 	mustApply(t, s, T0, complete(fin, `"done"`))
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 }
 
 func testSleep(t *testing.T, s store.Store) {
@@ -723,7 +724,7 @@ func testSleep(t *testing.T, s store.Store) {
 	create(t, s, T0, r)
 	mustApply(t, s, at(time.Minute), complete(claimOne(t, s, T0), `1`))
 	tk := tasks(t, s, r.ID)["nap"]
-	require.Equal(t, store.TaskSleeping, tk.State)
+	require.Equal(t, durabletype.TaskSleeping, tk.State)
 	requireTime(t, at(time.Minute+24*time.Hour), tk.DueAt)
 
 	fr, err := s.FireTimers(ctx, &store.FireTimersParams{Now: at(time.Hour), Limit: 10})
@@ -734,12 +735,12 @@ func testSleep(t *testing.T, s store.Store) {
 	require.Empty(t, claim(t, s, at(time.Hour), 10))
 
 	require.Equal(t, 1, fireAll(t, s, at(25*time.Hour)))
-	require.Equal(t, store.TaskCompleted, states(t, s, r.ID)["nap"])
+	require.Equal(t, durabletype.TaskCompleted, states(t, s, r.ID)["nap"])
 	c := claimOne(t, s, at(25*time.Hour))
 	require.Equal(t, "b", c.Step)
 	require.Empty(t, c.ParentOutputs["nap"], "a sleep has no output")
 	mustApply(t, s, at(25*time.Hour), complete(c, `2`))
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 	require.Equal(t, []string{"SLEEPING:0", "WOKEN:0"}, stepEvents(t, s, r.ID, "nap"))
 }
 
@@ -754,7 +755,7 @@ func testSleepRoot(t *testing.T, s store.Store) {
 	require.False(t, run(t, s, r.ID).Settled())
 	require.Equal(t, 1, fireAll(t, s, at(5*time.Second)))
 	got := run(t, s, r.ID)
-	require.Equal(t, store.RunCompleted, got.Status)
+	require.Equal(t, durabletype.RunCompleted, got.Status)
 	requireTime(t, at(5*time.Second), got.FinishedAt)
 }
 
@@ -764,17 +765,17 @@ func testRelease(t *testing.T, s store.Store) {
 	c := claimOne(t, s, T0)
 	mustApply(t, s, T0, store.Outcome{Task: c.Ref(), Kind: store.OutcomeRelease})
 	tk := tasks(t, s, r.ID)["a"]
-	require.Equal(t, store.TaskQueued, tk.State)
+	require.Equal(t, durabletype.TaskQueued, tk.State)
 	require.Equal(t, 0, tk.Attempt, "a released attempt does not count")
 	c2 := claimOne(t, s, T0)
 	require.Equal(t, 1, c2.Attempt)
 	require.Equal(t, []store.FinishStatus{store.FinishStale}, finish(t, s, T0, complete(c, `1`)), "the released claim is stale")
 	mustApply(t, s, T0, complete(c2, `1`))
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 }
 
 func testHeartbeatAndRescue(t *testing.T, s store.Store) {
-	sh := shape(store.StepSpec{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Second, Factor: 2}})
+	sh := shape(durabletype.StepSpec{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Second, Factor: 2}})
 	r := newRun("wf", "t", sh)
 	create(t, s, T0, r)
 	c := claimOne(t, s, T0)
@@ -798,7 +799,7 @@ func testHeartbeatAndRescue(t *testing.T, s store.Store) {
 	require.Equal(t, "a", res.Rescued[0].Step)
 
 	tk := tasks(t, s, r.ID)["a"]
-	require.Equal(t, store.TaskQueued, tk.State)
+	require.Equal(t, durabletype.TaskQueued, tk.State)
 	requireTime(t, at(51*time.Second), tk.DueAt, "a rescued attempt backs off like a failure")
 	require.Contains(t, tk.Error, worker)
 
@@ -814,7 +815,7 @@ func testHeartbeatAndRescue(t *testing.T, s store.Store) {
 	mustApply(t, s, at(52*time.Second), complete(c2, `"fresh"`))
 	require.Equal(t, []store.FinishStatus{store.FinishStale}, finish(t, s, at(53*time.Second), complete(c, `"late"`)))
 	require.Equal(t, `"fresh"`, string(tasks(t, s, r.ID)["a"].Output))
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 	require.Equal(t, []string{"QUEUED:0", "STARTED:1", "RETRYING:1", "QUEUED:1", "STARTED:2", "COMPLETED:2"}, stepEvents(t, s, r.ID, "a"))
 }
 
@@ -822,7 +823,7 @@ func testHeartbeatAndRescue(t *testing.T, s store.Store) {
 // restarted under the same ID heartbeats for its new claims only; the claim
 // its predecessor left behind still goes stale and is rescued.
 func testHeartbeatVouchesOnlyForListedClaims(t *testing.T, s store.Store) {
-	old := newRun("wf", "t", shape(store.StepSpec{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 2, Factor: 1}}))
+	old := newRun("wf", "t", shape(durabletype.StepSpec{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 2, Factor: 1}}))
 	create(t, s, T0, old)
 	orphan := claimOne(t, s, T0) // then the process dies
 	fresh := newRun("wf", "t", shape(step("a")))
@@ -840,7 +841,7 @@ func testHeartbeatVouchesOnlyForListedClaims(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Len(t, res.Rescued, 1, "only the claim nobody vouches for is dead")
 	require.Equal(t, orphan.RunID, res.Rescued[0].RunID)
-	require.Equal(t, store.TaskRunning, states(t, s, fresh.ID)["a"])
+	require.Equal(t, durabletype.TaskRunning, states(t, s, fresh.ID)["a"])
 }
 
 func testRescueExhausted(t *testing.T, s store.Store) {
@@ -851,10 +852,10 @@ func testRescueExhausted(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Len(t, res.Rescued, 1)
 	got := run(t, s, r.ID)
-	require.Equal(t, store.RunFailed, got.Status)
+	require.Equal(t, durabletype.RunFailed, got.Status)
 	require.Equal(t, "a", got.FailedStep)
 	require.True(t, got.Settled())
-	require.Equal(t, map[string]store.TaskState{"a": store.TaskFailed, "b": store.TaskCancelled}, states(t, s, r.ID))
+	require.Equal(t, map[string]durabletype.TaskState{"a": durabletype.TaskFailed, "b": durabletype.TaskCancelled}, states(t, s, r.ID))
 }
 
 func tenantsOf(cs []*store.ClaimedTask) []string {
@@ -1032,7 +1033,7 @@ func testConcurrentFanIn(t *testing.T, s store.Store) {
 	// parent.
 	const parents = 8
 	const runsN = 50
-	steps := []store.StepSpec{step("root")}
+	steps := []durabletype.StepSpec{step("root")}
 	var names []string
 	for i := range parents {
 		name := fmt.Sprintf("p%d", i)
@@ -1080,7 +1081,7 @@ func testConcurrentFanIn(t *testing.T, s store.Store) {
 		mustApply(t, s, T0, complete(c, `2`))
 	}
 	for _, id := range ids {
-		require.Equal(t, store.RunCompleted, run(t, s, id).Status)
+		require.Equal(t, durabletype.RunCompleted, run(t, s, id).Status)
 	}
 }
 
@@ -1097,9 +1098,9 @@ func testFireTimersLimit(t *testing.T, s store.Store) {
 	require.True(t, fr.HasNext)
 	require.Zero(t, fr.Next, "more timers are already due")
 	// The earliest timers fire first.
-	require.Equal(t, store.RunCompleted, run(t, s, ids[0]).Status)
-	require.Equal(t, store.RunCompleted, run(t, s, ids[1]).Status)
-	require.Equal(t, store.RunRunning, run(t, s, ids[2]).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, ids[0]).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, ids[1]).Status)
+	require.Equal(t, durabletype.RunRunning, run(t, s, ids[2]).Status)
 	require.Equal(t, 3, fireAll(t, s, at(time.Minute)))
 }
 

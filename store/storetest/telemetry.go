@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -19,7 +20,7 @@ const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 // claimed task became ready, what a finish did to a failed task and its
 // run, and the workflows of rescued tasks.
 func testTelemetryFields(t *testing.T, s store.Store) {
-	retried := shape(store.StepSpec{Name: "a", Retry: store.RetryPolicy{MaxAttempts: 2, Factor: 1}})
+	retried := shape(durabletype.StepSpec{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 2, Factor: 1}})
 	plain := newRun("wf", "t", shape(step("a")))
 	traced := newRun("wf", "t", retried)
 	traced.TraceParent = tp
@@ -45,7 +46,7 @@ func testTelemetryFields(t *testing.T, s store.Store) {
 	}})
 	require.NoError(t, err)
 	require.Equal(t, []store.FinishResult{
-		{Status: store.FinishApplied, Settled: store.RunCompleted},
+		{Status: store.FinishApplied, Settled: durabletype.RunCompleted},
 		{Status: store.FinishApplied, Retried: true},
 	}, res)
 
@@ -56,7 +57,7 @@ func testTelemetryFields(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, []store.TaskRef{c.Ref()}, resc.Rescued)
 	require.Equal(t, []string{"wf"}, resc.Workflows)
-	require.Equal(t, store.RunFailed, run(t, s, traced.ID).Status, "its attempts used up")
+	require.Equal(t, durabletype.RunFailed, run(t, s, traced.ID).Status, "its attempts used up")
 
 	// A failure that fails the run says so; a stale one says nothing more.
 	third := newRun("wf", "t", shape(step("a")))
@@ -66,7 +67,7 @@ func testTelemetryFields(t *testing.T, s store.Store) {
 		failed(c, "boom", false), failed(c, "again", false),
 	}})
 	require.NoError(t, err)
-	require.Equal(t, []store.FinishResult{{Status: store.FinishApplied, Settled: store.RunFailed}, {Status: store.FinishDuplicate}}, res)
+	require.Equal(t, []store.FinishResult{{Status: store.FinishApplied, Settled: durabletype.RunFailed}, {Status: store.FinishDuplicate}}, res)
 
 	// A child run keeps the trace parent its step gave it.
 	p := newRun("wf", "t", shape(childStep("ship", "c2")))
@@ -84,7 +85,7 @@ func testTelemetryFields(t *testing.T, s store.Store) {
 	bad := newRun("wf", "t", shape(step("a")))
 	bad.TraceParent = "00-\n"
 	_, err = s.CreateRuns(ctx, &store.CreateRunsParams{Now: at(3 * time.Hour), Runs: []store.NewRun{bad}})
-	require.ErrorIs(t, err, store.ErrInvalidRun)
+	require.ErrorIs(t, err, durabletype.ErrInvalidRun)
 }
 
 // testSettledReports checks that every transition that settles a run
@@ -94,7 +95,7 @@ func testTelemetryFields(t *testing.T, s store.Store) {
 // a signal that complete their runs, and a child run whose settlement
 // completes its parent; calls that settle nothing report nothing.
 func testSettledReports(t *testing.T, s store.Store) {
-	settled := func(r store.NewRun, status store.RunStatus) store.SettledRun {
+	settled := func(r store.NewRun, status durabletype.RunStatus) store.SettledRun {
 		return store.SettledRun{RunID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: status}
 	}
 
@@ -105,7 +106,7 @@ func testSettledReports(t *testing.T, s store.Store) {
 	resc, err := s.RescueTasks(ctx, &store.RescueTasksParams{Now: at(time.Minute), DeadAfter: time.Second, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, resc.Rescued, 1)
-	require.Equal(t, []store.SettledRun{settled(rescued, store.RunFailed)}, resc.Settled)
+	require.Equal(t, []store.SettledRun{settled(rescued, durabletype.RunFailed)}, resc.Settled)
 
 	// A run past its deadline fails; a timer that settles nothing
 	// reports nothing.
@@ -118,7 +119,7 @@ func testSettledReports(t *testing.T, s store.Store) {
 	require.Empty(t, fr.Settled)
 	fr, err = s.FireTimers(ctx, &store.FireTimersParams{Now: at(time.Hour), Limit: 10})
 	require.NoError(t, err)
-	require.Equal(t, []store.SettledRun{settled(late, store.RunFailed)}, fr.Settled)
+	require.Equal(t, []store.SettledRun{settled(late, durabletype.RunFailed)}, fr.Settled)
 
 	// Cancelling a parent cancels its child run: both are reported, on
 	// the first result; an action that settles nothing reports nothing.
@@ -130,10 +131,10 @@ func testSettledReports(t *testing.T, s store.Store) {
 	cr, err := s.CancelRuns(ctx, &store.CancelRunsParams{Now: at(2 * time.Hour), IDs: []uuid.UUID{uuid.New(), parent.ID, parent.ID}})
 	require.NoError(t, err)
 	require.Len(t, cr, 3)
-	require.ErrorIs(t, cr[0].Err, store.ErrRunNotFound)
+	require.ErrorIs(t, cr[0].Err, durabletype.ErrRunNotFound)
 	require.NoError(t, cr[1].Err)
-	require.ErrorIs(t, cr[2].Err, store.ErrRunSettled)
-	require.Equal(t, []store.SettledRun{settled(parent, store.RunCancelled), settled(kid, store.RunCancelled)}, cr[0].Settled)
+	require.ErrorIs(t, cr[2].Err, durabletype.ErrRunSettled)
+	require.Equal(t, []store.SettledRun{settled(parent, durabletype.RunCancelled), settled(kid, durabletype.RunCancelled)}, cr[0].Settled)
 	require.Empty(t, cr[1].Settled)
 	require.Empty(t, cr[2].Settled)
 	cr, err = s.CancelRuns(ctx, &store.CancelRunsParams{Now: at(2 * time.Hour), IDs: []uuid.UUID{parent.ID}})
@@ -146,7 +147,7 @@ func testSettledReports(t *testing.T, s store.Store) {
 	sr, err := s.SendEvents(ctx, &store.SendEventsParams{Now: at(3 * time.Hour), Events: []store.EventMessage{event("t4", "order-1", `1`)}})
 	require.NoError(t, err)
 	require.Equal(t, []int{1}, sr.Delivered)
-	require.Equal(t, []store.SettledRun{settled(waiting, store.RunCompleted)}, sr.Settled)
+	require.Equal(t, []store.SettledRun{settled(waiting, durabletype.RunCompleted)}, sr.Settled)
 	sr, err = s.SendEvents(ctx, &store.SendEventsParams{Now: at(3 * time.Hour), Events: []store.EventMessage{event("t4", "order-1", `2`)}})
 	require.NoError(t, err)
 	require.Empty(t, sr.Settled)
@@ -156,7 +157,7 @@ func testSettledReports(t *testing.T, s store.Store) {
 	create(t, s, at(4*time.Hour), signalled)
 	mustApply(t, s, at(4*time.Hour), waitFor(claimOne(t, s, at(4*time.Hour)), ""))
 	sig := mustSignal(t, s, &store.SignalParams{Now: at(4 * time.Hour), RunID: signalled.ID, Name: "go", Payload: []byte(`1`)})
-	require.Equal(t, []store.SettledRun{settled(signalled, store.RunCompleted)}, sig.Settled)
+	require.Equal(t, []store.SettledRun{settled(signalled, durabletype.RunCompleted)}, sig.Settled)
 
 	// The last outcome of a child run settles it (FinishResult.Settled)
 	// and, by its settlement, its parent (Cascade, on the first result).
@@ -173,9 +174,9 @@ func testSettledReports(t *testing.T, s store.Store) {
 	require.Equal(t, "c2", c2.Step)
 	res, err := s.FinishTasks(ctx, &store.FinishTasksParams{Now: at(5 * time.Hour), Outcomes: []store.Outcome{complete(c2, `2`)}})
 	require.NoError(t, err)
-	require.Equal(t, []store.FinishResult{{Status: store.FinishApplied, Settled: store.RunCompleted,
-		Cascade: []store.SettledRun{settled(p2, store.RunCompleted)}}}, res)
-	require.Equal(t, store.RunCompleted, run(t, s, p2.ID).Status)
+	require.Equal(t, []store.FinishResult{{Status: store.FinishApplied, Settled: durabletype.RunCompleted,
+		Cascade: []store.SettledRun{settled(p2, durabletype.RunCompleted)}}}, res)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, p2.ID).Status)
 
 	// Every settlement was reported by the call that recorded it: nothing
 	// is left for the leader's pass.

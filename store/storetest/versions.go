@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -17,11 +18,11 @@ import (
 // runs pinned to their version at claim, moving runs between versions
 // (UpgradeRuns), and the versions a store records.
 
-func versioned(version string, steps ...store.StepSpec) *store.Shape {
-	return &store.Shape{Version: version, Input: "int", Steps: steps}
+func versioned(version string, steps ...durabletype.StepSpec) *durabletype.Shape {
+	return &durabletype.Shape{Version: version, Input: "int", Steps: steps}
 }
 
-func typedStep(name, out string, parents ...string) store.StepSpec {
+func typedStep(name, out string, parents ...string) durabletype.StepSpec {
 	s := step(name, parents...)
 	s.Output = out
 	return s
@@ -91,7 +92,7 @@ func testVersionsListedAndCounted(t *testing.T, s store.Store) {
 	require.Len(t, res.Runs, 1)
 	require.Equal(t, v2.ID, res.Runs[0].ID)
 	require.Equal(t, "2", res.Runs[0].Version)
-	res, err = s.ListRuns(ctx, &store.ListRunsParams{Filter: store.RunFilter{Version: "1", Statuses: []store.RunStatus{store.RunRunning}}, Limit: 10})
+	res, err = s.ListRuns(ctx, &store.ListRunsParams{Filter: store.RunFilter{Version: "1", Statuses: []durabletype.RunStatus{durabletype.RunRunning}}, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, res.Runs, 1)
 	require.Equal(t, v1.ID, res.Runs[0].ID)
@@ -102,13 +103,13 @@ func testVersionsListedAndCounted(t *testing.T, s store.Store) {
 		requireTime(t, T0, st.Queues[i].OldestReady)
 		st.Queues[i].OldestReady = T0
 	}
-	require.Equal(t, []store.QueueStats{
+	require.Equal(t, []durabletype.QueueStats{
 		{Workflow: "wf", Version: "1", Tenant: "t", Ready: 1, OldestReady: T0},
 		{Workflow: "wf", Version: "2", Tenant: "t", Ready: 1, OldestReady: T0},
 	}, st.Queues)
-	require.Equal(t, []store.RunCount{
-		{Workflow: "wf", Version: "1", Tenant: "t", Status: store.RunRunning, Count: 1},
-		{Workflow: "wf", Version: "2", Tenant: "t", Status: store.RunRunning, Count: 1},
+	require.Equal(t, []durabletype.RunCount{
+		{Workflow: "wf", Version: "1", Tenant: "t", Status: durabletype.RunRunning, Count: 1},
+		{Workflow: "wf", Version: "2", Tenant: "t", Status: durabletype.RunRunning, Count: 1},
 	}, st.Runs)
 
 	vs, err := versioner(t, s).ListVersions(ctx, &store.ListVersionsParams{Workflow: "wf"})
@@ -151,7 +152,7 @@ func testUpgradeRuns(t *testing.T, s store.Store) {
 	require.Equal(t, "2", rec.Version)
 	require.Equal(t, "2", rec.Shape.Version)
 	require.Len(t, rec.Shape.Steps, 4)
-	require.Equal(t, map[string]store.TaskState{"a": store.TaskCompleted, "b": store.TaskQueued, "c": store.TaskPending, "d": store.TaskQueued},
+	require.Equal(t, map[string]durabletype.TaskState{"a": durabletype.TaskCompleted, "b": durabletype.TaskQueued, "c": durabletype.TaskPending, "d": durabletype.TaskQueued},
 		states(t, s, r.ID))
 	require.Equal(t, []string{"UPGRADED:0"}, stepEvents(t, s, r.ID, "c"))
 	require.Contains(t, stepEvents(t, s, r.ID, "b"), "UPGRADED:0")
@@ -170,7 +171,7 @@ func testUpgradeRuns(t *testing.T, s store.Store) {
 	require.Len(t, c, 1)
 	require.Equal(t, "c", c[0].Step)
 	mustApply(t, s, at(7*time.Second), complete(c[0], "3"))
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 
 	vs, err := versioner(t, s).ListVersions(ctx, &store.ListVersionsParams{Workflow: "wf"})
 	require.NoError(t, err)
@@ -200,7 +201,7 @@ func testUpgradeRefused(t *testing.T, s store.Store) {
 	res, err := v.UpgradeRuns(ctx, &store.UpgradeRunsParams{Now: at(3 * time.Second), IDs: ids, Tenant: "t", From: "1", To: removesB})
 	require.NoError(t, err)
 	require.Len(t, res, len(ids))
-	for k, want := range []error{store.ErrIncompatible, store.ErrVersionMismatch, store.ErrRunNotFound, store.ErrRunSettled, store.ErrRunNotFound} {
+	for k, want := range []error{durabletype.ErrIncompatible, durabletype.ErrVersionMismatch, durabletype.ErrRunNotFound, durabletype.ErrRunSettled, durabletype.ErrRunNotFound} {
 		require.Equal(t, ids[k], res[k].ID)
 		require.ErrorIs(t, res[k].Err, want, "run %d", k)
 	}
@@ -210,12 +211,12 @@ func testUpgradeRefused(t *testing.T, s store.Store) {
 
 	res, err = v.UpgradeRuns(ctx, &store.UpgradeRunsParams{Now: at(4 * time.Second), IDs: []uuid.UUID{pending.ID}, From: "1", To: retypesB})
 	require.NoError(t, err)
-	require.ErrorIs(t, res[0].Err, store.ErrIncompatible)
+	require.ErrorIs(t, res[0].Err, durabletype.ErrIncompatible)
 	require.Equal(t, "1", run(t, s, pending.ID).Version, "a refused run stays")
 	require.Len(t, tasks(t, s, pending.ID), 2)
 
 	_, err = v.UpgradeRuns(ctx, &store.UpgradeRunsParams{IDs: []uuid.UUID{pending.ID}, From: "1", To: shape(step("a"))})
-	require.ErrorIs(t, err, store.ErrInvalidRun, "the shape to move to needs its version")
+	require.ErrorIs(t, err, durabletype.ErrInvalidRun, "the shape to move to needs its version")
 }
 
 // testUpgradeMovesQueueRows: tasks that wait in a queue when their run
@@ -223,7 +224,7 @@ func testUpgradeRefused(t *testing.T, s store.Store) {
 // at the new version: a parked task promoted later, a retried attempt and
 // a woken sleep are claimed by the new version's workers.
 func testUpgradeMovesQueueRows(t *testing.T, s store.Store) {
-	mk := func(version string) *store.Shape {
+	mk := func(version string) *durabletype.Shape {
 		return versioned(version, typedStep("a", "int"), capped("b", 1, "a"), sleepStep("nap", time.Minute, "a"))
 	}
 	sh1 := mk("1")
@@ -264,17 +265,17 @@ func testUpgradeMovesQueueRows(t *testing.T, s store.Store) {
 		require.Equal(t, "z", c.Step)
 		mustApply(t, s, at(4*time.Minute), complete(c, "4"))
 	}
-	require.Equal(t, store.RunCompleted, run(t, s, holder.ID).Status)
-	require.Equal(t, store.RunCompleted, run(t, s, parked.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, holder.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, parked.ID).Status)
 }
 
 // testUpgradeReplayedRunWithHandler: a run replayed after its on-failure
 // handler ran keeps that task after the steps when it moves to a version
 // with more steps, and runs the handler again if it fails again.
 func testUpgradeReplayedRunWithHandler(t *testing.T, s store.Store) {
-	mk := func(version string, steps ...store.StepSpec) *store.Shape {
+	mk := func(version string, steps ...durabletype.StepSpec) *durabletype.Shape {
 		sh := versioned(version, steps...)
-		sh.OnFailure = &store.OnFailureSpec{Retry: once()}
+		sh.OnFailure = &durabletype.OnFailureSpec{Retry: once()}
 		return sh
 	}
 	r := newRun("wf", "t", mk("1", typedStep("a", "int")))
@@ -282,7 +283,7 @@ func testUpgradeReplayedRunWithHandler(t *testing.T, s store.Store) {
 	a := claimQueues(t, s, at(time.Second), 1, dag.Queue("wf", "1"))[0]
 	mustApply(t, s, at(2*time.Second), failed(a, "boom", true))
 	h := claimQueues(t, s, at(3*time.Second), 1, dag.Queue("wf", "1"))[0]
-	require.Equal(t, store.OnFailureTask, h.Step)
+	require.Equal(t, durabletype.OnFailureTask, h.Step)
 	mustApply(t, s, at(4*time.Second), complete(h, ""))
 	rr, err := s.ReplayRuns(ctx, &store.ReplayRunsParams{Now: at(5 * time.Second), IDs: []uuid.UUID{r.ID}})
 	require.NoError(t, err)
@@ -298,15 +299,15 @@ func testUpgradeReplayedRunWithHandler(t *testing.T, s store.Store) {
 	for _, tk := range ts {
 		names = append(names, tk.Name)
 	}
-	require.Equal(t, []string{"a", "b", store.OnFailureTask}, names, "the handler's task follows the steps")
+	require.Equal(t, []string{"a", "b", durabletype.OnFailureTask}, names, "the handler's task follows the steps")
 
 	a = claimQueues(t, s, at(7*time.Second), 1, dag.Queue("wf", "2"))[0]
 	mustApply(t, s, at(8*time.Second), failed(a, "boom again", true))
 	h = claimQueues(t, s, at(9*time.Second), 1, dag.Queue("wf", "2"))[0]
-	require.Equal(t, store.OnFailureTask, h.Step)
+	require.Equal(t, durabletype.OnFailureTask, h.Step)
 	mustApply(t, s, at(10*time.Second), complete(h, ""))
 	rec := run(t, s, r.ID)
-	require.Equal(t, store.RunFailed, rec.Status)
+	require.Equal(t, durabletype.RunFailed, rec.Status)
 	require.True(t, rec.Settled())
 }
 
@@ -330,7 +331,7 @@ func testPriorityWithinVersion(t *testing.T, s store.Store) {
 // done and a child step waits for its child run: the items and the child
 // go on, and the steps the new version adds after them run.
 func testUpgradeMidMapAndChild(t *testing.T, s store.Store) {
-	mk := func(version string, more ...store.StepSpec) *store.Shape {
+	mk := func(version string, more ...durabletype.StepSpec) *durabletype.Shape {
 		sh := mapShape()
 		sh.Version = version
 		sh.Steps = append(sh.Steps, childStep("kid", "c2", "list"))
@@ -346,9 +347,9 @@ func testUpgradeMidMapAndChild(t *testing.T, s store.Store) {
 	require.Len(t, cs, 2, "the map step and the child step")
 	for _, c := range cs {
 		switch c.Kind {
-		case store.KindMap:
+		case durabletype.KindMap:
 			mustApply(t, s, at(0), fanOut(c, `"a"`, `"b"`))
-		case store.KindChild:
+		case durabletype.KindChild:
 			mustApply(t, s, at(0), spawn(c, `"box"`))
 		}
 	}
@@ -373,5 +374,5 @@ func testUpgradeMidMapAndChild(t *testing.T, s store.Store) {
 	require.Equal(t, "after", after.Step)
 	require.Equal(t, `{"step":"c2","input":"box"}`, string(after.ParentOutputs["kid"]))
 	mustApply(t, s, at(5*time.Second), complete(after, `2`))
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 }

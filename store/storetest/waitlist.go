@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -56,7 +57,7 @@ func testListWaits(t *testing.T, s store.Store) {
 	create(t, s, now, sleeper)
 	mustApply(t, s, now, complete(claimOne(t, s, now), `1`))
 
-	retrier := newRun("wf", "acme", shape(store.StepSpec{Name: "flaky", Retry: store.RetryPolicy{
+	retrier := newRun("wf", "acme", shape(durabletype.StepSpec{Name: "flaky", Retry: durabletype.RetryPolicy{
 		MaxAttempts: 3, InitialDelay: time.Minute, Factor: 1}}))
 	create(t, s, now, retrier)
 	mustApply(t, s, now, failed(claimOne(t, s, now), "down", false))
@@ -66,7 +67,7 @@ func testListWaits(t *testing.T, s store.Store) {
 	create(t, s, now, delayed)
 
 	msh := mapShape()
-	msh.Steps[1].Retry = store.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Minute, Factor: 1}
+	msh.Steps[1].Retry = durabletype.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Minute, Factor: 1}
 	mapped := startMap(t, s, now, "acme", msh, `0`, `1`)
 	items := claim(t, s, now, 10)
 	require.Len(t, items, 2)
@@ -83,7 +84,7 @@ func testListWaits(t *testing.T, s store.Store) {
 	done := newRun("wf", "acme", shape(step("a")))
 	create(t, s, now, done)
 	mustApply(t, s, now, complete(claimOne(t, s, now), `1`))
-	require.Equal(t, store.RunCompleted, run(t, s, done.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, done.ID).Status)
 	ready := newRun("wf", "acme", shape(step("a"), step("b", "a")))
 	create(t, s, now, ready)
 
@@ -114,7 +115,7 @@ func testListWaits(t *testing.T, s store.Store) {
 		require.NoError(t, err)
 		var fromTasks []store.WaitingTask
 		for _, tk := range ts {
-			if tk.Kind != store.KindItem && store.Waits(tk.State, tk.DueAt) {
+			if tk.Kind != durabletype.KindItem && store.Waits(tk.State, tk.DueAt) {
 				fromTasks = append(fromTasks, store.WaitingTask{Name: tk.Name, Kind: tk.Kind, State: tk.State, Attempt: tk.Attempt,
 					DueAt: tk.DueAt, WaitKey: tk.WaitKey, Child: tk.Child, Items: tk.Items, Left: tk.Left})
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -18,15 +19,15 @@ import (
 // items of a map step. Each wait is a row; the transitions that begin and
 // end it are the core's (dag.Run.Finish, Deliver, Apply, Wake).
 
-func eventStep(name string, parents ...string) store.StepSpec {
+func eventStep(name string, parents ...string) durabletype.StepSpec {
 	s := step(name, parents...)
-	s.Wait = &store.WaitSpec{}
+	s.Wait = &durabletype.WaitSpec{}
 	return s
 }
 
-func signalStep(name, signal string, parents ...string) store.StepSpec {
+func signalStep(name, signal string, parents ...string) durabletype.StepSpec {
 	s := step(name, parents...)
-	s.Wait = &store.WaitSpec{Signal: signal}
+	s.Wait = &durabletype.WaitSpec{Signal: signal}
 	return s
 }
 
@@ -48,13 +49,13 @@ func event(tenant, key, payload string) store.EventMessage {
 
 // startWait creates a run of sh for tenant, claims its root (which must be
 // an event step) and makes it wait for key at now.
-func startWait(t *testing.T, s store.Store, now time.Time, tenant string, sh *store.Shape, key string) store.NewRun {
+func startWait(t *testing.T, s store.Store, now time.Time, tenant string, sh *durabletype.Shape, key string) store.NewRun {
 	t.Helper()
 	r := newRun("wf", tenant, sh)
 	create(t, s, now, r)
 	c := claimOne(t, s, now)
 	require.Equal(t, r.ID, c.RunID)
-	require.Equal(t, store.KindEvent, c.Kind)
+	require.Equal(t, durabletype.KindEvent, c.Kind)
 	mustApply(t, s, now, waitFor(c, key))
 	return r
 }
@@ -63,7 +64,7 @@ func testEventWait(t *testing.T, s store.Store) {
 	sh := shape(eventStep("confirmed"), step("ship", "confirmed"))
 	r := startWait(t, s, at(0), "acme", sh, "order-1")
 	ts := tasks(t, s, r.ID)
-	require.Equal(t, store.TaskWaiting, ts["confirmed"].State)
+	require.Equal(t, durabletype.TaskWaiting, ts["confirmed"].State)
 	require.Equal(t, "order-1", ts["confirmed"].WaitKey)
 	require.Equal(t, []string{"QUEUED:0", "STARTED:1", "WAITING:1"}, stepEvents(t, s, r.ID, "confirmed"))
 	require.Empty(t, claim(t, s, at(time.Second), 10), "a waiting task holds no claim and is not claimable")
@@ -71,14 +72,14 @@ func testEventWait(t *testing.T, s store.Store) {
 	// Another tenant's event with the same key, and the tenant's event of
 	// another key, reach nothing.
 	require.Equal(t, []int{0, 0}, send(t, s, at(2*time.Second), event("other", "order-1", `"x"`), event("acme", "order-2", `"y"`)))
-	require.Equal(t, store.TaskWaiting, states(t, s, r.ID)["confirmed"])
+	require.Equal(t, durabletype.TaskWaiting, states(t, s, r.ID)["confirmed"])
 
 	require.Equal(t, []int{1}, send(t, s, at(3*time.Second), event("acme", "order-1", `{"ok":true}`)))
 	ts = tasks(t, s, r.ID)
-	require.Equal(t, store.TaskCompleted, ts["confirmed"].State)
+	require.Equal(t, durabletype.TaskCompleted, ts["confirmed"].State)
 	require.Equal(t, `{"ok":true}`, string(ts["confirmed"].Output))
 	requireTime(t, at(3*time.Second), ts["confirmed"].FinishedAt)
-	require.Equal(t, store.TaskQueued, ts["ship"].State)
+	require.Equal(t, durabletype.TaskQueued, ts["ship"].State)
 
 	// Delivered once: a second event finds nothing waiting.
 	require.Equal(t, []int{0}, send(t, s, at(4*time.Second), event("acme", "order-1", `{"ok":false}`)))
@@ -88,7 +89,7 @@ func testEventWait(t *testing.T, s store.Store) {
 	require.Equal(t, "ship", c.Step)
 	require.Equal(t, `{"ok":true}`, string(c.ParentOutputs["confirmed"]))
 	mustApply(t, s, at(5*time.Second), complete(c, `1`))
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 }
 
 func testEventBroadcast(t *testing.T, s store.Store) {
@@ -102,12 +103,12 @@ func testEventBroadcast(t *testing.T, s store.Store) {
 	// first, exactly once; the second finds none waiting.
 	require.Equal(t, []int{3, 0}, send(t, s, at(time.Second), event("acme", "go", `1`), event("acme", "go", `2`)))
 	for _, r := range runs {
-		require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+		require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 		require.Equal(t, `1`, string(tasks(t, s, r.ID)["w"].Output))
 	}
-	require.Equal(t, store.TaskWaiting, states(t, s, other.ID)["w"])
+	require.Equal(t, durabletype.TaskWaiting, states(t, s, other.ID)["w"])
 	require.Equal(t, []int{1}, send(t, s, at(2*time.Second), event("globex", "go", `3`)))
-	require.Equal(t, store.RunCompleted, run(t, s, other.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, other.ID).Status)
 }
 
 func testEventLookback(t *testing.T, s store.Store) {
@@ -117,16 +118,16 @@ func testEventLookback(t *testing.T, s store.Store) {
 	// Without a lookback an event sent before the wait began is not
 	// delivered.
 	plain := startWait(t, s, at(2*time.Second), "acme", shape(eventStep("w")), "k")
-	require.Equal(t, store.TaskWaiting, states(t, s, plain.ID)["w"])
+	require.Equal(t, durabletype.TaskWaiting, states(t, s, plain.ID)["w"])
 
 	// With one, the first event sent within it is, at once.
 	sh := shape(eventStep("w"))
 	sh.Steps[0].Wait.Lookback = 1500 * time.Millisecond
 	r := startWait(t, s, at(2*time.Second), "acme", sh, "k")
 	ts := tasks(t, s, r.ID)
-	require.Equal(t, store.TaskCompleted, ts["w"].State, "the event sent 1s before the wait is within the lookback")
+	require.Equal(t, durabletype.TaskCompleted, ts["w"].State, "the event sent 1s before the wait is within the lookback")
 	require.Equal(t, `"later"`, string(ts["w"].Output), "the first event within the lookback, not the earliest ever")
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 
 	sh.Steps[0].Wait.Lookback = 5 * time.Second
 	r = startWait(t, s, at(2*time.Second), "acme", sh, "k")
@@ -136,20 +137,20 @@ func testEventLookback(t *testing.T, s store.Store) {
 	// while it waits.
 	send(t, s, at(3*time.Second), event("acme", "now", `"same instant"`))
 	r = startWait(t, s, at(3*time.Second), "acme", shape(eventStep("w")), "now")
-	require.Equal(t, store.TaskCompleted, states(t, s, r.ID)["w"])
+	require.Equal(t, durabletype.TaskCompleted, states(t, s, r.ID)["w"])
 
 	// Events are kept until pruned.
 	res, err := s.PruneEvents(ctx, &store.PruneEventsParams{Now: at(10 * time.Second), OlderThan: 8500 * time.Millisecond, Limit: 100})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Deleted, "the events sent at 0s and 1s")
 	r = startWait(t, s, at(10*time.Second), "acme", sh, "k")
-	require.Equal(t, store.TaskWaiting, states(t, s, r.ID)["w"], "the pruned events are gone")
+	require.Equal(t, durabletype.TaskWaiting, states(t, s, r.ID)["w"], "the pruned events are gone")
 }
 
 func testEventTimeout(t *testing.T, s store.Store) {
 	fails := shape(eventStep("w"), step("after", "w"))
 	fails.Steps[0].Wait.Timeout = 10 * time.Second
-	fails.OnFailure = &store.OnFailureSpec{Retry: once()}
+	fails.OnFailure = &durabletype.OnFailureSpec{Retry: once()}
 	rf := startWait(t, s, at(0), "acme", fails, "never")
 	tf := tasks(t, s, rf.ID)["w"]
 	requireTime(t, at(10*time.Second), tf.DueAt)
@@ -171,17 +172,17 @@ func testEventTimeout(t *testing.T, s store.Store) {
 	require.Equal(t, 2, fireAll(t, s, at(10*time.Second)))
 
 	ts := tasks(t, s, rf.ID)
-	require.Equal(t, store.TaskFailed, ts["w"].State)
+	require.Equal(t, durabletype.TaskFailed, ts["w"].State)
 	require.Contains(t, ts["w"].Error, "no event")
-	require.Equal(t, store.TaskCancelled, ts["after"].State)
+	require.Equal(t, durabletype.TaskCancelled, ts["after"].State)
 	rec := run(t, s, rf.ID)
-	require.Equal(t, store.RunFailed, rec.Status)
+	require.Equal(t, durabletype.RunFailed, rec.Status)
 	require.Equal(t, "w", rec.FailedStep)
 
 	st := states(t, s, rs.ID)
-	require.Equal(t, store.TaskSkipped, st["w"])
-	require.Equal(t, store.TaskSkipped, st["after"], "a child of the skipped wait alone is skipped")
-	require.Equal(t, store.TaskQueued, st["merge"], "a merge with a completed parent runs")
+	require.Equal(t, durabletype.TaskSkipped, st["w"])
+	require.Equal(t, durabletype.TaskSkipped, st["after"], "a child of the skipped wait alone is skipped")
+	require.Equal(t, durabletype.TaskQueued, st["merge"], "a merge with a completed parent runs")
 
 	// Too late: the event finds nothing waiting.
 	require.Equal(t, []int{0}, send(t, s, at(11*time.Second), event("acme", "never", `1`)))
@@ -192,10 +193,10 @@ func testEventWaitCancelled(t *testing.T, s store.Store) {
 	sh.Steps[0].Wait.Timeout = time.Hour
 	r := startWait(t, s, at(0), "acme", sh, "k")
 	require.NoError(t, cancelOne(t, s, at(time.Second), r.ID, ""))
-	require.Equal(t, store.TaskCancelled, states(t, s, r.ID)["w"])
+	require.Equal(t, durabletype.TaskCancelled, states(t, s, r.ID)["w"])
 	require.Equal(t, []int{0}, send(t, s, at(2*time.Second), event("acme", "k", `1`)))
 	require.Equal(t, 0, fireAll(t, s, at(2*time.Hour)), "the wait's timeout went with it")
-	require.Equal(t, store.RunCancelled, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCancelled, run(t, s, r.ID).Status)
 }
 
 func testEventInvalid(t *testing.T, s store.Store) {
@@ -204,14 +205,14 @@ func testEventInvalid(t *testing.T, s store.Store) {
 		event("acme", string(make([]byte, 256)), ``), event("acme", "\xff", ``),
 	} {
 		_, err := s.SendEvents(ctx, &store.SendEventsParams{Now: at(0), Events: []store.EventMessage{event("acme", "fine", `1`), e}})
-		require.ErrorIs(t, err, store.ErrInvalidEvent, "%q/%q", e.Tenant, e.Key)
+		require.ErrorIs(t, err, durabletype.ErrInvalidEvent, "%q/%q", e.Tenant, e.Key)
 	}
 	// Nothing of a refused call was kept: a wait with a lookback finds no
 	// "fine" event.
 	sh := shape(eventStep("w"))
 	sh.Steps[0].Wait.Lookback = time.Hour
 	r := startWait(t, s, at(time.Second), "acme", sh, "fine")
-	require.Equal(t, store.TaskWaiting, states(t, s, r.ID)["w"])
+	require.Equal(t, durabletype.TaskWaiting, states(t, s, r.ID)["w"])
 
 	// A worker's invalid key fails the step without retry.
 	r2 := newRun("wf", "acme", shape(eventStep("w")))
@@ -219,7 +220,7 @@ func testEventInvalid(t *testing.T, s store.Store) {
 	c := claimOne(t, s, at(0))
 	mustApply(t, s, at(0), waitFor(c, "bad\x01key"))
 	ts := tasks(t, s, r2.ID)
-	require.Equal(t, store.TaskFailed, ts["w"].State)
+	require.Equal(t, durabletype.TaskFailed, ts["w"].State)
 	require.Contains(t, ts["w"].Error, "invalid event key")
 }
 
@@ -236,27 +237,27 @@ func testSignal(t *testing.T, s store.Store) {
 	cs := claim(t, s, at(4*time.Second), 10)
 	require.Len(t, cs, 2)
 	for _, c := range cs {
-		require.Equal(t, store.KindEvent, c.Kind)
+		require.Equal(t, durabletype.KindEvent, c.Kind)
 		mustApply(t, s, at(4*time.Second), waitFor(c, ""))
 	}
 	ts := tasks(t, s, r.ID)
 	for _, name := range []string{"approve", "also"} {
-		require.Equal(t, store.TaskCompleted, ts[name].State, name)
+		require.Equal(t, durabletype.TaskCompleted, ts[name].State, name)
 		require.Equal(t, `"yes"`, string(ts[name].Output), "every wait on the signal receives the first one sent")
 	}
-	require.Equal(t, store.TaskQueued, ts["done"].State)
+	require.Equal(t, durabletype.TaskQueued, ts["done"].State)
 
 	// Not found, another tenant's, invalid, settled.
 	_, err := s.Signal(ctx, &store.SignalParams{Now: at(5 * time.Second), RunID: uuid.New(), Name: "approved"})
-	require.ErrorIs(t, err, store.ErrRunNotFound)
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 	_, err = s.Signal(ctx, &store.SignalParams{Now: at(5 * time.Second), RunID: r.ID, Tenant: "globex", Name: "approved"})
-	require.ErrorIs(t, err, store.ErrRunNotFound)
+	require.ErrorIs(t, err, durabletype.ErrRunNotFound)
 	_, err = s.Signal(ctx, &store.SignalParams{Now: at(5 * time.Second), RunID: r.ID, Name: "bad\x00name"})
-	require.ErrorIs(t, err, store.ErrInvalidEvent)
+	require.ErrorIs(t, err, durabletype.ErrInvalidEvent)
 	mustApply(t, s, at(6*time.Second), complete(claimOne(t, s, at(6*time.Second)), `1`))
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 	_, err = s.Signal(ctx, &store.SignalParams{Now: at(7 * time.Second), RunID: r.ID, Name: "approved"})
-	require.ErrorIs(t, err, store.ErrRunSettled)
+	require.ErrorIs(t, err, durabletype.ErrRunSettled)
 
 	// A signal sent while a step waits is delivered at once; an event with
 	// the signal's name is not a signal.
@@ -264,19 +265,19 @@ func testSignal(t *testing.T, s store.Store) {
 	create(t, s, at(0), r2)
 	mustApply(t, s, at(0), waitFor(claimOne(t, s, at(0)), ""))
 	require.Equal(t, []int{0}, send(t, s, at(time.Second), event("acme", "go", `1`)))
-	require.Equal(t, store.TaskWaiting, states(t, s, r2.ID)["s"])
+	require.Equal(t, durabletype.TaskWaiting, states(t, s, r2.ID)["s"])
 	mustSignal(t, s, &store.SignalParams{Now: at(2 * time.Second), RunID: r2.ID, Tenant: "acme", Name: "go", Payload: []byte(`2`)})
 	require.Equal(t, `2`, string(tasks(t, s, r2.ID)["s"].Output))
-	require.Equal(t, store.RunCompleted, run(t, s, r2.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r2.ID).Status)
 }
 
 // ---- child runs ---------------------------------------------------------
 
-func childShape() *store.Shape { return shape(step("c1"), step("c2", "c1")) }
+func childShape() *durabletype.Shape { return shape(step("c1"), step("c2", "c1")) }
 
-func childStep(name, result string, parents ...string) store.StepSpec {
+func childStep(name, result string, parents ...string) durabletype.StepSpec {
 	s := step(name, parents...)
-	s.Child = &store.ChildSpec{Workflow: "child", Result: result}
+	s.Child = &durabletype.ChildSpec{Workflow: "child", Result: result}
 	return s
 }
 
@@ -310,18 +311,18 @@ func testChildRun(t *testing.T, s store.Store) {
 	p.Priority = 2
 	create(t, s, at(0), p)
 	c := claimOne(t, s, at(0))
-	require.Equal(t, store.KindChild, c.Kind)
+	require.Equal(t, durabletype.KindChild, c.Kind)
 	mustApply(t, s, at(0), spawn(c, `"box"`))
 
 	pt := tasks(t, s, p.ID)["ship"]
-	require.Equal(t, store.TaskWaiting, pt.State)
+	require.Equal(t, durabletype.TaskWaiting, pt.State)
 	childID := dag.ChildID(p.ID, "ship", c.Token)
 	require.Equal(t, childID, pt.Child, "the child's ID comes from the parent, the step and the claim")
 	child := run(t, s, childID)
 	require.Equal(t, "child", child.Workflow)
 	require.Equal(t, "acme", child.Tenant, "a child runs for its parent's tenant")
 	require.Equal(t, 2, child.Priority, "and with its priority")
-	require.Equal(t, &store.ParentRef{RunID: p.ID, Step: "ship", Result: "c2"}, child.Parent)
+	require.Equal(t, &durabletype.ParentRef{RunID: p.ID, Step: "ship", Result: "c2"}, child.Parent)
 	require.Equal(t, `"box"`, string(child.Input))
 
 	// Recording the same outcome again starts no second child.
@@ -333,28 +334,28 @@ func testChildRun(t *testing.T, s store.Store) {
 	require.Empty(t, listAll(t, s, store.RunFilter{Parent: childID}, 10))
 
 	workChild(t, s, at(2*time.Second), "")
-	require.Equal(t, store.RunCompleted, run(t, s, childID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, childID).Status)
 	pts := tasks(t, s, p.ID)
-	require.Equal(t, store.TaskCompleted, pts["ship"].State)
+	require.Equal(t, durabletype.TaskCompleted, pts["ship"].State)
 	require.Equal(t, `{"step":"c2","input":"box"}`, string(pts["ship"].Output), "the child's result step's output")
-	require.Equal(t, store.TaskQueued, pts["after"].State)
+	require.Equal(t, durabletype.TaskQueued, pts["after"].State)
 	c = claimOne(t, s, at(3*time.Second))
 	require.Equal(t, `{"step":"c2","input":"box"}`, string(c.ParentOutputs["ship"]))
 }
 
 func testChildFailureRetries(t *testing.T, s store.Store) {
 	sh := shape(childStep("ship", "c2"))
-	sh.Steps[0].Retry = store.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Second, Factor: 1}
+	sh.Steps[0].Retry = durabletype.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Second, Factor: 1}
 	p := newRun("wf", "acme", sh)
 	create(t, s, at(0), p)
 	c1 := claimOne(t, s, at(0))
 	mustApply(t, s, at(0), spawn(c1, `1`))
 	first := dag.ChildID(p.ID, "ship", c1.Token)
 	workChild(t, s, at(time.Second), "c1")
-	require.Equal(t, store.RunFailed, run(t, s, first).Status)
+	require.Equal(t, durabletype.RunFailed, run(t, s, first).Status)
 
 	pt := tasks(t, s, p.ID)["ship"]
-	require.Equal(t, store.TaskQueued, pt.State, "a child's failure fails the attempt, retried per the step's policy")
+	require.Equal(t, durabletype.TaskQueued, pt.State, "a child's failure fails the attempt, retried per the step's policy")
 	require.Contains(t, pt.Error, first.String())
 	require.Contains(t, pt.Error, "child broke")
 	require.Equal(t, 1, fireAll(t, s, at(2*time.Second)))
@@ -365,7 +366,7 @@ func testChildFailureRetries(t *testing.T, s store.Store) {
 	require.NotEqual(t, first, second, "each attempt starts its own child")
 	workChild(t, s, at(3*time.Second), "c1")
 	rec := run(t, s, p.ID)
-	require.Equal(t, store.RunFailed, rec.Status, "the last attempt's child failed too")
+	require.Equal(t, durabletype.RunFailed, rec.Status, "the last attempt's child failed too")
 	require.Equal(t, "ship", rec.FailedStep)
 	require.Len(t, listAll(t, s, store.RunFilter{Parent: p.ID}, 10), 2)
 }
@@ -388,9 +389,9 @@ func testChildResultSkipped(t *testing.T, s store.Store) {
 	require.Len(t, c, 1)
 	mustApply(t, s, at(time.Second), store.Outcome{Task: c[0].Ref(), Kind: store.OutcomeSkip, Reason: "nothing to do"})
 	st := states(t, s, p.ID)
-	require.Equal(t, store.TaskSkipped, st["ship"], "the child's result step was skipped: so is the step")
-	require.Equal(t, store.TaskSkipped, st["after"])
-	require.Equal(t, store.TaskQueued, st["merge"])
+	require.Equal(t, durabletype.TaskSkipped, st["ship"], "the child's result step was skipped: so is the step")
+	require.Equal(t, durabletype.TaskSkipped, st["after"])
+	require.Equal(t, durabletype.TaskQueued, st["merge"])
 }
 
 func testCancelParentCancelsChildren(t *testing.T, s store.Store) {
@@ -408,14 +409,14 @@ func testCancelParentCancelsChildren(t *testing.T, s store.Store) {
 	require.NoError(t, cancelOne(t, s, at(2*time.Second), p.ID, ""))
 	for _, id := range kids {
 		rec := run(t, s, id)
-		require.Equal(t, store.RunCancelled, rec.Status, "cancelling the parent cancels its children")
+		require.Equal(t, durabletype.RunCancelled, rec.Status, "cancelling the parent cancels its children")
 		require.Contains(t, rec.Error, "parent")
 	}
 	hb, err := s.Heartbeat(ctx, &store.HeartbeatParams{Now: at(3 * time.Second), WorkerID: worker, Tasks: []store.TaskRef{running[0].Ref()}})
 	require.NoError(t, err)
 	require.Equal(t, []store.TaskRef{running[0].Ref()}, hb.Cancelled, "the child's running step learns it")
 	require.Equal(t, []store.FinishStatus{store.FinishStale}, finish(t, s, at(3*time.Second), complete(running[0], `1`)))
-	require.Equal(t, store.RunCancelled, run(t, s, p.ID).Status)
+	require.Equal(t, durabletype.RunCancelled, run(t, s, p.ID).Status)
 
 	// A failed parent gives its children up too.
 	sh2 := shape(childStep("a", "c2"), step("boom"))
@@ -433,8 +434,8 @@ func testCancelParentCancelsChildren(t *testing.T, s store.Store) {
 	mustApply(t, s, at(5*time.Second), failed(boom, "no", true))
 	kid := ids(listAll(t, s, store.RunFilter{Parent: p2.ID}, 10))
 	require.Len(t, kid, 1)
-	require.Equal(t, store.RunCancelled, run(t, s, kid[0]).Status)
-	require.Equal(t, store.TaskCancelled, states(t, s, p2.ID)["a"])
+	require.Equal(t, durabletype.RunCancelled, run(t, s, kid[0]).Status)
+	require.Equal(t, durabletype.TaskCancelled, states(t, s, p2.ID)["a"])
 }
 
 func testChildSettlesAfterParentCancelled(t *testing.T, s store.Store) {
@@ -451,8 +452,8 @@ func testChildSettlesAfterParentCancelled(t *testing.T, s store.Store) {
 	wg.Go(func() { _ = cancelOne(t, s, at(2*time.Second), p.ID, "") })
 	wg.Go(func() { finish(t, s, at(2*time.Second), complete(c[0], `"done"`)) })
 	wg.Wait()
-	require.Equal(t, store.RunCancelled, run(t, s, p.ID).Status)
-	require.Equal(t, store.TaskCancelled, states(t, s, p.ID)["a"])
+	require.Equal(t, durabletype.RunCancelled, run(t, s, p.ID).Status)
+	require.Equal(t, durabletype.TaskCancelled, states(t, s, p.ID)["a"])
 	kids := listAll(t, s, store.RunFilter{Parent: p.ID}, 10)
 	require.Len(t, kids, 1)
 	child := run(t, s, kids[0].ID)
@@ -464,9 +465,9 @@ func testChildSettlesAfterParentCancelled(t *testing.T, s store.Store) {
 
 // ---- map steps ----------------------------------------------------------
 
-func mapStep(name, over string, parents ...string) store.StepSpec {
+func mapStep(name, over string, parents ...string) durabletype.StepSpec {
 	s := step(name, append([]string{over}, parents...)...)
-	s.Map = &store.MapSpec{Over: over}
+	s.Map = &durabletype.MapSpec{Over: over}
 	return s
 }
 
@@ -480,24 +481,26 @@ func fanOut(c *store.ClaimedTask, items ...string) store.Outcome {
 
 // startMap creates a run list → m (map over list) → join, completes list
 // and fans m out to items.
-func startMap(t *testing.T, s store.Store, now time.Time, tenant string, sh *store.Shape, items ...string) store.NewRun {
+func startMap(t *testing.T, s store.Store, now time.Time, tenant string, sh *durabletype.Shape, items ...string) store.NewRun {
 	t.Helper()
 	r := newRun("wf", tenant, sh)
 	create(t, s, now, r)
 	mustApply(t, s, now, complete(claimOne(t, s, now), `["list"]`))
 	c := claimOne(t, s, now)
-	require.Equal(t, store.KindMap, c.Kind)
+	require.Equal(t, durabletype.KindMap, c.Kind)
 	require.Equal(t, `["list"]`, string(c.ParentOutputs["list"]))
 	mustApply(t, s, now, fanOut(c, items...))
 	return r
 }
 
-func mapShape() *store.Shape { return shape(step("list"), mapStep("m", "list"), step("join", "m")) }
+func mapShape() *durabletype.Shape {
+	return shape(step("list"), mapStep("m", "list"), step("join", "m"))
+}
 
 func testMapStep(t *testing.T, s store.Store) {
 	r := startMap(t, s, at(0), "acme", mapShape(), `"a"`, `"b"`, `"c"`)
 	ts := tasks(t, s, r.ID)
-	require.Equal(t, store.TaskWaiting, ts["m"].State)
+	require.Equal(t, durabletype.TaskWaiting, ts["m"].State)
 	require.Equal(t, 3, ts["m"].Items)
 	require.Equal(t, 3, ts["m"].Left)
 	all, err := s.ListTasks(ctx, r.ID)
@@ -513,7 +516,7 @@ func testMapStep(t *testing.T, s store.Store) {
 	require.Len(t, cs, 3)
 	slices.SortFunc(cs, func(a, b *store.ClaimedTask) int { return a.Item - b.Item })
 	for k, c := range cs {
-		require.Equal(t, store.KindItem, c.Kind)
+		require.Equal(t, durabletype.KindItem, c.Kind)
 		require.Equal(t, "m", c.Map)
 		require.Equal(t, k, c.Item)
 		require.Equal(t, dag.ItemName("m", k), c.Step)
@@ -522,23 +525,23 @@ func testMapStep(t *testing.T, s store.Store) {
 	// Completed out of order.
 	mustApply(t, s, at(2*time.Second), complete(cs[2], `"C"`), complete(cs[0], `"A"`))
 	ts = tasks(t, s, r.ID)
-	require.Equal(t, store.TaskWaiting, ts["m"].State)
+	require.Equal(t, durabletype.TaskWaiting, ts["m"].State)
 	require.Equal(t, 1, ts["m"].Left)
 	mustApply(t, s, at(3*time.Second), complete(cs[1], `"B"`))
 	ts = tasks(t, s, r.ID)
-	require.Equal(t, store.TaskCompleted, ts["m"].State)
+	require.Equal(t, durabletype.TaskCompleted, ts["m"].State)
 	requireTime(t, at(3*time.Second), ts["m"].FinishedAt)
 	join := claimOne(t, s, at(4*time.Second))
 	require.Equal(t, "join", join.Step)
 	require.Equal(t, [][]byte{[]byte(`"A"`), []byte(`"B"`), []byte(`"C"`)}, join.ParentItems["m"], "the join receives the outputs in item order")
 	mustApply(t, s, at(4*time.Second), complete(join, `1`))
-	require.Equal(t, store.RunCompleted, run(t, s, r.ID).Status)
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
 }
 
 func testMapEmpty(t *testing.T, s store.Store) {
 	r := startMap(t, s, at(0), "acme", mapShape())
 	ts := tasks(t, s, r.ID)
-	require.Equal(t, store.TaskCompleted, ts["m"].State, "no items: the map step completes at once")
+	require.Equal(t, durabletype.TaskCompleted, ts["m"].State, "no items: the map step completes at once")
 	join := claimOne(t, s, at(time.Second))
 	require.Contains(t, join.ParentItems, "m")
 	require.Empty(t, join.ParentItems["m"])
@@ -546,15 +549,15 @@ func testMapEmpty(t *testing.T, s store.Store) {
 
 func testMapItemFailure(t *testing.T, s store.Store) {
 	sh := mapShape()
-	sh.Steps[1].Retry = store.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Second, Factor: 1}
-	sh.OnFailure = &store.OnFailureSpec{Retry: once()}
+	sh.Steps[1].Retry = durabletype.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Second, Factor: 1}
+	sh.OnFailure = &durabletype.OnFailureSpec{Retry: once()}
 	r := startMap(t, s, at(0), "acme", sh, `0`, `1`, `2`, `3`)
 	cs := claim(t, s, at(0), 10)
 	require.Len(t, cs, 4)
 	slices.SortFunc(cs, func(a, b *store.ClaimedTask) int { return a.Item - b.Item })
 	mustApply(t, s, at(time.Second), complete(cs[0], `0`), failed(cs[1], "flaky", false))
 	it := tasks(t, s, r.ID)[dag.ItemName("m", 1)]
-	require.Equal(t, store.TaskQueued, it.State, "each item retries on its own")
+	require.Equal(t, durabletype.TaskQueued, it.State, "each item retries on its own")
 	requireTime(t, at(2*time.Second), it.DueAt)
 	require.Equal(t, 1, fireAll(t, s, at(2*time.Second)))
 	again := claim(t, s, at(2*time.Second), 10)
@@ -563,21 +566,21 @@ func testMapItemFailure(t *testing.T, s store.Store) {
 	// Item 3 is still running (cs[3]); item 2 fails for good.
 	mustApply(t, s, at(3*time.Second), failed(cs[2], "bad item", true))
 	ts := tasks(t, s, r.ID)
-	require.Equal(t, store.TaskFailed, ts[dag.ItemName("m", 2)].State)
-	require.Equal(t, store.TaskFailed, ts["m"].State)
+	require.Equal(t, durabletype.TaskFailed, ts[dag.ItemName("m", 2)].State)
+	require.Equal(t, durabletype.TaskFailed, ts["m"].State)
 	require.Contains(t, ts["m"].Error, "item 2")
 	require.Contains(t, ts["m"].Error, "bad item")
-	require.Equal(t, store.TaskCompleted, ts[dag.ItemName("m", 0)].State)
-	require.Equal(t, store.TaskCancelled, ts[dag.ItemName("m", 1)].State)
-	require.Equal(t, store.TaskCancelled, ts[dag.ItemName("m", 3)].State, "running items are cancelled too")
-	require.Equal(t, store.TaskCancelled, ts["join"].State)
+	require.Equal(t, durabletype.TaskCompleted, ts[dag.ItemName("m", 0)].State)
+	require.Equal(t, durabletype.TaskCancelled, ts[dag.ItemName("m", 1)].State)
+	require.Equal(t, durabletype.TaskCancelled, ts[dag.ItemName("m", 3)].State, "running items are cancelled too")
+	require.Equal(t, durabletype.TaskCancelled, ts["join"].State)
 	rec := run(t, s, r.ID)
-	require.Equal(t, store.RunFailed, rec.Status)
+	require.Equal(t, durabletype.RunFailed, rec.Status)
 	require.Equal(t, "m", rec.FailedStep)
 	require.Equal(t, []store.FinishStatus{store.FinishStale, store.FinishStale},
 		finish(t, s, at(4*time.Second), complete(cs[3], `3`), complete(again[0], `1`)))
 	of := claimOne(t, s, at(4*time.Second))
-	require.Equal(t, store.OnFailureTask, of.Step)
+	require.Equal(t, durabletype.OnFailureTask, of.Step)
 	require.Equal(t, "m", of.FailedStep)
 	mustApply(t, s, at(4*time.Second), complete(of, ``))
 
@@ -620,7 +623,7 @@ func testMapCancel(t *testing.T, s store.Store) {
 	require.NoError(t, cancelOne(t, s, at(time.Second), r.ID, ""))
 	for name, st := range states(t, s, r.ID) {
 		if name != "list" {
-			require.Equal(t, store.TaskCancelled, st, name)
+			require.Equal(t, durabletype.TaskCancelled, st, name)
 		}
 	}
 	require.Empty(t, claim(t, s, at(2*time.Second), 10), "cancelled items left the queue")
@@ -665,12 +668,12 @@ func testWaitingStats(t *testing.T, s store.Store) {
 	require.Equal(t, 1, q.Ready, "the item")
 	running := 0
 	for _, rc := range st.Runs {
-		if rc.Status == store.RunRunning && !rc.Settled {
+		if rc.Status == durabletype.RunRunning && !rc.Settled {
 			running += rc.Count
 		}
 	}
 	require.Equal(t, 2, running, "runs that only wait are in flight")
-	page := listAll(t, s, store.RunFilter{Statuses: []store.RunStatus{store.RunRunning}}, 10)
+	page := listAll(t, s, store.RunFilter{Statuses: []durabletype.RunStatus{durabletype.RunRunning}}, 10)
 	require.Len(t, page, 2)
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -97,7 +98,7 @@ func testWorkerRegistryInvalid(t *testing.T, st store.Store) {
 		"control host":  {ID: "w", Host: "a\tb", DeadAfter: time.Second},
 	} {
 		err := r.RegisterWorker(ctx, &store.RegisterWorkerParams{Now: T0, Worker: w, Started: true})
-		require.ErrorIs(t, err, store.ErrInvalidWorker, name)
+		require.ErrorIs(t, err, durabletype.ErrInvalidWorker, name)
 	}
 	require.Empty(t, listWorkers(t, r, T0))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // The list scenario's own workflows, served by its in-process workers.
@@ -63,7 +64,7 @@ type listKind struct {
 	// where selects the matching runs in SQL (for their count), with args.
 	where string
 	args  []any
-	check func(durable.RunSummary) bool
+	check func(durabletype.RunSummary) bool
 	goal  bool
 
 	times []float64
@@ -218,7 +219,7 @@ FROM `+b.table("runs")+` WHERE tenant LIKE $1`, b.tenants("")).Scan(&counts[0], 
 	// Walk half-way down, newest first, in pages of 1,000: the deep cursor,
 	// and the creation times a quarter and half-way down for a range.
 	var walkTimes []float64
-	walk := func(f durable.RunFilter, depth int, at func(pos int, r durable.RunSummary)) (string, int, error) {
+	walk := func(f durable.RunFilter, depth int, at func(pos int, r durabletype.RunSummary)) (string, int, error) {
 		cursor, pos := "", 0
 		for pos < depth {
 			t := time.Now()
@@ -242,7 +243,7 @@ FROM `+b.table("runs")+` WHERE tenant LIKE $1`, b.tenants("")).Scan(&counts[0], 
 	}
 	var quarter, half time.Time
 	wstart := time.Now()
-	deep, deepPos, err := walk(durable.RunFilter{}, mix.total/2, func(pos int, r durable.RunSummary) {
+	deep, deepPos, err := walk(durable.RunFilter{}, mix.total/2, func(pos int, r durabletype.RunSummary) {
 		if pos == mix.total/4 {
 			quarter = r.CreatedAt
 		}
@@ -264,45 +265,45 @@ FROM `+b.table("runs")+` WHERE tenant LIKE $1`, b.tenants("")).Scan(&counts[0], 
 		return err
 	}
 
-	failed := []durable.RunStatus{durable.RunFailed}
+	failed := []durabletype.RunStatus{durabletype.RunFailed}
 	kinds := []*listKind{
 		{key: "first", label: "first page", goal: true,
-			check: func(durable.RunSummary) bool { return true }},
+			check: func(durabletype.RunSummary) bool { return true }},
 		{key: "deep", label: fmt.Sprintf("deep page (cursor %s runs down)", FormatNumber(float64(deepPos), 0)), goal: true,
 			opts:  durable.ListOptions{Cursor: deep},
-			where: "true", check: func(durable.RunSummary) bool { return true }},
+			where: "true", check: func(durabletype.RunSummary) bool { return true }},
 		{key: "tenant", label: "tenant, first page",
 			opts:  durable.ListOptions{RunFilter: durable.RunFilter{Tenant: tenant}},
 			where: "tenant = $2", args: []any{tenant},
-			check: func(r durable.RunSummary) bool { return r.Tenant == tenant }},
+			check: func(r durabletype.RunSummary) bool { return r.Tenant == tenant }},
 		{key: "tenant_deep", label: fmt.Sprintf("tenant, deep page (cursor %s runs down)", FormatNumber(float64(tdeepPos), 0)),
 			opts:  durable.ListOptions{RunFilter: durable.RunFilter{Tenant: tenant}, Cursor: tdeep},
 			where: "tenant = $2", args: []any{tenant},
-			check: func(r durable.RunSummary) bool { return r.Tenant == tenant }},
+			check: func(r durabletype.RunSummary) bool { return r.Tenant == tenant }},
 		{key: "failed", label: "status FAILED, first page",
 			opts:  durable.ListOptions{RunFilter: durable.RunFilter{Statuses: failed}},
 			where: "status = 'FAILED'",
-			check: func(r durable.RunSummary) bool { return r.Status == durable.RunFailed }},
+			check: func(r durabletype.RunSummary) bool { return r.Status == durabletype.RunFailed }},
 		{key: "running", label: "status RUNNING, first page",
-			opts:  durable.ListOptions{RunFilter: durable.RunFilter{Statuses: []durable.RunStatus{durable.RunRunning}}},
+			opts:  durable.ListOptions{RunFilter: durable.RunFilter{Statuses: []durabletype.RunStatus{durabletype.RunRunning}}},
 			where: "status = 'RUNNING'",
-			check: func(r durable.RunSummary) bool { return r.Status == durable.RunRunning }},
+			check: func(r durabletype.RunSummary) bool { return r.Status == durabletype.RunRunning }},
 		{key: "created_range", label: "created in a range (¼ to ½ down), first page",
 			opts:  durable.ListOptions{RunFilter: durable.RunFilter{CreatedAfter: half, CreatedBefore: quarter}},
 			where: "created_at >= $2 AND created_at < $3", args: []any{half, quarter},
-			check: func(r durable.RunSummary) bool { return !r.CreatedAt.Before(half) && r.CreatedAt.Before(quarter) }},
+			check: func(r durabletype.RunSummary) bool { return !r.CreatedAt.Before(half) && r.CreatedAt.Before(quarter) }},
 		{key: "tenant_failed", label: "tenant and status FAILED, first page",
 			opts:  durable.ListOptions{RunFilter: durable.RunFilter{Tenant: tenant, Statuses: failed}},
 			where: "tenant = $2 AND status = 'FAILED'", args: []any{tenant},
-			check: func(r durable.RunSummary) bool { return r.Tenant == tenant && r.Status == durable.RunFailed }},
+			check: func(r durabletype.RunSummary) bool { return r.Tenant == tenant && r.Status == durabletype.RunFailed }},
 		{key: "tenant_running", label: "tenant and status RUNNING, first page",
-			opts:  durable.ListOptions{RunFilter: durable.RunFilter{Tenant: tenant, Statuses: []durable.RunStatus{durable.RunRunning}}},
+			opts:  durable.ListOptions{RunFilter: durable.RunFilter{Tenant: tenant, Statuses: []durabletype.RunStatus{durabletype.RunRunning}}},
 			where: "tenant = $2 AND status = 'RUNNING'", args: []any{tenant},
-			check: func(r durable.RunSummary) bool { return r.Tenant == tenant && r.Status == durable.RunRunning }},
+			check: func(r durabletype.RunSummary) bool { return r.Tenant == tenant && r.Status == durabletype.RunRunning }},
 		{key: "workflow", label: "workflow " + ListFail + ", first page",
 			opts:  durable.ListOptions{RunFilter: durable.RunFilter{Workflow: ListFail}},
 			where: "workflow = $2", args: []any{ListFail},
-			check: func(r durable.RunSummary) bool { return r.Workflow == ListFail }},
+			check: func(r durabletype.RunSummary) bool { return r.Workflow == ListFail }},
 	}
 	for _, k := range kinds {
 		k.opts.Limit = listPageSize
@@ -321,7 +322,7 @@ FROM `+b.table("runs")+` WHERE tenant LIKE $1`, b.tenants("")).Scan(&counts[0], 
 	// untimed rounds (the pool's connections prepare the statements).
 	b.logf("timing %d kinds of page and Stats, %d times each", len(kinds), b.o.Repeat)
 	var statsTimes []float64
-	var stats *durable.Stats
+	var stats *durabletype.Stats
 	for round := range listWarmup + b.o.Repeat {
 		t := time.Now()
 		st, err := b.client.Stats(ctx, durable.StatsOptions{Window: 24 * time.Hour})
@@ -420,7 +421,7 @@ FROM `+b.table("runs")+` WHERE tenant LIKE $1`, b.tenants("")).Scan(&counts[0], 
 
 // checkPage says what is wrong with a page, or "": it must hold want runs,
 // newest first, each passing check.
-func checkPage(runs []durable.RunSummary, want int, check func(durable.RunSummary) bool) string {
+func checkPage(runs []durabletype.RunSummary, want int, check func(durabletype.RunSummary) bool) string {
 	if len(runs) != want {
 		return fmt.Sprintf("%d runs, want %d", len(runs), want)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 func TestSoakWindows(t *testing.T) {
@@ -177,16 +177,16 @@ func TestListMix(t *testing.T) {
 func TestCheckPage(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	run := func(sec int, id byte, status durable.RunStatus) durable.RunSummary {
-		r := durable.RunSummary{CreatedAt: at.Add(time.Duration(sec) * time.Second), Status: status}
+	run := func(sec int, id byte, status durabletype.RunStatus) durabletype.RunSummary {
+		r := durabletype.RunSummary{CreatedAt: at.Add(time.Duration(sec) * time.Second), Status: status}
 		r.ID[15] = id
 		return r
 	}
-	all := func(durable.RunSummary) bool { return true }
-	page := []durable.RunSummary{run(3, 1, durable.RunFailed), run(2, 9, durable.RunFailed), run(2, 8, durable.RunFailed)}
+	all := func(durabletype.RunSummary) bool { return true }
+	page := []durabletype.RunSummary{run(3, 1, durabletype.RunFailed), run(2, 9, durabletype.RunFailed), run(2, 8, durabletype.RunFailed)}
 	require.Empty(t, checkPage(page, 3, all))
 	require.Contains(t, checkPage(page, 4, all), "3 runs, want 4")
-	require.Contains(t, checkPage(page, 3, func(r durable.RunSummary) bool { return r.Status == durable.RunRunning }), "does not match")
+	require.Contains(t, checkPage(page, 3, func(r durabletype.RunSummary) bool { return r.Status == durabletype.RunRunning }), "does not match")
 	page[2].ID[15] = 9
 	require.Contains(t, checkPage(page, 3, all), "comes after a newer run")
 	require.Empty(t, checkPage(nil, 0, all))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/cmd/durable/internal/crashtest/deploy"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // TestRollingDeploy deploys a new build of a service over a fleet of three
@@ -246,11 +247,11 @@ func rollingDeploy(t *testing.T, sameVersion bool) *deployOutcome {
 		require.NoError(t, err)
 		for _, ev := range evs {
 			switch ev.Type {
-			case durable.EventUpgraded:
+			case durabletype.EventUpgraded:
 				if _, ok := moved[r.id]; !ok {
 					moved[r.id] = ev.At
 				}
-			case durable.EventStarted:
+			case durabletype.EventStarted:
 				claimed[fmt.Sprintf("%s/%s/%d", r.id, ev.Step, ev.Attempt)] = ev.At
 			}
 		}

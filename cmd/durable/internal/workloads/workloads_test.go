@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/memstore"
 )
 
@@ -39,14 +40,14 @@ func TestBuiltinsComplete(t *testing.T) {
 			require.NoError(t, err)
 			res, err := set.Chaos.Run(ctx, e, "t", ChaosInput{N: n})
 			require.NoError(t, err)
-			require.Equal(t, durable.RunCompleted, res.Status)
+			require.Equal(t, durabletype.RunCompleted, res.Status)
 			require.GreaterOrEqual(t, time.Since(start), time.Second, "the nap is slept")
 			skipped := "odd"
 			if n%2 == 1 {
 				skipped = "even"
 			}
 			s, _ := res.Step(skipped)
-			require.Equal(t, durable.StepSkipped, s.State)
+			require.Equal(t, durabletype.TaskSkipped, s.State)
 			s, _ = res.Step("flaky")
 			require.Equal(t, 2, s.Attempts)
 		}
@@ -56,7 +57,7 @@ func TestBuiltinsComplete(t *testing.T) {
 		for _, wf := range []*durable.Workflow[int]{set.Noop, set.DAG, set.Chain} {
 			res, err := wf.Run(ctx, e, "t", 0)
 			require.NoError(t, err, wf.Name())
-			require.Equal(t, durable.RunCompleted, res.Status)
+			require.Equal(t, durabletype.RunCompleted, res.Status)
 		}
 		res, err := set.DAG.Run(ctx, e, "t", 0)
 		require.NoError(t, err)
@@ -77,7 +78,7 @@ func TestBuiltinsComplete(t *testing.T) {
 		require.Equal(t, 1, n)
 		res, err = e.Wait(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, durable.RunCompleted, res.Status)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
 
 		res, err = set.Parent.Run(ctx, e, "t", 3)
 		require.NoError(t, err)

@@ -1,0 +1,85 @@
+package durabletype
+
+import "errors"
+
+var (
+	// ErrRunNotFound is returned for an unknown run ID.
+	ErrRunNotFound = errors.New("durable/store: run not found")
+	// ErrRunExists is returned when creating a run whose ID is taken.
+	ErrRunExists = errors.New("durable/store: run already exists")
+	// ErrTooManyTenants is returned when the fair queue has no group left
+	// for a new tenant.
+	ErrTooManyTenants = errors.New("durable/store: too many tenants for the fair queue")
+	// ErrInvalidTenant is returned when creating a run whose tenant ID is
+	// not 1-200 bytes of UTF-8 without control characters.
+	ErrInvalidTenant = errors.New("durable: invalid tenant id")
+	// ErrInvalidRun is returned when creating a run the store cannot record
+	// as given: an invalid workflow name or shape.
+	ErrInvalidRun = errors.New("durable/store: invalid run")
+	// ErrInvalidOutcome is returned by FinishTasks, which then applies
+	// nothing, when an outcome has an unknown kind.
+	ErrInvalidOutcome = errors.New("durable/store: invalid outcome")
+	// ErrRunSettled is the result of cancelling a run that has settled.
+	ErrRunSettled = errors.New("durable: run has settled")
+	// ErrRunNotSettled is the result of replaying a run that has not
+	// settled: it still runs (or a concurrent replay won).
+	ErrRunNotSettled = errors.New("durable: run has not settled")
+	// ErrNothingToReplay is the result of replaying a completed run
+	// without a step to replay from.
+	ErrNothingToReplay = errors.New("durable: nothing to replay: the run completed")
+	// ErrStepNotFound: a replay names a step that is not in the run's shape.
+	ErrStepNotFound = errors.New("durable: no such step in the run")
+	// ErrVersionMismatch: an upgrade found the run at another version than
+	// the one it was asked to move runs from.
+	ErrVersionMismatch = errors.New("durable: the run is not at that version")
+	// ErrIncompatible: a run cannot move to a version, or a definition
+	// cannot accept runs of a version, because a step it has not finished
+	// is missing or different there; the error names the step.
+	ErrIncompatible = errors.New("durable: incompatible versions")
+	// ErrInvalidKey is returned when creating a run whose concurrency or
+	// rate-limit keys are invalid (see flow.ValidKey) or do not match its
+	// shape.
+	ErrInvalidKey = errors.New("durable: invalid concurrency or rate-limit key")
+	// ErrInvalidEvent is returned when sending an event or a signal whose
+	// tenant, key or name is invalid.
+	ErrInvalidEvent = errors.New("durable: invalid event")
+	// ErrTransient marks an error that may pass if the call is tried again:
+	// the connection was lost, the server is restarting, a transaction lost
+	// a serialization race. The call may or may not have taken effect;
+	// trying it again is safe, since every transition is conditional (an
+	// outcome replayed after it was recorded is reported FinishDuplicate).
+	// Stores wrap such errors so that errors.Is(err, ErrTransient) holds;
+	// any other error means the call as given will fail again.
+	ErrTransient = errors.New("durable/store: transient error")
+)
+
+// Transient wraps err so that it matches ErrTransient; nil stays nil.
+func Transient(err error) error {
+	if err == nil || errors.Is(err, ErrTransient) {
+		return err
+	}
+	return &transientError{err}
+}
+
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+
+func (e *transientError) Unwrap() error { return e.err }
+
+func (e *transientError) Is(target error) bool { return target == ErrTransient }
+
+var (
+	// ErrScheduleExists: a schedule with this tenant and name exists.
+	ErrScheduleExists = errors.New("durable: schedule already exists")
+	// ErrScheduleNotFound: no schedule has this tenant and name.
+	ErrScheduleNotFound = errors.New("durable: schedule not found")
+	// ErrInvalidSchedule: the cron expression, the time zone or another
+	// field of a schedule is not valid.
+	ErrInvalidSchedule = errors.New("durable: invalid schedule")
+)
+
+// ErrInvalidWorker is returned when registering a worker record that is
+// not valid: an invalid ID, a negative count, a DeadAfter that is not
+// positive.
+var ErrInvalidWorker = errors.New("durable/store: invalid worker record")

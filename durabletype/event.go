@@ -1,0 +1,49 @@
+package durabletype
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// EventType is the kind of an event in a run's log.
+type EventType string
+
+// Event types, one per kind of transition of a task.
+const (
+	EventQueued    EventType = "QUEUED"
+	EventStarted   EventType = "STARTED"
+	EventCompleted EventType = "COMPLETED"
+	EventFailed    EventType = "FAILED"
+	EventRetrying  EventType = "RETRYING"
+	EventSkipped   EventType = "SKIPPED"
+	EventSleeping  EventType = "SLEEPING"
+	EventWoken     EventType = "WOKEN"
+	EventCancelled EventType = "CANCELLED"
+	// EventReplayed: a replay reset the task to run again; the detail says
+	// which replay.
+	EventReplayed EventType = "REPLAYED"
+	// EventWaiting: the task began waiting; the detail says for what (an
+	// event key, a signal, a child run, a map's items).
+	EventWaiting EventType = "WAITING"
+	// EventUpgraded: the task's run moved to another version of its
+	// workflow (a task added by that version, or one not finished when it
+	// moved); the detail names both versions.
+	EventUpgraded EventType = "UPGRADED"
+)
+
+// Event is one entry of a run's event log.
+type Event struct {
+	ID      int64
+	RunID   uuid.UUID
+	Step    string
+	Type    EventType
+	Attempt int
+	At      time.Time
+	// Detail is the error of a FAILED or RETRYING event, or the reason of a
+	// SKIPPED, CANCELLED or QUEUED one.
+	Detail string
+	// DueAt is the wake-up time of a SLEEPING event and the next attempt's
+	// time of a RETRYING one.
+	DueAt time.Time
+}
