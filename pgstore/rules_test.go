@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 	"strings"
@@ -145,7 +146,12 @@ type ruleCase struct {
 	// require the departure to show, so that a fix shows (and removes
 	// this).
 	divergence string
+	// claimDivergence is a departure of the claims alone (by design).
+	claimDivergence string
 }
+
+// claimDiv is how pgstore's claims depart from the core's in case c.
+func (c ruleCase) claimDiv() string { return cmp.Or(c.divergence, c.claimDivergence) }
 
 func one(s durabletype.StepSpec) *durabletype.Shape {
 	return &durabletype.Shape{Steps: []durabletype.StepSpec{s}}
@@ -258,7 +264,9 @@ func taskStates() []ruleCase {
 		}},
 		{name: "created-in-a-callers-transaction", build: func(sc *scene) {
 			sc.rs.createTx(sc.t, sc.run(one(step("a"))))
-		}},
+		}, claimDivergence: "pgstore keeps the root tasks of runs created in a caller's transaction in its incoming " +
+			"table until a claim of a store that heard of them (the caller's commit notifies) or the leader's next " +
+			"pass promotes them to the ready queue; until then its claims do not take them, by design (incoming.go)"},
 	}
 }
 
@@ -779,7 +787,7 @@ func TestClaimSelectionMatchesCore(t *testing.T) {
 						room++
 					}
 					c := caseOf(tenant)
-					if d := byName[c].divergence; d != "" && rs.name == "pgstore" {
+					if d := byName[c].claimDiv(); d != "" && rs.name == "pgstore" {
 						if taken[tenant] != room {
 							shown[c] = true
 							t.Logf("%s: %s: took %d of %d: known divergence: %s", name, c, taken[tenant], room, d)
@@ -794,8 +802,8 @@ func TestClaimSelectionMatchesCore(t *testing.T) {
 					return
 				}
 				for _, c := range cases {
-					if c.divergence != "" {
-						require.True(t, shown[c.name], "%s: a known divergence is gone: %s", c.name, c.divergence)
+					if d := c.claimDiv(); d != "" {
+						require.True(t, shown[c.name], "%s: a known divergence is gone: %s", c.name, d)
 					}
 				}
 			}()
