@@ -89,7 +89,7 @@ func (s *Store) firstMessage(q dag.WaitQuery) (message, bool) {
 func (tx *memTx) NewRun(_ context.Context, nr *store.NewRun, now time.Time) (*dag.Compiled, error) {
 	s := tx.s
 	if _, ok := s.runs[nr.ID]; ok {
-		return nil, nil // the same attempt's child, created already
+		return nil, durabletype.ErrRunExists // as pgstore's insert would fail
 	}
 	shape, err := s.compile(nr.Workflow, nr.Shape, now)
 	if err != nil {

@@ -39,9 +39,10 @@ type Tx interface {
 	FirstMessages(ctx context.Context, qs []WaitQuery) ([]Found, error)
 	// NewRun prepares the creation of a child run with the unit: it
 	// returns the run's compiled shape, recorded with the unit's writes,
-	// and makes the run's tenant known to the fair queue. It returns nil
-	// when a run with the ID exists already (the same attempt's child,
-	// created before).
+	// and makes the run's tenant known to the fair queue. A child's ID is
+	// its parent's, step's and claim's (ChildID), so it never exists
+	// already; if it did, the unit fails (ErrRunExists) rather than
+	// replace it.
 	NewRun(ctx context.Context, nr *store.NewRun, now time.Time) (*Compiled, error)
 	// SlotsBefore returns which keyed tasks of the change's runs were
 	// RUNNING as loaded, before the call's transitions (HeldSlots).
@@ -162,9 +163,6 @@ func (c *Change) spawn(ctx context.Context, tx Tx, nr *store.NewRun) error {
 	shape, err := tx.NewRun(ctx, nr, c.Now)
 	if err != nil {
 		return fmt.Errorf("child run %s: %w", nr.ID, err)
-	}
-	if shape == nil {
-		return nil
 	}
 	rec := NewRecord(nr, shape, c.Now)
 	rec.Parent = nr.Parent
