@@ -25,9 +25,6 @@ var (
 	ErrInvalidInput = errors.New("durable: input does not decode into the workflow's input type")
 	// ErrRunExists: a trigger's run ID (WithRunID) is taken by a run of
 	// another workflow or tenant.
-	//
-	// Deprecated: use durabletype.ErrRunExists; this alias goes in the next
-	// release.
 	ErrRunExists = durabletype.ErrRunExists
 )
 

@@ -34,24 +34,15 @@ var (
 var (
 	// ErrInvalidTenant: a tenant ID must be 1 to 200 bytes of UTF-8 without
 	// control characters.
-	//
-	// Deprecated: use durabletype.ErrInvalidTenant; this alias goes in the
-	// next release.
 	ErrInvalidTenant = durabletype.ErrInvalidTenant
 	// ErrInvalidKey: a concurrency or rate-limit key function panicked or
 	// returned a key that is not 1 to 200 bytes of UTF-8 without control
 	// characters; the run was not started.
-	//
-	// Deprecated: use durabletype.ErrInvalidKey; this alias goes in the
-	// next release.
 	ErrInvalidKey = durabletype.ErrInvalidKey
 
 	// ErrInvalidEvent is returned when sending an event whose tenant or key
 	// is invalid, or a signal whose name is (1-255 bytes of UTF-8 without
 	// control characters).
-	//
-	// Deprecated: use durabletype.ErrInvalidEvent; this alias goes in the
-	// next release.
 	ErrInvalidEvent = durabletype.ErrInvalidEvent
 	// ErrEncode: the codec could not encode a value, or the encoded value
 	// does not decode back into its type.
@@ -62,9 +53,6 @@ var (
 	// result holds) for a run that failed.
 	ErrRunFailed = errors.New("durable: run failed")
 	// ErrRunNotFound: no run has this ID.
-	//
-	// Deprecated: use durabletype.ErrRunNotFound; this alias goes in the
-	// next release.
 	ErrRunNotFound = durabletype.ErrRunNotFound
 	// ErrNoOutput: the step has no output (it did not complete).
 	ErrNoOutput = errors.New("durable: step has no output")

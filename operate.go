@@ -29,25 +29,13 @@ var (
 	// its deadline (WithDeadline).
 	ErrRunCancelled = errors.New("durable: run cancelled")
 	// ErrRunSettled: a run that has settled cannot be cancelled.
-	//
-	// Deprecated: use durabletype.ErrRunSettled; this alias goes in the
-	// next release.
 	ErrRunSettled = durabletype.ErrRunSettled
 	// ErrRunNotSettled: a run that has not settled cannot be replayed (it
 	// still runs, or a concurrent replay won).
-	//
-	// Deprecated: use durabletype.ErrRunNotSettled; this alias goes in the
-	// next release.
 	ErrRunNotSettled = durabletype.ErrRunNotSettled
 	// ErrNothingToReplay: a completed run is replayed only from a step.
-	//
-	// Deprecated: use durabletype.ErrNothingToReplay; this alias goes in
-	// the next release.
 	ErrNothingToReplay = durabletype.ErrNothingToReplay
 	// ErrStepNotFound: a replay names a step the run does not have.
-	//
-	// Deprecated: use durabletype.ErrStepNotFound; this alias goes in the
-	// next release.
 	ErrStepNotFound = durabletype.ErrStepNotFound
 	// ErrInvalidCursor: a list cursor that this engine did not hand out for
 	// the same filter and scope.

@@ -23,20 +23,11 @@ import (
 var (
 	// ErrInvalidSchedule: the cron expression, the time zone or the name of
 	// a schedule is not valid, or its input does not decode.
-	//
-	// Deprecated: use durabletype.ErrInvalidSchedule; this alias goes in
-	// the next release.
 	ErrInvalidSchedule = durabletype.ErrInvalidSchedule
 	// ErrScheduleExists: the tenant already has a schedule of that name.
 	// Creating never replaces one: delete it first.
-	//
-	// Deprecated: use durabletype.ErrScheduleExists; this alias goes in the
-	// next release.
 	ErrScheduleExists = durabletype.ErrScheduleExists
 	// ErrScheduleNotFound: the tenant has no schedule of that name.
-	//
-	// Deprecated: use durabletype.ErrScheduleNotFound; this alias goes in
-	// the next release.
 	ErrScheduleNotFound = durabletype.ErrScheduleNotFound
 	// ErrSchedulesUnsupported: the store keeps no schedules (it does not
 	// implement store.Scheduler).

@@ -40,15 +40,9 @@ var (
 	// ErrIncompatible: a definition cannot accept the runs of a version, or
 	// a run cannot move to a version, because a step it has not finished
 	// is missing or different there; the error names the step.
-	//
-	// Deprecated: use durabletype.ErrIncompatible; this alias goes in the
-	// next release.
 	ErrIncompatible = durabletype.ErrIncompatible
 	// ErrVersionMismatch: an upgrade found a run at another version than
 	// the one it moves runs from.
-	//
-	// Deprecated: use durabletype.ErrVersionMismatch; this alias goes in
-	// the next release.
 	ErrVersionMismatch = durabletype.ErrVersionMismatch
 	// ErrUnknownVersion: an upgrade names a version that no engine
 	// registered here and no run recorded.

@@ -37,9 +37,12 @@
 // engine stays where it is.
 //
 // The root package durable re-exported most of these names as aliases
-// (durable.RunCompleted, durable.StepState, durable.ErrRunNotFound, ...).
-// Those aliases are deprecated and go in the next release; the names that
-// differed map to the names here: durable.StepState is TaskState,
-// durable.StepCompleted is TaskCompleted (and so on for every step state),
-// durable.OnFailureStep is OnFailureTask.
+// (durable.RunCompleted, durable.StepState, ...). Those aliases are
+// deprecated and go in the next release; the names that differed map to
+// the names here: durable.StepState is TaskState, durable.StepCompleted is
+// TaskCompleted (and so on for every step state), durable.OnFailureStep is
+// OnFailureTask. The errors are the exception: package durable keeps its
+// names for the errors its calls return (durable.ErrRunNotFound is
+// ErrRunNotFound, the same value), so that a caller matches them where it
+// called, beside the engine's own errors (durable.ErrRunFailed, ...).
 package durabletype
