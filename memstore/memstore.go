@@ -356,11 +356,18 @@ type memTx struct {
 // then applies the messages they left for other runs, each in a transition
 // of its own, as pgstore does after its commit (deliver).
 func (s *Store) persist(c *dag.Change, n *notes) error {
+	if err := dag.Commit(context.Background(), &memTx{s: s, n: n}, c); err != nil {
+		return fmt.Errorf("memstore: %w", err)
+	}
+	return s.deliver(c, n)
+}
+
+// deliver applies the messages that committed change c left for other
+// runs, each in a transition of its own, committed as persist commits
+// (the messages those leave follow).
+func (s *Store) deliver(c *dag.Change, n *notes) error {
 	var outbox []dag.Message
 	for {
-		if err := dag.Commit(context.Background(), &memTx{s, n}, c); err != nil {
-			return fmt.Errorf("memstore: %w", err)
-		}
 		n.omit = false
 		for _, r := range c.Runs {
 			outbox = append(outbox, c.Effects[r].Outbox...)
@@ -387,6 +394,9 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 			}
 			return s.load(map[uuid.UUID]*dag.Run{}, m.Run)
 		})
+		if err := dag.Commit(context.Background(), &memTx{s: s, n: n}, c); err != nil {
+			return fmt.Errorf("memstore: %w", err)
+		}
 	}
 }
 
