@@ -1,11 +1,15 @@
 package memstore
 
 import (
+	"cmp"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/store/storetest"
 )
 
 // DriverUnit opens one unit of the in-memory driver (dag.Tx) for the
@@ -36,4 +40,30 @@ func DriverUnit(s *Store, now time.Time, ids []uuid.UUID, fn func(tx dag.Tx, c *
 	}()
 	s.publish(&n)
 	return err
+}
+
+// Queues returns the store's queue entries, for the driver suite: the
+// ready queue in the order of fair ids, and the parked tasks of each
+// concurrency key, oldest first.
+func Queues(s *Store) *storetest.DriverQueues {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	entry := func(k taskKey) storetest.QueueEntry {
+		return storetest.QueueEntry{RunID: k.run, Step: s.runs[k.run].task(k).Name}
+	}
+	keys := slices.Collect(maps.Keys(s.queued))
+	slices.SortFunc(keys, func(a, b taskKey) int {
+		return cmp.Or(cmp.Compare(s.queued[a], s.queued[b]),
+			cmp.Compare(s.runs[a.run].rec.Workflow, s.runs[b.run].rec.Workflow))
+	})
+	q := &storetest.DriverQueues{Parked: map[string][]storetest.QueueEntry{}}
+	for _, k := range keys {
+		q.Ready = append(q.Ready, entry(k))
+	}
+	for key, list := range s.parked {
+		for _, k := range list {
+			q.Parked[key] = append(q.Parked[key], entry(k))
+		}
+	}
+	return q
 }

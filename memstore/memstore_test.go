@@ -31,6 +31,10 @@ func (h *harness) Store() store.Store { return h.s }
 
 func (h *harness) RollsBack() bool { return false }
 
+func (h *harness) Queues(context.Context) (*storetest.DriverQueues, error) {
+	return memstore.Queues(h.s), nil
+}
+
 func (h *harness) Unit(_ context.Context, now time.Time, ids []uuid.UUID, fn func(u *storetest.DriverUnit) error) error {
 	return memstore.DriverUnit(h.s, now, ids, func(tx dag.Tx, c *dag.Change, runs map[uuid.UUID]*dag.Run) error {
 		return fn(&storetest.DriverUnit{Tx: tx, Change: c, Runs: runs})

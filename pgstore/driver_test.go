@@ -27,6 +27,10 @@ func (h *harness) Store() store.Store { return h.s }
 
 func (h *harness) RollsBack() bool { return true }
 
+func (h *harness) Queues(ctx context.Context) (*storetest.DriverQueues, error) {
+	return pgstore.Queues(ctx, h.s)
+}
+
 func (h *harness) Unit(ctx context.Context, now time.Time, ids []uuid.UUID, fn func(u *storetest.DriverUnit) error) error {
 	return pgstore.DriverUnit(ctx, h.s, now, ids, func(tx dag.Tx, c *dag.Change, runs map[uuid.UUID]*dag.Run) error {
 		return fn(&storetest.DriverUnit{Tx: tx, Change: c, Runs: runs})

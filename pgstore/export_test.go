@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
+	"github.com/effectivelabs/durable/store/storetest"
 )
 
 // Statements returns every statement of the store for schema, by the name of
@@ -83,4 +84,32 @@ func DriverUnit(ctx context.Context, s *Store, now time.Time, ids []uuid.UUID,
 	}
 	s.deliver(ctx, c.Now, c.inboxRuns, nil)
 	return nil
+}
+
+// Queues returns the store's queue entries, for the driver suite: the
+// ready queue in the order of fair ids, and the parked tasks of each
+// concurrency key, oldest first.
+func Queues(ctx context.Context, s *Store) (*storetest.DriverQueues, error) {
+	rows, err := s.pool.Query(ctx, "SELECT run_id, name FROM "+s.schema+".ready ORDER BY id, workflow")
+	if err != nil {
+		return nil, err
+	}
+	q := &storetest.DriverQueues{Parked: map[string][]storetest.QueueEntry{}}
+	var key string
+	var e storetest.QueueEntry
+	if _, err := pgx.ForEachRow(rows, []any{&e.RunID, &e.Step}, func() error {
+		q.Ready = append(q.Ready, e)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	rows, err = s.pool.Query(ctx, "SELECT key, run_id, name FROM "+s.schema+".concurrency_waiting ORDER BY key, seq")
+	if err != nil {
+		return nil, err
+	}
+	_, err = pgx.ForEachRow(rows, []any{&key, &e.RunID, &e.Step}, func() error {
+		q.Parked[key] = append(q.Parked[key], e)
+		return nil
+	})
+	return q, err
 }

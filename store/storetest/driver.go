@@ -44,6 +44,18 @@ type DriverUnit struct {
 	Runs map[uuid.UUID]*dag.Run
 }
 
+// QueueEntry names a task in a driver's queues.
+type QueueEntry struct {
+	RunID uuid.UUID
+	Step  string
+}
+
+// DriverQueues are a driver's queue entries (DriverHarness.Queues).
+type DriverQueues struct {
+	Ready  []QueueEntry
+	Parked map[string][]QueueEntry
+}
+
 // DriverHarness gives the driver suite one store and the units of its
 // driver. Each store exposes one through its test files only.
 type DriverHarness interface {
@@ -57,6 +69,12 @@ type DriverHarness interface {
 	// the store's calls apply them), rolled back otherwise when the driver
 	// can roll back (RollsBack). It returns fn's error, else the commit's.
 	Unit(ctx context.Context, now time.Time, ids []uuid.UUID, fn func(u *DriverUnit) error) error
+	// Queues returns the driver's queue entries: its ready queue, whose
+	// entries a claim takes, in the order of their fair ids, and its
+	// parked tasks, by concurrency key, oldest first. Claims pass over an
+	// entry whose task is not claimable, so this is how the suite sees
+	// that Write takes the entries of dequeued tasks out.
+	Queues(ctx context.Context) (*DriverQueues, error)
 	// RollsBack reports whether a unit that fails leaves nothing written,
 	// whatever it wrote before failing. A driver that cannot undo its
 	// writes (memstore: its unit is the store's lock, and Write changes
@@ -188,6 +206,33 @@ func takeSnapshot(t *testing.T, s store.Store, ids ...uuid.UUID) snapshot {
 		snap.events = append(snap.events, normEvents(evs))
 	}
 	return snap
+}
+
+// queues returns the driver's queue entries, with an empty map when no
+// task is parked.
+func queues(t *testing.T, h DriverHarness) DriverQueues {
+	t.Helper()
+	q, err := h.Queues(ctx)
+	require.NoError(t, err)
+	out := DriverQueues{Ready: q.Ready, Parked: q.Parked}
+	if out.Parked == nil {
+		out.Parked = map[string][]QueueEntry{}
+	}
+	return out
+}
+
+// entry names task step of run id in a queue.
+func entry(id uuid.UUID, step string) QueueEntry { return QueueEntry{RunID: id, Step: step} }
+
+// unitState is what the Store says of some runs, and the driver's queues.
+type unitState struct {
+	snapshot
+	queues DriverQueues
+}
+
+func takeState(t *testing.T, h DriverHarness, ids ...uuid.UUID) unitState {
+	t.Helper()
+	return unitState{takeSnapshot(t, h.Store(), ids...), queues(t, h)}
 }
 
 func versionsOf(t *testing.T, s store.Store, workflow string) []store.VersionRecord {
@@ -406,7 +451,7 @@ func testDriverNewRunExists(t *testing.T, h DriverHarness) {
 	s := h.Store()
 	old := newRun("wf", "acme", shape(step("a")))
 	create(t, s, T0, old)
-	before := takeSnapshot(t, s, old.ID)
+	before := takeState(t, h, old.ID)
 	nr := newRun("other", "acme", shape(step("x"), step("y", "x")))
 	nr.ID = old.ID
 	err := h.Unit(ctx, at(time.Second), nil, func(u *DriverUnit) error {
@@ -416,7 +461,7 @@ func testDriverNewRunExists(t *testing.T, h DriverHarness) {
 		return dag.Commit(ctx, u.Tx, u.Change)
 	})
 	require.ErrorIs(t, err, durabletype.ErrRunExists)
-	require.Equal(t, before, takeSnapshot(t, s, old.ID), "the run that existed is left as it was")
+	require.Equal(t, before, takeState(t, h, old.ID), "the run that existed is left as it was")
 	require.Empty(t, versionsOf(t, s, "other"))
 }
 
@@ -451,6 +496,17 @@ func testDriverCounters(t *testing.T, h DriverHarness) {
 	create(t, s, w0.Add(time.Second), q0, q1)
 	c0 := claimOne(t, s, w0.Add(2*time.Second))
 	require.Equal(t, rs[0].ID, c0.RunID, "r0 runs; q0 stays ready")
+	parkedK := func(from int) []QueueEntry {
+		var out []QueueEntry
+		for _, r := range rs[from:] {
+			out = append(out, entry(r.ID, "a"))
+		}
+		return out
+	}
+	require.Equal(t, DriverQueues{
+		Ready:  []QueueEntry{entry(q0.ID, "a")},
+		Parked: map[string][]QueueEntry{keyK: parkedK(1), keyK2: {entry(q1.ID, "a")}},
+	}, queues(t, h), "as seeded")
 
 	// One unit: r0 completes (frees a slot of k), r1 (parked) and q0 (ready)
 	// are cancelled, and a new run of key k arrives (rate-limited: the
@@ -495,7 +551,12 @@ func testDriverCounters(t *testing.T, h DriverHarness) {
 	}
 
 	// What admission decided was written: r2 and q1 (the oldest parked)
-	// were promoted, n waits for the next window.
+	// were promoted, in key order; n waits for the next window; r1 and q0
+	// left the queues.
+	require.Equal(t, DriverQueues{
+		Ready:  []QueueEntry{entry(rs[2].ID, "a"), entry(q1.ID, "a")},
+		Parked: map[string][]QueueEntry{keyK: parkedK(3)},
+	}, queues(t, h))
 	got := claimedRuns(t, s, now)
 	require.Len(t, got, 2)
 	require.Contains(t, got, rs[2].ID)
@@ -524,6 +585,10 @@ func testDriverCounters(t *testing.T, h DriverHarness) {
 	require.Equal(t, map[string]int{keyK: 1}, call.got.Held)
 	require.Empty(t, call.got.Admitted, "r2 was claimed: its cancellation frees its slot, it dequeues nothing")
 	require.Equal(t, map[string]int{keyK: 1}, call.got.Parked)
+	require.Equal(t, DriverQueues{
+		Ready:  []QueueEntry{entry(rs[3].ID, "a")},
+		Parked: map[string][]QueueEntry{keyK: parkedK(4)},
+	}, queues(t, h))
 	got = claimedRuns(t, s, now)
 	require.Len(t, got, 1)
 	require.Contains(t, got, rs[3].ID, "the oldest parked task is promoted: FIFO")
@@ -568,82 +633,58 @@ func testDriverWrite(t *testing.T, h DriverHarness) {
 	create(t, s, T0, r1, r2)
 	byRun := claimedRuns(t, s, T0)
 	require.Len(t, byRun, 2)
-	old := takeSnapshot(t, s, r1.ID, r2.ID)
 
-	var written []*dag.Run
-	var newEvents [][]durabletype.Event
-	var enqueued []string
-	now := at(time.Second)
-	require.NoError(t, h.Unit(ctx, now, []uuid.UUID{r1.ID, r2.ID}, func(u *DriverUnit) error {
+	// A unit completes the roots of both runs: their children are
+	// enqueued.
+	old := takeSnapshot(t, s, r1.ID, r2.ID)
+	var w written
+	require.NoError(t, h.Unit(ctx, at(time.Second), []uuid.UUID{r1.ID, r2.ID}, func(u *DriverUnit) error {
 		if err := applyFinish(u, complete(byRun[r1.ID], `"A1"`), complete(byRun[r2.ID], `"A2"`)); err != nil {
 			return err
 		}
 		if err := dag.Commit(ctx, u.Tx, u.Change); err != nil {
 			return err
 		}
-		for _, id := range []uuid.UUID{r1.ID, r2.ID} {
-			r := u.Runs[id]
-			written = append(written, r)
-			newEvents = append(newEvents, slices.Clone(u.Change.Effects[r].Events))
-		}
-		for _, e := range u.Change.Enqueued {
-			enqueued = append(enqueued, e.R.Rec.ID.String()+"/"+e.R.Task(e.I).Name)
-		}
+		w = writtenBy(u, r1.ID, r2.ID)
 		return nil
 	}))
-	require.Len(t, enqueued, 4)
+	w.check(t, s, old)
+	require.Len(t, w.enqueued, 4)
+	require.Equal(t, DriverQueues{Ready: w.enqueued, Parked: map[string][]QueueEntry{}}, queues(t, h),
+		"the enqueued tasks are in the ready queue, in the order enqueued")
 	require.Equal(t, `"A1"`, string(tasks(t, s, r1.ID)["a"].Output))
-	var lastID int64
-	for k, r := range written {
-		require.Equal(t, runFields(&r.Rec), runFields(run(t, s, r.Rec.ID)), "the run as written")
-		ts, err := s.ListTasks(ctx, r.Rec.ID)
-		require.NoError(t, err)
-		want := make([]*store.Task, len(r.Tasks))
-		for i := range r.Tasks {
-			want[i] = &r.Tasks[i]
-		}
-		require.Equal(t, normTasks(want), normTasks(ts), "the tasks as written")
-
-		evs, err := s.ListEvents(ctx, r.Rec.ID)
-		require.NoError(t, err)
-		require.Equal(t, old.events[k], normEvents(evs[:len(old.events[k])]), "the events before stay")
-		added := evs[len(old.events[k]):]
-		for i := range newEvents[k] {
-			newEvents[k][i].RunID = r.Rec.ID
-		}
-		require.Equal(t, normEventList(newEvents[k]), normEvents(added), "the events appended, in order")
-		for _, e := range evs {
-			require.Greater(t, e.ID, int64(0))
-		}
-		for i := 1; i < len(evs); i++ {
-			require.Greater(t, evs[i].ID, evs[i-1].ID, "event IDs increase in order")
-		}
-		require.Greater(t, added[0].ID, lastID, "the unit's events get IDs in the order of its runs")
-		lastID = added[len(added)-1].ID
+	var cs []*store.ClaimedTask
+	for range 2 { // r2's tasks stay in the queue
+		c := claim(t, s, at(2*time.Second), 1)
+		require.Len(t, c, 1)
+		cs = append(cs, c[0])
 	}
-	var order []string
-	for {
-		cs := claim(t, s, at(2*time.Second), 1)
-		if len(cs) == 0 {
-			break
-		}
-		order = append(order, cs[0].RunID.String()+"/"+cs[0].Step)
-		if len(order) == 2 {
-			break // leave r2's tasks in the queue
-		}
-	}
-	require.Equal(t, enqueued[:2], order, "the enqueued tasks are claimable, in the order enqueued")
+	require.Equal(t, w.enqueued[:2], []QueueEntry{entry(cs[0].RunID, cs[0].Step), entry(cs[1].RunID, cs[1].Step)},
+		"the enqueued tasks are claimable, in the order enqueued")
+	require.Equal(t, w.enqueued[2:], queues(t, h).Ready)
 
-	// Dequeued and settled: r2 is cancelled with its tasks still in the
-	// queue.
-	now = at(3 * time.Second)
-	require.NoError(t, h.Unit(ctx, now, []uuid.UUID{r2.ID}, func(u *DriverUnit) error {
+	// Another fails r1's b for good (r1 fails; its c runs on) and cancels
+	// r2 with its tasks still in the queue: dequeued, settled.
+	old = takeSnapshot(t, s, r1.ID, r2.ID)
+	now := at(3 * time.Second)
+	require.NoError(t, h.Unit(ctx, now, []uuid.UUID{r1.ID, r2.ID}, func(u *DriverUnit) error {
+		if err := applyFinish(u, failed(cs[0], "broke", true)); err != nil {
+			return err
+		}
 		if err := applyCancel(u, r2.ID, "stop"); err != nil {
 			return err
 		}
-		return dag.Commit(ctx, u.Tx, u.Change)
+		if err := dag.Commit(ctx, u.Tx, u.Change); err != nil {
+			return err
+		}
+		w = writtenBy(u, r1.ID, r2.ID)
+		return nil
 	}))
-	require.Empty(t, claim(t, s, at(4*time.Second), 10), "the cancelled run's tasks left the queue")
+	w.check(t, s, old)
+	require.Empty(t, w.enqueued)
+	require.Empty(t, queues(t, h).Ready, "the cancelled run's tasks left the queue")
+	require.Empty(t, claim(t, s, at(4*time.Second), 10))
+	require.Equal(t, durabletype.RunFailed, run(t, s, r1.ID).Status)
 	rec := run(t, s, r2.ID)
 	require.Equal(t, durabletype.RunCancelled, rec.Status)
 	require.Equal(t, "stop", rec.Error)
@@ -663,7 +704,75 @@ func testDriverWrite(t *testing.T, h DriverHarness) {
 		}
 	}
 	require.Equal(t, []durabletype.RunCount{{Workflow: "wf", Tenant: "acme", Status: durabletype.RunCancelled, Settled: true, Count: 1}}, settled,
-		"the run settled is counted")
+		"the run settled is counted; the failed one has not settled (its c runs)")
+}
+
+// written is what a unit's change said to write, of some runs.
+type written struct {
+	runs     []*dag.Run
+	tasks    [][]int // the tasks each changed, by index
+	events   [][]durabletype.Event
+	enqueued []QueueEntry
+}
+
+// writtenBy takes what u's change wrote of runs ids, once committed.
+func writtenBy(u *DriverUnit, ids ...uuid.UUID) written {
+	var w written
+	for _, id := range ids {
+		r := u.Runs[id]
+		w.runs = append(w.runs, r)
+		var evs []durabletype.Event
+		var changed []int
+		if fx := u.Change.Effects[r]; fx != nil {
+			evs, changed = slices.Clone(fx.Events), slices.Clone(fx.Tasks)
+		}
+		w.tasks = append(w.tasks, changed)
+		for i := range evs {
+			evs[i].RunID = id
+		}
+		w.events = append(w.events, evs)
+	}
+	for _, e := range u.Change.Enqueued {
+		w.enqueued = append(w.enqueued, entry(e.R.Rec.ID, e.R.Task(e.I).Name))
+	}
+	return w
+}
+
+// check requires the Store to read back what was written over old (a
+// snapshot of the same runs): the runs' records and changed tasks as
+// written (a driver need not load what no transition reads, such as the
+// outputs of tasks left alone), and their events appended after the old
+// ones, in order, with IDs that increase along each run's log and across
+// the unit's runs in order.
+func (w written) check(t *testing.T, s store.Store, old snapshot) {
+	t.Helper()
+	var lastID int64
+	for k, r := range w.runs {
+		require.Equal(t, runFields(&r.Rec), runFields(run(t, s, r.Rec.ID)), "the run as written")
+		byName := tasks(t, s, r.Rec.ID)
+		var want, got []*store.Task
+		for _, i := range w.tasks[k] {
+			want, got = append(want, r.Task(i)), append(got, byName[r.Task(i).Name])
+		}
+		require.Equal(t, normTasks(want), normTasks(got), "the tasks as written")
+
+		evs, err := s.ListEvents(ctx, r.Rec.ID)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, len(evs), len(old.events[k]))
+		require.Equal(t, old.events[k], normEvents(evs[:len(old.events[k])]), "the events before stay")
+		added := evs[len(old.events[k]):]
+		require.Equal(t, normEventList(w.events[k]), normEvents(added), "the events appended, in order")
+		for i, e := range evs {
+			require.Positive(t, e.ID)
+			if i > 0 {
+				require.Greater(t, e.ID, evs[i-1].ID, "event IDs increase along the log")
+			}
+		}
+		if len(added) > 0 {
+			require.Greater(t, added[0].ID, lastID, "the unit's events get IDs in the order of its runs")
+			lastID = added[len(added)-1].ID
+		}
+	}
 }
 
 // runFields are the fields of a run's record that transitions change, and
@@ -731,7 +840,7 @@ func testDriverFailBeforeCommit(t *testing.T, h DriverHarness) {
 	create(t, s, T0, r1)
 	c := claimOne(t, s, T0)
 	create(t, s, T0, r2) // its root stays in the queue
-	before := takeSnapshot(t, s, r1.ID, r2.ID)
+	before := takeState(t, h, r1.ID, r2.ID)
 	err := h.Unit(ctx, at(time.Second), []uuid.UUID{r1.ID, r2.ID}, func(u *DriverUnit) error {
 		if err := applyFinish(u, complete(c, `"A"`)); err != nil {
 			return err
@@ -745,7 +854,7 @@ func testDriverFailBeforeCommit(t *testing.T, h DriverHarness) {
 		return errAbort
 	})
 	require.ErrorIs(t, err, errAbort)
-	require.Equal(t, before, takeSnapshot(t, s, r1.ID, r2.ID), "nothing written")
+	require.Equal(t, before, takeState(t, h, r1.ID, r2.ID), "nothing written")
 	got := claimOne(t, s, at(2*time.Second))
 	require.Equal(t, r2.ID, got.RunID, "the queue is as it was")
 	mustApply(t, s, at(2*time.Second), complete(c, `"A"`))
@@ -761,7 +870,7 @@ func testDriverFailInCommit(t *testing.T, h DriverHarness) {
 	taken := newRun("squat", "acme", shape(step("a")))
 	taken.ID = dag.ChildID(ps[1].ID, "kid", cs[1].Token)
 	create(t, s, T0, taken)
-	before := takeSnapshot(t, s, ps[0].ID, ps[1].ID, taken.ID)
+	before := takeState(t, h, ps[0].ID, ps[1].ID, taken.ID)
 	o := spawn(cs[0], `"one"`) // of a shape new to the store
 	err := h.Unit(ctx, at(time.Second), []uuid.UUID{ps[0].ID, ps[1].ID}, func(u *DriverUnit) error {
 		if err := applyFinish(u, o, spawn(cs[1], `"two"`)); err != nil {
@@ -770,7 +879,7 @@ func testDriverFailInCommit(t *testing.T, h DriverHarness) {
 		return dag.Commit(ctx, u.Tx, u.Change)
 	})
 	require.ErrorIs(t, err, durabletype.ErrRunExists)
-	require.Equal(t, before, takeSnapshot(t, s, ps[0].ID, ps[1].ID, taken.ID), "nothing written")
+	require.Equal(t, before, takeState(t, h, ps[0].ID, ps[1].ID, taken.ID), "nothing written")
 	requireNoRun(t, s, dag.ChildID(ps[0].ID, "kid", cs[0].Token), "the first child is not created")
 	require.Empty(t, versionsOf(t, s, "child"), "nor its shape recorded")
 	got := claim(t, s, at(2*time.Second), 10, "child", "squat", "wf")
@@ -794,7 +903,7 @@ func testDriverRollback(t *testing.T, h DriverHarness) {
 	require.Equal(t, r0.ID, c0.RunID)
 	ps, cs := spawning(t, s, T0, 1)
 	o := spawn(cs[0], `"one"`) // of a shape new to the store
-	before := takeSnapshot(t, s, r0.ID, r1.ID, r2.ID, ps[0].ID)
+	before := takeState(t, h, r0.ID, r1.ID, r2.ID, ps[0].ID)
 
 	wrote := false
 	err := h.Unit(ctx, at(time.Second), []uuid.UUID{r0.ID, r1.ID, ps[0].ID}, func(u *DriverUnit) error {
@@ -812,7 +921,7 @@ func testDriverRollback(t *testing.T, h DriverHarness) {
 	})
 	require.ErrorIs(t, err, errAbort)
 	require.True(t, wrote)
-	require.Equal(t, before, takeSnapshot(t, s, r0.ID, r1.ID, r2.ID, ps[0].ID), "nothing written")
+	require.Equal(t, before, takeState(t, h, r0.ID, r1.ID, r2.ID, ps[0].ID), "nothing written")
 	requireNoRun(t, s, dag.ChildID(ps[0].ID, "kid", cs[0].Token), "the child is not created")
 	require.Empty(t, versionsOf(t, s, "child"), "nor its shape recorded")
 	require.Empty(t, claim(t, s, at(2*time.Second), 10, "wf", "child"), "r2 was not promoted")
