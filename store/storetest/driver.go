@@ -127,8 +127,8 @@ func finder(runs map[uuid.UUID]*dag.Run) func(ref store.TaskRef) (*dag.Run, int,
 	}
 }
 
-// applyFinish applies outcomes to the loaded runs of u and requires each
-// to be applied.
+// applyFinish applies outcomes to the loaded runs of u, and fails the unit
+// unless each is applied.
 func applyFinish(u *DriverUnit, outcomes ...store.Outcome) error {
 	for k, res := range u.Change.Finish(outcomes, finder(u.Runs)) {
 		if res.Status != store.FinishApplied {
