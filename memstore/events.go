@@ -85,15 +85,20 @@ func (s *Store) firstMessage(q dag.WaitQuery) (message, bool) {
 	return message{}, false
 }
 
-// NewRun implements dag.Tx.
-func (tx *memTx) NewRun(_ context.Context, nr *store.NewRun, now time.Time) (*dag.Compiled, error) {
+// NewRun implements dag.Tx. A shape new to the store is recorded by
+// Write, with the run.
+func (tx *memTx) NewRun(_ context.Context, nr *store.NewRun, _ time.Time) (*dag.Compiled, error) {
 	s := tx.s
 	if _, ok := s.runs[nr.ID]; ok {
 		return nil, durabletype.ErrRunExists // as pgstore's insert would fail
 	}
-	shape, err := s.compile(nr.Workflow, nr.Shape, now)
-	if err != nil {
-		return nil, err
+	shape, ok := s.shapes[nr.Shape]
+	if !ok {
+		var err error
+		if shape, err = dag.Compile(nr.Shape); err != nil {
+			return nil, fmt.Errorf("%w: %w", durabletype.ErrInvalidRun, err)
+		}
+		tx.shapes = append(tx.shapes, newShape{nr.Workflow, nr.Shape, shape})
 	}
 	if !s.queues.Ensure(nr.Tenant) {
 		return nil, fmt.Errorf("tenant %s: %w", dag.Quote(nr.Tenant), durabletype.ErrTooManyTenants)

@@ -350,17 +350,34 @@ func (s *Store) createRuns(p *store.CreateRunsParams, t time.Time, n *notes) (*s
 type memTx struct {
 	s *Store
 	n *notes
+	// shapes are the shapes new to the store of the child runs NewRun
+	// prepared, recorded by Write with the unit's other writes.
+	shapes []newShape
+}
+
+// newShape is a shape new to the store, compiled.
+type newShape struct {
+	workflow string
+	shape    *durabletype.Shape
+	c        *dag.Compiled
 }
 
 // persist completes and writes what a call's transitions did (dag.Commit),
 // then applies the messages they left for other runs, each in a transition
 // of its own, as pgstore does after its commit (deliver).
 func (s *Store) persist(c *dag.Change, n *notes) error {
+	if err := dag.Commit(context.Background(), &memTx{s: s, n: n}, c); err != nil {
+		return fmt.Errorf("memstore: %w", err)
+	}
+	return s.deliver(c, n)
+}
+
+// deliver applies the messages that committed change c left for other
+// runs, each in a transition of its own, committed as persist commits
+// (the messages those leave follow).
+func (s *Store) deliver(c *dag.Change, n *notes) error {
 	var outbox []dag.Message
 	for {
-		if err := dag.Commit(context.Background(), &memTx{s, n}, c); err != nil {
-			return fmt.Errorf("memstore: %w", err)
-		}
 		n.omit = false
 		for _, r := range c.Runs {
 			outbox = append(outbox, c.Effects[r].Outbox...)
@@ -387,15 +404,25 @@ func (s *Store) persist(c *dag.Change, n *notes) error {
 			}
 			return s.load(map[uuid.UUID]*dag.Run{}, m.Run)
 		})
+		if err := dag.Commit(context.Background(), &memTx{s: s, n: n}, c); err != nil {
+			return fmt.Errorf("memstore: %w", err)
+		}
 	}
 }
 
-// Write implements dag.Tx: queue entries of dequeued tasks go, then the
-// runs, their tasks and the indexes over them (timers, running tasks) are
-// updated, the enqueued tasks are placed in the fair queue in order, and
-// the events are appended.
+// Write implements dag.Tx: the new shapes NewRun prepared are recorded,
+// queue entries of dequeued tasks go, then the runs, their tasks and the
+// indexes over them (timers, running tasks) are updated, the enqueued
+// tasks are placed in the fair queue in order, and the events are
+// appended.
 func (tx *memTx) Write(_ context.Context, c *dag.Change) error {
 	s, n := tx.s, tx.n
+	for _, ns := range tx.shapes {
+		if _, ok := s.shapes[ns.shape]; !ok {
+			s.shapes[ns.shape] = ns.c
+			s.recordVersion(ns.workflow, ns.c, c.Now)
+		}
+	}
 	var until map[dag.TaskAt]time.Time
 	if c.Admitted != nil {
 		if err := s.writeAdmission(c); err != nil {

@@ -1,11 +1,17 @@
 package pgstore
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
+	"github.com/effectivelabs/durable/store/storetest"
 )
 
 // Statements returns every statement of the store for schema, by the name of
@@ -44,3 +50,66 @@ func ListQuery(s *Store, p *store.ListRunsParams) (string, []any, bool, error) {
 // SetHealthInterval sets how often a leader of s checks its election
 // connection (and refreshes its worker record).
 func SetHealthInterval(s *Store, d time.Duration) { s.health = d }
+
+// DriverUnit opens one unit of the PostgreSQL driver (dag.Tx) for the
+// driver suite (storetest.Driver), as a transition does (transact): in a
+// transaction of the store's own, the runs of ids are locked and loaded
+// into a new change at now, and fn runs with the unit's Tx, the change
+// and the loaded runs (by ID). The Tx writes without committing; the
+// transaction commits when fn returns nil and rolls back otherwise. Once
+// committed, the messages the change left for other runs are applied, as
+// after a transition.
+func DriverUnit(ctx context.Context, s *Store, now time.Time, ids []uuid.UUID,
+	fn func(tx dag.Tx, c *dag.Change, runs map[uuid.UUID]*dag.Run) error) error {
+	b := &pgx.Batch{}
+	var l loader
+	l.queue(&s.q, b, &plan{ids: ids})
+	own, err := s.beginOwn(ctx, b)
+	if err != nil {
+		return err
+	}
+	defer own.close(ctx)
+	if err := own.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	c := newChange(dag.Timestamp(now))
+	if err := l.build(ctx, s, own, c); err != nil {
+		return err
+	}
+	if err := fn(&pgTx{s: s, q: own, c: c}, c.Change, c.byID); err != nil {
+		return err
+	}
+	if err := own.send(ctx, &pgx.Batch{}, true); err != nil {
+		return err
+	}
+	s.deliver(ctx, c.Now, c.inboxRuns, nil)
+	return nil
+}
+
+// Queues returns the store's queue entries, for the driver suite: the
+// ready queue in the order of fair ids, and the parked tasks of each
+// concurrency key, oldest first.
+func Queues(ctx context.Context, s *Store) (*storetest.DriverQueues, error) {
+	rows, err := s.pool.Query(ctx, "SELECT run_id, name FROM "+s.schema+".ready ORDER BY id, workflow")
+	if err != nil {
+		return nil, err
+	}
+	q := &storetest.DriverQueues{Parked: map[string][]storetest.QueueEntry{}}
+	var key string
+	var e storetest.QueueEntry
+	if _, err := pgx.ForEachRow(rows, []any{&e.RunID, &e.Step}, func() error {
+		q.Ready = append(q.Ready, e)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	rows, err = s.pool.Query(ctx, "SELECT key, run_id, name FROM "+s.schema+".concurrency_waiting ORDER BY key, seq")
+	if err != nil {
+		return nil, err
+	}
+	_, err = pgx.ForEachRow(rows, []any{&key, &e.RunID, &e.Step}, func() error {
+		q.Parked[key] = append(q.Parked[key], e)
+		return nil
+	})
+	return q, err
+}

@@ -108,7 +108,7 @@ func (t *pgTx) Write(ctx context.Context, _ *dag.Change) error {
 	}
 	if own != nil {
 		if err := own.send(ctx, b, true); err != nil {
-			return fmt.Errorf("pgstore: write: %w", err)
+			return writeError(err)
 		}
 		return nil
 	}
@@ -116,9 +116,19 @@ func (t *pgTx) Write(ctx context.Context, _ *dag.Change) error {
 		return nil
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("pgstore: write: %w", err)
+		return writeError(err)
 	}
 	return nil
+}
+
+// writeError is the error of a change's writes: a run it creates whose ID
+// exists (a child run's; see dag.Tx.NewRun) fails it with ErrRunExists.
+func writeError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "runs_pkey" {
+		return fmt.Errorf("pgstore: write: %w: %w", err, durabletype.ErrRunExists)
+	}
+	return fmt.Errorf("pgstore: write: %w", err)
 }
 
 // queueReshapes queues the writes of the runs that moved to another

@@ -1,6 +1,7 @@
 // Package storetest is the conformance suite every durable store must pass.
 // The in-memory store and the PostgreSQL store run the same tests; a behaviour
-// one has and the other lacks is a bug.
+// one has and the other lacks is a bug. The driver suite (Driver, driver.go)
+// tests each store's side of the core's runner (dag.Tx) on its own.
 //
 // Tests pass explicit times (Now) so that results are deterministic; times
 // are microsecond-aligned because that is what PostgreSQL stores.

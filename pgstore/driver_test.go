@@ -1,0 +1,38 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/pgstore"
+	"github.com/effectivelabs/durable/store"
+	"github.com/effectivelabs/durable/store/storetest"
+)
+
+func TestDriver(t *testing.T) {
+	t.Parallel()
+	storetest.Driver(t, func(t *testing.T) storetest.DriverHarness { return &harness{pgtest.Store(t)} })
+}
+
+// harness opens the PostgreSQL driver's units (pgstore.DriverUnit), each
+// a transaction of the store's own.
+type harness struct{ s *pgstore.Store }
+
+func (h *harness) Store() store.Store { return h.s }
+
+func (h *harness) RollsBack() bool { return true }
+
+func (h *harness) Queues(ctx context.Context) (*storetest.DriverQueues, error) {
+	return pgstore.Queues(ctx, h.s)
+}
+
+func (h *harness) Unit(ctx context.Context, now time.Time, ids []uuid.UUID, fn func(u *storetest.DriverUnit) error) error {
+	return pgstore.DriverUnit(ctx, h.s, now, ids, func(tx dag.Tx, c *dag.Change, runs map[uuid.UUID]*dag.Run) error {
+		return fn(&storetest.DriverUnit{Tx: tx, Change: c, Runs: runs})
+	})
+}
