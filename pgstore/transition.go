@@ -207,9 +207,19 @@ type plan struct {
 // trips (begin+load, writes+commit), three when the change dequeues or
 // enqueues (ready rows and lanes are locked first).
 func (s *Store) transition(ctx context.Context, p *plan) error {
+	at := time.Now()
 	c, err := s.transact(ctx, p)
 	if err != nil {
 		return err
+	}
+	if ids := c.newShapes.ids; len(ids) > 0 {
+		// The shapes of the child runs it created are stored: later
+		// transitions need not insert them again (see shapeKnown).
+		s.mu.Lock()
+		for _, id := range ids {
+			s.stored[id] = at
+		}
+		s.mu.Unlock()
 	}
 	if p.settled != nil && !p.omit {
 		*p.settled = c.AppendSettled(*p.settled)
