@@ -339,12 +339,15 @@ func (p *walProbe) attribute(ctx context.Context, from, to uint64) (*walRange, e
 	return wr, nil
 }
 
-// walOperation attributes a class of transaction's WAL on a table to an
-// operation: the events and run_counts tables are the events' and the
-// counts' wherever they are written; the runs table in a finish is the
-// settlement; the rest of a finish (tasks, the successors' ready rows,
+// walOperation attributes the records of a type (rmgr and type) that a
+// class of transaction wrote on a table to an operation: the events and
+// run_counts tables are the events' and the counts' wherever they are
+// written; the runs table and its indexes in a finish are the settlement,
+// except for the row locks (lockRuns, which every finish takes, settling
+// or not; and the lock heap_update logs before it moves a row version to
+// another page); the rest of a finish (tasks, the successors' ready rows,
 // lanes, the commit records) is the finish's.
-func walOperation(class, table string) string {
+func walOperation(class, table, rtype string) string {
 	switch table {
 	case "events":
 		return "events"
@@ -355,7 +358,7 @@ func walOperation(class, table string) string {
 	case "create", "claim":
 		return class
 	case "settle", "finish":
-		if table == "runs" {
+		if table == "runs" && rtype != "Heap LOCK" {
 			return "settle"
 		}
 		return "finish"
@@ -528,7 +531,7 @@ func (p *walProbe) tables(ctx context.Context, rep *Report, ph walPhase, byOp bo
 			Columns: append([]string{"operation"}, cols...)}
 		for _, s := range sumBy(ph.wr.groups, func(g walGroup) []string {
 			_, table, _ := p.name(g.rel, other)
-			return []string{walOperation(g.class, table)}
+			return []string{walOperation(g.class, table, g.rmgr+" "+g.rtype)}
 		}) {
 			t.Rows = append(t.Rows, row([]any{s.key[0]}, s))
 		}
@@ -569,7 +572,7 @@ func (p *walProbe) tables(ctx context.Context, rep *Report, ph walPhase, byOp bo
 		rest = walSum{}
 		for _, s := range sumBy(ph.wr.groups, func(g walGroup) []string {
 			name, table, _ := p.name(g.rel, other)
-			return []string{walOperation(g.class, table), name, g.rmgr + " " + g.rtype}
+			return []string{walOperation(g.class, table, g.rmgr+" "+g.rtype), name, g.rmgr + " " + g.rtype}
 		}) {
 			if share(s.total()) < minShare {
 				rest.add(s)

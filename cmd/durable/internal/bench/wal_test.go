@@ -58,20 +58,24 @@ func TestParseLSN(t *testing.T) {
 
 func TestWALOperation(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ class, table, want string }{
-		{"create", "runs", "create"},
-		{"create", "ready", "create"},
-		{"claim", "tasks", "claim"},
-		{"claim", "", "claim"},
-		{"settle", "runs", "settle"},
-		{"settle", "tasks", "finish"},
-		{"settle", "run_counts", "counts"},
-		{"finish", "ready", "finish"},
-		{"finish", "events", "events"},
-		{"none", "", "outside transactions"},
-		{"other", "workers", "other"},
+	for _, c := range []struct{ class, table, rtype, want string }{
+		{"create", "runs", "Heap INSERT", "create"},
+		{"create", "runs", "Heap LOCK", "create"},
+		{"create", "ready", "Btree INSERT_LEAF", "create"},
+		{"claim", "tasks", "Heap UPDATE", "claim"},
+		{"claim", "", "Transaction COMMIT", "claim"},
+		{"settle", "runs", "Heap HOT_UPDATE", "settle"},
+		{"settle", "runs", "Btree INSERT_LEAF", "settle"},
+		{"settle", "runs", "Heap LOCK", "finish"},
+		{"finish", "runs", "Heap LOCK", "finish"},
+		{"settle", "tasks", "Heap UPDATE", "finish"},
+		{"settle", "run_counts", "Heap HOT_UPDATE", "counts"},
+		{"finish", "ready", "Heap INSERT", "finish"},
+		{"finish", "events", "Heap INSERT", "events"},
+		{"none", "", "Standby RUNNING_XACTS", "outside transactions"},
+		{"other", "workers", "Heap UPDATE", "other"},
 	} {
-		require.Equal(t, c.want, walOperation(c.class, c.table), "%s on %s", c.class, c.table)
+		require.Equal(t, c.want, walOperation(c.class, c.table, c.rtype), "%s on %s", c.class, c.table)
 	}
 }
 
