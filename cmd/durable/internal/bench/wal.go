@@ -250,9 +250,12 @@ type walGroup struct {
 // given the files of runs ($3), ready ($4), run_counts ($5) and tasks ($6):
 // create inserts runs; claim deletes ready rows (the claim statement does
 // all of its writes); settle updates runs or run_counts (a finish that
-// settles runs); finish updates tasks otherwise; other is the rest (the
-// workers' and leader's records); none is WAL outside any transaction
-// (pruning, checkpoints, hint bits' full-page images, running xacts).
+// settles runs); finish updates tasks otherwise; other is the rest of the
+// transactions writing the schema's relations ($7: the workers' and
+// leader's records); none is WAL outside any transaction on those
+// relations (pruning, hint bits' full-page images). The rest is foreign:
+// other sessions' transactions, and records outside transactions on other
+// relations or on none (checkpoints, running xacts).
 const walClassSQL = `
 WITH w AS (
   SELECT xid::text::bigint AS xid, resource_manager AS rmgr, record_type AS rtype,
@@ -272,10 +275,12 @@ WITH w AS (
     WHEN bool_or(rel = $4 AND rmgr = 'Heap' AND rtype = 'DELETE') THEN 'claim'
     WHEN bool_or((rel = $3 AND rmgr = 'Heap' AND rtype ~ 'UPDATE') OR rel = $5) THEN 'settle'
     WHEN bool_or(rel = $6 AND rmgr = 'Heap' AND rtype ~ 'UPDATE') THEN 'finish'
-    ELSE 'other' END AS class
+    WHEN bool_or(rel = ANY($7::text[])) THEN 'other'
+    ELSE 'foreign' END AS class
   FROM g GROUP BY xid
 )
-SELECT x.class, coalesce(g.rel, ''), g.rmgr, g.rtype, sum(g.n)::bigint, sum(g.len)::bigint, sum(g.fpi)::bigint, sum(g.multi)::bigint
+SELECT CASE WHEN g.xid <> 0 THEN x.class WHEN g.rel = ANY($7::text[]) THEN 'none' ELSE 'foreign' END,
+       coalesce(g.rel, ''), g.rmgr, g.rtype, sum(g.n)::bigint, sum(g.len)::bigint, sum(g.fpi)::bigint, sum(g.multi)::bigint
 FROM g JOIN x USING (xid) GROUP BY 1, 2, 3, 4`
 
 // relOf returns the file of the schema's table name.
@@ -293,6 +298,24 @@ type walRange struct {
 	from, to uint64
 	groups   []walGroup
 	took     time.Duration
+}
+
+// own estimates the bench's part of delta, the bytes of the range: its
+// records' share of all the records read, applied to delta (which also
+// holds the pages' headers and the records' alignment).
+func (wr *walRange) own(delta int64) float64 {
+	var own, foreign int64
+	for _, g := range wr.groups {
+		if g.class == "foreign" {
+			foreign += g.bytes + g.fpi
+		} else {
+			own += g.bytes + g.fpi
+		}
+	}
+	if own+foreign == 0 {
+		return float64(delta)
+	}
+	return float64(delta) * float64(own) / float64(own+foreign)
 }
 
 // attribute reads the records from..to back (once the server has flushed
@@ -319,8 +342,15 @@ func (p *walProbe) attribute(ctx context.Context, from, to uint64) (*walRange, e
 		time.Sleep(50 * time.Millisecond)
 	}
 	q := fmt.Sprintf(walClassSQL, pgx.Identifier{p.inspect, "pg_get_wal_records_info"}.Sanitize())
+	mine := make([]string, 0, len(p.rels)*3)
+	for f := range p.rels {
+		for _, fork := range []string{"main", "fsm", "vm"} {
+			f.Fork = fork
+			mine = append(mine, f.String())
+		}
+	}
 	rows, err := p.b.monitor.Query(ctx, q, formatLSN(from), formatLSN(to),
-		p.relOf("runs"), p.relOf("ready"), p.relOf("run_counts"), p.relOf("tasks"))
+		p.relOf("runs"), p.relOf("ready"), p.relOf("run_counts"), p.relOf("tasks"), mine)
 	if err != nil {
 		return nil, fmt.Errorf("reading the WAL back: %w", err)
 	}
@@ -364,6 +394,8 @@ func walOperation(class, table, rtype string) string {
 		return "finish"
 	case "none":
 		return "outside transactions"
+	case "foreign":
+		return "other sessions"
 	}
 	return "other"
 }
@@ -665,14 +697,26 @@ func (wr *walRun) report(ctx context.Context, rep *Report, n int, win window, da
 	}
 	var fpi int64
 	for _, g := range work.groups {
-		fpi += g.fpi
+		if g.class != "foreign" {
+			fpi += g.fpi
+		}
 	}
 	unit, insPer, workPer := "run", float64(n), perRunDone
 	if dag {
 		unit, insPer, workPer = "task", float64(n*10), float64(win.tasksDone)
-		rep.Add("wal_work_fpi_b_per_task", "  of which full-page images", div(float64(fpi), workPer), "B/task", 0)
-	} else {
-		rep.Add("wal_work_fpi_b_per_run", "  of which full-page images", div(float64(fpi), workPer), "B/run", 0)
+	}
+	rep.Add("wal_work_fpi_b_per_"+unit, "WAL, work phase: full-page images of the bench's records", div(float64(fpi), workPer), "B/"+unit, 0)
+	// Without other sessions' records: the bench's own WAL.
+	workOwn := work.own(int64(m[3] - m[2]))
+	rep.Add("wal_work_own_b_per_"+unit, "WAL, work phase, the bench's records only (other sessions' left out)", div(workOwn, workPer), "B/"+unit, 0)
+	if wr.insert != nil {
+		insOwn := wr.insert.own(int64(m[1] - m[0]))
+		rep.Add("wal_insert_own_b_per_"+unit, "WAL, insert phase, the bench's records only", div(insOwn, insPer), "B/"+unit, 0)
+		rep.Add("wal_total_own_b_per_"+unit, "WAL in all, the bench's records only (both phases)", div(insOwn, insPer)+div(workOwn, workPer), "B/"+unit, 0)
+	}
+	if foreign := float64(m[3]-m[2]) - workOwn; foreign > 0 {
+		rep.Note("WAL: other sessions wrote about %s bytes during the work phase (%.1f%% of it)",
+			FormatNumber(foreign, 0), 100*foreign/float64(m[3]-m[2]))
 	}
 	rep.Tables = append(rep.Tables, wr.p.tables(ctx, rep, walPhase{title: "work phase", per: workPer, unit: unit, delta: int64(m[3] - m[2]), wr: work}, true, true)...)
 	if wr.insert != nil {

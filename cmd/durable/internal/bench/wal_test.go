@@ -74,6 +74,7 @@ func TestWALOperation(t *testing.T) {
 		{"finish", "events", "Heap INSERT", "events"},
 		{"none", "", "Standby RUNNING_XACTS", "outside transactions"},
 		{"other", "workers", "Heap UPDATE", "other"},
+		{"foreign", "", "Heap INSERT", "other sessions"},
 	} {
 		require.Equal(t, c.want, walOperation(c.class, c.table, c.rtype), "%s on %s", c.class, c.table)
 	}
@@ -98,7 +99,7 @@ func TestWALTables(t *testing.T) {
 		{class: "claim", rel: "", rmgr: "Transaction", rtype: "COMMIT", records: 2, bytes: 100},
 		{class: "settle", rel: tasks.String(), rmgr: "Heap", rtype: "UPDATE", records: 100, bytes: 21_000},
 		{class: "settle", rel: runs.String(), rmgr: "Heap", rtype: "HOT_UPDATE", records: 100, bytes: 10_000, multi: 3},
-		{class: "other", rel: "1663/9/7 fork main", rmgr: "Heap", rtype: "INSERT", records: 1, bytes: 50},
+		{class: "foreign", rel: "1663/9/7 fork main", rmgr: "Heap", rtype: "INSERT", records: 1, bytes: 50},
 		{class: "none", rel: runs.String(), rmgr: "Heap2", rtype: "PRUNE", records: 1, bytes: 30},
 	}}
 	rep := &Report{}
@@ -134,6 +135,11 @@ func TestWALTables(t *testing.T) {
 	require.Equal(t, []any{"(the rest)", "", "", 0.04, 1.8, 0.0, 1.8, 0.3}, detail.Rows[len(detail.Rows)-3])
 	require.Len(t, rep.Notes, 1)
 	require.Contains(t, rep.Notes[0], "3 records name more than one relation")
+
+	// The bench's own share of the 70,000 bytes: 69,130 of the 69,180
+	// bytes of records.
+	require.InDelta(t, 70_000*69_130/69_180.0, wr.own(70_000), 1e-9)
+	require.Equal(t, 70_000.0, (&walRange{}).own(70_000))
 
 	// The tables render.
 	rep.Tables = tables
