@@ -123,7 +123,9 @@ func TestBenchWAL(t *testing.T) {
 		require.Equal(t, "<=", goal["op"])
 		notes := fmt.Sprint(rep["notes"])
 		require.Contains(t, notes, "WAL positions:")
-		if strings.Contains(notes, "pg_walinspect is not") {
+		// Another bench's schema may hold pg_walinspect, and drop it while
+		// this one reads: the figures stand, the attribution is missing.
+		if strings.Contains(notes, "pg_walinspect is not") || strings.Contains(notes, "reading the WAL back") {
 			t.Logf("%s: no attribution: %s", c.scenario, notes)
 			continue
 		}
