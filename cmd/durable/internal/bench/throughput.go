@@ -110,7 +110,7 @@ func (b *bencher) throughput(ctx context.Context, rep *Report, dag bool) error {
 	}
 	b.checkpoint(ctx)
 	if wal != nil {
-		if wal.marks[2], err = wal.p.mark(ctx); err != nil {
+		if err := wal.workStarts(ctx); err != nil {
 			return err
 		}
 	}
@@ -127,7 +127,7 @@ func (b *bencher) throughput(ctx context.Context, rep *Report, dag bool) error {
 	wall := time.Since(started)
 	var walErr error
 	if wal != nil {
-		wal.marks[3], walErr = wal.p.mark(ctx)
+		walErr = wal.workEnds(ctx)
 	}
 	b.logf("%d of %d runs settled after %.2fs; stopping the workers", settled, n, wall.Seconds())
 	f.stop()

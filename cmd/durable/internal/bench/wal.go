@@ -395,7 +395,7 @@ func walOperation(class, table, rtype string) string {
 	case "none":
 		return "outside transactions"
 	case "foreign":
-		return "other sessions"
+		return "others (other sessions, checkpoints)"
 	}
 	return "other"
 }
@@ -635,6 +635,33 @@ type walRun struct {
 	p      *walProbe
 	marks  [4]uint64
 	insert *walRange
+	// ckpts counts the server's checkpoints at the start and the end of
+	// the work phase (-1: unknown): one in between images every page
+	// touched again.
+	ckpts [2]int64
+}
+
+// checkpoints returns how many checkpoints the server has started
+// (pg_stat_bgwriter, PostgreSQL 16 and older), or -1.
+func (p *walProbe) checkpoints(ctx context.Context) int64 {
+	var n int64
+	if err := p.b.monitor.QueryRow(ctx, `SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter`).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// workStarts and workEnds mark the work phase.
+func (wr *walRun) workStarts(ctx context.Context) (err error) {
+	wr.ckpts[0] = wr.p.checkpoints(ctx)
+	wr.marks[2], err = wr.p.mark(ctx)
+	return err
+}
+
+func (wr *walRun) workEnds(ctx context.Context) (err error) {
+	wr.marks[3], err = wr.p.mark(ctx)
+	wr.ckpts[1] = wr.p.checkpoints(ctx)
+	return err
 }
 
 // insertsDone marks the end of the inserts and reads their WAL back. Only
@@ -692,6 +719,10 @@ func (wr *walRun) report(ctx context.Context, rep *Report, n int, win window, da
 	}
 	rep.Note("WAL positions: %s before the inserts, %s after them, %s after the checkpoint, %s once every run settled",
 		formatLSN(m[0]), formatLSN(m[1]), formatLSN(m[2]), formatLSN(m[3]))
+	if c := wr.ckpts; c[0] >= 0 && c[1] > c[0] {
+		rep.Note("WAL: the server started %d checkpoint(s) during the work phase: pages touched again after one were imaged again, "+
+			"which inflates its full-page images", c[1]-c[0])
+	}
 	if wr.p.inspect == "" || work == nil {
 		return nil
 	}

@@ -74,7 +74,7 @@ func TestWALOperation(t *testing.T) {
 		{"finish", "events", "Heap INSERT", "events"},
 		{"none", "", "Standby RUNNING_XACTS", "outside transactions"},
 		{"other", "workers", "Heap UPDATE", "other"},
-		{"foreign", "", "Heap INSERT", "other sessions"},
+		{"foreign", "", "Heap INSERT", "others (other sessions, checkpoints)"},
 	} {
 		require.Equal(t, c.want, walOperation(c.class, c.table, c.rtype), "%s on %s", c.class, c.table)
 	}
