@@ -30,8 +30,10 @@ import (
 // (walOperation), where pg_stat_statements' wal_bytes is not available.
 //
 // The WAL is the server's, not the database's: anything else the server
-// does meanwhile is counted too (and shows in the attribution as other
-// relations and transactions). Measure on a quiet server.
+// does meanwhile is counted in the totals too; the attribution shows it
+// apart (others: transactions writing none of the schema's relations, and
+// checkpoints), and the bench's own WAL per run leaves it out. Measure on a
+// quiet server all the same: other writers change which pages get images.
 
 // walProbe reads WAL positions and, when pg_walinspect is usable,
 // attributes ranges of WAL.
@@ -188,7 +190,7 @@ func (p *walProbe) close() {
 }
 
 // loadRels maps the files of the schema's tables, indexes, sequences and
-// TOAST tables (with theirs indexes) to their names.
+// TOAST tables (with their indexes) to their names.
 func (p *walProbe) loadRels(ctx context.Context) error {
 	rows, err := p.b.monitor.Query(ctx, `
 WITH rels AS (
