@@ -122,6 +122,20 @@ Scenarios:
             one child. No goal; seen on a 2-core machine: 3,600 child
             runs/s, 360 parent runs/s
 
+With --wal (single and dag), the server's WAL position is read before the
+inserts, after them, after the checkpoint that precedes the work and once
+every run has settled: WAL bytes per run (and per task for dag) of the
+insert phase, the work phase and in all (goals, from issue #23: ≤ 1,500
+B/run single, ≤ 1,200 B/task dag). With pg_walinspect (created in the
+bench's schema when the database has none; needs a superuser or
+pg_read_server_files) each phase's WAL is read back and attributed: by
+operation (create, claim, finish, settle, counts, events: each transaction
+classed by the tables it writes), by relation (the bench schema's tables and
+indexes, named from the records' block references) and by record type
+(Heap INSERT, HOT_UPDATE, Btree INSERT_LEAF, Transaction COMMIT, ...),
+full-page images (FPI) counted apart. The WAL is the server's: measure on a
+quiet server. A temporary replication slot holds the WAL until it is read.
+
 Workers run in this process (--processes 0) or as --processes P
 "durable worker" processes of this executable. With --json, stdout is one
 JSON object and the table goes to stderr with the progress lines. Exit
@@ -165,6 +179,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&o.Settle, "settle", 0, "idle: how long the workers idle before measuring, at least 2s (0: 35s, as the idle poll backs off to 30s)")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "give up waiting for the work after this long and fail (0: 10m; list: for the runs to settle)")
 	fs.StringVar(&o.WorkerExe, "worker-exe", "", "the durable binary started for --processes (default: this executable)")
+	fs.BoolVar(&o.WAL, "wal", false, "single and dag: measure the WAL per run of the insert and work phases and, with pg_walinspect, attribute it by operation, relation and record type")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (in-process workers included) to this file")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), benchUsage)

@@ -170,6 +170,12 @@ type Options struct {
 	Timeout time.Duration
 	// WorkerExe is the durable binary started for Processes.
 	WorkerExe string
+	// WAL, for single and dag, measures the server's WAL: the bytes written
+	// by the inserts and by the work, per run (and per task), and with
+	// pg_walinspect (created in the bench's schema when the database has
+	// none; it needs a superuser or pg_read_server_files) their attribution
+	// by operation, relation and record type, full-page images apart.
+	WAL bool
 	// Log receives progress lines and the workers' logs. Defaults to
 	// io.Discard.
 	Log io.Writer
@@ -228,6 +234,9 @@ func (o *Options) setDefaults() error {
 			List: "its workers serve workflows of its own (failing and sleeping runs)",
 			Soak: "it sets the workers' Config.Retention, and durable worker has no flag for it",
 		}[o.Scenario])
+	}
+	if o.WAL && o.Scenario != Single && o.Scenario != DAG {
+		return bad("wal: single and dag only, not %s", o.Scenario)
 	}
 	if o.Processes > 0 {
 		if o.Workers != 0 && o.Workers != o.Processes {

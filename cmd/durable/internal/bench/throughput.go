@@ -87,6 +87,15 @@ func (b *bencher) throughput(ctx context.Context, rep *Report, dag bool) error {
 	}
 	defer w.close()
 
+	var wal *walRun
+	if b.o.WAL {
+		wal = &walRun{p: b.walStart(ctx, rep)}
+		defer wal.p.close()
+		if wal.marks[0], err = wal.p.mark(ctx); err != nil {
+			return err
+		}
+	}
+
 	b.logf("inserting %d %s runs in batches of %d", n, wf.Name(), b.o.InsertBatch)
 	ids, insertTime, err := b.insert(ctx, wf, n, func(i int) string { return b.tenant(fmt.Sprintf("t%d", i%tenants)) })
 	if err != nil {
@@ -94,7 +103,17 @@ func (b *bencher) throughput(ctx context.Context, rep *Report, dag bool) error {
 	}
 	b.logf("inserted %d runs in %.2fs (%.0f runs/s)", n, insertTime.Seconds(), float64(n)/insertTime.Seconds())
 	w.expect(ids)
+	if wal != nil {
+		if err := wal.insertsDone(ctx, rep); err != nil {
+			return err
+		}
+	}
 	b.checkpoint(ctx)
+	if wal != nil {
+		if err := wal.workStarts(ctx); err != nil {
+			return err
+		}
+	}
 
 	f, err := b.startFleet(ctx, workerSpec{n: b.o.Workers, concurrency: b.o.Concurrency,
 		claimBatch: b.o.ClaimBatch, finishBatch: b.o.FinishBatch, name: "w"})
@@ -106,10 +125,17 @@ func (b *bencher) throughput(ctx context.Context, rep *Report, dag bool) error {
 	settled, waitErr := w.waitAll(wctx, b.tenants(""))
 	cancel()
 	wall := time.Since(started)
+	var walErr error
+	if wal != nil {
+		walErr = wal.workEnds(ctx)
+	}
 	b.logf("%d of %d runs settled after %.2fs; stopping the workers", settled, n, wall.Seconds())
 	f.stop()
 	if waitErr != nil && ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if walErr != nil {
+		return walErr
 	}
 
 	win, err := b.window(ctx, b.tenants(""))
@@ -138,6 +164,12 @@ func (b *bencher) throughput(ctx context.Context, rep *Report, dag bool) error {
 	rep.Add("insert_s", "insert time", insertTime.Seconds(), "s", 3)
 	rep.Add("runs_completed", "runs completed", float64(win.runsDone), "runs", 0)
 	rep.Add("tasks_completed", "tasks completed", float64(win.tasksDone), "tasks", 0)
+
+	if wal != nil {
+		if err := wal.report(ctx, rep, n, win, dag); err != nil {
+			return err
+		}
+	}
 
 	if dag {
 		rep.References = []Reference{hatchetDAG, riverInsertedFirst}
