@@ -21,7 +21,8 @@
 # a database server nothing else writes to.
 #
 # Environment: JOBS (default 200000); BUSY_CHECK, a command that succeeds
-# while the machine is busy (e.g. "pgrep -f .ci/run"): each round waits, 30 s
+# while the machine is busy (e.g. "pgrep -f '[.]ci/run'", the brackets so
+# that it does not find itself): each round waits, 30 s
 # at a time, until it fails; OUT, a directory for the raw outputs (default a
 # fresh temporary one, kept).
 set -euo pipefail
@@ -47,7 +48,7 @@ wal_between() { psql "$url" -XAtqc "SELECT pg_wal_lsn_diff('$2', '$1')::bigint";
 
 wait_quiet() {
   [ -n "${BUSY_CHECK:-}" ] || return 0
-  while sh -c "$BUSY_CHECK" >/dev/null 2>&1; do
+  while eval "$BUSY_CHECK" >/dev/null 2>&1; do
     echo "busy ($BUSY_CHECK); waiting 30 s" >&2
     sleep 30
   done
