@@ -12,19 +12,25 @@
 # committed (River stamps finalized_at with the client's clock before its
 # batched completer commits).
 #
-# WAL: the script reads pg_current_wal_lsn() with psql before and after each
-# process, so "WAL/job (process)" is the same for both: schema creation and
-# migration, the inserts, the checkpoint, the work, the client's stop and the
-# schema's drop, divided by JOBS. durable bench does not report its own WAL;
-# River's bench also reports its inserts and its work (checkpoint → last
-# completion committed) apart. The WAL position is the server's: run this on
-# a database server nothing else writes to.
+# WAL: durable bench does not report its WAL, so the script reads
+# pg_current_wal_lsn() with psql, the same way for both: before the process
+# starts, when its log says its schema is ready (migrated), when its log says
+# the inserts are done (both log it before their CHECKPOINT and before any
+# worker starts), and after the process ends. Per run or job:
+#   ins   the inserts (schema ready → inserts done);
+#   rest  the CHECKPOINT, the work, stopping and dropping the schema
+#         (inserts done → process ended);
+#   all   the whole process, schema creation and migration included.
+# River's bench also measures its own inserts and its work (checkpoint → last
+# completion committed) from inside; they are in river-N.json. The WAL
+# position is the server's: run this where nothing else writes to the
+# database server.
 #
 # Environment: JOBS (default 200000); BUSY_CHECK, a command that succeeds
 # while the machine is busy (e.g. "pgrep -f '[.]ci/run'", the brackets so
-# that it does not find itself): each round waits, 30 s
-# at a time, until it fails; OUT, a directory for the raw outputs (default a
-# fresh temporary one, kept).
+# that it does not find itself): each round waits, 30 s at a time, until it
+# fails; OUT, a directory for the raw outputs (default a fresh temporary
+# one, kept).
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
@@ -54,20 +60,45 @@ wait_quiet() {
   done
 }
 
-# run_one NAME FILE CMD...: runs CMD with its JSON on FILE.json and its log
-# on FILE.log, and writes the WAL it caused (bytes) to FILE.wal.
+# watch_log FILE: copies its input (a bench's log) to FILE.log and reads the
+# WAL position into FILE.lsn-ready and FILE.lsn-inserted when the log says
+# the schema is ready and the inserts are done ("inserted N runs in" or
+# "inserted N jobs in"; not the "inserted N of M" progress lines).
+watch_log() {
+  local file=$1 line
+  : >"$file.log"
+  while IFS= read -r line; do
+    printf '%s\n' "$line" >>"$file.log"
+    if [[ $line =~ :\ schema\ [a-z0-9_]+\ ready ]]; then
+      lsn >"$file.lsn-ready"
+    elif [[ $line =~ :\ inserted\ [0-9]+\ (runs|jobs)\ in\  ]]; then
+      lsn >"$file.lsn-inserted"
+    fi
+  done
+}
+
+# run_one NAME FILE CMD...: runs CMD --json, its JSON on FILE.json and its
+# log on FILE.log, and writes the WAL of its phases, in bytes, to FILE.wal:
+# "inserts rest all".
 run_one() {
   local name=$1 file=$2
   shift 2
   local before after
+  rm -f "$file.lsn-ready" "$file.lsn-inserted"
   before=$(lsn)
-  if ! "$@" --json >"$file.json" 2>"$file.log"; then
-    echo "$name failed; its log:" >&2
+  set +e
+  "$@" --json 2>&1 >"$file.json" | watch_log "$file"
+  local status=${PIPESTATUS[0]}
+  set -e
+  after=$(lsn)
+  if [ "$status" -ne 0 ] || [ ! -s "$file.lsn-ready" ] || [ ! -s "$file.lsn-inserted" ]; then
+    echo "$name failed (exit status $status) or did not log its phases; its log:" >&2
     tail -n 30 "$file.log" >&2
     exit 1
   fi
-  after=$(lsn)
-  wal_between "$before" "$after" >"$file.wal"
+  echo "$(wal_between "$(cat "$file.lsn-ready")" "$(cat "$file.lsn-inserted")")" \
+    "$(wal_between "$(cat "$file.lsn-inserted")" "$after")" \
+    "$(wal_between "$before" "$after")" >"$file.wal"
 }
 
 run_durable() {
@@ -78,7 +109,18 @@ run_river() {
   run_one river "$out/river-$1" "$out/riverbench" --database-url "$url" --jobs "$jobs"
 }
 
-printf '%-6s %14s %14s %16s %14s %14s %12s %12s\n' round "durable run/s" "River job/s" "River commit/s" "durable B/run" "River B/job" "River ins B" "River work B" | tee "$out/rounds.txt"
+per_job() { awk -v n="$jobs" '{ printf "%.0f %.0f %.0f", $1 / n, $2 / n, $3 / n }' "$1"; }
+
+cat <<EOF
+$jobs runs (durable) and jobs (River) per round. Throughput: durable runs/s
+(first claim → last completion), River jobs/s (first attempted_at → last
+finalized_at; "commit": → last completion committed). WAL in bytes per run or
+job: ins (inserts), rest (checkpoint, work, stop, drop), all (the process).
+
+EOF
+fmt='%-6s %9s %9s %9s | %7s %7s %7s | %7s %7s %7s\n'
+printf "$fmt" "" durable River River durable durable durable River River River | tee "$out/rounds.txt"
+printf "$fmt" round run/s job/s commit ins rest all ins rest all | tee -a "$out/rounds.txt"
 for r in $(seq 1 "$rounds"); do
   wait_quiet
   if [ $((r % 2)) -eq 1 ]; then
@@ -92,26 +134,27 @@ for r in $(seq 1 "$rounds"); do
   v=$out/river-$r.json
   [ "$(jq -r .verified "$d")" = true ] || { echo "durable round $r not verified" >&2; exit 1; }
   [ "$(jq -r .verified "$v")" = true ] || { echo "River round $r not verified" >&2; exit 1; }
-  d_rate=$(jq -r '.metrics[] | select(.key == "runs_per_s") | .value' "$d")
-  v_rate=$(jq -r .jobs_per_s "$v")
-  v_commit=$(jq -r .committed_per_s "$v")
-  d_wal=$(awk -v b="$(cat "$out/durable-$r.wal")" -v n="$jobs" 'BEGIN { printf "%.0f", b / n }')
-  v_wal=$(awk -v b="$(cat "$out/river-$r.wal")" -v n="$jobs" 'BEGIN { printf "%.0f", b / n }')
-  v_ins=$(jq -r '.insert_wal_per_job | round' "$v")
-  v_work=$(jq -r '.work_wal_per_job | round' "$v")
-  printf '%-6s %14.0f %14.0f %16.0f %14s %14s %12s %12s\n' "$r" "$d_rate" "$v_rate" "$v_commit" "$d_wal" "$v_wal" "$v_ins" "$v_work" | tee -a "$out/rounds.txt"
+  d_rate=$(jq -r '.metrics[] | select(.key == "runs_per_s") | .value | round' "$d")
+  v_rate=$(jq -r '.jobs_per_s | round' "$v")
+  v_commit=$(jq -r '.committed_per_s | round' "$v")
+  read -r d_ins d_rest d_all <<<"$(per_job "$out/durable-$r.wal")"
+  read -r v_ins v_rest v_all <<<"$(per_job "$out/river-$r.wal")"
+  printf "$fmt" "$r" "$d_rate" "$v_rate" "$v_commit" "$d_ins" "$d_rest" "$d_all" "$v_ins" "$v_rest" "$v_all" | tee -a "$out/rounds.txt"
 done
 
-# median COLUMN: the median of a column of rounds.txt.
+# median COLUMN: the median of a column of the rounds (fields counted with
+# the "|" separators).
 median() {
-  awk -v c="$1" 'NR > 1 { print $c }' "$out/rounds.txt" | sort -g |
-    awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+  awk -v c="$1" 'NR > 2 { print $c }' "$out/rounds.txt" | sort -g |
+    awk '{ v[NR] = $1 } END { printf "%.0f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-md=$(median 2) mv=$(median 3) mc=$(median 4) mdw=$(median 5) mvw=$(median 6) mvi=$(median 7) mvk=$(median 8)
-printf '%-6s %14.0f %14.0f %16.0f %14.0f %14.0f %12.0f %12.0f\n' median "$md" "$mv" "$mc" "$mdw" "$mvw" "$mvi" "$mvk"
+m=()
+for c in 2 3 4 6 7 8 10 11 12; do m+=("$(median $c)"); done
+printf "$fmt" median "${m[@]}"
 echo
-awk -v d="$md" -v v="$mv" -v c="$mc" -v dw="$mdw" -v vw="$mvw" 'BEGIN {
+awk -v d="${m[0]}" -v v="${m[1]}" -v c="${m[2]}" -v di="${m[3]}" -v dr="${m[4]}" -v da="${m[5]}" \
+  -v vi="${m[6]}" -v vr="${m[7]}" -v va="${m[8]}" 'BEGIN {
   printf "durable/River throughput: %.2f (River to the last commit: %.2f)\n", d / v, d / c
-  printf "durable/River WAL per run/job, whole process: %.2f\n", dw / vw
+  printf "durable/River WAL per run/job: inserts %.2f, rest %.2f, whole process %.2f\n", di / vi, dr / vr, da / va
 }'
 echo "raw outputs: $out"
