@@ -27,10 +27,10 @@
 # database server.
 #
 # Environment: JOBS (default 200000); BUSY_CHECK, a command that succeeds
-# while the machine is busy (e.g. "pgrep -f '[.]ci/run'", the brackets so
-# that it does not find itself): each round waits, 30 s at a time, until it
-# fails; OUT, a directory for the raw outputs (default a fresh temporary
-# one, kept).
+# while the machine is busy, e.g. "bench/river/busy.sh '$DATABASE_URL'"
+# (another client connected, or the CPUs busy), run from the repository's
+# root: each round waits, 30 s at a time, until it fails; OUT, a directory
+# for the raw outputs (default a fresh temporary one, kept).
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
