@@ -361,9 +361,15 @@ func TestMapReplayKeepsCompletedItems(t *testing.T) {
 		res, err := wf.Run(ctx, e, "acme", 6)
 		require.Error(t, err)
 		require.Equal(t, durabletype.RunFailed, res.Status)
+		// Items 4 and 5 may have been claimed before item 3's failure was
+		// recorded and run after Run returned: stopping the engine waits for
+		// whatever it still runs, so that the count before the replay is
+		// complete.
+		require.NoError(t, e.Stop(ctx))
 		before := ran.snapshot()
 
-		broken.Store(false) // the bug is fixed
+		broken.Store(false) // the bug is fixed, and deployed
+		e = h.start(durable.Config{Concurrency: 1}, wf)
 		require.NoError(t, e.Replay(ctx, res.ID, durable.ReplayOptions{}))
 		res = h.wait(e, res.ID, time.Minute)
 		require.Equal(t, durabletype.RunCompleted, res.Status)
