@@ -120,6 +120,9 @@ type runtime struct {
 	inboxSig chan struct{}
 	// upgradeSig wakes the upgrade loop (upgrade.go).
 	upgradeSig chan struct{}
+	// heartbeatSig makes the heartbeat loop vouch for the claims at once
+	// (heartbeat.go): notifications may have been missed.
+	heartbeatSig chan struct{}
 	// registrySig asks the registry loop to refresh the worker's record
 	// now (workers.go); leading is set while this engine leads; host is
 	// the host name in its record.
@@ -145,17 +148,18 @@ type runtime struct {
 // services not started.
 func (e *Engine) newRuntime(ctx context.Context) *runtime {
 	rt := &runtime{
-		slots:       make(chan struct{}, e.cfg.Concurrency),
-		slotFreed:   make(chan struct{}, 1),
-		readySig:    make(chan struct{}, 1),
-		timerSig:    make(chan struct{}, 1),
-		scheduleSig: make(chan struct{}, 1),
-		inboxSig:    make(chan struct{}, 1),
-		registrySig: make(chan struct{}, 1),
-		upgradeSig:  make(chan struct{}, 1),
-		host:        hostname(),
-		outcomes:    make(chan outcomeMsg, e.cfg.Concurrency),
-		flights:     map[store.TaskRef]*flight{},
+		slots:        make(chan struct{}, e.cfg.Concurrency),
+		slotFreed:    make(chan struct{}, 1),
+		readySig:     make(chan struct{}, 1),
+		timerSig:     make(chan struct{}, 1),
+		scheduleSig:  make(chan struct{}, 1),
+		inboxSig:     make(chan struct{}, 1),
+		registrySig:  make(chan struct{}, 1),
+		upgradeSig:   make(chan struct{}, 1),
+		heartbeatSig: make(chan struct{}, 1),
+		host:         hostname(),
+		outcomes:     make(chan outcomeMsg, e.cfg.Concurrency),
+		flights:      map[store.TaskRef]*flight{},
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	rt.work, rt.stopWork = context.WithCancelCause(rt.ctx)
@@ -376,7 +380,11 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 			e.runCancelled(rt, id)
 		}
 	case store.TopicResync:
+		// Notifications may have been missed (the listener (re)connected):
+		// a run cancelled meanwhile is found by a heartbeat now rather than
+		// at the next one.
 		e.notifying.Store(true)
+		signal(rt.heartbeatSig)
 		signal(rt.readySig)
 		signal(rt.timerSig)
 		signal(rt.scheduleSig)

@@ -11,8 +11,8 @@ import (
 )
 
 // heartbeatLoop vouches for this engine's claims every HeartbeatInterval,
-// and cancels the steps whose claims the store reports lost, until ctx is
-// done. A heartbeat in flight then is not cancelled (it runs with rt.ctx):
+// and at once when the listener resyncs (rt.heartbeatSig), and cancels the
+// steps whose claims the store reports lost, until ctx is done. A heartbeat in flight then is not cancelled (it runs with rt.ctx):
 // Stop waits for it.
 func (e *Engine) heartbeatLoop(ctx context.Context, rt *runtime) {
 	t := time.NewTicker(e.cfg.HeartbeatInterval)
@@ -20,6 +20,7 @@ func (e *Engine) heartbeatLoop(ctx context.Context, rt *runtime) {
 	for {
 		select {
 		case <-t.C:
+		case <-rt.heartbeatSig:
 		case <-ctx.Done():
 			return
 		}

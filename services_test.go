@@ -133,6 +133,32 @@ func TestHeartbeatServiceRunCancelled(t *testing.T) {
 	})
 }
 
+// A cancel whose notification was missed (sent before the listener
+// subscribed, or while it reconnected) reaches the step when the listener
+// resyncs: the resync makes the heartbeat service vouch at once, not at the
+// next beat.
+func TestHeartbeatServiceResync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		st := memstore.New()
+		e, wf, rt := serviceEngine(t, st, Config{WorkerID: "hb"})
+		defer rt.cancel()
+		id, err := wf.RunNoWait(ctx, e, "t", 1)
+		require.NoError(t, err)
+		_, stepCtx := claimOne(t, e, rt)
+		require.NoError(t, rt.heartbeat.Start(rt.ctx))
+		defer rt.heartbeat.Stop()
+		require.NoError(t, e.Cancel(ctx, id, "test")) // no listener: missed
+		synctest.Wait()
+		require.NoError(t, stepCtx.Err())
+		begin := time.Now()
+		e.deliver(rt, store.Notification{Topic: store.TopicResync})
+		synctest.Wait()
+		require.ErrorIs(t, context.Cause(stepCtx), ErrRunCancelled)
+		require.Zero(t, time.Since(begin), "at the resync, not at the next heartbeat")
+	})
+}
+
 // The registrar registers the worker (register, before Start), refreshes
 // its record every dag.WorkerRefresh(DeadAfter) and at once when asked,
 // and removes it last (remove, after Stop).
