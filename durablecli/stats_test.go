@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
@@ -62,10 +63,33 @@ bench-noop   `+vNoop+`  acme    RUNNING    in-flight  3
 	require.Regexp(t, `(?m)^bench-chain +- +zed +CANCELLED +settled +1$`, out)
 
 	// Settled runs are counted by the minute: the shortest window still
-	// holds the current minute, when the run was cancelled.
-	code, out, errOut = runCLI(t, p.Flags("stats", "--window", "1us")...)
+	// holds the whole minute it ends in. The cancel is in it unless a
+	// minute began between the cancel and the stats, and then it is not.
+	cancelled, err := client.Get(ctx, uuid.MustParse(chains[0]))
+	require.NoError(t, err)
+	require.False(t, cancelled.FinishedAt.IsZero())
+	code, out, errOut = runCLI(t, p.Flags("stats", "--window", "1us", "--json")...)
 	require.Equal(t, 0, code, errOut)
-	require.Regexp(t, `(?m)^bench-chain +- +zed +CANCELLED +settled +1$`, out)
+	var short struct {
+		At   time.Time `json:"at"`
+		Runs []struct {
+			Status string `json:"status"`
+			Count  int    `json:"count"`
+		} `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &short), out)
+	settled := 0
+	for _, r := range short.Runs {
+		if r.Status == "CANCELLED" {
+			settled += r.Count
+		}
+	}
+	sameMinute := !cancelled.FinishedAt.Truncate(time.Minute).Before(short.At.Add(-time.Microsecond).Truncate(time.Minute))
+	if sameMinute {
+		require.Equal(t, 1, settled, "cancelled at %s, stats at %s: %s", cancelled.FinishedAt, short.At, out)
+	} else {
+		require.Zero(t, settled, "cancelled at %s, stats at %s, a minute later: %s", cancelled.FinishedAt, short.At, out)
+	}
 
 	// --json.
 	before := time.Now()
