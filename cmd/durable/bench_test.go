@@ -59,6 +59,13 @@ func benchJSON(t *testing.T, args ...string) map[string]any {
 	start := time.Now()
 	code, out, errOut := runCLI(t, args...)
 	t.Logf("%v took %s", args[3:], time.Since(start).Round(time.Millisecond))
+	// The bench's log (stderr) is what explains a figure a later check
+	// finds wrong.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("stderr of %v:\n%s", args[3:], errOut)
+		}
+	})
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	require.Equal(t, 1, strings.Count(out, "\n"), "one line of JSON on stdout:\n%s", out)
 	var rep map[string]any
@@ -341,10 +348,21 @@ func TestBenchSoak(t *testing.T) {
 		require.NotEmpty(t, s["tables"])
 	}
 	require.Equal(t, 1000.0, triggered)
-	require.InDelta(t, 1000.0, completed, 50, "runs settle within a second or so")
+	// Every run is accounted for at the final sample: completed by the
+	// end (counted by an interval, or not: the sampler fell behind, which
+	// the report says), completed after it, or in flight. How many settle
+	// by the end, and how evenly, is the machine's speed, which the bench
+	// reports: CI's loaded machine has had the intervals count 95 of the
+	// 1,000, and 241 in the last window (2 s, 200 due).
+	settled, uncounted := value(t, rep, "runs_completed"), value(t, rep, "runs_uncounted")
+	require.GreaterOrEqual(t, uncounted, 0.0, "no run is counted twice")
+	require.Equal(t, completed+uncounted, settled)
+	require.Equal(t, 1000.0, settled+value(t, rep, "runs_completed_after")+value(t, rep, "in_flight_end"))
 	require.Greater(t, value(t, rep, "pruned"), 0.0, "a 3s retention prunes during 10s")
-	require.InDelta(t, 100.0, value(t, rep, "last_runs_per_s"), 20)
-	require.Greater(t, value(t, rep, "last_p99_ms"), 0.0)
+	require.Greater(t, completed, 0.0)
+	if value(t, rep, "last_runs_per_s") > 0 {
+		require.Greater(t, value(t, rep, "last_p99_ms"), 0.0)
+	}
 	metric(t, rep, "size_growth_pct")
 	metric(t, rep, "throughput_change_pct")
 	metric(t, rep, "p99_change_pct")

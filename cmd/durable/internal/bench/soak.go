@@ -54,6 +54,10 @@ type SoakSample struct {
 	InFlight int `json:"in_flight"`
 	Kept     int `json:"kept"`
 	Pruned   int `json:"pruned"`
+	// Settled counts the runs kept whose finished_at is before the
+	// interval's end: with the runs pruned, what the final sample
+	// reconciles the intervals' counts against (soakAccount).
+	Settled int `json:"settled_kept"`
 	// Vacuums counts the vacuums of the schema's tables in the interval,
 	// by anyone (pg_stat_user_tables).
 	Vacuums int             `json:"vacuums"`
@@ -313,10 +317,10 @@ func (b *bencher) sample(ctx context.Context, from, to time.Time) (SoakSample, [
 			return err
 		}
 		return tx.QueryRow(ctx, `
-SELECT count(*), count(*) FILTER (WHERE finished_at IS NULL),
+SELECT count(*), count(*) FILTER (WHERE finished_at IS NULL), count(*) FILTER (WHERE finished_at < $2),
        coalesce(array_agg((extract(epoch FROM finished_at - created_at) * 1000)::float8)
                 FILTER (WHERE finished_at >= $1 AND finished_at < $2), '{}')
-FROM `+b.table("runs"), from, to).Scan(&s.Kept, &s.InFlight, &lat)
+FROM `+b.table("runs"), from, to).Scan(&s.Kept, &s.InFlight, &s.Settled, &lat)
 	})
 	if err != nil {
 		return s, nil, fmt.Errorf("sampling: %w", err)
@@ -430,6 +434,33 @@ func plateaus(samples []SoakSample, d time.Duration) (ref float64, ps []plateau)
 	return ref, ps
 }
 
+// soakAccount reconciles the intervals' counts with the final sample, taken
+// once every run was triggered. Each run triggered (sent) is then pruned
+// (sent − kept), settled before the end and kept, settled after the end, or
+// in flight. A pruned run settled more than the retention before the final
+// sample, so before the end too: the retention is at least the sample
+// interval plus sampleLag, and the final sample is not an interval late.
+// The runs settled before the end that no interval counted
+// are uncounted: the sample of their interval came too late (they were
+// pruned first) or too early (their transaction committed after it).
+type soakAccount struct {
+	settled, uncounted, after, inFlight int
+}
+
+func accountSoak(samples []SoakSample, sent int64) soakAccount {
+	if len(samples) == 0 {
+		return soakAccount{}
+	}
+	end := samples[len(samples)-1]
+	var counted int
+	for _, s := range samples {
+		counted += s.Completed
+	}
+	settled := int(sent) - end.Kept + end.Settled
+	return soakAccount{settled: settled, uncounted: settled - counted,
+		after: end.Kept - end.Settled - end.InFlight, inFlight: end.InFlight}
+}
+
 func pctChange(from, to float64) float64 {
 	if from == 0 {
 		return 0
@@ -439,15 +470,15 @@ func pctChange(from, to float64) float64 {
 
 func (b *bencher) soakReport(rep *Report, samples []SoakSample, second, last *soakWindow, sent, total int64) {
 	o := b.o
-	var completed, pruned, vacuums int
+	var pruned, vacuums int
 	for _, s := range samples {
-		completed += s.Completed
 		pruned += s.Pruned
 		vacuums += s.Vacuums
 	}
+	acct := accountSoak(samples, sent)
 	dur := o.Duration.Seconds()
 	rep.Add("triggered_per_s", "triggered, whole run", float64(sent)/dur, "runs/s", 0)
-	rep.Add("completed_per_s", "completed, whole run", float64(completed)/dur, "runs/s", 0)
+	rep.Add("completed_per_s", "completed, whole run", float64(acct.settled)/dur, "runs/s", 0)
 	wname := func(w *soakWindow) string {
 		if w.To-w.From == 60 {
 			return fmt.Sprintf("minute %.0f", w.To/60)
@@ -500,7 +531,14 @@ func (b *bencher) soakReport(rep *Report, samples []SoakSample, second, last *so
 	}
 	rep.Add("pruned", "runs pruned", float64(pruned), "runs", 0)
 	rep.Add("vacuums", "vacuums of the schema's tables", float64(vacuums), "", 0)
-	rep.Add("runs_completed", "runs completed", float64(completed), "runs", 0)
+	rep.Add("runs_completed", "runs completed by the end", float64(acct.settled), "runs", 0)
+	rep.Add("runs_completed_after", "runs completed after the end, by the last sample", float64(acct.after), "runs", 0)
+	rep.AddGoal("runs_uncounted", "runs completed that no interval counted", float64(acct.uncounted), "runs", 0, AtMost(0))
+	if acct.uncounted > 0 {
+		rep.Note("%s runs completed in an interval that its sample did not count (pruned before it read them, or committed after): "+
+			"the intervals' throughput and latency leave them out; the sampler fell behind (retention %s, sample %s, read %s after each interval)",
+			FormatNumber(float64(acct.uncounted), 0), o.Retention, o.Sample, sampleLag)
+	}
 	rep.Tables = append(rep.Tables, soakTables(samples)...)
 	rep.Note("latency is trigger → completed from the database: runs.created_at (the trigger's transaction) → finished_at, of the runs that settled in each interval")
 	rep.Note("each sample reads the runs table once, whole (finished_at has no index), without parallel workers, and the sizes from pg_total_relation_size; dead tuples are pg_stat_user_tables.n_dead_tup")

@@ -98,7 +98,7 @@ func TestSoakReport(t *testing.T) {
 	var samples []SoakSample
 	for i := 1; i <= 10; i++ {
 		s := snap(float64(10*i), map[string]int64{"runs": 1 << 20, "tasks": 2 << 20}, 5)
-		s.Triggered, s.Completed, s.P50, s.P99, s.Kept = 1000, 1000, 4, 20, 3000
+		s.Triggered, s.Completed, s.P50, s.P99, s.Kept, s.Settled = 1000, 1000, 4, 20, 3000, 3000
 		samples = append(samples, s)
 		for _, w := range []*soakWindow{second, last} {
 			if w.covers(s) {
@@ -140,6 +140,10 @@ func TestSoakReport(t *testing.T) {
 	require.Equal(t, 10.0, first["t_s"])
 	require.Equal(t, "runs", first["tables"].([]any)[0].(map[string]any)["name"])
 	require.NotContains(t, buf.String(), "deleted")
+	m, _ = rep.Metric("runs_uncounted")
+	require.Equal(t, 0.0, m.Value)
+	require.True(t, *m.Met)
+	require.NotContains(t, strings.Join(rep.Notes, "\n"), "did not count")
 
 	// Windows shorter than a sample: no comparison, said so.
 	b.o.Sample, b.o.Duration = time.Minute, 2*time.Minute
@@ -150,6 +154,50 @@ func TestSoakReport(t *testing.T) {
 	require.False(t, ok)
 	require.Contains(t, strings.Join(rep.Notes, "\n"), "no comparison")
 	require.Contains(t, strings.Join(rep.Notes, "\n"), "the trigger loop fell behind")
+}
+
+// TestAccountSoak: the runs settled before the end are those pruned and
+// those kept with a finished_at before it; those no interval counted are
+// uncounted, whatever the intervals said.
+func TestAccountSoak(t *testing.T) {
+	t.Parallel()
+	mk := func(completed ...int) []SoakSample {
+		var ss []SoakSample
+		for i, c := range completed {
+			ss = append(ss, SoakSample{T: float64(i + 1), Seconds: 1, Completed: c})
+		}
+		return ss
+	}
+	// 1000 sent; at the final sample 300 kept: 250 settled before the
+	// end, 30 after it, 20 in flight. So 700 pruned, 950 settled by the
+	// end, all of which the intervals counted (100 + 8 × 95 + 90).
+	ss := mk(100, 95, 95, 95, 95, 95, 95, 95, 95, 90)
+	end := &ss[len(ss)-1]
+	end.Kept, end.Settled, end.InFlight = 300, 250, 20
+	require.Equal(t, soakAccount{settled: 950, uncounted: 0, after: 30, inFlight: 20}, accountSoak(ss, 1000))
+
+	// The sampler fell behind: the middle intervals read nothing, their
+	// runs pruned first; the same final sample says how many it missed.
+	ss = mk(100, 95, 0, 0, 0, 0, 0, 0, 95, 90)
+	end = &ss[len(ss)-1]
+	end.Kept, end.Settled, end.InFlight = 300, 250, 20
+	a := accountSoak(ss, 1000)
+	require.Equal(t, soakAccount{settled: 950, uncounted: 570, after: 30, inFlight: 20}, a)
+
+	b := &bencher{o: Options{Duration: 10 * time.Second, Rate: 100, Sample: time.Second, Retention: 3 * time.Second}}
+	second, last := soakWindows(b.o.Duration)
+	rep := &Report{Scenario: Soak, Verified: true}
+	b.soakReport(rep, ss, second, last, 1000, 1000)
+	m, _ := rep.Metric("runs_uncounted")
+	require.Equal(t, 570.0, m.Value)
+	require.False(t, *m.Met)
+	m, _ = rep.Metric("runs_completed")
+	require.Equal(t, 950.0, m.Value)
+	m, _ = rep.Metric("completed_per_s")
+	require.Equal(t, 95.0, m.Value)
+	require.Contains(t, strings.Join(rep.Notes, "\n"), "570 runs completed in an interval that its sample did not count")
+
+	require.Equal(t, soakAccount{}, accountSoak(nil, 0))
 }
 
 func TestListMix(t *testing.T) {
