@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -393,5 +394,48 @@ WHERE i.indrelid = $1::regclass
 	var fillfactor string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class WHERE oid = $1::regclass`,
 		pgx.Identifier{schema, "runs"}.Sanitize()).Scan(&fillfactor))
-	require.Equal(t, "fillfactor=50", fillfactor, "room on each page for the settled version of its runs")
+	require.Equal(t, "fillfactor=40", fillfactor, "room on each page for the settled version of its runs")
+}
+
+// TestStoreTransactionsTimeOutIdle: every transaction of the store's ends
+// its session once idle for 10 s (a process stopped mid-transaction), so the
+// runs it locked do not hold up everyone else; the setting is the
+// transaction's own and does not outlive it on the pooled connection.
+func TestStoreTransactionsTimeOutIdle(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	stmts := pgstore.Statements(schema)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, stmts["genericPlans"])
+	require.NoError(t, err)
+	var v string
+	require.NoError(t, tx.QueryRow(ctx, "SELECT current_setting('idle_in_transaction_session_timeout')").Scan(&v))
+	require.Equal(t, "10s", v)
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, conn.QueryRow(ctx, "SELECT current_setting('idle_in_transaction_session_timeout')").Scan(&v))
+	require.Equal(t, "0", v, "a caller's later transaction on the connection is not limited")
+
+	// The mechanism, shortened: a stopped holder of a lock loses its
+	// session, and the waiter gets the lock.
+	holder, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer holder.Release()
+	htx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = htx.Exec(ctx, stmts["genericPlans"])
+	require.NoError(t, err)
+	_, err = htx.Exec(ctx, "SET LOCAL idle_in_transaction_session_timeout = '200ms'")
+	require.NoError(t, err)
+	_, err = htx.Exec(ctx, "SELECT pg_advisory_xact_lock(4242)")
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = pool.Exec(wctx, "SELECT pg_advisory_lock(4242), pg_advisory_unlock(4242)")
+	require.NoError(t, err, "the idle holder's session ended and released its lock")
+	require.Error(t, htx.Commit(ctx), "the holder's session is gone")
 }
