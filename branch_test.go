@@ -345,8 +345,8 @@ func TestParallelSleeps(t *testing.T) {
 // sooner timer created meanwhile wakes it early (the store's timer
 // notification: NOTIFY on PostgreSQL), so a short sleep (1s in memory,
 // 0.5s on PostgreSQL) wakes on time although the leader was waiting on a
-// 1-hour sleep: exactly when due in virtual time, within a small bound on
-// PostgreSQL.
+// 1-hour sleep: exactly when due in virtual time, and on PostgreSQL within
+// a bound far below the leader's one-minute fallback.
 func TestSleepWakesOnTime(t *testing.T) {
 	t.Parallel()
 	both(t, func(t *testing.T, h *harness) {
@@ -377,7 +377,12 @@ func TestSleepWakesOnTime(t *testing.T) {
 		if h.virtual {
 			require.Zero(t, late, "woke late: the leader was not woken by the new, sooner timer")
 		}
-		require.LessOrEqual(t, late, 300*time.Millisecond, "woke too late: the leader was not woken by the new, sooner timer")
+		// Without the notification the leader would sleep on until it asks
+		// the store again (maxTimerWait, a minute), and the wait above would
+		// time out. The bound leaves room for a loaded machine (CI saw
+		// 321ms with every package's tests running beside it) and is still
+		// far below that minute.
+		require.Less(t, late, 5*time.Second, "woke too late: the leader was not woken by the new, sooner timer")
 		require.Equal(t, durabletype.TaskSleeping, stepState(t, e, longID, "nap"))
 	})
 }

@@ -112,6 +112,7 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 	rt.flightMu.Unlock()
 	rt.execs.Go(func() {
 		var o store.Outcome
+		var recorded *store.FinishResult
 		returned := false
 		var meta outcomeMeta
 		var began time.Time
@@ -144,11 +145,11 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 			}
 			stopTimer()
 			cancel(nil)
-			rt.outcomes <- outcomeMsg{o: o, meta: meta}
+			rt.outcomes <- outcomeMsg{o: o, meta: meta, recorded: recorded}
 			<-rt.slots
 			signal(rt.slotFreed)
 		}()
-		o = e.runStep(ctx, cancel, lose, c, begin)
+		o = e.runStep(ctx, cancel, lose, c, begin, &recorded)
 		returned = true
 	})
 }

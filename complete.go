@@ -55,6 +55,10 @@ func (e *Engine) completeLoop(ctx context.Context, rt *runtime) {
 		if !ok {
 			return
 		}
+		if m.recorded != nil {
+			e.recordedInTx(ctx, rt, m)
+			continue
+		}
 		batch := []store.Outcome{m.o}
 		var meta []outcomeMeta // with metrics only
 		if e.tel.m != nil {
@@ -69,6 +73,10 @@ func (e *Engine) completeLoop(ctx context.Context, rt *runtime) {
 					open = false
 					break drain
 				}
+				if m.recorded != nil {
+					e.recordedInTx(ctx, rt, m)
+					continue
+				}
 				batch = append(batch, m.o)
 				if meta != nil {
 					meta = append(meta, m.meta)
@@ -79,15 +87,32 @@ func (e *Engine) completeLoop(ctx context.Context, rt *runtime) {
 		}
 		e.record(ctx, rt, batch, meta)
 		metaBuf = meta[:0]
-		rt.flightMu.Lock()
-		for _, o := range batch {
-			delete(rt.flights, o.Task)
-		}
-		rt.flightMu.Unlock()
+		landed(rt, batch)
 		if !open {
 			return
 		}
 	}
+}
+
+// landed forgets the flights of outcomes that were recorded or given up.
+func landed(rt *runtime, batch []store.Outcome) {
+	rt.flightMu.Lock()
+	for _, o := range batch {
+		delete(rt.flights, o.Task)
+	}
+	rt.flightMu.Unlock()
+}
+
+// recordedInTx does for an outcome the store recorded in its step's
+// transaction (a TxStep) what recording it does for any other.
+func (e *Engine) recordedInTx(ctx context.Context, rt *runtime, m outcomeMsg) {
+	batch := []store.Outcome{m.o}
+	var meta []outcomeMeta
+	if e.tel.m != nil {
+		meta = []outcomeMeta{m.meta}
+	}
+	e.recorded(ctx, rt, batch, meta, []store.FinishResult{*m.recorded})
+	landed(rt, batch)
 }
 
 // record records a batch of outcomes. Transient store errors are retried
@@ -108,17 +133,7 @@ func (e *Engine) recordOrReplace(ctx context.Context, rt *runtime, batch []store
 	res, err := e.finish(ctx, rt, batch)
 	switch {
 	case err == nil:
-		if e.tel.m != nil {
-			e.tel.m.recordFinish(rt.ctx, batch, meta, res)
-		}
-		// The outcomes may have made children ready: look at once rather
-		// than wait for the store's notification to come back.
-		signal(rt.readySig)
-		for i, r := range res {
-			if r.Status == store.FinishStale {
-				e.staleOutcome(ctx, rt, batch[i])
-			}
-		}
+		e.recorded(ctx, rt, batch, meta, res)
 	case ctx.Err() != nil || errors.Is(err, durabletype.ErrTransient):
 		e.notRecorded(rt, batch, err)
 	case len(batch) > 1:
@@ -139,6 +154,21 @@ func (e *Engine) recordOrReplace(ctx context.Context, rt *runtime, batch []store
 			Task: o.Task, Kind: store.OutcomeFail, Terminal: true,
 			Error: fmt.Sprintf("durable: the store refused this step's outcome: %v", err),
 		}}, meta, false)
+	}
+}
+
+// recorded follows up the results of a batch of outcomes the store took.
+func (e *Engine) recorded(ctx context.Context, rt *runtime, batch []store.Outcome, meta []outcomeMeta, res []store.FinishResult) {
+	if e.tel.m != nil {
+		e.tel.m.recordFinish(rt.ctx, batch, meta, res)
+	}
+	// The outcomes may have made children ready: look at once rather
+	// than wait for the store's notification to come back.
+	signal(rt.readySig)
+	for i, r := range res {
+		if r.Status == store.FinishStale {
+			e.staleOutcome(ctx, rt, batch[i])
+		}
 	}
 }
 

@@ -58,7 +58,11 @@ type Config struct {
 	// treats its running steps as dead and retries them (or fails them when
 	// their retries are used up). It must exceed 2×HeartbeatInterval; the
 	// leader scans every DeadAfter/4, so a dead step is rescued within
-	// 1.25×DeadAfter. Defaults to 30s.
+	// 1.25×DeadAfter. Silence counts only while the leader reaches the
+	// store: a leader just elected, or back after losing the store, rescues
+	// once it has been in contact for 2×HeartbeatInterval, so that an outage
+	// that silenced every worker does not read as every worker dead.
+	// Defaults to 30s.
 	DeadAfter time.Duration
 
 	// TenantLimit, when positive, caps the steps of one tenant running at

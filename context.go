@@ -63,6 +63,9 @@ type stepContext struct {
 	// begin says that the attempt begins for good: its skip conditions did
 	// not fire (the metrics count it started then); never nil.
 	begin func()
+	// recorded is set to the result of the step's outcome when the store
+	// recorded it with the step's own writes (a TxStep).
+	recorded **store.FinishResult
 }
 
 // isParent reports whether p is a declared parent of the running step.

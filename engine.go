@@ -201,6 +201,9 @@ type outcomeMsg struct {
 	o store.Outcome
 	// meta is set when the engine has metrics.
 	meta outcomeMeta
+	// recorded, when set, is the result of o, which the store recorded
+	// already (a TxStep's outcome, in the step's transaction).
+	recorded *store.FinishResult
 }
 
 // outcomeMeta is what the metrics of an outcome need besides it.
@@ -280,8 +283,11 @@ func (e *Engine) Stop(ctx context.Context) error {
 		return nil
 	}
 	// Claiming, leading and moving runs stop at once. A claim in flight
-	// completes: its tasks are this engine's, to run or give back.
-	startstop.StopAll(rt.claimer, rt.upgrader, rt.leader)
+	// completes: its tasks are this engine's, to run or give back. Leading
+	// stops once claiming has: an engine that says it no longer leads
+	// claims nothing more (a claim's few milliseconds are all it waits).
+	startstop.StopAll(rt.claimer, rt.upgrader)
+	startstop.StopAll(rt.leader)
 
 	// Running steps finish until ctx is done; then they are cancelled.
 	execsDone := make(chan struct{})

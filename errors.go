@@ -65,9 +65,13 @@ var (
 	ErrEngineStopped = errors.New("durable: engine stopped")
 	// ErrAlreadyStarted: Start was called twice.
 	ErrAlreadyStarted = errors.New("durable: engine already started")
-	// ErrTxUnsupported: the store cannot start runs inside a caller's
-	// transaction.
+	// ErrTxUnsupported: the store cannot work in transactions: start runs
+	// or send events inside a caller's transaction, or record a TxStep's
+	// outcome in the step's own.
 	ErrTxUnsupported = errors.New("durable: store does not support transactions")
+	// ErrTxEnded: a TxStep ended its transaction itself (COMMIT or
+	// ROLLBACK in SQL, rather than returning); it fails without retries.
+	ErrTxEnded = durabletype.ErrTxEnded
 	// ErrNotParent: a step read the output of a step that is not one of
 	// its declared parents (StepRef.Output). The step fails without
 	// retries; the fix is to add the step to its After.

@@ -19,18 +19,17 @@ func randFloat() float64 { return rand.Float64() }
 // output that does not decode, a step this process does not know) fails the
 // step with a clear, non-retried error. It calls begin before it runs the
 // step's code (or computes what the step waits for), once the step's skip
-// conditions did not fire; a step skipped on its worker never begins.
-func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lose func(error), c *store.ClaimedTask, begin func()) store.Outcome {
+// conditions did not fire; a step skipped on its worker never begins. For a
+// TxStep whose outcome the store recorded in the step's transaction, it
+// sets *recorded to its result.
+func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lose func(error), c *store.ClaimedTask, begin func(), recorded **store.FinishResult) store.Outcome {
 	o := store.Outcome{Task: c.Ref()}
-	terminal := func(err error) store.Outcome {
-		o.Kind, o.Error, o.Terminal = store.OutcomeFail, err.Error(), true
-		return o
-	}
+	terminal := func(err error) store.Outcome { return failTerminal(o, err) }
 	d := e.workflowVersion(c.Workflow, c.Version)
 	if d == nil {
 		return terminal(fmt.Errorf("%w: workflow %q is not registered at version %q", ErrUnknownStep, c.Workflow, c.Version))
 	}
-	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel, lose: lose, begin: begin}
+	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel, lose: lose, begin: begin, recorded: recorded}
 	if c.Kind == durabletype.KindItem {
 		return e.runItem(sc, d, o)
 	}
@@ -119,18 +118,29 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 		return e.runMap(sc, s, o) // skipped when its list was
 	}
 	begin()
+	if s.txRun != nil {
+		return e.runTx(sc, s, in, o)
+	}
+	return e.stepOutcome(sc, s, o, func() (any, error) { return s.run(sc, in) })
+}
+
+// stepOutcome runs a step's code (run) and turns what it returns into the
+// step's outcome.
+func (e *Engine) stepOutcome(sc *stepContext, s *stepDef, o store.Outcome, run func() (any, error)) store.Outcome {
+	c := sc.claim
+	terminal := func(err error) store.Outcome { return failTerminal(o, err) }
 	var out any
-	err = protect(func() error {
+	err := protect(func() error {
 		var err error
-		out, err = s.run(sc, in)
+		out, err = run()
 		return err
 	})
 	if err := sc.misused(); err != nil {
 		return terminal(err)
 	}
 	if err != nil {
-		log().Debug("durable: step failed", "error", err)
-		return e.failed(ctx, o, err)
+		e.log.Debug("durable: step failed", "run_id", c.RunID.String(), "step", c.Step, "attempt", c.Attempt, "error", err)
+		return e.failed(sc, o, err)
 	}
 	b, err := e.cfg.Codec.Marshal(out)
 	if err != nil {
@@ -140,6 +150,12 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 		return terminal(fmt.Errorf("%w: output of step %q does not decode back into its type: %w", ErrEncode, c.Step, err))
 	}
 	o.Kind, o.Output = store.OutcomeComplete, b
+	return o
+}
+
+// failTerminal returns o as a failure of its step that is not retried.
+func failTerminal(o store.Outcome, err error) store.Outcome {
+	o.Kind, o.Error, o.Terminal = store.OutcomeFail, err.Error(), true
 	return o
 }
 

@@ -14,7 +14,7 @@ func (s *stepDef) runs(kind durabletype.TaskKind) bool {
 	case durabletype.KindEvent, durabletype.KindChild, durabletype.KindMap:
 		return s.kind == kind
 	}
-	return s.run != nil && (s.kind == "" || s.kind == durabletype.KindStep)
+	return (s.run != nil || s.txRun != nil) && (s.kind == "" || s.kind == durabletype.KindStep)
 }
 
 // runWait runs a WaitForEvent or WaitForSignal step: it computes the key of

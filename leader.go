@@ -109,17 +109,44 @@ func (e *Engine) timerLoop(ctx context.Context, rt *runtime) {
 	}
 }
 
+// noneDead is the DeadAfter of a leader pass that rescues nothing: no
+// heartbeat is that old.
+const noneDead = 100 * 365 * 24 * time.Hour
+
 // rescueLoop rescues the steps of dead workers every DeadAfter/4.
+//
+// A worker is dead when it has not heartbeated for DeadAfter while the
+// leader could reach the store. A leader just elected, or one whose last
+// pass failed, cannot tell a dead worker from one that an outage silenced
+// as it silenced the leader (a database restart, a partition): its passes
+// then do the chores only, and it rescues once it has been in contact with
+// the store for 2×HeartbeatInterval, time enough for every live worker to
+// vouch for its steps again. (Contact begins with the election, or with the
+// answer to the first pass that succeeds after a failure.) An outage longer
+// than DeadAfter therefore does not run every step in flight a second time.
 func (e *Engine) rescueLoop(ctx context.Context) {
 	interval := e.cfg.DeadAfter / 4
+	grace := 2 * e.cfg.HeartbeatInterval
+	// Contact is measured on this process's clock, as the waits are.
+	contact := time.Now() // the store was reached: this engine was just elected
 	for {
+		now := time.Now()
+		trusted := !contact.IsZero() && now.Sub(contact) >= grace
+		deadAfter := e.cfg.DeadAfter
+		if !trusted {
+			deadAfter = noneDead
+		}
 		res, err := e.store.RescueTasks(ctx, &store.RescueTasksParams{
-			Now: e.now(), DeadAfter: e.cfg.DeadAfter, Limit: 1000, Rand: randFloat(),
+			Now: e.now(), DeadAfter: deadAfter, Limit: 1000, Rand: randFloat(),
 		})
 		switch {
 		case err != nil && ctx.Err() == nil:
 			e.log.Error("durable: rescuing dead tasks", slog.Any("error", err))
+			contact = time.Time{}
 		case err == nil:
+			if contact.IsZero() {
+				contact = time.Now() // its answer is the proof
+			}
 			if e.tel.m != nil {
 				e.tel.m.recordRescued(ctx, res)
 			}
@@ -132,7 +159,11 @@ func (e *Engine) rescueLoop(ctx context.Context) {
 				continue
 			}
 		}
-		if !sleep.For(ctx, interval) {
+		wait := interval
+		if !contact.IsZero() && !trusted {
+			wait = min(wait, time.Until(contact.Add(grace))) // rescue as soon as the grace ends
+		}
+		if !sleep.For(ctx, wait) {
 			return
 		}
 	}

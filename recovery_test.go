@@ -141,10 +141,15 @@ func TestDeadExecutionRecovery(t *testing.T) {
 }
 
 // rescueAll makes the store rescue every running task, as if its worker
-// were dead (a DeadAfter of zero), and returns how many it rescued.
+// were dead, and returns how many it rescued. The DeadAfter is negative:
+// with zero, a heartbeat of the engine's that began after the rescue's
+// statement (its now()) but committed before its snapshot is younger than
+// that now, so the task is rightly not dead, and the rescue found nothing
+// (TestClaimLostCancelsTheStep and TestHeartbeatFromTheStep, once each in CI
+// under load).
 func rescueAll(t *testing.T, h *harness) int {
 	t.Helper()
-	res, err := h.store.RescueTasks(context.Background(), &store.RescueTasksParams{DeadAfter: 0, Limit: 10})
+	res, err := h.store.RescueTasks(context.Background(), &store.RescueTasksParams{DeadAfter: -time.Minute, Limit: 10})
 	require.NoError(t, err)
 	return len(res.Rescued)
 }
@@ -216,7 +221,10 @@ func TestHeartbeatFromTheStep(t *testing.T) {
 
 // TestGracefulStopDrains: Stop stops claiming and leading at once (and
 // triggering: a stopping engine starts no runs), lets the running step
-// finish and records it; a run triggered meanwhile is left queued.
+// finish and records it; a run triggered meanwhile is left queued. (The
+// engine resigns the leadership after its last claim, so that the
+// resignation tells the test that claiming is over: CI under -race once
+// saw a claim in flight at the resignation take the second run.)
 func TestGracefulStopDrains(t *testing.T) {
 	t.Parallel()
 	both(t, func(t *testing.T, h *harness) {

@@ -40,10 +40,11 @@ const (
 	simOpHeartbeat
 	simOpFire
 	simOpRescue
+	simOpFinishTx
 	simNumOps
 )
 
-var simOpNames = [simNumOps]string{"ClaimTasks", "FinishTasks", "Heartbeat", "FireTimers", "RescueTasks"}
+var simOpNames = [simNumOps]string{"ClaimTasks", "FinishTasks", "Heartbeat", "FireTimers", "RescueTasks", "FinishTx"}
 
 // simFaultRates are one engine's fault probabilities.
 type simFaultRates struct {
@@ -68,16 +69,26 @@ func (r simFaultRates) String() string {
 
 // simFaultStats counts what a simFaultStore did.
 type simFaultStats struct {
-	Before, After      [simNumOps]int // injected errors, before / after delegating
-	HiddenClaims       int            // tasks claimed by a call whose caller saw an error
-	Replays            int            // FinishTasks calls replayed at once
-	LateReplays        int            // ... and a little later
-	HeartbeatDelays    int
-	Applied            int // FinishTasks results as the engine's own calls saw them
-	Duplicate          int
-	Stale              int
-	ReplayDuplicate    int // results of the replays
-	ReplayStale        int
+	Before, After   [simNumOps]int // injected errors, before / after delegating
+	HiddenClaims    int            // tasks claimed by a call whose caller saw an error
+	Replays         int            // FinishTasks calls replayed at once
+	LateReplays     int            // ... and a little later
+	HeartbeatDelays int
+	Applied         int // FinishTasks results as the engine's own calls saw them
+	Duplicate       int
+	Stale           int
+	ReplayDuplicate int // results of the replays
+	ReplayStale     int
+	// FinishTx (TxSteps): transactions that failed to begin (the step never
+	// ran) or to commit (it ran, nothing was kept), both counted in
+	// Before[simOpFinishTx]; outcomes the step did not ask to record
+	// (it failed: rolled back); and the results of those recorded.
+	TxBeginFailed      int
+	TxCommitFailed     int
+	TxNotRecorded      int
+	TxApplied          int
+	TxDuplicate        int
+	TxStale            int
 	LeaderTerms        int
 	Partitioned        bool
 	PartitionedLeading bool // the engine was leading when it was cut off
@@ -114,11 +125,12 @@ type simFaultStore struct {
 }
 
 var (
-	_ store.Store     = (*simFaultStore)(nil)
-	_ store.Listener  = (*simFaultStore)(nil)
-	_ store.Elector   = (*simFaultStore)(nil)
-	_ store.TxCreator = (*simFaultStore)(nil)
-	_ store.Checker   = (*simFaultStore)(nil)
+	_ store.Store      = (*simFaultStore)(nil)
+	_ store.Listener   = (*simFaultStore)(nil)
+	_ store.Elector    = (*simFaultStore)(nil)
+	_ store.TxCreator  = (*simFaultStore)(nil)
+	_ store.Checker    = (*simFaultStore)(nil)
+	_ store.TxFinisher = (*simFaultStore)(nil)
 )
 
 // newSimFaultStore must be called inside the bubble (its partition context
@@ -270,28 +282,35 @@ func (f *simFaultStore) FinishTasks(ctx context.Context, p *store.FinishTasksPar
 		}
 	}
 	f.mu.Unlock()
-	if r.Float64() < f.rates.Replay {
-		cp := &store.FinishTasksParams{Now: p.Now, Outcomes: slices.Clone(p.Outcomes)}
-		if r.Float64() < f.rates.ReplayLater {
-			delay := time.Duration(r.Int64N(int64(3*f.deadAfter))) + time.Millisecond
-			f.mu.Lock()
-			f.stats.LateReplays++
-			f.mu.Unlock()
-			f.replays.Go(func() {
-				time.Sleep(delay)
-				f.replay(cp)
-			})
-		} else {
-			f.mu.Lock()
-			f.stats.Replays++
-			f.mu.Unlock()
-			f.replay(cp)
-		}
-	}
+	f.maybeReplay(r, p)
 	if err := f.after(simOpFinish, flt); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// maybeReplay replays outcomes already recorded with FinishTasks, at once
+// or a little later, with the probability the engine's rates give.
+func (f *simFaultStore) maybeReplay(r *rand.Rand, p *store.FinishTasksParams) {
+	if r.Float64() >= f.rates.Replay {
+		return
+	}
+	cp := &store.FinishTasksParams{Now: p.Now, Outcomes: slices.Clone(p.Outcomes)}
+	if r.Float64() < f.rates.ReplayLater {
+		delay := time.Duration(r.Int64N(int64(3*f.deadAfter))) + time.Millisecond
+		f.mu.Lock()
+		f.stats.LateReplays++
+		f.mu.Unlock()
+		f.replays.Go(func() {
+			time.Sleep(delay)
+			f.replay(cp)
+		})
+		return
+	}
+	f.mu.Lock()
+	f.stats.Replays++
+	f.mu.Unlock()
+	f.replay(cp)
 }
 
 func (f *simFaultStore) replay(p *store.FinishTasksParams) {
@@ -316,6 +335,78 @@ func (f *simFaultStore) replay(p *store.FinishTasksParams) {
 			f.mu.Unlock()
 		}
 	}
+}
+
+// FinishTx implements store.TxFinisher with the faults of a database
+// transaction: it fails to begin (the step never runs); it fails to commit
+// (the step ran, its writes and outcome are rolled back: the inner store is
+// told not to record, so the Tx's effects never run); or it commits and the
+// answer is lost (the outcome is applied and its effects have run, but the
+// caller sees an error, and must find out by recording a failure that the
+// store reports as a duplicate). A partition that begins while the step
+// runs fails the commit, one that begins during the commit loses its
+// answer. A recorded outcome may be replayed with FinishTasks, which must
+// never apply it again.
+func (f *simFaultStore) FinishTx(ctx context.Context, p *store.FinishTxParams, fn func(ctx context.Context, tx any) (store.Outcome, bool)) (store.FinishResult, bool, error) {
+	tf, ok := f.inner.(store.TxFinisher)
+	if !ok {
+		return store.FinishResult{}, false, durable.ErrTxUnsupported
+	}
+	flt, r := f.decide(simOpFinishTx)
+	if f.cut() {
+		return store.FinishResult{}, false, errSimPartitioned
+	}
+	if flt == simFailBefore && r.Float64() < 0.5 {
+		f.mu.Lock()
+		f.stats.Before[simOpFinishTx]++
+		f.stats.TxBeginFailed++
+		f.mu.Unlock()
+		return store.FinishResult{}, false, errSimInjected
+	}
+	var o store.Outcome
+	var record, rolledBack bool
+	res, recorded, err := tf.FinishTx(ctx, p, func(ctx context.Context, tx any) (store.Outcome, bool) {
+		o, record = fn(ctx, tx)
+		if record && (flt == simFailBefore || f.cut()) {
+			rolledBack = true // the commit fails: nothing is kept
+			return o, false
+		}
+		return o, record
+	})
+	switch {
+	case err != nil:
+		return store.FinishResult{}, false, err
+	case rolledBack:
+		if f.cut() {
+			return store.FinishResult{}, false, errSimPartitioned
+		}
+		f.mu.Lock()
+		f.stats.Before[simOpFinishTx]++
+		f.stats.TxCommitFailed++
+		f.mu.Unlock()
+		return store.FinishResult{}, false, errSimInjected
+	case !recorded:
+		// The step failed: rolled back, for the engine to record.
+		f.mu.Lock()
+		f.stats.TxNotRecorded++
+		f.mu.Unlock()
+		return res, false, nil
+	}
+	f.mu.Lock()
+	switch res.Status {
+	case store.FinishApplied:
+		f.stats.TxApplied++
+	case store.FinishDuplicate:
+		f.stats.TxDuplicate++
+	case store.FinishStale:
+		f.stats.TxStale++
+	}
+	f.mu.Unlock()
+	f.maybeReplay(r, &store.FinishTasksParams{Now: p.Now, Outcomes: []store.Outcome{o}})
+	if err := f.after(simOpFinishTx, flt); err != nil {
+		return store.FinishResult{}, false, err
+	}
+	return res, true, nil
 }
 
 // Heartbeat implements store.Store; a heartbeat may be held for longer than

@@ -37,13 +37,20 @@ import (
 // settled with the expected status, every step's outcome recorded exactly
 // once with the expected output, a causally ordered log whose per-step
 // events follow the state machine of internal/dag, nothing left stuck, and
-// every outcome of step code backed by an execution of that attempt.
+// every outcome of step code backed by an execution of that attempt, and
+// every TxStep's commit effect run exactly once if it completed (by the
+// attempt that completed it), never otherwise.
 //
 // Faults, from a plan derived from the seed (math/rand/v2, PCG):
 //   - transient errors of ClaimTasks, FinishTasks, Heartbeat, FireTimers and
 //     RescueTasks, either before the call reaches the store (nothing
 //     happened) or after it took effect (an ambiguous commit);
-//   - FinishTasks replayed with the same outcomes, at once or later;
+//   - FinishTx (TxSteps) failing to begin (the step does not run), failing
+//     to commit (it ran, nothing is kept) or committing with its answer
+//     lost (the engine must find out by recording a failure the store
+//     reports as a duplicate);
+//   - FinishTasks (and FinishTx's recorded outcomes) replayed with the same
+//     outcomes, at once or later;
 //   - heartbeats held past DeadAfter, so that live steps are rescued and run
 //     again elsewhere while their late outcomes must be rejected;
 //   - one engine (in most seeds) partitioned for good from the moment one of
@@ -149,6 +156,12 @@ var simLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 //
 // Every step has generous retries: rescues count as attempts, and permanent
 // failures are not part of the plan (only flaky's deliberate refusal).
+//
+// part-1, flaky and w-2 are TxSteps: each attempt registers an effect with
+// its *memstore.Tx (counting it per run, step and attempt), and some then
+// fail or panic after the write (simTxFault), besides flaky's failures. The
+// checks want exactly one effect, of the step's last attempt, for a step
+// that completed, and none for any other.
 const (
 	simWorkflowA = "sim-a"
 	simWorkflowB = "sim-b"
@@ -190,17 +203,24 @@ func simSum(in simInput) int {
 
 const simWidth = 6
 
+// The TxSteps among the parts of sim-a and the wide steps of sim-b.
+const (
+	simTxPart = 1
+	simTxWide = 2
+)
+
 // simStepSpec is one step of a workflow's shape, as the checks know it.
 type simStepSpec struct {
 	name    string
 	parents []string
 	sleep   time.Duration
+	tx      bool // a TxStep
 }
 
 var simShapeA = []simStepSpec{
 	{name: "split"},
 	{name: "part-0", parents: []string{"split"}},
-	{name: "part-1", parents: []string{"split"}},
+	{name: "part-1", parents: []string{"split"}, tx: true},
 	{name: "part-2", parents: []string{"split"}},
 	{name: "join", parents: []string{"part-0", "part-1", "part-2"}},
 	{name: "decide", parents: []string{"join"}},
@@ -210,7 +230,7 @@ var simShapeA = []simStepSpec{
 	{name: "right-2", parents: []string{"right"}},
 	{name: "merge", parents: []string{"left-2", "right-2"}},
 	{name: "nap", parents: []string{"merge"}, sleep: simNap},
-	{name: "flaky", parents: []string{"nap"}},
+	{name: "flaky", parents: []string{"nap"}, tx: true},
 	{name: "final", parents: []string{"flaky", "join"}},
 }
 
@@ -220,7 +240,7 @@ var simShapeB = func() []simStepSpec {
 	for i := range simWidth {
 		name := fmt.Sprintf("w-%d", i)
 		wide = append(wide, name)
-		shape = append(shape, simStepSpec{name: name, parents: []string{"seed"}})
+		shape = append(shape, simStepSpec{name: name, parents: []string{"seed"}, tx: i == simTxWide})
 	}
 	return append(shape, simStepSpec{name: "sum", parents: wide})
 }()
@@ -399,7 +419,16 @@ type simState struct {
 	mu         sync.Mutex
 	execs      map[simExecKey]int
 	perWorker  map[string]int
+	effects    map[simExecKey]int // TxStep effects run, by attempt
 	violations []string
+}
+
+// effect is a TxStep's OnCommit effect: it runs under the store's lock as
+// the attempt's outcome is recorded.
+func (s *simState) effect(k simExecKey) {
+	s.mu.Lock()
+	s.effects[k]++
+	s.mu.Unlock()
 }
 
 func (s *simState) violation(format string, args ...any) {
@@ -455,6 +484,48 @@ func simStep[O any](s *simState, fn func(ctx durable.Context, in simInput) (O, e
 	}
 }
 
+// simTxFault decides whether a TxStep's attempt fails after its write:
+// 0 (it does not), 1 (it returns an error) or 2 (it panics). A function of
+// the run's salt, the step and the attempt, like simDuration.
+func simTxFault(salt uint64, step string, attempt int) int {
+	h := fnv.New64a()
+	h.Write([]byte(step))
+	r := rand.New(rand.NewPCG(salt^0x7e57, h.Sum64()^uint64(attempt)))
+	switch p := r.IntN(100); {
+	case p < 15:
+		return 1
+	case p < 20:
+		return 2
+	}
+	return 0
+}
+
+// simTxStep wraps a TxStep's body: count the execution, register the
+// effect that counts the attempt's commit, work, compute, then sometimes
+// fail after all, so that the write is rolled back.
+func simTxStep[O any](s *simState, fn func(ctx durable.Context, in simInput) (O, error)) func(durable.Context, *memstore.Tx, simInput) (O, error) {
+	return func(ctx durable.Context, tx *memstore.Tx, in simInput) (O, error) {
+		var zero O
+		s.executed(ctx)
+		k := simExecKey{ctx.RunID(), ctx.StepName(), ctx.Attempt()}
+		tx.OnCommit(func() { s.effect(k) })
+		if err := s.work(ctx, in); err != nil {
+			return zero, err
+		}
+		out, err := fn(ctx, in)
+		if err != nil {
+			return zero, err
+		}
+		switch simTxFault(in.Salt, k.step, k.attempt) {
+		case 1:
+			return zero, fmt.Errorf("sim: %s fails after its write on attempt %d", k.step, k.attempt)
+		case 2:
+			panic(fmt.Sprintf("sim: %s panics after its write on attempt %d", k.step, k.attempt))
+		}
+		return out, nil
+	}
+}
+
 // parent checks a parent's output as the step sees it.
 func simParent[O comparable](s *simState, ctx durable.Context, ref *durable.StepRef[O], want O, present bool) (O, error) {
 	got, ok := ref.Output(ctx)
@@ -473,10 +544,16 @@ func (s *simState) workflows() (*durable.Workflow[simInput], *durable.Workflow[s
 	}), simRetry)
 	var parts []*durable.StepRef[int]
 	for i := range 3 {
-		parts = append(parts, durable.Step(a, fmt.Sprintf("part-%d", i), simStep(s, func(ctx durable.Context, in simInput) (int, error) {
+		name := fmt.Sprintf("part-%d", i)
+		body := func(ctx durable.Context, in simInput) (int, error) {
 			v, err := simParent(s, ctx, split, simSplit(in), true)
 			return v*(i+2) + in.N, err
-		}), durable.After(split), simRetry))
+		}
+		if i == simTxPart {
+			parts = append(parts, durable.TxStep(a, name, simTxStep(s, body), durable.After(split), simRetry))
+		} else {
+			parts = append(parts, durable.Step(a, name, simStep(s, body), durable.After(split), simRetry))
+		}
 	}
 	join := durable.Step(a, "join", simStep(s, func(ctx durable.Context, in simInput) (int, error) {
 		sum := 0
@@ -526,7 +603,7 @@ func (s *simState) workflows() (*durable.Workflow[simInput], *durable.Workflow[s
 		return "merged:" + l + r, err
 	}), durable.After(left2, right2), simRetry)
 	nap := durable.Sleep(a, "nap", simNap, durable.After(merge), simRetry)
-	flaky := durable.Step(a, "flaky", simStep(s, func(ctx durable.Context, in simInput) (int, error) {
+	flaky := durable.TxStep(a, "flaky", simTxStep(s, func(ctx durable.Context, in simInput) (int, error) {
 		if n := ctx.Attempt(); n <= simFlakyFailures(in) {
 			return 0, fmt.Errorf("transient failure on attempt %d", n)
 		}
@@ -558,10 +635,17 @@ func (s *simState) workflows() (*durable.Workflow[simInput], *durable.Workflow[s
 	var wide []durable.Parent
 	var wideRefs []*durable.StepRef[int]
 	for i := range simWidth {
-		ref := durable.Step(b, fmt.Sprintf("w-%d", i), simStep(s, func(ctx durable.Context, in simInput) (int, error) {
+		name := fmt.Sprintf("w-%d", i)
+		body := func(ctx durable.Context, in simInput) (int, error) {
 			v, err := simParent(s, ctx, seed, simSeedOut(in), true)
 			return v + i*i + in.N, err
-		}), durable.After(seed), simRetry)
+		}
+		var ref *durable.StepRef[int]
+		if i == simTxWide {
+			ref = durable.TxStep(b, name, simTxStep(s, body), durable.After(seed), simRetry)
+		} else {
+			ref = durable.Step(b, name, simStep(s, body), durable.After(seed), simRetry)
+		}
 		wide = append(wide, ref)
 		wideRefs = append(wideRefs, ref)
 	}
@@ -585,7 +669,7 @@ func simRun(t *testing.T, seed uint64, tot *simTotals) {
 	t.Logf("seed %d plan: %s", seed, plan)
 	ctx := context.Background()
 	s := memstore.New()
-	sim := &simState{plan: plan, execs: map[simExecKey]int{}, perWorker: map[string]int{}}
+	sim := &simState{plan: plan, execs: map[simExecKey]int{}, perWorker: map[string]int{}, effects: map[simExecKey]int{}}
 	wfA, wfB := sim.workflows()
 
 	client, err := durable.New(s, durable.Config{WorkerID: "sim-client", Logger: simLog})
@@ -710,6 +794,16 @@ func simRun(t *testing.T, seed uint64, tot *simTotals) {
 			t.Errorf("step code ran for unknown run %s (step %s)", k.run, k.step)
 		}
 	}
+	effects := map[uuid.UUID]map[simExecKey]int{}
+	for k, n := range sim.effects {
+		if !known[k.run] {
+			t.Errorf("a TxStep's effect ran for unknown run %s (step %s)", k.run, k.step)
+		}
+		if effects[k.run] == nil {
+			effects[k.run] = map[simExecKey]int{}
+		}
+		effects[k.run][k] = n
+	}
 	for _, v := range sim.violations {
 		t.Errorf("step code: %s", v)
 	}
@@ -727,7 +821,7 @@ func simRun(t *testing.T, seed uint64, tot *simTotals) {
 		if err := unsettled[i]; err != nil {
 			probs = append(probs, fmt.Sprintf("did not settle within %s of virtual time: %v", simDeadline, err))
 		}
-		probs = append(probs, simCheckRun(spec, res, evs, execs[id], &stats)...)
+		probs = append(probs, simCheckRun(spec, res, evs, execs[id], effects[id], &stats)...)
 		if len(probs) == 0 {
 			continue
 		}
@@ -997,7 +1091,7 @@ var simStateOf = map[durabletype.EventType]durabletype.TaskState{
 
 // simCheckRun checks one run against its expected end, its log against the
 // state machine, and its executions against its log.
-func simCheckRun(spec simRunSpec, res *durable.RunResult, evs []durabletype.Event, execs map[simExecKey]int, st *simSeedStats) []string {
+func simCheckRun(spec simRunSpec, res *durable.RunResult, evs []durabletype.Event, execs, effects map[simExecKey]int, st *simSeedStats) []string {
 	var probs []string
 	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
 	shape := spec.shape()
@@ -1086,6 +1180,43 @@ func simCheckRun(spec simRunSpec, res *durable.RunResult, evs []durabletype.Even
 		}
 	}
 
+	// TxSteps: the effect of exactly one attempt ran, the one whose
+	// outcome completed the step, once; none if the step did not complete.
+	for _, sp := range shape {
+		if !sp.tx {
+			continue
+		}
+		var step *durable.StepResult
+		for i := range res.Steps {
+			if res.Steps[i].Name == sp.name {
+				step = &res.Steps[i]
+			}
+		}
+		if step == nil {
+			continue // reported above
+		}
+		total := 0
+		var ran []string
+		for k, n := range effects {
+			if k.step == sp.name {
+				total += n
+				ran = append(ran, fmt.Sprintf("attempt %d ×%d", k.attempt, n))
+			}
+		}
+		slices.Sort(ran)
+		st.txSteps++
+		st.txEffects += total
+		st.txRolledBack += perStep[sp.name] - total
+		switch {
+		case step.State == durabletype.TaskCompleted:
+			if total != 1 || effects[simExecKey{res.ID, sp.name, step.Attempts}] != 1 {
+				bad("TxStep %s completed on attempt %d, but its effect ran %d time(s) (%v), want once, for that attempt", sp.name, step.Attempts, total, ran)
+			}
+		case total != 0:
+			bad("TxStep %s is %s, but its effect ran %d time(s) (%v), want none", sp.name, step.State, total, ran)
+		}
+	}
+
 	st.runs++
 	if res.Status == durabletype.RunFailed {
 		st.failedRuns++
@@ -1132,7 +1263,10 @@ type simSeedStats struct {
 	attempts   int
 	executions int
 	rescues    int
-	faults     []simFaultStats
+	// TxSteps checked, their effects run, and executions whose effect was
+	// rolled back.
+	txSteps, txEffects, txRolledBack int
+	faults                           []simFaultStats
 }
 
 func (s *simSeedStats) String() string {
@@ -1150,8 +1284,8 @@ func (s *simSeedStats) String() string {
 	if partitioned == "" {
 		partitioned = "none"
 	}
-	return fmt.Sprintf("%d runs (%d failed as planned) settled in %s; %d attempts, %d executions, %d rescues; partitioned: %s; %s",
-		s.runs, s.failedRuns, s.elapsed, s.attempts, s.executions, s.rescues, partitioned, f.String())
+	return fmt.Sprintf("%d runs (%d failed as planned) settled in %s; %d attempts, %d executions, %d rescues; TxSteps %d, effects %d, rolled back %d; partitioned: %s; %s",
+		s.runs, s.failedRuns, s.elapsed, s.attempts, s.executions, s.rescues, s.txSteps, s.txEffects, s.txRolledBack, partitioned, f.String())
 }
 
 func (f *simFaultStats) add(x *simFaultStats) {
@@ -1168,6 +1302,12 @@ func (f *simFaultStats) add(x *simFaultStats) {
 	f.Stale += x.Stale
 	f.ReplayDuplicate += x.ReplayDuplicate
 	f.ReplayStale += x.ReplayStale
+	f.TxBeginFailed += x.TxBeginFailed
+	f.TxCommitFailed += x.TxCommitFailed
+	f.TxNotRecorded += x.TxNotRecorded
+	f.TxApplied += x.TxApplied
+	f.TxDuplicate += x.TxDuplicate
+	f.TxStale += x.TxStale
 	f.LeaderTerms += x.LeaderTerms
 }
 
@@ -1179,11 +1319,14 @@ func (f *simFaultStats) String() string {
 	}
 	fmt.Fprintf(&b, "; hidden claims %d; outcomes applied %d, duplicate %d, stale %d; replays %d at once + %d later (duplicate %d, stale %d); heartbeats delayed %d; leader terms %d",
 		f.HiddenClaims, f.Applied, f.Duplicate, f.Stale, f.Replays, f.LateReplays, f.ReplayDuplicate, f.ReplayStale, f.HeartbeatDelays, f.LeaderTerms)
+	fmt.Fprintf(&b, "; FinishTx: begin failed %d, commit failed %d, not recorded (step failed) %d, applied %d, duplicate %d, stale %d",
+		f.TxBeginFailed, f.TxCommitFailed, f.TxNotRecorded, f.TxApplied, f.TxDuplicate, f.TxStale)
 	return b.String()
 }
 
 type simTotals struct {
 	seeds, runs, failedRuns, attempts, executions, rescues int
+	txSteps, txEffects, txRolledBack                       int
 	partitions, leaderPartitions                           int
 	maxElapsed                                             time.Duration
 	faults                                                 simFaultStats
@@ -1196,6 +1339,9 @@ func (t *simTotals) add(s *simSeedStats) {
 	t.attempts += s.attempts
 	t.executions += s.executions
 	t.rescues += s.rescues
+	t.txSteps += s.txSteps
+	t.txEffects += s.txEffects
+	t.txRolledBack += s.txRolledBack
 	t.maxElapsed = max(t.maxElapsed, s.elapsed)
 	for i := range s.faults {
 		x := &s.faults[i]
@@ -1210,6 +1356,6 @@ func (t *simTotals) add(s *simSeedStats) {
 }
 
 func (t *simTotals) String() string {
-	return fmt.Sprintf("%d runs (%d failed as planned), %d attempts, %d executions, %d rescues; %d partitions (%d of the leader); longest seed %s of virtual time; %s",
-		t.runs, t.failedRuns, t.attempts, t.executions, t.rescues, t.partitions, t.leaderPartitions, t.maxElapsed, t.faults.String())
+	return fmt.Sprintf("%d runs (%d failed as planned), %d attempts, %d executions, %d rescues; TxSteps %d, effects %d, rolled back %d; %d partitions (%d of the leader); longest seed %s of virtual time; %s",
+		t.runs, t.failedRuns, t.attempts, t.executions, t.rescues, t.txSteps, t.txEffects, t.txRolledBack, t.partitions, t.leaderPartitions, t.maxElapsed, t.faults.String())
 }

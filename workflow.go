@@ -412,6 +412,7 @@ type stepDef struct {
 	timeout      time.Duration
 	queueTimeout time.Duration
 	run          func(ctx Context, in any) (any, error)
+	txRun        func(ctx Context, tx, in any) (any, error) // TxStep
 	onFailure    func(ctx Context, in any, f Failure) error
 	decodeOutput func(Codec, []byte) (any, error)
 	out          reflect.Type // the output's type

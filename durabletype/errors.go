@@ -79,6 +79,14 @@ var (
 	ErrInvalidSchedule = errors.New("durable: invalid schedule")
 )
 
+// ErrTxEnded: a transactional step (durable.TxStep) ended the store's
+// transaction itself, with COMMIT, ROLLBACK or PREPARE TRANSACTION in SQL
+// (with AND CHAIN too): its writes no longer commit with its outcome. The
+// step fails without retries, since a retry could write them twice. (A
+// RESET ALL in the step also clears the store's mark of its transaction,
+// and counts as ending it.)
+var ErrTxEnded = errors.New("durable: the step ended its transaction itself (COMMIT or ROLLBACK in SQL): its writes and its outcome no longer commit together")
+
 // ErrInvalidWorker is returned when registering a worker record that is
 // not valid: an invalid ID, a negative count, a DeadAfter that is not
 // positive.

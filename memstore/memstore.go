@@ -763,6 +763,13 @@ func (s *Store) find(ref store.TaskRef) (*runState, taskKey, bool) {
 
 // FinishTasks implements store.Store.
 func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]store.FinishResult, error) {
+	return s.finishTasks(ctx, p, nil)
+}
+
+// finishTasks is FinishTasks; recorded, when set, is called with the
+// results once the outcomes are recorded, before anything is published and
+// with the store still locked.
+func (s *Store) finishTasks(ctx context.Context, p *store.FinishTasksParams, recorded func([]store.FinishResult)) ([]store.FinishResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -789,6 +796,9 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 		return r, s.index(r, key), true
 	})
 	err := s.persist(c, &n)
+	if err == nil && recorded != nil {
+		recorded(res)
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return nil, err

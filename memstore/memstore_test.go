@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,29 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) store.Store { return memstore.New() })
+}
+
+func TestConformanceTx(t *testing.T) {
+	t.Parallel()
+	storetest.RunTx(t, func(t *testing.T) (store.TxFinisher, storetest.TxEffects) {
+		var mu sync.Mutex
+		kept := map[string]int{}
+		return memstore.New(), storetest.TxEffects{
+			Write: func(_ context.Context, tx any, key string) error {
+				tx.(*memstore.Tx).OnCommit(func() {
+					mu.Lock()
+					kept[key]++
+					mu.Unlock()
+				})
+				return nil
+			},
+			Count: func(_ *testing.T, key string) int {
+				mu.Lock()
+				defer mu.Unlock()
+				return kept[key]
+			},
+		}
+	})
 }
 
 func TestDriver(t *testing.T) {

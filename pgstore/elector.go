@@ -17,6 +17,19 @@ import (
 // once; the check catches a silent network loss.
 const healthInterval = 5 * time.Second
 
+// keepAlive makes the server probe the election session's client after 10
+// s of silence, every 5 s, and end the session after 3 probes unanswered:
+// about 25 s after the leader's host vanishes (powered off, cut off from the
+// network), the server ends its session, and with it the leadership, so
+// another worker leads. On the server's defaults (the kernel's: two hours
+// of silence, on Linux) timers, rescues and schedules would stop for that
+// long. The leader itself notices the loss sooner (healthInterval and
+// pingTimeout, about 8 s) and stops leading first, so two leaders do not
+// overlap. The settings apply to TCP connections (a Unix socket needs none).
+const keepAlive = `SELECT set_config('tcp_keepalives_idle', '10', false),
+       set_config('tcp_keepalives_interval', '5', false),
+       set_config('tcp_keepalives_count', '3', false)`
+
 // pingTimeout bounds a leader's health check.
 const pingTimeout = 3 * time.Second
 
@@ -69,6 +82,13 @@ func (s *Store) leadOnce(ctx context.Context, id string, lead func(ctx context.C
 	}
 	defer closeConn(conn)
 	b.reset()
+	if _, err := conn.Exec(ctx, keepAlive); err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) {
+			return fmt.Errorf("pgstore: elector keepalives: %w", err)
+		}
+		s.log.Warn("pgstore: the leader's session keeps the server's keepalive settings; a leader whose host vanishes keeps the leadership until the server notices", slog.Any("error", err))
+	}
 	key := lockKey("leader", s.schema)
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
 		if ctx.Err() != nil {

@@ -17,13 +17,32 @@ import (
 // FinishTasks implements store.Store. Outcomes are applied in order; several
 // outcomes of one run are applied to the run loaded once.
 func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]store.FinishResult, error) {
-	res := make([]store.FinishResult, len(p.Outcomes))
 	if len(p.Outcomes) == 0 {
-		return res, nil
+		return []store.FinishResult{}, nil
 	}
-	ids := make([]uuid.UUID, 0, len(p.Outcomes))
+	f, err := newFinish(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := retryRaced(func(lockReady bool) error { return s.transition(ctx, f.plan(lockReady)) }); err != nil {
+		return nil, classify(err)
+	}
+	return f.results(), nil
+}
+
+// finish is one FinishTasks call: its outcomes, the runs and items they
+// touch, and their results once applied.
+type finish struct {
+	p       *store.FinishTasksParams
+	ids     []uuid.UUID
+	items   []itemRef
+	res     []store.FinishResult
+	cascade []store.SettledRun
+}
+
+func newFinish(p *store.FinishTasksParams) (*finish, error) {
+	f := &finish{p: p, ids: make([]uuid.UUID, 0, len(p.Outcomes))}
 	seen := make(map[uuid.UUID]bool, len(p.Outcomes))
-	var items []itemRef
 	for k := range p.Outcomes {
 		if !dag.ValidOutcome(&p.Outcomes[k]) {
 			return nil, fmt.Errorf("pgstore: outcome %d: %w: kind %d", k, durabletype.ErrInvalidOutcome, p.Outcomes[k].Kind)
@@ -31,38 +50,43 @@ func (s *Store) FinishTasks(ctx context.Context, p *store.FinishTasksParams) ([]
 		ref := p.Outcomes[k].Task
 		if id := ref.RunID; !seen[id] {
 			seen[id] = true
-			ids = append(ids, id)
+			f.ids = append(f.ids, id)
 		}
 		if _, _, ok := dag.ParseItem(ref.Step); ok {
-			items = append(items, itemRef{ref.RunID, ref.Step})
+			f.items = append(f.items, itemRef{ref.RunID, ref.Step})
 		}
 	}
-	var cascade []store.SettledRun
-	err := retryRaced(func(lockReady bool) error {
-		return s.transition(ctx, &plan{
-			now:       nowOf(p.Now),
-			ids:       ids,
-			items:     items,
-			lockReady: lockReady,
-			settled:   &cascade,
-			omit:      true,
-			apply: func(c *change) error {
-				res = c.Finish(p.Outcomes, func(ref store.TaskRef) (*dag.Run, int, bool) {
-					if r := c.byID[ref.RunID]; r != nil {
-						i, ok := taskIndex(r, ref.Step)
-						return r, i, ok
-					}
-					return nil, 0, false
-				})
-				return nil
-			},
-		})
-	})
-	if err != nil {
-		return nil, classify(err)
+	return f, nil
+}
+
+// plan returns the transition that applies the outcomes.
+func (f *finish) plan(lockReady bool) *plan {
+	f.cascade = nil
+	return &plan{
+		now:       nowOf(f.p.Now),
+		ids:       f.ids,
+		items:     f.items,
+		lockReady: lockReady,
+		settled:   &f.cascade,
+		omit:      true,
+		apply: func(c *change) error {
+			f.res = c.Finish(f.p.Outcomes, func(ref store.TaskRef) (*dag.Run, int, bool) {
+				if r := c.byID[ref.RunID]; r != nil {
+					i, ok := taskIndex(r, ref.Step)
+					return r, i, ok
+				}
+				return nil, 0, false
+			})
+			return nil
+		},
 	}
-	res[0].Cascade = cascade
-	return res, nil
+}
+
+// results returns the results of the applied outcomes, with the cascade of
+// the call on the first.
+func (f *finish) results() []store.FinishResult {
+	f.res[0].Cascade = f.cascade
+	return f.res
 }
 
 // Heartbeat implements store.Store: it stamps the claims whose tasks still

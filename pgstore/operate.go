@@ -294,7 +294,7 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*durabletype.S
 
 // PruneRuns implements store.Store: one statement deletes the oldest
 // settled runs that finished before the cutoff (skipping runs a transition
-// holds), their events, and, through the foreign key, their tasks. When it
+// holds), their events and, by the trigger on runs, their tasks. When it
 // deletes fewer than Limit it also removes the counts of settled runs
 // older than the cutoff (dag.CountsExpired), merges the shards of the
 // counts of the minutes just closed, and removes the shapes no run uses and

@@ -50,6 +50,14 @@ type Config struct {
 	// listener and the leader elector losing their connections and
 	// reconnecting. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// TxSteps is the most transactional steps (durable.TxStep) whose
+	// transactions are open at once, each holding one of the pool's
+	// connections while its step runs; the steps beyond wait for one. The
+	// rest of the pool serves the engines' own calls (claims, outcomes,
+	// heartbeats). Defaults to half the pool's MaxConns, at least 1; a
+	// value of MaxConns or more is refused.
+	TxSteps int
 }
 
 // Store is a store.Store backed by PostgreSQL. It is safe for concurrent
@@ -76,6 +84,8 @@ type Store struct {
 	// inboxMark is the newest pending message the leader's previous pass
 	// saw: the next pass applies those up to it that are still pending.
 	inboxMark atomic.Int64
+	// txSlots holds one token per open transaction of a step (FinishTx).
+	txSlots chan struct{}
 }
 
 var (
@@ -119,7 +129,18 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	maxConns := int(pool.Config().MaxConns)
+	txSteps := cfg.TxSteps
+	switch {
+	case txSteps < 0:
+		return nil, fmt.Errorf("pgstore: Config.TxSteps %d: must not be negative", txSteps)
+	case txSteps == 0:
+		txSteps = max(1, maxConns/2)
+	case txSteps >= maxConns:
+		return nil, fmt.Errorf("pgstore: Config.TxSteps %d: the pool's MaxConns is %d, and the engines need at least one connection besides", txSteps, maxConns)
+	}
 	st := &Store{
+		txSlots: make(chan struct{}, txSteps),
 		pool:    pool,
 		log:     log.With(slog.String("schema", schema)),
 		schema:  schema,

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -319,3 +321,24 @@ func TestElector(t *testing.T) {
 
 // created drops the result of CreateRuns.
 func created(_ *store.CreateRunsResult, err error) error { return err }
+
+// TestDeletedRunsTakeTheirTasks: a run deleted by a statement other than
+// retention's own (an engine not yet upgraded, which relied on the foreign
+// key's cascade migration 012 dropped; an operator's DELETE) takes its
+// tasks with it, by the trigger on runs.
+func TestDeletedRunsTakeTheirTasks(t *testing.T) {
+	t.Parallel()
+	s, pool, schema := setup(t)
+	sh := &durabletype.Shape{Steps: []durabletype.StepSpec{step("a"), step("b", "a")}}
+	gone, kept := newRun("wf", "t", sh), newRun("wf", "t", sh)
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{gone, kept}})))
+	runs, tasks := pgx.Identifier{schema, "runs"}.Sanitize(), pgx.Identifier{schema, "tasks"}.Sanitize()
+	_, err := pool.Exec(ctx, "DELETE FROM "+runs+" WHERE id = $1", gone.ID)
+	require.NoError(t, err)
+	count := func(id uuid.UUID) (n int) {
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+tasks+" WHERE run_id = $1", id).Scan(&n))
+		return n
+	}
+	require.Zero(t, count(gone.ID))
+	require.Equal(t, 2, count(kept.ID))
+}

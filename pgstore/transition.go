@@ -212,6 +212,13 @@ func (s *Store) transition(ctx context.Context, p *plan) error {
 	if err != nil {
 		return err
 	}
+	s.committed(ctx, p, c, at)
+	return nil
+}
+
+// committed does what follows a transition's commit; at is when its
+// transaction began.
+func (s *Store) committed(ctx context.Context, p *plan, c *change, at time.Time) {
 	if ids := c.newShapes.ids; len(ids) > 0 {
 		// The shapes of the child runs it created are stored: later
 		// transitions need not insert them again (see shapeKnown).
@@ -228,7 +235,6 @@ func (s *Store) transition(ctx context.Context, p *plan) error {
 	// once its connection is back in the pool, each run's in a transaction
 	// of its own; what fails here is left to the leader (ApplyInbox).
 	s.deliver(ctx, p.now, c.inboxRuns, p.settled)
-	return nil
 }
 
 // transact runs the transaction of a transition and returns its change.
@@ -241,7 +247,14 @@ func (s *Store) transact(ctx context.Context, p *plan) (*change, error) {
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
 	defer tx.close(ctx)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	return s.transactOn(ctx, tx, tx, b, &l, p)
+}
+
+// transactOn sends b, the batch that locks and loads the runs (l), on q,
+// then applies p and persists the change on q; own, when set, is the
+// store's own transaction q, which commits with the writes.
+func (s *Store) transactOn(ctx context.Context, q querier, own *ownTx, b *pgx.Batch, l *loader, p *plan) (*change, error) {
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("pgstore: load runs: %w", err)
 	}
 	now := p.now
@@ -251,7 +264,7 @@ func (s *Store) transact(ctx context.Context, p *plan) (*change, error) {
 		now = l.clock
 	}
 	c := newChange(dag.Timestamp(now))
-	if err := l.build(ctx, s, tx, c); err != nil {
+	if err := l.build(ctx, s, q, c); err != nil {
 		return nil, err
 	}
 	if p.inbox {
@@ -264,7 +277,7 @@ func (s *Store) transact(ctx context.Context, p *plan) (*change, error) {
 	if p.extra != nil {
 		extra = func(b *pgx.Batch) { p.extra(b, c) }
 	}
-	if err := s.persist(ctx, tx, c, extra, tx); err != nil {
+	if err := s.persist(ctx, q, c, extra, own); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -306,7 +306,8 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 	}
 	c.queueLaneWrites(q, b)
 
-	// Runs first when they are new, for the foreign key of tasks.
+	// Runs first when they are new, before their tasks (no foreign key
+	// checks it since migration 012; the order is kept).
 	c.queueNewRuns(q, b)
 
 	// (3) Tasks.

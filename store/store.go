@@ -181,6 +181,33 @@ type TxCreator interface {
 	CreateRunsTx(ctx context.Context, tx any, p *CreateRunsParams) (*CreateRunsResult, error)
 }
 
+// TxFinisher is implemented by stores that can record a step's outcome in
+// the transaction its code wrote in (durable.TxStep), so that the step's
+// writes and its recorded outcome commit together or not at all.
+type TxFinisher interface {
+	// FinishTx begins a transaction and calls fn with it (a pgx.Tx for
+	// pgstore, a *memstore.Tx in memory). When fn returns record set,
+	// FinishTx records the outcome it returns in that transaction, as
+	// FinishTasks would record it alone, and commits if and only if it was
+	// applied: fn's writes are kept exactly when the outcome is. A claim
+	// that is no longer current (FinishStale) or was finished already
+	// (FinishDuplicate) rolls fn's writes back; so does record unset, and
+	// then nothing is recorded (recorded is false) and the caller records
+	// the outcome itself, as FinishTasks would.
+	//
+	// An error means the outcome may or may not have been recorded (a
+	// commit whose answer was lost); recording the claim's outcome again
+	// with FinishTasks tells which (FinishDuplicate: it was). An error
+	// matching durabletype.ErrTxEnded means fn ended the transaction itself
+	// (in SQL): nothing was recorded, and the attempt must not be retried.
+	FinishTx(ctx context.Context, p *FinishTxParams, fn func(ctx context.Context, tx any) (o Outcome, record bool)) (res FinishResult, recorded bool, err error)
+}
+
+// FinishTxParams are the parameters of TxFinisher.FinishTx.
+type FinishTxParams struct {
+	Now time.Time
+}
+
 // Checker is implemented by stores that can tell whether they are ready to
 // serve engines: for pgstore, that its schema exists and is migrated to the
 // version the code expects. Engine.Start calls Check and fails with its

@@ -172,8 +172,9 @@ UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'WAITING' AND ({{tenant}
 
 -- name: pruneRuns
 -- Retention: the oldest settled runs that finished $2 microseconds before
--- $1 (the database's now() when NULL), skipping runs a transition holds
--- (their tasks go with them, by the foreign key).
+-- $1 (the database's now() when NULL), skipping runs a transition holds,
+-- with their events, signals and inbox (their tasks go with them, by the
+-- trigger runs_delete_tasks: migration 012).
 WITH cutoff AS (
   SELECT coalesce($1, now()) - $2::bigint * interval '1 microsecond' AS at
 ), doomed AS (

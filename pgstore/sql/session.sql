@@ -28,9 +28,17 @@
 -- TestGenericPlansUseIndexes plans every statement after filling,
 -- draining, vacuuming and analyzing the queue tables, and fails on such a
 -- read.)
+-- A transaction of the store's is idle only between its round trips, for
+-- milliseconds: one idle for 10 seconds belongs to a process that stopped
+-- in the middle (a paused VM, a SIGSTOP, a partition with the TCP
+-- connection still up). The server then ends its session, releasing the
+-- runs it locked, which would otherwise hold up every transition of those
+-- runs, the leader's rescue of the stopped process's own steps included,
+-- until the process came back (TestStoreTransactionsTimeOutIdle).
 SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
        set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true),
-       set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);
+       set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
+       set_config('idle_in_transaction_session_timeout', '10s', true);
 
 -- name: listPlans
 -- Lists take the first rows in index order; without sorts the planner

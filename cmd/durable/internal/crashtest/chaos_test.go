@@ -121,18 +121,10 @@ func TestChaos(t *testing.T) {
 	deadline := time.Now().Add(4 * time.Minute)
 	for action := 0; ; action++ {
 		// The chaos's own rhythm, not a synchronisation.
-		pause := time.NewTimer(time.Duration(2000+rng.IntN(1500)) * time.Millisecond)
-	rest:
-		for {
-			select {
-			case err := <-triggered:
-				require.NoError(t, err, "triggering")
-				triggerDone, triggered = true, nil
-				t.Logf("%s all %d runs triggered", elapsed(), runs)
-			case <-pause.C:
-				break rest
-			}
-		}
+		rest(t, time.Duration(2000+rng.IntN(1500))*time.Millisecond, &triggered, func() {
+			triggerDone = true
+			t.Logf("%s all %d runs triggered", elapsed(), runs)
+		})
 		_, settled, _, err := h.counts(ctx)
 		require.NoError(t, err)
 		if triggerDone && settled >= runs*8/10 && action >= 8 {

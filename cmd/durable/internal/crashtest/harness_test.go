@@ -39,8 +39,9 @@ const (
 )
 
 // binary is the durable CLI built by TestMain ("" when the tests are off),
-// deployApp the service of the rolling-deploy proof (./deployapp).
-var binary, deployApp string
+// deployApp the service of the rolling-deploy proof (./deployapp), txApp
+// that of the transactional-step proof (./txapp).
+var binary, deployApp, txApp string
 
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
@@ -61,6 +62,10 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	if deployApp, err = build(dir, "./cmd/durable/internal/crashtest/deployapp"); err != nil {
+		fmt.Fprintf(os.Stderr, "crashtest: %v\n", err)
+		return 1
+	}
+	if txApp, err = build(dir, "./cmd/durable/internal/crashtest/txapp"); err != nil {
 		fmt.Fprintf(os.Stderr, "crashtest: %v\n", err)
 		return 1
 	}
@@ -526,4 +531,23 @@ FROM `+h.table("inbox")+` i LEFT JOIN `+h.table("runs")+` r ON r.id = i.run_id O
 		fmt.Fprintf(&b, "  %s %s %s#%d %s%s\n", ev.At.Format("15:04:05.000000"), ev.Step, ev.Type, ev.Attempt, ev.Detail, due)
 	}
 	return b.String()
+}
+
+// rest waits for d, the chaos's own rhythm (not a synchronisation). If the
+// goroutine triggering the runs reports meanwhile, its error fails the test,
+// *triggered is set to nil (so that it is not read again) and done is called.
+func rest(t *testing.T, d time.Duration, triggered *chan error, done func()) {
+	t.Helper()
+	pause := time.NewTimer(d)
+	defer pause.Stop()
+	for {
+		select {
+		case err := <-*triggered:
+			require.NoError(t, err, "triggering")
+			*triggered = nil
+			done()
+		case <-pause.C:
+			return
+		}
+	}
 }
