@@ -12,6 +12,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/cmd/durable/internal/demo"
+	"github.com/effectivelabs/durable/internal/sleep"
 )
 
 // Workflow names.
@@ -195,14 +196,10 @@ func chaos(o Options) (*durable.Workflow[ChaosInput], *durable.Workflow[ChaosInp
 				return err
 			}
 		}
-		t := time.NewTimer(time.Duration(rand.Int64N(int64(o.ChaosWork) + 1)))
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
+		if !sleep.For(ctx, time.Duration(rand.Int64N(int64(o.ChaosWork)+1))) {
 			return ctx.Err()
 		}
+		return nil
 	}
 	work := func(ctx durable.Context, in ChaosInput) (string, error) {
 		if err := busy(ctx); err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/sleep"
 )
 
 // Name is the workflow's name; K is how many transactional steps (and
@@ -104,12 +105,8 @@ func New(pool *pgxpool.Pool, schema string) *durable.Workflow[Input] {
 
 // nap waits 0 to 15ms.
 func nap(ctx context.Context) error {
-	t := time.NewTimer(time.Duration(rand.IntN(15_000)) * time.Microsecond)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !sleep.For(ctx, time.Duration(rand.IntN(15_000))*time.Microsecond) {
 		return ctx.Err()
 	}
+	return nil
 }
