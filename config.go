@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -55,8 +56,9 @@ type Config struct {
 	HeartbeatInterval time.Duration
 
 	// DeadAfter is how long a worker may miss heartbeats before the leader
-	// treats its running steps as dead and retries them (or fails them when
-	// their retries are used up). It must exceed 2×HeartbeatInterval; the
+	// treats its running steps as lost and runs them again elsewhere,
+	// without spending a retry (a step lost DefaultLostLimit times in a row,
+	// or WithLostLimit's n, fails: see docs/semantics.md, "Lost workers"). It must exceed 2×HeartbeatInterval; the
 	// leader scans every DeadAfter/4, so a dead step is rescued within
 	// 1.25×DeadAfter. Silence counts only while the leader reaches the
 	// store: a leader just elected, or back after losing the store, rescues
@@ -127,6 +129,10 @@ type Config struct {
 
 // KeepForever is the Config.Retention that keeps every run.
 const KeepForever time.Duration = -1
+
+// DefaultLostLimit is how many attempts of a step in a row may lose their
+// worker before the step fails, unless WithLostLimit says otherwise.
+const DefaultLostLimit = durabletype.DefaultLostLimit
 
 // DefaultRetention is the Config.Retention of a zero Config: 7 days.
 const DefaultRetention = 7 * 24 * time.Hour

@@ -3,6 +3,7 @@ package durable
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -88,6 +89,10 @@ var (
 	// ErrStepTimeout is the cause of a step context cancelled because the
 	// attempt ran past its WithTimeout.
 	ErrStepTimeout = errors.New("durable: step timed out")
+	// ErrPoisonStep is matched by the *RunError of a run whose step failed
+	// because its attempts lost their worker too many times in a row (see
+	// WithLostLimit).
+	ErrPoisonStep = durabletype.ErrPoisonStep
 	// ErrUnknownStep: a claimed task names a step (or handler) that the
 	// workflow registered in this process does not have, usually because a
 	// deploy changed the workflow while the run was in flight.
@@ -201,10 +206,12 @@ func (e *RunError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrRunFailed) true for a failed run and
-// errors.Is(err, ErrRunCancelled) for a cancelled one.
+// errors.Is(err, ErrRunCancelled) for a cancelled one, and
+// errors.Is(err, ErrPoisonStep) for a run whose step failed for losing
+// its worker too many times in a row.
 func (e *RunError) Is(target error) bool {
 	if e.Status == durabletype.RunCancelled {
 		return target == ErrRunCancelled
 	}
-	return target == ErrRunFailed
+	return target == ErrRunFailed || target == ErrPoisonStep && strings.HasPrefix(e.Message, dag.PoisonText)
 }

@@ -262,7 +262,7 @@ func TestNewLeaderWaitsForHeartbeats(t *testing.T) {
 			t.Fatalf("the step was not rescued (%d passes, %d failed, %d beats failed)", len(passes), failed, beats)
 		}
 		rescuedAfter := time.Since(leaderAt)
-		require.Equal(t, 2, attempt)
+		require.Equal(t, 1, attempt, "a lost attempt is not counted: the step runs again as attempt 1")
 		t.Logf("a new leader rescued a step silent for %s, %s after it began to lead (grace %s)",
 			time.Since(silent)-rescuedAfter, rescuedAfter, 2*heartbeat)
 		require.GreaterOrEqual(t, rescuedAfter, 2*heartbeat, "rescued before the grace ended")

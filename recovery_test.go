@@ -63,13 +63,14 @@ func TestFairnessAcrossTenants(t *testing.T) {
 
 // TestDeadExecutionRecovery: a worker claims a step through the store and
 // dies (it never heartbeats nor finishes). A live engine's leader rescues it
-// after DeadAfter, within 1.25×DeadAfter, the step runs again there, and the
-// dead claim's late outcome is rejected without touching the recorded one.
+// after DeadAfter, within 1.25×DeadAfter, the step runs again there, at once
+// and as attempt 1 although it has no retries (a lost attempt spends none),
+// and the dead claim's late outcome is rejected without touching the
+// recorded one.
 func TestDeadExecutionRecovery(t *testing.T) {
 	t.Parallel()
 	both(t, func(t *testing.T, h *harness) {
 		deadAfter := h.duration(20*time.Second, time.Second)
-		backoff := h.duration(time.Second, 100*time.Millisecond)
 		slack := h.duration(0, 500*time.Millisecond) // for real round trips
 		ctx := h.ctx(h.duration(time.Hour, time.Minute))
 		var mu sync.Mutex
@@ -80,7 +81,7 @@ func TestDeadExecutionRecovery(t *testing.T) {
 			attempts = append(attempts, ctx.Attempt())
 			mu.Unlock()
 			return "done by " + ctx.WorkerID(), nil
-		}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 1, InitialDelay: backoff}))
+		}) // the default policy: no retries
 		id, err := wf.RunNoWait(ctx, h.client(), "t", 1)
 		require.NoError(t, err)
 
@@ -99,10 +100,10 @@ func TestDeadExecutionRecovery(t *testing.T) {
 		if h.virtual {
 			recovered := time.Since(crashedAt)
 			require.GreaterOrEqual(t, recovered, deadAfter)
-			require.LessOrEqual(t, recovered, deadAfter+deadAfter/4+backoff, "rescued within 1.25×DeadAfter (+ the backoff)")
+			require.LessOrEqual(t, recovered, deadAfter+deadAfter/4, "rescued and run again within 1.25×DeadAfter")
 		}
 		mu.Lock()
-		require.Equal(t, []int{2}, attempts, "the dead worker's attempt counts; the step ran once here")
+		require.Equal(t, []int{1}, attempts, "the dead worker's attempt is not counted; the step ran once here")
 		mu.Unlock()
 
 		evs, err := e.Events(ctx, id)
@@ -111,9 +112,9 @@ func TestDeadExecutionRecovery(t *testing.T) {
 		var detail string
 		for _, ev := range evs {
 			switch {
-			case ev.Type == durabletype.EventStarted && ev.Attempt == 1:
+			case ev.Type == durabletype.EventStarted && claimedAt.IsZero(): // the dead claim
 				claimedAt = ev.At
-			case ev.Type == durabletype.EventRetrying:
+			case ev.Type == durabletype.EventLost:
 				rescuedAt, detail = ev.At, ev.Detail
 			}
 		}
@@ -123,7 +124,7 @@ func TestDeadExecutionRecovery(t *testing.T) {
 		t.Logf("dead claim rescued %s after it was taken (DeadAfter %s); run completed %s after", rescue, deadAfter, done)
 		require.GreaterOrEqual(t, rescue, deadAfter, "rescued before the worker was dead")
 		require.LessOrEqual(t, rescue, deadAfter+deadAfter/4+slack, "rescued within 1.25×DeadAfter (+ slack)")
-		require.LessOrEqual(t, done, deadAfter+deadAfter/4+backoff+2*slack, "completed within 1.25×DeadAfter + backoff (+ slack)")
+		require.LessOrEqual(t, done, deadAfter+deadAfter/4+2*slack, "completed within 1.25×DeadAfter (+ slack): a lost attempt has no backoff")
 
 		late, err := h.store.FinishTasks(ctx, &store.FinishTasksParams{Outcomes: []store.Outcome{{
 			Task: claimed[0].Ref(), Kind: store.OutcomeComplete, Output: []byte(`"late"`),
@@ -135,7 +136,7 @@ func TestDeadExecutionRecovery(t *testing.T) {
 		out, err := step.Result(res)
 		require.NoError(t, err)
 		require.Equal(t, "done by rescuer", out)
-		require.Equal(t, []string{"QUEUED/0", "STARTED/1", "RETRYING/1", "QUEUED/1", "STARTED/2", "COMPLETED/2"},
+		require.Equal(t, []string{"QUEUED/0", "STARTED/1", "LOST/1", "QUEUED/0", "STARTED/1", "COMPLETED/1"},
 			stepEvents(t, e, id, "work"), "the late outcome changed nothing")
 	})
 }

@@ -154,8 +154,8 @@ var simLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 //
 // sim-b: seed → w-0..w-5 (a wide fan-out) → sum.
 //
-// Every step has generous retries: rescues count as attempts, and permanent
-// failures are not part of the plan (only flaky's deliberate refusal).
+// Every step has generous retries and lost limits: permanent failures are
+// not part of the plan (only flaky's deliberate refusal).
 //
 // part-1, flaky and w-2 are TxSteps: each attempt registers an effect with
 // its *memstore.Tx (counting it per run, step and attempt), and some then
@@ -245,8 +245,16 @@ var simShapeB = func() []simStepSpec {
 	return append(shape, simStepSpec{name: "sum", parents: wide})
 }()
 
-// simRetry is every step's policy: enough attempts to absorb rescues.
+// simRetry is every step's policy: enough attempts to absorb the injected
+// failures.
 var simRetry = durable.WithRetry(durable.RetryPolicy{MaxRetries: 30, InitialDelay: 500 * time.Millisecond, MaxDelay: 4 * time.Second})
+
+// simLost is every step's lost limit. The simulation loses attempts far more
+// often than a fleet does (claims whose commit the engine does not hear of,
+// at rates up to 2 in 3, partitions, delayed heartbeats), so a step can be
+// lost several times in a row without killing anything; the default limit
+// (3) would fail such runs as poison steps, which the plan does not have.
+var simLost = durable.WithLostLimit(30)
 
 // simRunSpec is one run of the workload.
 type simRunSpec struct {
@@ -541,7 +549,7 @@ func (s *simState) workflows() (*durable.Workflow[simInput], *durable.Workflow[s
 	a := durable.NewWorkflow[simInput](simWorkflowA)
 	split := durable.Step(a, "split", simStep(s, func(ctx durable.Context, in simInput) (int, error) {
 		return simSplit(in), nil
-	}), simRetry)
+	}), simRetry, simLost)
 	var parts []*durable.StepRef[int]
 	for i := range 3 {
 		name := fmt.Sprintf("part-%d", i)
@@ -550,9 +558,9 @@ func (s *simState) workflows() (*durable.Workflow[simInput], *durable.Workflow[s
 			return v*(i+2) + in.N, err
 		}
 		if i == simTxPart {
-			parts = append(parts, durable.TxStep(a, name, simTxStep(s, body), durable.After(split), simRetry))
+			parts = append(parts, durable.TxStep(a, name, simTxStep(s, body), durable.After(split), simRetry, simLost))
 		} else {
-			parts = append(parts, durable.Step(a, name, simStep(s, body), durable.After(split), simRetry))
+			parts = append(parts, durable.Step(a, name, simStep(s, body), durable.After(split), simRetry, simLost))
 		}
 	}
 	join := durable.Step(a, "join", simStep(s, func(ctx durable.Context, in simInput) (int, error) {
@@ -565,27 +573,27 @@ func (s *simState) workflows() (*durable.Workflow[simInput], *durable.Workflow[s
 			sum += v
 		}
 		return sum, nil
-	}), durable.After(parts[0], parts[1], parts[2]), simRetry)
+	}), durable.After(parts[0], parts[1], parts[2]), simRetry, simLost)
 	decide := durable.Step(a, "decide", simStep(s, func(ctx durable.Context, in simInput) (bool, error) {
 		_, err := simParent(s, ctx, join, simJoin(in), true)
 		return simEven(in), err
-	}), durable.After(join), simRetry)
+	}), durable.After(join), simRetry, simLost)
 	left := durable.Step(a, "left", simStep(s, func(ctx durable.Context, in simInput) (string, error) {
 		_, err := simParent(s, ctx, decide, true, true)
 		return simLeft(in), err
-	}), durable.After(decide), durable.SkipIf(decide, func(even bool) bool { return !even }), simRetry)
+	}), durable.After(decide), durable.SkipIf(decide, func(even bool) bool { return !even }), simRetry, simLost)
 	left2 := durable.Step(a, "left-2", simStep(s, func(ctx durable.Context, in simInput) (string, error) {
 		v, err := simParent(s, ctx, left, simLeft(in), true)
 		return v + "/2", err
-	}), durable.After(left), simRetry)
+	}), durable.After(left), simRetry, simLost)
 	right := durable.Step(a, "right", simStep(s, func(ctx durable.Context, in simInput) (string, error) {
 		_, err := simParent(s, ctx, decide, false, true)
 		return simRight(in), err
-	}), durable.After(decide), durable.SkipIf(decide, func(even bool) bool { return even }), simRetry)
+	}), durable.After(decide), durable.SkipIf(decide, func(even bool) bool { return even }), simRetry, simLost)
 	right2 := durable.Step(a, "right-2", simStep(s, func(ctx durable.Context, in simInput) (string, error) {
 		v, err := simParent(s, ctx, right, simRight(in), true)
 		return v + "/2", err
-	}), durable.After(right), simRetry)
+	}), durable.After(right), simRetry, simLost)
 	merge := durable.Step(a, "merge", simStep(s, func(ctx durable.Context, in simInput) (string, error) {
 		// Exactly one branch ran; the other is absent.
 		even := simEven(in)
@@ -601,8 +609,8 @@ func (s *simState) workflows() (*durable.Workflow[simInput], *durable.Workflow[s
 		}
 		r, err := simParent(s, ctx, right2, wantR, !even)
 		return "merged:" + l + r, err
-	}), durable.After(left2, right2), simRetry)
-	nap := durable.Sleep(a, "nap", simNap, durable.After(merge), simRetry)
+	}), durable.After(left2, right2), simRetry, simLost)
+	nap := durable.Sleep(a, "nap", simNap, durable.After(merge), simRetry, simLost)
 	flaky := durable.TxStep(a, "flaky", simTxStep(s, func(ctx durable.Context, in simInput) (int, error) {
 		if n := ctx.Attempt(); n <= simFlakyFailures(in) {
 			return 0, fmt.Errorf("transient failure on attempt %d", n)
@@ -611,7 +619,7 @@ func (s *simState) workflows() (*durable.Workflow[simInput], *durable.Workflow[s
 			return 0, durable.Terminal(errors.New(simRefusal(in)))
 		}
 		return simFlaky(in), nil
-	}), durable.After(nap), simRetry)
+	}), durable.After(nap), simRetry, simLost)
 	durable.Step(a, "final", simStep(s, func(ctx durable.Context, in simInput) (string, error) {
 		f, err := simParent(s, ctx, flaky, simFlaky(in), true)
 		if err != nil {
@@ -619,19 +627,19 @@ func (s *simState) workflows() (*durable.Workflow[simInput], *durable.Workflow[s
 		}
 		j, err := simParent(s, ctx, join, simJoin(in), true)
 		return fmt.Sprintf("%d|%d", f, j), err
-	}), durable.After(flaky, join), simRetry)
+	}), durable.After(flaky, join), simRetry, simLost)
 	a.OnFailure(func(ctx durable.Context, in simInput, f durable.Failure) error {
 		s.executed(ctx)
 		if want := (durable.Failure{Step: "flaky", Error: simRefusal(in)}); !in.Fail || f != want {
 			s.violation("run %s: on-failure handler called with %+v (input %+v)", ctx.RunID(), f, in)
 		}
 		return s.work(ctx, in)
-	}, simRetry)
+	}, simRetry, simLost)
 
 	b := durable.NewWorkflow[simInput](simWorkflowB)
 	seed := durable.Step(b, "seed", simStep(s, func(ctx durable.Context, in simInput) (int, error) {
 		return simSeedOut(in), nil
-	}), simRetry)
+	}), simRetry, simLost)
 	var wide []durable.Parent
 	var wideRefs []*durable.StepRef[int]
 	for i := range simWidth {
@@ -642,9 +650,9 @@ func (s *simState) workflows() (*durable.Workflow[simInput], *durable.Workflow[s
 		}
 		var ref *durable.StepRef[int]
 		if i == simTxWide {
-			ref = durable.TxStep(b, name, simTxStep(s, body), durable.After(seed), simRetry)
+			ref = durable.TxStep(b, name, simTxStep(s, body), durable.After(seed), simRetry, simLost)
 		} else {
-			ref = durable.Step(b, name, simStep(s, body), durable.After(seed), simRetry)
+			ref = durable.Step(b, name, simStep(s, body), durable.After(seed), simRetry, simLost)
 		}
 		wide = append(wide, ref)
 		wideRefs = append(wideRefs, ref)
@@ -659,7 +667,7 @@ func (s *simState) workflows() (*durable.Workflow[simInput], *durable.Workflow[s
 			sum += v
 		}
 		return sum, nil
-	}), durable.After(wide...), simRetry)
+	}), durable.After(wide...), simRetry, simLost)
 	return a, b
 }
 
@@ -859,15 +867,16 @@ func simWithin(done <-chan error, d time.Duration) (error, bool) {
 type simPhase int
 
 const (
-	simPending  simPhase = iota // no event yet
-	simQueued                   // QUEUED: ready to be claimed
-	simRunning                  // STARTED
-	simBackoff                  // RETRYING: waiting for DueAt
-	simSleeping                 // SLEEPING: waiting for DueAt
-	simDone                     // a terminal event
+	simPending   simPhase = iota // no event yet
+	simQueued                    // QUEUED: ready to be claimed
+	simRunning                   // STARTED
+	simBackoff                   // RETRYING: waiting for DueAt
+	simSleeping                  // SLEEPING: waiting for DueAt
+	simDone                      // a terminal event
+	simLostPhase                 // LOST: the attempt's worker was lost
 )
 
-var simPhaseNames = [...]string{"pending", "queued", "running", "backoff", "sleeping", "done"}
+var simPhaseNames = [...]string{"pending", "queued", "running", "backoff", "sleeping", "done", "lost"}
 
 func (p simPhase) String() string { return simPhaseNames[p] }
 
@@ -1035,6 +1044,33 @@ func simReplayLog(id uuid.UUID, evs []durabletype.Event, shape []simStepSpec, ba
 					bad("%s: re-queued while running (detail %q)", where, ev.Detail)
 				}
 				l.phase, l.attempt = simQueued, ev.Attempt
+			case durabletype.EventLost:
+				if !simRescued(ev.Detail) {
+					bad("%s: lost, detail %q", where, ev.Detail)
+				}
+				l.phase = simLostPhase
+			case durabletype.EventCancelled:
+				if failed == "" && !onFailure {
+					bad("%s: cancelled although the run did not fail", where)
+				}
+				finish()
+			default:
+				wrong()
+			}
+		case simLostPhase:
+			// A lost attempt spends nothing: the task is queued again at
+			// once under the attempt before it, or fails as a poison step
+			// (which the plan's lost limit rules out), or is cancelled
+			// with its run.
+			switch ev.Type {
+			case durabletype.EventQueued:
+				if ev.Attempt != l.attempt-1 || ev.Detail != "" {
+					bad("%s: re-queued after a lost attempt with attempt %d, detail %q", where, ev.Attempt, ev.Detail)
+				}
+				l.phase, l.attempt = simQueued, ev.Attempt
+			case durabletype.EventFailed:
+				bad("%s: failed as a poison step: %s", where, ev.Detail)
+				finish()
 			case durabletype.EventCancelled:
 				if failed == "" && !onFailure {
 					bad("%s: cancelled although the run did not fail", where)
@@ -1225,10 +1261,8 @@ func simCheckRun(spec simRunSpec, res *durable.RunResult, evs []durabletype.Even
 		switch ev.Type {
 		case durabletype.EventStarted:
 			st.attempts++
-		case durabletype.EventRetrying, durabletype.EventFailed:
-			if simRescued(ev.Detail) {
-				st.rescues++
-			}
+		case durabletype.EventLost:
+			st.rescues++
 		}
 	}
 	return probs

@@ -218,6 +218,30 @@ func WithRetry(p RetryPolicy) StepOption {
 	})
 }
 
+// WithLostLimit sets how many attempts of the step in a row may lose their
+// worker before the step fails: n, instead of DefaultLostLimit (3).
+//
+// An attempt is lost when its worker stops heartbeating for
+// Config.DeadAfter: the process was killed (SIGKILL, out of memory, a
+// deploy's grace period ran out), froze, or lost the database. A lost
+// attempt is the fleet's failure, not the step's: the step runs again on
+// another worker without spending a retry, whatever its RetryPolicy (the
+// run's events show a LOST event for it). A step that keeps killing the
+// process that runs it (a poison step: it runs out of memory, calls
+// os.Exit, crashes in cgo) would take worker after worker down; after n
+// lost attempts in a row it fails, without retry, with an error matching
+// ErrPoisonStep. An attempt that ends any other way (it returns, fails,
+// times out) resets the count. n must be at least 1.
+func WithLostLimit(n int) StepOption {
+	return optionFunc(func(s *stepDef, _ bool) {
+		if n < 1 {
+			s.fail(ErrInvalidOption, fmt.Sprintf("WithLostLimit(%d): the limit must be at least 1", n))
+			return
+		}
+		s.lostLimit = n
+	})
+}
+
 // WithTimeout bounds each attempt of the step to d, counted from its
 // claim. When d passes, the step's context is cancelled with a cause
 // matching ErrStepTimeout, and the attempt fails (and is retried per the
@@ -408,6 +432,7 @@ type stepDef struct {
 	parents      []*stepDef
 	skips        []skipCond
 	retry        RetryPolicy
+	lostLimit    int
 	sleep        time.Duration
 	timeout      time.Duration
 	queueTimeout time.Duration
@@ -488,7 +513,7 @@ func (d *workflowDef) build() (*durabletype.Shape, error) {
 			d.byName[s.name] = s
 		}
 		spec := durabletype.StepSpec{Name: s.name, Output: typeName(s.out), Sleep: s.sleep, Retry: s.retry.record(),
-			Timeout: s.timeout, QueueTimeout: s.queueTimeout}
+			LostLimit: s.lostLimit, Timeout: s.timeout, QueueTimeout: s.queueTimeout}
 		s.checkKind(&spec, stepErr)
 		for _, p := range s.parents {
 			switch {
@@ -514,7 +539,7 @@ func (d *workflowDef) build() (*durabletype.Shape, error) {
 	}
 	if h := d.onFailure; h != nil {
 		errs = append(errs, h.errs...)
-		shape.OnFailure = &durabletype.OnFailureSpec{Retry: h.retry.record()}
+		shape.OnFailure = &durabletype.OnFailureSpec{Retry: h.retry.record(), LostLimit: h.lostLimit}
 	}
 	if _, err := dag.Compile(shape); err != nil {
 		errs = append(errs, d.definitionErrors(err)...)

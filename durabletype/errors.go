@@ -43,6 +43,12 @@ var (
 	// ErrInvalidEvent is returned when sending an event or a signal whose
 	// tenant, key or name is invalid.
 	ErrInvalidEvent = errors.New("durable: invalid event")
+	// ErrPoisonStep is matched by the error of a run whose step failed
+	// because its attempts lost their worker LostLimit times in a row (see
+	// StepSpec.LostLimit): a step that kills, freezes or disconnects the
+	// process running it (out of memory, os.Exit, a crash in cgo) fails
+	// instead of taking worker after worker down.
+	ErrPoisonStep = errors.New("durable: step lost its worker too many times in a row")
 	// ErrTransient marks an error that may pass if the call is tried again:
 	// the connection was lost, the server is restarting, a transaction lost
 	// a serialization race. The call may or may not have taken effect;

@@ -30,6 +30,11 @@ const (
 	// workflow (a task added by that version, or one not finished when it
 	// moved); the detail names both versions.
 	EventUpgraded EventType = "UPGRADED"
+	// EventLost: the task's attempt lost its worker (no heartbeat for
+	// DeadAfter) and was taken back; the detail names the worker and how
+	// many attempts in a row were lost. The task runs again without
+	// spending a retry, or fails once too many were lost in a row.
+	EventLost EventType = "LOST"
 )
 
 // Event is one entry of a run's event log.
@@ -40,7 +45,7 @@ type Event struct {
 	Type    EventType
 	Attempt int
 	At      time.Time
-	// Detail is the error of a FAILED or RETRYING event, or the reason of a
+	// Detail is the error of a FAILED, RETRYING or LOST event, or the reason of a
 	// SKIPPED, CANCELLED or QUEUED one.
 	Detail string
 	// DueAt is the wake-up time of a SLEEPING event and the next attempt's

@@ -34,6 +34,11 @@ type StepSpec struct {
 	// Sleep, when positive, makes this a durable sleep step.
 	Sleep time.Duration `json:"sleep,omitempty"`
 	Retry RetryPolicy   `json:"retry"`
+	// LostLimit, when positive, is how many attempts in a row may lose
+	// their worker (no heartbeat for DeadAfter: the process died, froze or
+	// lost the database) before the step fails with ErrPoisonStep; 0 means
+	// DefaultLostLimit. A lost attempt does not spend a retry.
+	LostLimit int `json:"lost_limit,omitempty"`
 	// Timeout, when positive, bounds each attempt: an attempt still
 	// RUNNING Timeout after its claim fails (and is retried per Retry),
 	// and its claim's late outcome is refused.
@@ -105,7 +110,13 @@ type RateLimit struct {
 // OnFailureSpec describes a workflow's on-failure handler.
 type OnFailureSpec struct {
 	Retry RetryPolicy `json:"retry"`
+	// LostLimit is StepSpec.LostLimit for the handler.
+	LostLimit int `json:"lost_limit,omitempty"`
 }
+
+// DefaultLostLimit is the LostLimit of a step that sets none: its third
+// attempt in a row to lose its worker fails it.
+const DefaultLostLimit = 3
 
 // RetryPolicy is the retry policy recorded for a task.
 type RetryPolicy struct {

@@ -147,7 +147,7 @@ func scanTask(rows pgx.Rows, t *store.Task, ec *eventCols, item bool) error {
 	var items, left pgtype.Int4
 	dest := []any{p16(&t.RunID), &t.Name, &kind, &state, &t.Attempt, &t.Token, &t.Worker,
 		&due, &t.Error, &start, &fin, &ec.qID, &qAt, &ec.qAttempt, &ec.sID, &ec.cID, &beat, &timeout, &t.ConcurrencyKey, &t.RateKey,
-		&waitKey, &child, &items, &left}
+		&waitKey, &child, &items, &left, &t.Lost}
 	if item {
 		dest = append(dest, &t.Item, &t.Input)
 	}

@@ -56,7 +56,7 @@ func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, err
 		var child pgtype.UUID
 		if err := rows.Scan(p16(&t.RunID), &t.Name, &kind, &state, &t.Attempt, &t.Token, &t.Worker, &due, &t.Output,
 			&t.Error, &start, &fin, &beat, &timeout, &t.ConcurrencyKey, &t.RateKey, &t.WaitKey, &child,
-			&t.Items, &t.Left, &t.Item, &t.Input); err != nil {
+			&t.Items, &t.Left, &t.Item, &t.Input, &t.Lost); err != nil {
 			return nil, fmt.Errorf("pgstore: list tasks: %w", err)
 		}
 		if child.Valid {

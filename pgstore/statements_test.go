@@ -156,7 +156,7 @@ func TestStatementVariants(t *testing.T) {
 	require.Equal(t, sql("updateTasks"), without(sql("updateTasksWaits"),
 		`, wait_key = nullif(u.wait_key, ''), child_id = coalesce(u.child_id, t.child_id), items = coalesce(u.items, t.items),
 		items_left = coalesce(u.items_left, t.items_left), item_input = coalesce(u.item_input, t.item_input)`,
-		", $18::text[], $19::uuid[], $20::int[], $21::int[], $22::bytea[]", ", wait_key, child_id, items, items_left, item_input"))
+		", $19::text[], $20::uuid[], $21::int[], $22::int[], $23::bytea[]", ", wait_key, child_id, items, items_left, item_input"))
 
 	// The claims differ in what they pick and the parameter of the
 	// workflows.

@@ -198,7 +198,7 @@ type taskCols struct {
 	names, tenants         []string
 	idxs                   []int32
 	kinds, states          []string
-	attempts               []int32
+	attempts, lost         []int32
 	tokens                 []int64
 	workers, errs          []string
 	dues, starts, finishes []pgtype.Timestamptz
@@ -268,6 +268,7 @@ func (tc *taskCols) add(r *dag.Run, i int, ec *eventCols) {
 	tc.kinds = append(tc.kinds, string(t.Kind))
 	tc.states = append(tc.states, string(t.State))
 	tc.attempts = append(tc.attempts, int32(t.Attempt))
+	tc.lost = append(tc.lost, int32(t.Lost))
 	tc.tokens = append(tc.tokens, t.Token)
 	tc.workers = append(tc.workers, t.Worker)
 	tc.dues = append(tc.dues, stamp(t.DueAt))
@@ -336,7 +337,7 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 	if len(upd.runIDs) > 0 {
 		args := []any{upd.runIDs, upd.names, upd.states, upd.attempts, upd.tokens, upd.workers,
 			upd.dues, upd.outputs, upd.errs, upd.starts, upd.finishes, upd.qIDs, upd.qAts, upd.qAttempts, upd.sIDs, upd.cIDs,
-			upd.timeouts}
+			upd.timeouts, unlessAny(upd.lost)}
 		if upd.withWaits {
 			b.Queue(q.updateTasksWaits, append(args, upd.waitKeys, upd.children, upd.items, upd.left, upd.inputs)...)
 		} else {

@@ -629,6 +629,10 @@ type Task struct {
 	Kind    durabletype.TaskKind
 	State   durabletype.TaskState
 	Attempt int
+	// Lost counts the task's latest attempts in a row that lost their
+	// worker (dag.Run.Rescue); an attempt that ends any other way resets
+	// it. Lost attempts are not counted in Attempt.
+	Lost int
 	// Token is the current claim's token (RUNNING), or the token of the
 	// claim that finished the task.
 	Token  int64

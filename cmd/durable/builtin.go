@@ -29,11 +29,11 @@ func workloadOptions() workloads.Options {
 // builtin returns the built-in workflows that runs start from (their child
 // workflows are registered with them) and each one's default input: a
 // valid order for order-processing, {"n":0} for chaos, 0 for the bench-*
-// workflows.
+// workflows and steady (and crash-poison, served only with a recorder).
 func builtin(o workloads.Options) ([]durable.Definition, []durablecli.Input) {
 	set := workloads.New(o)
 	defs := []durable.Definition{set.Demo.Workflow, set.Noop, set.DAG, set.Chain, set.Keyed, set.Map,
-		set.Wait, set.Parent, set.Chaos}
+		set.Wait, set.Parent, set.Chaos, set.Steady}
 	inputs := []durablecli.Input{
 		durablecli.DefaultInput(set.Demo.Workflow, demo.Order{ID: "cli-1", Customer: "cli", Cents: 4200, Items: []string{"keyboard"}}),
 		durablecli.DefaultInput(set.Noop, 0),
@@ -44,6 +44,13 @@ func builtin(o workloads.Options) ([]durable.Definition, []durablecli.Input) {
 		durablecli.DefaultInput(set.Wait, 0),
 		durablecli.DefaultInput(set.Parent, 0),
 		durablecli.DefaultInput(set.Chaos, workloads.ChaosInput{}),
+		durablecli.DefaultInput(set.Steady, 0),
+	}
+	if o.Record != nil {
+		// The poison step ends the process that runs it: served only by
+		// crash tests' workers.
+		defs = append(defs, set.Poison)
+		inputs = append(inputs, durablecli.DefaultInput(set.Poison, 0))
 	}
 	return defs, inputs
 }
@@ -56,7 +63,7 @@ func builtinFlags(command string, fs *flag.FlagSet) durablecli.Load {
 	switch command {
 	case "worker":
 		fs.DurationVar(&o.FraudWindow, "fraud-window", defaultFraudWindow, "the order-processing demo's sleep, for runs triggered by this process")
-		fs.BoolVar(&record, "record-executions", false, "record every execution of a chaos step in <schema>.chaos_executions (for crash tests)")
+		fs.BoolVar(&record, "record-executions", false, "record every execution of a chaos or steady step in <schema>.chaos_executions, and serve crash-poison, whose step ends its process (for crash tests)")
 	case "trigger":
 		fs.DurationVar(&o.FraudWindow, "fraud-window", defaultFraudWindow, "order-processing's durable sleep, recorded in the runs started here")
 	}

@@ -361,11 +361,13 @@ function dagSVG(steps, onSelect, id, label) {
 // outcome) and the time between them that holds no worker: a sleep
 // (SLEEPING), a wait for an event, a signal, a child run or a map's items
 // (WAITING), a retry's backoff (RETRYING), each until the step's next event.
+// An attempt whose worker was lost (LOST) ends there; the step runs again
+// under the same attempt number, in a bar of its own.
 function bars(events) {
   const out = [];
   const open = {}; // attempts, by step and attempt
   const gap = {}; // the open sleep, wait or backoff, by step
-  const ends = ["COMPLETED", "FAILED", "RETRYING", "CANCELLED", "WAITING", "SLEEPING", "SKIPPED"];
+  const ends = ["COMPLETED", "FAILED", "RETRYING", "LOST", "CANCELLED", "WAITING", "SLEEPING", "SKIPPED"];
   const gaps = { SLEEPING: "sleeping", WAITING: "waiting", RETRYING: "backoff" };
   for (const ev of events) {
     const at = new Date(ev.at);

@@ -224,6 +224,9 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 	if t.State != durabletype.TaskRunning {
 		return r.end(), store.FinishDuplicate
 	}
+	if o.Kind != store.OutcomeRelease {
+		t.Lost = 0 // the attempt ended, its worker alive
+	}
 	if TimedOut(t, now) {
 		// The attempt ran past its timeout: whatever its worker reports,
 		// it failed, as if the timer had fired first.
@@ -463,9 +466,14 @@ func (r *Run) Expire(now time.Time) (Effects, bool) {
 	return r.end(), true
 }
 
-// Rescue treats the RUNNING task i as a failed attempt if it is Dead: its
-// claimer has not been heard of for deadAfter. The claim token is cleared,
-// so that the presumed-dead claimer can never record an outcome.
+// Rescue gives back the RUNNING task i if it is Dead: its claimer has not
+// been heard of for deadAfter (it died, froze, or lost the store). The
+// claim token is cleared, so that the presumed-dead claimer can never
+// record an outcome. A lost attempt is the fleet's failure, not the
+// step's: it spends no retry (Attempt goes back, as for a release) and
+// the task is queued again at once, with a LOST event saying why. Only
+// when LostLimit attempts in a row have been lost (a step that kills its
+// worker) does the step fail, without retry, with PoisonText.
 func (r *Run) Rescue(i int, deadAfter time.Duration, rand float64, now time.Time) (Effects, bool) {
 	r.begin()
 	t := r.Task(i)
@@ -474,10 +482,29 @@ func (r *Run) Rescue(i int, deadAfter time.Duration, rand float64, now time.Time
 	}
 	msg := fmt.Sprintf("worker %s lost: no heartbeat for %s", t.Worker, deadAfter)
 	t.Token = 0
-	r.fail(i, Text(msg), false, rand, now)
+	t.Lost++
+	limit := r.Shape.LostLimit(r.StepOf(i))
+	r.event(i, durabletype.EventLost, now, fmt.Sprintf("%s (%d of %d lost in a row)", msg, t.Lost, limit), time.Time{})
+	if t.Lost >= limit {
+		r.fail(i, Text(fmt.Sprintf("%s: %d attempts in a row lost their worker; the last: %s", PoisonText, t.Lost, msg)), true, rand, now)
+		r.checkRun(now)
+		return r.end(), true
+	}
+	t.Attempt--
+	t.Worker = ""
+	t.Error = Text(msg)
+	if r.wanted(i) {
+		r.enqueue(i, now, "")
+	} else {
+		r.cancel(i, now, "run is "+string(r.Rec.Status))
+	}
 	r.checkRun(now)
 	return r.end(), true
 }
+
+// PoisonText starts the error recorded for a step that failed because its
+// attempts kept losing their worker (durabletype.ErrPoisonStep).
+const PoisonText = "step lost its worker too many times in a row"
 
 // Cancel cancels a run that has not settled (ErrRunSettled otherwise): it
 // becomes CANCELLED with reason as its error; every task not finished is
@@ -720,6 +747,7 @@ func (r *Run) resetTask(i int) {
 	t.WaitKey = ""
 	t.Left = 0
 	t.Attempt = 0
+	t.Lost = 0
 	t.Token = 0
 	t.Worker = ""
 	t.DueAt = time.Time{}

@@ -254,6 +254,9 @@ func Compile(s *durabletype.Shape) (*Compiled, error) {
 		if err := ValidateRetry(st.Retry); err != nil {
 			bad(ErrInvalidRetry, trimSentinel(err, ErrInvalidRetry))
 		}
+		if st.LostLimit < 0 {
+			bad(ErrInvalidRetry, fmt.Sprintf("lost limit %d < 0", st.LostLimit))
+		}
 		if st.Output != "" && !validLabel(st.Output, MaxTypeLen) {
 			bad(ErrInvalidType, "output "+Quote(st.Output))
 		}
@@ -284,6 +287,9 @@ func Compile(s *durabletype.Shape) (*Compiled, error) {
 	if s.OnFailure != nil {
 		if err := ValidateRetry(s.OnFailure.Retry); err != nil {
 			errs = append(errs, &ShapeError{Step: durabletype.OnFailureTask, Err: ErrInvalidRetry, Detail: trimSentinel(err, ErrInvalidRetry)})
+		}
+		if s.OnFailure.LostLimit < 0 {
+			errs = append(errs, &ShapeError{Step: durabletype.OnFailureTask, Err: ErrInvalidRetry, Detail: fmt.Sprintf("lost limit %d < 0", s.OnFailure.LostLimit)})
 		}
 	}
 	switch len(errs) {
@@ -405,6 +411,21 @@ func (c *Compiled) Retry(i int) durabletype.RetryPolicy {
 		return c.Shape.OnFailure.Retry
 	}
 	return c.Shape.Steps[i].Retry
+}
+
+// LostLimit returns how many attempts of task i in a row may lose their
+// worker before it fails (durabletype.StepSpec.LostLimit, or its default).
+func (c *Compiled) LostLimit(i int) int {
+	n := 0
+	if i == c.Len() {
+		n = c.Shape.OnFailure.LostLimit
+	} else {
+		n = c.Shape.Steps[i].LostLimit
+	}
+	if n <= 0 {
+		return durabletype.DefaultLostLimit
+	}
+	return n
 }
 
 // Timeout returns the attempt timeout of task i (0: none).

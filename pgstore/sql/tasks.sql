@@ -13,7 +13,7 @@
 -- loads those it needs (loadItems, loadMapItems).
 SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
        coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at, timeout_at,
-       coalesce(ckey, ''), coalesce(rkey, ''), wait_key, child_id, items, items_left
+       coalesce(ckey, ''), coalesce(rkey, ''), wait_key, child_id, items, items_left, coalesce(lost, 0)
 FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) AND name < '~' ORDER BY run_id, idx;
 
 -- name: loadItems
@@ -21,7 +21,7 @@ FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) AND name < '~' ORDER BY run
 -- The columns of loadTasks, and the items' number and input.
 SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
        coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at, timeout_at,
-       coalesce(ckey, ''), coalesce(rkey, ''), wait_key, child_id, items, items_left, coalesce(item, 0), item_input
+       coalesce(ckey, ''), coalesce(rkey, ''), wait_key, child_id, items, items_left, coalesce(lost, 0), coalesce(item, 0), item_input
 FROM {{schema}}.tasks t
 WHERE t.ctid = ANY (ARRAY (
   SELECT (SELECT t2.ctid FROM {{schema}}.tasks t2 WHERE t2.run_id = u.run_id AND t2.name = u.name)
@@ -32,7 +32,7 @@ WHERE t.ctid = ANY (ARRAY (
 -- ($2 <= name < $3; see dag.ItemPrefix). The columns of loadItems.
 SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
        coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at, timeout_at,
-       coalesce(ckey, ''), coalesce(rkey, ''), wait_key, child_id, items, items_left, coalesce(item, 0), item_input
+       coalesce(ckey, ''), coalesce(rkey, ''), wait_key, child_id, items, items_left, coalesce(lost, 0), coalesce(item, 0), item_input
 FROM {{schema}}.tasks
 WHERE run_id = $1 AND name >= $2 AND name < $3 AND kind = 'item' ORDER BY item;
 
@@ -73,31 +73,31 @@ SET state = u.state, attempt = u.attempt, token = u.token, worker = nullif(u.wor
     output = CASE WHEN u.state = 'COMPLETED' OR u.attempt = 0 THEN u.output ELSE t.output END,
     error = nullif(u.error, ''), started_at = u.started_at, finished_at = u.finished_at,
     q_id = nullif(u.q_id, 0), q_at = u.q_at, q_attempt = CASE WHEN u.q_id = 0 THEN NULL ELSE u.q_attempt END,
-    s_id = nullif(u.s_id, 0), c_id = nullif(u.c_id, 0), timeout_at = u.timeout_at
+    s_id = nullif(u.s_id, 0), c_id = nullif(u.c_id, 0), timeout_at = u.timeout_at, lost = nullif(u.lost, 0)
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::timestamptz[], $8::bytea[],
             $9::text[], $10::timestamptz[], $11::timestamptz[],
-            $12::bigint[], $13::timestamptz[], $14::int[], $15::bigint[], $16::bigint[], $17::timestamptz[])
+            $12::bigint[], $13::timestamptz[], $14::int[], $15::bigint[], $16::bigint[], $17::timestamptz[], $18::int[])
   AS u(run_id, name, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
-       q_id, q_at, q_attempt, s_id, c_id, timeout_at)
+       q_id, q_at, q_attempt, s_id, c_id, timeout_at, lost)
 WHERE t.run_id = u.run_id AND t.name = u.name;
 
 -- name: updateTasksWaits
--- updateTasks with the columns of waits and maps ($18-$22; an item's
+-- updateTasks with the columns of waits and maps ($19-$23; an item's
 -- input changes only when its map step fans out again after a replay).
 UPDATE {{schema}}.tasks t
 SET state = u.state, attempt = u.attempt, token = u.token, worker = nullif(u.worker, ''), due_at = u.due_at,
     output = CASE WHEN u.state = 'COMPLETED' OR u.attempt = 0 THEN u.output ELSE t.output END,
     error = nullif(u.error, ''), started_at = u.started_at, finished_at = u.finished_at,
     q_id = nullif(u.q_id, 0), q_at = u.q_at, q_attempt = CASE WHEN u.q_id = 0 THEN NULL ELSE u.q_attempt END,
-    s_id = nullif(u.s_id, 0), c_id = nullif(u.c_id, 0), timeout_at = u.timeout_at,
+    s_id = nullif(u.s_id, 0), c_id = nullif(u.c_id, 0), timeout_at = u.timeout_at, lost = nullif(u.lost, 0),
     wait_key = nullif(u.wait_key, ''), child_id = coalesce(u.child_id, t.child_id), items = coalesce(u.items, t.items),
     items_left = coalesce(u.items_left, t.items_left), item_input = coalesce(u.item_input, t.item_input)
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::timestamptz[], $8::bytea[],
             $9::text[], $10::timestamptz[], $11::timestamptz[],
-            $12::bigint[], $13::timestamptz[], $14::int[], $15::bigint[], $16::bigint[], $17::timestamptz[],
-            $18::text[], $19::uuid[], $20::int[], $21::int[], $22::bytea[])
+            $12::bigint[], $13::timestamptz[], $14::int[], $15::bigint[], $16::bigint[], $17::timestamptz[], $18::int[],
+            $19::text[], $20::uuid[], $21::int[], $22::int[], $23::bytea[])
   AS u(run_id, name, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
-       q_id, q_at, q_attempt, s_id, c_id, timeout_at, wait_key, child_id, items, items_left, item_input)
+       q_id, q_at, q_attempt, s_id, c_id, timeout_at, lost, wait_key, child_id, items, items_left, item_input)
 WHERE t.run_id = u.run_id AND t.name = u.name;
 
 -- name: setKeys
@@ -156,7 +156,7 @@ JOIN {{schema}}.runs r ON r.id = u.run_id;
 -- A map step's items come right after it, in item order.
 SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, output, coalesce(error, ''), started_at, finished_at,
        heartbeat_at, timeout_at, coalesce(ckey, ''), coalesce(rkey, ''), coalesce(wait_key, ''), child_id,
-       coalesce(items, 0), coalesce(items_left, 0), coalesce(item, 0), item_input
+       coalesce(items, 0), coalesce(items_left, 0), coalesce(item, 0), item_input, coalesce(lost, 0)
 FROM {{schema}}.tasks WHERE run_id = $1 ORDER BY idx, item NULLS FIRST;
 
 -- name: listWaits

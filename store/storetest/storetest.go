@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -58,7 +60,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"SleepRoot", testSleepRoot},
 		{"Release", testRelease},
 		{"HeartbeatAndRescue", testHeartbeatAndRescue},
-		{"RescueExhausted", testRescueExhausted},
+		{"RescueLostLimit", testRescueLostLimit},
 		{"HeartbeatVouchesOnlyForListedClaims", testHeartbeatVouchesOnlyForListedClaims},
 		{"FairnessSmall", testFairnessSmall},
 		{"FairnessBacklog", testFairnessBacklog},
@@ -801,7 +803,8 @@ func testHeartbeatAndRescue(t *testing.T, s store.Store) {
 
 	tk := tasks(t, s, r.ID)["a"]
 	require.Equal(t, durabletype.TaskQueued, tk.State)
-	requireTime(t, at(51*time.Second), tk.DueAt, "a rescued attempt backs off like a failure")
+	require.True(t, tk.DueAt.IsZero(), "a lost attempt runs again at once: it is not a failure, and backs off nothing")
+	require.Equal(t, 0, tk.Attempt, "a lost attempt spends no retry")
 	require.Contains(t, tk.Error, worker)
 
 	// The old claimant's late outcome and heartbeat are rejected.
@@ -810,14 +813,13 @@ func testHeartbeatAndRescue(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Len(t, hb.Lost, 1)
 
-	fireAll(t, s, at(51*time.Second))
 	c2 := claimOne(t, s, at(51*time.Second))
-	require.Equal(t, 2, c2.Attempt)
+	require.Equal(t, 1, c2.Attempt)
 	mustApply(t, s, at(52*time.Second), complete(c2, `"fresh"`))
 	require.Equal(t, []store.FinishStatus{store.FinishStale}, finish(t, s, at(53*time.Second), complete(c, `"late"`)))
 	require.Equal(t, `"fresh"`, string(tasks(t, s, r.ID)["a"].Output))
 	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
-	require.Equal(t, []string{"QUEUED:0", "STARTED:1", "RETRYING:1", "QUEUED:1", "STARTED:2", "COMPLETED:2"}, stepEvents(t, s, r.ID, "a"))
+	require.Equal(t, []string{"QUEUED:0", "STARTED:1", "LOST:1", "QUEUED:0", "STARTED:1", "COMPLETED:1"}, stepEvents(t, s, r.ID, "a"))
 }
 
 // testHeartbeatVouchesOnlyForListedClaims: a worker killed mid-step and
@@ -845,18 +847,59 @@ func testHeartbeatVouchesOnlyForListedClaims(t *testing.T, s store.Store) {
 	require.Equal(t, durabletype.TaskRunning, states(t, s, fresh.ID)["a"])
 }
 
-func testRescueExhausted(t *testing.T, s store.Store) {
+// testRescueLostLimit: lost attempts spend no retry, even on a step
+// without retries, until LostLimit of them in a row fail the step (a
+// poison step); an attempt that ends otherwise resets the count.
+func testRescueLostLimit(t *testing.T, s store.Store) {
+	rescue := func(now time.Time) {
+		t.Helper()
+		res, err := s.RescueTasks(ctx, &store.RescueTasksParams{Now: now, DeadAfter: time.Second, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, res.Rescued, 1)
+	}
 	r := newRun("wf", "t", shape(step("a"), step("b", "a")))
 	create(t, s, T0, r)
-	claimOne(t, s, T0)
-	res, err := s.RescueTasks(ctx, &store.RescueTasksParams{Now: at(time.Minute), DeadAfter: time.Second, Limit: 10})
-	require.NoError(t, err)
-	require.Len(t, res.Rescued, 1)
+	for k := 1; k < durabletype.DefaultLostLimit; k++ {
+		claimOne(t, s, at(time.Duration(k)*time.Minute))
+		rescue(at(time.Duration(k)*time.Minute + 2*time.Second))
+		require.Equal(t, durabletype.RunRunning, run(t, s, r.ID).Status, "lost attempt %d of a step without retries", k)
+		require.Equal(t, durabletype.TaskQueued, states(t, s, r.ID)["a"])
+	}
+	c := claimOne(t, s, at(time.Hour))
+	require.Equal(t, 1, c.Attempt, "lost attempts are not counted")
+	rescue(at(time.Hour + 2*time.Second))
 	got := run(t, s, r.ID)
 	require.Equal(t, durabletype.RunFailed, got.Status)
 	require.Equal(t, "a", got.FailedStep)
+	require.True(t, strings.HasPrefix(got.Error, dag.PoisonText), got.Error)
+	require.Contains(t, got.Error, worker)
 	require.True(t, got.Settled())
 	require.Equal(t, map[string]durabletype.TaskState{"a": durabletype.TaskFailed, "b": durabletype.TaskCancelled}, states(t, s, r.ID))
+	evs := stepEvents(t, s, r.ID, "a")
+	require.Equal(t, durabletype.DefaultLostLimit, strings.Count(strings.Join(evs, " "), "LOST:1"), evs)
+	require.Equal(t, "FAILED:1", evs[len(evs)-1])
+
+	// LostLimit 1: the first lost attempt fails the step.
+	one := newRun("wf", "t", shape(durabletype.StepSpec{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 3, Factor: 1}, LostLimit: 1}))
+	create(t, s, at(2*time.Hour), one)
+	claimOne(t, s, at(2*time.Hour))
+	rescue(at(2*time.Hour + 2*time.Second))
+	require.Equal(t, durabletype.RunFailed, run(t, s, one.ID).Status, "retries do not apply to a poison step")
+
+	// An attempt that fails in between resets the count; so the second
+	// lost attempt of a limit of 2 is not the second in a row.
+	reset := newRun("wf", "t", shape(durabletype.StepSpec{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 2, Factor: 1}, LostLimit: 2}))
+	create(t, s, at(3*time.Hour), reset)
+	claimOne(t, s, at(3*time.Hour))
+	rescue(at(3*time.Hour + 2*time.Second))
+	mustApply(t, s, at(3*time.Hour+3*time.Second), failed(claimOne(t, s, at(3*time.Hour+3*time.Second)), "boom", false))
+	claimOne(t, s, at(3*time.Hour+4*time.Second))
+	rescue(at(3*time.Hour + 6*time.Second))
+	require.Equal(t, durabletype.RunRunning, run(t, s, reset.ID).Status, "the count restarted after the failed attempt")
+	c = claimOne(t, s, at(3*time.Hour+7*time.Second))
+	require.Equal(t, 2, c.Attempt, "one failed attempt counted, two lost ones not")
+	mustApply(t, s, at(3*time.Hour+8*time.Second), complete(c, `1`))
+	require.Equal(t, durabletype.RunCompleted, run(t, s, reset.ID).Status)
 }
 
 func tenantsOf(cs []*store.ClaimedTask) []string {

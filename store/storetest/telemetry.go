@@ -20,7 +20,7 @@ const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 // claimed task became ready, what a finish did to a failed task and its
 // run, and the workflows of rescued tasks.
 func testTelemetryFields(t *testing.T, s store.Store) {
-	retried := shape(durabletype.StepSpec{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 2, Factor: 1}})
+	retried := shape(durabletype.StepSpec{Name: "a", Retry: durabletype.RetryPolicy{MaxAttempts: 2, Factor: 1}, LostLimit: 1})
 	plain := newRun("wf", "t", shape(step("a")))
 	traced := newRun("wf", "t", retried)
 	traced.TraceParent = tp
@@ -57,7 +57,7 @@ func testTelemetryFields(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, []store.TaskRef{c.Ref()}, resc.Rescued)
 	require.Equal(t, []string{"wf"}, resc.Workflows)
-	require.Equal(t, durabletype.RunFailed, run(t, s, traced.ID).Status, "its attempts used up")
+	require.Equal(t, durabletype.RunFailed, run(t, s, traced.ID).Status, "its lost limit of 1 reached")
 
 	// A failure that fails the run says so; a stale one says nothing more.
 	third := newRun("wf", "t", shape(step("a")))
@@ -99,8 +99,8 @@ func testSettledReports(t *testing.T, s store.Store) {
 		return store.SettledRun{RunID: r.ID, Workflow: r.Workflow, Tenant: r.Tenant, Status: status}
 	}
 
-	// A rescue that uses up the last attempt fails the run.
-	rescued := newRun("wf", "t1", shape(step("a")))
+	// A rescue that reaches the step's lost limit fails the run.
+	rescued := newRun("wf", "t1", shape(durabletype.StepSpec{Name: "a", Retry: once(), LostLimit: 1}))
 	create(t, s, T0, rescued)
 	claimOne(t, s, T0)
 	resc, err := s.RescueTasks(ctx, &store.RescueTasksParams{Now: at(time.Minute), DeadAfter: time.Second, Limit: 10})

@@ -176,7 +176,7 @@ func postgresOutage(t *testing.T, down time.Duration) {
 	var rescued, unran []string
 	for k, evs := range s.events {
 		for _, ev := range evs {
-			if ev.typ == "RETRYING" && strings.Contains(ev.detail, "no heartbeat") {
+			if ev.typ == "LOST" {
 				d := fmt.Sprintf("%s/%s attempt %d at %s: %s", k.run, k.step, ev.attempt, ev.at.Sub(up).Round(time.Millisecond), ev.detail)
 				if down == 0 || ran[attemptKey{k.run, k.step, ev.attempt}] {
 					rescued = append(rescued, d)

@@ -253,7 +253,7 @@ WHERE a.client_port = ANY($2) AND l.mode <> 'AccessShareLock' AND n.nspname = $1
 	}
 	for _, evs := range s.events {
 		for _, ev := range evs {
-			if ev.typ == "RETRYING" && strings.Contains(ev.detail, "no heartbeat") {
+			if ev.typ == "LOST" {
 				rescued[strings.TrimRight(ev.step, "-0123456789")]++
 			}
 		}
@@ -308,7 +308,7 @@ WHERE a.client_port = ANY($2) AND l.mode <> 'AccessShareLock' AND n.nspname = $1
 		switch {
 		case i < 0 || i+1 >= len(evs):
 			p.add("%s/%s attempt %d, frozen: no such attempt in the log: %s", k.run, k.step, k.attempt, logString(evs))
-		case evs[i+1].typ == "RETRYING" && strings.Contains(evs[i+1].detail, "no heartbeat"):
+		case evs[i+1].typ == "LOST":
 			cutOff++
 			if slices.Contains(txWrites[tk], k.attempt) {
 				cutOffWrote++

@@ -49,10 +49,10 @@ var (
 // Typical logs.
 var (
 	completedFirst = []eventRow{ev("QUEUED", 0), ev("STARTED", 1), ev("COMPLETED", 1)}
-	// The worker was killed during attempt 1, which was rescued; attempt 2
-	// completed.
-	rescuedThenCompleted = []eventRow{ev("QUEUED", 0), ev("STARTED", 1), ev("RETRYING", 1, rescued),
-		ev("QUEUED", 1), ev("STARTED", 2), ev("COMPLETED", 2)}
+	// The worker was killed during attempt 1, which was lost; it ran
+	// again, as attempt 1 (a lost attempt is not counted), and completed.
+	rescuedThenCompleted = []eventRow{ev("QUEUED", 0), ev("STARTED", 1), ev("LOST", 1, rescued),
+		ev("QUEUED", 0), ev("STARTED", 1), ev("COMPLETED", 1)}
 )
 
 // waitedFirst is the log of a waiting step whose first attempt waited, for
@@ -257,46 +257,49 @@ func TestCheckChaosAtLeastOnce(t *testing.T) {
 		want   func(st *chaosStats) // changes to cleanStats
 	}{
 		{
-			// The interleaving verifyChaos used to fail: flaky's first
-			// attempt was STARTED, its worker died before the attempt's row
-			// committed, and the rescued step's attempt 2 completed, so
-			// attempt 1 never got to fail by design and has no row.
+			// flaky's first attempt was STARTED and its worker died before
+			// the attempt's row committed. The lost attempt is not counted:
+			// attempt 1 runs again, fails by design, and attempt 2
+			// completes.
 			name: "flaky's first attempt started, killed before its side effect, rescued",
 			mutate: func(f *chaosFixture) {
-				f.set("flaky", "COMPLETED", 2, fmt.Sprintf(`"flaky/%d"`, f.n), []int{2}, rescuedThenCompleted...)
+				f.set("flaky", "COMPLETED", 2, fmt.Sprintf(`"flaky/%d"`, f.n), []int{1, 2}, ev("QUEUED", 0),
+					ev("STARTED", 1), ev("LOST", 1, rescued), ev("QUEUED", 0),
+					ev("STARTED", 1), ev("RETRYING", 1, flakyErr), ev("QUEUED", 1),
+					ev("STARTED", 2), ev("COMPLETED", 2))
 			},
-			want: func(st *chaosStats) { st.executions-- },
 		},
 		{
 			name: "a step's attempt killed before its side effect, rescued",
 			mutate: func(f *chaosFixture) {
-				f.set("work-1", "COMPLETED", 2, fmt.Sprintf(`"work-1/%d"`, f.n), []int{2}, rescuedThenCompleted...)
+				f.set("work-1", "COMPLETED", 1, fmt.Sprintf(`"work-1/%d"`, f.n), []int{1}, rescuedThenCompleted...)
 			},
 		},
 		{
 			name: "a step's attempt killed after its side effect, rescued",
 			mutate: func(f *chaosFixture) {
-				f.set("work-2", "COMPLETED", 2, fmt.Sprintf(`"work-2/%d"`, f.n), []int{1, 2}, rescuedThenCompleted...)
+				f.set("work-2", "COMPLETED", 1, fmt.Sprintf(`"work-2/%d"`, f.n), []int{1, 1}, rescuedThenCompleted...)
 			},
 			want: func(st *chaosStats) { st.executions, st.reexecutions = st.executions+1, 1 },
 		},
 		{
-			name: "flaky killed twice: attempt 1 before its side effect, attempt 2 after",
+			name: "flaky killed twice: attempt 1 before its side effect, then after",
 			mutate: func(f *chaosFixture) {
-				f.set("flaky", "COMPLETED", 3, fmt.Sprintf(`"flaky/%d"`, f.n), []int{2, 3}, ev("QUEUED", 0),
-					ev("STARTED", 1), ev("RETRYING", 1, rescued), ev("QUEUED", 1),
-					ev("STARTED", 2), ev("RETRYING", 2, rescued), ev("QUEUED", 2),
-					ev("STARTED", 3), ev("COMPLETED", 3))
+				f.set("flaky", "COMPLETED", 2, fmt.Sprintf(`"flaky/%d"`, f.n), []int{1, 1, 2}, ev("QUEUED", 0),
+					ev("STARTED", 1), ev("LOST", 1, rescued), ev("QUEUED", 0),
+					ev("STARTED", 1), ev("LOST", 1, rescued), ev("QUEUED", 0),
+					ev("STARTED", 1), ev("RETRYING", 1, flakyErr), ev("QUEUED", 1),
+					ev("STARTED", 2), ev("COMPLETED", 2))
 			},
-			want: func(st *chaosStats) { st.reexecutions = 1 },
+			want: func(st *chaosStats) { st.executions, st.reexecutions = st.executions+1, 1 },
 		},
 		{
 			name: "flaky failed by design, then killed before its side effect",
 			mutate: func(f *chaosFixture) {
-				f.set("flaky", "COMPLETED", 3, fmt.Sprintf(`"flaky/%d"`, f.n), []int{1, 3}, ev("QUEUED", 0),
+				f.set("flaky", "COMPLETED", 2, fmt.Sprintf(`"flaky/%d"`, f.n), []int{1, 2}, ev("QUEUED", 0),
 					ev("STARTED", 1), ev("RETRYING", 1, flakyErr), ev("QUEUED", 1),
-					ev("STARTED", 2), ev("RETRYING", 2, rescued), ev("QUEUED", 2),
-					ev("STARTED", 3), ev("COMPLETED", 3))
+					ev("STARTED", 2), ev("LOST", 2, rescued), ev("QUEUED", 1),
+					ev("STARTED", 2), ev("COMPLETED", 2))
 			},
 		},
 		{
@@ -313,14 +316,14 @@ func TestCheckChaosAtLeastOnce(t *testing.T) {
 			name: "the skipped branch killed while deciding, rescued",
 			mutate: func(f *chaosFixture) {
 				_, other := f.branches()
-				f.set(other, "SKIPPED", 2, "", nil, ev("QUEUED", 0), ev("STARTED", 1), ev("RETRYING", 1, rescued),
-					ev("QUEUED", 1), ev("STARTED", 2), ev("SKIPPED", 2))
+				f.set(other, "SKIPPED", 1, "", nil, ev("QUEUED", 0), ev("STARTED", 1), ev("LOST", 1, rescued),
+					ev("QUEUED", 0), ev("STARTED", 1), ev("SKIPPED", 1))
 			},
 		},
 		{
 			name: "an item killed after its side effect, rescued",
 			mutate: func(f *chaosFixture) {
-				f.set("fan[2]", "COMPLETED", 2, strconv.Itoa(2*(4*f.n+2)), []int{1, 2}, rescuedThenCompleted...)
+				f.set("fan[2]", "COMPLETED", 1, strconv.Itoa(2*(4*f.n+2)), []int{1, 1}, rescuedThenCompleted...)
 			},
 			want: func(st *chaosStats) { st.executions, st.reexecutions = st.executions+1, 1 },
 		},
@@ -335,7 +338,7 @@ func TestCheckChaosAtLeastOnce(t *testing.T) {
 		{
 			name: "a child run's step killed before its side effect, rescued",
 			mutate: func(f *chaosFixture) {
-				f.setIn(fixtureChild, "a", "COMPLETED", 2, fmt.Sprintf(`"a/%d"`, f.n), []int{2}, rescuedThenCompleted...)
+				f.setIn(fixtureChild, "a", "COMPLETED", 1, fmt.Sprintf(`"a/%d"`, f.n), []int{1}, rescuedThenCompleted...)
 			},
 		},
 		{
@@ -351,17 +354,17 @@ func TestCheckChaosAtLeastOnce(t *testing.T) {
 		{
 			name: "approve killed while computing its key, rescued",
 			mutate: func(f *chaosFixture) {
-				f.set("approve", "COMPLETED", 2, fmt.Sprintf(`"approved-%d"`, f.n), nil, ev("QUEUED", 0),
-					ev("STARTED", 1), ev("RETRYING", 1, rescued), ev("QUEUED", 1), ev("STARTED", 2),
-					ev("WAITING", 2, "event "+workloads.ChaosKey(f.n)), later(ev("COMPLETED", 2), time.Second))
+				f.set("approve", "COMPLETED", 1, fmt.Sprintf(`"approved-%d"`, f.n), nil, ev("QUEUED", 0),
+					ev("STARTED", 1), ev("LOST", 1, rescued), ev("QUEUED", 0), ev("STARTED", 1),
+					ev("WAITING", 1, "event "+workloads.ChaosKey(f.n)), later(ev("COMPLETED", 1), time.Second))
 			},
 		},
 		{
 			name: "sub killed before it started its child, rescued",
 			mutate: func(f *chaosFixture) {
-				f.set("sub", "COMPLETED", 2, fmt.Sprintf(`"child:a/%d"`, f.n), nil, ev("QUEUED", 0),
-					ev("STARTED", 1), ev("RETRYING", 1, rescued), ev("QUEUED", 1), ev("STARTED", 2),
-					ev("WAITING", 2, "child run "+fixtureChild), later(ev("COMPLETED", 2), time.Second))
+				f.set("sub", "COMPLETED", 1, fmt.Sprintf(`"child:a/%d"`, f.n), nil, ev("QUEUED", 0),
+					ev("STARTED", 1), ev("LOST", 1, rescued), ev("QUEUED", 0), ev("STARTED", 1),
+					ev("WAITING", 1, "child run "+fixtureChild), later(ev("COMPLETED", 1), time.Second))
 			},
 		},
 		{
@@ -411,9 +414,9 @@ func TestCheckChaosCatches(t *testing.T) {
 		{
 			name: "a double execution of the attempt that completed after a rescue",
 			mutate: func(f *chaosFixture) {
-				f.set("work-1", "COMPLETED", 2, fmt.Sprintf(`"work-1/%d"`, f.n), []int{2, 2}, rescuedThenCompleted...)
+				f.set("work-1", "COMPLETED", 1, fmt.Sprintf(`"work-1/%d"`, f.n), []int{1, 1, 1}, rescuedThenCompleted...)
 			},
-			want: "work-1 attempt 2 executed 2 times, started 1 times",
+			want: "work-1 attempt 1 executed 3 times, started 2 times",
 		},
 		{
 			name: "an execution of an attempt the engine never started",
@@ -430,11 +433,12 @@ func TestCheckChaosCatches(t *testing.T) {
 			want: "work-0 was recorded by attempt 1, which never executed",
 		},
 		{
-			name: "a completed attempt without its side effect, after a rescue with one",
+			name: "a completed attempt without its side effect, after a failed one with one",
 			mutate: func(f *chaosFixture) {
-				f.set("work-1", "COMPLETED", 2, fmt.Sprintf(`"work-1/%d"`, f.n), []int{1}, rescuedThenCompleted...)
+				f.set("flaky", "COMPLETED", 2, fmt.Sprintf(`"flaky/%d"`, f.n), []int{1}, ev("QUEUED", 0),
+					ev("STARTED", 1), ev("RETRYING", 1, flakyErr), ev("QUEUED", 1), ev("STARTED", 2), ev("COMPLETED", 2))
 			},
-			want: "work-1 was recorded by attempt 2, which never executed",
+			want: "flaky was recorded by attempt 2, which never executed",
 		},
 		{
 			name: "flaky's failure by design without its side effect",
@@ -446,8 +450,8 @@ func TestCheckChaosCatches(t *testing.T) {
 		{
 			name: "flaky's failure by design on a later attempt",
 			mutate: func(f *chaosFixture) {
-				f.set("flaky", "COMPLETED", 3, fmt.Sprintf(`"flaky/%d"`, f.n), []int{2, 3}, ev("QUEUED", 0),
-					ev("STARTED", 1), ev("RETRYING", 1, rescued), ev("QUEUED", 1),
+				f.set("flaky", "COMPLETED", 3, fmt.Sprintf(`"flaky/%d"`, f.n), []int{1, 2, 3}, ev("QUEUED", 0),
+					ev("STARTED", 1), ev("RETRYING", 1, flakyErr), ev("QUEUED", 1),
 					ev("STARTED", 2), ev("RETRYING", 2, flakyErr), ev("QUEUED", 2),
 					ev("STARTED", 3), ev("COMPLETED", 3))
 			},
@@ -691,9 +695,9 @@ func TestCheckRecordedCatches(t *testing.T) {
 		{
 			name: "a rescued attempt completed after all, and its next attempt too",
 			step: "work-0",
-			log: []eventRow{ev("QUEUED", 0), ev("STARTED", 1), ev("RETRYING", 1, rescued), ev("COMPLETED", 1),
-				ev("QUEUED", 1), ev("STARTED", 2), ev("COMPLETED", 2)},
-			want: "event 3 (COMPLETED attempt 1) unexpected in state QUEUED",
+			log: []eventRow{ev("QUEUED", 0), ev("STARTED", 1), ev("LOST", 1, rescued), ev("COMPLETED", 1),
+				ev("QUEUED", 0), ev("STARTED", 1), ev("COMPLETED", 1)},
+			want: "event 3 (COMPLETED attempt 1) unexpected in state LOST",
 		},
 		{
 			name: "an item's output recorded twice",
@@ -704,9 +708,9 @@ func TestCheckRecordedCatches(t *testing.T) {
 		{
 			name: "a rescued item completed after all, and its next attempt too",
 			step: "fan[3]",
-			log: []eventRow{ev("QUEUED", 0), ev("STARTED", 1), ev("RETRYING", 1, rescued), ev("COMPLETED", 1),
-				ev("QUEUED", 1), ev("STARTED", 2), ev("COMPLETED", 2)},
-			want: "fan[3]: event 3 (COMPLETED attempt 1) unexpected in state QUEUED",
+			log: []eventRow{ev("QUEUED", 0), ev("STARTED", 1), ev("LOST", 1, rescued), ev("COMPLETED", 1),
+				ev("QUEUED", 0), ev("STARTED", 1), ev("COMPLETED", 1)},
+			want: "fan[3]: event 3 (COMPLETED attempt 1) unexpected in state LOST",
 		},
 		{
 			name: "an event received twice",
@@ -725,9 +729,16 @@ func TestCheckRecordedCatches(t *testing.T) {
 			name: "a waiting child step rescued",
 			step: "sub",
 			log: []eventRow{ev("QUEUED", 0), ev("STARTED", 1), ev("WAITING", 1, "child run "+fixtureChild),
-				ev("RETRYING", 1, rescued), ev("QUEUED", 1), ev("STARTED", 2), ev("WAITING", 2, "child run "+fixtureChild),
-				ev("COMPLETED", 2)},
-			want: "sub: event 3 (RETRYING attempt 1) rescues a waiting step in state WAITING",
+				ev("LOST", 1, rescued), ev("QUEUED", 0), ev("STARTED", 1), ev("WAITING", 1, "child run "+fixtureChild),
+				ev("COMPLETED", 1)},
+			want: "sub: event 3 (LOST attempt 1) rescues a step that was not running in state WAITING",
+		},
+		{
+			name: "a lost attempt counted as a failed one",
+			step: "work-0",
+			log: []eventRow{ev("QUEUED", 0), ev("STARTED", 1), ev("RETRYING", 1, rescued), ev("QUEUED", 1),
+				ev("STARTED", 2), ev("COMPLETED", 2)},
+			want: "work-0: event 2 (RETRYING attempt 1) counts a lost attempt as a failure in state RUNNING",
 		},
 		{
 			name: "a step that runs code waiting",

@@ -287,6 +287,8 @@ func replay(kind string, evs []eventRow) (outcomes int, state string, err error)
 			case state == "PENDING" || (state == "QUEUED" && backoff):
 			case state == "RUNNING" && ev.detail == "released by its worker":
 				attempt--
+			case state == "LOST":
+				attempt-- // a lost attempt is not counted
 			default:
 				return 0, "", bad("unexpected")
 			}
@@ -320,14 +322,21 @@ func replay(kind string, evs []eventRow) (outcomes int, state string, err error)
 			outcomes++
 		case "RETRYING":
 			switch {
+			case strings.Contains(ev.detail, "no heartbeat"):
+				return 0, "", bad("counts a lost attempt as a failure")
 			case state == "RUNNING":
-			case state == "WAITING" && strings.Contains(ev.detail, "no heartbeat"):
-				return 0, "", bad("rescues a waiting step")
 			case state == "WAITING" && kind == "child":
 			default:
 				return 0, "", bad("unexpected")
 			}
 			state, backoff = "QUEUED", true
+		case "LOST":
+			// The attempt's worker was lost: the task is queued again at
+			// once (or fails, past its lost limit), spending no retry.
+			if state != "RUNNING" {
+				return 0, "", bad("rescues a step that was not running")
+			}
+			state = "LOST"
 		case "SLEEPING":
 			if state != "PENDING" {
 				return 0, "", bad("unexpected")
@@ -340,7 +349,7 @@ func replay(kind string, evs []eventRow) (outcomes int, state string, err error)
 			state = "COMPLETED"
 			outcomes++
 		case "FAILED":
-			if state != "RUNNING" && state != "WAITING" {
+			if state != "RUNNING" && state != "WAITING" && state != "LOST" {
 				return 0, "", bad("unexpected")
 			}
 			state = "FAILED"
@@ -444,7 +453,7 @@ var chaosChildSteps = []string{"a", "b"}
 // own, before it works; the engine's STARTED event is written when the
 // attempt is claimed, before the code runs. Executions are at least once: a
 // worker killed mid-step leaves an attempt STARTED and RUNNING, which is
-// rescued (RETRYING "no heartbeat") and run again as the next attempt, and a
+// rescued (LOST) and run again under the same attempt number, and a
 // worker that drains gives its running attempts back ("released by its
 // worker"), which runs the same attempt number again. Whether such an
 // attempt wrote its row depends on when the worker died, so an attempt that

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"time"
 
@@ -27,7 +28,12 @@ const (
 	ChildWF    = "bench-child"
 	Chaos      = "chaos"
 	ChaosChild = "chaos-child"
+	Steady     = "steady"
+	Poison     = "crash-poison"
 )
+
+// SteadyWork is how many parallel work steps a steady run has.
+const SteadyWork = 4
 
 // ParentChildren is how many child runs a bench-parent run starts.
 const ParentChildren = 10
@@ -79,6 +85,13 @@ type Set struct {
 	Chaos  *durable.Workflow[ChaosInput]
 	// ChaosChild is the child workflow of the chaos workflow.
 	ChaosChild *durable.Workflow[ChaosInput]
+	// Steady is start → work-0..3 → join, every step declared with no
+	// options at all (no retries): the crash proof of the defaults.
+	Steady *durable.Workflow[int]
+	// Poison's one step, boom, ends its process (os.Exit) every time it
+	// runs: a poison step. Only crash tests serve it (see cmd/durable's
+	// --record-executions).
+	Poison *durable.Workflow[int]
 }
 
 // ChaosInput is the chaos workflow's input.
@@ -153,7 +166,44 @@ func New(o Options) *Set {
 	durable.Step(s.Parent, "join", func(durable.Context, int) (struct{}, error) { return struct{}{}, nil }, durable.After(kids...))
 
 	s.Chaos, s.ChaosChild = chaos(o)
+	s.Steady = steady(o)
+	s.Poison = durable.NewWorkflow[int](Poison)
+	durable.Step(s.Poison, "boom", func(ctx durable.Context, in int) (int, error) {
+		if o.Record != nil {
+			if err := o.Record(ctx); err != nil {
+				return 0, err
+			}
+		}
+		os.Exit(3) // what a step that kills its process does
+		return in, nil
+	})
 	return s
+}
+
+// steady defines start → work-0..3 → join with no step options: the default
+// policy, no retries. Each step records its execution (Options.Record) and
+// works for a random time up to Options.ChaosWork, so that a killed worker
+// is likely to die mid-step.
+func steady(o Options) *durable.Workflow[int] {
+	wf := durable.NewWorkflow[int](Steady)
+	work := func(ctx durable.Context, in int) (int, error) {
+		if o.Record != nil {
+			if err := o.Record(ctx); err != nil {
+				return 0, err
+			}
+		}
+		if !sleep.For(ctx, time.Duration(rand.Int64N(int64(o.ChaosWork)+1))) {
+			return 0, ctx.Err()
+		}
+		return in + 1, nil
+	}
+	start := durable.Step(wf, "start", work)
+	parents := make([]durable.Parent, SteadyWork)
+	for i := range parents {
+		parents[i] = durable.Step(wf, fmt.Sprintf("work-%d", i), work, durable.After(start))
+	}
+	durable.Step(wf, "join", work, durable.After(parents...))
+	return wf
 }
 
 // All returns every built-in workflow, for Engine.Register.
@@ -207,8 +257,9 @@ func chaos(o Options) (*durable.Workflow[ChaosInput], *durable.Workflow[ChaosInp
 		}
 		return fmt.Sprintf("%s/%d", ctx.StepName(), in.N), nil
 	}
-	// Dead workers' attempts count against retries, so the crash tests give
-	// every step room for several.
+	// flaky's first attempt fails by design; the others retry too, so that
+	// a step that fails for a reason of its own is retried. (Dead workers'
+	// attempts are lost, not failed: they spend no retry.)
 	retry := durable.WithRetry(durable.RetryPolicy{MaxRetries: 20, InitialDelay: 100 * time.Millisecond, MaxDelay: time.Second})
 
 	start := durable.Step(wf, "start", func(ctx durable.Context, in ChaosInput) (Parity, error) {
