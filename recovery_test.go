@@ -540,3 +540,60 @@ func TestEventLog(t *testing.T) {
 		}, got)
 	})
 }
+
+// TestPoisonStepFailsAfterItsLostLimit: a step whose attempts keep losing
+// their worker (each claim here is a worker that dies at once) runs again
+// without spending a retry until its lost limit, then fails its run with an
+// error matching ErrPoisonStep, its on-failure handler running as for any
+// failure. WithLostLimit sets the limit; it must be at least 1.
+func TestPoisonStepFailsAfterItsLostLimit(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		ctx := h.ctx(h.duration(time.Hour, time.Minute))
+		for _, limit := range []int{0, 1} { // 0: the default
+			name := fmt.Sprintf("poison-%d", limit)
+			wf := durable.NewWorkflow[int](name)
+			var opts []durable.StepOption
+			want := durable.DefaultLostLimit
+			if limit > 0 {
+				opts, want = append(opts, durable.WithLostLimit(limit)), limit
+			}
+			durable.Step(wf, "boom", func(durable.Context, int) (int, error) { return 0, nil }, opts...)
+			handled := make(chan durable.Failure, 1)
+			wf.OnFailure(func(_ durable.Context, _ int, f durable.Failure) error { handled <- f; return nil })
+			id, err := wf.RunNoWait(ctx, h.client(), "t", 1)
+			require.NoError(t, err)
+			for k := 1; k <= want; k++ {
+				claimed, err := h.store.ClaimTasks(ctx, &store.ClaimTasksParams{WorkerID: fmt.Sprintf("dies-%d", k), Limit: 1, Workflows: []string{name}})
+				require.NoError(t, err)
+				require.Len(t, claimed, 1, "attempt %d", k)
+				require.Equal(t, 1, claimed[0].Attempt, "a lost attempt is not counted")
+				require.Equal(t, 1, rescueAll(t, h))
+			}
+			res, err := h.client().Get(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, durabletype.RunFailed, res.Status, "limit %d", want)
+			require.ErrorIs(t, res.Err, durable.ErrPoisonStep)
+			require.ErrorIs(t, res.Err, durable.ErrRunFailed)
+			require.Contains(t, res.Err.Error(), fmt.Sprintf("worker dies-%d lost", want))
+			require.Equal(t, slices.Repeat([]string{"QUEUED/0", "STARTED/1", "LOST/1"}, want)[:3*want],
+				stepEvents(t, h.client(), id, "boom")[:3*want])
+
+			// The handler runs, on a live engine, with the poison error.
+			e := h.start(durable.Config{}, wf)
+			select {
+			case f := <-handled:
+				require.Equal(t, "boom", f.Step)
+				require.Contains(t, f.Error, "lost its worker too many times in a row")
+			case <-ctx.Done():
+				t.Fatal("the on-failure handler did not run")
+			}
+			h.wait(e, id, h.duration(time.Hour, 20*time.Second))
+		}
+
+		bad := durable.NewWorkflow[int]("poison-bad")
+		durable.Step(bad, "s", func(durable.Context, int) (int, error) { return 0, nil }, durable.WithLostLimit(0))
+		_, err := bad.RunNoWait(ctx, h.client(), "t", 1)
+		require.ErrorIs(t, err, durable.ErrInvalidOption)
+	})
+}

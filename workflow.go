@@ -328,8 +328,8 @@ type Failure struct {
 
 // OnFailure sets the handler that runs once after the run has failed, with
 // the run's input and the failure. Like a step it runs at least once and its
-// result is recorded once; WithRetry is the only option that applies (by
-// default it is not retried).
+// result is recorded once; WithRetry and WithLostLimit are the options that
+// apply (by default it is not retried).
 func (w *Workflow[I]) OnFailure(fn func(ctx Context, in I, f Failure) error, opts ...StepOption) {
 	d := w.defn()
 	d.mu.Lock()

@@ -272,13 +272,7 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 			r.resolveChildren(i, now)
 		}
 	case store.OutcomeRelease:
-		t.Attempt--
-		t.Worker = ""
-		if !r.wanted(i) {
-			r.cancel(i, now, "run is "+string(r.Rec.Status))
-		} else {
-			r.enqueue(i, now, "released by its worker")
-		}
+		r.giveBack(i, "released by its worker", now)
 	default:
 		return r.end(), store.FinishStale
 	}
@@ -490,16 +484,24 @@ func (r *Run) Rescue(i int, deadAfter time.Duration, rand float64, now time.Time
 		r.checkRun(now)
 		return r.end(), true
 	}
-	t.Attempt--
-	t.Worker = ""
 	t.Error = Text(msg)
-	if r.wanted(i) {
-		r.enqueue(i, now, "")
-	} else {
-		r.cancel(i, now, "run is "+string(r.Rec.Status))
-	}
+	r.giveBack(i, "", now)
 	r.checkRun(now)
 	return r.end(), true
+}
+
+// giveBack takes the RUNNING task i back without counting its attempt (a
+// release, a lost worker): it is queued again, with detail in its QUEUED
+// event, or cancelled if its run no longer wants it.
+func (r *Run) giveBack(i int, detail string, now time.Time) {
+	t := r.Task(i)
+	t.Attempt--
+	t.Worker = ""
+	if !r.wanted(i) {
+		r.cancel(i, now, "run is "+string(r.Rec.Status))
+		return
+	}
+	r.enqueue(i, now, detail)
 }
 
 // PoisonText starts the error recorded for a step that failed because its
