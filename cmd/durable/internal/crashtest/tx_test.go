@@ -276,12 +276,11 @@ WHERE a.client_port = ANY($2) AND l.mode <> 'AccessShareLock' AND n.nspname = $1
 			if want > 1 {
 				txRetried++
 			}
-			for _, a := range txWrites[k] {
-				writes++
-				if a != want {
-					rolledBack++
-				}
-			}
+			// Every write but the one row kept was rolled back: a lost
+			// attempt's number runs again, so the attempt alone does not
+			// tell the writes apart.
+			writes += len(txWrites[k])
+			rolledBack += max(len(txWrites[k])-len(got), 0)
 
 			k = taskKey{r.id, txeffects.PlainStep(i)}
 			got = plainRows[k]

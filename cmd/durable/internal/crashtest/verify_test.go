@@ -854,13 +854,20 @@ func measureRecovery(s *snapshot, orphans []orphan, bound time.Duration) recover
 	var rec recovery
 	for _, o := range orphans {
 		evs := s.events[taskKey{o.run, o.step}]
-		i := slices.IndexFunc(evs, func(e eventRow) bool { return e.typ == "STARTED" && e.attempt == o.attempt })
+		// The claim the kill orphaned: the last STARTED of its attempt
+		// before the kill (a lost attempt's number runs again).
+		i := -1
+		for k, e := range evs {
+			if e.typ == "STARTED" && e.attempt == o.attempt && !e.at.After(o.killedAt) {
+				i = k
+			}
+		}
 		if i < 0 || i+1 >= len(evs) {
 			rec.missing = append(rec.missing, fmt.Sprintf("%s/%s attempt %d: %s", o.run, o.step, o.attempt, logString(evs)))
 			continue
 		}
 		next := evs[i+1]
-		if next.typ != "RETRYING" || !strings.Contains(next.detail, "no heartbeat") {
+		if next.typ != "LOST" {
 			rec.raced++ // the dying worker's last outcome committed
 			continue
 		}
