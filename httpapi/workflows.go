@@ -241,7 +241,7 @@ func tenantFor(sc scope, tenant string) (string, error) {
 	}
 	if sc.all {
 		if tenant == "" {
-			return "", badRequest("invalid_tenant", "tenant is required")
+			return "", &problem{status: http.StatusBadRequest, code: "invalid_tenant", param: "tenant", detail: "tenant is required"}
 		}
 		return tenant, nil
 	}
