@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -58,10 +59,14 @@ func start(t *testing.T, exe string, args ...string) *proc {
 	return p
 }
 
-// stop sends SIGTERM and returns the exit status.
-func (p *proc) stop(t *testing.T) int {
+// stop sends SIGTERM (or sig) and returns the exit status.
+func (p *proc) stop(t *testing.T, sig ...os.Signal) int {
 	t.Helper()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	s := os.Signal(syscall.SIGTERM)
+	if len(sig) > 0 {
+		s = sig[0]
+	}
+	require.NoError(t, p.cmd.Process.Signal(s))
 	return p.wait(t)
 }
 
@@ -150,8 +155,16 @@ func tableExists(t *testing.T, pool *pgxpool.Pool, schema, table string) bool {
 func TestSignalWhileConnecting(t *testing.T) {
 	t.Parallel()
 	exe := clitest.Build(t, ".", ".", "durable")
-	for _, cmd := range [][]string{{"worker"}, {"serve", "--addr", "127.0.0.1:0"}} {
-		t.Run(cmd[0], func(t *testing.T) {
+	for _, tc := range []struct {
+		cmd []string
+		sig os.Signal
+	}{
+		{[]string{"worker"}, syscall.SIGTERM},
+		{[]string{"worker"}, syscall.SIGINT},
+		{[]string{"serve", "--addr", "127.0.0.1:0"}, syscall.SIGTERM},
+	} {
+		cmd := tc.cmd
+		t.Run(cmd[0]+" "+tc.sig.String(), func(t *testing.T) {
 			url, accepted := silentDB(t)
 			p := start(t, exe, append(cmd, "--database-url", url)...)
 			select {
@@ -161,7 +174,7 @@ func TestSignalWhileConnecting(t *testing.T) {
 			case <-time.After(60 * time.Second):
 				t.Fatalf("never connected; output:\n%s", p.log.String())
 			}
-			require.Equal(t, 0, p.stop(t), p.log.String())
+			require.Equal(t, 0, p.stop(t, tc.sig), p.log.String())
 			require.Contains(t, p.log.String(), "stopped by a signal")
 			require.NotContains(t, p.log.String(), "ERROR")
 		})
