@@ -32,12 +32,20 @@ var (
 // workflow, for tenant, with input already encoded by the engine's Codec
 // (JSON by default). The input is checked by decoding it into the
 // workflow's input type: when that fails the error matches ErrInvalidInput
-// and nothing is started. An unregistered name fails with
+// and nothing is started. A workflow or tenant that breaks the rule of its
+// kind fails with an *InvalidValueError (matching ErrInvalidName or
+// ErrInvalidTenant), a valid name not registered with
 // ErrWorkflowNotRegistered. Otherwise it behaves as Workflow.Start, options
 // and duplicates included.
 func (e *Engine) StartByName(ctx context.Context, workflow, tenant string, input []byte, opts ...TriggerOption) (Started, error) {
 	if e.isStopped() {
 		return Started{}, ErrEngineStopped
+	}
+	if err := dag.NameRule.Check("workflow", workflow); err != nil {
+		return Started{}, err
+	}
+	if err := dag.TenantRule.Check("tenant", tenant); err != nil {
+		return Started{}, err
 	}
 	def := e.workflow(workflow)
 	if def == nil {
@@ -46,9 +54,6 @@ func (e *Engine) StartByName(ctx context.Context, workflow, tenant string, input
 	shape, err := def.freeze()
 	if err != nil {
 		return Started{}, err
-	}
-	if !dag.ValidTenant(tenant) {
-		return Started{}, fmt.Errorf("%w: %s", durabletype.ErrInvalidTenant, dag.Quote(tenant))
 	}
 	o, err := applyTrigger(opts)
 	if err != nil {

@@ -42,8 +42,10 @@ var (
 	ErrInvalidCursor = errors.New("durable: invalid cursor")
 	// ErrInvalidFilter: a filter with an unknown status, a time outside
 	// years 1-9999, a time range that ends before it begins, or a limit or
-	// window out of range. (A tenant or workflow that cannot exist is not
-	// an error: it matches nothing.)
+	// window out of range, or a workflow, version or tenant that breaks
+	// the rule of its kind (an *InvalidValueError, which matches this
+	// too). A valid one that matches no run is not an error: the page is
+	// empty.
 	ErrInvalidFilter = errors.New("durable: invalid filter")
 )
 
@@ -159,6 +161,9 @@ func (v *TenantRuns) scope() string {
 }
 
 // ListRuns returns a page of the runs matching the filter, newest first.
+// A workflow, version or tenant in the filter that breaks the rule of its
+// kind is refused (ErrInvalidFilter, with an *InvalidValueError naming
+// it); a valid one that matches nothing gives an empty page.
 // Pages are cut by keyset (the creation time and ID of the last run), so a
 // listing neither repeats nor skips runs while they settle or new ones
 // start.
@@ -171,7 +176,10 @@ func (e *Engine) ListRuns(ctx context.Context, opts ListOptions) (*RunPage, erro
 // running steps have their contexts cancelled (cause ErrRunCancelled) at
 // once where the store notifies, at their next heartbeat at the latest;
 // their late outcomes are not recorded. The on-failure handler does not run
-// for a cancelled run. A settled run is refused with ErrRunSettled.
+// for a cancelled run. A settled run is refused with ErrRunSettled. The
+// reason may be empty; one that is not at most 1,000 bytes of UTF-8
+// without control characters (but tab and newline) is refused with an
+// *InvalidValueError.
 func (e *Engine) Cancel(ctx context.Context, id uuid.UUID, reason string) error {
 	return e.all().Cancel(ctx, id, reason)
 }
@@ -189,7 +197,9 @@ func (e *Engine) CancelRuns(ctx context.Context, f RunFilter, reason string) (*B
 // With FromStep, that step and its descendants run again even if they
 // completed, which also replays a COMPLETED run. The event log shows a
 // REPLAYED event for each step run again; the on-failure handler can run
-// again after a new failure.
+// again after a new failure. A FromStep that is not a valid step name is
+// refused with an *InvalidValueError (matching ErrInvalidName), one the
+// run does not have with ErrStepNotFound.
 func (e *Engine) Replay(ctx context.Context, id uuid.UUID, opts ReplayOptions) error {
 	return e.all().Replay(ctx, id, opts)
 }
@@ -308,6 +318,9 @@ func (v *TenantRuns) getRun(ctx context.Context, id uuid.UUID) (*store.Run, erro
 
 // Cancel is Engine.Cancel within the tenant.
 func (v *TenantRuns) Cancel(ctx context.Context, id uuid.UUID, reason string) error {
+	if err := dag.ReasonRule.Check("reason", reason); err != nil {
+		return err
+	}
 	if v.empty() {
 		return fmt.Errorf("durable: cancel run %s: %w", id, durabletype.ErrRunNotFound)
 	}
@@ -324,6 +337,9 @@ func (v *TenantRuns) Cancel(ctx context.Context, id uuid.UUID, reason string) er
 
 // CancelRuns is Engine.CancelRuns within the tenant.
 func (v *TenantRuns) CancelRuns(ctx context.Context, f RunFilter, reason string) (*BulkResult, error) {
+	if err := dag.ReasonRule.Check("reason", reason); err != nil {
+		return nil, err
+	}
 	if len(f.Statuses) == 0 {
 		f.Statuses = []durabletype.RunStatus{durabletype.RunRunning}
 	}
@@ -338,6 +354,9 @@ func (v *TenantRuns) CancelRuns(ctx context.Context, f RunFilter, reason string)
 
 // Replay is Engine.Replay within the tenant.
 func (v *TenantRuns) Replay(ctx context.Context, id uuid.UUID, opts ReplayOptions) error {
+	if err := checkReplay(opts); err != nil {
+		return err
+	}
 	if v.empty() {
 		return fmt.Errorf("durable: replay run %s: %w", id, durabletype.ErrRunNotFound)
 	}
@@ -355,6 +374,9 @@ func (v *TenantRuns) Replay(ctx context.Context, id uuid.UUID, opts ReplayOption
 
 // ReplayRuns is Engine.ReplayRuns within the tenant.
 func (v *TenantRuns) ReplayRuns(ctx context.Context, f RunFilter, opts ReplayOptions) (*BulkResult, error) {
+	if err := checkReplay(opts); err != nil {
+		return nil, err
+	}
 	if len(f.Statuses) == 0 {
 		f.Statuses = []durabletype.RunStatus{durabletype.RunFailed, durabletype.RunCancelled}
 	}
@@ -426,7 +448,8 @@ func (v *TenantRuns) Stats(ctx context.Context, opts StatsOptions) (*durabletype
 }
 
 // scopedFilter is a filter checked and scoped; Impossible marks one that
-// can match nothing (another tenant's, or a tenant that cannot exist).
+// can match nothing (another tenant's, or a scope whose tenant cannot
+// exist).
 type scopedFilter struct {
 	store.RunFilter
 	Impossible bool
@@ -453,14 +476,8 @@ func (v *TenantRuns) filter(f RunFilter) (scopedFilter, error) {
 		(!f.FinishedAfter.IsZero() && !f.FinishedBefore.IsZero() && f.FinishedBefore.Before(f.FinishedAfter)) {
 		return out, fmt.Errorf("%w: a time range that ends before it begins", ErrInvalidFilter)
 	}
-	if f.Workflow != "" && !dag.ValidName(f.Workflow) {
-		out.Impossible = true
-	}
-	if f.Version != "" && !dag.ValidVersion(f.Version) {
-		out.Impossible = true
-	}
-	if f.Tenant != "" && !dag.ValidTenant(f.Tenant) {
-		out.Impossible = true
+	if err := checkFilterNames(f); err != nil {
+		return out, err
 	}
 	if v.scoped {
 		if f.Tenant != "" && f.Tenant != v.tenant {

@@ -338,9 +338,22 @@ func TestListFilters(t *testing.T) {
 		require.ErrorIs(t, err, durable.ErrInvalidCursor)
 		_, err = e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{CreatedAfter: begin, CreatedBefore: begin.Add(-time.Second)}})
 		require.ErrorIs(t, err, durable.ErrInvalidFilter)
-		page, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Tenant: "nul\x00"}})
-		require.NoError(t, err)
-		require.Empty(t, page.Runs, "a tenant that cannot exist has no runs")
+		// A name that breaks its rule is refused, naming the field; a
+		// valid one that matches nothing gives an empty page.
+		for _, f := range []durable.RunFilter{{Tenant: "nul\x00"}, {Workflow: "\xff"}, {Workflow: "a@b"}, {Version: "\x00"},
+			{Tenant: strings.Repeat("t", 201)}} {
+			_, err = e.ListRuns(ctx, durable.ListOptions{RunFilter: f})
+			require.ErrorIs(t, err, durable.ErrInvalidFilter, "%+v", f)
+			var ive *durable.InvalidValueError
+			require.ErrorAs(t, err, &ive, "%+v", f)
+			_, err = e.CancelRuns(ctx, f, "")
+			require.ErrorIs(t, err, durable.ErrInvalidValue, "%+v", f)
+		}
+		for _, f := range []durable.RunFilter{{Tenant: "nobody"}, {Workflow: "nothing"}, {Version: "v0"}} {
+			page, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: f})
+			require.NoError(t, err)
+			require.Empty(t, page.Runs, "%+v matches no run", f)
+		}
 
 		// Times no store can record are refused the same way by both,
 		// for lists and bulk actions, not answered by one and failed by
@@ -358,7 +371,7 @@ func TestListFilters(t *testing.T) {
 
 		// A cursor edited by hand (its fingerprint left as it was) to a
 		// time no store can record is refused too.
-		page, err = e.ListRuns(ctx, durable.ListOptions{Limit: 2})
+		page, err := e.ListRuns(ctx, durable.ListOptions{Limit: 2})
 		require.NoError(t, err)
 		require.NotEmpty(t, page.Next)
 		js, err := base64.RawURLEncoding.DecodeString(page.Next)

@@ -56,9 +56,8 @@ const (
 // characters.
 func WithIdempotencyKey(key string) TriggerOption {
 	return triggerFunc(func(o *triggerOpts) error {
-		if !dag.ValidKey(key) {
-			return fmt.Errorf("%w: idempotency key %s: use 1-%d bytes of UTF-8 without control characters",
-				ErrInvalidTrigger, dag.Quote(key), dag.MaxKeyLen)
+		if err := dag.IdempotencyKeyRule.Check("idempotency key", key); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidTrigger, err)
 		}
 		o.key = key
 		return nil

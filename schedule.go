@@ -113,8 +113,11 @@ func (e *Engine) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*durabl
 	if err != nil {
 		return nil, err
 	}
-	if !dag.ValidTenant(spec.Tenant) {
-		return nil, fmt.Errorf("%w: %s", durabletype.ErrInvalidTenant, dag.Quote(spec.Tenant))
+	if err := checkScheduleKey(spec.Tenant, spec.Name); err != nil {
+		return nil, err
+	}
+	if err := dag.NameRule.Check("workflow", spec.Workflow); err != nil {
+		return nil, err
 	}
 	def := e.workflow(spec.Workflow)
 	if def == nil {
@@ -143,9 +146,15 @@ func (e *Engine) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*durabl
 }
 
 // GetSchedule returns the schedule name of tenant, or ErrScheduleNotFound.
+// Here and in the other schedule calls a tenant or name that breaks the
+// rule of its kind (1-200 bytes of UTF-8 without control characters) is
+// an *InvalidValueError, matching ErrInvalidTenant or ErrInvalidSchedule.
 func (e *Engine) GetSchedule(ctx context.Context, tenant, name string) (*durabletype.Schedule, error) {
 	s, err := e.scheduler()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkScheduleKey(tenant, name); err != nil {
 		return nil, err
 	}
 	sc, err := s.GetSchedule(ctx, &store.GetScheduleParams{Key: durabletype.ScheduleKey{Tenant: tenant, Name: name}})
@@ -185,6 +194,16 @@ func (e *Engine) ListSchedules(ctx context.Context, opts ScheduleListOptions) (*
 	if opts.Limit < 0 || opts.Limit > 1000 {
 		return nil, fmt.Errorf("%w: limit %d: want 1 to 1000", ErrInvalidFilter, opts.Limit)
 	}
+	if opts.Tenant != "" {
+		if err := dag.TenantRule.Check("tenant", opts.Tenant); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidFilter, err)
+		}
+	}
+	if opts.After != nil {
+		if err := checkScheduleKey(opts.After.Tenant, opts.After.Name); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidCursor, err)
+		}
+	}
 	res, err := s.ListSchedules(ctx, &store.ListSchedulesParams{Tenant: opts.Tenant, After: opts.After, Limit: opts.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("durable: listing schedules: %w", err)
@@ -211,6 +230,9 @@ func (e *Engine) pauseSchedule(ctx context.Context, tenant, name string, paused 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkScheduleKey(tenant, name); err != nil {
+		return nil, err
+	}
 	sc, err := s.PauseSchedule(ctx, &store.PauseScheduleParams{
 		Now: e.now(), Key: durabletype.ScheduleKey{Tenant: tenant, Name: name}, Paused: paused,
 	})
@@ -229,6 +251,9 @@ func (e *Engine) pauseSchedule(ctx context.Context, tenant, name string, paused 
 func (e *Engine) DeleteSchedule(ctx context.Context, tenant, name string) error {
 	s, err := e.scheduler()
 	if err != nil {
+		return err
+	}
+	if err := checkScheduleKey(tenant, name); err != nil {
 		return err
 	}
 	if err := s.DeleteSchedule(ctx, &store.DeleteScheduleParams{Key: durabletype.ScheduleKey{Tenant: tenant, Name: name}}); err != nil {

@@ -156,8 +156,8 @@ func (w *Workflow[I]) prepare(ctx context.Context, e *Engine, triggers []Trigger
 	traceParent := e.tel.traceParent(ctx)
 	p := &store.CreateRunsParams{Now: e.now(), Runs: make([]store.NewRun, len(triggers))}
 	for i, t := range triggers {
-		if !dag.ValidTenant(t.Tenant) {
-			return nil, fmt.Errorf("%w: %s", durabletype.ErrInvalidTenant, dag.Quote(t.Tenant))
+		if err := dag.TenantRule.Check("tenant", t.Tenant); err != nil {
+			return nil, err
 		}
 		o, err := applyTrigger(t.Options)
 		if err != nil {

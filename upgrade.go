@@ -65,13 +65,16 @@ func (e *Engine) UpgradeRuns(ctx context.Context, workflow, from, to string, opt
 
 // UpgradeRuns is Engine.UpgradeRuns within the tenant.
 func (v *TenantRuns) UpgradeRuns(ctx context.Context, workflow, from, to string, opts UpgradeOptions) (*UpgradeResult, error) {
+	if err := dag.NameRule.Check("workflow", workflow); err != nil {
+		return nil, err
+	}
+	if err := dag.VersionRule.Check("from", from); err != nil {
+		return nil, err
+	}
+	if err := dag.VersionRule.Check("to", to); err != nil {
+		return nil, err
+	}
 	switch {
-	case !dag.ValidName(workflow):
-		return nil, fmt.Errorf("%w: workflow %s", ErrInvalidName, dag.Quote(workflow))
-	case !dag.ValidVersion(from):
-		return nil, fmt.Errorf("%w: from %s", ErrInvalidVersion, dag.Quote(from))
-	case !dag.ValidVersion(to):
-		return nil, fmt.Errorf("%w: to %s", ErrInvalidVersion, dag.Quote(to))
 	case from == to:
 		return nil, fmt.Errorf("%w: runs move from version %s to itself", ErrInvalidOption, dag.Quote(from))
 	}

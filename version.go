@@ -314,8 +314,15 @@ func (v *VersionInfo) Unserved() bool {
 // Versions describes the versions of workflow (of every workflow when it
 // is empty) known to this engine, its store and the live workers, by
 // workflow and newest first: what `durable workflows` shows. It reads the
-// store's versions, stats and workers.
+// store's versions, stats and workers. A workflow that breaks the rule of
+// names is an *InvalidValueError (matching ErrInvalidName); a valid one
+// that nothing knows gives none.
 func (e *Engine) Versions(ctx context.Context, workflow string) ([]VersionInfo, error) {
+	if workflow != "" {
+		if err := dag.NameRule.Check("workflow", workflow); err != nil {
+			return nil, err
+		}
+	}
 	type key struct{ workflow, version string }
 	byKey := map[key]*VersionInfo{}
 	var order []key

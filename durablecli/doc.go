@@ -35,11 +35,13 @@
 // the help, nor the errors, nor the logs show the URL's password or the
 // token.
 //
-// Exit statuses: 0 done, 1 failed (could not connect, a run not found or
-// not completed, ...), 2 bad command line (an unknown command, flag,
-// workflow or version, or an input that does not decode into the
-// workflow's input type), 130 a worker stopped by a second signal during
-// its drain.
+// Exit statuses: 0 done (a worker or a server stopped by SIGTERM or
+// SIGINT at any moment, its start included), 1 failed (could not connect,
+// a run not found or not completed, ...), 2 bad command line (an unknown
+// command, flag, workflow or version, an input that does not decode into
+// the workflow's input type, or a name or text that breaks the rule of its
+// kind), 130 a worker stopped by a second signal during its drain, or a
+// migrate interrupted by a signal (its transaction rolled back).
 //
 // Starting by name: "trigger --workflow W --input JSON", "schedules
 // create" and the HTTP API's POST /api/v1/workflows/W/runs start any of

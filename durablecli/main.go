@@ -22,6 +22,9 @@ const (
 	// signal during its drain: 128 + SIGINT, as shells report an
 	// interrupt.
 	exitSecondSignal = 130
+	// exitInterrupted is the exit status of a one-shot command (migrate)
+	// that a signal stopped before it finished, having changed nothing.
+	exitInterrupted = 130
 )
 
 // Main runs the command line of os.Args with cfg and exits with its

@@ -19,7 +19,11 @@ const migrateUsage = `Usage: {name} migrate <up|down|status|sql> [flags]
           users who run their own migration tool; needs no database
 
 Migrations are safe to run from several processes at once: they take an
-advisory lock.
+advisory lock. They run in one transaction: interrupted by SIGTERM or
+SIGINT, they roll back, and the command exits with status 130.
+
+Exit status: 0 done, 1 failed, 2 bad command line, 130 interrupted by a
+signal (nothing half applied).
 
 Flags:
 `
@@ -37,6 +41,13 @@ func (c *cli) migrateCmd(ctx context.Context, args []string, stdout, stderr io.W
 		return code
 	}
 	fail := func(err error) int {
+		if ctx.Err() != nil {
+			// Migrations run in one transaction: interrupted, it rolled
+			// back (or, stopped in its COMMIT, applied in whole).
+			fmt.Fprintf(stderr, "%s migrate %s: interrupted by a signal: the migrations run in one transaction, "+
+				"so none was half applied (see migrate status): %v\n", c.name, action, err)
+			return exitInterrupted
+		}
 		fmt.Fprintf(stderr, "%s migrate %s: %v\n", c.name, action, err)
 		return 1
 	}

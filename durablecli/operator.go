@@ -84,7 +84,7 @@ func (c *cli) explainSchemaError(err error, schema string) error {
 // filter or cursor) rather than from the database, for exit status 2.
 func badFilter(err error) bool {
 	return errors.Is(err, durable.ErrInvalidFilter) || errors.Is(err, durable.ErrInvalidCursor) ||
-		errors.Is(err, errCursorMismatch)
+		errors.Is(err, errCursorMismatch) || invalidValue(err)
 }
 
 // filterFlags are the flags that select runs.
@@ -135,24 +135,12 @@ func (f *filterFlags) parse() (*runFilter, error) {
 		out.filter.Statuses = sts
 		out.given = true
 	}
-	if f.workflow != "" {
-		out.filter.Workflow = f.workflow
-		out.given = true
+	if err := checkValues(opt(dag.NameRule, "--workflow", f.workflow), opt(dag.VersionRule, "--version", f.version),
+		opt(dag.TenantRule, "--tenant", f.tenant)); err != nil {
+		return nil, err
 	}
-	if f.version != "" {
-		if !dag.ValidVersion(f.version) {
-			return nil, fmt.Errorf("--version %q: want 1 to %d letters, digits or _-.+, starting with a letter or a digit", f.version, dag.MaxVersionLen)
-		}
-		out.filter.Version = f.version
-		out.given = true
-	}
-	if f.tenant != "" {
-		if !dag.ValidTenant(f.tenant) {
-			return nil, fmt.Errorf("--tenant %q: want 1 to %d bytes of UTF-8 without control characters", f.tenant, dag.MaxTenantLen)
-		}
-		out.filter.Tenant = f.tenant
-		out.given = true
-	}
+	out.filter.Workflow, out.filter.Version, out.filter.Tenant = f.workflow, f.version, f.tenant
+	out.given = out.given || f.workflow != "" || f.version != "" || f.tenant != ""
 	for _, tf := range []struct{ flag, spec string }{
 		{"since", f.since}, {"until", f.until}, {"finished-since", f.finishedSince}, {"finished-until", f.finishedUntil},
 	} {

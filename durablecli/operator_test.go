@@ -53,9 +53,9 @@ func TestFilterFlags(t *testing.T) {
 		{[]string{"--since", "24"}, `--since "24": want an RFC 3339 time`},
 		{[]string{"--until", "2026-11-24"}, `--until "2026-11-24": want an RFC 3339 time`},
 		{[]string{"--finished-since", "-1s"}, `must not be negative`},
-		{[]string{"--tenant", string([]byte{0xff})}, `want 1 to 200 bytes of UTF-8`},
-		{[]string{"--version", "-2"}, `--version "-2": want 1 to 64 letters, digits or _-.+, starting with a letter or a digit`},
-		{[]string{"--version", "v@2"}, `--version "v@2": want 1 to 64`},
+		{[]string{"--tenant", string([]byte{0xff})}, `--tenant "\xff" is not valid UTF-8: use 1-200 bytes of UTF-8`},
+		{[]string{"--version", "-2"}, `--version "-2" starts with '-': use 1-64 bytes of letters, digits and _-.+, starting with a letter or digit`},
+		{[]string{"--version", "v@2"}, `--version "v@2" holds '@': use 1-64`},
 	} {
 		_, err := parse(tc.args...)
 		require.ErrorContains(t, err, tc.want, "%v", tc.args)

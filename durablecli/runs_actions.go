@@ -11,6 +11,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/internal/dag"
 )
 
 // bulkAction is what cancel and replay do, to runs named by ID or to every
@@ -18,16 +19,19 @@ import (
 type bulkAction struct {
 	verb string // "cancelled", "replayed"
 	all  string // what --all selects, for its help and errors
-	one  func(ctx context.Context, e *durable.Engine, id uuid.UUID) error
-	many func(ctx context.Context, e *durable.Engine, f durable.RunFilter) (*durable.BulkResult, error)
+	// check lists the values of the action's own flags to check.
+	check func() []value
+	one   func(ctx context.Context, e *durable.Engine, id uuid.UUID) error
+	many  func(ctx context.Context, e *durable.Engine, f durable.RunFilter) (*durable.BulkResult, error)
 }
 
 func (c *cli) runsCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := c.newRunsAction("cancel", runsCancelUsage, stderr)
-	reason := a.fs.String("reason", "", "why the runs are cancelled: recorded as their error and in their events")
+	reason := a.fs.String("reason", "", "why the runs are cancelled: recorded as their error and in their events (at most 1000 bytes)")
 	return runBulk(ctx, a, args, stdout, bulkAction{
-		verb: "cancelled",
-		all:  "every RUNNING run",
+		check: func() []value { return []value{opt(dag.ReasonRule, "--reason", *reason)} },
+		verb:  "cancelled",
+		all:   "every RUNNING run",
 		one: func(ctx context.Context, e *durable.Engine, id uuid.UUID) error {
 			return e.Cancel(ctx, id, *reason)
 		},
@@ -41,8 +45,9 @@ func (c *cli) runsReplay(ctx context.Context, args []string, stdout, stderr io.W
 	a := c.newRunsAction("replay", runsReplayUsage, stderr)
 	from := a.fs.String("from-step", "", "run this step and its descendants again even if they completed")
 	return runBulk(ctx, a, args, stdout, bulkAction{
-		verb: "replayed",
-		all:  "every FAILED and CANCELLED run",
+		check: func() []value { return []value{opt(dag.NameRule, "--from-step", *from)} },
+		verb:  "replayed",
+		all:   "every FAILED and CANCELLED run",
 		one: func(ctx context.Context, e *durable.Engine, id uuid.UUID) error {
 			err := e.Replay(ctx, id, durable.ReplayOptions{FromStep: *from})
 			if errors.Is(err, durabletype.ErrStepNotFound) {
@@ -80,6 +85,9 @@ func runBulk(ctx context.Context, a *runsAction, args []string, stdout io.Writer
 	}
 	ids, code := a.parseIDs(pos)
 	if code >= 0 {
+		return code
+	}
+	if code := a.check(act.check()...); code >= 0 {
 		return code
 	}
 

@@ -120,18 +120,18 @@ func (c *cli) runsUpgrade(ctx context.Context, args []string, stdout, stderr io.
 	switch {
 	case *workflow == "":
 		return a.usageErr("--workflow is required")
-	case !dag.ValidName(*workflow):
-		return a.usageErr("--workflow %s: want 1 to %d letters, digits or _-.:/, starting with a letter or a digit", dag.Quote(*workflow), dag.MaxNameLen)
 	case *from == "" || *to == "":
 		return a.usageErr("--from and --to are required: the versions the runs move from and to (\"%s workflows\" lists them)", c.name)
-	case !dag.ValidVersion(*from):
-		return a.usageErr("--from %s: %s", dag.Quote(*from), versionSyntax)
-	case !dag.ValidVersion(*to):
-		return a.usageErr("--to %s: %s", dag.Quote(*to), versionSyntax)
-	case *from == *to:
+	}
+	vs := []value{req(dag.NameRule, "--workflow", *workflow), req(dag.VersionRule, "--from", *from), req(dag.VersionRule, "--to", *to)}
+	if tenantGiven {
+		vs = append(vs, req(dag.TenantRule, "--tenant", *tenant))
+	}
+	if code := a.check(vs...); code >= 0 {
+		return code
+	}
+	if *from == *to {
 		return a.usageErr("--from and --to are both %s: the runs are at that version already", dag.Quote(*from))
-	case tenantGiven && !dag.ValidTenant(*tenant):
-		return a.usageErr("--tenant %q: want 1 to %d bytes of UTF-8 without control characters", *tenant, dag.MaxTenantLen)
 	}
 
 	op, err := a.c.openRegistered(ctx, a.db, "runs-upgrade", a.stderr)
@@ -188,9 +188,6 @@ func (c *cli) runsUpgrade(ctx context.Context, args []string, stdout, stderr io.
 	}
 	return 0
 }
-
-// versionSyntax says what a version looks like.
-const versionSyntax = "want 1 to 64 letters, digits or _-.+, starting with a letter or a digit"
 
 // printUpgrade prints what an upgrade moved and, on stderr, what it
 // refused; prefix names the command.

@@ -98,7 +98,7 @@ func (c *cli) newSchedulesAction(name, usage string, stderr io.Writer) *runsActi
 // scheduleFail reports an error: 2 for an invalid schedule, 1 otherwise.
 func scheduleFail(a *runsAction, err error) int {
 	fmt.Fprintf(a.stderr, "%s %s: %v\n", a.c.name, a.fs.Name(), err)
-	if errors.Is(err, durabletype.ErrInvalidSchedule) || errors.Is(err, durabletype.ErrInvalidTenant) {
+	if errors.Is(err, durabletype.ErrInvalidSchedule) || errors.Is(err, durabletype.ErrInvalidTenant) || invalidValue(err) {
 		return exitUsage
 	}
 	return 1
@@ -128,10 +128,12 @@ func (c *cli) schedulesCreate(ctx context.Context, args []string, stdout, stderr
 		return a.usageErr("--workflow is required")
 	case spec.Cron == "":
 		return a.usageErr("--cron is required")
-	case !dag.ValidTenant(spec.Tenant):
-		return a.usageErr("--tenant %q: want 1 to %d bytes of UTF-8 without control characters", spec.Tenant, dag.MaxTenantLen)
 	}
 	spec.Name = pos[0]
+	if code := a.check(req(dag.ScheduleNameRule, "NAME", spec.Name), req(dag.TenantRule, "--tenant", spec.Tenant),
+		req(dag.NameRule, "--workflow", spec.Workflow)); code >= 0 {
+		return code
+	}
 
 	// The workflow and the input are checked before connecting.
 	pool, err := a.db.NewPool(2)
@@ -181,6 +183,9 @@ func (c *cli) schedulesList(ctx context.Context, args []string, stdout, stderr i
 	if _, code := a.parse(args, 0); code >= 0 {
 		return code
 	}
+	if code := a.check(opt(dag.TenantRule, "--tenant", tenant)); code >= 0 {
+		return code
+	}
 	op, err := c.openOperator(ctx, a.db, "schedules", stderr)
 	if err != nil {
 		return a.fail(err)
@@ -223,6 +228,9 @@ func (c *cli) schedulesAct(ctx context.Context, name, what string, args []string
 	}
 	if len(pos) == 0 {
 		return a.usageErr("the schedule's NAME is required")
+	}
+	if code := a.check(req(dag.ScheduleNameRule, "NAME", pos[0]), req(dag.TenantRule, "--tenant", tenant)); code >= 0 {
+		return code
 	}
 	op, err := c.openOperator(ctx, a.db, "schedules", stderr)
 	if err != nil {

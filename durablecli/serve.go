@@ -14,6 +14,7 @@ import (
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/httpapi"
 	"github.com/effectivelabs/durable/internal/cliflag"
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/pgstore"
 )
 
@@ -40,7 +41,8 @@ in front of it authenticates. --tenant scopes the whole API to one tenant:
 other tenants' runs are not found, and runs are triggered for that tenant.
 The workers (/api/v1/workers) are shown whatever the tenant.
 
-Exit status: 0 stopped, 1 failed (could not connect or listen), 2 bad flags.
+Exit status: 0 stopped (by SIGTERM or SIGINT, at any moment, its start
+included), 1 failed (could not connect or listen), 2 bad flags.
 
 Flags:
 `
@@ -90,6 +92,10 @@ func (c *cli) serveCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintf(stderr, "%s: %s\n", prefix, missingURL)
 		return exitUsage
 	}
+	if err := checkValues(opt(dag.TenantRule, "--tenant", o.tenant)); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return exitUsage
+	}
 	if o.maxBody < 1 {
 		fmt.Fprintf(stderr, "%s: --max-body must be positive, got %d\n", prefix, o.maxBody)
 		return exitUsage
@@ -105,6 +111,9 @@ func (c *cli) serveCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	case errors.As(err, &le) && le.usage:
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, le.err)
 		return exitUsage
+	case err != nil && ctx.Err() != nil:
+		logger.Warn(prefix+": stopped by a signal", "during", err.Error())
+		return 0
 	case err != nil:
 		logger.Error(prefix + ": " + err.Error())
 		return 1

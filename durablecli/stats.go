@@ -84,11 +84,12 @@ func (c *cli) statsCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintf(stderr, c.name+" stats: "+format+"\n", a...)
 		return exitUsage
 	}
+	bad := checkValues(opt(dag.TenantRule, "--tenant", *tenant))
 	switch {
 	case db.URL() == "":
 		return usageErr(missingURL)
-	case *tenant != "" && !dag.ValidTenant(*tenant):
-		return usageErr("--tenant %q: want 1 to %d bytes of UTF-8 without control characters", *tenant, dag.MaxTenantLen)
+	case bad != nil:
+		return usageErr("%v", bad)
 	case *window <= 0:
 		return usageErr("--window must be positive, got %s", *window)
 	}

@@ -176,7 +176,7 @@ func TestStatsUsageErrors(t *testing.T) {
 	}{
 		{[]string{"--window", "0s"}, "durable stats: --window must be positive, got 0s\n"},
 		{[]string{"--window", "an hour"}, `invalid value "an hour" for flag -window`},
-		{[]string{"--tenant", "a\nb"}, `durable stats: --tenant "a\nb": want 1 to 200 bytes`},
+		{[]string{"--tenant", "a\nb"}, `durable stats: --tenant "a\nb" holds the control character U+000A: use 1-200 bytes`},
 		{[]string{"extra"}, `durable stats: unexpected argument "extra"`},
 		{[]string{"--database-url="}, "durable stats: --database-url (or $DURABLE_DATABASE_URL) is required\n"},
 	} {

@@ -91,21 +91,24 @@ func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		if invalidValue(err) {
+			return exitUsage
+		}
 		return 1
 	}
+	bad := checkValues(opt(dag.NameRule, "--workflow", o.workflow), req(dag.TenantRule, "--tenant", o.tenant),
+		opt(dag.IdempotencyKeyRule, "--idempotency-key", o.key))
 	switch {
 	case o.db.URL() == "":
 		return usageErr(missingURL)
 	case o.count < 1 || o.count > maxTriggerCount:
 		return usageErr("--count must be between 1 and %d, got %d", maxTriggerCount, o.count)
-	case !dag.ValidTenant(o.tenant):
-		return usageErr("--tenant %q: want 1 to %d bytes of UTF-8 without control characters", o.tenant, dag.MaxTenantLen)
+	case bad != nil:
+		return usageErr("%v", bad)
 	case o.timeout < 0:
 		return usageErr("--timeout must not be negative, got %s", o.timeout)
 	case o.timeout > 0 && !o.wait:
 		return usageErr("--timeout applies only with --wait")
-	case o.key != "" && !dag.ValidKey(o.key):
-		return usageErr("--idempotency-key %q: want 1 to %d bytes of UTF-8 without control characters", o.key, dag.MaxKeyLen)
 	case o.priority < int(durable.PriorityNormal) || o.priority > int(durable.PriorityUrgent):
 		return usageErr("--priority must be between %d and %d, got %d", durable.PriorityNormal, durable.PriorityUrgent, o.priority)
 	case o.startAfter < 0:

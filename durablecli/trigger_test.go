@@ -106,7 +106,7 @@ func TestTriggerUsageErrors(t *testing.T) {
 		{append([]string{"--workflow", "chaos", "--input", `{"n":1} {}`}, db...), "unexpected data after the value"},
 		{append([]string{"--workflow", "bench-noop", "--input", `"x"`}, db...), "--input for bench-noop: invalid JSON"},
 		{append([]string{"--workflow", "bench-noop", "--count", "0"}, db...), "--count must be between 1 and 100000, got 0"},
-		{append([]string{"--workflow", "bench-noop", "--tenant", ""}, db...), `--tenant "": want 1 to 200 bytes`},
+		{append([]string{"--workflow", "bench-noop", "--tenant", ""}, db...), `--tenant "" is empty: use 1-200 bytes`},
 		{append([]string{"--workflow", "bench-noop", "--timeout", "1s"}, db...), "--timeout applies only with --wait"},
 		{append([]string{"--workflow", "bench-noop", "--wait", "--timeout", "-1s"}, db...), "--timeout must not be negative"},
 		{append([]string{"--workflow", "bench-noop", "--count", "many"}, db...), "invalid value"},

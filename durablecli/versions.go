@@ -119,11 +119,12 @@ func (c *cli) workflowsCmd(ctx context.Context, args []string, stdout, stderr io
 		fmt.Fprintf(stderr, c.name+" workflows: "+format+"\n", a...)
 		return exitUsage
 	}
+	bad := checkValues(opt(dag.NameRule, "--workflow", *workflow))
 	switch {
 	case db.URL() == "":
 		return usageErr(missingURL)
-	case *workflow != "" && !dag.ValidName(*workflow):
-		return usageErr("--workflow %s: want 1 to %d letters, digits or _-.:/, starting with a letter or a digit", dag.Quote(*workflow), dag.MaxNameLen)
+	case bad != nil:
+		return usageErr("%v", bad)
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "%s workflows: %v\n", c.name, err)

@@ -441,12 +441,12 @@ func TestRunsUpgradeUsage(t *testing.T) {
 		{nil, "durable runs upgrade: --workflow is required\n"},
 		{[]string{"--workflow", "w"}, `durable runs upgrade: --from and --to are required: the versions the runs move from and to ("durable workflows" lists them)` + "\n"},
 		{[]string{"--workflow", "w", "--from", "1"}, "--from and --to are required"},
-		{[]string{"--workflow", "w w", "--from", "1", "--to", "2"}, `--workflow "w w": want 1 to 128 letters, digits or _-.:/`},
-		{[]string{"--workflow", "w", "--from", "-1", "--to", "2"}, `--from "-1": want 1 to 64 letters, digits or _-.+, starting with a letter or a digit`},
-		{[]string{"--workflow", "w", "--from", "1", "--to", "v@2"}, `--to "v@2": want 1 to 64`},
+		{[]string{"--workflow", "w w", "--from", "1", "--to", "2"}, `--workflow "w w" holds ' ': use 1-128 bytes of letters, digits and _-.:/`},
+		{[]string{"--workflow", "w", "--from", "-1", "--to", "2"}, `--from "-1" starts with '-': use 1-64 bytes of letters, digits and _-.+, starting with a letter or digit`},
+		{[]string{"--workflow", "w", "--from", "1", "--to", "v@2"}, `--to "v@2" holds '@': use 1-64`},
 		{[]string{"--workflow", "w", "--from", "1", "--to", "1"}, `durable runs upgrade: --from and --to are both "1": the runs are at that version already` + "\n"},
 		{[]string{"--workflow", "w", "--from", "1", "--to", "2", "--run", "nope"}, `invalid value "nope" for flag -run: not a run ID`},
-		{[]string{"--workflow", "w", "--from", "1", "--to", "2", "--tenant", ""}, `--tenant "": want 1 to 200 bytes`},
+		{[]string{"--workflow", "w", "--from", "1", "--to", "2", "--tenant", ""}, `--tenant "" is empty: use 1-200 bytes`},
 		{[]string{"--workflow", "w", "--from", "1", "--to", "2", id}, `durable runs upgrade: unexpected argument "` + id + `"`},
 		{[]string{"--workflow", "w", "--from", "1", "--to", "2", "--database-url="}, "--database-url (or $DURABLE_DATABASE_URL) is required"},
 	} {
@@ -474,7 +474,7 @@ func TestWorkflowsUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--workflow", "a b"}, `durable workflows: --workflow "a b": want 1 to 128 letters`},
+		{[]string{"--workflow", "a b"}, `durable workflows: --workflow "a b" holds ' ': use 1-128 bytes of letters`},
 		{[]string{"extra"}, `durable workflows: unexpected argument "extra"`},
 		{[]string{"--nope"}, "flag provided but not defined: -nope"},
 		{[]string{"--database-url="}, "durable workflows: --database-url (or $DURABLE_DATABASE_URL) is required"},

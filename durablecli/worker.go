@@ -15,6 +15,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/internal/cliflag"
+	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/pgstore"
 )
 
@@ -43,7 +44,9 @@ among the workers deletes the runs that settled longer ago, with their
 steps and events, in small batches. --retention 0 keeps every run; "{name}
 runs prune" deletes old runs on demand.
 
-Exit status: 0 stopped (drained, or the drain timed out), 1 failed (could
+Exit status: 0 stopped (drained, or the drain timed out; or stopped by
+SIGTERM or SIGINT at any moment of its start: while it connects, migrates
+or registers, the migration's transaction rolled back), 1 failed (could
 not connect or start), 2 bad flags, 130 stopped at once by a second signal.
 
 Flags:
@@ -91,6 +94,10 @@ func (c *cli) workerCmd(ctx context.Context, args []string, stdout, stderr io.Wr
 		fmt.Fprintf(stderr, "%s: %s\n", prefix, missingURL)
 		return exitUsage
 	}
+	if err := checkValues(opt(dag.WorkerRule, "--worker-id", o.workerID)); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return exitUsage
+	}
 	err = c.runWorker(ctx, &o, wf, logger)
 	var le *loadErr
 	switch {
@@ -99,6 +106,9 @@ func (c *cli) workerCmd(ctx context.Context, args []string, stdout, stderr io.Wr
 	case errors.As(err, &le) && le.usage:
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, le.err)
 		return exitUsage
+	case err != nil && ctx.Err() != nil:
+		logger.Info(prefix+": stopped by a signal before serving", "during", err.Error())
+		return 0
 	case err != nil:
 		logger.Error(prefix + ": " + err.Error())
 		return 1

@@ -61,7 +61,7 @@ type env struct {
 }
 
 // newEnv starts an engine on s serving the test workflows, and its API.
-func newEnv(t *testing.T, s store.Store) *env {
+func newEnv(t testing.TB, s store.Store) *env {
 	t.Helper()
 	fixed := &atomic.Bool{}
 	greet := durable.NewWorkflow[Greeting]("greet")
@@ -138,7 +138,7 @@ type resp struct {
 }
 
 // json decodes the body into a generic value.
-func (r resp) json(t *testing.T) map[string]any {
+func (r resp) json(t testing.TB) map[string]any {
 	t.Helper()
 	var v map[string]any
 	require.NoError(t, json.Unmarshal(r.body, &v), "body: %s", r.body)
@@ -146,7 +146,7 @@ func (r resp) json(t *testing.T) map[string]any {
 }
 
 // do sends a request as tenant (empty: no X-Tenant header) with the token.
-func (en *env) do(t *testing.T, tenant, method, path string, body any) resp {
+func (en *env) do(t testing.TB, tenant, method, path string, body any) resp {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -190,7 +190,7 @@ func requireProblem(t *testing.T, r resp, status int, code string) {
 }
 
 // trigger starts a run through the API and returns its ID.
-func (en *env) trigger(t *testing.T, tenant, workflow string, body map[string]any) uuid.UUID {
+func (en *env) trigger(t testing.TB, tenant, workflow string, body map[string]any) uuid.UUID {
 	t.Helper()
 	r := en.do(t, tenant, "POST", "/api/v1/workflows/"+workflow+"/runs", body)
 	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
@@ -201,7 +201,7 @@ func (en *env) trigger(t *testing.T, tenant, workflow string, body map[string]an
 }
 
 // settle waits for a run to settle.
-func (en *env) settle(t *testing.T, id uuid.UUID) *durable.RunResult {
+func (en *env) settle(t testing.TB, id uuid.UUID) *durable.RunResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

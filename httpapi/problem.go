@@ -23,6 +23,9 @@ type problem struct {
 	err    error // the cause, logged for a 500, never shown
 	// versions lists the versions of a workflow known, for an unknown one.
 	versions []string
+	// param names the path segment, query parameter or body field at
+	// fault, for a value that breaks the rule of its kind.
+	param string
 }
 
 func (p *problem) Error() string { return p.detail }
@@ -38,6 +41,10 @@ type problemBody struct {
 	// Versions lists the versions known of the workflow, when the problem
 	// is a version it does not have (unknown_version).
 	Versions []string `json:"versions,omitempty"`
+	// Parameter names the path segment, query parameter or body field
+	// whose value breaks the rule of its kind (docs/http-api.md, "What a
+	// name may be").
+	Parameter string `json:"parameter,omitempty"`
 }
 
 func badRequest(code, detail string) *problem {
@@ -62,6 +69,14 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 func classify(err error) *problem {
 	msg := err.Error()
 	is := func(target error) bool { return errors.Is(err, target) }
+	var ive *durabletype.InvalidValueError
+	if errors.As(err, &ive) {
+		return invalid(ive)
+	}
+	if badText(err) {
+		return &problem{status: http.StatusBadRequest, code: "invalid_text",
+			detail: "a value is not text the database can store (a NUL byte or invalid UTF-8)", err: err}
+	}
 	switch {
 	case is(durabletype.ErrRunNotFound):
 		return &problem{status: http.StatusNotFound, code: "run_not_found", detail: "no such run", err: err}
@@ -109,7 +124,7 @@ func classify(err error) *problem {
 // writeProblem writes p as application/problem+json.
 func writeProblem(w http.ResponseWriter, r *http.Request, p *problem) {
 	body := problemBody{Type: "about:blank", Title: http.StatusText(p.status), Status: p.status,
-		Detail: p.detail, Code: p.code, Versions: p.versions}
+		Detail: p.detail, Code: p.code, Versions: p.versions, Parameter: p.param}
 	writeBody(w, p.status, "application/problem+json", body)
 }
 

@@ -302,14 +302,21 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 			}
 		}
 	}
-	opts.Workflow = q.Get("workflow")
-	if v := q.Get("version"); v != "" {
-		if !dag.ValidVersion(v) {
-			return badRequest("invalid_filter", "version: not a version: use 1-64 letters, digits or _-.+ starting with a letter or digit")
+	// An empty value filters nothing; any other is checked by the rule of
+	// its kind: one that breaks it is a 400, a valid one that matches no
+	// run an empty page.
+	for _, p := range []struct {
+		rule  dag.Rule
+		name  string
+		field *string
+	}{{dag.NameRule, "workflow", &opts.Workflow}, {dag.VersionRule, "version", &opts.Version}, {dag.TenantRule, "tenant", &opts.Tenant}} {
+		if v := q.Get(p.name); v != "" {
+			if err := check(p.rule, p.name, v); err != nil {
+				return err
+			}
+			*p.field = v
 		}
-		opts.Version = v
 	}
-	opts.Tenant = q.Get("tenant")
 	for _, tp := range []struct {
 		name string
 		dst  *time.Time
@@ -517,9 +524,6 @@ type cancelRequest struct {
 	Reason string `json:"reason"`
 }
 
-// maxReason is the longest cancel reason, in bytes.
-const maxReason = 1000
-
 func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request, sc scope) error {
 	id, err := parseID(r.PathValue("id"))
 	if err != nil {
@@ -529,8 +533,8 @@ func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request, sc scope) er
 	if err := h.decodeBody(w, r, &req, true); err != nil {
 		return err
 	}
-	if len(req.Reason) > maxReason {
-		return badRequest("bad_body", "reason: at most "+strconv.Itoa(maxReason)+" bytes")
+	if err := check(dag.ReasonRule, "reason", req.Reason); err != nil {
+		return err
 	}
 	if err := sc.ops.Cancel(r.Context(), id, req.Reason); err != nil {
 		return err
@@ -552,6 +556,11 @@ func (h *Handler) replayRun(w http.ResponseWriter, r *http.Request, sc scope) er
 	if err := h.decodeBody(w, r, &req, true); err != nil {
 		return err
 	}
+	if req.FromStep != "" {
+		if err := check(dag.NameRule, "from_step", req.FromStep); err != nil {
+			return err
+		}
+	}
 	if err := sc.ops.Replay(r.Context(), id, durable.ReplayOptions{FromStep: req.FromStep}); err != nil {
 		return err
 	}
@@ -571,6 +580,9 @@ func (h *Handler) signalRun(w http.ResponseWriter, r *http.Request, sc scope) er
 	}
 	var req signalRequest
 	if err := h.decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	if err := check(dag.SignalRule, "name", req.Name); err != nil {
 		return err
 	}
 	if err := sc.ops.Signal(r.Context(), id, req.Name, payload(req.Payload)); err != nil {

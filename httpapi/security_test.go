@@ -180,7 +180,8 @@ func TestBadRequests(t *testing.T) {
 		{"unknown field", "POST", trig, `{"inptu":{"name":"x"}}`, 400, "bad_body"},
 		{"trailing data", "POST", trig, `{"input":{"name":"x"}} {}`, 400, "bad_body"},
 		{"invalid UTF-8", "POST", trig, []byte("{\"input\":{\"name\":\"\xff\xfe\"}}"), 400, "bad_body"},
-		{"NUL tenant", "POST", trig, `{"tenant":"a\u0000b","input":{"name":"x"}}`, 403, "forbidden_tenant"},
+		{"NUL tenant", "POST", trig, `{"tenant":"a\u0000b","input":{"name":"x"}}`, 400, "invalid_tenant"},
+		{"another tenant", "POST", trig, `{"tenant":"b","input":{"name":"x"}}`, 403, "forbidden_tenant"},
 		{"input of the wrong type", "POST", trig, `{"input":{"name":42}}`, 422, "invalid_input"},
 		{"input not an object", "POST", trig, `{"input":"ada"}`, 422, "invalid_input"},
 		{"unknown workflow", "POST", "/api/v1/workflows/nope/runs", `{"input":{}}`, 404, "workflow_not_found"},
@@ -193,7 +194,7 @@ func TestBadRequests(t *testing.T) {
 		{"bad signal name", "POST", run + "/signals", `{"name":""}`, 400, "invalid_event"},
 		{"empty event body", "POST", "/api/v1/events", "", 400, "bad_body"},
 		{"bad event key", "POST", "/api/v1/events", `{"key":""}`, 400, "invalid_event"},
-		{"long reason", "POST", run + "/cancel", `{"reason":"` + strings.Repeat("x", 1001) + `"}`, 400, "bad_body"},
+		{"long reason", "POST", run + "/cancel", `{"reason":"` + strings.Repeat("x", 1001) + `"}`, 400, "invalid_text"},
 		{"body over the limit", "POST", trig, `{"input":{"name":"` + strings.Repeat("x", 1<<20) + `"}}`, 413, "body_too_large"},
 		{"wrong method", "DELETE", run, nil, 405, "method_not_allowed"},
 		{"wrong method on a collection", "PUT", "/api/v1/runs", nil, 405, "method_not_allowed"},
@@ -224,7 +225,7 @@ func TestBadRequests(t *testing.T) {
 
 	// Nothing is reflected unescaped.
 	r := en.do(t, "a", "POST", "/api/v1/workflows/%3Cscript%3Ealert(1)%3C%2Fscript%3E/runs", `{"input":{}}`)
-	requireProblem(t, r, 404, "workflow_not_found")
+	requireProblem(t, r, 400, "invalid_name")
 	require.NotContains(t, string(r.body), "<script>")
 	r = en.do(t, "a", "POST", trig, `{"<img src=x>":1}`)
 	requireProblem(t, r, 400, "bad_body")

@@ -48,18 +48,23 @@ type refusal struct {
 // runs named) to version to, those of the caller's tenant only for a
 // tenant-scoped caller (Engine.UpgradeRuns, TenantRuns.UpgradeRuns).
 func (h *Handler) upgrade(w http.ResponseWriter, r *http.Request, sc scope) error {
+	name := r.PathValue("name")
+	if err := check(dag.NameRule, "name", name); err != nil {
+		return err
+	}
 	var req upgradeRequest
 	if err := h.decodeBody(w, r, &req, false); err != nil {
 		return err
 	}
-	name := r.PathValue("name")
-	switch {
-	case req.From == "" || req.To == "":
+	if req.From == "" || req.To == "" {
 		return badRequest("invalid_version", "from and to are required: the versions to move runs from and to")
-	case !dag.ValidVersion(req.From):
-		return badRequest("invalid_version", "from: not a version: use 1-64 letters, digits or _-.+ starting with a letter or digit")
-	case !dag.ValidVersion(req.To):
-		return badRequest("invalid_version", "to: not a version: use 1-64 letters, digits or _-.+ starting with a letter or digit")
+	}
+	for _, v := range []struct{ name, value string }{{"from", req.From}, {"to", req.To}} {
+		if err := check(dag.VersionRule, v.name, v.value); err != nil {
+			return err
+		}
+	}
+	switch {
 	case req.From == req.To:
 		return badRequest("invalid_upgrade", "from and to are the same version: runs move to another one")
 	}
@@ -74,9 +79,6 @@ func (h *Handler) upgrade(w http.ResponseWriter, r *http.Request, sc scope) erro
 	}
 	if req.RunIDs != nil && len(opts.IDs) == 0 {
 		return badRequest("invalid_id", "run_ids: list at least one run, or leave it out to move every run of the version")
-	}
-	if !dag.ValidName(name) {
-		return workflowNotFound(name)
 	}
 	vs, err := h.e.Versions(r.Context(), name)
 	if err != nil {

@@ -250,7 +250,7 @@ func testVersionsAPI(t *testing.T, s store.Store) {
 	require.Equal(t, map[uuid.UUID]string{a1: "1", a2: "1", g1: "1"}, byVersion("*", "workflow=ship&version=1"))
 	require.Equal(t, map[uuid.UUID]string{cur: "2"}, byVersion("acme", "version=2&include=waits"))
 	require.Empty(t, byVersion("acme", "version=3"))
-	requireProblem(t, en.do(t, "acme", "GET", "/api/v1/runs?version=a@b", nil), 400, "invalid_filter")
+	requireProblem(t, en.do(t, "acme", "GET", "/api/v1/runs?version=a@b", nil), 400, "invalid_version")
 
 	// Every workflow the store and the workers know: ship with its three
 	// versions, newest first, and legacy, which this server does not
@@ -307,7 +307,7 @@ func testVersionsAPI(t *testing.T, s store.Store) {
 	en.decode(t, "acme", "GET", "/api/v1/workflows/ship", nil, http.StatusOK, &one)
 	require.Equal(t, []string{"2", "3", "1"}, one.versionNames())
 	requireProblem(t, en.do(t, "acme", "GET", "/api/v1/workflows/nope", nil), 404, "workflow_not_found")
-	requireProblem(t, en.do(t, "acme", "GET", "/api/v1/workflows/a@b", nil), 404, "workflow_not_found")
+	requireProblem(t, en.do(t, "acme", "GET", "/api/v1/workflows/a@b", nil), 400, "invalid_name")
 
 	// This server cannot start legacy, and says why.
 	r := en.do(t, "acme", "POST", "/api/v1/workflows/legacy/runs", map[string]any{"input": 1})

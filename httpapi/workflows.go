@@ -188,8 +188,8 @@ func (h *Handler) listWorkflows(w http.ResponseWriter, r *http.Request, sc scope
 
 func (h *Handler) getWorkflow(w http.ResponseWriter, r *http.Request, sc scope) error {
 	name := r.PathValue("name")
-	if name == "" {
-		return workflowNotFound(name)
+	if err := check(dag.NameRule, "name", name); err != nil {
+		return err
 	}
 	wfs, err := h.workflows(r.Context(), sc, name)
 	if err != nil {
@@ -234,9 +234,14 @@ type triggerResponse struct {
 // scope's when it names none; another tenant than the scope's is
 // forbidden.
 func tenantFor(sc scope, tenant string) (string, error) {
+	if tenant != "" {
+		if err := check(dag.TenantRule, "tenant", tenant); err != nil {
+			return "", err
+		}
+	}
 	if sc.all {
 		if tenant == "" {
-			return "", badRequest("invalid_tenant", "tenant is required")
+			return "", &problem{status: http.StatusBadRequest, code: "invalid_tenant", param: "tenant", detail: "tenant is required"}
 		}
 		return tenant, nil
 	}
@@ -247,6 +252,9 @@ func tenantFor(sc scope, tenant string) (string, error) {
 }
 
 func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, sc scope) error {
+	if err := check(dag.NameRule, "name", r.PathValue("name")); err != nil {
+		return err
+	}
 	var req triggerRequest
 	if err := h.decodeBody(w, r, &req, true); err != nil {
 		return err
@@ -257,6 +265,9 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, sc scope) erro
 	}
 	var opts []durable.TriggerOption
 	if req.IdempotencyKey != "" {
+		if err := check(dag.IdempotencyKeyRule, "idempotency_key", req.IdempotencyKey); err != nil {
+			return err
+		}
 		opts = append(opts, durable.WithIdempotencyKey(req.IdempotencyKey))
 	}
 	if req.RunID != "" {

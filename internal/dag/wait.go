@@ -25,25 +25,18 @@ func ValidEventKey(s string) bool { return validLabel(s, MaxEventKeyLen) }
 func CheckEvents(evs []store.EventMessage) error {
 	for k := range evs {
 		e := &evs[k]
-		switch {
-		case !ValidTenant(e.Tenant):
-			return fmt.Errorf("%w: event %d: tenant %s", durabletype.ErrInvalidEvent, k, Quote(e.Tenant))
-		case !ValidEventKey(e.Key):
-			return fmt.Errorf("%w: event %d: key %s: use 1-%d bytes of UTF-8 without control characters",
-				durabletype.ErrInvalidEvent, k, Quote(e.Key), MaxEventKeyLen)
+		if err := TenantRule.Check("tenant", e.Tenant); err != nil {
+			return fmt.Errorf("%w: event %d: %w", durabletype.ErrInvalidEvent, k, err)
+		}
+		if err := EventKeyRule.Check("key", e.Key); err != nil {
+			return fmt.Errorf("event %d: %w", k, err)
 		}
 	}
 	return nil
 }
 
 // CheckSignal checks the name of a signal to send.
-func CheckSignal(name string) error {
-	if !ValidEventKey(name) {
-		return fmt.Errorf("%w: signal name %s: use 1-%d bytes of UTF-8 without control characters",
-			durabletype.ErrInvalidEvent, Quote(name), MaxEventKeyLen)
-	}
-	return nil
-}
+func CheckSignal(name string) error { return SignalRule.Check("signal name", name) }
 
 // signalMark starts the wait key of a task waiting for a signal. Event keys
 // have no control characters, so no event key is ever a signal's.
