@@ -43,7 +43,7 @@ func (e *Engine) StartByName(ctx context.Context, workflow, tenant string, input
 	if def == nil {
 		return Started{}, fmt.Errorf("%w: %s", ErrWorkflowNotRegistered, dag.Quote(workflow))
 	}
-	shape, err := def.freeze()
+	shape, err := e.shapeOf(def)
 	if err != nil {
 		return Started{}, err
 	}

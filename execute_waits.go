@@ -49,7 +49,7 @@ func (e *Engine) runWait(sc *stepContext, s *stepDef, in any, o store.Outcome) s
 // starts the child run and makes the step wait for it.
 func (e *Engine) runChild(sc *stepContext, s *stepDef, in any, o store.Outcome) store.Outcome {
 	c := s.child
-	shape, err := c.wf.freeze()
+	shape, err := e.shapeOf(c.wf)
 	if err != nil {
 		return terminalOutcome(o, fmt.Errorf("child workflow %q: %w", c.wf.name, err))
 	}

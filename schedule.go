@@ -120,7 +120,7 @@ func (e *Engine) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*durabl
 	if def == nil {
 		return nil, fmt.Errorf("%w: %s", ErrWorkflowNotRegistered, dag.Quote(spec.Workflow))
 	}
-	shape, err := def.freeze()
+	shape, err := e.shapeOf(def)
 	if err != nil {
 		return nil, err
 	}

@@ -103,7 +103,7 @@ func (e *Engine) declarations(defs []*workflowDef) ([]store.DeclaredSchedule, er
 	var errs []error
 	owner := map[durabletype.ScheduleKey]string{}
 	for _, d := range defs {
-		shape, err := d.freeze()
+		shape, err := e.shapeOf(d)
 		if err != nil {
 			return nil, err
 		}

@@ -149,7 +149,7 @@ func started(res *store.CreateRunsResult) []Started {
 // prepare makes the new runs of triggers; with tracing, each records the
 // span active in ctx as its trace parent.
 func (w *Workflow[I]) prepare(ctx context.Context, e *Engine, triggers []Trigger[I]) (*store.CreateRunsParams, error) {
-	shape, err := w.def.freeze()
+	shape, err := e.shapeOf(w.def)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,8 @@ type problem struct {
 	err    error // the cause, logged for a 500, never shown
 	// versions lists the versions of a workflow known, for an unknown one.
 	versions []string
+	// refused lists the waiting steps that refused a payload.
+	refused *durabletype.RefusedError
 }
 
 func (p *problem) Error() string { return p.detail }
@@ -38,6 +40,11 @@ type problemBody struct {
 	// Versions lists the versions known of the workflow, when the problem
 	// is a version it does not have (unknown_version).
 	Versions []string `json:"versions,omitempty"`
+	// Refused lists the waiting steps that refused an event's or a
+	// signal's payload, each with why and the shape it expects
+	// (payload_refused); Delivered counts the steps that received it.
+	Refused   []durabletype.Refusal `json:"refused,omitempty"`
+	Delivered *int                  `json:"delivered,omitempty"`
 }
 
 func badRequest(code, detail string) *problem {
@@ -62,7 +69,12 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 func classify(err error) *problem {
 	msg := err.Error()
 	is := func(target error) bool { return errors.Is(err, target) }
+	var refused *durabletype.RefusedError
 	switch {
+	case errors.As(err, &refused):
+		return &problem{status: http.StatusUnprocessableEntity, code: "payload_refused", detail: msg, err: err, refused: refused}
+	case is(durabletype.ErrPayloadTooLarge):
+		return &problem{status: http.StatusRequestEntityTooLarge, code: "payload_too_large", detail: msg, err: err}
 	case is(durabletype.ErrRunNotFound):
 		return &problem{status: http.StatusNotFound, code: "run_not_found", detail: "no such run", err: err}
 	case is(durable.ErrWorkflowNotRegistered):
@@ -110,6 +122,14 @@ func classify(err error) *problem {
 func writeProblem(w http.ResponseWriter, r *http.Request, p *problem) {
 	body := problemBody{Type: "about:blank", Title: http.StatusText(p.status), Status: p.status,
 		Detail: p.detail, Code: p.code, Versions: p.versions}
+	if p.refused != nil {
+		body.Refused = p.refused.Refusals
+		n := 0
+		for _, d := range p.refused.Delivered {
+			n += d
+		}
+		body.Delivered = &n
+	}
 	writeBody(w, p.status, "application/problem+json", body)
 }
 
