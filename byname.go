@@ -54,6 +54,9 @@ func (e *Engine) StartByName(ctx context.Context, workflow, tenant string, input
 	if err != nil {
 		return Started{}, err
 	}
+	if err := e.checkInput("the input", input); err != nil {
+		return Started{}, err
+	}
 	in, err := def.decodeInput(e.cfg.Codec, input)
 	if err != nil {
 		return Started{}, fmt.Errorf("%w: workflow %s: %w", ErrInvalidInput, dag.Quote(workflow), err)

@@ -124,6 +124,9 @@ func (e *Engine) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*durabl
 	if err != nil {
 		return nil, err
 	}
+	if err := e.checkInput("the schedule's input", spec.Input); err != nil {
+		return nil, err
+	}
 	if _, err := def.decodeInput(e.cfg.Codec, spec.Input); err != nil {
 		return nil, fmt.Errorf("%w: input does not decode into the workflow's input type: %w", durabletype.ErrInvalidSchedule, err)
 	}

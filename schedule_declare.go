@@ -116,6 +116,9 @@ func (e *Engine) declarations(defs []*workflowDef) ([]store.DeclaredSchedule, er
 			owner[k] = d.name
 			b, err := e.cfg.Codec.Marshal(s.input)
 			if err == nil {
+				err = e.checkInput("the input", b)
+			}
+			if err == nil {
 				_, err = d.decodeInput(e.cfg.Codec, b)
 			}
 			if err != nil {

@@ -167,6 +167,9 @@ func (w *Workflow[I]) prepare(ctx context.Context, e *Engine, triggers []Trigger
 		if err != nil {
 			return nil, fmt.Errorf("%w: input: %w", ErrEncode, err)
 		}
+		if err := e.checkInput("the input", b); err != nil {
+			return nil, err
+		}
 		if _, err := w.def.decodeInput(e.cfg.Codec, b); err != nil {
 			return nil, fmt.Errorf("%w: input does not decode back into its type: %w", ErrEncode, err)
 		}

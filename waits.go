@@ -358,6 +358,9 @@ func (e *Engine) eventParams(events []EventToSend) (*store.SendEventsParams, err
 		if err != nil {
 			return nil, fmt.Errorf("%w: event %d payload: %w", ErrEncode, k, err)
 		}
+		if err := e.checkEvent(fmt.Sprintf("the payload of event %d", k), b); err != nil {
+			return nil, err
+		}
 		p.Events[k] = store.EventMessage{Tenant: ev.Tenant, Key: ev.Key, Payload: b}
 	}
 	if err := dag.CheckEvents(p.Events); err != nil {
@@ -392,6 +395,9 @@ func (v *TenantRuns) Signal(ctx context.Context, id uuid.UUID, name string, payl
 	b, err := v.e.cfg.Codec.Marshal(payload)
 	if err != nil {
 		return fmt.Errorf("%w: signal payload: %w", ErrEncode, err)
+	}
+	if err := v.e.checkEvent("the signal's payload", b); err != nil {
+		return err
 	}
 	res, err := v.e.store.Signal(ctx, &store.SignalParams{Now: v.e.now(), RunID: id, Tenant: v.tenant, Name: name, Payload: b})
 	if err != nil {

@@ -43,10 +43,10 @@ Prints how many waiting steps received it, "delivered to N waiting steps";
 none is not an error (--json: {"delivered": N}, with "refused": [...] when
 some step refused it).
 
-Exit status: 0 sent, 1 failed (database errors; a payload over the size
-limit), 2 bad flags (a missing or invalid key, an invalid tenant, a
-payload that is not JSON), 3 sent, but some waiting steps refused the
-payload.
+Exit status: 0 sent, 1 failed (database errors), 2 bad flags (a missing
+or invalid key, an invalid tenant, a payload that is not JSON or is over
+the size limit, 1 MiB by default), 3 sent, but some waiting steps refused
+the payload.
 
 Flags:
 `
@@ -65,9 +65,10 @@ step, why, the shape expected) and recorded in the run's events. With
 Prints "signal NAME sent to run RUN_ID".
 
 Exit status: 0 sent, 1 failed (the run was not found or has settled, said
-on stderr; database errors; a payload over the size limit), 2 bad flags or
-arguments (a run ID that is not a UUID, an invalid NAME, a payload that
-is not JSON), 3 sent, but some waiting steps refused the payload.
+on stderr; database errors), 2 bad flags or arguments (a run ID that is
+not a UUID, an invalid NAME, a payload that is not JSON or is over the
+size limit, 1 MiB by default), 3 sent, but some waiting steps refused the
+payload.
 
 Flags:
 `
@@ -120,7 +121,7 @@ func (c *cli) eventsSend(ctx context.Context, args []string, stdout, stderr io.W
 	n, err := op.e.SendEvent(ctx, *tenant, *key, body)
 	var refused *durabletype.RefusedError
 	if err != nil && !errors.As(err, &refused) {
-		if errors.Is(err, durabletype.ErrInvalidEvent) {
+		if errors.Is(err, durabletype.ErrInvalidEvent) || errors.Is(err, durabletype.ErrPayloadTooLarge) {
 			fmt.Fprintf(a.stderr, "%s %s: %v\n", c.name, a.fs.Name(), err)
 			return exitUsage
 		}
@@ -195,7 +196,11 @@ func (c *cli) signalCmd(ctx context.Context, args []string, stdout, stderr io.Wr
 		err = op.e.Signal(ctx, id, name, body)
 	}
 	var refused *durabletype.RefusedError
-	if err != nil && !errors.As(err, &refused) {
+	switch {
+	case errors.Is(err, durabletype.ErrPayloadTooLarge):
+		fmt.Fprintf(a.stderr, "%s %s: %v\n", c.name, a.fs.Name(), err)
+		return exitUsage
+	case err != nil && !errors.As(err, &refused):
 		return a.fail(c.explainSignalError(err, id, *tenant, op.schema))
 	}
 	fmt.Fprintf(stdout, "signal %s sent to run %s\n", dag.Quote(name), id)
