@@ -143,3 +143,20 @@ func TestEventPayloadUncheckedShape(t *testing.T) {
 		require.Equal(t, durabletype.RunFailed, res.Status, "the next step cannot decode it, as before")
 	})
 }
+
+// The description of a waiting step's payload is not part of its
+// workflow's version: the version of this workflow is what the build
+// before payload checks computed (079f2681e4a6), so a rolling deploy keeps
+// every run in flight served.
+func TestPayloadDescriptionKeepsVersion(t *testing.T) {
+	wf := durable.NewWorkflow[string]("payment")
+	paid := durable.WaitForEvent[payment](wf, "payment.received", func(ctx durable.Context, order string) (string, error) {
+		return "pay:" + order, nil
+	})
+	durable.WaitForSignal[bool](wf, "approved", "approve")
+	durable.Step(wf, "record", func(ctx durable.Context, order string) (string, error) {
+		p, _ := paid.Output(ctx)
+		return p.Reference, nil
+	}, durable.After(paid))
+	require.Equal(t, "079f2681e4a6", wf.Version())
+}
