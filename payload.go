@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"unicode"
@@ -25,7 +26,10 @@ func describeJSON(t reflect.Type) *durabletype.JSONType {
 	return describe(t, map[reflect.Type]bool{}, &budget)
 }
 
-var anyType = &durabletype.JSONType{Type: durabletype.TypeAny}
+var (
+	anyType    = &durabletype.JSONType{Type: durabletype.TypeAny}
+	jsonNumber = reflect.TypeFor[json.Number]()
+)
 
 func describe(t reflect.Type, stack map[reflect.Type]bool, budget *int) *durabletype.JSONType {
 	if t == nil || *budget <= 0 || stack[t] {
@@ -35,6 +39,9 @@ func describe(t reflect.Type, stack map[reflect.Type]bool, budget *int) *durable
 	name := ""
 	if t.Name() != "" && t.PkgPath() != "" {
 		name = t.String()
+	}
+	if t == jsonNumber {
+		return &durabletype.JSONType{Type: durabletype.TypeAny, Go: name} // a number, or a string holding one
 	}
 	if t.Kind() != reflect.Pointer && t.Kind() != reflect.Interface {
 		pt := reflect.PointerTo(t)

@@ -69,6 +69,9 @@ type payAll struct {
 	hidden    int               //nolint:unused // not decoded
 	Shadow    string            `json:"shadow"`
 	Nested    map[string][]bool `json:"nested"`
+	Num       json.Number       `json:"num"`
+	Dur       time.Duration     `json:"dur"`
+	Iface     fmt.Stringer      `json:"iface"`
 }
 
 // TestPayloadCheckNeverRefusesWhatDecodes checks the description of a type
@@ -96,6 +99,7 @@ func TestPayloadCheckNeverRefusesWhatDecodes(t *testing.T) {
 		`{"shadow":"s"}`, `{"shadow":1}`, `{"nested":{"a":[true,false]}}`, `{"nested":{"a":[1]}}`,
 		`[{"code":1},{"code":"x"}]`, `{"a":{"code":1}}`, `{"a":{"code":[]}}`, `{"name":"n","kids":null}`,
 		`{"name":1}`, `"x" 1`, `{`, `{"reference":"a","reference":"b"}`,
+		`{"num":1.5}`, `{"num":"2"}`, `{"num":"x"}`, `{"num":true}`, `{"dur":5}`, `{"dur":"5s"}`, `{"iface":null}`, `{"iface":1}`,
 	}
 	refusedSome := 0
 	for _, typ := range types {
@@ -132,4 +136,22 @@ func TestPayloadDescription(t *testing.T) {
 	err := dag.CheckPayload(d, []byte(`{"reference":5}`))
 	require.ErrorContains(t, err, "at .reference: the number 5, expected a string")
 	require.True(t, strings.HasPrefix(describeJSON(reflect.TypeFor[payInner]()).String(), `{"code": integer(8 bits)`))
+}
+
+// FuzzPayloadCheck: whatever the payload, the check never refuses what
+// encoding/json decodes into the type.
+func FuzzPayloadCheck(f *testing.F) {
+	for _, s := range []string{`{"reference":"r","amount":1}`, `{"tags":["a"],"inner":{"code":1}}`, `{"counts":{"a":1}}`,
+		`{"node":{"kids":[{"name":"x"}]}}`, `{"REFERENCE":1}`, `[1]`, `null`, `{"num":"1"}`} {
+		f.Add([]byte(s))
+	}
+	desc := describeJSON(reflect.TypeFor[payAll]())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var v payAll
+		if json.Unmarshal(b, &v) == nil {
+			if err := dag.CheckPayload(desc, b); err != nil {
+				t.Fatalf("payload %q decodes, but the check refuses it: %v", b, err)
+			}
+		}
+	})
 }
