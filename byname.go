@@ -51,12 +51,15 @@ func (e *Engine) StartByName(ctx context.Context, workflow, tenant string, input
 	if def == nil {
 		return Started{}, fmt.Errorf("%w: %s", ErrWorkflowNotRegistered, dag.Quote(workflow))
 	}
-	shape, err := def.freeze()
+	shape, err := e.shapeOf(def)
 	if err != nil {
 		return Started{}, err
 	}
 	o, err := applyTrigger(opts)
 	if err != nil {
+		return Started{}, err
+	}
+	if err := e.checkInput("the input", input); err != nil {
 		return Started{}, err
 	}
 	in, err := def.decodeInput(e.cfg.Codec, input)

@@ -125,7 +125,38 @@ type Config struct {
 	// (a Stats call) for the durable.queue.depth gauge; only with a
 	// MeterProvider. Defaults to 30s.
 	QueueDepthInterval time.Duration
+
+	// MaxInputSize is the largest encoded input of a run, in bytes: a
+	// trigger (or schedule, or child run) with a larger one fails with
+	// ErrPayloadTooLarge and starts nothing. Defaults to 1 MiB
+	// (DefaultMaxInputSize); NoLimit (any negative value) sets none. See
+	// docs/semantics.md, "Limits".
+	MaxInputSize int
+
+	// MaxOutputSize is the largest encoded output of a step, in bytes: a
+	// step whose output is larger fails with ErrPayloadTooLarge, without
+	// retries. Defaults to 2 MiB (DefaultMaxOutputSize); NoLimit sets
+	// none.
+	MaxOutputSize int
+
+	// MaxEventSize is the largest encoded payload of an event or a signal,
+	// in bytes: SendEvent and Signal refuse a larger one with
+	// ErrPayloadTooLarge and send nothing. Defaults to 1 MiB
+	// (DefaultMaxEventSize); NoLimit sets none.
+	MaxEventSize int
 }
+
+// Payload limits (Config.MaxInputSize, MaxOutputSize, MaxEventSize).
+const (
+	// DefaultMaxInputSize is the Config.MaxInputSize of a zero Config.
+	DefaultMaxInputSize = 1 << 20
+	// DefaultMaxOutputSize is the Config.MaxOutputSize of a zero Config.
+	DefaultMaxOutputSize = 2 << 20
+	// DefaultMaxEventSize is the Config.MaxEventSize of a zero Config.
+	DefaultMaxEventSize = 1 << 20
+	// NoLimit, as a payload limit, sets no limit.
+	NoLimit = -1
+)
 
 // KeepForever is the Config.Retention that keeps every run.
 const KeepForever time.Duration = -1
@@ -175,6 +206,14 @@ func (c *Config) setDefaults(s store.Store) error {
 	def(&c.QueueDepthInterval, 30*time.Second)
 	if c.Codec == nil {
 		c.Codec = JSONCodec{}
+	}
+	for _, l := range []struct {
+		v   *int
+		def int
+	}{{&c.MaxInputSize, DefaultMaxInputSize}, {&c.MaxOutputSize, DefaultMaxOutputSize}, {&c.MaxEventSize, DefaultMaxEventSize}} {
+		if *l.v == 0 {
+			*l.v = l.def
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -73,6 +73,15 @@ var (
 	// ErrTxEnded: a TxStep ended its transaction itself (COMMIT or
 	// ROLLBACK in SQL, rather than returning); it fails without retries.
 	ErrTxEnded = durabletype.ErrTxEnded
+	// ErrPayloadRefused: a step waiting for an event or a signal refused
+	// its payload, which cannot be read as the type it awaits; it keeps
+	// waiting. SendEvent and Signal return a *RefusedError that lists the
+	// refusals and matches it.
+	ErrPayloadRefused = durabletype.ErrPayloadRefused
+	// ErrPayloadTooLarge: an input, an output, an event's or a signal's
+	// payload is larger than its limit (Config.MaxInputSize,
+	// MaxOutputSize, MaxEventSize).
+	ErrPayloadTooLarge = durabletype.ErrPayloadTooLarge
 	// ErrNotParent: a step read the output of a step that is not one of
 	// its declared parents (StepRef.Output). The step fails without
 	// retries; the fix is to add the step to its After.
@@ -215,3 +224,11 @@ func (e *RunError) Is(target error) bool {
 	}
 	return target == ErrRunFailed || target == ErrPoisonStep && strings.HasPrefix(e.Message, dag.PoisonText)
 }
+
+// RefusedError is the error of SendEvent, SendEvents and Signal when some
+// waiting steps refused the payload: it lists them. It matches
+// ErrPayloadRefused.
+type RefusedError = durabletype.RefusedError
+
+// Refusal is one waiting step that refused a payload (RefusedError).
+type Refusal = durabletype.Refusal

@@ -146,6 +146,9 @@ func (e *Engine) stepOutcome(sc *stepContext, s *stepDef, o store.Outcome, run f
 	if err != nil {
 		return terminal(fmt.Errorf("%w: output of step %q: %w", ErrEncode, c.Step, err))
 	}
+	if err := e.checkOutput(fmt.Sprintf("the output of step %q", c.Step), b); err != nil {
+		return terminal(err)
+	}
 	if _, err := s.decodeOutput(e.cfg.Codec, b); err != nil {
 		return terminal(fmt.Errorf("%w: output of step %q does not decode back into its type: %w", ErrEncode, c.Step, err))
 	}

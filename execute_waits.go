@@ -49,7 +49,7 @@ func (e *Engine) runWait(sc *stepContext, s *stepDef, in any, o store.Outcome) s
 // starts the child run and makes the step wait for it.
 func (e *Engine) runChild(sc *stepContext, s *stepDef, in any, o store.Outcome) store.Outcome {
 	c := s.child
-	shape, err := c.wf.freeze()
+	shape, err := e.shapeOf(c.wf)
 	if err != nil {
 		return terminalOutcome(o, fmt.Errorf("child workflow %q: %w", c.wf.name, err))
 	}
@@ -67,6 +67,9 @@ func (e *Engine) runChild(sc *stepContext, s *stepDef, in any, o store.Outcome) 
 	}
 	b, keys, err := c.encode(e, v)
 	if err != nil {
+		return terminalOutcome(o, err)
+	}
+	if err := e.checkInput(fmt.Sprintf("the input of the child run of step %q", s.name), b); err != nil {
 		return terminalOutcome(o, err)
 	}
 	o.Kind = store.OutcomeSpawn
@@ -129,6 +132,9 @@ func (e *Engine) runItem(sc *stepContext, d *workflowDef, o store.Outcome) store
 	b, err := e.cfg.Codec.Marshal(out)
 	if err != nil {
 		return terminalOutcome(o, fmt.Errorf("%w: output of item %d of step %q: %w", ErrEncode, c.Item, c.Map, err))
+	}
+	if err := e.checkOutput(fmt.Sprintf("the output of item %d of step %q", c.Item, c.Map), b); err != nil {
+		return terminalOutcome(o, err)
 	}
 	if err := m.check(e.cfg.Codec, b); err != nil {
 		return terminalOutcome(o, fmt.Errorf("%w: output of item %d of step %q does not decode back into its type: %w", ErrEncode, c.Item, c.Map, err))

@@ -146,7 +146,7 @@ func (e *Engine) Register(defs ...Definition) error {
 	given := len(queue)
 	for k := 0; k < len(queue); k++ {
 		d := queue[k]
-		shape, err := d.freeze()
+		shape, err := e.shapeOf(d)
 		if err != nil {
 			if !broken[d] {
 				errs = append(errs, err)

@@ -123,8 +123,11 @@ func (e *Engine) CreateSchedule(ctx context.Context, spec ScheduleSpec) (*durabl
 	if def == nil {
 		return nil, fmt.Errorf("%w: %s", ErrWorkflowNotRegistered, dag.Quote(spec.Workflow))
 	}
-	shape, err := def.freeze()
+	shape, err := e.shapeOf(def)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.checkInput("the schedule's input", spec.Input); err != nil {
 		return nil, err
 	}
 	if _, err := def.decodeInput(e.cfg.Codec, spec.Input); err != nil {

@@ -103,7 +103,7 @@ func (e *Engine) declarations(defs []*workflowDef) ([]store.DeclaredSchedule, er
 	var errs []error
 	owner := map[durabletype.ScheduleKey]string{}
 	for _, d := range defs {
-		shape, err := d.freeze()
+		shape, err := e.shapeOf(d)
 		if err != nil {
 			return nil, err
 		}
@@ -115,6 +115,9 @@ func (e *Engine) declarations(defs []*workflowDef) ([]store.DeclaredSchedule, er
 			}
 			owner[k] = d.name
 			b, err := e.cfg.Codec.Marshal(s.input)
+			if err == nil {
+				err = e.checkInput("the input", b)
+			}
 			if err == nil {
 				_, err = d.decodeInput(e.cfg.Codec, b)
 			}

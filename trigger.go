@@ -149,7 +149,7 @@ func started(res *store.CreateRunsResult) []Started {
 // prepare makes the new runs of triggers; with tracing, each records the
 // span active in ctx as its trace parent.
 func (w *Workflow[I]) prepare(ctx context.Context, e *Engine, triggers []Trigger[I]) (*store.CreateRunsParams, error) {
-	shape, err := w.def.freeze()
+	shape, err := e.shapeOf(w.def)
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +166,9 @@ func (w *Workflow[I]) prepare(ctx context.Context, e *Engine, triggers []Trigger
 		b, err := e.cfg.Codec.Marshal(t.Input)
 		if err != nil {
 			return nil, fmt.Errorf("%w: input: %w", ErrEncode, err)
+		}
+		if err := e.checkInput("the input", b); err != nil {
+			return nil, err
 		}
 		if _, err := w.def.decodeInput(e.cfg.Codec, b); err != nil {
 			return nil, fmt.Errorf("%w: input does not decode back into its type: %w", ErrEncode, err)

@@ -289,18 +289,28 @@ type EventToSend struct {
 // steps received it. The event is kept for Config.EventRetention, for
 // steps that begin waiting later with a lookback (WithLookback). An
 // invalid tenant or key is an error matching ErrInvalidEvent, and nothing
-// is sent.
+// is sent; a payload larger than Config.MaxEventSize, ErrPayloadTooLarge.
+//
+// A waiting step whose payload type cannot be read from payload (a string
+// where its type has a number, say) refuses it and keeps waiting, for a
+// payload that fits or its timeout; its run's events record the refusal.
+// SendEvent then returns the steps that received it and a *RefusedError
+// (matching ErrPayloadRefused) listing the refusals: the event was sent
+// all the same. The check follows encoding/json's rules; it is skipped
+// with another Codec (see docs/semantics.md, "Events").
 func (e *Engine) SendEvent(ctx context.Context, tenant, key string, payload any) (int, error) {
 	n, err := e.SendEvents(ctx, []EventToSend{{Tenant: tenant, Key: key, Payload: payload}})
-	if err != nil {
+	if len(n) == 0 {
 		return 0, err
 	}
-	return n[0], nil
+	return n[0], err
 }
 
 // SendEvents sends events in one atomic store call, in order: a step
 // waiting for the keys of two of them receives the first. It returns, for
-// each event, how many waiting steps received it.
+// each event, how many waiting steps received it; and, when some waiting
+// steps refused an event (see SendEvent), those counts with a
+// *RefusedError listing them.
 func (e *Engine) SendEvents(ctx context.Context, events []EventToSend) ([]int, error) {
 	p, err := e.eventParams(events)
 	if err != nil {
@@ -312,6 +322,9 @@ func (e *Engine) SendEvents(ctx context.Context, events []EventToSend) ([]int, e
 	}
 	e.countSettled(ctx, res.Settled)
 	e.wakeClaims()
+	if len(res.Refused) > 0 {
+		return res.Delivered, &RefusedError{Delivered: res.Delivered, Refusals: res.Refused}
+	}
 	return res.Delivered, nil
 }
 
@@ -345,6 +358,9 @@ func (e *Engine) eventParams(events []EventToSend) (*store.SendEventsParams, err
 		if err != nil {
 			return nil, fmt.Errorf("%w: event %d payload: %w", ErrEncode, k, err)
 		}
+		if err := e.checkEvent(fmt.Sprintf("the payload of event %d", k), b); err != nil {
+			return nil, err
+		}
 		p.Events[k] = store.EventMessage{Tenant: ev.Tenant, Key: ev.Key, Payload: b}
 	}
 	if err := dag.CheckEvents(p.Events); err != nil {
@@ -357,8 +373,12 @@ func (e *Engine) eventParams(events []EventToSend) (*store.SendEventsParams, err
 // run waiting for that signal (WaitForSignal) receives payload as its
 // output, and the signal is kept with the run, so that a step that begins
 // waiting for it later receives it too. It fails with ErrRunNotFound for
-// an unknown run, ErrRunSettled for a settled one, and ErrInvalidEvent for
-// an invalid name.
+// an unknown run, ErrRunSettled for a settled one, ErrInvalidEvent for
+// an invalid name, and ErrPayloadTooLarge for a payload larger than
+// Config.MaxEventSize. A waiting step that cannot read the payload as
+// its type refuses it and keeps waiting (see SendEvent): the signal is
+// kept all the same, and Signal returns a *RefusedError listing the
+// refusals.
 func (e *Engine) Signal(ctx context.Context, id uuid.UUID, name string, payload any) error {
 	return e.all().Signal(ctx, id, name, payload)
 }
@@ -376,12 +396,18 @@ func (v *TenantRuns) Signal(ctx context.Context, id uuid.UUID, name string, payl
 	if err != nil {
 		return fmt.Errorf("%w: signal payload: %w", ErrEncode, err)
 	}
+	if err := v.e.checkEvent("the signal's payload", b); err != nil {
+		return err
+	}
 	res, err := v.e.store.Signal(ctx, &store.SignalParams{Now: v.e.now(), RunID: id, Tenant: v.tenant, Name: name, Payload: b})
 	if err != nil {
 		return fmt.Errorf("durable: run %s: signal %s: %w", id, dag.Quote(name), err)
 	}
 	v.e.countSettled(ctx, res.Settled)
 	v.e.wakeClaims()
+	if len(res.Refused) > 0 {
+		return &RefusedError{Refusals: res.Refused}
+	}
 	return nil
 }
 

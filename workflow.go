@@ -416,6 +416,9 @@ type workflowDef struct {
 	errs   []error
 	shape  *durabletype.Shape
 	err    error
+	// unchecked is shape without payload descriptions, for engines whose
+	// codec is not JSON (shapeOf); made once, when first asked.
+	unchecked *durabletype.Shape
 }
 
 type stepDef struct {
@@ -484,6 +487,41 @@ func (d *workflowDef) freeze() (*durabletype.Shape, error) {
 		return nil, errors.Join(append(slices.Clone(d.errs), d.err)...)
 	}
 	return d.shape, d.err
+}
+
+// shapeOf returns the shape e records for runs of d (d.freeze): without
+// descriptions of the payloads its waiting steps await when e's codec is
+// not encoding/json, whose rules the descriptions follow (nothing is
+// checked then).
+func (e *Engine) shapeOf(d *workflowDef) (*durabletype.Shape, error) {
+	shape, err := d.freeze()
+	if err != nil || jsonCodec(e.cfg.Codec) {
+		return shape, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.unchecked == nil {
+		u := *shape
+		u.Steps = slices.Clone(shape.Steps)
+		for k := range u.Steps {
+			if w := u.Steps[k].Wait; w != nil && w.Payload != nil {
+				wc := *w
+				wc.Payload = nil
+				u.Steps[k].Wait = &wc
+			}
+		}
+		d.unchecked = &u
+	}
+	return d.unchecked, nil
+}
+
+// jsonCodec reports whether c is the JSON codec.
+func jsonCodec(c Codec) bool {
+	switch c.(type) {
+	case JSONCodec, *JSONCodec:
+		return true
+	}
+	return false
 }
 
 // build records the definition's shape. What only the Go definition can
@@ -593,6 +631,9 @@ func (s *stepDef) checkKind(spec *durabletype.StepSpec, stepErr func(error, stri
 			stepErr(ErrInvalidOption, "WithLookback does not apply to a signal: signals are kept with their run")
 		}
 		spec.Wait = &durabletype.WaitSpec{Signal: s.wait.signal, Timeout: s.wait.timeout, SkipOnTimeout: s.wait.skip, Lookback: s.wait.lookback}
+		if p := describeJSON(s.out); p.Type != durabletype.TypeAny {
+			spec.Wait.Payload = p
+		}
 	case durabletype.KindChild:
 		if c := s.child; c != nil {
 			if c.result.wf != c.wf {

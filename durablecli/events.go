@@ -31,16 +31,22 @@ const eventsSendUsage = `Usage: {name} events send --key K [--tenant T] [--paylo
 Sends an event with --key for the runs of --tenant: every step of the
 tenant's runs waiting for that key (durable.WaitForEvent) receives
 --payload as its output, exactly once, and its run goes on. The payload is
-JSON text, passed on as it is (default null); it should decode into the
-payload type of the waiting steps, which is not checked when it is sent.
-The event is also kept for a while, for steps that begin waiting later and
-look back (durable.WithLookback).
+JSON text, passed on as it is (default null). A waiting step that cannot
+read it as the type it awaits (a number where it expects a string, say)
+refuses it and keeps waiting: each refusal is printed on stderr, naming
+the run, the step, where the payload does not fit and the shape the step
+expects, and is recorded in the run's events. The event is also kept for
+a while, for steps that begin waiting later and look back
+(durable.WithLookback); those skip it if it does not fit.
 
 Prints how many waiting steps received it, "delivered to N waiting steps";
-none is not an error (--json: {"delivered": N}).
+none is not an error (--json: {"delivered": N}, with "refused": [...] when
+some step refused it).
 
-Exit status: 0 sent, 1 failed (database errors), 2 bad flags (a missing or
-invalid key, an invalid tenant, a payload that is not JSON).
+Exit status: 0 sent, 1 failed (database errors), 2 bad flags (a missing
+or invalid key, an invalid tenant, a payload that is not JSON or is over
+the size limit, 1 MiB by default), 3 sent, but some waiting steps refused
+the payload.
 
 Flags:
 `
@@ -51,15 +57,18 @@ Sends the signal NAME to the run RUN_ID: every step of the run waiting for
 it (durable.WaitForSignal) receives --payload as its output, and the signal
 is kept with the run, so that a step that begins waiting for it later
 receives it too. The payload is JSON text, passed on as it is (default
-null); it should decode into the payload type of the waiting steps, which
-is not checked when it is sent. With --tenant, a run of another tenant is
-not found.
+null). A waiting step that cannot read it as the type it awaits refuses
+it and keeps waiting: each refusal is printed on stderr (the run, the
+step, why, the shape expected) and recorded in the run's events. With
+--tenant, a run of another tenant is not found.
 
 Prints "signal NAME sent to run RUN_ID".
 
 Exit status: 0 sent, 1 failed (the run was not found or has settled, said
-on stderr; database errors), 2 bad flags or arguments (a run ID that is not
-a UUID, an invalid NAME, a payload that is not JSON).
+on stderr; database errors), 2 bad flags or arguments (a run ID that is
+not a UUID, an invalid NAME, a payload that is not JSON or is over the
+size limit, 1 MiB by default), 3 sent, but some waiting steps refused the
+payload.
 
 Flags:
 `
@@ -110,20 +119,43 @@ func (c *cli) eventsSend(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	defer op.close()
 	n, err := op.e.SendEvent(ctx, *tenant, *key, body)
-	if err != nil {
-		if errors.Is(err, durabletype.ErrInvalidEvent) {
+	var refused *durabletype.RefusedError
+	if err != nil && !errors.As(err, &refused) {
+		if errors.Is(err, durabletype.ErrInvalidEvent) || errors.Is(err, durabletype.ErrPayloadTooLarge) {
 			fmt.Fprintf(a.stderr, "%s %s: %v\n", c.name, a.fs.Name(), err)
 			return exitUsage
 		}
 		return a.fail(err)
 	}
+	code = a.reportRefused(refused)
 	if *asJSON {
-		return a.printJSON(stdout, struct {
-			Delivered int `json:"delivered"`
-		}{n})
+		out := struct {
+			Delivered int                   `json:"delivered"`
+			Refused   []durabletype.Refusal `json:"refused,omitempty"`
+		}{Delivered: n}
+		if refused != nil {
+			out.Refused = refused.Refusals
+		}
+		if pc := a.printJSON(stdout, out); pc != 0 {
+			return pc
+		}
+		return code
 	}
 	fmt.Fprintf(stdout, "event %s of tenant %s: delivered to %s\n", dag.Quote(*key), dag.Quote(*tenant), plural(n, "waiting step"))
-	return 0
+	return code
+}
+
+// reportRefused prints the refusals of a payload, if any, on stderr and
+// returns the exit status: exitRefused when some step refused it.
+func (a *runsAction) reportRefused(refused *durabletype.RefusedError) int {
+	if refused == nil {
+		return 0
+	}
+	for _, rf := range refused.Refusals {
+		fmt.Fprintf(a.stderr, "%s %s: run %s step %s refused the payload: %s; it expects %s; the step keeps waiting\n",
+			a.c.name, a.fs.Name(), rf.RunID, dag.Quote(rf.Step), rf.Reason, rf.Expected)
+	}
+	return exitRefused
 }
 
 func (c *cli) signalCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -163,11 +195,16 @@ func (c *cli) signalCmd(ctx context.Context, args []string, stdout, stderr io.Wr
 	} else {
 		err = op.e.Signal(ctx, id, name, body)
 	}
-	if err != nil {
+	var refused *durabletype.RefusedError
+	switch {
+	case errors.Is(err, durabletype.ErrPayloadTooLarge):
+		fmt.Fprintf(a.stderr, "%s %s: %v\n", c.name, a.fs.Name(), err)
+		return exitUsage
+	case err != nil && !errors.As(err, &refused):
 		return a.fail(c.explainSignalError(err, id, *tenant, op.schema))
 	}
 	fmt.Fprintf(stdout, "signal %s sent to run %s\n", dag.Quote(name), id)
-	return 0
+	return a.reportRefused(refused)
 }
 
 // explainSignalError says why a signal could not be sent to run id.

@@ -18,6 +18,9 @@ import (
 const (
 	// exitUsage is the exit status of bad command lines.
 	exitUsage = 2
+	// exitRefused is the exit status of "events send" and "signal" when
+	// waiting steps refused the payload (it was sent all the same).
+	exitRefused = 3
 	// exitSecondSignal is the exit status of a worker stopped by a second
 	// signal during its drain: 128 + SIGINT, as shells report an
 	// interrupt.

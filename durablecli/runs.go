@@ -59,7 +59,8 @@ by state, with the first failed items and their errors; and its child runs
 --parent RUN_ID" lists every one). With --outputs, the output of every
 completed step too (of a map step, its first 10 completed items); with
 --events, the run's event log. Times in the tables are relative to the
-run's creation.
+run's creation. An input or output larger than 64 KiB is left out, its
+size said, unless --full.
 
 The run is pinned to its version of the workflow: only workers that
 registered that version (or accept it) run its steps. A run that has not
@@ -74,7 +75,8 @@ again.
 With --json, one JSON object holding all of it, the outputs and every item
 of a map step included: the input and each output as JSON when it is
 valid JSON ("input", "output"), else as base64 ("input_base64",
-"output_base64"); times in RFC 3339, null when they did not happen;
+"output_base64"), or, when larger than 64 KiB (without --full), left
+out, its size in bytes in "input_omitted" or "output_omitted"; times in RFC 3339, null when they did not happen;
 "parent" ({"run_id", "step", "result"}, null for a run that is not a
 child), "children" (as "{name} runs list --json" prints runs, up to 1000;
 "more_children" when there are more); per step "event_key", "signal",
@@ -282,6 +284,7 @@ func (c *cli) runsShow(ctx context.Context, args []string, stdout, stderr io.Wri
 	events := a.fs.Bool("events", false, "also print the run's event log")
 	outputs := a.fs.Bool("outputs", false, "also print the output of every completed step")
 	asJSON := a.fs.Bool("json", false, "print one JSON object, outputs included")
+	full := a.fs.Bool("full", false, "print inputs and outputs however large (by default those over 64 KiB are left out, their size said)")
 	pos, code := a.parse(args, 1)
 	if code >= 0 {
 		return code
@@ -304,7 +307,7 @@ func (c *cli) runsShow(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return a.fail(c.explainRunError(err, id, op.schema))
 	}
-	v := &runView{res: res, prog: c.name}
+	v := &runView{res: res, prog: c.name, full: *full}
 	if !res.Done() {
 		if v.unserved, v.upgradeTo, err = unservedRun(ctx, op.e, res); err != nil {
 			return a.fail(err)
@@ -436,7 +439,7 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 	tw.Flush()
 
 	fmt.Fprintln(w)
-	printValue(w, "input", res.Input)
+	printValue(w, "input", res.Input, v.maxValue())
 
 	fmt.Fprintf(w, "\nsteps (times relative to the run's creation):\n")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -481,11 +484,11 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 		n := 0
 		for _, s := range res.Steps {
 			if s.Kind == durabletype.KindMap {
-				n += printItemOutputs(w, s)
+				n += printItemOutputs(w, s, v.maxValue())
 				continue
 			}
 			if s.State == durabletype.TaskCompleted && len(s.Output) > 0 {
-				printValue(w, s.Name, s.Output)
+				printValue(w, s.Name, s.Output, v.maxValue())
 				n++
 			}
 		}
@@ -529,10 +532,12 @@ func waiting(s durable.StepResult) bool {
 
 // printValue prints an encoded input or output under a label: indented
 // JSON when it is JSON, else base64.
-func printValue(w io.Writer, label string, b []byte) {
+func printValue(w io.Writer, label string, b []byte, max int) {
 	switch {
 	case len(b) == 0:
 		fmt.Fprintf(w, "%s: (none)\n", label)
+	case max >= 0 && len(b) > max:
+		fmt.Fprintf(w, "%s: (%d bytes, left out: over %d KiB; --full prints it)\n", label, len(b), max>>10)
 	case json.Valid(b):
 		var buf bytes.Buffer
 		_ = json.Indent(&buf, b, "  ", "  ") // valid JSON: cannot fail
@@ -589,9 +594,12 @@ type runDetailJSON struct {
 	Deadline       *time.Time      `json:"deadline"`
 	Input          json.RawMessage `json:"input,omitempty"`
 	InputBase64    string          `json:"input_base64,omitempty"`
-	Parent         *parentJSON     `json:"parent"`
-	Children       []runJSON       `json:"children"`
-	MoreChildren   bool            `json:"more_children,omitempty"`
+	// InputOmitted is the size of an input left out (over 64 KiB, without
+	// --full).
+	InputOmitted int         `json:"input_omitted,omitempty"`
+	Parent       *parentJSON `json:"parent"`
+	Children     []runJSON   `json:"children"`
+	MoreChildren bool        `json:"more_children,omitempty"`
 	// Unserved is set for a run that has not settled and whose version no
 	// live worker serves or accepts; UpgradeTo then names a version live
 	// workers serve that it could move to, if there is one.
@@ -624,6 +632,9 @@ type stepJSON struct {
 	FinishedAt   *time.Time            `json:"finished_at"`
 	Output       json.RawMessage       `json:"output,omitempty"`
 	OutputBase64 string                `json:"output_base64,omitempty"`
+	// OutputOmitted is the size of an output left out (over 64 KiB,
+	// without --full).
+	OutputOmitted int `json:"output_omitted,omitempty"`
 	// EventKey and Signal are what an event step waits (or waited) for,
 	// ChildRunID the child run a child step started last.
 	EventKey   string    `json:"event_key,omitempty"`
@@ -647,6 +658,9 @@ type itemJSON struct {
 	FinishedAt   *time.Time            `json:"finished_at"`
 	Output       json.RawMessage       `json:"output,omitempty"`
 	OutputBase64 string                `json:"output_base64,omitempty"`
+	// OutputOmitted is the size of an output left out (over 64 KiB,
+	// without --full).
+	OutputOmitted int `json:"output_omitted,omitempty"`
 }
 
 type eventJSON struct {
@@ -677,6 +691,20 @@ func encoded(b []byte) (json.RawMessage, string) {
 		return json.RawMessage(b), ""
 	}
 	return nil, base64.StdEncoding.EncodeToString(b)
+}
+
+// maxShownValue is the largest input or output "runs show" prints without
+// --full.
+const maxShownValue = 64 << 10
+
+// encodedUpTo is encoded, or, for a value larger than max bytes (negative:
+// no limit), nothing and its size.
+func encodedUpTo(b []byte, max int) (json.RawMessage, string, int) {
+	if max >= 0 && len(b) > max {
+		return nil, "", len(b)
+	}
+	js, b64 := encoded(b)
+	return js, b64, 0
 }
 
 func summaryJSON(r durabletype.RunSummary) runJSON {
@@ -710,7 +738,7 @@ func runDetail(v *runView, events bool) *runDetailJSON {
 	}
 	out.MoreChildren = v.moreChildren
 	out.Unserved, out.UpgradeTo = v.unserved, v.upgradeTo
-	out.Input, out.InputBase64 = encoded(res.Input)
+	out.Input, out.InputBase64, out.InputOmitted = encodedUpTo(res.Input, v.maxValue())
 	out.Steps = make([]stepJSON, len(res.Steps))
 	for i, s := range res.Steps {
 		js := stepJSON{
@@ -724,7 +752,7 @@ func runDetail(v *runView, events bool) *runDetailJSON {
 		if waiting(s) {
 			js.DueAt = optTime(s.DueAt)
 		}
-		js.Output, js.OutputBase64 = encoded(s.Output)
+		js.Output, js.OutputBase64, js.OutputOmitted = encodedUpTo(s.Output, v.maxValue())
 		if s.Kind == durabletype.KindMap {
 			js.ItemCounts = itemCounts(s.Items)
 			js.Items = make([]itemJSON, len(s.Items))
@@ -736,7 +764,7 @@ func runDetail(v *runView, events bool) *runDetailJSON {
 				if waiting(it) {
 					ij.DueAt = optTime(it.DueAt)
 				}
-				ij.Output, ij.OutputBase64 = encoded(it.Output)
+				ij.Output, ij.OutputBase64, ij.OutputOmitted = encodedUpTo(it.Output, v.maxValue())
 				js.Items[k] = ij
 			}
 		}

@@ -51,6 +51,16 @@ type runView struct {
 	upgradeTo string
 	// prog is the program's name, for the commands it suggests.
 	prog string
+	// full shows inputs and outputs however large (--full).
+	full bool
+}
+
+// maxValue is the largest input or output v shows (negative: no limit).
+func (v *runView) maxValue() int {
+	if v.full {
+		return -1
+	}
+	return maxShownValue
 }
 
 // childRuns reads the child runs of res (at most maxChildren), in the order
@@ -259,7 +269,7 @@ func printChildren(w io.Writer, v *runView) {
 
 // printItemOutputs prints the outputs of a map step's completed items, the
 // first maxItemOutputs of them, and returns how many it printed.
-func printItemOutputs(w io.Writer, s durable.StepResult) int {
+func printItemOutputs(w io.Writer, s durable.StepResult, max int) int {
 	var done []durable.StepResult
 	for _, it := range s.Items {
 		if it.State == durabletype.TaskCompleted && len(it.Output) > 0 {
@@ -271,7 +281,7 @@ func printItemOutputs(w io.Writer, s durable.StepResult) int {
 	}
 	shown := done[:min(len(done), maxItemOutputs)]
 	for _, it := range shown {
-		printValue(w, it.Name, it.Output)
+		printValue(w, it.Name, it.Output, max)
 	}
 	if n := len(done) - len(shown); n > 0 {
 		fmt.Fprintf(w, "%s: … %d more completed items of %d (--json prints every item's output)\n", s.Name, n, len(s.Items))

@@ -25,7 +25,8 @@ serves, listed below) and prints their IDs, one a line. Every run gets the
 same input: --input, encoded as the workflow's input type (JSON by
 default), or the workflow's default input when it has one. The input is
 decoded into the workflow's input type before any run starts: an input
-that does not decode is a usage error. The runs of a workflow with a
+that does not decode, or is larger than the limit (1 MiB encoded by
+default, Config.MaxInputSize), is a usage error. The runs of a workflow with a
 default input are started in one transaction; those of others one by one.
 
 With --wait it then waits for each run to settle and prints a line per run,
@@ -173,7 +174,7 @@ func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.W
 		fmt.Fprintln(stdout, st.RunID)
 	}
 	if err != nil {
-		if errors.Is(err, durable.ErrInvalidInput) {
+		if errors.Is(err, durable.ErrInvalidInput) || errors.Is(err, durable.ErrPayloadTooLarge) {
 			return usageErr("--input for %s: %v", o.workflow, err)
 		}
 		return fail(err)

@@ -607,3 +607,66 @@ func TestRunsShowCaps(t *testing.T) {
 	require.Equal(t, map[string]int{"COMPLETED": 9985, "FAILED": 15}, got.Steps[0].ItemCounts)
 	require.Nil(t, got.Steps[1].Items)
 }
+
+// The issue's case: a payload that the waiting step cannot read as its
+// type is refused (exit status 3, the run, the step and the shape
+// expected on stderr), and the step keeps waiting.
+func TestEventsSendRefused(t *testing.T) {
+	t.Parallel()
+	p := newPG(t, true)
+	type payment struct {
+		Reference string `json:"reference"`
+		Amount    int    `json:"amount"`
+	}
+	wf := durable.NewWorkflow[int]("cli-test-payment")
+	paid := durable.WaitForEvent[payment](wf, "payment.received", func(ctx durable.Context, n int) (string, error) {
+		return fmt.Sprintf("pay-%d", n), nil
+	})
+	durable.Step(wf, "record", func(ctx durable.Context, _ int) (string, error) {
+		v, _ := paid.Output(ctx)
+		return v.Reference, nil
+	}, durable.After(paid))
+	gate := durable.WaitForSignal[bool](wf, "gate", "go")
+	p.StartWorker(t, wf)
+	client := p.Client(t)
+	id, err := wf.RunNoWait(context.Background(), client, "default", 1)
+	require.NoError(t, err)
+	stepIn(t, client, id, "payment.received", durabletype.TaskWaiting)
+	stepIn(t, client, id, "gate", durabletype.TaskWaiting)
+
+	code, out, errOut := runCLI(t, p.Flags("events", "send", "--key", "pay-1", "--payload", `{"reference":5}`)...)
+	require.Equal(t, 3, code, errOut)
+	require.Equal(t, `event "pay-1" of tenant "default": delivered to 0 waiting steps`+"\n", out)
+	require.Equal(t, "durable events send: run "+id.String()+` step "payment.received" refused the payload: `+
+		`at .reference: the number 5, expected a string; it expects {"amount": integer, "reference": string}; the step keeps waiting`+"\n", errOut)
+	code, out, errOut = runCLI(t, p.Flags("events", "send", "--key", "pay-1", "--payload", `"x"`, "--json")...)
+	require.Equal(t, 3, code, errOut)
+	var js struct {
+		Delivered int
+		Refused   []durabletype.Refusal
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &js), out)
+	require.Zero(t, js.Delivered)
+	require.Len(t, js.Refused, 1)
+	require.Equal(t, id, js.Refused[0].RunID)
+	require.Equal(t, "object", js.Refused[0].Expected.Type)
+	stepIn(t, client, id, "payment.received", durabletype.TaskWaiting)
+	code, out, errOut = runCLI(t, p.Flags("runs", "show", id.String(), "--events")...)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^\+\d+\.\d{3}s +payment\.received +WAITING +1 +refused the payload of event "pay-1": at \.reference: the number 5, expected a string; still waiting$`, out)
+
+	code, _, errOut = runCLI(t, p.Flags("signal", id.String(), "go", "--payload", `"yes"`)...)
+	require.Equal(t, 3, code, errOut)
+	require.Equal(t, "durable signal: run "+id.String()+` step "gate" refused the payload: at the top: a string, expected a boolean; it expects boolean; the step keeps waiting`+"\n", errOut)
+
+	code, out, errOut = runCLI(t, p.Flags("events", "send", "--key", "pay-1", "--payload", `{"reference":"r-1","amount":2}`)...)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "delivered to 1 waiting step")
+	code, _, errOut = runCLI(t, p.Flags("signal", id.String(), "go", "--payload", `true`)...)
+	require.Equal(t, 0, code, errOut)
+	res := settled(t, client, id)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
+	got, err := gate.Result(res)
+	require.NoError(t, err)
+	require.True(t, got)
+}

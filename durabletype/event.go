@@ -24,7 +24,10 @@ const (
 	// which replay.
 	EventReplayed EventType = "REPLAYED"
 	// EventWaiting: the task began waiting; the detail says for what (an
-	// event key, a signal, a child run, a map's items).
+	// event key, a signal, a child run, a map's items). A task waiting for
+	// an event or a signal that refused a payload (its type cannot read
+	// it) records a WAITING event too, whose detail starts with "refused
+	// the payload of" and says why: it waits on.
 	EventWaiting EventType = "WAITING"
 	// EventUpgraded: the task's run moved to another version of its
 	// workflow (a task added by that version, or one not finished when it

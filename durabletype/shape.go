@@ -82,6 +82,13 @@ type WaitSpec struct {
 	// delivered to it as if it had been sent while it waited (the first
 	// such event). Signals are kept with their run and always delivered.
 	Lookback time.Duration `json:"lookback,omitempty"`
+	// Payload, when set, describes the type the step awaits: a payload
+	// that does not fit it is refused, and the step keeps waiting (see
+	// docs/semantics.md, "Events"). Nil for shapes recorded before
+	// payloads were checked, and for engines whose Codec is not the JSON
+	// codec: then nothing is checked. A workflow's version does not cover
+	// it.
+	Payload *JSONType `json:"payload,omitempty"`
 }
 
 // ChildSpec describes a step that starts a run of another workflow as a

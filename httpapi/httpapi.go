@@ -33,6 +33,10 @@ import (
 // DefaultMaxBodyBytes is the default of Options.MaxBodyBytes: 1 MiB.
 const DefaultMaxBodyBytes = 1 << 20
 
+// DefaultMaxValueBytes is the Options.MaxValueBytes of zero Options: 64
+// KiB.
+const DefaultMaxValueBytes = 64 << 10
+
 // Options configure a Handler.
 type Options struct {
 	// Authenticate, when set, is called for every request but /healthz and
@@ -52,6 +56,12 @@ type Options struct {
 	// MaxBodyBytes bounds request bodies; larger ones answer 413. Defaults
 	// to DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxValueBytes bounds each input and output a run's answer (GET
+	// /api/v1/runs/{id}, and the answers of cancel and replay) shows: a
+	// larger one is left out, its size in bytes said instead
+	// (input_omitted, output_omitted), unless the request asks for
+	// ?full=true. Defaults to DefaultMaxValueBytes.
+	MaxValueBytes int
 	// Logger receives the errors answered with 500. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
@@ -90,6 +100,9 @@ type route struct {
 func New(e *durable.Engine, opts Options) *Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxValueBytes <= 0 {
+		opts.MaxValueBytes = DefaultMaxValueBytes
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -26,6 +26,8 @@ type problem struct {
 	// param names the path segment, query parameter or body field at
 	// fault, for a value that breaks the rule of its kind.
 	param string
+	// refused lists the waiting steps that refused a payload.
+	refused *durabletype.RefusedError
 }
 
 func (p *problem) Error() string { return p.detail }
@@ -45,6 +47,11 @@ type problemBody struct {
 	// whose value breaks the rule of its kind (docs/http-api.md, "What a
 	// name may be").
 	Parameter string `json:"parameter,omitempty"`
+	// Refused lists the waiting steps that refused an event's or a
+	// signal's payload, each with why and the shape it expects
+	// (payload_refused); Delivered counts the steps that received it.
+	Refused   []durabletype.Refusal `json:"refused,omitempty"`
+	Delivered *int                  `json:"delivered,omitempty"`
 }
 
 func badRequest(code, detail string) *problem {
@@ -77,7 +84,12 @@ func classify(err error) *problem {
 		return &problem{status: http.StatusBadRequest, code: "invalid_text",
 			detail: "a value is not text the database can store (a NUL byte or invalid UTF-8)", err: err}
 	}
+	var refused *durabletype.RefusedError
 	switch {
+	case errors.As(err, &refused):
+		return &problem{status: http.StatusUnprocessableEntity, code: "payload_refused", detail: msg, err: err, refused: refused}
+	case is(durabletype.ErrPayloadTooLarge):
+		return &problem{status: http.StatusRequestEntityTooLarge, code: "payload_too_large", detail: msg, err: err}
 	case is(durabletype.ErrRunNotFound):
 		return &problem{status: http.StatusNotFound, code: "run_not_found", detail: "no such run", err: err}
 	case is(durable.ErrWorkflowNotRegistered):
@@ -125,6 +137,14 @@ func classify(err error) *problem {
 func writeProblem(w http.ResponseWriter, r *http.Request, p *problem) {
 	body := problemBody{Type: "about:blank", Title: http.StatusText(p.status), Status: p.status,
 		Detail: p.detail, Code: p.code, Versions: p.versions, Parameter: p.param}
+	if p.refused != nil {
+		body.Refused = p.refused.Refusals
+		n := 0
+		for _, d := range p.refused.Delivered {
+			n += d
+		}
+		body.Delivered = &n
+	}
 	writeBody(w, p.status, "application/problem+json", body)
 }
 

@@ -78,18 +78,21 @@ type runDetail struct {
 	Workflow string    `json:"workflow"`
 	// Version is the version of the workflow the run is pinned to; empty
 	// for a run started before versions.
-	Version        string          `json:"version"`
-	Tenant         string          `json:"tenant"`
-	Status         string          `json:"status"`
-	Error          *runError       `json:"error,omitempty"`
-	Input          json.RawMessage `json:"input,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
-	Priority       int             `json:"priority"`
-	Deadline       *time.Time      `json:"deadline,omitempty"`
-	Parent         *parentRef      `json:"parent,omitempty"`
-	Steps          []stepDetail    `json:"steps"`
+	Version string          `json:"version"`
+	Tenant  string          `json:"tenant"`
+	Status  string          `json:"status"`
+	Error   *runError       `json:"error,omitempty"`
+	Input   json.RawMessage `json:"input,omitempty"`
+	// InputOmitted is the size in bytes of an input left out for its
+	// size (Options.MaxValueBytes).
+	InputOmitted   int          `json:"input_omitted,omitempty"`
+	CreatedAt      time.Time    `json:"created_at"`
+	FinishedAt     *time.Time   `json:"finished_at,omitempty"`
+	IdempotencyKey string       `json:"idempotency_key,omitempty"`
+	Priority       int          `json:"priority"`
+	Deadline       *time.Time   `json:"deadline,omitempty"`
+	Parent         *parentRef   `json:"parent,omitempty"`
+	Steps          []stepDetail `json:"steps"`
 	// Unserved is set for a run not settled whose version of its
 	// workflow no live worker serves (or accepts): its queued steps wait
 	// for a worker that serves it, or for the run to move to another
@@ -120,11 +123,14 @@ type stepDetail struct {
 	StartedAt  *time.Time      `json:"started_at,omitempty"`
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 	Output     json.RawMessage `json:"output,omitempty"`
-	EventKey   string          `json:"event_key,omitempty"`
-	Signal     string          `json:"signal,omitempty"`
-	ChildRunID *uuid.UUID      `json:"child_run_id,omitempty"`
-	Item       *int            `json:"item,omitempty"`
-	Items      []stepDetail    `json:"items,omitempty"`
+	// OutputOmitted is the size in bytes of an output left out for its
+	// size (Options.MaxValueBytes).
+	OutputOmitted int          `json:"output_omitted,omitempty"`
+	EventKey      string       `json:"event_key,omitempty"`
+	Signal        string       `json:"signal,omitempty"`
+	ChildRunID    *uuid.UUID   `json:"child_run_id,omitempty"`
+	Item          *int         `json:"item,omitempty"`
+	Items         []stepDetail `json:"items,omitempty"`
 	// Retired is set on a step kept only for its record: the run moved to
 	// a version that does not run it.
 	Retired bool `json:"retired,omitempty"`
@@ -175,10 +181,12 @@ func summaryJSON(r durabletype.RunSummary) runSummary {
 	}
 }
 
-func detailJSON(res *durable.RunResult) runDetail {
+// detailJSON is the answer of a run: its input and outputs larger than
+// maxValue bytes (negative: no limit) are left out, their sizes said.
+func detailJSON(res *durable.RunResult, maxValue int) runDetail {
 	out := runDetail{
 		ID: res.ID, Workflow: res.Workflow, Version: res.Version, Tenant: res.Tenant, Status: string(res.Status),
-		Input: rawJSON(res.Input), CreatedAt: res.CreatedAt, FinishedAt: timePtr(res.FinishedAt),
+		CreatedAt: res.CreatedAt, FinishedAt: timePtr(res.FinishedAt),
 		IdempotencyKey: res.IdempotencyKey, Priority: int(res.Priority), Deadline: timePtr(res.Deadline),
 		Steps: make([]stepDetail, len(res.Steps)),
 	}
@@ -189,19 +197,30 @@ func detailJSON(res *durable.RunResult) runDetail {
 	if p := res.Parent; p != nil {
 		out.Parent = &parentRef{RunID: p.RunID, Step: p.Step, Result: p.Result}
 	}
+	out.Input, out.InputOmitted = bounded(res.Input, maxValue)
 	for i := range res.Steps {
-		out.Steps[i] = stepJSON(&res.Steps[i], false)
+		out.Steps[i] = stepJSON(&res.Steps[i], false, maxValue)
 	}
 	return out
 }
 
-func stepJSON(s *durable.StepResult, item bool) stepDetail {
+// bounded returns b as rawJSON shows it, or, when it is larger than max
+// bytes (max negative: never), nothing and its size.
+func bounded(b []byte, max int) (json.RawMessage, int) {
+	if max >= 0 && len(b) > max {
+		return nil, len(b)
+	}
+	return rawJSON(b), 0
+}
+
+func stepJSON(s *durable.StepResult, item bool, maxValue int) stepDetail {
 	d := stepDetail{
 		Name: s.Name, Kind: string(s.Kind), State: string(s.State), Parents: s.Parents, Attempts: s.Attempts,
 		Error: s.Error, DueAt: timePtr(s.DueAt), StartedAt: timePtr(s.StartedAt), FinishedAt: timePtr(s.FinishedAt),
-		Output: rawJSON(s.Output), EventKey: s.EventKey, Signal: s.Signal, ChildRunID: idPtr(s.ChildRunID),
+		EventKey: s.EventKey, Signal: s.Signal, ChildRunID: idPtr(s.ChildRunID),
 		Retired: s.Retired,
 	}
+	d.Output, d.OutputOmitted = bounded(s.Output, maxValue)
 	if d.Kind == "" {
 		d.Kind = "step"
 	}
@@ -213,7 +232,7 @@ func stepJSON(s *durable.StepResult, item bool) stepDetail {
 		d.Item = &n
 	}
 	for k := range s.Items {
-		d.Items = append(d.Items, stepJSON(&s.Items[k], true))
+		d.Items = append(d.Items, stepJSON(&s.Items[k], true, maxValue))
 	}
 	return d
 }
@@ -487,7 +506,11 @@ func (h *Handler) writeRun(w http.ResponseWriter, r *http.Request, sc scope, id 
 	if err != nil {
 		return err
 	}
-	out := detailJSON(res)
+	maxValue := h.opts.MaxValueBytes
+	if r.URL.Query().Get("full") == "true" {
+		maxValue = -1
+	}
+	out := detailJSON(res, maxValue)
 	if !res.Done() {
 		unserved, err := h.unservedCheck(r.Context())
 		if err != nil {

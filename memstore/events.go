@@ -69,16 +69,26 @@ func (tx *memTx) FirstMessages(_ context.Context, qs []dag.WaitQuery) ([]dag.Fou
 func (s *Store) firstMessage(q dag.WaitQuery) (message, bool) {
 	if q.Signal {
 		if rs := s.runs[q.Run]; rs != nil {
+			skip := q.Skip
 			for _, m := range rs.signals {
 				if m.key == q.Key {
+					if skip > 0 {
+						skip--
+						continue
+					}
 					return m, true
 				}
 			}
 		}
 		return message{}, false
 	}
+	skip := q.Skip
 	for _, m := range s.sent[waitKey{q.Tenant, q.Key}] {
 		if !m.at.Before(q.Since) {
+			if skip > 0 {
+				skip--
+				continue
+			}
 			return m, true
 		}
 	}
@@ -146,8 +156,12 @@ func (s *Store) SendEventsTx(ctx context.Context, _ any, p *store.SendEventsPara
 			task := s.runs[tk.run].task(tk)
 			msgs[n] = dag.Message{Kind: dag.MsgEvent, Run: tk.run, Step: task.Name, Token: task.Token, Payload: clone(e.Payload)}
 		}
-		applied := c.Apply(msgs, func(m *dag.Message) *dag.Run { return s.load(loaded, m.Run) })
+		applied, refused := c.Apply(msgs, func(m *dag.Message) *dag.Run { return s.load(loaded, m.Run) })
 		for n, ok := range applied {
+			if rf := refused[n]; rf != nil {
+				rf.Event = k
+				res.Refused = append(res.Refused, *rf)
+			}
 			if ok {
 				res.Delivered[k]++
 				// Taken out of the index now, so that a later event of the
@@ -198,7 +212,7 @@ func (s *Store) Signal(ctx context.Context, p *store.SignalParams) (*store.Signa
 		return nil, err
 	}
 	s.publish(&n)
-	return &store.SignalResult{Settled: n.settled}, nil
+	return &store.SignalResult{Settled: n.settled, Refused: fx.Refused}, nil
 }
 
 // ApplyInbox implements store.Store. The in-memory store applies every

@@ -99,6 +99,9 @@ type change struct {
 	inboxRuns    []uuid.UUID
 	inboxDone    []int64
 	inboxApplied []int64
+	// inboxRefused are the messages (of inboxDone) whose task refused
+	// their payload.
+	inboxRefused map[int64]durabletype.Refusal
 }
 
 // colsAt returns the happy-path events of task i of r, as loaded and as

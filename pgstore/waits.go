@@ -98,10 +98,16 @@ func (c *change) applyInbox(rows []inboxRow) {
 		c.inboxDone = append(c.inboxDone, ir.id)
 		msgs[k] = ir.msg
 	}
-	applied := c.Apply(msgs, func(m *dag.Message) *dag.Run { return c.byID[m.Run] })
+	applied, refused := c.Apply(msgs, func(m *dag.Message) *dag.Run { return c.byID[m.Run] })
 	for k, ok := range applied {
 		if ok {
 			c.inboxApplied = append(c.inboxApplied, rows[k].id)
+		}
+		if rf := refused[k]; rf != nil {
+			if c.inboxRefused == nil {
+				c.inboxRefused = map[int64]durabletype.Refusal{}
+			}
+			c.inboxRefused[rows[k].id] = *rf
 		}
 	}
 }
@@ -185,23 +191,24 @@ func (t *pgTx) FirstMessages(ctx context.Context, qs []dag.WaitQuery) ([]dag.Fou
 	if len(events) > 0 {
 		keys := make([]int64, 0, len(events))
 		tenants, ks, since := make([]string, len(events)), make([]string, len(events)), make([]pgtype.Timestamptz, len(events))
+		skips := make([]int64, len(events))
 		for k, n := range events {
 			q := &qs[n]
 			keys = append(keys, s.eventLock(q.Tenant, q.Key))
-			tenants[k], ks[k], since[k] = q.Tenant, q.Key, stamp(q.Since)
+			tenants[k], ks[k], since[k], skips[k] = q.Tenant, q.Key, stamp(q.Since), int64(q.Skip)
 		}
 		slices.Sort(keys)
 		b.Queue(s.q.lockKeys, slices.Compact(keys))
-		b.Queue(s.q.firstEvents, tenants, ks, since).Query(func(rows pgx.Rows) error {
+		b.Queue(s.q.firstEvents, tenants, ks, since, skips).Query(func(rows pgx.Rows) error {
 			return scanFound(rows, found, events)
 		})
 	}
 	if len(signals) > 0 {
-		runs, ks := make([]uuid.UUID, len(signals)), make([]string, len(signals))
+		runs, ks, skips := make([]uuid.UUID, len(signals)), make([]string, len(signals)), make([]int64, len(signals))
 		for k, n := range signals {
-			runs[k], ks[k] = qs[n].Run, qs[n].Key
+			runs[k], ks[k], skips[k] = qs[n].Run, qs[n].Key, int64(qs[n].Skip)
 		}
-		b.Queue(s.q.firstSignals, u16(runs), ks).Query(func(rows pgx.Rows) error {
+		b.Queue(s.q.firstSignals, u16(runs), ks, skips).Query(func(rows pgx.Rows) error {
 			return scanFound(rows, found, signals)
 		})
 	}
@@ -319,11 +326,12 @@ const deliverBatch = 256
 // the IDs of the messages taken and whether each changed its run. Errors
 // leave the messages to the leader. The runs the messages settle are
 // appended to settled, when set.
-func (s *Store) deliver(ctx context.Context, now time.Time, runs []uuid.UUID, settled *[]store.SettledRun) map[int64]bool {
+func (s *Store) deliver(ctx context.Context, now time.Time, runs []uuid.UUID, settled *[]store.SettledRun) (map[int64]bool, map[int64]durabletype.Refusal) {
 	if len(runs) == 0 {
-		return nil
+		return nil, nil
 	}
 	done := map[int64]bool{}
+	refused := map[int64]durabletype.Refusal{}
 	runs = distinct(slices.Clone(runs))
 	for len(runs) > 0 {
 		chunk := runs[:min(len(runs), deliverBatch)]
@@ -351,8 +359,11 @@ func (s *Store) deliver(ctx context.Context, now time.Time, runs []uuid.UUID, se
 		for _, mid := range c.inboxApplied {
 			done[mid] = true
 		}
+		for mid, rf := range c.inboxRefused {
+			refused[mid] = rf
+		}
 	}
-	return done
+	return done, refused
 }
 
 // SendEvents implements store.Store: one transaction records the events
@@ -436,10 +447,14 @@ func (s *Store) sendEvents(ctx context.Context, tx pgx.Tx, p *store.SendEventsPa
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: send events: %w", err)
 	}
-	done := s.deliver(ctx, nowOf(p.Now), runs, &res.Settled)
+	done, refused := s.deliver(ctx, nowOf(p.Now), runs, &res.Settled)
 	slices.Sort(messages)
 	for k, mid := range messages {
 		for _, iid := range inboxOf[mid] {
+			if rf, ok := refused[iid]; ok {
+				rf.Event = k
+				res.Refused = append(res.Refused, rf)
+			}
 			// A message this call did not take was taken by the leader
 			// (or is left to it): it is delivered all the same.
 			if applied, taken := done[iid]; applied || !taken {
@@ -472,6 +487,7 @@ func (s *Store) Signal(ctx context.Context, p *store.SignalParams) (*store.Signa
 				if err != nil {
 					return err
 				}
+				res.Refused = fx.Refused
 				c.Add(r, fx)
 				return nil
 			},
@@ -518,7 +534,7 @@ func (s *Store) applyPending(ctx context.Context, p *store.ApplyInboxParams, upT
 		return nil, classify(err)
 	}
 	res := &store.ApplyInboxResult{}
-	done := s.deliver(ctx, nowOf(p.Now), runs, &res.Settled)
+	done, _ := s.deliver(ctx, nowOf(p.Now), runs, &res.Settled)
 	res.Applied = len(done)
 	return res, nil
 }

@@ -800,6 +800,12 @@ type SendEventsResult struct {
 	// settled in turn: a parent its child's settlement completed). Inside
 	// a caller's transaction nothing is delivered, and nothing settles.
 	Settled []SettledRun
+	// Refused lists the waiting tasks that refused an event (its payload
+	// does not fit the type they await; see dag.CheckPayload), with
+	// Refusal.Event the event's position in Events: they keep waiting.
+	// Inside a caller's transaction nothing is delivered, and nothing is
+	// refused yet (the refusals, once it commits, are in the runs' events).
+	Refused []durabletype.Refusal
 }
 
 // SignalParams are the parameters of Store.Signal.
@@ -819,6 +825,10 @@ type SignalResult struct {
 	// that received it was the last to finish, and the runs settled in
 	// turn (its parent, if a child run).
 	Settled []SettledRun
+	// Refused lists the tasks of the run waiting for the signal that
+	// refused it (its payload does not fit the type they await): they keep
+	// waiting. The signal is kept all the same.
+	Refused []durabletype.Refusal
 }
 
 // ApplyInboxParams are the parameters of Store.ApplyInbox.

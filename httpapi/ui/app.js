@@ -474,6 +474,12 @@ function json(v) {
   return el("pre", {}, v === undefined ? "—" : JSON.stringify(v, null, 2));
 }
 
+// value shows an input or an output, or the size of one the API left out
+// for its size.
+function value(v, omitted) {
+  return omitted ? el("pre", { class: "muted" }, `${omitted} bytes, left out for their size (GET the run with ?full=true)`) : json(v);
+}
+
 // unservedBanner says that no live worker serves the version of run, and
 // what to do: start a worker of that version, or move the run to another
 // version (wf, the run's workflow as GET workflows/{name} has it, if known,
@@ -550,7 +556,7 @@ async function runView(id) {
           s.signal ? [el("dt", {}, "waits for signal"), el("dd", {}, s.signal)] : null,
           s.child_run_id ? [el("dt", {}, "child run"), el("dd", {}, el("a", { href: "#/runs/" + s.child_run_id }, s.child_run_id))] : null),
         s.error ? el("pre", { class: "error" }, s.error) : null,
-        el("div", {}, "output"), json(s.output),
+        el("div", {}, "output"), value(s.output, s.output_omitted),
         s.items ? el("div", { class: "muted" }, `${s.items.length} items: ` + s.items.map((i) => i.state).join(", ")) : null));
     };
     // replaceChildren would show a null (the banner's absence) as text.
@@ -573,7 +579,7 @@ async function runView(id) {
       waitList ? el("h2", {}, "Waiting") : null, waitList,
       el("h2", {}, "Steps"), dagSVG(run.steps, showStep), detail,
       el("h2", {}, "Attempts"), timelineSVG(run, ev.events),
-      el("h2", {}, "Input"), json(run.input),
+      el("h2", {}, "Input"), value(run.input, run.input_omitted),
       el("h2", {}, "Events"),
       el("table", { id: "events" }, el("thead", {}, el("tr", {}, ["At", "Step", "Event", "Attempt", "Detail"].map((h) => el("th", {}, h)))),
         el("tbody", {}, ev.events.map((e) => el("tr", {}, el("td", {}, fmtTime(e.at)), el("td", {}, e.step), el("td", {}, e.type),

@@ -3,6 +3,7 @@ package dag
 import (
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -101,9 +102,12 @@ func NewRecord(nr *store.NewRun, shape *Compiled, now time.Time) store.Run {
 
 // Apply applies messages in order (Run.Apply), each to the run run
 // returns for it (nil: the run is gone, the message is dropped), and
-// reports which changed their run.
-func (c *Change) Apply(msgs []Message, run func(m *Message) *Run) []bool {
-	applied := make([]bool, len(msgs))
+// reports which changed their run, and which the task they were for
+// refused (an event whose payload does not fit the task's type; nil for
+// the others).
+func (c *Change) Apply(msgs []Message, run func(m *Message) *Run) (applied []bool, refused []*durabletype.Refusal) {
+	applied = make([]bool, len(msgs))
+	refused = make([]*durabletype.Refusal, len(msgs))
 	for k := range msgs {
 		m := &msgs[k]
 		r := run(m)
@@ -111,8 +115,11 @@ func (c *Change) Apply(msgs []Message, run func(m *Message) *Run) []bool {
 			continue
 		}
 		fx, ok := r.Apply(m, c.Now)
+		if len(fx.Refused) > 0 {
+			refused[k] = &fx.Refused[0]
+		}
 		c.Add(r, fx)
 		applied[k] = ok
 	}
-	return applied
+	return applied, refused
 }

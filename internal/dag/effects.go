@@ -62,6 +62,10 @@ type Effects struct {
 	// exists, is now at index Shape.Len(). The queue entries of its tasks
 	// take the new version.
 	Reshaped bool
+	// Refused lists the waiting tasks that refused the payload delivered
+	// to them (Run.Deliver): they keep waiting. The refusal is in Events
+	// too; this tells the caller that sent the payload.
+	Refused []durabletype.Refusal
 }
 
 // Empty reports whether the effects change nothing.
@@ -98,6 +102,7 @@ func (fx *Effects) Merge(next Effects) {
 	fx.Outbox = append(fx.Outbox, next.Outbox...)
 	fx.Deleted = union(fx.Deleted, next.Deleted)
 	fx.Reshaped = fx.Reshaped || next.Reshaped
+	fx.Refused = append(fx.Refused, next.Refused...)
 }
 
 // union merges two ascending index lists.

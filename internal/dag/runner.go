@@ -107,10 +107,20 @@ func Commit(ctx context.Context, tx Tx, c *Change) error {
 // resolve delivers the first kept message of each beginning wait and
 // creates the child runs the transitions started, until neither is left.
 func (c *Change) resolve(ctx context.Context, tx Tx) error {
+	var refused []skipped // waits that refused the message they found
 	for {
 		var at []TaskAt
 		var qs []WaitQuery
 		var spawned []store.NewRun
+		for _, sk := range refused {
+			// Look again past the messages refused.
+			if t := sk.R.Task(sk.I); t.State == durabletype.TaskWaiting && t.WaitKey != "" {
+				q := sk.R.WaitQuery(sk.I, c.Now)
+				q.Skip = sk.skip
+				at, qs = append(at, sk.TaskAt), append(qs, q)
+			}
+		}
+		refused = nil
 		for _, r := range c.Runs {
 			fx := c.Effects[r]
 			for _, i := range fx.Waits {
@@ -135,7 +145,10 @@ func (c *Change) resolve(ctx context.Context, tx Tx) error {
 					continue
 				}
 				r, i := at[n].R, at[n].I
-				fx, _ := r.Deliver(i, r.Task(i).Token, f.Payload, c.Now)
+				fx, ok := r.Deliver(i, r.Task(i).Token, f.Payload, c.Now)
+				if !ok && len(fx.Refused) > 0 && qs[n].Skip < MaxSkips {
+					refused = append(refused, skipped{TaskAt: at[n], skip: qs[n].Skip + 1})
+				}
 				c.Add(r, fx)
 			}
 		}
@@ -145,6 +158,12 @@ func (c *Change) resolve(ctx context.Context, tx Tx) error {
 			}
 		}
 	}
+}
+
+// skipped is a wait that refused the first skip messages it found.
+type skipped struct {
+	TaskAt
+	skip int
 }
 
 // spawn adds child run nr to the change, as CreateRuns would create it.

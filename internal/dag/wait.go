@@ -96,7 +96,14 @@ type WaitQuery struct {
 	Tenant string
 	Key    string
 	Since  time.Time
+	// Skip is how many of the first messages the query passes over: those
+	// the wait refused already (their payload did not fit).
+	Skip int
 }
+
+// MaxSkips is the most kept messages a wait that begins passes over
+// because it refused their payloads: past it, it waits for new ones.
+const MaxSkips = 100
 
 // WaitQuery returns the query of task i, which began waiting at now.
 func (r *Run) WaitQuery(i int, now time.Time) WaitQuery {
@@ -214,10 +221,34 @@ func (r *Run) deliver(i int, token int64, payload []byte, now time.Time) bool {
 	if t.State != durabletype.TaskWaiting || t.Kind != durabletype.KindEvent || t.Token != token || !r.wanted(i) {
 		return false
 	}
+	if w := r.Shape.Spec(i).Wait; w != nil && w.Payload != nil {
+		if err := CheckPayload(w.Payload, payload); err != nil {
+			r.refuse(i, err.Error(), w.Payload, now)
+			return false
+		}
+	}
 	t.DueAt = time.Time{}
 	r.complete(i, payload, now)
 	return true
 }
+
+// refuse records that waiting task i refused a payload for reason, which
+// cannot be read as t, the type it awaits: a WAITING event saying so (the
+// task waits on), and a refusal for the caller that sent it.
+func (r *Run) refuse(i int, reason string, t *durabletype.JSONType, now time.Time) {
+	task := r.Task(i)
+	key, sig := ParseWaitKey(task.WaitKey)
+	what := "event " + Quote(key)
+	if sig {
+		what = "signal " + Quote(key)
+	}
+	r.event(i, durabletype.EventWaiting, now, fmt.Sprintf("%s %s: %s; still waiting", RefusedDetail, what, reason), task.DueAt)
+	r.fx.Refused = append(r.fx.Refused, durabletype.Refusal{RunID: r.Rec.ID, Step: task.Name, Reason: Text(reason), Expected: t})
+}
+
+// RefusedDetail starts the detail of the WAITING event that records a
+// refused payload.
+const RefusedDetail = "refused the payload of"
 
 // Signal delivers the signal named name with payload to every task of the
 // run waiting for it. It fails with ErrRunSettled for a settled run.

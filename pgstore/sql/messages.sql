@@ -4,22 +4,24 @@
 
 -- name: firstEvents
 -- The first event each beginning wait may receive: of its tenant and key,
--- sent at or after its lookback's start.
+-- sent at or after its lookback's start, past the skip first ones (whose
+-- payloads it refused).
 SELECT u.ord, m.payload
-FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS u(tenant, key, since, ord)
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[]) WITH ORDINALITY AS u(tenant, key, since, skip, ord)
 CROSS JOIN LATERAL (
   SELECT payload FROM {{schema}}.messages
   WHERE run_id IS NULL AND tenant = u.tenant AND key = u.key AND sent_at >= u.since
-  ORDER BY sent_at, id LIMIT 1) m;
+  ORDER BY sent_at, id OFFSET u.skip LIMIT 1) m;
 
 -- name: firstSignals
 -- The first signal of each name a beginning wait of a run may receive:
--- the first sent to the run.
+-- the first sent to the run, past the skip first ones (whose payloads it
+-- refused).
 SELECT u.ord, m.payload
-FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS u(run_id, key, ord)
+FROM unnest($1::uuid[], $2::text[], $3::bigint[]) WITH ORDINALITY AS u(run_id, key, skip, ord)
 CROSS JOIN LATERAL (
   SELECT payload FROM {{schema}}.messages
-  WHERE run_id = u.run_id AND key = u.key ORDER BY id LIMIT 1) m;
+  WHERE run_id = u.run_id AND key = u.key ORDER BY id OFFSET u.skip LIMIT 1) m;
 
 -- name: sendEvents
 -- Records events (their keys locked) and leaves each a message for every
