@@ -68,11 +68,15 @@ func (e *electorState) end(term int64) {
 // statement is one round trip on a pooled connection.
 //
 // A candidate takes the lease when it has expired, with the next term
-// (acquireLease), and otherwise waits until it expires, or half a lease if
-// sooner, before it tries again: an idle candidate costs a statement every
-// half lease. A notification that the leader gave its lease up (see
-// below) wakes it at once, when the engine listens (Store.Listen); the
-// poll does without.
+// (acquireLease), and otherwise waits until the lease it read expires (at
+// most a lease) before it tries again: while the leader renews, a
+// candidate costs a statement every two thirds of a lease or so, and once
+// the leader stops renewing, the candidates try as its lease expires. A
+// notification that the leader gave its lease up (see below) wakes them at
+// once, when the engine listens (Store.Listen); the poll does without.
+// Candidate and leader make their statements on a connection of their own
+// (the elector's), outside the pool, so that a poll costs no health check
+// of a pooled connection; it is opened again after an error.
 //
 // The leader calls lead with a context carrying its term
 // (store.WithTerm): every leader-only write it makes with that context is
@@ -94,10 +98,13 @@ func (e *electorState) end(term int64) {
 // same way and Lead campaigns again.
 func (s *Store) Lead(ctx context.Context, id string, lead func(ctx context.Context)) error {
 	var b backoff
-	poll := s.lease / 2
+	ec := &electorConn{s: s, role: "elector:" + id}
+	defer ec.close()
 	for {
 		sent := time.Now()
-		term, left, err := s.acquire(ctx, id)
+		actx, cancel := context.WithTimeout(ctx, s.lease)
+		term, left, err := s.acquire(actx, ec, id)
+		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -110,19 +117,17 @@ func (s *Store) Lead(ctx context.Context, id string, lead func(ctx context.Conte
 		}
 		b.reset()
 		if term > 0 {
-			s.leadTerm(ctx, id, term, sent, lead)
+			s.leadTerm(ctx, ec, id, term, sent, lead)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			continue
 		}
 		// The lease is held: try again once it expires (a moment after, so
-		// that the database finds it expired), or after half a lease if
-		// sooner, or when its leader gives it up.
-		wait := poll
-		if left > 0 {
-			wait = min(wait, left+time.Millisecond)
-		}
+		// that the database finds it expired; at most a lease from now, for
+		// a leader whose lease is longer than this store's), or when its
+		// leader gives it up.
+		wait := min(left+time.Millisecond, s.lease)
 		t := time.NewTimer(max(wait, 10*time.Millisecond))
 		select {
 		case <-t.C:
@@ -135,12 +140,97 @@ func (s *Store) Lead(ctx context.Context, id string, lead func(ctx context.Conte
 	}
 }
 
+// rowQuerier is what the elector's statements run on: its connection
+// (electorConn), or the pool in tests.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// electorConn is the elector's connection: its own, outside the pool (as
+// the listener's), named "elector:<id>" in pg_stat_activity. It holds no
+// session state; it is opened when a statement needs it and dropped after
+// an error other than an answer of the server.
+type electorConn struct {
+	s    *Store
+	role string
+	conn *pgx.Conn
+}
+
+var _ rowQuerier = (*electorConn)(nil)
+
+func (c *electorConn) open(ctx context.Context) (*pgx.Conn, error) {
+	if c.conn != nil && !c.conn.IsClosed() {
+		return c.conn, nil
+	}
+	c.close()
+	conn, err := c.s.connect(ctx, c.role)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: elector connect: %w", err)
+	}
+	c.conn = conn
+	return conn, nil
+}
+
+// after drops the connection after a statement that failed other than by
+// the server's answer.
+func (c *electorConn) after(err error) {
+	var pgErr *pgconn.PgError
+	if err != nil && !errors.As(err, &pgErr) {
+		c.close()
+	}
+}
+
+func (c *electorConn) close() {
+	if c.conn != nil {
+		closeConn(c.conn)
+		c.conn = nil
+	}
+}
+
+// QueryRow runs a statement returning one row, scanned by the row's Scan.
+func (c *electorConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	conn, err := c.open(ctx)
+	if err != nil {
+		return errRow{err}
+	}
+	return afterRow{conn.QueryRow(ctx, sql, args...), c}
+}
+
+// Exec runs a statement.
+func (c *electorConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	conn, err := c.open(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := conn.Exec(ctx, sql, args...)
+	c.after(err)
+	return tag, err
+}
+
+// errRow is a row that failed before its statement was sent.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// afterRow drops the elector's connection when its row's statement failed.
+type afterRow struct {
+	pgx.Row
+	c *electorConn
+}
+
+func (r afterRow) Scan(dest ...any) error {
+	err := r.Row.Scan(dest...)
+	r.c.after(err)
+	return err
+}
+
 // acquire takes the lease for id if it has expired, returning its term
 // (0 when the lease is held) and how long the lease read had left.
-func (s *Store) acquire(ctx context.Context, id string) (int64, time.Duration, error) {
+func (s *Store) acquire(ctx context.Context, q rowQuerier, id string) (int64, time.Duration, error) {
 	var term pgtype.Int8
 	var left int64
-	if err := s.pool.QueryRow(ctx, s.q.acquireLease, id, s.lease.Microseconds()).Scan(&term, &left); err != nil {
+	if err := q.QueryRow(ctx, s.q.acquireLease, id, s.lease.Microseconds()).Scan(&term, &left); err != nil {
 		return 0, 0, fmt.Errorf("pgstore: acquire the leader's lease: %w", err)
 	}
 	return term.Int64, time.Duration(left) * time.Microsecond, nil
@@ -149,12 +239,12 @@ func (s *Store) acquire(ctx context.Context, id string) (int64, time.Duration, e
 // leadTerm leads with term, acquired with a statement sent at sent, until
 // ctx is done, lead returns, or the lease is lost; lead has returned when
 // leadTerm does.
-func (s *Store) leadTerm(ctx context.Context, id string, term int64, sent time.Time, lead func(ctx context.Context)) {
+func (s *Store) leadTerm(ctx context.Context, ec *electorConn, id string, term int64, sent time.Time, lead func(ctx context.Context)) {
 	lctx, cancel := context.WithCancel(store.WithTerm(ctx, term))
 	defer cancel()
 	s.elected.add(term, cancel)
 	defer s.elected.remove(term)
-	s.log.Info("pgstore: leading", slog.String("worker", id), slog.Int64("term", term))
+	s.log.Debug("pgstore: leading", slog.String("worker", id), slog.Int64("term", term))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -182,11 +272,11 @@ func (s *Store) leadTerm(ctx context.Context, id string, term int64, sent time.T
 			t.Stop()
 			cancel()
 			<-done
-			s.resign(ctx, term)
+			s.resign(ctx, ec, term)
 			return
 		case <-done:
 			t.Stop()
-			s.resign(ctx, term)
+			s.resign(ctx, ec, term)
 			return
 		case <-lctx.Done(): // a fenced write was refused
 			t.Stop()
@@ -203,7 +293,7 @@ func (s *Store) leadTerm(ctx context.Context, id string, term int64, sent time.T
 		}
 		sentAt := time.Now()
 		rctx, rcancel := context.WithDeadline(lctx, deadline)
-		renewed, err := s.renew(rctx, term)
+		renewed, err := s.renew(rctx, ec, term)
 		rcancel()
 		switch {
 		case err == nil && renewed:
@@ -224,9 +314,9 @@ func (s *Store) leadTerm(ctx context.Context, id string, term int64, sent time.T
 }
 
 // renew renews the lease of term, reporting whether it was still term's.
-func (s *Store) renew(ctx context.Context, term int64) (bool, error) {
+func (s *Store) renew(ctx context.Context, q rowQuerier, term int64) (bool, error) {
 	var n int64
-	if err := s.pool.QueryRow(ctx, s.q.renewLease, term, s.lease.Microseconds()).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, s.q.renewLease, term, s.lease.Microseconds()).Scan(&n); err != nil {
 		return false, fmt.Errorf("pgstore: renew the leader's lease: %w", err)
 	}
 	return n == 1, nil
@@ -234,10 +324,10 @@ func (s *Store) renew(ctx context.Context, term int64) (bool, error) {
 
 // resign gives the lease of term up, if it is still term's, and tells the
 // candidates listening.
-func (s *Store) resign(ctx context.Context, term int64) {
+func (s *Store) resign(ctx context.Context, q rowQuerier, term int64) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := s.pool.Exec(rctx, s.q.releaseLease, term, s.channel); err != nil {
+	if _, err := q.Exec(rctx, s.q.releaseLease, term, s.channel); err != nil {
 		s.log.Warn("pgstore: giving the leader's lease up; it expires by itself", slog.Int64("term", term), slog.Any("error", err))
 	}
 }

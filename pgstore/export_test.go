@@ -118,10 +118,12 @@ func Queues(ctx context.Context, s *Store) (*storetest.DriverQueues, error) {
 // returning its term (0 when the lease is held); nothing renews it: the
 // lease of a leader that froze at once.
 func Acquire(ctx context.Context, s *Store, id string) (int64, error) {
-	term, _, err := s.acquire(ctx, id)
+	term, _, err := s.acquire(ctx, s.pool, id)
 	return term, err
 }
 
 // Renew renews the lease of term once, as the leader of s would,
 // reporting whether the lease was still term's.
-func Renew(ctx context.Context, s *Store, term int64) (bool, error) { return s.renew(ctx, term) }
+func Renew(ctx context.Context, s *Store, term int64) (bool, error) {
+	return s.renew(ctx, s.pool, term)
+}

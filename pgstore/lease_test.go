@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
 )
@@ -239,7 +238,7 @@ func TestLeaderStepsDownOnRefusedWrite(t *testing.T) {
 
 // TestLeaderResignsAtOnce: a leader that stops gives its lease up at once,
 // and a candidate that listens (Store.Listen) takes it at once, long before
-// its next poll (half a lease: 90s here).
+// its next poll (when the lease it read would expire: minutes here).
 func TestLeaderResignsAtOnce(t *testing.T) {
 	t.Parallel()
 	pool, schema := setupPool(t)
@@ -253,17 +252,9 @@ func TestLeaderResignsAtOnce(t *testing.T) {
 	lead := nextLead(t, leads, "first")
 	term, _ := store.TermOf(lead)
 
-	// The candidate has a pool of its own, so that its first poll (which
-	// finds the lease held) can be seen in pg_stat_activity.
-	app := "lease-candidate-" + schema
-	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
-	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["application_name"] = app
-	cpool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer cpool.Close()
-	second, err := pgstore.New(cpool, &pgstore.Config{Schema: schema, LeaderLease: 3 * time.Minute})
-	require.NoError(t, err)
+	// The candidate polls on its elector connection: its first poll, which
+	// finds the lease held, can be seen in pg_stat_activity.
+	second := leaseStore(t, pool, schema, 3*time.Minute)
 	n, stop := listen(t, second)
 	defer stop()
 	n.wait(t, "listening", topic(store.TopicResync))
@@ -271,7 +262,8 @@ func TestLeaderResignsAtOnce(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var polled bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
-			WHERE application_name = $1 AND state = 'idle' AND query LIKE '%leader SET term%')`, app).Scan(&polled))
+			WHERE application_name = $1 AND state = 'idle' AND query LIKE '%leader SET term%')`,
+			pgstore.ApplicationName(schema, "elector:second")).Scan(&polled))
 		return polled
 	}, 10*time.Second, 10*time.Millisecond, "the candidate polls once and finds the lease held")
 
@@ -284,7 +276,7 @@ func TestLeaderResignsAtOnce(t *testing.T) {
 		got, _ := store.TermOf(c)
 		require.Equal(t, term+1, got)
 	case <-time.After(30 * time.Second):
-		t.Fatal("the candidate did not take the lease given up within 30s (its poll is 90s away)")
+		t.Fatal("the candidate did not take the lease given up within 30s (its next poll is minutes away)")
 	}
 }
 
