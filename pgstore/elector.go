@@ -260,6 +260,9 @@ func (s *Store) leadTerm(ctx context.Context, ec *electorConn, id string, term i
 		s.log.Warn("pgstore: leadership lost: "+why, append([]any{slog.String("worker", id), slog.Int64("term", term)}, attrs...)...)
 		cancel()
 		<-done
+		// A renewal whose answer was lost may have extended the lease: give
+		// it up, so that nobody waits for it (a no-op when it is gone).
+		s.resign(ctx, ec, term)
 	}
 	for {
 		wake := next
