@@ -2,10 +2,12 @@ package durable
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/sleep"
 	"github.com/effectivelabs/durable/internal/startstop"
 	"github.com/effectivelabs/durable/store"
@@ -53,6 +55,18 @@ func (e *Engine) leaderDuties(rt *runtime) []startstop.Service {
 	return duties
 }
 
+// deposed reports whether err says that this engine's leadership ended
+// (durabletype.ErrNotLeader: a leader-only write under its term was
+// refused, and wrote nothing). The duty that met it stops; the store's
+// Elector cancels the leadership's context, which stops the others.
+func (e *Engine) deposed(err error) bool {
+	if !errors.Is(err, durabletype.ErrNotLeader) {
+		return false
+	}
+	e.log.Warn("durable: a leader's write was refused: another engine leads", slog.Any("error", err))
+	return true
+}
+
 // lead runs the leader's duties (rt.duties) until ctx is cancelled
 // (leadership lost or the engine stopping), and returns once they have
 // stopped.
@@ -78,7 +92,7 @@ func (e *Engine) timerLoop(ctx context.Context, rt *runtime) {
 	for {
 		res, err := e.store.FireTimers(ctx, &store.FireTimersParams{Now: e.now(), Limit: limit, Rand: randFloat()})
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || e.deposed(err) {
 				return
 			}
 			e.log.Error("durable: firing timers", slog.Any("error", err))
@@ -140,6 +154,8 @@ func (e *Engine) rescueLoop(ctx context.Context) {
 			Now: e.now(), DeadAfter: deadAfter, Limit: 1000, Rand: randFloat(),
 		})
 		switch {
+		case e.deposed(err):
+			return
 		case err != nil && ctx.Err() == nil:
 			e.log.Error("durable: rescuing dead tasks", slog.Any("error", err))
 			contact = time.Time{}
@@ -188,6 +204,8 @@ func (e *Engine) retentionLoop(ctx context.Context) {
 		if e.cfg.Retention > 0 {
 			n, err := e.Prune(ctx, e.cfg.Retention)
 			switch {
+			case e.deposed(err):
+				return
 			case err != nil && ctx.Err() == nil:
 				e.log.Error("durable: pruning settled runs", slog.Any("error", err))
 			case n > 0:
@@ -197,6 +215,8 @@ func (e *Engine) retentionLoop(ctx context.Context) {
 		if e.cfg.EventRetention > 0 {
 			n, err := e.pruneEvents(ctx, e.cfg.EventRetention)
 			switch {
+			case e.deposed(err):
+				return
 			case err != nil && ctx.Err() == nil:
 				e.log.Error("durable: pruning events", slog.Any("error", err))
 			case n > 0:
@@ -240,6 +260,9 @@ func (e *Engine) inboxLoop(ctx context.Context, rt *runtime) {
 		for {
 			res, err := e.store.ApplyInbox(ctx, &store.ApplyInboxParams{Now: e.now(), Limit: limit})
 			if err != nil {
+				if e.deposed(err) {
+					return
+				}
 				if ctx.Err() == nil {
 					e.log.Error("durable: applying pending messages", slog.Any("error", err))
 				}

@@ -68,10 +68,15 @@ func pgSetup(t *testing.T) *pgEnv {
 // process would have.
 func (env pgEnv) newStore(t *testing.T) *pgstore.Store {
 	t.Helper()
-	s, err := pgstore.New(env.pool, &pgstore.Config{Schema: env.schema})
+	s, err := pgstore.New(env.pool, &pgstore.Config{Schema: env.schema, LeaderLease: testLeaderLease})
 	require.NoError(t, err)
 	return s
 }
+
+// testLeaderLease is the leader's lease of the engines' PostgreSQL tests:
+// short, so that a takeover (a leader stopped, a lease expired) takes a
+// second or two. (pgstore's tests cover the default.)
+const testLeaderLease = 2 * time.Second
 
 // pgClient returns an engine that is never started: it triggers and reads
 // runs, as a client process would.
@@ -140,32 +145,22 @@ func pgEventually(t *testing.T, d time.Duration, cond func() bool, msg string, a
 	}
 }
 
-// electorLocks reports, from pg_locks, which of the given workers' elector
-// connections hold the leader's advisory lock and which wait for it.
-func electorLocks(t *testing.T, env *pgEnv, workers []string) (holding, waiting []string) {
+// leaseHolder returns the worker holding the leader's lease now (the
+// leader table, on the database's clock), or "" when the lease has expired.
+func leaseHolder(t *testing.T, env *pgEnv) string {
 	t.Helper()
-	names := make([]string, len(workers))
-	byName := map[string]string{}
-	for i, w := range workers {
-		names[i] = pgstore.ApplicationName(env.schema, "elector:"+w)
-		byName[names[i]] = w
-	}
-	rows, err := env.pool.Query(context.Background(), `
-SELECT a.application_name, l.granted
-FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND a.application_name = ANY($1::text[])`, names)
+	var w string
+	err := env.pool.QueryRow(context.Background(),
+		`SELECT coalesce((SELECT worker FROM `+env.schema+`.leader WHERE expires_at > now()), '')`).Scan(&w)
 	require.NoError(t, err)
-	defer rows.Close()
-	for rows.Next() {
-		var app string
-		var granted bool
-		require.NoError(t, rows.Scan(&app, &granted))
-		if granted {
-			holding = append(holding, byName[app])
-		} else {
-			waiting = append(waiting, byName[app])
-		}
-	}
-	require.NoError(t, rows.Err())
-	return holding, waiting
+	return w
+}
+
+// expireLease ends the leader's lease now, as if its leader had frozen for
+// a lease: the leader's next renewal or fenced write is refused, and it
+// steps down; another engine takes the lease at its next poll.
+func expireLease(t *testing.T, env *pgEnv) {
+	t.Helper()
+	_, err := env.pool.Exec(context.Background(), `UPDATE `+env.schema+`.leader SET expires_at = now()`)
+	require.NoError(t, err)
 }

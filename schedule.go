@@ -321,7 +321,7 @@ func (e *Engine) scheduleLoop(ctx context.Context, rt *runtime, s store.Schedule
 		})
 		cancel()
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || e.deposed(err) {
 				return
 			}
 			e.log.Error("durable: firing schedules", slog.Any("error", err))

@@ -39,7 +39,7 @@ func (f *pgFiredLog) FireSchedules(ctx context.Context, p *store.FireSchedulesPa
 }
 
 // TestSchedulePGFailover: three engines share a schema while a schedule
-// fires every second; the leader's connection is killed and engines are
+// fires every second; the leader's lease is expired under it and engines are
 // stopped and started again, over and over. Every slot of the window is
 // fired once or, when no leader ran at its time, skipped by the misfire
 // rule (counted in a later slot's Missed); no slot is fired twice and no
@@ -79,18 +79,8 @@ func TestSchedulePGFailover(t *testing.T) {
 	for time.Now().Before(end) {
 		time.Sleep(time.Duration(300+rnd.IntN(700)) * time.Millisecond)
 		if rnd.IntN(2) == 0 {
-			var names []string
-			for _, e := range engines {
-				names = append(names, e.WorkerID())
-			}
-			holding, _ := electorLocks(t, env, names)
-			for _, w := range holding {
-				_, err := env.pool.Exec(context.Background(),
-					`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`,
-					pgstore.ApplicationName(env.schema, "elector:"+w))
-				require.NoError(t, err)
-				kills++
-			}
+			expireLease(t, env)
+			kills++
 			continue
 		}
 		i := rnd.IntN(len(engines))

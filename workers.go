@@ -354,6 +354,8 @@ func (e *Engine) pruneWorkersLoop(ctx context.Context, r store.WorkerRegistry) {
 	for {
 		res, err := r.PruneWorkers(ctx, &store.PruneWorkersParams{Now: e.now()})
 		switch {
+		case e.deposed(err):
+			return
 		case err != nil && ctx.Err() == nil:
 			e.log.Error("durable: pruning dead workers' records", slog.Any("error", err))
 		case err == nil && res.Deleted > 0:

@@ -67,6 +67,7 @@ type workerOptions struct {
 	pollInterval      time.Duration
 	tenantLimit       int
 	retention         time.Duration
+	leaderLease       time.Duration
 	noMigrate         bool
 	logFormat         string
 	logLevel          string
@@ -83,6 +84,10 @@ func (c *cli) workerCmd(ctx context.Context, args []string, stdout, stderr io.Wr
 	prefix := c.name + " worker"
 	if o.retention < 0 {
 		fmt.Fprintf(stderr, "%s: --retention must not be negative (0 keeps every run), got %s\n", prefix, o.retention)
+		return exitUsage
+	}
+	if o.leaderLease < 100*time.Millisecond {
+		fmt.Fprintf(stderr, "%s: --leader-lease must be at least 100ms, got %s\n", prefix, o.leaderLease)
 		return exitUsage
 	}
 	logger, err := newLogger(stderr, o.logFormat, o.logLevel)
@@ -128,6 +133,7 @@ func (c *cli) newWorkerFlags(o *workerOptions, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.pollInterval, "poll-interval", time.Second, "fallback polling interval when no notification arrives")
 	fs.IntVar(&o.tenantLimit, "tenant-limit", 0, "most running steps per tenant across all workers (0: no cap)")
 	fs.DurationVar(&o.retention, "retention", durable.DefaultRetention, "how long settled runs are kept before the leader deletes them (0: keep every run)")
+	fs.DurationVar(&o.leaderLease, "leader-lease", pgstore.DefaultLeaderLease, "how long the leader's lease lasts unrenewed: a frozen or cut-off leader's duties (timers, schedules, rescues) pass to another worker within 1.5× it; use the same on every worker of a schema (at least 100ms)")
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the schema at start (for roles without DDL rights); fail if it is missing or old")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -187,7 +193,7 @@ func (c *cli) runWorker(ctx context.Context, o *workerOptions, wf *workflowFlags
 			return err
 		}
 	}
-	s, err := pgstore.New(pool, &pgstore.Config{Schema: o.db.Schema})
+	s, err := pgstore.New(pool, &pgstore.Config{Schema: o.db.Schema, LeaderLease: o.leaderLease, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/clitest"
 	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/pgstore"
 )
 
 // TestWorkerNoMigrate: with --no-migrate the worker serves a migrated schema
@@ -180,4 +181,25 @@ func TestWorkerMetrics(t *testing.T) {
 	require.Equal(t, 0, <-done, log.String())
 	_, err := http.Get(url)
 	require.Error(t, err, "the metrics server stops with the worker")
+}
+
+// TestWorkerLeaderLeaseFlag: --leader-lease defaults to pgstore's default
+// lease and refuses a lease below 100ms as a usage error.
+func TestWorkerLeaderLeaseFlag(t *testing.T) {
+	t.Parallel()
+	var o workerOptions
+	fs := newCLI(testConfig(), io.Discard, io.Discard).newWorkerFlags(&o, io.Discard)
+	require.NoError(t, fs.Parse(nil))
+	require.Equal(t, pgstore.DefaultLeaderLease, o.leaderLease)
+	require.NoError(t, fs.Parse([]string{"--leader-lease", "5s"}))
+	require.Equal(t, 5*time.Second, o.leaderLease)
+
+	db := []string{"--database-url", "postgres://nobody@127.0.0.1:1/none"}
+	code, out, errOut := runCLI(t, append([]string{"worker", "--leader-lease", "10ms"}, db...)...)
+	require.Equal(t, exitUsage, code)
+	require.Empty(t, out)
+	require.Equal(t, "durable worker: --leader-lease must be at least 100ms, got 10ms\n", errOut)
+	code, _, errOut = runCLI(t, "worker", "-h")
+	require.Equal(t, 0, code)
+	require.Regexp(t, `-leader-lease duration\n\s+how long the leader's lease lasts unrenewed.*\(default 15s\)`, errOut)
 }

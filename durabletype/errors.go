@@ -97,3 +97,11 @@ var ErrTxEnded = errors.New("durable: the step ended its transaction itself (COM
 // not valid: an invalid ID, a negative count, a DeadAfter that is not
 // positive.
 var ErrInvalidWorker = errors.New("durable/store: invalid worker record")
+
+// ErrNotLeader is returned by a leader-only write (firing timers and
+// schedules, rescuing dead workers' steps, applying pending messages,
+// pruning runs, events and workers' records) made under a leader's term
+// (store.WithTerm) that is no longer the current one: the lease expired or
+// another engine took over. Nothing was written; the caller stops its
+// leader's duties.
+var ErrNotLeader = errors.New("durable/store: not the leader: the term is not the current lease's")

@@ -218,7 +218,7 @@ func (s *Store) Signal(ctx context.Context, p *store.SignalParams) (*store.Signa
 // ApplyInbox implements store.Store. The in-memory store applies every
 // message in the call that leaves it: nothing is ever pending.
 func (s *Store) ApplyInbox(ctx context.Context, _ *store.ApplyInboxParams) (*store.ApplyInboxResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.fenced(ctx); err != nil {
 		return nil, err
 	}
 	return &store.ApplyInboxResult{}, nil
@@ -226,7 +226,7 @@ func (s *Store) ApplyInbox(ctx context.Context, _ *store.ApplyInboxParams) (*sto
 
 // PruneEvents implements store.Store: the events sent first go first.
 func (s *Store) PruneEvents(ctx context.Context, p *store.PruneEventsParams) (*store.PruneEventsResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.fenced(ctx); err != nil {
 		return nil, err
 	}
 	before := now(p.Now).Add(-p.OlderThan)

@@ -82,6 +82,10 @@ type Store struct {
 	// leaderID is the ID of the caller of Lead that leads now ("" when none),
 	// under mu: ListWorkers lists it as the leader, and nobody else.
 	leaderID string
+	// terms counts the leaderships Lead handed out, and term is the
+	// current one's (0 when none leads), under mu: the fence of the
+	// leader-only writes (fenced).
+	terms, term int64
 }
 
 var (
@@ -231,7 +235,9 @@ func (s *Store) Listen(ctx context.Context, deliver func(store.Notification)) er
 }
 
 // Lead implements store.Elector: one caller at a time leads; leadership
-// passes on when the leader's context is done.
+// passes on when the leader's context is done. Each leadership has a new
+// term, which lead's context carries (store.WithTerm). One process cannot
+// freeze apart from the store, so a leadership has no expiry here.
 func (s *Store) Lead(ctx context.Context, id string, lead func(ctx context.Context)) error {
 	for {
 		select {
@@ -239,8 +245,8 @@ func (s *Store) Lead(ctx context.Context, id string, lead func(ctx context.Conte
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		s.setLeader(id)
-		lead(ctx)
+		term := s.setLeader(id)
+		lead(store.WithTerm(ctx, term))
 		s.setLeader("")
 		<-s.leader
 		if ctx.Err() != nil {
@@ -844,7 +850,7 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 
 // FireTimers implements store.Store.
 func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*store.FireTimersResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.fenced(ctx); err != nil {
 		return nil, err
 	}
 	t := now(p.Now)
@@ -931,7 +937,7 @@ func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 
 // RescueTasks implements store.Store.
 func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*store.RescueTasksResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.fenced(ctx); err != nil {
 		return nil, err
 	}
 	t := now(p.Now)
@@ -1208,7 +1214,7 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*durabletype.S
 // PruneRuns implements store.Store: the runs dag.Expired says retention may
 // delete, in dag.PruneOrder.
 func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store.PruneRunsResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.fenced(ctx); err != nil {
 		return nil, err
 	}
 	before := dag.PruneCutoff(now(p.Now), p.OlderThan)

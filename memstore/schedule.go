@@ -167,7 +167,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, p *store.DeleteScheduleParam
 // is marked broken rather than failing the call, so that it never stops the
 // others.
 func (s *Store) FireSchedules(ctx context.Context, p *store.FireSchedulesParams) (*store.FireSchedulesResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.fenced(ctx); err != nil {
 		return nil, err
 	}
 	limit := max(p.Limit, 1)

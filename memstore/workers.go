@@ -2,9 +2,11 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -46,11 +48,39 @@ func (s *Store) RemoveWorker(ctx context.Context, p *store.RemoveWorkerParams) e
 	return nil
 }
 
-// setLeader records who leads now (Lead).
-func (s *Store) setLeader(id string) {
+// setLeader records who leads now (Lead), with a new term, which it
+// returns; "" records that nobody leads.
+func (s *Store) setLeader(id string) int64 {
 	s.mu.Lock()
-	s.leaderID = id
+	defer s.mu.Unlock()
+	s.leaderID, s.term = id, 0
+	if id != "" {
+		s.terms++
+		s.term = s.terms
+	}
+	return s.term
+}
+
+// fenced reports why a call with ctx may not write: ctx is done, or it
+// carries a leader's term (store.WithTerm) that is not the current
+// leadership's (durabletype.ErrNotLeader). Leadership passes on only once
+// the leader's duties have returned (Lead), so a check at the start of a
+// call holds for the whole call.
+func (s *Store) fenced(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	term, ok := store.TermOf(ctx)
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	current := s.term
 	s.mu.Unlock()
+	if term != current {
+		return fmt.Errorf("memstore: term %d: %w", term, durabletype.ErrNotLeader)
+	}
+	return nil
 }
 
 // ListWorkers implements store.WorkerRegistry. The leader is the worker
@@ -76,7 +106,7 @@ func (s *Store) ListWorkers(ctx context.Context, p *store.ListWorkersParams) (*s
 
 // PruneWorkers implements store.WorkerRegistry.
 func (s *Store) PruneWorkers(ctx context.Context, p *store.PruneWorkersParams) (*store.PruneWorkersResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.fenced(ctx); err != nil {
 		return nil, err
 	}
 	t := now(p.Now)

@@ -47,9 +47,9 @@ func queryFields(q *queries) map[string]string {
 // whether it reads the runs in flight (planned with sorts allowed).
 func ListQuery(s *Store, p *store.ListRunsParams) (string, []any, bool, error) { return s.listQuery(p) }
 
-// SetHealthInterval sets how often a leader of s checks its election
-// connection (and refreshes its worker record).
-func SetHealthInterval(s *Store, d time.Duration) { s.health = d }
+// SetLeaderLease sets the leader's lease of s (Config.LeaderLease), below
+// its minimum too; call it before Lead.
+func SetLeaderLease(s *Store, d time.Duration) { s.lease = d }
 
 // DriverUnit opens one unit of the PostgreSQL driver (dag.Tx) for the
 // driver suite (storetest.Driver), as a transition does (transact): in a
@@ -112,4 +112,18 @@ func Queues(ctx context.Context, s *Store) (*storetest.DriverQueues, error) {
 		return nil
 	})
 	return q, err
+}
+
+// Acquire takes the leader's lease for id once, as a candidate of s would,
+// returning its term (0 when the lease is held); nothing renews it: the
+// lease of a leader that froze at once.
+func Acquire(ctx context.Context, s *Store, id string) (int64, error) {
+	term, _, err := s.acquire(ctx, s.pool, id)
+	return term, err
+}
+
+// Renew renews the lease of term once, as the leader of s would,
+// reporting whether the lease was still term's.
+func Renew(ctx context.Context, s *Store, term int64) (bool, error) {
+	return s.renew(ctx, s.pool, term)
 }

@@ -151,7 +151,7 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 // and nothing more happens unless one is due.
 func (s *Store) FireTimers(ctx context.Context, p *store.FireTimersParams) (*store.FireTimersResult, error) {
 	res, err := s.fireTimers(ctx, p)
-	return res, classify(err)
+	return res, classify(s.notLeader(ctx, err))
 }
 
 func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*store.FireTimersResult, error) {
@@ -274,7 +274,7 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 // decides on the heartbeats as they are then; the chores follow.
 func (s *Store) RescueTasks(ctx context.Context, p *store.RescueTasksParams) (*store.RescueTasksResult, error) {
 	res, err := s.rescueTasks(ctx, p)
-	return res, classify(err)
+	return res, classify(s.notLeader(ctx, err))
 }
 
 // cand is a candidate for a rescue.
@@ -331,7 +331,7 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 		}
 	}
 	if prune {
-		if _, err := s.pool.Exec(ctx, s.q.pruneFrontier); err != nil {
+		if _, err := s.execFenced(ctx, s.q.pruneFrontier); err != nil {
 			return nil, fmt.Errorf("pgstore: prune frontier: %w", err)
 		}
 	}

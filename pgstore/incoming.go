@@ -63,6 +63,9 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 		if _, err := tx.Exec(ctx, s.q.genericPlans); err != nil {
 			return err
 		}
+		if err := s.fenceTx(ctx, tx); err != nil {
+			return err
+		}
 		rs, err := tx.Query(ctx, s.q.takeIncoming, promoteBatch)
 		if err != nil {
 			return err

@@ -51,6 +51,9 @@ func (s *Store) listenOnce(ctx context.Context, deliver func(store.Notification)
 		if n.Payload == payloadIncoming {
 			s.incoming.Store(true)
 		}
+		if n.Payload == payloadLeader {
+			s.campaignNow() // a leader gave its lease up (elector.go)
+		}
 		deliver(parseNotification(n.Payload))
 	}
 }

@@ -307,21 +307,23 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 	}
 	b := &pgx.Batch{}
 	b.Queue(s.q.genericPlans)
+	s.fenceBatch(ctx, b)
 	b.Queue(s.q.pruneRuns, stamp(nowOf(p.Now)), int64(p.OlderThan/time.Microsecond), limit).Exec(func(ct pgconn.CommandTag) error {
 		res.Deleted = int(ct.RowsAffected())
 		return nil
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, classify(fmt.Errorf("pgstore: prune runs: %w", err))
+		return nil, classify(s.notLeader(ctx, fmt.Errorf("pgstore: prune runs: %w", err)))
 	}
 	if res.Deleted < limit {
 		b := &pgx.Batch{}
 		b.Queue(s.q.genericPlans)
+		s.fenceBatch(ctx, b)
 		b.Queue(s.q.pruneCounts, stamp(nowOf(p.Now)), int64(p.OlderThan/time.Microsecond))
 		b.Queue(s.q.compactCounts, stamp(nowOf(p.Now)))
 		b.Queue(s.q.pruneShapes, int64(shapeGrace/time.Microsecond))
 		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-			return nil, classify(fmt.Errorf("pgstore: prune counts and shapes: %w", err))
+			return nil, classify(s.notLeader(ctx, fmt.Errorf("pgstore: prune counts and shapes: %w", err)))
 		}
 	}
 	return res, nil

@@ -31,12 +31,20 @@ var _ querier = (*ownTx)(nil)
 // transaction had failed.
 var errCommitRolledBack = errors.New("pgstore: commit rolled back")
 
+// beginOwn acquires a connection and puts the transaction's beginning at the
+// head of b: BEGIN, the planner settings, and the fence of a leader's term
+// when ctx carries one (fenced), so that a leader-only write commits only
+// while its term is the current lease's.
 func (s *Store) beginOwn(ctx context.Context, b *pgx.Batch) (*ownTx, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	b.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: "BEGIN"}, {SQL: s.q.genericPlans}}, b.QueuedQueries...)
+	head := []*pgx.QueuedQuery{{SQL: "BEGIN"}, {SQL: s.q.genericPlans}}
+	if term, ok := fenced(ctx); ok {
+		head = append(head, &pgx.QueuedQuery{SQL: s.q.fence, Arguments: []any{term}})
+	}
+	b.QueuedQueries = append(head, b.QueuedQueries...)
 	return &ownTx{conn: conn}, nil
 }
 

@@ -58,7 +58,18 @@ type Config struct {
 	// heartbeats). Defaults to half the pool's MaxConns, at least 1; a
 	// value of MaxConns or more is refused.
 	TxSteps int
+
+	// LeaderLease is how long a leadership lasts without being renewed
+	// (see Store.Lead): the leader renews its lease every third of it, and
+	// a leader that froze, or was cut off from the database, loses its
+	// duties within it; another engine takes over when it has expired.
+	// Every engine sharing a schema should use the same lease. Defaults to
+	// DefaultLeaderLease; at least 100ms.
+	LeaderLease time.Duration
 }
+
+// DefaultLeaderLease is the default Config.LeaderLease.
+const DefaultLeaderLease = 15 * time.Second
 
 // Store is a store.Store backed by PostgreSQL. It is safe for concurrent
 // use; create it with New.
@@ -78,9 +89,12 @@ type Store struct {
 	// priority; the next claim reorders their lanes first (priority.go).
 	priorities atomic.Bool
 	incoming   atomic.Bool
-	// health is how often a leader checks its election connection
-	// (healthInterval; shorter in tests).
-	health time.Duration
+	// lease is Config.LeaderLease; elected is the elector's state, and
+	// campaign wakes the candidates of this store when a leader gave its
+	// lease up (a notification; elector.go).
+	lease    time.Duration
+	elected  electorState
+	campaign chan struct{}
 	// inboxMark is the newest pending message the leader's previous pass
 	// saw: the next pass applies those up to it that are still pending.
 	inboxMark atomic.Int64
@@ -139,16 +153,24 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	case txSteps >= maxConns:
 		return nil, fmt.Errorf("pgstore: Config.TxSteps %d: the pool's MaxConns is %d, and the engines need at least one connection besides", txSteps, maxConns)
 	}
+	lease := cfg.LeaderLease
+	switch {
+	case lease == 0:
+		lease = DefaultLeaderLease
+	case lease < minLeaderLease:
+		return nil, fmt.Errorf("pgstore: Config.LeaderLease %s: must be at least %s", lease, minLeaderLease)
+	}
 	st := &Store{
-		txSlots: make(chan struct{}, txSteps),
-		pool:    pool,
-		log:     log.With(slog.String("schema", schema)),
-		schema:  schema,
-		channel: Channel(schema),
-		q:       newQueries(schema),
-		shapes:  make(map[uuid.UUID]*dag.Compiled),
-		stored:  make(map[uuid.UUID]time.Time),
-		health:  healthInterval,
+		txSlots:  make(chan struct{}, txSteps),
+		pool:     pool,
+		log:      log.With(slog.String("schema", schema)),
+		schema:   schema,
+		channel:  Channel(schema),
+		q:        newQueries(schema),
+		shapes:   make(map[uuid.UUID]*dag.Compiled),
+		stored:   make(map[uuid.UUID]time.Time),
+		lease:    lease,
+		campaign: make(chan struct{}, 1),
 	}
 	st.incoming.Store(true)
 	return st, nil

@@ -101,11 +101,13 @@ type queries struct {
 	// Workers and the leader (workers.go, elector.go).
 	registerWorker string
 	removeWorker   string
-	touchWorker    string
 	listWorkers    string
 	staleWorkers   string
 	deleteWorkers  string
-	recordLeader   string
+	acquireLease   string
+	renewLease     string
+	releaseLease   string
+	fence          string
 
 	flowQueries
 	waitQueries

@@ -199,7 +199,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, p *store.DeleteScheduleParam
 // no longer valid) is marked broken instead of failing the batch.
 func (s *Store) FireSchedules(ctx context.Context, p *store.FireSchedulesParams) (*store.FireSchedulesResult, error) {
 	res, err := s.fireSchedules(ctx, p)
-	return res, classify(err)
+	return res, classify(s.notLeader(ctx, err))
 }
 
 func (s *Store) nextSchedule(ctx context.Context, q querier, now time.Time, res *store.FireSchedulesResult) (due bool, at time.Time, err error) {
@@ -231,6 +231,9 @@ func (s *Store) fireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 		res.Fired, res.Broken, res.More = nil, nil, false
 		newShapes = nil
 		if _, err := tx.Exec(ctx, s.q.genericPlans); err != nil {
+			return err
+		}
+		if err := s.fenceTx(ctx, tx); err != nil {
 			return err
 		}
 		at, err := s.dbNow(ctx, tx, now)

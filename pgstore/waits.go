@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -350,6 +351,9 @@ func (s *Store) deliver(ctx context.Context, now time.Time, runs []uuid.UUID, se
 				},
 			})
 		})
+		if err != nil && errors.Is(s.notLeader(ctx, err), durabletype.ErrNotLeader) {
+			return done, refused // a leader's term ended: nothing more is applied under it
+		}
 		if err != nil || c == nil {
 			continue
 		}
@@ -506,7 +510,8 @@ func (s *Store) Signal(ctx context.Context, p *store.SignalParams) (*store.Signa
 // ApplyInbox implements store.Store: the runs with messages pending, oldest
 // first (deliver).
 func (s *Store) ApplyInbox(ctx context.Context, p *store.ApplyInboxParams) (*store.ApplyInboxResult, error) {
-	return s.applyPending(ctx, p, 0)
+	res, err := s.applyPending(ctx, p, 0)
+	return res, s.notLeader(ctx, err)
 }
 
 // applyPending applies the messages pending for up to p.Limit runs, those
@@ -516,22 +521,24 @@ func (s *Store) applyPending(ctx context.Context, p *store.ApplyInboxParams, upT
 	if limit <= 0 {
 		limit = 1000
 	}
-	rows, err := s.pool.Query(ctx, s.q.pendingRuns, limit, pgtype.Int8{Int64: upTo, Valid: upTo > 0})
-	if err != nil {
-		return nil, classify(fmt.Errorf("pgstore: pending messages: %w", err))
-	}
+	// A leader's call is refused here already when its term has ended
+	// (the fence, in the same round trip); each transition that applies
+	// the messages is fenced again.
 	var runs []uuid.UUID
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(p16(&id)); err != nil {
-			rows.Close()
-			return nil, classify(err)
+	b := &pgx.Batch{}
+	b.Queue(s.q.pendingRuns, limit, pgtype.Int8{Int64: upTo, Valid: upTo > 0}).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id uuid.UUID
+			if err := rows.Scan(p16(&id)); err != nil {
+				return err
+			}
+			runs = append(runs, id)
 		}
-		runs = append(runs, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, classify(err)
+		return rows.Err()
+	})
+	s.fenceBatch(ctx, b)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, classify(fmt.Errorf("pgstore: pending messages: %w", err))
 	}
 	res := &store.ApplyInboxResult{}
 	done, _ := s.deliver(ctx, nowOf(p.Now), runs, &res.Settled)
@@ -542,9 +549,9 @@ func (s *Store) applyPending(ctx context.Context, p *store.ApplyInboxParams, upT
 // PruneEvents implements store.Store.
 func (s *Store) PruneEvents(ctx context.Context, p *store.PruneEventsParams) (*store.PruneEventsResult, error) {
 	micros := p.OlderThan.Microseconds()
-	ct, err := s.pool.Exec(ctx, s.q.pruneEvents, stamp(nowOf(p.Now)), micros, max(p.Limit, 0))
+	ct, err := s.execFenced(ctx, s.q.pruneEvents, stamp(nowOf(p.Now)), micros, max(p.Limit, 0))
 	if err != nil {
-		return nil, classify(fmt.Errorf("pgstore: prune events: %w", err))
+		return nil, classify(s.notLeader(ctx, fmt.Errorf("pgstore: prune events: %w", err)))
 	}
 	return &store.PruneEventsResult{Deleted: int(ct.RowsAffected())}, nil
 }

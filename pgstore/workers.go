@@ -17,10 +17,11 @@ var (
 )
 
 // LeaderRefresh implements store.LeaderRefresher: while an engine leads,
-// the health check of its election connection (every 5s, plus the round
-// trip) is an update of its worker record's last_seen instead of an empty
-// ping.
-func (s *Store) LeaderRefresh() time.Duration { return s.health + pingTimeout }
+// each renewal of its lease (every third of Config.LeaderLease) also
+// refreshes its worker record's last_seen. A renewal that fails is tried
+// again within the lease, so the record is refreshed at least every half
+// lease while the engine leads.
+func (s *Store) LeaderRefresh() time.Duration { return s.lease / 2 }
 
 // RegisterWorker implements store.WorkerRegistry with one statement (an
 // upsert).
@@ -55,16 +56,12 @@ func (s *Store) RemoveWorker(ctx context.Context, p *store.RemoveWorkerParams) e
 
 // ListWorkers implements store.WorkerRegistry. Liveness is judged on the
 // database's clock (or at p.Now), by dag.WorkerLive. The leader is the
-// worker named in the leader table (written by the elector's connection as
-// soon as it holds the leader's advisory lock) while that connection's
-// backend holds the lock now, as pg_locks says: a leader whose session died
-// (its process was killed, its connection dropped) is not listed as the
-// leader beside the next one, whatever its record says. Reading pg_locks
-// costs the listing a look at the lock table; it costs an idle worker
-// nothing.
+// worker holding the leader's lease (elector.go) while it has not expired,
+// on the database's clock: a leader that died or froze is not listed as
+// the leader once its lease expired, whatever its record says, and never
+// beside the next one.
 func (s *Store) ListWorkers(ctx context.Context, p *store.ListWorkersParams) (*store.ListWorkersResult, error) {
-	key := uint64(lockKey("leader", s.schema))
-	rows, err := s.pool.Query(ctx, s.q.listWorkers, stamp(nowOf(p.Now)), int64(key>>32), int64(key&0xffffffff))
+	rows, err := s.pool.Query(ctx, s.q.listWorkers, stamp(nowOf(p.Now)))
 	if err != nil {
 		return nil, classify(fmt.Errorf("pgstore: list workers: %w", err))
 	}
@@ -75,7 +72,7 @@ func (s *Store) ListWorkers(ctx context.Context, p *store.ListWorkersParams) (*s
 			id, host, version  pgtype.Text
 			workflows, accepts []string
 			conc, inFlight     pgtype.Int4
-			leader             pgtype.Bool // as the worker last reported it; the lock decides
+			leader             pgtype.Bool // as the worker last reported it; the lease decides
 
 			deadAfter                 pgtype.Int8
 			startedAt, lastSeen, now0 pgtype.Timestamptz
@@ -116,7 +113,7 @@ func (s *Store) ListWorkers(ctx context.Context, p *store.ListWorkersParams) (*s
 // those, unless they were refreshed in between.
 func (s *Store) PruneWorkers(ctx context.Context, p *store.PruneWorkersParams) (*store.PruneWorkersResult, error) {
 	res, err := s.pruneWorkers(ctx, p)
-	return res, classify(err)
+	return res, classify(s.notLeader(ctx, err))
 }
 
 func (s *Store) pruneWorkers(ctx context.Context, p *store.PruneWorkersParams) (*store.PruneWorkersResult, error) {
@@ -146,7 +143,7 @@ func (s *Store) pruneWorkers(ctx context.Context, p *store.PruneWorkersParams) (
 	if len(ids) == 0 {
 		return res, nil
 	}
-	ct, err := s.pool.Exec(ctx, s.q.deleteWorkers, ids, seen)
+	ct, err := s.execFenced(ctx, s.q.deleteWorkers, ids, seen)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: prune workers: %w", err)
 	}

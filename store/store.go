@@ -164,13 +164,21 @@ type Listener interface {
 }
 
 // Elector is implemented by stores that elect one leader among the engines
-// sharing them. Leader duties (firing timers, rescuing dead tasks) are safe to
-// run twice at once, since every transition is atomic and conditional;
-// leadership only avoids the duplicated work.
+// sharing them. Each leadership has a term, a number that grows with every
+// new leader (the fencing token): the context Lead passes to lead carries
+// it (WithTerm), so the leader-only writes the leader makes with that
+// context are refused (durabletype.ErrNotLeader) once another leadership
+// began. Leader duties are also safe to run twice at once, since every
+// transition is atomic and conditional; the term makes sure a leader that
+// lost its leadership (it froze, or was cut off) applies nothing after the
+// next one took over.
 type Elector interface {
 	// Lead blocks until ctx is done. Whenever the caller becomes leader it
-	// calls lead with a context that is cancelled when leadership is lost;
-	// lead must return soon after its context is cancelled.
+	// calls lead with a context that carries the leadership's term
+	// (TermOf) and is cancelled when leadership is lost; lead must return
+	// soon after its context is cancelled. When ctx is done, Lead waits
+	// for lead to return, then gives the leadership up at once (the next
+	// leader need not wait for it to expire) and returns ctx.Err().
 	Lead(ctx context.Context, id string, lead func(ctx context.Context)) error
 }
 

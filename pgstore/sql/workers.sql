@@ -14,27 +14,15 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version,
 -- name: removeWorker
 DELETE FROM {{schema}}.workers WHERE id = $1;
 
--- name: touchWorker
--- The leader's health check of its election connection refreshes its
--- record.
-UPDATE {{schema}}.workers SET last_seen = now() WHERE id = $1;
-
 -- name: listWorkers
 -- Every worker (a row with the time alone when there is none), and
--- whether it is the leader: the worker named in the leader table while
--- that row's backend holds the leader's advisory lock ($2, $3: the halves
--- of its key), as pg_locks says.
+-- whether it is the leader: the worker holding the leader's lease while
+-- it has not expired (on the database's clock, whatever $1 says).
 SELECT n.now, id, host, version, workflows, concurrency, in_flight, leader, dead_after, started_at, last_seen, accepts,
        coalesce(w.id = l.worker, false)
 FROM (SELECT coalesce($1::timestamptz, now()) AS now) n
 LEFT JOIN {{schema}}.workers w ON true
-LEFT JOIN (
-    SELECT ld.worker FROM {{schema}}.leader ld
-    WHERE EXISTS (SELECT FROM pg_locks k
-                  WHERE k.locktype = 'advisory' AND k.granted AND k.pid = ld.pid
-                    AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                    AND k.classid = $2::bigint::oid AND k.objid = $3::bigint::oid AND k.objsubid = 1)
-) l ON true
+LEFT JOIN (SELECT worker FROM {{schema}}.leader WHERE one AND expires_at > now()) l ON true
 ORDER BY w.id;
 
 -- name: staleWorkers

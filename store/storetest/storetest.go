@@ -140,6 +140,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"WorkerRegistryInvalid", testWorkerRegistryInvalid},
 		{"WorkerPrune", testWorkerPrune},
 		{"WorkerLeaderHoldsLead", testWorkerLeaderHoldsLead},
+		{"Fencing", testFencing},
 		{"SettledReports", testSettledReports},
 		{"ClaimPinnedToVersion", testClaimPinnedToVersion},
 		{"VersionsListedAndCounted", testVersionsListedAndCounted},

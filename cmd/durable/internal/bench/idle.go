@@ -255,7 +255,7 @@ func (b *bencher) idle(ctx context.Context, rep *Report) error {
 			"(unless it is the server log's, which leaves them out); the in-process counts do not", len(others), strings.Join(dedupe(names, 5), ", "))
 	}
 	if leader != "" {
-		rep.Note("leader: %s (it fires timers, rescues dead tasks and checks its connection, which refreshes its worker record; the others block on the leader lock, poll for work and refresh their worker records)", leader)
+		rep.Note("leader: %s (it fires timers, rescues dead tasks and renews its lease every third of it, which refreshes its worker record; the others poll the lease every half lease, poll for work and refresh their worker records)", leader)
 	}
 	if leader0 != leader {
 		rep.Note("the leader changed during the window (from %q to %q): the split between leader and non-leaders is blurred", leader0, leader)
@@ -494,21 +494,15 @@ func (b *bencher) ownerOf(name string, f *fleet) string {
 	return ""
 }
 
-// leader returns the worker ID of the engine holding the leader lock, from
-// its elector connection's name, or "".
+// leader returns the worker ID of the engine holding the leader's lease
+// (the leader table, on the database's clock), or "". The monitor reads it,
+// in the measured database; its statements are the bench's own.
 func (b *bencher) leader(ctx context.Context) (string, error) {
-	var name string
-	err := b.stats.QueryRow(ctx, `
-SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND l.granted AND a.datname = $2
-  AND a.application_name LIKE 'durable-elector:%' AND a.application_name LIKE $1
-LIMIT 1`, pgx.QueryExecModeSimpleProtocol, "%:"+b.schema, b.dbName).Scan(&name)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
-	}
+	var id string
+	err := b.monitor.QueryRow(ctx, `SELECT coalesce((SELECT worker FROM `+pgx.Identifier{b.schema, "leader"}.Sanitize()+
+		` WHERE expires_at > now()), '')`, pgx.QueryExecModeSimpleProtocol).Scan(&id)
 	if err != nil {
 		return "", fmt.Errorf("finding the leader: %w", err)
 	}
-	id := strings.TrimPrefix(name, "durable-elector:")
-	return strings.TrimSuffix(id, ":"+b.schema), nil
+	return id, nil
 }

@@ -235,7 +235,7 @@ func (h *harness) startProgram(bin string, env []string, id string, extra ...str
 }
 
 // start runs the process (again) under w.id, and waits until it is up: its
-// elector connection, opened once the engine has started, is visible.
+// worker record, written once the engine has started, says it started.
 func (w *worker) start() {
 	t := w.h.t
 	t.Helper()
@@ -270,17 +270,18 @@ func (w *worker) start() {
 	w.waitUp()
 }
 
-// waitUp waits until the process's elector connection exists.
+// waitUp waits until the process's engine has registered its start: its
+// worker record's started_at is at or after the process's start (the
+// database runs on this machine's clock).
 func (w *worker) waitUp() {
 	t := w.h.t
 	t.Helper()
-	app := pgstore.ApplicationName(w.h.schema, "elector:"+w.id)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var n int
 		err := w.h.pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND backend_start >= $2`,
-			app, w.started).Scan(&n)
+			`SELECT count(*) FROM `+w.h.table("workers")+` WHERE id = $1 AND started_at >= $2`,
+			w.id, w.started).Scan(&n)
 		if err == nil && n > 0 {
 			return
 		}
@@ -390,36 +391,41 @@ func tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// leader returns the worker whose elector holds the leader's advisory lock,
-// waiting for there to be exactly one.
+// leader returns the worker holding the leader's lease (the leader table,
+// on the database's clock), waiting for one of ws to hold it.
 func (h *harness) leader(ws []*worker) *worker {
 	h.t.Helper()
-	byApp := map[string]*worker{}
-	var apps []string
-	for _, w := range ws {
-		app := pgstore.ApplicationName(h.schema, "elector:"+w.id)
-		byApp[app] = w
-		apps = append(apps, app)
-	}
-	var got []string
+	var id string
 	var err error
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		got = got[:0]
-		var rows pgx.Rows
-		rows, err = h.pool.Query(context.Background(), `
-SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = ANY($1)`, apps)
+		id, err = h.leaseHolder(context.Background())
 		if err == nil {
-			got, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		}
-		if err == nil && len(got) == 1 {
-			return byApp[got[0]]
+			for _, w := range ws {
+				if w.running() && w.currentID() == id {
+					return w
+				}
+			}
 		}
 		time.Sleep(50 * time.Millisecond) // polling a condition
 	}
-	require.Failf(h.t, "no single leader", "leaders %v, error %v", got, err)
+	require.Failf(h.t, "no leader", "the lease names %q, error %v", id, err)
 	return nil
+}
+
+// leaseHolder returns the worker ID holding the leader's lease now, or ""
+// when it has expired.
+func (h *harness) leaseHolder(ctx context.Context) (string, error) {
+	var id string
+	err := h.pool.QueryRow(ctx, `SELECT coalesce((SELECT worker FROM `+h.table("leader")+` WHERE expires_at > now()), '')`).Scan(&id)
+	return id, err
+}
+
+// currentID returns the worker ID the process runs (or last ran) under.
+func (w *worker) currentID() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.id
 }
 
 // runningOf returns the tasks RUNNING under w's current process: claimed
