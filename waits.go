@@ -333,7 +333,9 @@ func (e *Engine) SendEvents(ctx context.Context, events []EventToSend) ([]int, e
 // engines deliver it once tx has committed. It returns how many steps were
 // waiting for it when it was recorded. A store without transactions
 // returns ErrTxUnsupported. The event's key stays locked until tx ends:
-// keep such transactions short.
+// keep such transactions short. Waiting steps that refuse the payload (see
+// SendEvent) do so when it is delivered, after the commit: their runs'
+// events record it, and SendEventTx cannot report it.
 func (e *Engine) SendEventTx(ctx context.Context, tx any, tenant, key string, payload any) (int, error) {
 	ts, ok := e.store.(store.TxSender)
 	if !ok {
@@ -348,6 +350,9 @@ func (e *Engine) SendEventTx(ctx context.Context, tx any, tenant, key string, pa
 		return 0, fmt.Errorf("durable: sending event: %w", err)
 	}
 	e.countSettled(ctx, res.Settled) // none when delivered after the commit
+	if len(res.Refused) > 0 {        // a store that delivers before the commit
+		return res.Delivered[0], &RefusedError{Delivered: res.Delivered, Refusals: res.Refused}
+	}
 	return res.Delivered[0], nil
 }
 
