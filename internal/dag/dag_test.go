@@ -2,6 +2,7 @@ package dag
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -260,7 +261,12 @@ func TestClaimTokens(t *testing.T) {
 	require.Equal(t, 1, r.Tasks[0].Attempt, "a lost attempt spends no retry")
 	require.Equal(t, 1, r.Tasks[0].Lost)
 	require.Equal(t, durabletype.TaskQueued, r.Tasks[0].State)
-	require.True(t, r.Tasks[0].DueAt.IsZero(), "a lost attempt runs again at once, without a backoff")
+	rescued := t0.Add(time.Minute + time.Second)
+	if due := r.Tasks[0].DueAt; !due.IsZero() { // else queued at once
+		require.False(t, due.Before(rescued), "queued again from the rescue on")
+		require.LessOrEqual(t, due.Sub(rescued), LostSpread(time.Minute), "within the spread of a lost step, not a backoff")
+		require.True(t, wake(rescued.Add(LostSpread(time.Minute))))
+	}
 	require.True(t, claim(13, t0))
 	require.Equal(t, store.FinishApplied, r.finishStatus(0, out(13, store.OutcomeRelease), t0))
 	require.Equal(t, 1, r.Tasks[0].Attempt, "a release gives the attempt back")
@@ -466,4 +472,23 @@ func TestValidTime(t *testing.T) {
 	} {
 		require.Equal(t, c.want, ValidTime(c.t), "%s", c.t)
 	}
+}
+
+// TestLostSpread: the steps one rescue takes back are queued again at
+// moments of their own within LostSpread, so that one worker does not claim
+// them all together again (with a poison step among them).
+func TestLostSpread(t *testing.T) {
+	require.Equal(t, 250*time.Millisecond, LostSpread(time.Second))
+	require.Equal(t, 5*time.Second, LostSpread(30*time.Second))
+	require.Zero(t, LostSpread(-time.Minute))
+	run := uuid.New()
+	seen := map[int]bool{}
+	for k := range 100 {
+		f := spreadFraction(run, fmt.Sprintf("step-%d", k), 0.7)
+		require.GreaterOrEqual(t, f, 0.0)
+		require.Less(t, f, 1.0)
+		seen[int(f*10)] = true
+	}
+	require.Len(t, seen, 10, "100 steps of one rescue fall in every tenth of the spread")
+	require.Equal(t, spreadFraction(run, "a", 0.3), spreadFraction(run, "a", 0.3), "the same for every store")
 }

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"hash/fnv"
+	"math"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
@@ -478,20 +482,64 @@ func (r *Run) Rescue(i int, deadAfter time.Duration, rand float64, now time.Time
 	t.Token = 0
 	t.Lost++
 	limit := r.Shape.LostLimit(r.StepOf(i))
-	r.event(i, durabletype.EventLost, now, fmt.Sprintf("%s (%d of %d lost in a row)", msg, t.Lost, limit), time.Time{})
 	if t.Lost >= limit {
+		r.event(i, durabletype.EventLost, now, fmt.Sprintf("%s (%d of %d lost in a row)", msg, t.Lost, limit), time.Time{})
 		r.fail(i, Text(fmt.Sprintf("%s: %d attempts in a row lost their worker; the last: %s", PoisonText, t.Lost, msg)), true, rand, now)
 		r.checkRun(now)
 		return r.end(), true
 	}
+	// The steps of a dead worker are queued again each at a moment of its
+	// own, within LostSpread of the rescue, rather than all at once: taken
+	// back together they would be claimed together, by one worker, and a
+	// poison step among them would take the others down with it again and
+	// again, until they failed beside it.
+	due := Timestamp(now.Add(time.Duration(spreadFraction(r.Rec.ID, t.Name, rand) * float64(LostSpread(deadAfter)))))
+	r.event(i, durabletype.EventLost, now, fmt.Sprintf("%s (%d of %d lost in a row)", msg, t.Lost, limit), due)
 	t.Error = Text(msg)
-	r.giveBack(i, "", now)
+	t.Attempt--
+	t.Worker = ""
+	switch {
+	case !r.wanted(i):
+		r.cancel(i, now, "run is "+string(r.Rec.Status))
+	case due.After(now):
+		r.touch(i)
+		t.State = durabletype.TaskQueued
+		t.TimeoutAt = time.Time{}
+		t.DueAt = due
+		r.fx.Timer = true
+	default:
+		r.enqueue(i, now, "")
+	}
 	r.checkRun(now)
 	return r.end(), true
 }
 
+// LostSpread is the longest a lost attempt's step waits, once taken back,
+// before it is queued again (Run.Rescue): a quarter of deadAfter, at most
+// 5 seconds.
+func LostSpread(deadAfter time.Duration) time.Duration {
+	return max(min(deadAfter/4, 5*time.Second), 0)
+}
+
+// spreadFraction is a fraction in [0, 1) of its own for each task of a
+// rescue (rand is the rescue's), so that the tasks of one dead worker are
+// queued again at different moments.
+func spreadFraction(run uuid.UUID, name string, rand float64) float64 {
+	h := fnv.New64a()
+	h.Write(run[:])
+	h.Write([]byte(name))
+	x := h.Sum64() // mixed (MurmurHash3's finalizer): FNV's high bits barely change with a name's last byte
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	f := float64(x>>11)/(1<<53) + rand
+	return f - math.Floor(f)
+}
+
 // giveBack takes the RUNNING task i back without counting its attempt (a
-// release, a lost worker): it is queued again, with detail in its QUEUED
+// release): it is queued again, with detail in its QUEUED
 // event, or cancelled if its run no longer wants it.
 func (r *Run) giveBack(i int, detail string, now time.Time) {
 	t := r.Task(i)

@@ -17,11 +17,19 @@ import (
 // step of a killed worker waits before it runs again.
 const (
 	chaosDeadAfter = 3 * time.Second
+	chaosHeartbeat = 500 * time.Millisecond
+	// chaosLease is the workers' --leader-lease: a killed leader's duties,
+	// rescues included, pass on once its lease expires.
+	chaosLease = 3 * time.Second
 	// recoverySlack covers what the bound leaves out: the rescue and claim
-	// transactions and notifications, on a loaded 2-core machine. (A lost
-	// attempt runs again at once, without a backoff.)
+	// transactions and notifications, on a loaded 2-core machine.
 	recoverySlack = 3 * time.Second
-	recoveryBound = chaosDeadAfter + chaosDeadAfter/4 + recoverySlack
+	// recoveryBound: a step of a killed worker is lost once its heartbeats
+	// are DeadAfter old, or, when the leader was killed too, once the next
+	// leader took the lease over (1.5 leases at most) and has been in
+	// contact for 2 heartbeats; a rescue pass comes every DeadAfter/4, and
+	// the step is queued again within the spread of a rescue.
+	recoveryBound = max(chaosDeadAfter, chaosLease*3/2+2*chaosHeartbeat) + chaosDeadAfter/4 + chaosDeadAfter/4 + recoverySlack
 )
 
 // TestChaos runs 300 chaos runs on three worker processes while killing
@@ -43,7 +51,8 @@ const (
 func TestChaos(t *testing.T) {
 	h := newHarness(t)
 	const runs = 300
-	flags := []string{"--record-executions", "--dead-after", chaosDeadAfter.String(), "--heartbeat-interval", "500ms",
+	flags := []string{"--record-executions", "--dead-after", chaosDeadAfter.String(), "--heartbeat-interval", chaosHeartbeat.String(),
+		"--leader-lease", chaosLease.String(),
 		"--drain-timeout", "5s", "--concurrency", "25", "--poll-interval", "1s"}
 	newIDs := os.Getenv(envNewIDs) == "1"
 	seed := uint64(time.Now().UnixNano())

@@ -41,10 +41,9 @@ const (
 	// freezeRescue bounds when a step the frozen leader had running runs
 	// again elsewhere: once its heartbeats are DeadAfter old and the new
 	// leader has been in contact for 2 heartbeats, within a rescue pass
-	// (DeadAfter/4). (A lost attempt runs again at once, with no backoff;
-	// the second of slack stands for the backoff this bound had when a
-	// lost attempt was a failed one.)
-	freezeRescue = max(freezeDeadAfter, freezeLease*3/2+2*freezeHeartbeat) + freezeDeadAfter/4 + time.Second +
+	// (DeadAfter/4), queued again within the spread of a rescue
+	// (dag.LostSpread: DeadAfter/4 at most).
+	freezeRescue = max(freezeDeadAfter, freezeLease*3/2+2*freezeHeartbeat) + freezeDeadAfter/4 + freezeDeadAfter/4 +
 		freezeSlack
 )
 
