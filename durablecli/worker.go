@@ -110,6 +110,7 @@ func (c *cli) workerCmd(ctx context.Context, args []string, stdout, stderr io.Wr
 func (c *cli) newWorkerFlags(o *workerOptions, stderr io.Writer) *flag.FlagSet {
 	fs := c.flagSet("worker", c.withWorkflows(workerUsage, false), stderr)
 	o.db = c.dbFlags(fs)
+	o.db.RegisterDirect(fs)
 	fs.StringVar(&o.workerID, "worker-id", "", "unique id of this worker (default <hostname>-<pid>-<random>)")
 	fs.IntVar(&o.concurrency, "concurrency", 100, "most steps running at once")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "how long running steps may finish after SIGTERM before they are cancelled")
@@ -177,7 +178,12 @@ func (c *cli) runWorker(ctx context.Context, o *workerOptions, wf *workflowFlags
 			return err
 		}
 	}
-	s, err := pgstore.New(pool, &pgstore.Config{Schema: o.db.Schema})
+	scfg, err := o.db.StoreConfig()
+	if err != nil {
+		return err
+	}
+	scfg.Logger = logger
+	s, err := pgstore.New(pool, scfg)
 	if err != nil {
 		return err
 	}
