@@ -38,6 +38,13 @@ settled by status, step, queue-wait and store-call durations, and the
 queue depth the leader samples every 30s (see docs/observability.md).
 Without it the worker records no metrics.
 
+Behind a connection pooler in transaction mode (PgBouncer's pool_mode =
+transaction, the pooled URL of a managed PostgreSQL) pass --pooler
+transaction, and the direct URL as --direct-database-url for LISTEN and
+the leader election. Without a direct URL the workers do not listen: they
+claim new work and fire due timers within --poll-interval by polling (see
+docs/operating.md, "Connection poolers").
+
 Settled runs are kept for --retention (default 168h, 7 days): the leader
 among the workers deletes the runs that settled longer ago, with their
 steps and events, in small batches. --retention 0 keeps every run; "{name}

@@ -53,9 +53,29 @@ func (d *DB) Register(fs *flag.FlagSet, optional bool) {
 		def = pgstore.DefaultSchema
 	}
 	fs.StringVar(&d.Schema, "schema", def, "PostgreSQL schema holding durable's tables (read from $"+EnvSchema+" if set)")
-	fs.StringVar(&d.Pooler, "pooler", os.Getenv(EnvPooler), "what the URL reaches PostgreSQL through: none (or a direct connection), session "+
-		"(a pooler in session mode) or transaction (a pooler in transaction mode, such as PgBouncer's pool_mode = transaction "+
-		"or a managed database's pooled URL: no prepared statements; read from $"+EnvPooler+" if set)")
+	d.Pooler = os.Getenv(EnvPooler)
+	fs.Var(poolerValue{&d.Pooler}, "pooler", "the connection pooler `mode` the URL goes through: none (a direct connection), "+
+		"session, or transaction (PgBouncer's pool_mode = transaction, a managed database's pooled URL: nothing is "+
+		"prepared or kept in a session); read from $"+EnvPooler+" if set")
+}
+
+// poolerValue is the flag.Value of --pooler: a value pgstore.ParsePooler
+// takes, checked as the flags are parsed.
+type poolerValue struct{ s *string }
+
+func (p poolerValue) String() string {
+	if p.s == nil {
+		return ""
+	}
+	return *p.s
+}
+
+func (p poolerValue) Set(v string) error {
+	if _, err := pgstore.ParsePooler(v); err != nil {
+		return err
+	}
+	*p.s = v
+	return nil
 }
 
 // RegisterDirect defines --direct-database-url on fs, for commands whose
