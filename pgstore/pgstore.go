@@ -111,7 +111,8 @@ func ParsePooler(s string) (Pooler, error) {
 }
 
 // ErrInvalidPooler is returned for an unknown Pooler, and by New for a pool
-// whose statements a transaction pooler would break.
+// whose query execution mode the store cannot work in behind that pooler
+// (or at all: the simple protocol and QueryExecModeExec).
 var ErrInvalidPooler = errors.New("pgstore: invalid pooler")
 
 // Store is a store.Store backed by PostgreSQL. It is safe for concurrent
@@ -227,7 +228,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 }
 
 // checkExecMode refuses the pool's query execution modes that the store's
-// statements cannot run in behind pooler: the simple protocol and
+// statements cannot run in behind pooler: anywhere, the simple protocol and
 // QueryExecModeExec encode parameters without their types, which pgx cannot
 // do for the store's arrays; and behind a transaction pooler, the named
 // statements of QueryExecModeCacheStatement, which live in a server session
