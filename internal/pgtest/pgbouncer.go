@@ -90,9 +90,9 @@ auth_type = trust
 auth_file = %s
 pool_mode = %s
 max_client_conn = 1000
-default_pool_size = 40
+default_pool_size = %d
 ignore_startup_parameters = extra_float_digits
-`, host, port, listen, users, mode)
+`, host, port, listen, users, mode, poolSize(mode))
 		if err := os.WriteFile(ini, []byte(conf), 0o644); err != nil {
 			t.Fatalf("pgtest: %v", err)
 		}
@@ -131,6 +131,17 @@ ignore_startup_parameters = extra_float_digits
 			t.Fatalf("pgtest: pgbouncer did not start: %v\n%s", err, out.String())
 		}
 	}
+}
+
+// poolSize is the server connections of a PgBouncer in mode: in
+// transaction mode few, so that the clients' transactions move between
+// them (and the tests leave the server's connections to the others); in
+// session mode each client connection holds one for its lifetime.
+func poolSize(mode string) int {
+	if mode == "transaction" {
+		return 8
+	}
+	return 40
 }
 
 // freePort returns a loopback port that was free a moment ago.
