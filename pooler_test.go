@@ -38,20 +38,19 @@ import (
 func TestPgBouncer(t *testing.T) {
 	t.Parallel()
 	pgtest.PgBouncerPath(t)
+	// One PgBouncer at a time: the server's connections are shared with
+	// the other tests.
 	t.Run("transaction/pooled only", func(t *testing.T) {
-		t.Parallel()
 		pooled := pgtest.PgBouncer(t, "transaction")
 		testBehindPooler(t, pooled, pgstore.Config{Pooler: pgstore.PoolerTransaction})
 	})
 	t.Run("transaction/direct", func(t *testing.T) {
-		t.Parallel()
 		pooled := pgtest.PgBouncer(t, "transaction")
 		direct, err := pgx.ParseConfig(pgtest.URL(t))
 		require.NoError(t, err)
 		testBehindPooler(t, pooled, pgstore.Config{Pooler: pgstore.PoolerTransaction, Direct: direct})
 	})
 	t.Run("transaction/pooled only/leader handover", func(t *testing.T) {
-		t.Parallel()
 		if !pooledLeaderHandover {
 			t.Skip("the session advisory lock election does not reliably hand over through a transaction pooler (pooledLeaderHandover)")
 		}
@@ -59,14 +58,12 @@ func TestPgBouncer(t *testing.T) {
 		testPoolerHandover(t, pooled, pgstore.Config{Pooler: pgstore.PoolerTransaction})
 	})
 	t.Run("transaction/direct/leader handover", func(t *testing.T) {
-		t.Parallel()
 		pooled := pgtest.PgBouncer(t, "transaction")
 		direct, err := pgx.ParseConfig(pgtest.URL(t))
 		require.NoError(t, err)
 		testPoolerHandover(t, pooled, pgstore.Config{Pooler: pgstore.PoolerTransaction, Direct: direct})
 	})
 	t.Run("session", func(t *testing.T) {
-		t.Parallel()
 		pooled := pgtest.PgBouncer(t, "session")
 		testBehindPooler(t, pooled, pgstore.Config{Pooler: pgstore.PoolerSession})
 	})
@@ -131,7 +128,7 @@ func (env *poolerEnv) pool(maxConns int32) *pgxpool.Pool {
 func (env *poolerEnv) store() *pgstore.Store {
 	cfg := env.base
 	cfg.Schema, cfg.Logger = env.schema, env.logger
-	s, err := pgstore.New(env.pool(8), &cfg)
+	s, err := pgstore.New(env.pool(4), &cfg)
 	require.NoError(env.t, err)
 	return s
 }

@@ -141,7 +141,7 @@ func poolSize(mode string) int {
 	if mode == "transaction" {
 		return 8
 	}
-	return 40
+	return 24
 }
 
 // freePort returns a loopback port that was free a moment ago.
