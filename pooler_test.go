@@ -34,7 +34,9 @@ import (
 // else (no LISTEN: the engines poll, and a sleep wakes within PollInterval
 // of its due time); "transaction/direct" adds the direct URL for LISTEN and
 // the election; "session" is PgBouncer in session mode with the store's
-// defaults.
+// defaults. The "leader handover" sub-tests stop the leader of two engines
+// and check that the other leads and fires timers; through the pooled URL
+// only, that waits for the lease election (pooledLeaderHandover).
 func TestPgBouncer(t *testing.T) {
 	t.Parallel()
 	pgtest.PgBouncerPath(t)
