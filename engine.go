@@ -385,6 +385,14 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		if id, err := uuid.Parse(n.Payload); err == nil {
 			e.runCancelled(rt, id)
 		}
+	case store.TopicDeaf:
+		// No notification comes until the next TopicResync: the loops
+		// waiting for one (or backing off on the strength of them) go back
+		// to polling now rather than at the end of their wait.
+		e.notifying.Store(false)
+		signal(rt.readySig)
+		signal(rt.timerSig)
+		signal(rt.scheduleSig)
 	case store.TopicResync:
 		// Notifications may have been missed (the listener (re)connected):
 		// a run cancelled meanwhile is found by a heartbeat now rather than

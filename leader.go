@@ -85,7 +85,8 @@ func (e *Engine) lead(ctx context.Context, rt *runtime) {
 }
 
 // timerLoop fires due timers, sleeping until the next one is due (or a
-// notification says a new one was set).
+// notification says a new one was set); without notifications, it looks
+// again at least every PollInterval.
 func (e *Engine) timerLoop(ctx context.Context, rt *runtime) {
 	const limit = 1000
 	errDelay := 100 * time.Millisecond
@@ -108,6 +109,12 @@ func (e *Engine) timerLoop(ctx context.Context, rt *runtime) {
 			continue
 		}
 		wait := maxTimerWait
+		if !e.notifying.Load() {
+			// No notification says when another engine sets an earlier
+			// timer: look again every PollInterval, the bound of a timer's
+			// delay then.
+			wait = e.cfg.PollInterval
+		}
 		if res.HasNext && res.Next < wait {
 			wait = res.Next
 		}

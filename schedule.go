@@ -308,9 +308,11 @@ func (e *Engine) registeredShapes() map[string]*durabletype.Shape {
 // resumed. With no active schedule on a store that notifies, it waits for
 // a notification only: schedules cost nothing when unused.
 func (e *Engine) scheduleLoop(ctx context.Context, rt *runtime, s store.Scheduler) {
-	_, notifies := e.store.(store.Listener)
 	errDelay := 100 * time.Millisecond
 	for {
+		// Notifications may stop (the listener lost its connection) and
+		// never start (behind a transaction pooler): it is read each time.
+		notifies := e.notifying.Load()
 		// A call in flight when leadership is lost finishes (bounded), so
 		// that its outcome is known rather than ambiguous: had it been
 		// cancelled during its commit, the slots it fired would go unlogged

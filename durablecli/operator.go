@@ -41,7 +41,11 @@ func (c *cli) openOperator(ctx context.Context, db *cliflag.DB, name string, std
 	if err != nil {
 		return nil, err
 	}
-	s, err := pgstore.New(pool, &pgstore.Config{Schema: db.Schema})
+	scfg, err := db.StoreConfig()
+	var s *pgstore.Store
+	if err == nil {
+		s, err = pgstore.New(pool, scfg)
+	}
 	if err == nil {
 		err = s.Check(ctx)
 	}

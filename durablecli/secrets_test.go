@@ -36,6 +36,7 @@ var flagBlock = regexp.MustCompile(`(?m)^  -\S+.*\n(?:    \t.*\n)*`)
 func TestHelpHidesSecrets(t *testing.T) { // not parallel: it sets the environment
 	t.Setenv(cliflag.EnvDatabaseURL, "postgres://app:"+secretPassword+"@db.example:5432/prod?sslmode=disable")
 	t.Setenv(envAPIToken, secretToken)
+	t.Setenv(cliflag.EnvDirectDatabaseURL, "postgres://app:"+secretPassword+"@db-direct.example:5432/prod")
 	for _, args := range helpCommands {
 		code, out, errOut := runCLI(t, args...)
 		require.Equal(t, 0, code, "%v: %s", args, errOut)
@@ -49,7 +50,9 @@ func TestHelpHidesSecrets(t *testing.T) { // not parallel: it sets the environme
 			require.Contains(t, help, "(default $DURABLE_DATABASE_URL: postgres://app:xxxxx@db.example:5432/prod?sslmode=disable)", "%v", args)
 		}
 	}
-	_, _, help := runCLI(t, "serve", "-h")
+	_, _, help := runCLI(t, "worker", "-h")
+	require.Contains(t, help, "(default $DURABLE_DIRECT_DATABASE_URL: postgres://app:xxxxx@db-direct.example:5432/prod)")
+	_, _, help = runCLI(t, "serve", "-h")
 	require.Contains(t, help, "  -token token\n    \tbearer token every API request must carry (default $DURABLE_API_TOKEN: set, hidden)\n")
 }
 

@@ -148,7 +148,11 @@ func (c *cli) runServe(ctx context.Context, o *serveOptions, wf *workflowFlags, 
 	if err := o.db.Ping(ctx, pool); err != nil {
 		return err
 	}
-	s, err := pgstore.New(pool, &pgstore.Config{Schema: o.db.Schema})
+	scfg, err := o.db.StoreConfig()
+	if err != nil {
+		return err
+	}
+	s, err := pgstore.New(pool, scfg)
 	if err != nil {
 		return err
 	}

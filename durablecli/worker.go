@@ -39,6 +39,13 @@ settled by status, step, queue-wait and store-call durations, and the
 queue depth the leader samples every 30s (see docs/observability.md).
 Without it the worker records no metrics.
 
+Behind a connection pooler in transaction mode (PgBouncer's pool_mode =
+transaction, the pooled URL of a managed PostgreSQL) pass --pooler
+transaction, and the direct URL as --direct-database-url for LISTEN and
+the leader election. Without a direct URL the workers do not listen: they
+claim new work and fire due timers within --poll-interval by polling (see
+docs/operating.md, "Connection poolers").
+
 Settled runs are kept for --retention (default 168h, 7 days): the leader
 among the workers deletes the runs that settled longer ago, with their
 steps and events, in small batches. --retention 0 keeps every run; "{name}
@@ -125,6 +132,7 @@ func (c *cli) workerCmd(ctx context.Context, args []string, stdout, stderr io.Wr
 func (c *cli) newWorkerFlags(o *workerOptions, stderr io.Writer) *flag.FlagSet {
 	fs := c.flagSet("worker", c.withWorkflows(workerUsage, false), stderr)
 	o.db = c.dbFlags(fs)
+	o.db.RegisterDirect(fs)
 	fs.StringVar(&o.workerID, "worker-id", "", "unique id of this worker (default <hostname>-<pid>-<random>)")
 	fs.IntVar(&o.concurrency, "concurrency", 100, "most steps running at once")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "how long running steps may finish after SIGTERM before they are cancelled")
@@ -193,7 +201,13 @@ func (c *cli) runWorker(ctx context.Context, o *workerOptions, wf *workflowFlags
 			return err
 		}
 	}
-	s, err := pgstore.New(pool, &pgstore.Config{Schema: o.db.Schema, LeaderLease: o.leaderLease, Logger: logger})
+	scfg, err := o.db.StoreConfig()
+	if err != nil {
+		return err
+	}
+	scfg.Logger = logger
+	scfg.LeaderLease = o.leaderLease
+	s, err := pgstore.New(pool, scfg)
 	if err != nil {
 		return err
 	}

@@ -21,10 +21,11 @@ const (
 	maxBackoff = 5 * time.Second
 )
 
-// connect opens a dedicated connection, outside the pool, with the pool's
-// connection settings. role names it in pg_stat_activity.application_name.
+// connect opens a dedicated connection, outside the pool, with the
+// settings of Config.Direct, or else the pool's. role names it in
+// pg_stat_activity.application_name.
 func (s *Store) connect(ctx context.Context, role string) (*pgx.Conn, error) {
-	cfg := s.pool.Config().ConnConfig.Copy()
+	cfg := s.direct.Copy()
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = make(map[string]string)
 	}

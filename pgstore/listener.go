@@ -12,17 +12,31 @@ import (
 )
 
 // Listen implements store.Listener. It holds one dedicated connection (not
-// from the pool) that LISTENs on the schema's channel. When the connection is
-// lost it reconnects with backoff (100ms doubling to 5s); after every
-// (re)connection, the first included, it delivers TopicResync, since
-// notifications sent meanwhile are lost. It returns ctx.Err() once ctx is
-// done.
+// from the pool; Config.Direct when set) that LISTENs on the schema's
+// channel. When the connection is lost it delivers TopicDeaf and reconnects
+// with backoff (100ms doubling to 5s); after every (re)connection, the
+// first included, it delivers TopicResync, since notifications sent
+// meanwhile are lost. It returns ctx.Err() once ctx is done.
+//
+// Behind a transaction pooler without Config.Direct it does not listen: a
+// LISTEN there holds for one transaction of a pooled server session, and
+// the notifications would be lost without a word. It waits for ctx
+// delivering nothing, so that engines poll.
 func (s *Store) Listen(ctx context.Context, deliver func(store.Notification)) error {
+	if s.deaf {
+		s.log.Info("pgstore: not listening behind a transaction pooler without Config.Direct; engines poll")
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	var b backoff
 	for {
-		err := s.listenOnce(ctx, deliver, &b)
+		heard := false
+		err := s.listenOnce(ctx, deliver, &b, &heard)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if heard { // once per loss, not per attempt to reconnect
+			deliver(store.Notification{Topic: store.TopicDeaf})
 		}
 		s.log.Warn("pgstore: listener connection lost; reconnecting (polling meanwhile)", slog.Any("error", err))
 		if !b.wait(ctx) {
@@ -31,7 +45,9 @@ func (s *Store) Listen(ctx context.Context, deliver func(store.Notification)) er
 	}
 }
 
-func (s *Store) listenOnce(ctx context.Context, deliver func(store.Notification), b *backoff) error {
+// listenOnce listens on one connection until it fails; heard is set once
+// it delivered TopicResync.
+func (s *Store) listenOnce(ctx context.Context, deliver func(store.Notification), b *backoff, heard *bool) error {
 	conn, err := s.connect(ctx, "listener")
 	if err != nil {
 		return fmt.Errorf("pgstore: listener connect: %w", err)
@@ -43,6 +59,7 @@ func (s *Store) listenOnce(ctx context.Context, deliver func(store.Notification)
 	b.reset()
 	s.incoming.Store(true) // runs may have been created while not listening
 	deliver(store.Notification{Topic: store.TopicResync})
+	*heard = true
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

@@ -66,10 +66,65 @@ type Config struct {
 	// Every engine sharing a schema should use the same lease. Defaults to
 	// DefaultLeaderLease; at least 100ms.
 	LeaderLease time.Duration
+
+	// Pooler says what stands between the pool and PostgreSQL: nothing or
+	// a pooler in session mode (PoolerNone, the default), or a pooler in
+	// transaction mode (PoolerTransaction: PgBouncer's pool_mode =
+	// transaction, the "pooled" URL of most managed PostgreSQL), which
+	// gives the pool's connections a server session for one transaction at
+	// a time. With PoolerTransaction the store keeps nothing in a session
+	// between its transactions, and New refuses a pool that prepares named
+	// statements (pgx's default, QueryExecModeCacheStatement): set the
+	// pool's ConnConfig.DefaultQueryExecMode to pgx.QueryExecModeCacheDescribe
+	// (or add default_query_exec_mode=cache_describe to its URL). Without
+	// Direct, the store does not LISTEN (a transaction pooler loses the
+	// notifications) and engines on it find their work by polling (see
+	// docs/operating.md, "Connection poolers").
+	Pooler Pooler
+
+	// Direct, when set, is the connection the store opens, besides its
+	// pool, for what needs a session of its own: LISTEN for the engines'
+	// wake-ups and the leader election. Give it the direct URL of a
+	// database whose pool goes through a transaction pooler (parse it
+	// with pgx.ParseConfig). Defaults to the pool's connection settings.
+	Direct *pgx.ConnConfig
 }
 
 // DefaultLeaderLease is the default Config.LeaderLease.
 const DefaultLeaderLease = 15 * time.Second
+
+// Pooler is what stands between a Store's pool and PostgreSQL
+// (Config.Pooler).
+type Pooler string
+
+// The poolers a Store knows how to work behind.
+const (
+	// PoolerNone: direct connections, or a pooler in session mode, where
+	// each of the pool's connections keeps its server session.
+	PoolerNone Pooler = ""
+	// PoolerSession names a pooler in session mode; the store works as
+	// with PoolerNone.
+	PoolerSession Pooler = "session"
+	// PoolerTransaction: a pooler in transaction mode, where a connection
+	// has a server session for one transaction at a time.
+	PoolerTransaction Pooler = "transaction"
+)
+
+// ParsePooler parses a Pooler: "", "none", "session" or "transaction".
+func ParsePooler(s string) (Pooler, error) {
+	switch s {
+	case "", "none":
+		return PoolerNone, nil
+	case string(PoolerSession), string(PoolerTransaction):
+		return Pooler(s), nil
+	}
+	return "", fmt.Errorf("%w %q: use none, session or transaction", ErrInvalidPooler, s)
+}
+
+// ErrInvalidPooler is returned for an unknown Pooler, and by New for a pool
+// whose query execution mode the store cannot work in behind that pooler
+// (or at all: the simple protocol and QueryExecModeExec).
+var ErrInvalidPooler = errors.New("pgstore: invalid pooler")
 
 // Store is a store.Store backed by PostgreSQL. It is safe for concurrent
 // use; create it with New.
@@ -100,6 +155,12 @@ type Store struct {
 	inboxMark atomic.Int64
 	// txSlots holds one token per open transaction of a step (FinishTx).
 	txSlots chan struct{}
+	// direct is the configuration of the store's dedicated connections
+	// (listener, elector): Config.Direct, or the pool's. deaf is set when
+	// the store cannot LISTEN: behind a transaction pooler without
+	// Config.Direct.
+	direct *pgx.ConnConfig
+	deaf   bool
 }
 
 var (
@@ -153,6 +214,12 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	case txSteps >= maxConns:
 		return nil, fmt.Errorf("pgstore: Config.TxSteps %d: the pool's MaxConns is %d, and the engines need at least one connection besides", txSteps, maxConns)
 	}
+	if _, err := ParsePooler(string(cfg.Pooler)); err != nil {
+		return nil, fmt.Errorf("pgstore: Config.Pooler: %w", err)
+	}
+	if err := checkExecMode(pool.Config().ConnConfig.DefaultQueryExecMode, cfg.Pooler); err != nil {
+		return nil, err
+	}
 	lease := cfg.LeaderLease
 	switch {
 	case lease == 0:
@@ -160,7 +227,13 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	case lease < minLeaderLease:
 		return nil, fmt.Errorf("pgstore: Config.LeaderLease %s: must be at least %s", lease, minLeaderLease)
 	}
+	direct := pool.Config().ConnConfig
+	if cfg.Direct != nil {
+		direct = cfg.Direct.Copy()
+	}
 	st := &Store{
+		direct:   direct,
+		deaf:     cfg.Pooler == PoolerTransaction && cfg.Direct == nil,
 		txSlots:  make(chan struct{}, txSteps),
 		pool:     pool,
 		log:      log.With(slog.String("schema", schema)),
@@ -174,6 +247,29 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	}
 	st.incoming.Store(true)
 	return st, nil
+}
+
+// checkExecMode refuses the pool's query execution modes that the store's
+// statements cannot run in behind pooler: anywhere, the simple protocol and
+// QueryExecModeExec encode parameters without their types, which pgx cannot
+// do for the store's arrays; and behind a transaction pooler, the named
+// statements of QueryExecModeCacheStatement, which live in a server session
+// the next transaction may not have ("prepared statement ... does not
+// exist", or "already exists" on a session another client prepared it in).
+func checkExecMode(mode pgx.QueryExecMode, pooler Pooler) error {
+	switch mode {
+	case pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec:
+		return fmt.Errorf("%w: the pool's query execution mode is %s, which sends parameters without their types: "+
+			"use cache_statement (the default) on a direct connection, cache_describe behind a transaction pooler "+
+			"(default_query_exec_mode in the URL, or ConnConfig.DefaultQueryExecMode)", ErrInvalidPooler, mode)
+	case pgx.QueryExecModeCacheStatement:
+		if pooler == PoolerTransaction {
+			return fmt.Errorf("%w: Config.Pooler is transaction, but the pool prepares named statements (query execution mode %s), "+
+				"which a transaction pooler does not keep between transactions: set the pool's ConnConfig.DefaultQueryExecMode "+
+				"to pgx.QueryExecModeCacheDescribe (or add default_query_exec_mode=cache_describe to its URL)", ErrInvalidPooler, mode)
+		}
+	}
+	return nil
 }
 
 // KeepsTime implements store.Clocked: every time the store records or

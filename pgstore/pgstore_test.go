@@ -185,9 +185,10 @@ func TestListener(t *testing.T) {
 	x := n.wait(t, "run", topic(store.TopicRun))
 	require.Equal(t, r.ID.String(), x.Payload)
 
-	// Kill the listener's backend: it reconnects and resyncs, and keeps
-	// delivering.
+	// Kill the listener's backend: it says it is deaf (the engines poll),
+	// reconnects and resyncs, and keeps delivering.
 	require.Eventually(t, func() bool { return terminate(t, pool, schema, "listener") == 1 }, 10*time.Second, 10*time.Millisecond)
+	n.wait(t, "deaf after the connection was lost", topic(store.TopicDeaf))
 	n.wait(t, "resync after reconnect", topic(store.TopicResync))
 	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{newRun("wf", "t", &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}})}})))
 	n.wait(t, "ready after reconnect", topic(store.TopicReady))

@@ -159,7 +159,10 @@ type TxSender interface {
 type Listener interface {
 	// Listen delivers notifications until ctx is done. After it connects (and
 	// after every reconnect, when notifications may have been missed) it
-	// delivers a TopicResync notification. deliver must not block.
+	// delivers a TopicResync notification, and TopicDeaf when it loses its
+	// connection. A store that cannot listen (behind a transaction pooler)
+	// never delivers TopicResync: engines then poll. deliver must not
+	// block.
 	Listen(ctx context.Context, deliver func(Notification)) error
 }
 
@@ -248,7 +251,12 @@ const (
 	// TopicRun: a run settled; the payload is its ID.
 	TopicRun Topic = "run"
 	// TopicResync: notifications may have been lost; re-check everything.
+	// It also says that notifications flow (again).
 	TopicResync Topic = "resync"
+	// TopicDeaf: the listener lost its connection; no notification comes
+	// until the next TopicResync, so engines poll meanwhile as on a store
+	// that does not notify.
+	TopicDeaf Topic = "deaf"
 	// TopicCancel: a run was cancelled; the payload is its ID. Engines
 	// cancel the steps they run for it at once rather than at their next
 	// heartbeat.
