@@ -67,7 +67,9 @@ func (e *electorState) end(term int64) {
 // so the election works through a pooler in transaction mode; each
 // statement is one round trip on a pooled connection.
 //
-// A candidate takes the lease when it has expired, with the next term
+// A candidate takes the lease when it has expired, or when it names the
+// candidate's own ID (a process restarted under the ID of a leader that
+// died: it need not wait for the dead one's lease), with the next term
 // (acquireLease), and otherwise waits until the lease it read expires (at
 // most a lease) before it tries again: while the leader renews, a
 // candidate costs a statement every two thirds of a lease or so, and once

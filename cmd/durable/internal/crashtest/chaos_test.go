@@ -17,6 +17,11 @@ import (
 // step of a killed worker waits before it runs again.
 const (
 	chaosDeadAfter = 3 * time.Second
+	// chaosLeaderLease is the workers' --leader-lease: a killed leader's
+	// lease expires before its steps are dead, so that another worker
+	// leads (fires the retries' timers, rescues) within the bound below.
+	// (A leader restarted under its own ID takes its lease back at once.)
+	chaosLeaderLease = 2 * time.Second
 	// chaosMaxBackoff is the chaos steps' RetryPolicy.MaxDelay: a rescue
 	// counts as a failed attempt and backs off.
 	chaosMaxBackoff = time.Second
@@ -46,6 +51,7 @@ func TestChaos(t *testing.T) {
 	h := newHarness(t)
 	const runs = 300
 	flags := []string{"--record-executions", "--dead-after", chaosDeadAfter.String(), "--heartbeat-interval", "500ms",
+		"--leader-lease", chaosLeaderLease.String(),
 		"--drain-timeout", "5s", "--concurrency", "25", "--poll-interval", "1s"}
 	newIDs := os.Getenv(envNewIDs) == "1"
 	seed := uint64(time.Now().UnixNano())
