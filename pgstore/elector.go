@@ -372,14 +372,15 @@ func (s *Store) fenceBatch(ctx context.Context, b *pgx.Batch) {
 	}
 }
 
-// fenceTx fences tx, a transaction just begun, when ctx carries a term.
-func (s *Store) fenceTx(ctx context.Context, tx pgx.Tx) error {
+// plans returns the statement that starts a transaction of the store's,
+// with its arguments: genericPlans, or fencedPlans (which fences the
+// transaction too, in the same statement) when ctx carries a leader's
+// term.
+func (s *Store) plans(ctx context.Context) (string, []any) {
 	if term, ok := fenced(ctx); ok {
-		if _, err := tx.Exec(ctx, s.q.fence, term); err != nil {
-			return err
-		}
+		return s.q.fencedPlans, []any{term}
 	}
-	return nil
+	return s.q.genericPlans, nil
 }
 
 // execFenced executes one statement, fenced when ctx carries a term (in
