@@ -49,9 +49,9 @@ type WorkerInfo struct {
 	// (fires timers, rescues dead workers' steps), as the store's election
 	// says, not as the engine last reported: a leader killed without a
 	// word is not listed beside the next one (on PostgreSQL, the worker
-	// whose election connection holds the leader's advisory lock). At most
-	// one worker is listed as the leader; for a moment around a change of
-	// leader, none may be.
+	// holding the leader's lease, until it expires). At most one worker is
+	// listed as the leader; for a moment around a change of leader, none
+	// may be.
 	Leader bool
 	// Live is set while the engine was seen within its DeadAfter: after
 	// that its running steps are rescued, and it is shown as dead until

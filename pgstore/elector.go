@@ -67,7 +67,9 @@ func (e *electorState) end(term int64) {
 // so the election works through a pooler in transaction mode; each
 // statement is one round trip on a pooled connection.
 //
-// A candidate takes the lease when it has expired, with the next term
+// A candidate takes the lease when it has expired, or when it names the
+// candidate's own ID (a process restarted under the ID of a leader that
+// died: it need not wait for the dead one's lease), with the next term
 // (acquireLease), and otherwise waits until the lease it read expires (at
 // most a lease) before it tries again: while the leader renews, a
 // candidate costs a statement every two thirds of a lease or so, and once
@@ -370,14 +372,15 @@ func (s *Store) fenceBatch(ctx context.Context, b *pgx.Batch) {
 	}
 }
 
-// fenceTx fences tx, a transaction just begun, when ctx carries a term.
-func (s *Store) fenceTx(ctx context.Context, tx pgx.Tx) error {
+// plans returns the statement that starts a transaction of the store's,
+// with its arguments: genericPlans, or fencedPlans (which fences the
+// transaction too, in the same statement) when ctx carries a leader's
+// term.
+func (s *Store) plans(ctx context.Context) (string, []any) {
 	if term, ok := fenced(ctx); ok {
-		if _, err := tx.Exec(ctx, s.q.fence, term); err != nil {
-			return err
-		}
+		return s.q.fencedPlans, []any{term}
 	}
-	return nil
+	return s.q.genericPlans, nil
 }
 
 // execFenced executes one statement, fenced when ctx carries a term (in

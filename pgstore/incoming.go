@@ -60,10 +60,8 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 	var rows []row
 	c := newChange(time.Time{})
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, s.q.genericPlans); err != nil {
-			return err
-		}
-		if err := s.fenceTx(ctx, tx); err != nil {
+		plans, args := s.plans(ctx)
+		if _, err := tx.Exec(ctx, plans, args...); err != nil {
 			return err
 		}
 		rs, err := tx.Query(ctx, s.q.takeIncoming, promoteBatch)

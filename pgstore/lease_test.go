@@ -294,3 +294,22 @@ func activity(t *testing.T, pool *pgxpool.Pool) string {
 	}
 	return out
 }
+
+// TestLeaderLeaseSameWorkerTakesOver: a process restarted under the worker
+// ID of a leader that died takes its lease at once, with the next term,
+// rather than waiting for it to expire; the dead one's term is fenced out.
+func TestLeaderLeaseSameWorkerTakesOver(t *testing.T) {
+	t.Parallel()
+	pool, schema := setupPool(t)
+	dead := leaseStore(t, pool, schema, time.Hour)
+	old, err := pgstore.Acquire(ctx, dead, "w-1")
+	require.NoError(t, err)
+	other, err := pgstore.Acquire(ctx, leaseStore(t, pool, schema, time.Hour), "w-2")
+	require.NoError(t, err)
+	require.Zero(t, other, "another worker waits for the lease to expire")
+	term, err := pgstore.Acquire(ctx, leaseStore(t, pool, schema, time.Hour), "w-1")
+	require.NoError(t, err)
+	require.Equal(t, old+1, term, "the restarted worker takes its lease at once")
+	_, err = dead.PruneEvents(store.WithTerm(ctx, old), &store.PruneEventsParams{OlderThan: time.Hour, Limit: 10})
+	require.ErrorIs(t, err, durabletype.ErrNotLeader)
+}

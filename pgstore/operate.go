@@ -305,9 +305,9 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 	if limit == 0 {
 		return res, nil
 	}
+	plans, args := s.plans(ctx)
 	b := &pgx.Batch{}
-	b.Queue(s.q.genericPlans)
-	s.fenceBatch(ctx, b)
+	b.Queue(plans, args...)
 	b.Queue(s.q.pruneRuns, stamp(nowOf(p.Now)), int64(p.OlderThan/time.Microsecond), limit).Exec(func(ct pgconn.CommandTag) error {
 		res.Deleted = int(ct.RowsAffected())
 		return nil
@@ -317,8 +317,7 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 	}
 	if res.Deleted < limit {
 		b := &pgx.Batch{}
-		b.Queue(s.q.genericPlans)
-		s.fenceBatch(ctx, b)
+		b.Queue(plans, args...)
 		b.Queue(s.q.pruneCounts, stamp(nowOf(p.Now)), int64(p.OlderThan/time.Microsecond))
 		b.Queue(s.q.compactCounts, stamp(nowOf(p.Now)))
 		b.Queue(s.q.pruneShapes, int64(shapeGrace/time.Microsecond))

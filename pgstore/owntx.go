@@ -40,11 +40,8 @@ func (s *Store) beginOwn(ctx context.Context, b *pgx.Batch) (*ownTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	head := []*pgx.QueuedQuery{{SQL: "BEGIN"}, {SQL: s.q.genericPlans}}
-	if term, ok := fenced(ctx); ok {
-		head = append(head, &pgx.QueuedQuery{SQL: s.q.fence, Arguments: []any{term}})
-	}
-	b.QueuedQueries = append(head, b.QueuedQueries...)
+	plans, args := s.plans(ctx)
+	b.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: "BEGIN"}, {SQL: plans, Arguments: args}}, b.QueuedQueries...)
 	return &ownTx{conn: conn}, nil
 }
 

@@ -10,6 +10,7 @@ import "strings"
 // loadShapes"; see statements.go): a field is added with its statement.
 type queries struct {
 	genericPlans string
+	fencedPlans  string
 	listPlans    string
 	queuePlans   string
 	now          string

@@ -230,10 +230,8 @@ func (s *Store) fireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		res.Fired, res.Broken, res.More = nil, nil, false
 		newShapes = nil
-		if _, err := tx.Exec(ctx, s.q.genericPlans); err != nil {
-			return err
-		}
-		if err := s.fenceTx(ctx, tx); err != nil {
+		plans, args := s.plans(ctx)
+		if _, err := tx.Exec(ctx, plans, args...); err != nil {
 			return err
 		}
 		at, err := s.dbNow(ctx, tx, now)

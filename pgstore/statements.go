@@ -183,6 +183,7 @@ func newQueries(schema string) queries {
 	st := &statements{schema: schema, blocks: sqlBlocks(), used: map[string]bool{}}
 	q := queries{
 		genericPlans:          st.take("genericPlans"),
+		fencedPlans:           st.take("fencedPlans"),
 		listPlans:             st.take("listPlans"),
 		queuePlans:            st.take("queuePlans"),
 		now:                   st.take("now"),

@@ -5,17 +5,18 @@
 
 -- name: acquireLease
 -- Takes the lease for worker $1 for $2 microseconds when it has expired
--- (or was given up), with the next term, and returns that term (NULL when
+-- (or was given up), or when it names $1 (a process restarted under its
+-- dead predecessor's worker ID: the predecessor's term is fenced out, were
+-- it still running), with the next term, and returns that term (NULL when
 -- the lease is held) and how many microseconds the lease read has left
--- (0 when expired): a candidate waits that long, or its poll interval if
--- shorter, before it tries again. A candidate that finds the lease held
--- writes nothing. An UPDATE of the row waits for the fenced transactions
--- holding it (fence), so a takeover follows the last write of the
--- previous leader.
+-- (0 when expired): a candidate waits that long, or a lease if shorter,
+-- before it tries again. A candidate that finds the lease held writes
+-- nothing. An UPDATE of the row waits for the fenced transactions holding
+-- it (fence), so a takeover follows the last write of the previous leader.
 WITH won AS (
     UPDATE {{schema}}.leader SET term = term + 1, worker = $1, since = now(),
         expires_at = now() + make_interval(secs => $2::bigint / 1e6)
-    WHERE one AND expires_at <= now()
+    WHERE one AND (expires_at <= now() OR worker = $1)
     RETURNING term
 )
 SELECT (SELECT term FROM won),

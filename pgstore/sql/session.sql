@@ -40,6 +40,14 @@ SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('en
        set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
        set_config('idle_in_transaction_session_timeout', '10s', true);
 
+-- name: fencedPlans
+-- genericPlans, and the fence of a leader's term $1 (migration 014), in
+-- one statement: how a leader-only write's transaction starts.
+SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true),
+       set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true),
+       set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
+       set_config('idle_in_transaction_session_timeout', '10s', true), {{schema}}.fence($1);
+
 -- name: listPlans
 -- Lists take the first rows in index order; without sorts the planner
 -- keeps to that order even where it expects few rows (its estimates on an

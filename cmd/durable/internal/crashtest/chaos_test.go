@@ -19,8 +19,10 @@ const (
 	chaosDeadAfter = 3 * time.Second
 	chaosHeartbeat = 500 * time.Millisecond
 	// chaosLease is the workers' --leader-lease: a killed leader's duties,
-	// rescues included, pass on once its lease expires.
-	chaosLease = 3 * time.Second
+	// rescues included, pass on once its lease expires, before its steps
+	// are dead. (A leader restarted under its own ID takes its lease back
+	// at once.)
+	chaosLease = 2 * time.Second
 	// recoverySlack covers what the bound leaves out: the rescue and claim
 	// transactions and notifications, on a loaded 2-core machine.
 	recoverySlack = 3 * time.Second
