@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -28,67 +26,18 @@ import (
 // reached by blocking the process there (a database that accepts the
 // connection and never answers, a lock the test holds), not by a sleep.
 
-// proc is a running durable process whose stderr is read line by line.
-type proc struct {
-	cmd    *exec.Cmd
-	log    *clitest.Lines
-	exited chan struct{} // closed when it has exited
-	err    error         // then its exit status
+// start starts exe with args (see clitest.Start).
+func start(t *testing.T, exe string, args ...string) *clitest.Proc {
+	t.Helper()
+	return clitest.Start(t, exec.Command(exe, args...))
 }
 
-func start(t *testing.T, exe string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(exe, args...), exited: make(chan struct{})}
-	pr, pw := io.Pipe()
-	p.cmd.Stderr = pw
-	require.NoError(t, p.cmd.Start())
-	p.log = clitest.NewLines(pr)
-	go func() {
-		p.err = p.cmd.Wait()
-		pw.Close()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	return p
-}
-
-// stop sends SIGTERM (or sig) and returns the exit status.
-func (p *proc) stop(t *testing.T, sig ...os.Signal) int {
-	t.Helper()
-	s := os.Signal(syscall.SIGTERM)
-	if len(sig) > 0 {
-		s = sig[0]
-	}
-	require.NoError(t, p.cmd.Process.Signal(s))
-	return p.wait(t)
-}
-
-// wait returns the exit status once the process has exited.
-func (p *proc) wait(t *testing.T) int {
-	t.Helper()
-	select {
-	case <-p.exited:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no exit within 60s; output:\n%s", p.log.String())
-	}
-	if p.err == nil {
-		return 0
-	}
-	var status *exec.ExitError
-	require.True(t, errors.As(p.err, &status), "%v", p.err)
-	return status.ExitCode()
-}
+// signalWait bounds how long a stopped process may take to exit.
+const signalWait = 60 * time.Second
 
 // waitBlocked waits until a session of the database waits for a lock in
 // a statement that names schema: the process is blocked there.
-func waitBlocked(t *testing.T, pool *pgxpool.Pool, p *proc, schema string) {
+func waitBlocked(t *testing.T, pool *pgxpool.Pool, p *clitest.Proc, schema string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -100,11 +49,11 @@ WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_ba
 			return
 		}
 		select {
-		case <-p.exited:
-			t.Fatalf("exited before blocking: %v\n%s", p.err, p.log.String())
+		case <-p.Exited:
+			t.Fatalf("exited before blocking: %v\n%s", p.Err, p.Log.String())
 		default:
 		}
-		require.True(t, time.Now().Before(deadline), "never blocked; output:\n%s", p.log.String())
+		require.True(t, time.Now().Before(deadline), "never blocked; output:\n%s", p.Log.String())
 		time.Sleep(20 * time.Millisecond) // polling another process's progress
 	}
 }
@@ -169,14 +118,14 @@ func TestSignalWhileConnecting(t *testing.T) {
 			p := start(t, exe, append(cmd, "--database-url", url)...)
 			select {
 			case <-accepted:
-			case <-p.exited:
-				t.Fatalf("exited before connecting: %v\n%s", p.err, p.log.String())
+			case <-p.Exited:
+				t.Fatalf("exited before connecting: %v\n%s", p.Err, p.Log.String())
 			case <-time.After(60 * time.Second):
-				t.Fatalf("never connected; output:\n%s", p.log.String())
+				t.Fatalf("never connected; output:\n%s", p.Log.String())
 			}
-			require.Equal(t, 0, p.stop(t, tc.sig), p.log.String())
-			require.Contains(t, p.log.String(), "stopped by a signal")
-			require.NotContains(t, p.log.String(), "ERROR")
+			require.Equal(t, 0, p.Stop(t, tc.sig, signalWait), p.Log.String())
+			require.Contains(t, p.Log.String(), "stopped by a signal")
+			require.NotContains(t, p.Log.String(), "ERROR")
 		})
 	}
 }
@@ -215,17 +164,17 @@ func TestSignalWhileMigrating(t *testing.T) {
 			tx := blockMigration(t, pool, schema)
 			p := start(t, exe, append(tc.args, "--database-url", pgtest.URL(t), "--schema", schema)...)
 			waitBlocked(t, pool, p, schema)
-			require.Equal(t, tc.want, p.stop(t), p.log.String())
+			require.Equal(t, tc.want, p.Stop(t, syscall.SIGTERM, signalWait), p.Log.String())
 			require.NoError(t, tx.Rollback(context.Background()))
 			// Untouched: the migrations 001-005 it had applied rolled back
 			// with it.
 			for _, table := range []string{"migrations", "runs", "tasks", "rate_limits"} {
-				require.False(t, tableExists(t, pool, schema, table), "%s left behind; output:\n%s", table, p.log.String())
+				require.False(t, tableExists(t, pool, schema, table), "%s left behind; output:\n%s", table, p.Log.String())
 			}
 			if tc.want == 0 {
-				require.NotContains(t, p.log.String(), "ERROR")
+				require.NotContains(t, p.Log.String(), "ERROR")
 			} else {
-				require.Contains(t, p.log.String(), "interrupted by a signal")
+				require.Contains(t, p.Log.String(), "interrupted by a signal")
 			}
 
 			// Fully migrated when it is let through.
@@ -250,13 +199,13 @@ func TestSignalWhileRegistering(t *testing.T) {
 
 	w := start(t, exe, p.Flags("worker", "--worker-id", "stopped-while-registering")...)
 	waitBlocked(t, pool, w, p.Schema)
-	require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, w.Cmd.Process.Signal(syscall.SIGTERM))
 	// The signal is taken while the registration waits; the stop then
 	// removes what it registered, which needs the table: let it go.
-	w.log.WaitFor(t, "durable worker: draining", 60*time.Second)
+	w.Log.WaitFor(t, "durable worker: draining", 60*time.Second)
 	require.NoError(t, tx.Rollback(ctx))
-	require.Equal(t, 0, w.wait(t), w.log.String())
-	require.NotContains(t, w.log.String(), "ERROR")
+	require.Equal(t, 0, w.Wait(t, signalWait), w.Log.String())
+	require.NotContains(t, w.Log.String(), "ERROR")
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{p.Schema, "workers"}.Sanitize()+
 		" WHERE id = 'stopped-while-registering'").Scan(&n))
@@ -268,7 +217,7 @@ func TestSignalWhileServing(t *testing.T) {
 	exe := clitest.Build(t, ".", ".", "durable")
 	p := newPG(t, true)
 	w := start(t, exe, p.Flags("worker")...)
-	w.log.WaitFor(t, "durable worker: serving", 60*time.Second)
-	require.Equal(t, 0, w.stop(t), w.log.String())
-	require.True(t, strings.Contains(w.log.String(), "durable worker: stopped"), w.log.String())
+	w.Log.WaitFor(t, "durable worker: serving", 60*time.Second)
+	require.Equal(t, 0, w.Stop(t, syscall.SIGTERM, signalWait), w.Log.String())
+	require.True(t, strings.Contains(w.Log.String(), "durable worker: stopped"), w.Log.String())
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -97,55 +96,11 @@ func (a *app) noSecret(t *testing.T, out string) {
 	}
 }
 
-// process is a long-running command of the example: worker or serve.
-type process struct {
-	cmd    *exec.Cmd
-	log    *clitest.Lines
-	exited chan struct{} // closed when it has exited
-	err    error         // then how
-}
-
-// start starts a long-running command, killed if still running when the
-// test ends.
-func (a *app) start(t *testing.T, args ...string) *process {
+// start starts a long-running command of the example (worker or serve)
+// on its schema, killed if still running when the test ends.
+func (a *app) start(t *testing.T, args ...string) *clitest.Proc {
 	t.Helper()
-	p := &process{cmd: exec.Command(a.exe, append(args, "--database-url", a.url, "--schema", a.pg.Schema)...),
-		exited: make(chan struct{})}
-	pr, pw := io.Pipe() // through a pipe, Wait returns after the last line was read
-	p.cmd.Stderr = pw
-	require.NoError(t, p.cmd.Start())
-	p.log = clitest.NewLines(pr)
-	go func() {
-		p.err = p.cmd.Wait()
-		pw.Close()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	return p
-}
-
-// stop sends SIGTERM and returns the exit status.
-func (p *process) stop(t *testing.T) int {
-	t.Helper()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no exit within 30s of SIGTERM; output:\n%s", p.log.String())
-	}
-	var exit *exec.ExitError
-	if errors.As(p.err, &exit) {
-		return exit.ExitCode()
-	}
-	require.NoError(t, p.err)
-	return 0
+	return clitest.Start(t, exec.Command(a.exe, append(args, "--database-url", a.url, "--schema", a.pg.Schema)...))
 }
 
 const adaInput = `{"email":"ada@example.com","name":"Ada"}`
@@ -163,8 +118,8 @@ func TestSignupApp(t *testing.T) {
 	require.Contains(t, out, "applied migration 001")
 
 	worker := a.start(t, "worker", "--worker-id", "signup-1", "--drain-timeout", "20s")
-	worker.log.WaitFor(t, "signup worker: serving", 60*time.Second)
-	require.Contains(t, worker.log.String(), "workflows=user-signup")
+	worker.Log.WaitFor(t, "signup worker: serving", 60*time.Second)
+	require.Contains(t, worker.Log.String(), "workflows=user-signup")
 
 	// Trigger by name and wait: send-welcome fails once, then its retry
 	// completes the run.
@@ -232,9 +187,9 @@ func TestSignupApp(t *testing.T) {
 
 	// The HTTP API starts the user's workflow by name.
 	serve := a.start(t, "serve", "--addr", "127.0.0.1:0", "--token", "tok-signup")
-	serve.log.WaitFor(t, "signup serve: listening", 60*time.Second)
-	m := regexp.MustCompile(`addr=(http://127\.0\.0\.1:\d+)`).FindStringSubmatch(serve.log.String())
-	require.NotNil(t, m, serve.log.String())
+	serve.Log.WaitFor(t, "signup serve: listening", 60*time.Second)
+	m := regexp.MustCompile(`addr=(http://127\.0\.0\.1:\d+)`).FindStringSubmatch(serve.Log.String())
+	require.NotNil(t, m, serve.Log.String())
 	post := func(path, body string) (int, map[string]any) {
 		req, err := http.NewRequest("POST", m[1]+path, strings.NewReader(body))
 		require.NoError(t, err)
@@ -259,16 +214,16 @@ func TestSignupApp(t *testing.T) {
 	status, body = post("/api/v1/workflows/order-processing/runs", `{"tenant":"acme","input":{}}`)
 	require.Equal(t, http.StatusNotFound, status)
 	require.Equal(t, `no workflow "order-processing" here: this server can start "user-signup"`, body["detail"])
-	require.Equal(t, 0, serve.stop(t), serve.log.String())
-	a.noSecret(t, serve.log.String())
-	require.NotContains(t, serve.log.String(), "tok-signup")
+	require.Equal(t, 0, serve.Stop(t, syscall.SIGTERM, 30*time.Second), serve.Log.String())
+	a.noSecret(t, serve.Log.String())
+	require.NotContains(t, serve.Log.String(), "tok-signup")
 
 	// SIGTERM drains the worker, which exits 0.
-	require.Equal(t, 0, worker.stop(t), worker.log.String())
+	require.Equal(t, 0, worker.Stop(t, syscall.SIGTERM, 30*time.Second), worker.Log.String())
 	for _, want := range []string{"signup worker: draining", "signup worker: stopped"} {
-		require.Contains(t, worker.log.String(), want)
+		require.Contains(t, worker.Log.String(), want)
 	}
-	a.noSecret(t, worker.log.String())
+	a.noSecret(t, worker.Log.String())
 }
 
 // TestSignupHelp: the example's help names it and its workflow, and with

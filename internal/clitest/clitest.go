@@ -1,7 +1,7 @@
 // Package clitest holds what the tests of the command lines (durablecli,
 // cmd/durable and the examples) share: a PostgreSQL schema per test with
-// the flags that point a command at it, the output of a process read line
-// by line, and building a program. Like every package under internal/, it
+// the flags that point a command at it, a long-running process and its
+// output read line by line, and building a program. Like every package under internal/, it
 // does not import the root package: each test package starts the engines
 // it needs on the schema, with its own workflows.
 package clitest
@@ -9,8 +9,10 @@ package clitest
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -137,4 +139,64 @@ func (l *Lines) WaitFor(t *testing.T, want string, timeout time.Duration) {
 			t.Fatalf("no %q in %s; output:\n%s", want, timeout, l.String())
 		}
 	}
+}
+
+// Proc is a long-running command started by Start: what it writes to
+// stderr is read line by line into Log.
+type Proc struct {
+	Cmd    *exec.Cmd
+	Log    *Lines
+	Exited chan struct{} // closed when it has exited
+	Err    error         // then how (cmd.Wait's error)
+}
+
+// Start starts cmd with its stderr read into Log, and kills it if it still
+// runs when the test ends. Its stderr goes through a pipe, so that Exited
+// is closed only after the last line was read.
+func Start(t *testing.T, cmd *exec.Cmd) *Proc {
+	t.Helper()
+	p := &Proc{Cmd: cmd, Exited: make(chan struct{})}
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	require.NoError(t, cmd.Start())
+	p.Log = NewLines(pr)
+	go func() {
+		p.Err = cmd.Wait()
+		pw.Close()
+		close(p.Exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.Exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.Exited
+		}
+	})
+	return p
+}
+
+// Stop sends sig and returns the exit status (see Wait).
+func (p *Proc) Stop(t *testing.T, sig os.Signal, timeout time.Duration) int {
+	t.Helper()
+	require.NoError(t, p.Cmd.Process.Signal(sig))
+	return p.Wait(t, timeout)
+}
+
+// Wait returns the exit status once the process has exited, failing the
+// test if it has not within timeout. A process ended by a signal it did
+// not handle has status -1.
+func (p *Proc) Wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.Exited:
+	case <-time.After(timeout):
+		t.Fatalf("no exit within %s; output:\n%s", timeout, p.Log.String())
+	}
+	if p.Err == nil {
+		return 0
+	}
+	var exit *exec.ExitError
+	require.True(t, errors.As(p.Err, &exit), "%v", p.Err)
+	return exit.ExitCode()
 }
