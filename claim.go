@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/internal/core/sleep"
 	"github.com/effectivelabs/durable/store"
 )
 

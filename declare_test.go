@@ -13,7 +13,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/cronslot"
+	"github.com/effectivelabs/durable/internal/core/cronslot"
 	"github.com/effectivelabs/durable/memstore"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 // Definition errors, reported by Engine.Register (and by triggering an

@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/internal/core/dag"
+	"github.com/effectivelabs/durable/internal/core/sleep"
 	"github.com/effectivelabs/durable/store"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/internal/cronslot"
+	"github.com/effectivelabs/durable/internal/core/cronslot"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
 )

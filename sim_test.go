@@ -25,7 +25,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/internal/core/sleep"
 	"github.com/effectivelabs/durable/memstore"
 )
 
@@ -36,7 +36,7 @@ import (
 // Afterwards every run is checked through the public API (Get, Events):
 // settled with the expected status, every step's outcome recorded exactly
 // once with the expected output, a causally ordered log whose per-step
-// events follow the state machine of internal/dag, nothing left stuck, and
+// events follow the state machine of internal/core/dag, nothing left stuck, and
 // every outcome of step code backed by an execution of that attempt, and
 // every TxStep's commit effect run exactly once if it completed (by the
 // attempt that completed it), never otherwise.

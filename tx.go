@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/internal/core/sleep"
 	"github.com/effectivelabs/durable/store"
 )
 

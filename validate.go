@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 // Names and texts a caller gives (workflow and step names, versions,

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/sleep"
-	"github.com/effectivelabs/durable/internal/startstop"
+	"github.com/effectivelabs/durable/internal/core/dag"
+	"github.com/effectivelabs/durable/internal/core/sleep"
+	"github.com/effectivelabs/durable/internal/service/startstop"
 	"github.com/effectivelabs/durable/store"
 )
 

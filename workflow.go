@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 // Workflow is a DAG of steps with a typed input I. Declare it once, at

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 // flagCase is a command line that gives s as the value of flag, whose

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/effectivelabs/durable/internal/cliflag"
+	"github.com/effectivelabs/durable/internal/tools/cliflag"
 )
 
 // Exit statuses of the commands.

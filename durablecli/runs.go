@@ -18,8 +18,8 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/cliflag"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
+	"github.com/effectivelabs/durable/internal/tools/cliflag"
 )
 
 const runsUsage = `Usage: {name} runs <list|show|cancel|replay|upgrade|prune> [flags]

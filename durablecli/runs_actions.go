@@ -11,7 +11,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 // bulkAction is what cancel and replay do, to runs named by ID or to every

@@ -17,7 +17,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/clitest"
+	"github.com/effectivelabs/durable/internal/tools/clitest"
 )
 
 // section returns the lines of out from the line starting with header to

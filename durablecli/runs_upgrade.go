@@ -13,7 +13,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 const runsUpgradeUsage = `Usage: {name} runs upgrade --workflow W --from X --to Y --database-url URL [flags]

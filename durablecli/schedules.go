@@ -12,7 +12,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 const schedulesUsage = `Usage: {name} schedules <create|list|pause|resume|delete> [flags]

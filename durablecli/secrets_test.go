@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable/internal/cliflag"
+	"github.com/effectivelabs/durable/internal/tools/cliflag"
 )
 
 // Secrets given through the environment never reach the help texts, and

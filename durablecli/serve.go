@@ -13,8 +13,8 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/httpapi"
-	"github.com/effectivelabs/durable/internal/cliflag"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
+	"github.com/effectivelabs/durable/internal/tools/cliflag"
 	"github.com/effectivelabs/durable/pgstore"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/clitest"
+	"github.com/effectivelabs/durable/internal/tools/clitest"
 )
 
 // TestServe starts "durable serve" on a free port with a token, checks the

@@ -14,8 +14,8 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/cliflag"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
+	"github.com/effectivelabs/durable/internal/tools/cliflag"
 )
 
 const triggerUsage = `Usage: {name} trigger --database-url URL --workflow NAME [flags]

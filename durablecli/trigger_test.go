@@ -12,7 +12,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/clitest"
+	"github.com/effectivelabs/durable/internal/tools/clitest"
 )
 
 func TestTriggerCreatesQueuedRuns(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 // A name or text given on the command line (a flag's value or an

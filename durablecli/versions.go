@@ -12,8 +12,8 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/cliflag"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
+	"github.com/effectivelabs/durable/internal/tools/cliflag"
 )
 
 // The versions of workflows (docs/semantics.md, "Versions and deploys"):

@@ -14,7 +14,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/clitest"
+	"github.com/effectivelabs/durable/internal/tools/clitest"
 )
 
 // Versions and deploys through the command line (docs/semantics.md,

@@ -16,7 +16,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/clitest"
+	"github.com/effectivelabs/durable/internal/tools/clitest"
 )
 
 // stepIn polls a run until its step is in state, and returns the run.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/httpapi"
-	"github.com/effectivelabs/durable/internal/browsertest"
+	"github.com/effectivelabs/durable/internal/tools/browsertest"
 	"github.com/effectivelabs/durable/memstore"
 )
 

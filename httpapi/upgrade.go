@@ -11,7 +11,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 // upgradeRequest is the body of POST /api/v1/workflows/{name}/upgrade.

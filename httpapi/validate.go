@@ -5,11 +5,11 @@ import (
 	"net/http"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 // Every name and text a request sends, in its path, its query or its
-// body, is checked at the edge by the rule of its kind (internal/dag's
+// body, is checked at the edge by the rule of its kind (internal/core/dag's
 // Rule, which the library and the CLI ask too): one that breaks it is a
 // 400 whose problem names the parameter ("parameter") and says what is
 // wrong, before anything reaches the engine. A valid value that matches

@@ -5,7 +5,7 @@ import (
 	"context"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 // SlotsBefore implements dag.Tx: the keyed tasks of the change's runs

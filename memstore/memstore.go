@@ -1,7 +1,7 @@
 // Package memstore is an in-memory implementation of the durable store, for
 // tests and demos. It runs the same transition logic as the PostgreSQL store
-// (internal/dag), passes the same conformance suite, implements fair queuing
-// with the same arithmetic (internal/fairq), and supports notifications and
+// (internal/core/dag), passes the same conformance suite, implements fair queuing
+// with the same arithmetic (internal/core/fairq), and supports notifications and
 // leader election between engines sharing one Store. Inside a
 // testing/synctest bubble it follows virtual time, so the real engine runs a
 // 24-hour sleep in milliseconds.
@@ -21,8 +21,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/fairq"
+	"github.com/effectivelabs/durable/internal/core/dag"
+	"github.com/effectivelabs/durable/internal/core/fairq"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -45,7 +45,7 @@ type Store struct {
 	deadline map[uuid.UUID]time.Time   // runs with a deadline, not settled
 	eventID  int64
 
-	// Concurrency keys and rate limits (see internal/dag/flow.go): slots held per
+	// Concurrency keys and rate limits (see internal/core/dag/flow.go): slots held per
 	// key, parked tasks per key in FIFO order, the key of each parked task,
 	// and admissions per rate-limit window.
 	slots     map[string]int

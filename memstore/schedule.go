@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/cronslot"
+	"github.com/effectivelabs/durable/internal/core/cronslot"
 	"github.com/effectivelabs/durable/store"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/store"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/internal/core/sleep"
 )
 
 // Reconnection backoff of the listener and the elector.

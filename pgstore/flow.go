@@ -10,11 +10,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
-// Concurrency keys and rate limits in PostgreSQL (see internal/dag/flow.go): a
+// Concurrency keys and rate limits in PostgreSQL (see internal/core/dag/flow.go): a
 // transition whose change involves keyed tasks (dag.CollectAdmission) takes one
 // more round trip before its writes, admit, which locks the counters of
 // its keys (concurrency_slots, rate_limits: by primary key, in key order,

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/internal/tools/pgtest"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store/storetest"
 )

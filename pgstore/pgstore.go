@@ -2,7 +2,7 @@
 //
 // Every transition is one transaction that locks the rows it changes in a
 // fixed order (runs by id, then ready-queue rows, then tenants by name), loads
-// the runs it touches, lets the functional core (internal/dag) decide what
+// the runs it touches, lets the functional core (internal/core/dag) decide what
 // happens, and writes exactly what the core changed with a handful of
 // array-valued statements pipelined in one round trip. Claims are the only
 // transition decided in SQL: one statement takes ready rows with FOR UPDATE
@@ -33,7 +33,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/store"
 )
 

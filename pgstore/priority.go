@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/effectivelabs/durable/internal/fairq"
+	"github.com/effectivelabs/durable/internal/core/fairq"
 )
 
 // Priorities in the ready queue. A lane's tasks hold its slots (fair ids),

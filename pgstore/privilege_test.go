@@ -16,7 +16,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/internal/tools/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
 )
 

@@ -12,14 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
 )
 
-// The rules the engine applies live once, in the core (internal/dag,
-// internal/dag/flow.go); memstore calls them. Where pgstore decides in SQL (which
+// The rules the engine applies live once, in the core (internal/core/dag,
+// internal/core/dag/flow.go); memstore calls them. Where pgstore decides in SQL (which
 // tasks the stats count where, which runs a prune deletes, which claims a
 // heartbeat stamps, which tasks a claim takes), its statements are a
 // compiled form of the core's rule, and the tests of this file check the

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
-	"github.com/effectivelabs/durable/internal/fairq"
+	"github.com/effectivelabs/durable/internal/core/dag"
+	"github.com/effectivelabs/durable/internal/core/fairq"
 )
 
 // The store's SQL lives in sql/*.sql, a file per table: a statement is in

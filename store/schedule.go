@@ -42,7 +42,7 @@ type Scheduler interface {
 	// FireSchedules fires up to Limit due schedules (NextAt at or before
 	// Now, not paused), the most overdue first. Firing one is one atomic
 	// unit: it creates the run of the latest due slot (the misfire rule of
-	// internal/cronslot: earlier due slots are skipped) and moves NextAt to
+	// internal/core/cronslot: earlier due slots are skipped) and moves NextAt to
 	// the first slot after Now. The run's ID is derived from the schedule
 	// and the slot, so a slot is never fired twice: a duplicated attempt
 	// finds the run and creates nothing. It reports how long until the next
@@ -148,7 +148,7 @@ type FireSchedulesResult struct {
 // declares are created or updated, and the declared schedules the workflow
 // no longer declares are deleted. Both stores of the module implement it.
 //
-// What a declaration does is decided by internal/cronslot (Declare); a
+// What a declaration does is decided by internal/core/cronslot (Declare); a
 // store loads the schedules it names and the declared schedules of the
 // workflows in scope, applies the decision atomically, and serializes
 // concurrent calls, so that many engines starting at once with the same

@@ -10,7 +10,7 @@ import (
 	"runtime/pprof"
 
 	"github.com/effectivelabs/durable/cmd/durable/internal/bench"
-	"github.com/effectivelabs/durable/internal/cliflag"
+	"github.com/effectivelabs/durable/internal/tools/cliflag"
 )
 
 const benchUsage = `Usage: durable bench --database-url URL --scenario NAME [flags]

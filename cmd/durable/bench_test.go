@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable/internal/clitest"
-	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/internal/tools/clitest"
+	"github.com/effectivelabs/durable/internal/tools/pgtest"
 )
 
 func TestBenchUsageErrors(t *testing.T) {

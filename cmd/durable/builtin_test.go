@@ -16,8 +16,8 @@ import (
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/clitest"
-	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/internal/tools/clitest"
+	"github.com/effectivelabs/durable/internal/tools/pgtest"
 )
 
 // The built-in workflows through the command line: their default inputs,

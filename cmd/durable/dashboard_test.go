@@ -22,8 +22,8 @@ import (
 	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/httpapi"
-	"github.com/effectivelabs/durable/internal/browsertest"
-	"github.com/effectivelabs/durable/internal/clitest"
+	"github.com/effectivelabs/durable/internal/tools/browsertest"
+	"github.com/effectivelabs/durable/internal/tools/clitest"
 	"github.com/effectivelabs/durable/memstore"
 )
 

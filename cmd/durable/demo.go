@@ -15,7 +15,7 @@ import (
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/cmd/durable/internal/demo"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/cliflag"
+	"github.com/effectivelabs/durable/internal/tools/cliflag"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store"
 )

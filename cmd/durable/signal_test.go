@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable/internal/clitest"
-	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/internal/tools/clitest"
+	"github.com/effectivelabs/durable/internal/tools/pgtest"
 )
 
 // Exit statuses hold at every moment: SIGTERM stops "worker" and "serve"

@@ -20,8 +20,8 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/clitest"
-	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/internal/tools/clitest"
+	"github.com/effectivelabs/durable/internal/tools/pgtest"
 )
 
 // These tests build the example into a binary, as a user builds their own,

@@ -1,5 +1,5 @@
 -- Lanes (a workflow's runs of one tenant) and the last block each was
--- given, for fair queuing (lanes.go, internal/fairq).
+-- given, for fair queuing (lanes.go, internal/core/fairq).
 
 -- name: ensureLanes
 -- Lanes of new runs, in the order of $1/$2 (sorted by the caller), with

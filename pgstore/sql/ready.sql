@@ -1,6 +1,6 @@
 -- The ready queue: a row exists exactly while its task is claimable
 -- (dag.Claimable; the core's Effects maintain the queue), in fair order
--- (id: the block of its lane, then its sequence; see internal/fairq).
+-- (id: the block of its lane, then its sequence; see internal/core/fairq).
 
 -- name: lockReady
 -- The ready rows of the runs, locked in claim order: the slow path of a

@@ -1,4 +1,4 @@
--- Schedules (schedule.go, declare.go; the rules are internal/cronslot's).
+-- Schedules (schedule.go, declare.go; the rules are internal/core/cronslot's).
 -- The statements that return schedules return the columns scanSchedule
 -- reads, in its order (TestStatementVariants holds them to one list).
 

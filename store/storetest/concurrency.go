@@ -12,7 +12,7 @@ import (
 	"github.com/effectivelabs/durable/store"
 )
 
-// Concurrency keys and rate limits (see internal/dag/flow.go and
+// Concurrency keys and rate limits (see internal/core/dag/flow.go and
 // docs/semantics.md, "Concurrency keys and rate limits").
 
 // capped returns a step with a concurrency cap.

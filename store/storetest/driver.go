@@ -13,12 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
 // The driver suite (in the spirit of River's riverdrivertest): tests of
-// each driver's side of the core's runner, dag.Tx (internal/dag/runner.go),
+// each driver's side of the core's runner, dag.Tx (internal/core/dag/runner.go),
 // the I/O of one atomic unit. The conformance suite (Run) holds a store's
 // calls to the semantics; this one holds the few methods through which the
 // core reads and writes inside a unit to their contract, one by one: what

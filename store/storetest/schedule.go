@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/cronslot"
+	"github.com/effectivelabs/durable/internal/core/cronslot"
 	"github.com/effectivelabs/durable/store"
 )
 

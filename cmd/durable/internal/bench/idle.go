@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/internal/core/sleep"
 )
 
 // Statement-counting methods of the idle scenario besides MethodServerLog.

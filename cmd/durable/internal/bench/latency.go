@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/effectivelabs/durable/internal/sleep"
+	"github.com/effectivelabs/durable/internal/core/sleep"
 )
 
 // latency triggers bench-chain runs (a → b) one at a time while the workers

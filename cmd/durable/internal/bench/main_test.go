@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/internal/tools/pgtest"
 )
 
 func TestMain(m *testing.M) {

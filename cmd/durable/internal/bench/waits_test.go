@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/internal/tools/pgtest"
 )
 
 func TestParseVmRSS(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
-	"github.com/effectivelabs/durable/internal/cronslot"
+	"github.com/effectivelabs/durable/internal/core/cronslot"
 )
 
 // Settings of the frozen-leader proof, and the bounds docs/semantics.md

@@ -18,7 +18,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/cmd/durable/internal/workloads"
-	"github.com/effectivelabs/durable/internal/dag"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 // taskKey names one task of one run: a step, or an item of a map step

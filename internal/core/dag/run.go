@@ -405,7 +405,7 @@ func (r *Run) Wake(i int, rand float64, now time.Time) (Effects, bool) {
 // Requeue takes a claimable task i out of the queue and puts it back, as
 // when it became ready, with detail in its QUEUED event: a task admitted
 // under a rate limit whose window ended before a worker claimed it goes
-// through admission again (see internal/dag/flow.go). Anything else is left
+// through admission again (see internal/core/dag/flow.go). Anything else is left
 // alone.
 func (r *Run) Requeue(i int, detail string, now time.Time) (Effects, bool) {
 	r.begin()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/effectivelabs/durable/internal/pgtest"
+	"github.com/effectivelabs/durable/internal/tools/pgtest"
 )
 
 // TestNoteSkipped runs child test binaries without the URL, as the go
