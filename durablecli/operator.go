@@ -9,13 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/internal/tools/cliflag"
@@ -100,7 +100,8 @@ type filterFlags struct {
 const whenHelp = "an RFC 3339 time (2026-11-24T09:00:00Z) or a duration ago (24h, 90m)"
 
 func (f *filterFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.status, "status", "", "only runs in these statuses, comma-separated, any case: running, completed, failed, cancelled")
+	fs.StringVar(&f.status, "status", "", "only runs in these statuses, comma-separated, any case: "+strings.Join(durablejson.StatusWords(), ", ")+
+		" (in_flight: every run not settled; settled; unsuccessful: failed or cancelled)")
 	fs.StringVar(&f.workflow, "workflow", "", "only runs of this workflow")
 	fs.StringVar(&f.version, "version", "", "only runs pinned to this version of their workflow (the command workflows lists them)")
 	fs.StringVar(&f.tenant, "tenant", "", "only runs of this tenant")
@@ -165,17 +166,13 @@ func (f *filterFlags) parse() (*runFilter, error) {
 	return out, nil
 }
 
-// parseStatuses parses a comma-separated list of run statuses, in any case.
+// parseStatuses parses a comma-separated list of run statuses, in any
+// case, or of status groups (in_flight, ...): durablejson.ParseStatuses,
+// as the API's status filter.
 func parseStatuses(s string) ([]durabletype.RunStatus, error) {
-	var out []durabletype.RunStatus
-	for part := range strings.SplitSeq(s, ",") {
-		st := durabletype.RunStatus(strings.ToUpper(strings.TrimSpace(part)))
-		if !slices.Contains(durabletype.RunStatuses, st) {
-			return nil, fmt.Errorf("--status %q: unknown status %q: want running, completed, failed or cancelled, comma-separated", s, strings.TrimSpace(part))
-		}
-		if !slices.Contains(out, st) {
-			out = append(out, st)
-		}
+	out, err := durablejson.ParseStatuses(s)
+	if err != nil {
+		return nil, fmt.Errorf("--status %q: %w", s, err)
 	}
 	return out, nil
 }

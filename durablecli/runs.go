@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/internal/tools/cliflag"
@@ -129,11 +130,11 @@ contexts cancelled, and its on-failure handler does not run.
 With run IDs, prints "<id> cancelled" for each, and on stderr why each
 other could not be (not found, already settled); exits 1 if any could not.
 
-With filter flags instead, cancels every run they match (RUNNING runs unless
---status names others), in batches of 100, and prints "cancelled N runs (M
-skipped)"; the skipped runs had settled. A filter flag or --all is
+With filter flags instead, cancels every run they match (the runs in flight
+unless --status names others), in batches of 100, and prints "cancelled N
+runs (M skipped)"; the skipped runs had settled. A filter flag or --all is
 required, so that a forgotten filter does not cancel everything: --all
-cancels every RUNNING run. The filter flags are those of "{name} runs
+cancels every run in flight. The filter flags are those of "{name} runs
 list"; their durations ago are taken on the database's clock.
 
 Flags:
@@ -571,24 +572,10 @@ func timestamp(t time.Time) string {
 // The JSON of runs: snake_case fields, RFC 3339 times in UTC, null for a
 // time that did not happen.
 
-type runJSON struct {
-	ID         uuid.UUID             `json:"id"`
-	Workflow   string                `json:"workflow"`
-	Version    string                `json:"version"`
-	Tenant     string                `json:"tenant"`
-	Status     durabletype.RunStatus `json:"status"`
-	FailedStep string                `json:"failed_step"`
-	Error      string                `json:"error"`
-	CreatedAt  time.Time             `json:"created_at"`
-	FinishedAt *time.Time            `json:"finished_at"`
-	// ParentID and ParentStep link a child run to its parent run and the
-	// step that started it; absent for other runs.
-	ParentID   *uuid.UUID `json:"parent_id,omitempty"`
-	ParentStep string     `json:"parent_step,omitempty"`
-}
-
+// runDetailJSON is what "runs show --json" prints: the run as "runs
+// list --json" lists it, with its detail.
 type runDetailJSON struct {
-	runJSON
+	durablejson.Run
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	Priority       int             `json:"priority"`
 	Deadline       *time.Time      `json:"deadline"`
@@ -596,10 +583,10 @@ type runDetailJSON struct {
 	InputBase64    string          `json:"input_base64,omitempty"`
 	// InputOmitted is the size of an input left out (over 64 KiB, without
 	// --full).
-	InputOmitted int         `json:"input_omitted,omitempty"`
-	Parent       *parentJSON `json:"parent"`
-	Children     []runJSON   `json:"children"`
-	MoreChildren bool        `json:"more_children,omitempty"`
+	InputOmitted int               `json:"input_omitted,omitempty"`
+	Parent       *parentJSON       `json:"parent"`
+	Children     []durablejson.Run `json:"children"`
+	MoreChildren bool              `json:"more_children,omitempty"`
 	// Unserved is set for a run that has not settled and whose version no
 	// live worker serves or accepts; UpgradeTo then names a version live
 	// workers serve that it could move to, if there is one.
@@ -672,15 +659,6 @@ type eventJSON struct {
 	DueAt   *time.Time            `json:"due_at"`
 }
 
-// optTime is t in UTC, nil when zero.
-func optTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	t = t.UTC()
-	return &t
-}
-
 // encoded splits an encoded value into JSON, when it is valid JSON, or
 // base64.
 func encoded(b []byte) (json.RawMessage, string) {
@@ -707,23 +685,12 @@ func encodedUpTo(b []byte, max int) (json.RawMessage, string, int) {
 	return js, b64, 0
 }
 
-func summaryJSON(r durabletype.RunSummary) runJSON {
-	out := runJSON{
-		ID: r.ID, Workflow: r.Workflow, Version: r.Version, Tenant: r.Tenant, Status: r.Status, FailedStep: r.FailedStep, Error: r.Error,
-		CreatedAt: r.CreatedAt.UTC(), FinishedAt: optTime(r.FinishedAt),
-	}
-	if r.ParentID != uuid.Nil {
-		out.ParentID, out.ParentStep = &r.ParentID, dag.DisplayName(r.ParentStep)
-	}
-	return out
-}
-
 func runDetail(v *runView, events bool) *runDetailJSON {
 	res := v.res
-	out := &runDetailJSON{runJSON: runJSON{
+	out := &runDetailJSON{Run: durablejson.Run{
 		ID: res.ID, Workflow: res.Workflow, Version: res.Version, Tenant: res.Tenant, Status: res.Status,
-		CreatedAt: res.CreatedAt.UTC(), FinishedAt: optTime(res.FinishedAt),
-	}, IdempotencyKey: res.IdempotencyKey, Priority: int(res.Priority), Deadline: optTime(res.Deadline)}
+		CreatedAt: res.CreatedAt.UTC(), FinishedAt: durablejson.Time(res.FinishedAt),
+	}, IdempotencyKey: res.IdempotencyKey, Priority: int(res.Priority), Deadline: durablejson.Time(res.Deadline)}
 	var re *durable.RunError
 	if errors.As(res.Err, &re) {
 		out.FailedStep, out.Error = re.Step, re.Message
@@ -732,9 +699,9 @@ func runDetail(v *runView, events bool) *runDetailJSON {
 		out.ParentID, out.ParentStep = &p.RunID, dag.DisplayName(p.Step)
 		out.Parent = &parentJSON{RunID: p.RunID, Step: dag.DisplayName(p.Step), Result: p.Result}
 	}
-	out.Children = make([]runJSON, len(v.children))
+	out.Children = make([]durablejson.Run, len(v.children))
 	for i, c := range v.children {
-		out.Children[i] = summaryJSON(c)
+		out.Children[i] = durablejson.NewRun(c)
 	}
 	out.MoreChildren = v.moreChildren
 	out.Unserved, out.UpgradeTo = v.unserved, v.upgradeTo
@@ -743,14 +710,14 @@ func runDetail(v *runView, events bool) *runDetailJSON {
 	for i, s := range res.Steps {
 		js := stepJSON{
 			Name: s.Name, Kind: s.Kind, Parents: s.Parents, Retired: s.Retired, State: s.State, Attempts: s.Attempts, Error: s.Error,
-			StartedAt: optTime(s.StartedAt), FinishedAt: optTime(s.FinishedAt),
+			StartedAt: durablejson.Time(s.StartedAt), FinishedAt: durablejson.Time(s.FinishedAt),
 			EventKey: s.EventKey, Signal: s.Signal, ChildRunID: s.ChildRunID,
 		}
 		if js.Parents == nil {
 			js.Parents = []string{}
 		}
 		if waiting(s) {
-			js.DueAt = optTime(s.DueAt)
+			js.DueAt = durablejson.Time(s.DueAt)
 		}
 		js.Output, js.OutputBase64, js.OutputOmitted = encodedUpTo(s.Output, v.maxValue())
 		if s.Kind == durabletype.KindMap {
@@ -759,10 +726,10 @@ func runDetail(v *runView, events bool) *runDetailJSON {
 			for k, it := range s.Items {
 				ij := itemJSON{
 					Item: it.Item, Name: it.Name, State: it.State, Attempts: it.Attempts, Error: it.Error,
-					StartedAt: optTime(it.StartedAt), FinishedAt: optTime(it.FinishedAt),
+					StartedAt: durablejson.Time(it.StartedAt), FinishedAt: durablejson.Time(it.FinishedAt),
 				}
 				if waiting(it) {
-					ij.DueAt = optTime(it.DueAt)
+					ij.DueAt = durablejson.Time(it.DueAt)
 				}
 				ij.Output, ij.OutputBase64, ij.OutputOmitted = encodedUpTo(it.Output, v.maxValue())
 				js.Items[k] = ij
@@ -775,7 +742,7 @@ func runDetail(v *runView, events bool) *runDetailJSON {
 		for i, ev := range v.events {
 			out.Events[i] = eventJSON{
 				At: ev.At.UTC(), Step: dag.DisplayName(ev.Step), Type: ev.Type, Attempt: ev.Attempt, Detail: ev.Detail,
-				DueAt: optTime(ev.DueAt),
+				DueAt: durablejson.Time(ev.DueAt),
 			}
 		}
 	}

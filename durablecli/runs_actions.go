@@ -31,7 +31,7 @@ func (c *cli) runsCancel(ctx context.Context, args []string, stdout, stderr io.W
 	return runBulk(ctx, a, args, stdout, bulkAction{
 		check: func() []value { return []value{opt(dag.ReasonRule, "--reason", *reason)} },
 		verb:  "cancelled",
-		all:   "every RUNNING run",
+		all:   "every run in flight",
 		one: func(ctx context.Context, e *durable.Engine, id uuid.UUID) error {
 			return e.Cancel(ctx, id, *reason)
 		},

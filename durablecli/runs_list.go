@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
 )
@@ -77,14 +78,18 @@ func (c *cli) runsList(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 
 	if *asJSON {
-		out := struct {
-			Runs []runJSON `json:"runs"`
-			Next string    `json:"next"`
-		}{Runs: make([]runJSON, len(page.Runs)), Next: next}
-		for i, r := range page.Runs {
-			out.Runs[i] = summaryJSON(r)
+		var unserved func(workflow, version string) bool
+		if durablejson.InFlight(page.Runs) {
+			// One listing of the workers for the page, not one per run.
+			ws, err := op.e.Workers(ctx)
+			if err != nil && !errors.Is(err, durable.ErrWorkersUnsupported) {
+				return a.fail(err)
+			}
+			if err == nil {
+				unserved = durablejson.Unserved(ws)
+			}
 		}
-		return a.printJSON(stdout, out)
+		return a.printJSON(stdout, durablejson.NewRunList(page.Runs, next, unserved))
 	}
 	printRunList(stdout, page.Runs)
 	if next != "" {

@@ -445,11 +445,19 @@ func TestRunsList(t *testing.T) {
 		var page struct {
 			Runs []runJS `json:"runs"`
 			Next *string `json:"next"`
+			// NextCursor is the same, as the API spells it (absent on
+			// the last page).
+			NextCursor *string `json:"next_cursor"`
 		}
 		dec := json.NewDecoder(strings.NewReader(out))
 		dec.DisallowUnknownFields()
 		require.NoError(t, dec.Decode(&page), out)
 		require.NotNil(t, page.Next, "next is always there")
+		if *page.Next != "" {
+			require.Equal(t, page.Next, page.NextCursor)
+		} else {
+			require.Nil(t, page.NextCursor)
+		}
 		listed = append(listed, page.Runs...)
 		if *page.Next == "" {
 			break
@@ -490,7 +498,7 @@ func TestRunsListUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--status", "done"}, `durable runs list: --status "done": unknown status "done": want running, completed, failed or cancelled, comma-separated`},
+		{[]string{"--status", "done"}, `durable runs list: --status "done": unknown status "done": want running, completed, failed, cancelled, in_flight, settled, unsuccessful, comma-separated`},
 		{[]string{"--status", "failed,"}, `unknown status ""`},
 		{[]string{"--since", "yesterday"}, `durable runs list: --since "yesterday": want an RFC 3339 time (2026-11-24T09:00:00Z) or a duration ago (24h, 90m)`},
 		{[]string{"--until", "-5m"}, `--until "-5m": a duration means that long ago and must not be negative`},
@@ -706,12 +714,12 @@ func TestRunsCancel(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "durable runs cancel: give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until), or --all for every RUNNING run\n"},
+		{nil, "durable runs cancel: give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until), or --all for every run in flight\n"},
 		{[]string{a1.String(), "not-a-uuid"}, `durable runs cancel: "not-a-uuid" is not a run ID: invalid UUID length: 10` + "\n"},
 		{[]string{a1.String(), "--tenant", "ada"}, "durable runs cancel: give run IDs, or filter flags, not both\n"},
 		{[]string{a1.String(), "--all"}, "durable runs cancel: give run IDs, or filter flags, not both\n"},
-		{[]string{"--all", "--tenant", "ada"}, "durable runs cancel: --all selects every RUNNING run: it takes no filter flags\n"},
-		{[]string{"--status", "stopped"}, `durable runs cancel: --status "stopped": unknown status "stopped": want running, completed, failed or cancelled, comma-separated` + "\n"},
+		{[]string{"--all", "--tenant", "ada"}, "durable runs cancel: --all selects every run in flight: it takes no filter flags\n"},
+		{[]string{"--status", "stopped"}, `durable runs cancel: --status "stopped": unknown status "stopped": want running, completed, failed, cancelled, in_flight, settled, unsuccessful, comma-separated` + "\n"},
 		{[]string{"--since", "soon"}, `durable runs cancel: --since "soon": want an RFC 3339 time`},
 	} {
 		code, out, errOut := runCLI(t, p.Flags(append([]string{"runs", "cancel"}, tc.args...)...)...)

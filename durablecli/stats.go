@@ -1,16 +1,15 @@
 package durablecli
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 	"time"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
 )
@@ -28,48 +27,21 @@ the queues, the runs in flight and per-minute counts, never the history of
 settled runs, so it is cheap enough to poll. Ages are taken on the
 database's clock. The schema is checked, never migrated.
 
-With --json, one JSON object:
-  {"at": TIME, "tenant": "", "window_s": 3600,
+With --json, one JSON object, the one GET /api/v1/stats of "{name} serve"
+answers:
+  {"at": TIME, "tenant": "", "window": "1h0m0s", "window_s": 3600,
    "queues": [{"workflow", "version", "tenant", "ready", "waiting",
                "running", "oldest_ready": TIME, "oldest_ready_age_s"}, ...],
    "runs": [{"workflow", "version", "tenant", "status", "settled",
              "count"}, ...]}
 with RFC 3339 times; "oldest_ready" and its age are null when no task is
-ready; "settled" is false for runs in flight; "version" is empty for
-settled runs and for runs started before versions.
+ready; "settled" is false for runs in flight; a count's "version" is
+absent for settled runs and for runs started before versions.
 
 Exit status: 0 done, 1 failed (database errors), 2 bad flags.
 
 Flags:
 `
-
-type statsJSON struct {
-	At     time.Time        `json:"at"`
-	Tenant string           `json:"tenant"`
-	Window float64          `json:"window_s"`
-	Queues []queueStatsJSON `json:"queues"`
-	Runs   []runCountJSON   `json:"runs"`
-}
-
-type queueStatsJSON struct {
-	Workflow       string     `json:"workflow"`
-	Version        string     `json:"version"`
-	Tenant         string     `json:"tenant"`
-	Ready          int        `json:"ready"`
-	Waiting        int        `json:"waiting"`
-	Running        int        `json:"running"`
-	OldestReady    *time.Time `json:"oldest_ready"`
-	OldestReadyAge *float64   `json:"oldest_ready_age_s"`
-}
-
-type runCountJSON struct {
-	Workflow string                `json:"workflow"`
-	Version  string                `json:"version"`
-	Tenant   string                `json:"tenant"`
-	Status   durabletype.RunStatus `json:"status"`
-	Settled  bool                  `json:"settled"`
-	Count    int                   `json:"count"`
-}
 
 func (c *cli) statsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := c.flagSet("stats", statsUsage, stderr)
@@ -117,7 +89,7 @@ func (c *cli) statsCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return fail(err)
 	}
-	out := statsView(st, now, *tenant, *window)
+	out := durablejson.NewStats(st, now, *tenant, *window)
 	if *asJSON {
 		b, err := json.Marshal(out)
 		if err != nil {
@@ -130,44 +102,7 @@ func (c *cli) statsCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	return 0
 }
 
-// statsView orders the stats (by workflow, version and tenant; runs in flight before
-// settled ones, then by status) and takes the ages at now.
-func statsView(st *durabletype.Stats, now time.Time, tenant string, window time.Duration) *statsJSON {
-	out := &statsJSON{
-		At: now, Tenant: tenant, Window: window.Seconds(),
-		Queues: make([]queueStatsJSON, len(st.Queues)), Runs: make([]runCountJSON, len(st.Runs)),
-	}
-	for i, q := range st.Queues {
-		out.Queues[i] = queueStatsJSON{
-			Workflow: q.Workflow, Version: q.Version, Tenant: q.Tenant, Ready: q.Ready, Waiting: q.Waiting, Running: q.Running,
-			OldestReady: optTime(q.OldestReady),
-		}
-		if !q.OldestReady.IsZero() {
-			secs := max(now.Sub(q.OldestReady), 0).Seconds()
-			out.Queues[i].OldestReadyAge = &secs
-		}
-	}
-	slices.SortFunc(out.Queues, func(a, b queueStatsJSON) int {
-		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Version, b.Version), cmp.Compare(a.Tenant, b.Tenant))
-	})
-	for i, c := range st.Runs {
-		out.Runs[i] = runCountJSON{Workflow: c.Workflow, Version: c.Version, Tenant: c.Tenant, Status: c.Status, Settled: c.Settled, Count: c.Count}
-	}
-	rank := func(s durabletype.RunStatus) int { return slices.Index(durabletype.RunStatuses, s) }
-	slices.SortFunc(out.Runs, func(a, b runCountJSON) int {
-		settled := func(c runCountJSON) int {
-			if c.Settled {
-				return 1
-			}
-			return 0
-		}
-		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), cmp.Compare(a.Tenant, b.Tenant),
-			cmp.Compare(settled(a), settled(b)), cmp.Compare(rank(a.Status), rank(b.Status)), cmp.Compare(a.Version, b.Version))
-	})
-	return out
-}
-
-func printStats(w io.Writer, st *statsJSON, window time.Duration) {
+func printStats(w io.Writer, st *durablejson.Stats, window time.Duration) {
 	if len(st.Queues) == 0 {
 		fmt.Fprintln(w, "queues: no task ready, waiting or running")
 	} else {

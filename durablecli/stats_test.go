@@ -100,7 +100,10 @@ bench-noop   `+vNoop+`  acme    RUNNING    in-flight  3
 		At     time.Time `json:"at"`
 		Tenant string    `json:"tenant"`
 		Window float64   `json:"window_s"`
-		Queues []struct {
+		// WindowText is the window as the API spelt it before they
+		// shared one document.
+		WindowText string `json:"window"`
+		Queues     []struct {
 			Workflow       string     `json:"workflow"`
 			Version        string     `json:"version"`
 			Tenant         string     `json:"tenant"`
@@ -125,6 +128,7 @@ bench-noop   `+vNoop+`  acme    RUNNING    in-flight  3
 	require.WithinDuration(t, before, st.At, time.Minute, "the database's clock")
 	require.Empty(t, st.Tenant)
 	require.Equal(t, 3600.0, st.Window)
+	require.Equal(t, "1h0m0s", st.WindowText)
 	require.Len(t, st.Queues, 2)
 	q := st.Queues[1]
 	require.Equal(t, "bench-noop", q.Workflow)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/internal/tools/cliflag"
@@ -193,7 +194,7 @@ func versionView(x *durable.VersionInfo) versionJSON {
 	out := versionJSON{
 		Workflow: x.Workflow, Version: x.Version, Registered: x.Registered, Newest: x.Newest,
 		Accepts: nonNil(x.Accepts), InFlight: x.InFlight, Ready: x.Ready,
-		Workers: nonNil(x.Workers), AcceptedBy: nonNil(x.AcceptedBy), RecordedAt: optTime(x.RecordedAt),
+		Workers: nonNil(x.Workers), AcceptedBy: nonNil(x.AcceptedBy), RecordedAt: durablejson.Time(x.RecordedAt),
 		Unserved: x.Unserved(), Input: x.Input, OnFailure: x.OnFailure,
 	}
 	if x.Steps != nil {

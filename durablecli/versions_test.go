@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/tools/clitest"
 )
@@ -222,12 +223,12 @@ func TestDeployVersions(t *testing.T) {
 	// "workers": the versions the worker serves, and the unserved one.
 	code, out, errOut = runProg("workers", "--json")
 	require.Equal(t, 0, code, errOut)
-	var ws workersJSON
+	var ws durablejson.Workers
 	require.NoError(t, json.Unmarshal([]byte(out), &ws), out)
 	require.Len(t, ws.Workers, 1)
 	require.Equal(t, []string{"cli-deploy@" + vCur}, ws.Workers[0].Versions)
 	require.Equal(t, []string{"cli-deploy"}, ws.Workers[0].Workflows)
-	require.Equal(t, []unservedFlowJSON{{Workflow: "cli-deploy", Version: vOld, Ready: 2}}, ws.Unserved)
+	require.Equal(t, []durablejson.UnservedFlow{{Workflow: "cli-deploy", Version: vOld, Ready: 2}}, ws.Unserved)
 	require.Contains(t, out, `"unserved":[{"workflow":"cli-deploy","version":"`+vOld+`","ready":2}]`)
 	code, out, errOut = runProg("workers")
 	require.Equal(t, 0, code, errOut)
@@ -246,7 +247,7 @@ func TestDeployVersions(t *testing.T) {
 	code, out, errOut = runProg("runs", "list", "--workflow", "cli-deploy", "--version", vCur, "--json")
 	require.Equal(t, 0, code, errOut)
 	var page struct {
-		Runs []runJSON `json:"runs"`
+		Runs []durablejson.Run `json:"runs"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &page), out)
 	require.Len(t, page.Runs, 1)
@@ -547,7 +548,7 @@ func TestWorkflowsAccepts(t *testing.T) {
 
 	code, out, errOut = runCLI(t, p.Flags("workers", "--json")...)
 	require.Equal(t, 0, code, errOut)
-	var ws workersJSON
+	var ws durablejson.Workers
 	require.NoError(t, json.Unmarshal([]byte(out), &ws), out)
 	require.Len(t, ws.Workers, 1)
 	require.Equal(t, []string{"cli-deploy@" + vCur}, ws.Workers[0].Versions)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/durablejson"
 )
 
 const workersUsage = `Usage: {name} workers --database-url URL [flags]
@@ -34,14 +34,16 @@ steps that no live worker serves or accepts: its runs wait until a worker
 of that version starts, or until they are moved to another version
 ("{name} runs upgrade"; "{name} workflows" lists the versions).
 
-With --json, one JSON object:
+With --json, one JSON object, the one GET /api/v1/workers of "{name} serve"
+answers:
   {"at": TIME,
    "workers": [{"id", "host", "version", "started_at", "last_seen",
                 "last_seen_age_s", "workflows", "versions", "accepts",
                 "concurrency", "in_flight", "leader", "live",
-                "dead_after_s"}, ...],
+                "dead_after", "dead_after_s"}, ...],
    "unserved": [{"workflow", "version", "ready"}, ...]}
-with RFC 3339 times; "workers" holds the live ones only unless --all. A
+with RFC 3339 times, "dead_after" a duration such as "30s" ("dead_after_s"
+the same in seconds); "workers" holds the live ones only unless --all. A
 worker's "version" labels its code; "workflows" are the names of the
 workflows it serves, "versions" the versions it serves and "accepts" those
 whose runs it moves to a version it serves (Workflow.Accepts), each as
@@ -53,42 +55,6 @@ Exit status: 0 done (whether or not versions are unserved), 1 failed
 
 Flags:
 `
-
-type workersJSON struct {
-	At       time.Time          `json:"at"`
-	Workers  []workerJSON       `json:"workers"`
-	Unserved []unservedFlowJSON `json:"unserved"`
-}
-
-type workerJSON struct {
-	ID          string    `json:"id"`
-	Host        string    `json:"host"`
-	Version     string    `json:"version"`
-	StartedAt   time.Time `json:"started_at"`
-	LastSeen    time.Time `json:"last_seen"`
-	LastSeenAge float64   `json:"last_seen_age_s"`
-	Workflows   []string  `json:"workflows"`
-	// Versions and Accepts are the workflow versions the worker serves
-	// and accepts, as "workflow@version".
-	Versions    []string `json:"versions"`
-	Accepts     []string `json:"accepts"`
-	Concurrency int      `json:"concurrency"`
-	InFlight    int      `json:"in_flight"`
-	Leader      bool     `json:"leader"`
-	Live        bool     `json:"live"`
-	DeadAfter   float64  `json:"dead_after_s"`
-}
-
-// unservedFlowJSON is a version of a workflow with ready steps and no
-// live worker serving or accepting it.
-type unservedFlowJSON struct {
-	Workflow string `json:"workflow"`
-	Version  string `json:"version"`
-	Ready    int    `json:"ready"`
-	// to is a version of the workflow that live workers serve, for the
-	// warning to suggest; "" when there is none or several.
-	to string
-}
 
 func (c *cli) workersCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := c.flagSet("workers", workersUsage, stderr)
@@ -123,7 +89,7 @@ func (c *cli) workersCmd(ctx context.Context, args []string, stdout, stderr io.W
 	if err != nil {
 		return fail(err)
 	}
-	out := workersView(ws, st, now, *all)
+	out := durablejson.NewWorkers(ws, st, now, *all)
 	if *asJSON {
 		b, err := json.Marshal(out)
 		if err != nil {
@@ -139,40 +105,9 @@ func (c *cli) workersCmd(ctx context.Context, args []string, stdout, stderr io.W
 			continue
 		}
 		fmt.Fprintf(stderr, "warning: version %s of workflow %s has %d queued steps, but no live worker serves or accepts it: start a worker of that version, or move its runs: %s\n",
-			u.Version, u.Workflow, u.Ready, upgradeCommand(c.name, u.Workflow, u.Version, u.to))
+			u.Version, u.Workflow, u.Ready, upgradeCommand(c.name, u.Workflow, u.Version, servedVersion(ws, u.Workflow, u.Version)))
 	}
 	return 0
-}
-
-// workersView keeps the live workers (all of them with all) and finds the
-// workflows with ready steps that no live worker serves.
-func workersView(ws []durable.WorkerInfo, st *durabletype.Stats, now time.Time, all bool) *workersJSON {
-	out := &workersJSON{At: now, Workers: []workerJSON{}, Unserved: []unservedFlowJSON{}}
-	for _, w := range ws {
-		if !w.Live && !all {
-			continue
-		}
-		out.Workers = append(out.Workers, workerJSON{
-			ID: w.ID, Host: w.Host, Version: w.Version, StartedAt: w.StartedAt.UTC(), LastSeen: w.LastSeen.UTC(),
-			LastSeenAge: max(now.Sub(w.LastSeen), 0).Seconds(), Workflows: nonNil(w.Workflows),
-			Versions: queueNames(w.Versions), Accepts: queueNames(w.Accepts), Concurrency: w.Concurrency,
-			InFlight: w.InFlight, Leader: w.Leader, Live: w.Live, DeadAfter: w.DeadAfter.Seconds(),
-		})
-	}
-	for _, u := range durable.UnservedQueues(ws, st) {
-		out.Unserved = append(out.Unserved, unservedFlowJSON{Workflow: u.Workflow, Version: u.Version, Ready: u.Ready,
-			to: servedVersion(ws, u.Workflow, u.Version)})
-	}
-	return out
-}
-
-// queueNames names versions as "workflow@version".
-func queueNames(vs []durable.WorkflowVersion) []string {
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = v.String()
-	}
-	return out
 }
 
 // servedVersion returns the version of workflow other than except that
@@ -199,7 +134,7 @@ func servedVersion(ws []durable.WorkerInfo, workflow, except string) string {
 // names; the others are counted.
 const maxListedWorkflows = 3
 
-func printWorkers(w io.Writer, v *workersJSON, all bool) {
+func printWorkers(w io.Writer, v *durablejson.Workers, all bool) {
 	if len(v.Workers) == 0 {
 		if all {
 			fmt.Fprintln(w, "no workers")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
@@ -92,7 +93,7 @@ func TestWorkersCommand(t *testing.T) {
 
 	code, out, errOut = runCLI(t, p.Flags("workers", "--json", "--all")...)
 	require.Equal(t, 0, code, errOut)
-	var js workersJSON
+	var js durablejson.Workers
 	require.NoError(t, json.Unmarshal([]byte(out), &js))
 	require.Len(t, js.Workers, 2)
 	require.Empty(t, js.Unserved)
@@ -100,7 +101,8 @@ func TestWorkersCommand(t *testing.T) {
 	require.Equal(t, "dead-1", dead.ID)
 	require.False(t, dead.Live)
 	require.InDelta(t, time.Hour.Seconds(), dead.LastSeenAge, 60)
-	require.Equal(t, 30.0, dead.DeadAfter)
+	require.Equal(t, 30.0, dead.DeadAfterSeconds)
+	require.Equal(t, "30s", dead.DeadAfter)
 	require.Equal(t, w.WorkerID(), live.ID)
 	require.True(t, live.Live)
 	require.True(t, live.Leader)

@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable/durablejson"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // TestOpenAPICoversRoutes fails when a route of the handler is missing
@@ -60,7 +63,8 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 
 // TestOpenAPIDocumentsListFields fails when a JSON field of a listed run
 // (or of what it waits for), a run and its steps, a workflow with its
-// versions and steps, a worker or an upgrade is missing from its schema in
+// versions and steps, a worker, the workers, the stats, the statuses or an
+// upgrade is missing from its schema in
 // the OpenAPI document, or the schema names one the API does not write.
 func TestOpenAPIDocumentsListFields(t *testing.T) {
 	t.Parallel()
@@ -72,8 +76,11 @@ func TestOpenAPIDocumentsListFields(t *testing.T) {
 		} `json:"components"`
 	}
 	require.NoError(t, json.Unmarshal(openAPIDoc, &doc))
-	for schema, v := range map[string]any{"RunSummary": runSummary{}, "Wait": runWait{}, "Run": runDetail{}, "Step": stepDetail{},
-		"Workflow": workflowInfo{}, "WorkflowVersion": versionInfo{}, "WorkflowStep": stepInfo{}, "Worker": workerInfo{},
+	for schema, v := range map[string]any{"RunSummary": durablejson.Run{}, "Wait": durablejson.RunWait{}, "RunPage": durablejson.RunList{},
+		"Run": runDetail{}, "Step": stepDetail{},
+		"Workflow": workflowInfo{}, "WorkflowVersion": versionInfo{}, "WorkflowStep": stepInfo{},
+		"Worker": durablejson.Worker{}, "Workers": durablejson.Workers{}, "Stats": durablejson.Stats{},
+		"Statuses": durablejson.Statuses{}, "StatusMeaning": durablejson.StatusMeaning{},
 		"UpgradeRequest": upgradeRequest{}, "UpgradeResult": upgradeResponse{}, "Problem": problemBody{}} {
 		var fields []string
 		rt := reflect.TypeOf(v)
@@ -89,4 +96,22 @@ func TestOpenAPIDocumentsListFields(t *testing.T) {
 		slices.Sort(documented)
 		require.Equal(t, fields, documented, "the properties of schema %s", schema)
 	}
+}
+
+// TestOpenAPIRunStatuses fails when the run statuses the OpenAPI document
+// lists are not durabletype.RunStatuses, in their order: a new status is
+// documented, or this fails.
+func TestOpenAPIRunStatuses(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				RunStatus struct {
+					Enum []durabletype.RunStatus `json:"enum"`
+				} `json:"RunStatus"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(openAPIDoc, &doc))
+	require.Equal(t, durabletype.RunStatuses, doc.Components.Schemas.RunStatus.Enum)
 }

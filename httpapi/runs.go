@@ -14,63 +14,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/store"
 )
-
-// runSummary is a run in a listing.
-type runSummary struct {
-	ID       uuid.UUID `json:"id"`
-	Workflow string    `json:"workflow"`
-	// Version is the version of the workflow the run is pinned to; empty
-	// for a run started before versions.
-	Version    string     `json:"version"`
-	Tenant     string     `json:"tenant"`
-	Status     string     `json:"status"`
-	FailedStep string     `json:"failed_step,omitempty"`
-	Error      string     `json:"error,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	ParentID   *uuid.UUID `json:"parent_id,omitempty"`
-	ParentStep string     `json:"parent_step,omitempty"`
-	// Unserved is set for a run not settled whose version of its
-	// workflow no live worker serves (or accepts).
-	Unserved bool `json:"unserved,omitempty"`
-	// Waits are what the steps of a running run wait for, with
-	// include=waits; absent for a run that waits for nothing.
-	Waits []runWait `json:"waits,omitempty"`
-	// HasChildren is set for a run that started child runs, with
-	// include=children.
-	HasChildren bool `json:"has_children,omitempty"`
-}
-
-// runWait is what one step of a running run waits for.
-type runWait struct {
-	Step string `json:"step"`
-	// For is "event", "signal", "child", "items", "sleep", "retry" (a
-	// retry's backoff) or "start" (a delayed start).
-	For        string     `json:"for"`
-	EventKey   string     `json:"event_key,omitempty"`
-	Signal     string     `json:"signal,omitempty"`
-	ChildRunID *uuid.UUID `json:"child_run_id,omitempty"`
-	// DueAt is when a sleep wakes, a backoff or a delayed start ends, or
-	// a wait times out.
-	DueAt *time.Time `json:"due_at,omitempty"`
-	// Attempts is the step's latest attempt (a retry's backoff follows it).
-	Attempts int `json:"attempts,omitempty"`
-	// Items and ItemsLeft count a map step's items and those not finished.
-	Items     int `json:"items,omitempty"`
-	ItemsLeft int `json:"items_left,omitempty"`
-}
-
-// runPage is a page of runs.
-type runPage struct {
-	Runs []runSummary `json:"runs"`
-	// NextCursor continues the listing (the cursor parameter); absent on
-	// the last page.
-	NextCursor string `json:"next_cursor,omitempty"`
-}
 
 // runDetail is a run with its steps.
 type runDetail struct {
@@ -173,14 +121,6 @@ func rawJSON(b []byte) json.RawMessage {
 	return s
 }
 
-func summaryJSON(r durabletype.RunSummary) runSummary {
-	return runSummary{
-		ID: r.ID, Workflow: r.Workflow, Version: r.Version, Tenant: r.Tenant, Status: string(r.Status), FailedStep: r.FailedStep,
-		Error: r.Error, CreatedAt: r.CreatedAt, FinishedAt: timePtr(r.FinishedAt),
-		ParentID: idPtr(r.ParentID), ParentStep: r.ParentStep,
-	}
-}
-
 // detailJSON is the answer of a run: its input and outputs larger than
 // maxValue bytes (negative: no limit) are left out, their sizes said.
 func detailJSON(res *durable.RunResult, maxValue int) runDetail {
@@ -237,10 +177,10 @@ func stepJSON(s *durable.StepResult, item bool, maxValue int) stepDetail {
 	return d
 }
 
-// waitsOf returns what the steps of a running run wait for, as the run's
+// waitsOf returns what the steps of a run in flight wait for, as the run's
 // steps say (for a store that cannot list waits: see addWaits).
-func waitsOf(res *durable.RunResult) []runWait {
-	var out []runWait
+func waitsOf(res *durable.RunResult) []durablejson.RunWait {
+	var out []durablejson.RunWait
 	for i := range res.Steps {
 		s := &res.Steps[i]
 		if !store.Waits(s.State, s.DueAt) {
@@ -264,8 +204,8 @@ func waitsOf(res *durable.RunResult) []runWait {
 // child run or a map step's items, SLEEPING, or QUEUED with a due time (a
 // retry's backoff or a delayed start: such a step is not claimable until
 // then). It reports false for a step that waits for none of these.
-func waitJSON(s durable.StepWait) (runWait, bool) {
-	w := runWait{Step: s.Step, DueAt: timePtr(s.DueAt)}
+func waitJSON(s durable.StepWait) (durablejson.RunWait, bool) {
+	w := durablejson.RunWait{Step: s.Step, DueAt: timePtr(s.DueAt)}
 	switch s.State {
 	case durabletype.TaskWaiting:
 		switch s.Kind {
@@ -315,11 +255,11 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 	}
 	var opts durable.ListOptions
 	for _, v := range q["status"] {
-		for st := range strings.SplitSeq(v, ",") {
-			if st = strings.TrimSpace(st); st != "" {
-				opts.Statuses = append(opts.Statuses, durabletype.RunStatus(strings.ToUpper(st)))
-			}
+		sts, err := durablejson.ParseStatuses(v)
+		if err != nil {
+			return badRequest("invalid_filter", "status: "+err.Error())
 		}
+		opts.Statuses = append(opts.Statuses, sts...)
 	}
 	// An empty value filters nothing; any other is checked by the rule of
 	// its kind: one that breaks it is a 400, a valid one that matches no
@@ -387,18 +327,14 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 	if err != nil {
 		return err
 	}
-	out := runPage{Runs: make([]runSummary, len(page.Runs)), NextCursor: page.Next}
 	var unserved func(workflow, version string) bool
-	if slices.ContainsFunc(page.Runs, func(run durabletype.RunSummary) bool { return run.Status == durabletype.RunRunning }) {
+	if durablejson.InFlight(page.Runs) {
 		// One listing of the workers for the page, not one per run.
 		if unserved, err = h.unservedCheck(r.Context()); err != nil {
 			return err
 		}
 	}
-	for i, run := range page.Runs {
-		out.Runs[i] = summaryJSON(run)
-		out.Runs[i].Unserved = unserved != nil && run.Status == durabletype.RunRunning && unserved(run.Workflow, run.Version)
-	}
+	out := durablejson.NewRunList(page.Runs, page.Next, unserved)
 	if withWaits {
 		if err := h.addWaits(r.Context(), sc, out.Runs); err != nil {
 			return err
@@ -413,14 +349,14 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 	return nil
 }
 
-// addWaits sets what the running runs of a page wait for (settled runs
+// addWaits sets what the runs in flight of a page wait for (settled runs
 // wait for nothing): one read of the store for the page, or, on a store
-// that cannot list waits, one read of the run and its steps per running
-// run.
-func (h *Handler) addWaits(ctx context.Context, sc scope, runs []runSummary) error {
+// that cannot list waits, one read of the run and its steps per run in
+// flight.
+func (h *Handler) addWaits(ctx context.Context, sc scope, runs []durablejson.Run) error {
 	var ids []uuid.UUID
 	for i := range runs {
-		if runs[i].Status == string(durabletype.RunRunning) {
+		if runs[i].Status.InFlight() {
 			ids = append(ids, runs[i].ID)
 		}
 	}
@@ -445,10 +381,10 @@ func (h *Handler) addWaits(ctx context.Context, sc scope, runs []runSummary) err
 }
 
 // addWaitsByRun is addWaits for a store that cannot list waits: it reads
-// each running run with its steps.
-func (h *Handler) addWaitsByRun(ctx context.Context, sc scope, runs []runSummary) error {
+// each run in flight with its steps.
+func (h *Handler) addWaitsByRun(ctx context.Context, sc scope, runs []durablejson.Run) error {
 	for i := range runs {
-		if runs[i].Status != string(durabletype.RunRunning) {
+		if !runs[i].Status.InFlight() {
 			continue
 		}
 		res, err := sc.ops.Get(ctx, runs[i].ID)
@@ -466,7 +402,7 @@ func (h *Handler) addWaitsByRun(ctx context.Context, sc scope, runs []runSummary
 // addChildren marks the runs of a page that started child runs: one
 // indexed probe of the child runs per run, but for the runs of a
 // registered workflow without a child step.
-func (h *Handler) addChildren(ctx context.Context, sc scope, runs []runSummary) error {
+func (h *Handler) addChildren(ctx context.Context, sc scope, runs []durablejson.Run) error {
 	noChildren := map[string]bool{}
 	for _, wf := range h.e.Workflows() {
 		noChildren[wf.Name] = !slices.ContainsFunc(wf.Steps, func(s durable.StepInfo) bool { return s.Kind == durabletype.KindChild })

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
@@ -374,35 +375,6 @@ func (h *Handler) sendEvent(w http.ResponseWriter, r *http.Request, sc scope) er
 	return nil
 }
 
-// statsJSON is the answer of GET /api/v1/stats.
-type statsJSON struct {
-	Window string       `json:"window"`
-	Queues []queueStats `json:"queues"`
-	Runs   []runCount   `json:"runs"`
-}
-
-type queueStats struct {
-	Workflow string `json:"workflow"`
-	// Version is the version of the runs the steps belong to.
-	Version     string     `json:"version"`
-	Tenant      string     `json:"tenant"`
-	Ready       int        `json:"ready"`
-	Waiting     int        `json:"waiting"`
-	Running     int        `json:"running"`
-	OldestReady *time.Time `json:"oldest_ready,omitempty"`
-}
-
-type runCount struct {
-	Workflow string `json:"workflow"`
-	// Version is the version the runs in flight are pinned to; absent for
-	// counts of settled runs, which count by workflow only.
-	Version string `json:"version,omitempty"`
-	Tenant  string `json:"tenant"`
-	Status  string `json:"status"`
-	Settled bool   `json:"settled"`
-	Count   int    `json:"count"`
-}
-
 // maxWindow bounds the stats window.
 const maxWindow = 400 * 24 * time.Hour
 
@@ -425,15 +397,13 @@ func (h *Handler) stats(w http.ResponseWriter, r *http.Request, sc scope) error 
 	if err != nil {
 		return err
 	}
-	out := statsJSON{Window: window.String(), Queues: make([]queueStats, len(st.Queues)), Runs: make([]runCount, len(st.Runs))}
-	for i, q := range st.Queues {
-		out.Queues[i] = queueStats{Workflow: q.Workflow, Version: q.Version, Tenant: q.Tenant, Ready: q.Ready, Waiting: q.Waiting,
-			Running: q.Running, OldestReady: timePtr(q.OldestReady)}
-	}
-	for i, c := range st.Runs {
-		out.Runs[i] = runCount{Workflow: c.Workflow, Version: c.Version, Tenant: c.Tenant, Status: string(c.Status), Settled: c.Settled, Count: c.Count}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, durablejson.NewStats(st, time.Now(), sc.tenant, window))
+	return nil
+}
+
+// statuses answers GET /api/v1/statuses: what each run status means.
+func (h *Handler) statuses(w http.ResponseWriter, r *http.Request, _ scope) error {
+	writeJSON(w, http.StatusOK, durablejson.NewStatuses())
 	return nil
 }
 

@@ -7,8 +7,38 @@ const SVGNS = "http://www.w3.org/2000/svg";
 const main = document.getElementById("main");
 const live = document.getElementById("live");
 let timer = null; // the live refresh of the current view
-// The run statuses, in the order the filters and tables show them.
-const RUN_STATUSES = ["RUNNING", "COMPLETED", "FAILED", "CANCELLED"];
+// What each run status means, as the API says it (GET statuses): the
+// statuses in the order the filters and tables show them, each with
+// settled, in_flight, active, unsuccessful and the actions it allows, and
+// the groups the status filter takes (in_flight, ...). The dashboard lists
+// no status of its own: it decides from these meanings.
+let runStatuses = { statuses: [], groups: [] };
+let statusesLoaded = false;
+
+// loadStatuses reads the statuses once (again after a failure, such as a
+// request before signing in).
+async function loadStatuses() {
+  if (statusesLoaded) return;
+  runStatuses = await api("statuses");
+  statusesLoaded = true;
+}
+
+// meaningOf is what status means; an unknown status means nothing (no
+// action, not in flight).
+function meaningOf(status) {
+  return runStatuses.statuses.find((m) => m.status === status) ||
+    { status, settled: false, in_flight: false, active: false, unsuccessful: false, actions: [] };
+}
+
+// statusClass names the colour of a status by its meaning, so that a new
+// status needs no style of its own: in flight (moving on, or idle),
+// settled, or settled without completing.
+function statusClass(status) {
+  const m = meaningOf(status);
+  if (m.in_flight) return m.active ? "in-flight" : "in-flight idle";
+  if (m.unsuccessful) return "unsuccessful";
+  return m.settled ? "settled" : "";
+}
 
 // el builds an element: attributes, then children (strings become text).
 function el(tag, attrs, ...kids) {
@@ -72,7 +102,7 @@ function fmtTime(s) {
 }
 
 function badge(status) {
-  return el("span", { class: "badge " + status, "data-status": status }, status);
+  return el("span", { class: "badge " + statusClass(status), "data-status": status }, status);
 }
 
 function showError(err) {
@@ -226,8 +256,10 @@ function waitsCell(waits) {
 }
 
 async function runsView(params) {
-  const status = el("select", { id: "f-status" },
-    ["", ...RUN_STATUSES].map((s) => el("option", { value: s, selected: params.get("status") === s }, s || "any")));
+  const option = (value, label) => el("option", { value, selected: (params.get("status") || "") === value }, label);
+  const status = el("select", { id: "f-status" }, option("", "any"),
+    runStatuses.statuses.map((m) => option(m.status, m.status)),
+    el("optgroup", { label: "by meaning" }, runStatuses.groups.map((g) => option(g.name, g.name.replaceAll("_", " ")))));
   const workflow = el("select", { id: "f-workflow" }, el("option", { value: "" }, "any"));
   const version = el("select", { id: "f-version" }, el("option", { value: "" }, "any"));
   if (params.get("version")) version.append(el("option", { value: params.get("version"), selected: true }, params.get("version")));
@@ -377,7 +409,8 @@ function bars(events) {
     }
     const key = ev.step + "#" + ev.attempt;
     if (ev.type === "STARTED") {
-      open[key] = { step: ev.step, attempt: ev.attempt, start: at, end: null, outcome: "RUNNING" };
+      // An attempt still open has no outcome yet: it is drawn as running.
+      open[key] = { step: ev.step, attempt: ev.attempt, start: at, end: null, outcome: null };
       out.push(open[key]);
     } else if (open[key] && ends.includes(ev.type)) {
       open[key].end = at;
@@ -420,8 +453,8 @@ function timelineSVG(run, events) {
           svg("title", {}, `${name}: ${b.gap}${b.end ? "" : " (still)"}`)));
         continue;
       }
-      g.append(svg("rect", { class: b.outcome, x, y: y + 2, width: w, height: RH - 6, "data-step": name, "data-attempt": b.attempt },
-        svg("title", {}, `${name} attempt ${b.attempt}: ${b.outcome.toLowerCase()}`)));
+      g.append(svg("rect", { class: b.outcome || "open", x, y: y + 2, width: w, height: RH - 6, "data-step": name, "data-attempt": b.attempt },
+        svg("title", {}, `${name} attempt ${b.attempt}: ${b.outcome ? b.outcome.toLowerCase() : "running"}`)));
     }
   });
   return g;
@@ -511,7 +544,8 @@ async function runView(id) {
     const [run, ev] = await Promise.all([api("runs/" + encodeURIComponent(id)), api("runs/" + encodeURIComponent(id) + "/events")]);
     if (run.unserved && !wf) wf = await api("workflows/" + encodeURIComponent(run.workflow)).catch(() => null);
     const actions = el("div", { class: "actions" });
-    if (run.status === "RUNNING") {
+    const meaning = meaningOf(run.status);
+    if (meaning.actions.includes("cancel")) {
       actions.append(el("button", { class: "danger", id: "cancel", onclick: async () => {
         const reason = el("input", { id: "cancel-reason", placeholder: "reason (optional)", size: 30 });
         if (!await confirmAction("Cancel this run? Its waiting steps never run.", reason)) return;
@@ -520,9 +554,10 @@ async function runView(id) {
           return null;
         });
       } }, "Cancel…"));
-    } else {
+    }
+    if (meaning.actions.includes("replay")) {
       actions.append(el("button", { class: "primary", id: "replay", onclick: async () => {
-        const from = el("select", { id: "replay-from" }, el("option", { value: "" }, run.status === "COMPLETED" ? "choose a step" : "the failed and cancelled steps"),
+        const from = el("select", { id: "replay-from" }, el("option", { value: "" }, meaning.unsuccessful ? "the failed and cancelled steps" : "choose a step"),
           run.steps.filter((s) => s.kind !== "on_failure").map((s) => el("option", { value: s.name }, "from " + s.name)));
         if (!await confirmAction("Replay this run?", from)) return;
         act(async () => {
@@ -531,9 +566,9 @@ async function runView(id) {
         });
       } }, "Replay…"));
     }
-    // What the running run waits for; an event or a signal can be sent
+    // What the run in flight waits for; an event or a signal can be sent
     // from here.
-    const waits = run.status === "RUNNING" ? waitsOfSteps(run.steps) : [];
+    const waits = meaning.in_flight ? waitsOfSteps(run.steps) : [];
     const waitList = waits.length ? el("ul", { id: "waits" }, waits.map((w) => el("li", { "data-step": w.step, "data-for": w.for },
       el("strong", {}, w.step), ": ", waitText(w),
       w.for === "event" || w.for === "signal" ? [" ", el("button", { type: "button", class: "send primary", "data-step": w.step,
@@ -616,7 +651,7 @@ async function workflowsView() {
         title: v.steps ? null : "its DAG is not known here: only a live worker lists it",
         "aria-label": `draw the DAG of version ${v.version} of workflow ${w.name}`, onclick: () => draw(v) }, "Draw");
       buttons.push(b);
-      const runs = "#/?" + new URLSearchParams({ workflow: w.name, version: v.version, status: "RUNNING" }).toString();
+      const runs = "#/?" + new URLSearchParams({ workflow: w.name, version: v.version, status: "in_flight" }).toString();
       return el("tr", { "data-version": v.version, "data-unserved": String(v.unserved), class: v.unserved ? "unserved" : "" },
         el("td", {}, versionTag(v.version), v.newest ? [" ", el("span", { class: "badge newest", title: "the version this server starts" }, "newest")] : null,
           v.unserved ? [" ", el("span", { class: "badge unserved", title: "runs in flight that no live worker serves or accepts: they wait" }, "UNSERVED")] : null),
@@ -704,7 +739,7 @@ async function queuesView() {
     el("p", { class: "muted" }, "Steps by workflow, version and tenant: ready (queued, due), waiting (for a timer, an event, a signal or a child run), running."),
     el("table", {}, el("thead", {}, el("tr", {}, ["Workflow", "Version", "Tenant", "Ready", "Waiting", "Running", "Oldest ready"].map((h) => el("th", { class: ["Ready", "Waiting", "Running"].includes(h) ? "num" : null }, h)))), queues, qfoot),
     el("h2", {}, "Runs ", windowNote),
-    el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Workflow"), el("th", {}, "Tenant"), RUN_STATUSES.map((s) => el("th", { class: "num" }, s.toLowerCase())))), runs, rfoot));
+    el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Workflow"), el("th", {}, "Tenant"), runStatuses.statuses.map((m) => el("th", { class: "num", "data-status": m.status }, m.status.toLowerCase())))), runs, rfoot));
   const cell = (name, n) => el("td", { class: "num", "data-col": name, "data-count": String(n) }, String(n));
   const load = async () => {
     const d = await api("stats");
@@ -726,9 +761,9 @@ async function queuesView() {
     }
     const rtot = {};
     runs.replaceChildren(...[...byKey.values()].map((r) => el("tr", { "data-workflow": r.workflow, "data-tenant": r.tenant },
-      el("td", {}, r.workflow), el("td", {}, r.tenant), RUN_STATUSES.map((s) => { rtot[s] = (rtot[s] || 0) + (r[s] || 0); return cell(s, r[s] || 0); }))));
-    if (!byKey.size) runs.replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "muted" }, "No runs.")));
-    rfoot.replaceChildren(el("tr", {}, el("th", {}, "Total"), el("th", {}), RUN_STATUSES.map((s) => cell(s, rtot[s] || 0))));
+      el("td", {}, r.workflow), el("td", {}, r.tenant), runStatuses.statuses.map(({ status: s }) => { rtot[s] = (rtot[s] || 0) + (r[s] || 0); return cell(s, r[s] || 0); }))));
+    if (!byKey.size) runs.replaceChildren(el("tr", {}, el("td", { colspan: 2 + runStatuses.statuses.length, class: "muted" }, "No runs.")));
+    rfoot.replaceChildren(el("tr", {}, el("th", {}, "Total"), el("th", {}), runStatuses.statuses.map(({ status: s }) => cell(s, rtot[s] || 0))));
   };
   await load();
   setLive(() => load().catch(() => {}), 3000);
@@ -741,6 +776,7 @@ async function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, query] = hash.split("?");
   try {
+    await loadStatuses();
     const m = path.match(/^\/runs\/([0-9a-fA-F-]{36})$/);
     if (m) await runView(m[1]);
     else if (path === "/workflows") await workflowsView();
