@@ -49,7 +49,7 @@ func TestFilterFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--status", "failed,,running"}, `--status "failed,,running": unknown status ""`},
-		{[]string{"--status", "settled"}, `unknown status "settled"`},
+		{[]string{"--status", "paused"}, `unknown status "paused"`},
 		{[]string{"--since", "24"}, `--since "24": want an RFC 3339 time`},
 		{[]string{"--until", "2026-11-24"}, `--until "2026-11-24": want an RFC 3339 time`},
 		{[]string{"--finished-since", "-1s"}, `must not be negative`},

@@ -108,14 +108,17 @@ same flags (--database-url left out) and --cursor. A cursor continues only
 the listing it came from; with it, "--since 24h" keeps the time it meant on
 the first page.
 
-With --json, one JSON object:
+With --json, one JSON object, the one GET /api/v1/runs of "{name} serve"
+answers:
   {"runs": [{"id", "workflow", "version", "tenant", "status", "failed_step",
              "error", "created_at", "finished_at", "parent_id",
-             "parent_step"}, ...],
-   "next": "CURSOR"}
+             "parent_step", "unserved"}, ...],
+   "next": "CURSOR", "next_cursor": "CURSOR"}
 with RFC 3339 times, "version" empty for a run started before versions,
 "finished_at" null until the run settles, "parent_id" and "parent_step"
-only for child runs, and "next" empty on the last page.
+only for child runs, "unserved": true only for a run in flight whose
+version no live worker serves or accepts, "next" empty on the last page
+and "next_cursor" the same, absent on the last page.
 
 Flags:
 `

@@ -110,7 +110,7 @@ func TestWorkersCommand(t *testing.T) {
 	require.Contains(t, live.Versions, "bench-noop@"+v)
 	require.Empty(t, live.Accepts)
 	require.Empty(t, dead.Versions)
-	require.Equal(t, 5.0, live.DeadAfter)
+	require.Equal(t, 5.0, live.DeadAfterSeconds)
 
 	code, _, errOut = runCLI(t, "workers", "--database-url", "", "--schema", p.Schema)
 	require.Equal(t, exitUsage, code)

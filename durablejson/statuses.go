@@ -103,15 +103,12 @@ func (e *UnknownStatusError) Error() string {
 
 // ParseStatuses reads a status filter: comma-separated statuses in any
 // case, or the name of a group (in_flight, settled, unsuccessful) for
-// every status of its meaning; blanks are skipped, a status named twice
-// counts once. A word that is neither is an *UnknownStatusError.
+// every status of its meaning; a status named twice counts once. A word
+// that is neither, a blank one included, is an *UnknownStatusError.
 func ParseStatuses(s string) ([]durabletype.RunStatus, error) {
 	var out []durabletype.RunStatus
 	for part := range strings.SplitSeq(s, ",") {
 		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
 		sts := []durabletype.RunStatus{durabletype.RunStatus(strings.ToUpper(part))}
 		if i := slices.IndexFunc(statusGroups, func(g statusGroup) bool { return strings.EqualFold(g.name, part) }); i >= 0 {
 			sts = durabletype.RunStatusesWhere(statusGroups[i].pred)

@@ -218,3 +218,51 @@ func TestDashboardWorkersQueues(t *testing.T) {
 	require.NotContains(t, banner, "No live worker serves")
 	require.NotRegexp(t, `(?m)^\s*null\s*$`, banner, "the banner's absence is not shown as text")
 }
+
+// TestDashboardStatusesFromAPI: the dashboard lists no run status of its
+// own: its status filter, the columns of its run counts and the colours of
+// its badges come from GET /api/v1/statuses, and "in flight" filters by
+// meaning.
+func TestDashboardStatusesFromAPI(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t, memstore.New())
+	srv := httptest.NewServer(httpapi.New(en.e, httpapi.Options{Logger: quiet, Dashboard: true}))
+	t.Cleanup(srv.Close)
+	failed := en.trigger(t, "a", "flaky", map[string]any{"input": 1})
+	en.settle(t, failed)
+	napping := en.trigger(t, "a", "slow", map[string]any{"input": 1})
+
+	var want []string
+	for _, s := range durabletype.RunStatuses {
+		want = append(want, string(s))
+	}
+	ctx := browser(t)
+	class := func(id fmt.Stringer) string {
+		t.Helper()
+		a, err := chromedp.Run(ctx, chromedp.AttributeValue(fmt.Sprintf(`tr[data-run="%s"] .badge[data-status]`, id), "class"))
+		require.NoError(t, err)
+		return a.Value
+	}
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/#/?status=in_flight"),
+		chromedp.WaitReady(`#f-status option[value="in_flight"]:checked`),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-run="%s"]`, napping)),
+		chromedp.WaitNotPresent(fmt.Sprintf(`tr[data-run="%s"]`, failed)),
+	))
+	options, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#f-status option")].map((o) => o.value)`))
+	require.NoError(t, err)
+	require.Equal(t, append(append([]string{""}, want...), "in_flight", "settled", "unsuccessful"), options)
+	require.Equal(t, "badge in-flight", class(napping))
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/#/?status=FAILED"),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-run="%s"]`, failed)),
+	))
+	require.Equal(t, "badge unsuccessful", class(failed))
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/#/queues"),
+		chromedp.WaitVisible(`#run-counts tr[data-workflow="slow"]`),
+	))
+	columns, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("th[data-status]")].map((th) => th.dataset.status)`))
+	require.NoError(t, err)
+	require.Equal(t, want, columns)
+}

@@ -255,11 +255,16 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 	}
 	var opts durable.ListOptions
 	for _, v := range q["status"] {
-		sts, err := durablejson.ParseStatuses(v)
-		if err != nil {
-			return badRequest("invalid_filter", "status: "+err.Error())
+		for word := range strings.SplitSeq(v, ",") {
+			if strings.TrimSpace(word) == "" {
+				continue // an empty value filters nothing
+			}
+			sts, err := durablejson.ParseStatuses(word)
+			if err != nil {
+				return badRequest("invalid_filter", "status: "+err.Error())
+			}
+			opts.Statuses = append(opts.Statuses, sts...)
 		}
-		opts.Statuses = append(opts.Statuses, sts...)
 	}
 	// An empty value filters nothing; any other is checked by the rule of
 	// its kind: one that breaks it is a 400, a valid one that matches no
