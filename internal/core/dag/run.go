@@ -560,10 +560,9 @@ const PoisonText = "step lost its worker too many times in a row"
 
 // Cancel cancels a run that has not settled (ErrRunSettled otherwise; see
 // Cancellable): it becomes CANCELLED with reason as its error; every task
-// not finished is
-// CANCELLED, timers included; the claims of RUNNING tasks are cleared, so
-// that their workers learn it (Current is false, LostToCancel true) and
-// their late outcomes are stale. The on-failure handler does not run for a
+// not finished is CANCELLED, timers included; the claims of RUNNING tasks
+// are cleared, so that their workers learn it (Current is false,
+// LostToCancel true) and their late outcomes are stale. The on-failure handler does not run for a
 // cancelled run. The run settles at once.
 func (r *Run) Cancel(reason string, now time.Time) (Effects, error) {
 	r.begin()
