@@ -147,7 +147,7 @@ func (d *workflowDef) fingerprint() string {
 	b.WriteString("durable/fingerprint/1\n")
 	b.WriteString("input " + typeShape(d.inType) + "\n")
 	for _, s := range d.steps {
-		fmt.Fprintf(&b, "step %q kind=%s", s.name, s.kindName())
+		fmt.Fprintf(&b, "step %q kind=%s", s.name, s.kindOf())
 		for _, p := range s.parents {
 			fmt.Fprintf(&b, " parent=%q", p.name)
 		}
@@ -178,15 +178,13 @@ func (d *workflowDef) fingerprint() string {
 	return hex.EncodeToString(sum[:])[:fingerprintLen]
 }
 
-// kindName is the kind a fingerprint records for s.
-func (s *stepDef) kindName() durabletype.TaskKind {
-	switch {
-	case s.sleep != 0:
-		return durabletype.KindSleep
-	case s.kind == "":
-		return durabletype.KindStep
-	}
-	return s.kind
+// kindOf is the kind a fingerprint records for s: dag.KindOf of its spec,
+// as build records it (checkKind; the errors it finds are build's to
+// report).
+func (s *stepDef) kindOf() durabletype.TaskKind {
+	spec := durabletype.StepSpec{Sleep: s.sleep}
+	s.checkKind(&spec, func(error, string) {})
+	return dag.KindOf(&spec)
 }
 
 // typeName is how a shape records a Go type: its name as Go prints it.

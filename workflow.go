@@ -601,7 +601,11 @@ func (d *workflowDef) definitionErrors(err error) []error {
 		}
 		var se *dag.ShapeError
 		if errors.As(err, &se) {
-			out = append(out, &DefinitionError{Workflow: d.name, Step: se.Step, Err: se.Err, Detail: se.Detail})
+			de := &DefinitionError{Workflow: d.name, Step: se.Step, Err: se.Err, Detail: se.Detail}
+			if errors.Is(se.Err, dag.ErrSkipWithoutTimeout) { // the core's check, named by the options that fail it
+				de.Err, de.Detail = ErrInvalidOption, "SkipOnTimeout needs WithWaitTimeout"
+			}
+			out = append(out, de)
 			return
 		}
 		out = append(out, err)
@@ -623,9 +627,6 @@ func (s *stepDef) checkKind(spec *durabletype.StepSpec, stepErr func(error, stri
 	case durabletype.KindEvent:
 		if s.timeout != 0 {
 			stepErr(ErrInvalidOption, "WithTimeout does not apply to a waiting step: use WithWaitTimeout")
-		}
-		if s.wait.skip && s.wait.timeout == 0 {
-			stepErr(ErrInvalidOption, "SkipOnTimeout needs WithWaitTimeout")
 		}
 		if s.wait.signal != "" && s.wait.lookback != 0 {
 			stepErr(ErrInvalidOption, "WithLookback does not apply to a signal: signals are kept with their run")

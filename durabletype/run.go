@@ -69,7 +69,10 @@ func (s RunStatus) Settled() bool { return runMeanings[s].settled }
 
 // InFlight reports whether a run in status s is not settled: the stats
 // count it in flight, its waits are shown, it is flagged when no live
-// worker serves its version, and it pins its version.
+// worker serves its version, and it pins its version. A run whose status
+// is settled is in flight too until its settlement is done (FAILED while
+// its steps or its on-failure handler still run): the core's dag.InFlight
+// says it of a run.
 func (s RunStatus) InFlight() bool { return s.Known() && !s.Settled() }
 
 // Active reports whether a run in status s moves on by itself: its tasks

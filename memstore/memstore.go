@@ -1186,7 +1186,7 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*durabletype.S
 	st := &durabletype.Stats{}
 	inflight := map[durabletype.RunCount]int{}
 	for _, rs := range s.runs {
-		if in(rs) && !rs.rec.Settled() {
+		if in(rs) && dag.InFlight(&rs.rec) {
 			inflight[durabletype.RunCount{Workflow: rs.rec.Workflow, Version: rs.rec.Version, Tenant: rs.rec.Tenant, Status: rs.rec.Status}]++
 		}
 	}

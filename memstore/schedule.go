@@ -126,19 +126,14 @@ func (s *Store) PauseSchedule(ctx context.Context, p *store.PauseScheduleParams)
 		s.mu.Unlock()
 		return nil, fmt.Errorf("memstore: schedule %s/%s: %w", p.Key.Tenant, p.Key.Name, durabletype.ErrScheduleNotFound)
 	}
-	resumed := false
-	if sc.Paused != p.Paused {
-		if p.Paused {
-			sc.Paused, sc.NextAt = true, time.Time{}
-		} else {
-			next, err := cronslot.NextAfter(sc, t)
-			if err != nil {
-				s.mu.Unlock()
-				return nil, fmt.Errorf("memstore: schedule %s/%s: %w: %w", p.Key.Tenant, p.Key.Name, durabletype.ErrInvalidSchedule, err)
-			}
-			sc.Paused, sc.NextAt, sc.Error, resumed = false, next, "", true
-		}
-		sc.UpdatedAt = t
+	row, err := cronslot.Pause(sc, p.Paused, t)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("memstore: schedule %s/%s: %w: %w", p.Key.Tenant, p.Key.Name, durabletype.ErrInvalidSchedule, err)
+	}
+	resumed := row != nil && !row.Paused
+	if row != nil {
+		*sc = *row
 	}
 	out := cloneSchedule(sc)
 	s.mu.Unlock()

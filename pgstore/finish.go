@@ -115,12 +115,8 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 			var ord int64
 			var f found
 			var kind, state, status string
-			var timedOut bool
-			if err := rows.Scan(&ord, &kind, &state, &f.task.Token, &status, &timedOut); err != nil {
+			if err := rows.Scan(&ord, &kind, &state, &f.task.Token, &status, &f.task.Error); err != nil {
 				return err
-			}
-			if timedOut {
-				f.task.Error = dag.ErrTimeoutText
 			}
 			f.task.Kind, f.task.State, f.status = durabletype.TaskKind(kind), durabletype.TaskState(state), durabletype.RunStatus(status)
 			byOrd[ord] = f

@@ -151,22 +151,18 @@ func (s *Store) PauseSchedule(ctx context.Context, p *store.PauseScheduleParams)
 			return err
 		}
 		out = sc
-		if sc.Paused == p.Paused {
+		row, err := cronslot.Pause(sc, p.Paused, now)
+		if err != nil {
+			return fmt.Errorf("pgstore: schedule %s/%s: %w: %w", p.Key.Tenant, p.Key.Name, durabletype.ErrInvalidSchedule, err)
+		}
+		if row == nil {
 			return nil
 		}
-		var next pgtype.Timestamptz
-		if !p.Paused {
-			n, err := cronslot.NextAfter(sc, now)
-			if err != nil {
-				return fmt.Errorf("pgstore: schedule %s/%s: %w: %w", p.Key.Tenant, p.Key.Name, durabletype.ErrInvalidSchedule, err)
-			}
-			next = pgtype.Timestamptz{Time: n, Valid: true}
-		}
-		out, err = scanSchedule(tx.QueryRow(ctx, s.q.pauseSchedule, p.Key.Tenant, p.Key.Name, p.Paused, next, now))
+		out, err = scanSchedule(tx.QueryRow(ctx, s.q.pauseSchedule, p.Key.Tenant, p.Key.Name, row.Paused, stamp(row.NextAt), row.UpdatedAt, row.Error))
 		if err != nil {
 			return err
 		}
-		if !p.Paused {
+		if !row.Paused {
 			_, err = tx.Exec(ctx, s.q.notify, s.channel, []string{string(store.TopicSchedule)})
 		}
 		return err

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/internal/core/fairq"
 )
 
@@ -31,13 +30,20 @@ import (
 // Go code assembles into a statement at run time (ListRuns' query, built
 // from its filter); it is not a field of queries.
 //
-// Statements are written whole: no block includes another, so that the
-// SQL found by a name is the SQL sent. Where several statements share a
-// part (the variants of insertRuns, claim and claimIDs, column lists a
-// scanner reads), each block says so, and TestStatementVariants fails
-// when they drift apart. In statements, {{schema}} stands for the store's
-// quoted schema, substituted at New, and a few other {{names}} for Go
-// constants the SQL must agree with (sqlConstants), substituted once.
+// Statements are written whole, so that the SQL found by a name is the
+// SQL sent, with one exception: a statement may include a fragment that
+// Go code assembles too, written {{name(param=value)}} (the fragment's
+// SQL, its {{param}} replaced by value), so that a rule the two share is
+// written once (statsInflight includes inflightRuns). Where several
+// statements share a part otherwise (the variants of insertRuns, claim and
+// claimIDs, column lists a scanner reads), each block says so, and
+// TestStatementVariants fails when they drift apart. In statements,
+// {{schema}} stands for the store's quoted schema, substituted at New, and
+// a few other {{names}} for Go constants the SQL must agree with
+// (sqlConstants), substituted once: among them the lists of the run
+// statuses the SQL asks about, made from durabletype's predicates
+// (sqlStatuses), so that no statement names a run status
+// (TestSQLNamesNoRunStatus).
 //
 // A field without a statement, a statement without a field, two blocks of
 // one name, an unknown {{name}} or a malformed file panics at New: they
@@ -55,7 +61,30 @@ var sqlConstants = map[string]string{
 	"countShards":       strconv.Itoa(countShards),
 	"shapeTrustSeconds": strconv.Itoa(int(shapeTrust / time.Second)),
 	"onFailureTask":     durabletype.OnFailureTask,
-	"errTimeoutText":    dag.ErrTimeoutText,
+	// The statuses of the runs that settled unsuccessfully (the runs'
+	// unsuccessful column), and of those in flight but not active
+	// (heldRun), which may hold no task in a queue.
+	"unsuccessfulStatuses": sqlStatuses(durabletype.RunStatus.Unsuccessful),
+	"heldStatuses":         sqlStatuses(heldRun),
+}
+
+// heldRun reports whether a run in status s is in flight but not active:
+// it holds its place without moving on, so that it may have no task in a
+// queue, where the runs in flight are found (inflightRuns).
+func heldRun(s durabletype.RunStatus) bool { return s.InFlight() && !s.Active() }
+
+// sqlStatuses is the list of the run statuses for which pred holds, as
+// SQL literals for "status IN (...)": NULL when there are none, so that
+// the condition holds for no row and the planner drops it.
+func sqlStatuses(pred func(durabletype.RunStatus) bool) string {
+	var lits []string
+	for _, st := range durabletype.RunStatusesWhere(pred) {
+		lits = append(lits, "'"+string(st)+"'")
+	}
+	if len(lits) == 0 {
+		return "NULL"
+	}
+	return strings.Join(lits, ", ")
 }
 
 // sqlBlock is a statement or fragment of sql/*.sql.
@@ -68,6 +97,7 @@ type sqlBlock struct {
 var (
 	blockHeader = regexp.MustCompile(`^-- (name|fragment): ([A-Za-z_][A-Za-z0-9_]*)\s*$`)
 	placeholder = regexp.MustCompile(`\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}`)
+	include     = regexp.MustCompile(`\{\{([A-Za-z_][A-Za-z0-9_]*)\(([A-Za-z_][A-Za-z0-9_]*)=([^{}()]*)\)\}\}`)
 )
 
 // parseSQLFile splits the text of a file of sql/ into its blocks.
@@ -142,6 +172,7 @@ func loadSQLBlocks(fsys fs.FS) (map[string]sqlBlock, error) {
 		return nil, err
 	}
 	out := map[string]sqlBlock{}
+	var names []string // in the order of the files
 	for _, f := range files {
 		text, err := fs.ReadFile(fsys, f)
 		if err != nil {
@@ -155,7 +186,27 @@ func loadSQLBlocks(fsys fs.FS) (map[string]sqlBlock, error) {
 			if prev, ok := out[b.name]; ok {
 				return nil, fmt.Errorf("pgstore: %s: %s is also in %s", b.file, b.name, prev.file)
 			}
+			out[b.name] = b
+			names = append(names, b.name)
+		}
+	}
+	// Fragments first, so that the statements include them with their
+	// constants substituted.
+	for _, fragments := range []bool{true, false} {
+		for _, name := range names {
+			b := out[name]
+			if b.fragment != fragments {
+				continue
+			}
 			var bad []string
+			b.sql = include.ReplaceAllStringFunc(b.sql, func(p string) string {
+				m := include.FindStringSubmatch(p)
+				if f, ok := out[m[1]]; ok && f.fragment && !b.fragment {
+					return strings.ReplaceAll(f.sql, "{{"+m[2]+"}}", m[3])
+				}
+				bad = append(bad, p)
+				return p
+			})
 			b.sql = placeholder.ReplaceAllStringFunc(b.sql, func(p string) string {
 				name := p[2 : len(p)-2]
 				if v, ok := sqlConstants[name]; ok {
@@ -169,7 +220,7 @@ func loadSQLBlocks(fsys fs.FS) (map[string]sqlBlock, error) {
 			if len(bad) > 0 {
 				return nil, fmt.Errorf("pgstore: %s: %s: unknown placeholders %v", b.file, b.name, bad)
 			}
-			out[b.name] = b
+			out[name] = b
 		}
 	}
 	return out, nil

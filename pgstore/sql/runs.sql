@@ -22,9 +22,10 @@ FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE;
 -- New runs from arrays; the arrays of features no run of the batch uses
 -- may be NULL (unnest pads them with NULLs).
 --
--- unsuccessful follows status (see migration 003): it changes when a run
--- fails, is cancelled or is replayed, never when it completes, so that
--- settling stays a HOT update.
+-- unsuccessful follows status (see migration 003): it is true for the
+-- statuses durabletype.RunStatus.Unsuccessful names ({{unsuccessfulStatuses}},
+-- made from it). It changes when a run fails, is cancelled or is
+-- replayed, never when it completes, so that settling stays a HOT update.
 --
 -- Five variants follow, for batches with child runs (the parents, $15-$17),
 -- with trace parents (the parameter after those), and inside a caller's
@@ -33,7 +34,7 @@ FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE;
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
                              idem_key, priority, deadline_at, version)
 SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at, coalesce(version, '')
+       status IN ({{unsuccessfulStatuses}}), nullif(idem_key, ''), coalesce(priority, 0), deadline_at, coalesce(version, '')
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
             $11::text[], $12::smallint[], $13::timestamptz[], $14::text[])
   AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at, version);
@@ -43,7 +44,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::byte
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
                              idem_key, priority, deadline_at, version, parent_id, parent_step, parent_result)
 SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at, coalesce(version, ''),
+       status IN ({{unsuccessfulStatuses}}), nullif(idem_key, ''), coalesce(priority, 0), deadline_at, coalesce(version, ''),
        parent_id, nullif(parent_step, ''), nullif(parent_result, '')
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
             $11::text[], $12::smallint[], $13::timestamptz[], $14::text[], $15::uuid[], $16::text[], $17::text[])
@@ -55,7 +56,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::byte
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
                              idem_key, priority, deadline_at, version, trace_parent)
 SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at, coalesce(version, ''),
+       status IN ({{unsuccessfulStatuses}}), nullif(idem_key, ''), coalesce(priority, 0), deadline_at, coalesce(version, ''),
        nullif(trace_parent, '')
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
             $11::text[], $12::smallint[], $13::timestamptz[], $14::text[], $15::text[])
@@ -68,7 +69,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::byte
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
                              idem_key, priority, deadline_at, version, parent_id, parent_step, parent_result, trace_parent)
 SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at, coalesce(version, ''),
+       status IN ({{unsuccessfulStatuses}}), nullif(idem_key, ''), coalesce(priority, 0), deadline_at, coalesce(version, ''),
        parent_id, nullif(parent_step, ''), nullif(parent_result, ''), nullif(trace_parent, '')
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
             $11::text[], $12::smallint[], $13::timestamptz[], $14::text[], $15::uuid[], $16::text[], $17::text[], $18::text[])
@@ -82,7 +83,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::byte
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
                              idem_key, priority, deadline_at, version)
 SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at, coalesce(version, '')
+       status IN ({{unsuccessfulStatuses}}), nullif(idem_key, ''), coalesce(priority, 0), deadline_at, coalesce(version, '')
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
             $11::text[], $12::smallint[], $13::timestamptz[], $14::text[])
   AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at, version)
@@ -93,7 +94,7 @@ ON CONFLICT DO NOTHING RETURNING id;
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
                              idem_key, priority, deadline_at, version, trace_parent)
 SELECT id, workflow, tenant, shape_id, status, input, nullif(failed_step, ''), nullif(error, ''), created_at, finished_at,
-       status IN ('FAILED', 'CANCELLED'), nullif(idem_key, ''), coalesce(priority, 0), deadline_at, coalesce(version, ''),
+       status IN ({{unsuccessfulStatuses}}), nullif(idem_key, ''), coalesce(priority, 0), deadline_at, coalesce(version, ''),
        nullif(trace_parent, '')
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::bytea[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[],
             $11::text[], $12::smallint[], $13::timestamptz[], $14::text[], $15::text[])
@@ -105,7 +106,7 @@ ON CONFLICT DO NOTHING RETURNING id;
 -- unsuccessful follows status (see insertRuns).
 UPDATE {{schema}}.runs r
 SET status = u.status, failed_step = nullif(u.failed_step, ''), error = nullif(u.error, ''), finished_at = u.finished_at,
-    unsuccessful = u.status IN ('FAILED', 'CANCELLED'), deadline_at = u.deadline_at
+    unsuccessful = u.status IN ({{unsuccessfulStatuses}}), deadline_at = u.deadline_at
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[])
   AS u(id, status, failed_step, error, finished_at, deadline_at)
 WHERE r.id = u.id;
@@ -141,34 +142,39 @@ FROM {{schema}}.runs WHERE id = $1;
 SELECT EXISTS (SELECT 1 FROM {{schema}}.runs WHERE id = $1);
 
 -- name: statsInflight
--- The runs in flight of the tenant $1 (any when NULL), counted: the
--- inflightRuns fragment below with {{tenant}} as $1 (a change to one goes
--- to the other; TestStatementVariants holds them to it).
+-- The runs in flight of the tenant $1 (any when NULL), counted: the runs
+-- of inflightRuns, with $1 as its tenant.
 SELECT r.workflow, r.version, r.tenant, r.status, count(*)::int FROM {{schema}}.runs r
-WHERE r.id = ANY (ARRAY (SELECT run_id FROM {{schema}}.ready WHERE ($1::text IS NULL OR tenant = $1)
-UNION SELECT run_id FROM {{schema}}.incoming WHERE ($1::text IS NULL OR tenant = $1)
-UNION SELECT run_id FROM {{schema}}.concurrency_waiting WHERE ($1::text IS NULL OR tenant = $1)
-UNION SELECT run_id FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND ($1::text IS NULL OR tenant = $1)
-UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'RUNNING' AND ($1::text IS NULL OR tenant = $1)
-UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'WAITING' AND ($1::text IS NULL OR tenant = $1))) AND r.finished_at IS NULL
+WHERE r.id = ANY (ARRAY ({{inflightRuns(tenant=$1)}})) AND r.finished_at IS NULL
 GROUP BY r.workflow, r.version, r.tenant, r.status;
 
 -- fragment: inflightRuns
--- The IDs of the runs in flight (not settled), of the tenant given by
--- {{tenant}}, an SQL expression that the Go code using this fragment fills
--- in (a parameter, or NULL for every tenant): every such run has a task
--- that is ready, waiting for a timer (a sleep or a retry backoff),
--- running, parked behind its concurrency key, or incoming (its run created
--- in a caller's transaction), and no settled run has one, since every task
--- of a settled run is terminal (dag.Run.checkRun). So the runs in flight
--- are found from the queues, whose size is the work in flight, not the
--- history. ListRuns builds its query around it (listQuery).
+-- The IDs of the runs in flight (dag.InFlight; the callers keep those
+-- not settled, finished_at IS NULL), of the tenant given by {{tenant}},
+-- an SQL expression that the Go code using this fragment fills in (a
+-- parameter, or NULL for every tenant). A run in flight is active
+-- (durabletype.RunStatus.Active), or settling (FAILED while steps or its
+-- on-failure handler still run), or held (in flight but not active:
+-- heldStatuses). An active or settling run has a task that is ready,
+-- waiting for a timer (a sleep or a retry backoff), running, waiting,
+-- parked behind its concurrency key, or incoming (its run created in a
+-- caller's transaction), and no settled run has one, since every task of a
+-- settled run is terminal (dag.Run.checkRun). So those runs are found from
+-- the queues, whose size is the work in flight, not the history. A held
+-- run may have no such task: the runs of the held statuses are added by
+-- their status. There are none today ({{heldStatuses}} is NULL and the
+-- planner drops the branch); a status that adds some needs an index that
+-- finds its runs without reading the history, and without covering status
+-- (see docs/design.md, "What the hot path pays"): TestGenericPlansUseIndexes
+-- fails on the scan of runs until it has one. ListRuns builds its query
+-- around this fragment (listQuery), Stats counts it (statsInflight).
 SELECT run_id FROM {{schema}}.ready WHERE ({{tenant}}::text IS NULL OR tenant = {{tenant}})
 UNION SELECT run_id FROM {{schema}}.incoming WHERE ({{tenant}}::text IS NULL OR tenant = {{tenant}})
 UNION SELECT run_id FROM {{schema}}.concurrency_waiting WHERE ({{tenant}}::text IS NULL OR tenant = {{tenant}})
 UNION SELECT run_id FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND ({{tenant}}::text IS NULL OR tenant = {{tenant}})
 UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'RUNNING' AND ({{tenant}}::text IS NULL OR tenant = {{tenant}})
 UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'WAITING' AND ({{tenant}}::text IS NULL OR tenant = {{tenant}})
+UNION SELECT id FROM {{schema}}.runs WHERE status IN ({{heldStatuses}}) AND ({{tenant}}::text IS NULL OR tenant = {{tenant}})
 
 -- name: pruneRuns
 -- Retention: the oldest settled runs that finished $2 microseconds before

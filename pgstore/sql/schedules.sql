@@ -29,7 +29,8 @@ SELECT id, tenant, name, workflow, input, cron, time_zone, shape, paused, next_a
 FROM {{schema}}.schedules WHERE tenant = $1 AND name = $2 FOR UPDATE;
 
 -- name: pauseSchedule
-UPDATE {{schema}}.schedules SET paused = $3, next_at = $4, updated_at = $5, error = CASE WHEN $3 THEN error END
+-- The record cronslot.Pause decided.
+UPDATE {{schema}}.schedules SET paused = $3, next_at = $4, updated_at = $5, error = nullif($6, '')
 WHERE tenant = $1 AND name = $2
 RETURNING id, tenant, name, workflow, input, cron, time_zone, shape, paused, next_at, last_slot, last_run_id,
           coalesce(error, ''), created_at, updated_at, declared, declared_paused;

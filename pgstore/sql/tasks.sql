@@ -136,7 +136,8 @@ SELECT tenant, count(*) FROM {{schema}}.tasks WHERE state = 'RUNNING' AND tenant
 -- Stamps the listed claims whose tasks run under them (skipping rows a
 -- transition holds: it is finishing them) and reads the tasks back, as
 -- they were before the statement, for dag.Current to tell which claims
--- are lost.
+-- are lost, and dag.LostToCancel and LostToTimeout why (the task's
+-- recorded error says whether its attempt timed out).
 WITH u AS (
   SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[]) WITH ORDINALITY AS u(run_id, name, token, ord)
 ),
@@ -147,7 +148,7 @@ stamped AS (
     WHERE t2.state = 'RUNNING' AND t2.token = u.token
     FOR UPDATE OF t2 SKIP LOCKED)
 )
-SELECT u.ord, t.kind, t.state, t.token, r.status, starts_with(coalesce(t.error, ''), '{{errTimeoutText}}')
+SELECT u.ord, t.kind, t.state, t.token, r.status, coalesce(t.error, '')
 FROM u
 JOIN {{schema}}.tasks t ON t.run_id = u.run_id AND t.name = u.name
 JOIN {{schema}}.runs r ON r.id = u.run_id;

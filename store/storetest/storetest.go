@@ -97,6 +97,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"PruneFinishedBeforeCreated", testPruneFinishedBeforeCreated},
 		{"Stats", testStats},
 		{"StatsCounts", testStatsCounts},
+		{"InFlightIsOneMeaning", testInFlightIsOneMeaning},
 		{"ConcurrencyCap", testConcurrencyCap},
 		{"ConcurrencyFIFOAcrossSteps", testConcurrencyFIFOAcrossSteps},
 		{"ConcurrencyReleasePaths", testConcurrencyReleasePaths},

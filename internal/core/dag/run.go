@@ -162,13 +162,13 @@ func (r *Run) Claim(i int, token int64, worker string, now time.Time) (Effects, 
 // whose status is status: the test a heartbeat applies, and which decides
 // whether the claim's worker should keep running the step. A claim is
 // current while its task is RUNNING under that token and the run still
-// wants the task: the run is RUNNING, or the task is its on-failure
-// handler, which runs in a failed run.
+// wants the task: the run is active (durabletype.RunStatus.Active), or the
+// task is its on-failure handler, which runs in a failed run.
 func Current(t *store.Task, token int64, status durabletype.RunStatus) bool {
 	if token == 0 || !Beats(t, token) {
 		return false
 	}
-	return status == durabletype.RunRunning || t.Kind == durabletype.KindOnFailure
+	return status.Active() || t.Kind == durabletype.KindOnFailure
 }
 
 // Beats reports whether a heartbeat of the claim token on task t stamps
@@ -186,6 +186,8 @@ func Beats(t *store.Task, token int64) bool {
 // lost because its run gave the task up: the run was cancelled, or the task
 // was cancelled under its claim (a run past its deadline). Its worker is
 // told so (ErrRunCancelled) rather than that its claim was taken over.
+// It names the status CANCELLED itself, not a meaning of it: the worker is
+// told the reason of that status (TestStatusesAskedByMeaning allows it).
 func LostToCancel(t *store.Task, status durabletype.RunStatus) bool {
 	return status == durabletype.RunCancelled || t.State == durabletype.TaskCancelled
 }
@@ -445,7 +447,7 @@ func (r *Run) Expire(now time.Time) (Effects, bool) {
 	}
 	r.Rec.Deadline = time.Time{}
 	r.fx.RunChanged = true
-	if r.Rec.Status != durabletype.RunRunning {
+	if !r.Rec.Status.InFlight() { // it failed already: its settlement is under way
 		return r.end(), true
 	}
 	const msg = "run deadline exceeded"
@@ -556,15 +558,15 @@ func (r *Run) giveBack(i int, detail string, now time.Time) {
 // attempts kept losing their worker (durabletype.ErrPoisonStep).
 const PoisonText = "step lost its worker too many times in a row"
 
-// Cancel cancels a run that has not settled (ErrRunSettled otherwise): it
-// becomes CANCELLED with reason as its error; every task not finished is
-// CANCELLED, timers included; the claims of RUNNING tasks are cleared, so
-// that their workers learn it (Current is false, LostToCancel true) and
-// their late outcomes are stale. The on-failure handler does not run for a
+// Cancel cancels a run that has not settled (ErrRunSettled otherwise; see
+// Cancellable): it becomes CANCELLED with reason as its error; every task
+// not finished is CANCELLED, timers included; the claims of RUNNING tasks
+// are cleared, so that their workers learn it (Current is false,
+// LostToCancel true) and their late outcomes are stale. The on-failure handler does not run for a
 // cancelled run. The run settles at once.
 func (r *Run) Cancel(reason string, now time.Time) (Effects, error) {
 	r.begin()
-	if r.Rec.Settled() {
+	if !Cancellable(&r.Rec) {
 		return r.end(), durabletype.ErrRunSettled
 	}
 	reason = Text(reason)
@@ -589,8 +591,29 @@ func (r *Run) Cancel(reason string, now time.Time) (Effects, error) {
 	return r.end(), nil
 }
 
+// Cancellable reports whether run rec may be cancelled (Run.Cancel): its
+// status allows it (durabletype.ActionCancel), or its status settled it
+// unsuccessfully and its settlement is under way (FAILED, its on-failure
+// handler or steps still running: cancelling it stops them).
+func Cancellable(rec *store.Run) bool {
+	return !rec.Settled() && (rec.Status.Allows(durabletype.ActionCancel) || rec.Status.Unsuccessful())
+}
+
+// InFlight reports whether run rec is in flight: its status is
+// (durabletype.RunStatus.InFlight), or its status settled it and its
+// settlement is under way (FAILED while its steps or its on-failure
+// handler still run). The stats count these runs in flight, under their
+// status; a run stops being in flight when it settles (Rec.FinishedAt is
+// set), which a run whose status is in flight never has. memstore counts
+// them so; pgstore's inflightRuns finds the same runs (the conformance
+// suite holds both to it, for a run in every status).
+func InFlight(rec *store.Run) bool {
+	return rec.Status.InFlight() || !rec.Settled()
+}
+
 // Replay makes a settled run run again (a step an upgrade retired never
-// runs again; see Upgrade). The tasks to run again are those
+// runs again; see Upgrade), when its status allows it
+// (durabletype.ActionReplay). The tasks to run again are those
 // that FAILED or were CANCELLED, the step named from (when set) even if it
 // completed, and every descendant of these; each is reset as new (PENDING,
 // no attempt, no output) with a REPLAYED event, and those whose parents are
@@ -603,7 +626,7 @@ func (r *Run) Cancel(reason string, now time.Time) (Effects, error) {
 // won), ErrNothingToReplay (a completed run and no from), ErrStepNotFound.
 func (r *Run) Replay(from string, now time.Time) (Effects, error) {
 	r.begin()
-	if !r.Rec.Settled() {
+	if !r.Rec.Settled() || !r.Rec.Status.Allows(durabletype.ActionReplay) {
 		return r.end(), durabletype.ErrRunNotSettled
 	}
 	n := r.Shape.Len()
@@ -695,10 +718,10 @@ func PruneCutoff(now time.Time, olderThan time.Duration) time.Time {
 	return now.Add(-olderThan.Truncate(time.Microsecond))
 }
 
-// wanted reports whether the run still wants task i to run: it is RUNNING,
-// or i is its on-failure handler. (Items have indexes above Len.)
+// wanted reports whether the run still wants task i to run: the run is
+// active, or i is its on-failure handler. (Items have indexes above Len.)
 func (r *Run) wanted(i int) bool {
-	return r.Rec.Status == durabletype.RunRunning || i == r.Shape.Len()
+	return r.Rec.Status.Active() || i == r.Shape.Len()
 }
 
 func (r *Run) complete(i int, output []byte, now time.Time) {
@@ -707,7 +730,7 @@ func (r *Run) complete(i int, output []byte, now time.Time) {
 	t.Error = ""
 	r.finish(i, durabletype.TaskCompleted, now)
 	r.event(i, durabletype.EventCompleted, now, "", time.Time{})
-	if r.Rec.Status == durabletype.RunRunning && i < r.Shape.Len() {
+	if r.Rec.Status.Active() && i < r.Shape.Len() {
 		r.resolveChildren(i, now)
 	}
 }
@@ -909,7 +932,7 @@ func (r *Run) checkRun(now time.Time) {
 			return
 		}
 	}
-	if r.Rec.Status == durabletype.RunRunning {
+	if r.Rec.Status.InFlight() { // not failed or cancelled: it completed
 		r.Rec.Status = durabletype.RunCompleted
 	}
 	r.Rec.FinishedAt = now

@@ -32,6 +32,10 @@ var (
 	ErrInvalidKind     = errors.New("invalid step kind")
 	ErrInvalidVersion  = errors.New("invalid version")
 	ErrInvalidType     = errors.New("invalid type name")
+	// ErrSkipWithoutTimeout: a waiting step is skipped on a timeout it does
+	// not have. It matches ErrInvalidKind; the root package reports it as
+	// the options that set it (SkipOnTimeout, WithWaitTimeout).
+	ErrSkipWithoutTimeout = fmt.Errorf("%w: skip on timeout without a timeout", ErrInvalidKind)
 )
 
 // MaxTypeLen is the longest type name a shape records, in bytes.
@@ -260,8 +264,8 @@ func Compile(s *durabletype.Shape) (*Compiled, error) {
 		if st.Output != "" && !validLabel(st.Output, MaxTypeLen) {
 			bad(ErrInvalidType, "output "+Quote(st.Output))
 		}
-		if detail := checkKind(&st); detail != "" {
-			bad(ErrInvalidKind, detail)
+		if detail, err := checkKind(&st); err != nil {
+			bad(err, detail)
 		}
 		seen := make(map[int]bool, len(st.Parents))
 		for _, p := range st.Parents {
@@ -361,8 +365,9 @@ func KindOf(s *durabletype.StepSpec) durabletype.TaskKind {
 func (c *Compiled) Spec(i int) *durabletype.StepSpec { return &c.Shape.Steps[i] }
 
 // checkKind checks that a step is of one kind only, and the settings of
-// that kind; it returns what is wrong, or "".
-func checkKind(st *durabletype.StepSpec) string {
+// that kind; it returns what is wrong (a detail and ErrInvalidKind, or an
+// error of its own that matches ErrInvalidKind), or a nil error.
+func checkKind(st *durabletype.StepSpec) (detail string, err error) {
 	n := 0
 	if st.Sleep != 0 {
 		n++
@@ -377,32 +382,32 @@ func checkKind(st *durabletype.StepSpec) string {
 		n++
 	}
 	if n > 1 {
-		return "a step is one of a sleep, a wait, a child step and a map step"
+		return "a step is one of a sleep, a wait, a child step and a map step", ErrInvalidKind
 	}
 	switch {
 	case st.Wait != nil:
 		w := st.Wait
 		switch {
 		case w.Timeout < 0 || w.Lookback < 0:
-			return fmt.Sprintf("negative wait timeout %s or lookback %s", w.Timeout, w.Lookback)
+			return fmt.Sprintf("negative wait timeout %s or lookback %s", w.Timeout, w.Lookback), ErrInvalidKind
 		case w.Signal != "" && !ValidEventKey(w.Signal):
-			return "signal name " + Quote(w.Signal) + ": use 1-255 bytes of UTF-8 without control characters"
+			return "signal name " + Quote(w.Signal) + ": use 1-255 bytes of UTF-8 without control characters", ErrInvalidKind
 		case w.SkipOnTimeout && w.Timeout == 0:
-			return "skip on timeout without a timeout"
+			return "", ErrSkipWithoutTimeout
 		}
 	case st.Child != nil:
 		switch {
 		case !ValidName(st.Child.Workflow):
-			return "child workflow " + Quote(st.Child.Workflow)
+			return "child workflow " + Quote(st.Child.Workflow), ErrInvalidKind
 		case !ValidName(st.Child.Result):
-			return "child result step " + Quote(st.Child.Result)
+			return "child result step " + Quote(st.Child.Result), ErrInvalidKind
 		}
 	case st.Map != nil:
 		if !ValidName(st.Map.Over) {
-			return "map over " + Quote(st.Map.Over)
+			return "map over " + Quote(st.Map.Over), ErrInvalidKind
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // Retry returns the retry policy of task i.

@@ -326,8 +326,10 @@ func (r *Run) Upgrade(from string, to *durabletype.Shape, now time.Time) (Effect
 	switch {
 	case r.Rec.Settled():
 		return r.end(), durabletype.ErrRunSettled
-	case r.Rec.Status != durabletype.RunRunning:
+	case r.Rec.Status.Unsuccessful():
 		return r.end(), bad("the run failed; it settles at its version (replay it once settled, then move it)")
+	case !r.Rec.Status.Allows(durabletype.ActionUpgrade):
+		return r.end(), bad("a run " + string(r.Rec.Status) + " does not move to another version")
 	case len(r.Tasks) > n && to.OnFailure == nil:
 		// A replayed run keeps the task of the handler that ran before.
 		return r.end(), bad("the run's on-failure handler ran before it was replayed, and the other version has none")

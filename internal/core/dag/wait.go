@@ -340,8 +340,8 @@ func (r *Run) childSettled(i int, m *Message, rand float64, now time.Time) (Effe
 	if t.State != durabletype.TaskWaiting || t.Kind != durabletype.KindChild || t.Child != m.Child || !r.wanted(i) {
 		return r.end(), false
 	}
-	switch m.Status {
-	case durabletype.RunCompleted:
+	switch {
+	case m.Status.Settled() && !m.Status.Unsuccessful():
 		if m.ResultState == durabletype.TaskCompleted {
 			r.complete(i, m.Payload, now)
 		} else {
@@ -350,7 +350,7 @@ func (r *Run) childSettled(i int, m *Message, rand float64, now time.Time) (Effe
 				Quote(m.Result), m.Child, strings.ToLower(string(m.ResultState))), time.Time{})
 			r.resolveChildren(i, now)
 		}
-	case durabletype.RunFailed, durabletype.RunCancelled:
+	case m.Status.Unsuccessful():
 		msg := fmt.Sprintf("child run %s %s", m.Child, strings.ToLower(string(m.Status)))
 		if m.Error != "" {
 			msg += ": " + m.Error
