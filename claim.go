@@ -101,15 +101,8 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 		ctx, stopTimer = context.WithTimeoutCause(ctx, c.Timeout, ErrStepTimeout)
 	}
 	ref := c.Ref()
-	f := &flight{cancel: cancel}
-	lose := func(cause error) {
-		rt.flightMu.Lock()
-		f.lose(cause)
-		rt.flightMu.Unlock()
-	}
-	rt.flightMu.Lock()
-	rt.flights[ref] = f
-	rt.flightMu.Unlock()
+	f := rt.steps.Add(ref, cancel)
+	lose := func(cause error) { rt.steps.Lose(f, cause) }
 	rt.execs.Go(func() {
 		var o store.Outcome
 		var recorded *store.FinishResult

@@ -96,11 +96,7 @@ func (e *Engine) completeLoop(ctx context.Context, rt *runtime) {
 
 // landed forgets the flights of outcomes that were recorded or given up.
 func landed(rt *runtime, batch []store.Outcome) {
-	rt.flightMu.Lock()
-	for _, o := range batch {
-		delete(rt.flights, o.Task)
-	}
-	rt.flightMu.Unlock()
+	rt.steps.Forget(batch)
 }
 
 // recordedInTx does for an outcome the store recorded in its step's
@@ -176,14 +172,8 @@ func (e *Engine) recorded(ctx context.Context, rt *runtime, batch []store.Outcom
 // no longer current: expected when the step's run was cancelled, a warning
 // otherwise (the step was rescued from this engine: it ran twice).
 func (e *Engine) staleOutcome(ctx context.Context, rt *runtime, o store.Outcome) {
-	rt.flightMu.Lock()
-	var lost error
-	if f := rt.flights[o.Task]; f != nil {
-		lost = f.lost
-	}
-	rt.flightMu.Unlock()
 	level, msg := slog.LevelWarn, "durable: outcome rejected, the claim is no longer current"
-	if errors.Is(lost, ErrRunCancelled) {
+	if rt.steps.WasCancelled(o.Task) {
 		level, msg = slog.LevelDebug, "durable: outcome not recorded, the run was cancelled"
 	}
 	e.log.Log(ctx, level, msg, slog.String("run_id", o.Task.RunID.String()), slog.String("step", o.Task.Step))

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/internal/service/heartbeat"
+	"github.com/effectivelabs/durable/internal/service/inflight"
 	"github.com/effectivelabs/durable/internal/service/startstop"
 	"github.com/effectivelabs/durable/store"
 )
@@ -103,7 +105,7 @@ type runtime struct {
 	registrar *registrar      // keeps the worker's record (workers.go)
 	listener  *listener       // delivers the store's notifications
 	completer *completer      // records the steps' outcomes (complete.go)
-	heartbeat *startstop.Func // vouches for the running steps' claims (heartbeat.go)
+	heartbeat *heartbeat.Heartbeat // vouches for the running steps' claims
 	claimer   *startstop.Func // claims tasks and runs their steps (claim.go)
 	upgrader  *startstop.Func // moves the runs of accepted versions (upgrade.go)
 	leader    *startstop.Func // campaigns for leadership, and leads (leader.go)
@@ -120,9 +122,6 @@ type runtime struct {
 	inboxSig chan struct{}
 	// upgradeSig wakes the upgrade loop (upgrade.go).
 	upgradeSig chan struct{}
-	// heartbeatSig makes the heartbeat loop vouch for the claims at once
-	// (heartbeat.go): notifications may have been missed.
-	heartbeatSig chan struct{}
 	// registrySig asks the registry loop to refresh the worker's record
 	// now (workers.go); leading is set while this engine leads; host is
 	// the host name in its record.
@@ -131,8 +130,8 @@ type runtime struct {
 	host        string
 	outcomes    chan outcomeMsg
 
-	flightMu sync.Mutex
-	flights  map[store.TaskRef]*flight
+	// steps are the steps this engine runs, keyed by their claims.
+	steps *inflight.Steps
 
 	// lost counts the outcomes that could not be recorded (their steps are
 	// rescued and run again); lostErr is the last reason.
@@ -156,10 +155,9 @@ func (e *Engine) newRuntime(ctx context.Context) *runtime {
 		inboxSig:     make(chan struct{}, 1),
 		registrySig:  make(chan struct{}, 1),
 		upgradeSig:   make(chan struct{}, 1),
-		heartbeatSig: make(chan struct{}, 1),
 		host:         hostname(),
 		outcomes:     make(chan outcomeMsg, e.cfg.Concurrency),
-		flights:      map[store.TaskRef]*flight{},
+		steps:        inflight.New(inflight.Causes{RunCancelled: ErrRunCancelled, TimedOut: ErrStepTimeout, ClaimLost: ErrClaimLost}),
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	rt.work, rt.stopWork = context.WithCancelCause(rt.ctx)
@@ -169,32 +167,15 @@ func (e *Engine) newRuntime(ctx context.Context) *runtime {
 	}
 	rt.listener = &listener{e: e, rt: rt}
 	rt.completer = &completer{e: e, rt: rt}
-	rt.heartbeat = startstop.NewFunc(func(ctx context.Context) { e.heartbeatLoop(ctx, rt) })
+	rt.heartbeat = heartbeat.New(heartbeat.Config{
+		Store: e.store, Claims: rt.steps, WorkerID: e.cfg.WorkerID, Interval: e.cfg.HeartbeatInterval,
+		Now: e.now, Logger: e.log,
+	})
 	rt.claimer = startstop.NewFunc(func(ctx context.Context) { e.claimLoop(ctx, rt) })
 	rt.upgrader = startstop.NewFunc(func(ctx context.Context) { e.upgradeLoop(ctx, rt) })
 	rt.leader = startstop.NewFunc(func(ctx context.Context) { e.campaign(ctx, rt) })
 	rt.duties = e.leaderDuties(rt)
 	return rt
-}
-
-// flight is a step this engine runs, keyed by its claim in
-// runtime.flights: a task rescued from this engine and claimed by it again
-// runs twice at once, under two claims, and each is heartbeated, cancelled
-// and forgotten on its own.
-type flight struct {
-	cancel context.CancelCauseFunc
-	// lost is why the engine stopped the step (ErrClaimLost,
-	// ErrRunCancelled), nil while its claim is current; under flightMu.
-	lost error
-}
-
-// lose cancels the step because its claim is no longer current; flightMu
-// must be held. The first cause stays.
-func (f *flight) lose(cause error) {
-	if f.lost == nil {
-		f.lost = cause
-	}
-	f.cancel(cause)
 }
 
 type outcomeMsg struct {
@@ -383,7 +364,7 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		}
 	case store.TopicCancel:
 		if id, err := uuid.Parse(n.Payload); err == nil {
-			e.runCancelled(rt, id)
+			rt.steps.RunCancelled(id)
 		}
 	case store.TopicDeaf:
 		// No notification comes until the next TopicResync: the loops
@@ -398,7 +379,7 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		// a run cancelled meanwhile is found by a heartbeat now rather than
 		// at the next one.
 		e.notifying.Store(true)
-		signal(rt.heartbeatSig)
+		rt.heartbeat.Beat()
 		signal(rt.readySig)
 		signal(rt.timerSig)
 		signal(rt.scheduleSig)

@@ -49,9 +49,7 @@ func claimOne(t *testing.T, e *Engine, rt *runtime) (*store.ClaimedTask, context
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	ctx, cancel := context.WithCancelCause(rt.work)
-	rt.flightMu.Lock()
-	rt.flights[claimed[0].Ref()] = &flight{cancel: cancel}
-	rt.flightMu.Unlock()
+	rt.steps.Add(claimed[0].Ref(), cancel)
 	return claimed[0], ctx
 }
 
@@ -313,7 +311,7 @@ func TestCompleterService(t *testing.T) {
 				for _, id := range ids {
 					require.Equal(t, durabletype.TaskCompleted, taskOf(t, st, id, "s").State)
 				}
-				require.Empty(t, rt.flights, "recorded outcomes are no longer in flight")
+				require.Zero(t, rt.steps.Len(), "recorded outcomes are no longer in flight")
 			})
 		})
 	}

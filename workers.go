@@ -223,9 +223,7 @@ func (e *Engine) workerRecord(rt *runtime) store.Worker {
 
 // recordOf is this engine's record as of now, serving sv.
 func (e *Engine) recordOf(rt *runtime, sv served) store.Worker {
-	rt.flightMu.Lock()
-	inFlight := len(rt.flights)
-	rt.flightMu.Unlock()
+	inFlight := rt.steps.Len()
 	return store.Worker{
 		ID: e.cfg.WorkerID, Host: rt.host, Version: e.cfg.Version, Workflows: sv.workflows, Accepts: sv.accepts,
 		Concurrency: e.cfg.Concurrency, InFlight: inFlight, Leader: rt.leading.Load(), DeadAfter: e.cfg.DeadAfter,
