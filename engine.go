@@ -102,13 +102,13 @@ type runtime struct {
 
 	// The services, in the order Start starts them (Stop stops them in an
 	// order of its own).
-	registrar *registrar      // keeps the worker's record (workers.go)
-	listener  *listener       // delivers the store's notifications
-	completer *completer      // records the steps' outcomes (complete.go)
+	registrar *registrar           // keeps the worker's record (workers.go)
+	listener  *listener            // delivers the store's notifications
+	completer *completer           // records the steps' outcomes (complete.go)
 	heartbeat *heartbeat.Heartbeat // vouches for the running steps' claims
-	claimer   *startstop.Func // claims tasks and runs their steps (claim.go)
-	upgrader  *startstop.Func // moves the runs of accepted versions (upgrade.go)
-	leader    *startstop.Func // campaigns for leadership, and leads (leader.go)
+	claimer   *startstop.Func      // claims tasks and runs their steps (claim.go)
+	upgrader  *startstop.Func      // moves the runs of accepted versions (upgrade.go)
+	leader    *startstop.Func      // campaigns for leadership, and leads (leader.go)
 	// duties are the services the leader runs while it leads (leader.go).
 	duties []startstop.Service
 
@@ -147,17 +147,17 @@ type runtime struct {
 // services not started.
 func (e *Engine) newRuntime(ctx context.Context) *runtime {
 	rt := &runtime{
-		slots:        make(chan struct{}, e.cfg.Concurrency),
-		slotFreed:    make(chan struct{}, 1),
-		readySig:     make(chan struct{}, 1),
-		timerSig:     make(chan struct{}, 1),
-		scheduleSig:  make(chan struct{}, 1),
-		inboxSig:     make(chan struct{}, 1),
-		registrySig:  make(chan struct{}, 1),
-		upgradeSig:   make(chan struct{}, 1),
-		host:         hostname(),
-		outcomes:     make(chan outcomeMsg, e.cfg.Concurrency),
-		steps:        inflight.New(inflight.Causes{RunCancelled: ErrRunCancelled, TimedOut: ErrStepTimeout, ClaimLost: ErrClaimLost}),
+		slots:       make(chan struct{}, e.cfg.Concurrency),
+		slotFreed:   make(chan struct{}, 1),
+		readySig:    make(chan struct{}, 1),
+		timerSig:    make(chan struct{}, 1),
+		scheduleSig: make(chan struct{}, 1),
+		inboxSig:    make(chan struct{}, 1),
+		registrySig: make(chan struct{}, 1),
+		upgradeSig:  make(chan struct{}, 1),
+		host:        hostname(),
+		outcomes:    make(chan outcomeMsg, e.cfg.Concurrency),
+		steps:       inflight.New(inflight.Causes{RunCancelled: ErrRunCancelled, TimedOut: ErrStepTimeout, ClaimLost: ErrClaimLost}),
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	rt.work, rt.stopWork = context.WithCancelCause(rt.ctx)
