@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable/internal/core/sleep"
+	"github.com/effectivelabs/durable/internal/service/completer"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -138,7 +139,7 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 			}
 			stopTimer()
 			cancel(nil)
-			rt.outcomes <- outcomeMsg{o: o, meta: meta, recorded: recorded}
+			rt.completer.Send(completer.Message[outcomeMeta]{Outcome: o, Meta: meta, Recorded: recorded})
 			<-rt.slots
 			signal(rt.slotFreed)
 		}()

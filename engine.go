@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/internal/service/completer"
 	"github.com/effectivelabs/durable/internal/service/heartbeat"
 	"github.com/effectivelabs/durable/internal/service/inflight"
 	"github.com/effectivelabs/durable/internal/service/startstop"
@@ -102,13 +103,13 @@ type runtime struct {
 
 	// The services, in the order Start starts them (Stop stops them in an
 	// order of its own).
-	registrar *registrar           // keeps the worker's record (workers.go)
-	listener  *listener            // delivers the store's notifications
-	completer *completer           // records the steps' outcomes (complete.go)
-	heartbeat *heartbeat.Heartbeat // vouches for the running steps' claims
-	claimer   *startstop.Func      // claims tasks and runs their steps (claim.go)
-	upgrader  *startstop.Func      // moves the runs of accepted versions (upgrade.go)
-	leader    *startstop.Func      // campaigns for leadership, and leads (leader.go)
+	registrar *registrar                        // keeps the worker's record (workers.go)
+	listener  *listener                         // delivers the store's notifications
+	completer *completer.Completer[outcomeMeta] // records the steps' outcomes
+	heartbeat *heartbeat.Heartbeat              // vouches for the running steps' claims
+	claimer   *startstop.Func                   // claims tasks and runs their steps (claim.go)
+	upgrader  *startstop.Func                   // moves the runs of accepted versions (upgrade.go)
+	leader    *startstop.Func                   // campaigns for leadership, and leads (leader.go)
 	// duties are the services the leader runs while it leads (leader.go).
 	duties []startstop.Service
 
@@ -128,16 +129,9 @@ type runtime struct {
 	registrySig chan struct{}
 	leading     atomic.Bool
 	host        string
-	outcomes    chan outcomeMsg
 
 	// steps are the steps this engine runs, keyed by their claims.
 	steps *inflight.Steps
-
-	// lost counts the outcomes that could not be recorded (their steps are
-	// rescued and run again); lostErr is the last reason.
-	lostMu  sync.Mutex
-	lost    int
-	lostErr error
 
 	execs sync.WaitGroup // step executors
 	aux   sync.WaitGroup // late declarations of schedules (declareLate)
@@ -156,7 +150,6 @@ func (e *Engine) newRuntime(ctx context.Context) *runtime {
 		registrySig: make(chan struct{}, 1),
 		upgradeSig:  make(chan struct{}, 1),
 		host:        hostname(),
-		outcomes:    make(chan outcomeMsg, e.cfg.Concurrency),
 		steps:       inflight.New(inflight.Causes{RunCancelled: ErrRunCancelled, TimedOut: ErrStepTimeout, ClaimLost: ErrClaimLost}),
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -166,7 +159,7 @@ func (e *Engine) newRuntime(ctx context.Context) *runtime {
 		rt.registrar.r = r
 	}
 	rt.listener = &listener{e: e, rt: rt}
-	rt.completer = &completer{e: e, rt: rt}
+	rt.completer = e.newCompleter(rt)
 	rt.heartbeat = heartbeat.New(heartbeat.Config{
 		Store: e.store, Claims: rt.steps, WorkerID: e.cfg.WorkerID, Interval: e.cfg.HeartbeatInterval,
 		Now: e.now, Logger: e.log,
@@ -178,13 +171,23 @@ func (e *Engine) newRuntime(ctx context.Context) *runtime {
 	return rt
 }
 
-type outcomeMsg struct {
-	o store.Outcome
-	// meta is set when the engine has metrics.
-	meta outcomeMeta
-	// recorded, when set, is the result of o, which the store recorded
-	// already (a TxStep's outcome, in the step's transaction).
-	recorded *store.FinishResult
+// newCompleter returns the completer of rt: it records the outcomes of
+// the steps rt runs, FinishBatch at a time, with up to Concurrency of
+// them queued, and wakes the claim loop after each batch; with metrics,
+// it counts them.
+func (e *Engine) newCompleter(rt *runtime) *completer.Completer[outcomeMeta] {
+	cfg := completer.Config[outcomeMeta]{
+		Store: e.store, Steps: rt.steps, Batch: e.cfg.FinishBatch, Queue: e.cfg.Concurrency,
+		Now: e.now, Logger: e.log,
+		Wake: func() { signal(rt.readySig) },
+	}
+	if m := e.tel.m; m != nil {
+		cfg.Metrics = func(batch []store.Outcome, meta []outcomeMeta, res []store.FinishResult) {
+			m.recordFinish(rt.ctx, batch, meta, res)
+		}
+		cfg.CallTook = func(d time.Duration) { m.storeDuration.Record(rt.ctx, d.Seconds(), m.finishOp.rec...) }
+	}
+	return completer.New(cfg)
 }
 
 // outcomeMeta is what the metrics of an outcome need besides it.
@@ -284,7 +287,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		// flushGrace; then recording gives up, so that steps blocked on a
 		// full outcome queue (the store unreachable, the completer retrying)
 		// are not waited for forever.
-		giveUp := time.AfterFunc(flushGrace, rt.completer.giveUp)
+		giveUp := time.AfterFunc(flushGrace, rt.completer.GiveUp)
 		defer giveUp.Stop()
 		<-execsDone
 	}
@@ -297,7 +300,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		flushDeadline, cancel = context.WithTimeout(context.Background(), flushGrace)
 		defer cancel()
 	}
-	rt.completer.drain(flushDeadline)
+	rt.completer.Drain(flushDeadline)
 	// Heartbeats vouch for the steps' claims until then.
 	rt.heartbeat.Stop()
 	rt.stopWork(ErrEngineStopped)
@@ -310,11 +313,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 	rt.registrar.remove(ctx)
 	e.wakeAllWaiters()
 	e.log.Info("durable: engine stopped")
-	rt.lostMu.Lock()
-	defer rt.lostMu.Unlock()
-	if rt.lost > 0 {
+	if lost, lostErr := rt.completer.Lost(); lost > 0 {
 		return errors.Join(stopErr, fmt.Errorf("%w: %d step outcomes, their steps will be rescued and run again: %w",
-			ErrNotRecorded, rt.lost, rt.lostErr))
+			ErrNotRecorded, lost, lostErr))
 	}
 	return stopErr
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
+	"github.com/effectivelabs/durable/internal/service/completer"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store"
 )
@@ -293,21 +294,23 @@ func TestCompleterService(t *testing.T) {
 				require.NoError(t, rt.completer.Start(rt.ctx))
 				for range ids {
 					c, _ := claimOne(t, e, rt)
-					rt.outcomes <- outcomeMsg{o: store.Outcome{Task: c.Ref(), Kind: store.OutcomeComplete, Output: []byte("1")}}
+					rt.completer.Send(completer.Message[outcomeMeta]{Outcome: store.Outcome{Task: c.Ref(), Kind: store.OutcomeComplete, Output: []byte("1")}})
 				}
 				deadline, cancel := context.WithTimeout(ctx, time.Minute)
 				defer cancel()
 				begin := time.Now()
-				rt.completer.drain(deadline)
-				rt.completer.drain(deadline) // again: nothing
+				rt.completer.Drain(deadline)
+				rt.completer.Drain(deadline) // again: nothing
 				if failing {
 					require.Equal(t, time.Minute, time.Since(begin), "tried again until the deadline")
-					require.Equal(t, 3, rt.lost, "the outcomes are counted lost")
-					require.ErrorIs(t, rt.lostErr, durabletype.ErrTransient)
+					lost, lostErr := rt.completer.Lost()
+					require.Equal(t, 3, lost, "the outcomes are counted lost")
+					require.ErrorIs(t, lostErr, durabletype.ErrTransient)
 					return
 				}
 				require.Zero(t, time.Since(begin))
-				require.Zero(t, rt.lost)
+				lost, _ := rt.completer.Lost()
+				require.Zero(t, lost)
 				for _, id := range ids {
 					require.Equal(t, durabletype.TaskCompleted, taskOf(t, st, id, "s").State)
 				}
