@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectivelabs/durable/internal/service/completer"
 	"github.com/effectivelabs/durable/internal/service/heartbeat"
+	"github.com/effectivelabs/durable/internal/service/registrar"
 	"github.com/effectivelabs/durable/internal/service/inflight"
 	"github.com/effectivelabs/durable/internal/service/startstop"
 	"github.com/effectivelabs/durable/store"
@@ -103,7 +104,7 @@ type runtime struct {
 
 	// The services, in the order Start starts them (Stop stops them in an
 	// order of its own).
-	registrar *registrar                        // keeps the worker's record (workers.go)
+	registrar *registrar.Registrar              // keeps the worker's record
 	listener  *listener                         // delivers the store's notifications
 	completer *completer.Completer[outcomeMeta] // records the steps' outcomes
 	heartbeat *heartbeat.Heartbeat              // vouches for the running steps' claims
@@ -123,12 +124,10 @@ type runtime struct {
 	inboxSig chan struct{}
 	// upgradeSig wakes the upgrade loop (upgrade.go).
 	upgradeSig chan struct{}
-	// registrySig asks the registry loop to refresh the worker's record
-	// now (workers.go); leading is set while this engine leads; host is
-	// the host name in its record.
-	registrySig chan struct{}
-	leading     atomic.Bool
-	host        string
+	// leading is set while this engine leads; host is the host name in
+	// its record.
+	leading atomic.Bool
+	host    string
 
 	// steps are the steps this engine runs, keyed by their claims.
 	steps *inflight.Steps
@@ -147,17 +146,13 @@ func (e *Engine) newRuntime(ctx context.Context) *runtime {
 		timerSig:    make(chan struct{}, 1),
 		scheduleSig: make(chan struct{}, 1),
 		inboxSig:    make(chan struct{}, 1),
-		registrySig: make(chan struct{}, 1),
 		upgradeSig:  make(chan struct{}, 1),
 		host:        hostname(),
 		steps:       inflight.New(inflight.Causes{RunCancelled: ErrRunCancelled, TimedOut: ErrStepTimeout, ClaimLost: ErrClaimLost}),
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	rt.work, rt.stopWork = context.WithCancelCause(rt.ctx)
-	rt.registrar = &registrar{e: e, rt: rt}
-	if r, err := e.registry(); err == nil {
-		rt.registrar.r = r
-	}
+	rt.registrar = e.newRegistrar(rt)
 	rt.listener = &listener{e: e, rt: rt}
 	rt.completer = e.newCompleter(rt)
 	rt.heartbeat = heartbeat.New(heartbeat.Config{
@@ -232,13 +227,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.rt = rt
 	// Registered before Start returns, so that the engine is listed at
 	// once; the registrar tries again if this fails.
-	rt.registrar.register(ctx)
+	rt.registrar.Register(ctx, e.recordOf(rt, e.reg.record()))
 	if err := startstop.StartAll(rt.ctx,
 		rt.registrar, rt.listener, rt.completer, rt.heartbeat, rt.claimer, rt.upgrader, rt.leader,
 	); err != nil {
 		// None of them fails (each starts a goroutine); were one to,
 		// those started would be stopped, and the engine not started.
-		rt.registrar.remove(ctx)
+		rt.registrar.Remove(ctx)
 		rt.cancel()
 		e.rt = nil
 		return err
@@ -310,7 +305,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	rt.cancel()
 	startstop.StopAll(rt.listener, rt.registrar)
 	rt.aux.Wait()
-	rt.registrar.remove(ctx)
+	rt.registrar.Remove(ctx)
 	e.wakeAllWaiters()
 	e.log.Info("durable: engine stopped")
 	if lost, lostErr := rt.completer.Lost(); lost > 0 {

@@ -2,13 +2,13 @@ package durable
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/sleep"
+	"github.com/effectivelabs/durable/internal/service/leader"
+	"github.com/effectivelabs/durable/internal/service/registrar"
 	"github.com/effectivelabs/durable/internal/service/startstop"
 	"github.com/effectivelabs/durable/store"
 )
@@ -44,7 +44,7 @@ func (e *Engine) leaderDuties(rt *runtime) []startstop.Service {
 		duties = append(duties, startstop.NewFunc(func(ctx context.Context) { e.scheduleLoop(ctx, rt, s) }))
 	}
 	if r, err := e.registry(); err == nil {
-		duties = append(duties, startstop.NewFunc(func(ctx context.Context) { e.pruneWorkersLoop(ctx, r) }))
+		duties = append(duties, registrar.NewPruner(registrar.PrunerConfig{Registry: r, Now: e.now, Logger: e.log}))
 	}
 	if e.cfg.Retention > 0 || e.cfg.EventRetention > 0 {
 		duties = append(duties, startstop.NewFunc(e.retentionLoop))
@@ -56,16 +56,8 @@ func (e *Engine) leaderDuties(rt *runtime) []startstop.Service {
 }
 
 // deposed reports whether err says that this engine's leadership ended
-// (durabletype.ErrNotLeader: a leader-only write under its term was
-// refused, and wrote nothing). The duty that met it stops; the store's
-// Elector cancels the leadership's context, which stops the others.
-func (e *Engine) deposed(err error) bool {
-	if !errors.Is(err, durabletype.ErrNotLeader) {
-		return false
-	}
-	e.log.Warn("durable: a leader's write was refused: another engine leads", slog.Any("error", err))
-	return true
-}
+// (leader.Deposed), and logs it then.
+func (e *Engine) deposed(err error) bool { return leader.Deposed(e.log, err) }
 
 // lead runs the leader's duties (rt.duties) until ctx is cancelled
 // (leadership lost or the engine stopping), and returns once they have
@@ -73,10 +65,10 @@ func (e *Engine) deposed(err error) bool {
 func (e *Engine) lead(ctx context.Context, rt *runtime) {
 	e.log.Info("durable: leading")
 	rt.leading.Store(true)
-	signal(rt.registrySig)
+	rt.registrar.Refresh()
 	defer func() {
 		rt.leading.Store(false)
-		signal(rt.registrySig)
+		rt.registrar.Refresh()
 	}()
 	_ = startstop.StartAll(ctx, rt.duties...) // startstop.Funcs: never fails
 	<-ctx.Done()

@@ -158,9 +158,9 @@ func TestHeartbeatServiceResync(t *testing.T) {
 	})
 }
 
-// The registrar registers the worker (register, before Start), refreshes
+// The registrar registers the worker (Register, before Start), refreshes
 // its record every dag.WorkerRefresh(DeadAfter) and at once when asked,
-// and removes it last (remove, after Stop).
+// and removes it last (Remove, after Stop).
 func TestRegistrarService(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
@@ -179,7 +179,7 @@ func TestRegistrarService(t *testing.T) {
 		}
 
 		e.mu.Lock()
-		rt.registrar.register(ctx)
+		rt.registrar.Register(ctx, e.recordOf(rt, e.reg.record()))
 		e.mu.Unlock()
 		w := record()
 		require.NotNil(t, w, "listed once registered")
@@ -196,7 +196,7 @@ func TestRegistrarService(t *testing.T) {
 		_, err := wf.RunNoWait(ctx, e, "t", 1)
 		require.NoError(t, err)
 		claimOne(t, e, rt)
-		signal(rt.registrySig)
+		rt.registrar.Refresh()
 		synctest.Wait()
 		require.Equal(t, 1, record().InFlight, "refreshed when asked")
 
@@ -204,7 +204,7 @@ func TestRegistrarService(t *testing.T) {
 		time.Sleep(every)
 		synctest.Wait()
 		require.WithinDuration(t, registeredAt.Add(every), record().LastSeen, 0, "no refresh once stopped")
-		rt.registrar.remove(ctx)
+		rt.registrar.Remove(ctx)
 		require.Nil(t, record(), "removed")
 	})
 }
@@ -218,7 +218,7 @@ func TestServicesWithoutCapabilities(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, _, rt := serviceEngine(t, bare{memstore.New()}, Config{})
 		defer rt.cancel()
-		rt.registrar.register(t.Context())
+		rt.registrar.Register(t.Context(), store.Worker{ID: "w"})
 		require.NoError(t, rt.registrar.Start(rt.ctx))
 		require.NoError(t, rt.listener.Start(rt.ctx))
 		synctest.Wait()
@@ -231,7 +231,7 @@ func TestServicesWithoutCapabilities(t *testing.T) {
 		}
 		rt.registrar.Stop()
 		rt.listener.Stop()
-		rt.registrar.remove(t.Context())
+		rt.registrar.Remove(t.Context())
 	})
 }
 
