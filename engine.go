@@ -13,8 +13,8 @@ import (
 
 	"github.com/effectivelabs/durable/internal/service/completer"
 	"github.com/effectivelabs/durable/internal/service/heartbeat"
-	"github.com/effectivelabs/durable/internal/service/registrar"
 	"github.com/effectivelabs/durable/internal/service/inflight"
+	"github.com/effectivelabs/durable/internal/service/registrar"
 	"github.com/effectivelabs/durable/internal/service/startstop"
 	"github.com/effectivelabs/durable/store"
 )
