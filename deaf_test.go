@@ -31,7 +31,7 @@ func TestTimerLoopWithoutNotifications(t *testing.T) {
 		require.NoError(t, e.Register(nap))
 
 		e.deliver(rt, store.Notification{Topic: store.TopicResync}) // notifications flow
-		go e.timerLoop(rt.ctx, rt)
+		require.NoError(t, rt.timers.Start(rt.ctx))
 		synctest.Wait() // no timer: it waits a minute, or for a notification
 
 		// The listener loses its connection and says so; then another

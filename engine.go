@@ -12,8 +12,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable/internal/service/completer"
+	"github.com/effectivelabs/durable/internal/service/duty"
 	"github.com/effectivelabs/durable/internal/service/heartbeat"
 	"github.com/effectivelabs/durable/internal/service/inflight"
+	"github.com/effectivelabs/durable/internal/service/leader"
 	"github.com/effectivelabs/durable/internal/service/registrar"
 	"github.com/effectivelabs/durable/internal/service/startstop"
 	"github.com/effectivelabs/durable/store"
@@ -110,24 +112,21 @@ type runtime struct {
 	heartbeat *heartbeat.Heartbeat              // vouches for the running steps' claims
 	claimer   *startstop.Func                   // claims tasks and runs their steps (claim.go)
 	upgrader  *startstop.Func                   // moves the runs of accepted versions (upgrade.go)
-	leader    *startstop.Func                   // campaigns for leadership, and leads (leader.go)
-	// duties are the services the leader runs while it leads (leader.go).
-	duties []startstop.Service
+	leader    *leader.Leader                    // campaigns for leadership, and leads (leader.go)
+	// The leader's duties that are woken: by notifications (timers,
+	// inbox, schedules; schedules is nil on a store without them) and by
+	// this engine (wakeSchedules).
+	timers    *duty.Timers
+	inbox     *duty.Inbox
+	schedules *duty.Schedules
 
 	slots     chan struct{}
 	slotFreed chan struct{}
 	readySig  chan struct{}
-	timerSig  chan struct{}
-	// scheduleSig wakes the schedule loop (schedule.go).
-	scheduleSig chan struct{}
-	// inboxSig wakes the leader's inbox loop (leader.go).
-	inboxSig chan struct{}
 	// upgradeSig wakes the upgrade loop (upgrade.go).
 	upgradeSig chan struct{}
-	// leading is set while this engine leads; host is the host name in
-	// its record.
-	leading atomic.Bool
-	host    string
+	// host is the host name in the worker's record.
+	host string
 
 	// steps are the steps this engine runs, keyed by their claims.
 	steps *inflight.Steps
@@ -140,15 +139,12 @@ type runtime struct {
 // services not started.
 func (e *Engine) newRuntime(ctx context.Context) *runtime {
 	rt := &runtime{
-		slots:       make(chan struct{}, e.cfg.Concurrency),
-		slotFreed:   make(chan struct{}, 1),
-		readySig:    make(chan struct{}, 1),
-		timerSig:    make(chan struct{}, 1),
-		scheduleSig: make(chan struct{}, 1),
-		inboxSig:    make(chan struct{}, 1),
-		upgradeSig:  make(chan struct{}, 1),
-		host:        hostname(),
-		steps:       inflight.New(inflight.Causes{RunCancelled: ErrRunCancelled, TimedOut: ErrStepTimeout, ClaimLost: ErrClaimLost}),
+		slots:      make(chan struct{}, e.cfg.Concurrency),
+		slotFreed:  make(chan struct{}, 1),
+		readySig:   make(chan struct{}, 1),
+		upgradeSig: make(chan struct{}, 1),
+		host:       hostname(),
+		steps:      inflight.New(inflight.Causes{RunCancelled: ErrRunCancelled, TimedOut: ErrStepTimeout, ClaimLost: ErrClaimLost}),
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	rt.work, rt.stopWork = context.WithCancelCause(rt.ctx)
@@ -161,8 +157,7 @@ func (e *Engine) newRuntime(ctx context.Context) *runtime {
 	})
 	rt.claimer = startstop.NewFunc(func(ctx context.Context) { e.claimLoop(ctx, rt) })
 	rt.upgrader = startstop.NewFunc(func(ctx context.Context) { e.upgradeLoop(ctx, rt) })
-	rt.leader = startstop.NewFunc(func(ctx context.Context) { e.campaign(ctx, rt) })
-	rt.duties = e.leaderDuties(rt)
+	rt.leader = e.newLeader(rt)
 	return rt
 }
 
@@ -349,11 +344,11 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 	case store.TopicReady:
 		signal(rt.readySig)
 	case store.TopicTimer:
-		signal(rt.timerSig)
+		rt.wakeTimers()
 	case store.TopicSchedule:
-		signal(rt.scheduleSig)
+		rt.wakeSchedules()
 	case store.TopicInbox:
-		signal(rt.inboxSig)
+		rt.inbox.Wake()
 	case store.TopicRun:
 		if id, err := uuid.Parse(n.Payload); err == nil {
 			e.wakeWaiters(id)
@@ -368,8 +363,8 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		// to polling now rather than at the end of their wait.
 		e.notifying.Store(false)
 		signal(rt.readySig)
-		signal(rt.timerSig)
-		signal(rt.scheduleSig)
+		rt.wakeTimers()
+		rt.wakeSchedules()
 	case store.TopicResync:
 		// Notifications may have been missed (the listener (re)connected):
 		// a run cancelled meanwhile is found by a heartbeat now rather than
@@ -377,9 +372,9 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		e.notifying.Store(true)
 		rt.heartbeat.Beat()
 		signal(rt.readySig)
-		signal(rt.timerSig)
-		signal(rt.scheduleSig)
-		signal(rt.inboxSig)
+		rt.wakeTimers()
+		rt.wakeSchedules()
+		rt.inbox.Wake()
 		e.wakeAllWaiters()
 	}
 }

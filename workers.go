@@ -224,7 +224,7 @@ func (e *Engine) recordOf(rt *runtime, sv served) store.Worker {
 	inFlight := rt.steps.Len()
 	return store.Worker{
 		ID: e.cfg.WorkerID, Host: rt.host, Version: e.cfg.Version, Workflows: sv.workflows, Accepts: sv.accepts,
-		Concurrency: e.cfg.Concurrency, InFlight: inFlight, Leader: rt.leading.Load(), DeadAfter: e.cfg.DeadAfter,
+		Concurrency: e.cfg.Concurrency, InFlight: inFlight, Leader: rt.leading(), DeadAfter: e.cfg.DeadAfter,
 	}
 }
 
