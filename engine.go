@@ -16,6 +16,7 @@ import (
 	"github.com/effectivelabs/durable/internal/service/heartbeat"
 	"github.com/effectivelabs/durable/internal/service/inflight"
 	"github.com/effectivelabs/durable/internal/service/leader"
+	"github.com/effectivelabs/durable/internal/service/listener"
 	"github.com/effectivelabs/durable/internal/service/registrar"
 	"github.com/effectivelabs/durable/internal/service/startstop"
 	"github.com/effectivelabs/durable/store"
@@ -107,7 +108,7 @@ type runtime struct {
 	// The services, in the order Start starts them (Stop stops them in an
 	// order of its own).
 	registrar *registrar.Registrar              // keeps the worker's record
-	listener  *listener                         // delivers the store's notifications
+	listener  *listener.Listener                // delivers the store's notifications (deliver)
 	completer *completer.Completer[outcomeMeta] // records the steps' outcomes
 	heartbeat *heartbeat.Heartbeat              // vouches for the running steps' claims
 	claimer   *startstop.Func                   // claims tasks and runs their steps (claim.go)
@@ -149,7 +150,11 @@ func (e *Engine) newRuntime(ctx context.Context) *runtime {
 	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	rt.work, rt.stopWork = context.WithCancelCause(rt.ctx)
 	rt.registrar = e.newRegistrar(rt)
-	rt.listener = &listener{e: e, rt: rt}
+	lcfg := listener.Config{Deliver: func(n store.Notification) { e.deliver(rt, n) }, Heard: &e.notifying, Logger: e.log}
+	if l, ok := e.store.(store.Listener); ok {
+		lcfg.Source = l
+	}
+	rt.listener = listener.New(lcfg)
 	rt.completer = e.newCompleter(rt)
 	rt.heartbeat = heartbeat.New(heartbeat.Config{
 		Store: e.store, Claims: rt.steps, WorkerID: e.cfg.WorkerID, Interval: e.cfg.HeartbeatInterval,
@@ -314,31 +319,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 // is done before it gives up on them.
 const flushGrace = 5 * time.Second
 
-// listener delivers the store's notifications (deliver) on a store that
-// sends them (store.Listener); on another it does nothing.
-type listener struct {
-	startstop.Base
-	e  *Engine
-	rt *runtime
-}
-
-// Start starts listening.
-func (s *listener) Start(ctx context.Context) error {
-	l, ok := s.e.store.(store.Listener)
-	if !ok {
-		return nil
-	}
-	s.Go(ctx, func(ctx context.Context) {
-		deliver := func(n store.Notification) { s.e.deliver(s.rt, n) }
-		if err := l.Listen(ctx, deliver); err != nil && ctx.Err() == nil {
-			s.e.log.Error("durable: listener stopped", slog.Any("error", err))
-		}
-		s.e.notifying.Store(false)
-	})
-	return nil
-}
-
-// deliver handles a store notification; it must not block.
+// deliver routes a store notification to the services it concerns (the
+// listener noted already whether notifications are heard); it must not
+// block.
 func (e *Engine) deliver(rt *runtime, n store.Notification) {
 	switch n.Topic {
 	case store.TopicReady:
@@ -361,7 +344,6 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		// No notification comes until the next TopicResync: the loops
 		// waiting for one (or backing off on the strength of them) go back
 		// to polling now rather than at the end of their wait.
-		e.notifying.Store(false)
 		signal(rt.readySig)
 		rt.wakeTimers()
 		rt.wakeSchedules()
@@ -369,7 +351,6 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		// Notifications may have been missed (the listener (re)connected):
 		// a run cancelled meanwhile is found by a heartbeat now rather than
 		// at the next one.
-		e.notifying.Store(true)
 		rt.heartbeat.Beat()
 		signal(rt.readySig)
 		rt.wakeTimers()

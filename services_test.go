@@ -151,7 +151,7 @@ func TestHeartbeatServiceResync(t *testing.T) {
 		synctest.Wait()
 		require.NoError(t, stepCtx.Err())
 		begin := time.Now()
-		e.deliver(rt, store.Notification{Topic: store.TopicResync})
+		rt.listener.Deliver(store.Notification{Topic: store.TopicResync})
 		synctest.Wait()
 		require.ErrorIs(t, context.Cause(stepCtx), ErrRunCancelled)
 		require.Zero(t, time.Since(begin), "at the resync, not at the next heartbeat")
