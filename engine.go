@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/internal/service/claimer"
 	"github.com/effectivelabs/durable/internal/service/completer"
 	"github.com/effectivelabs/durable/internal/service/duty"
 	"github.com/effectivelabs/durable/internal/service/heartbeat"
@@ -85,7 +86,7 @@ func (e *Engine) wakeClaims() {
 	stopped := e.stopped
 	e.mu.Unlock()
 	if rt != nil && !stopped {
-		signal(rt.readySig)
+		rt.claimer.Wake()
 	}
 }
 
@@ -111,7 +112,7 @@ type runtime struct {
 	listener  *listener.Listener                // delivers the store's notifications (deliver)
 	completer *completer.Completer[outcomeMeta] // records the steps' outcomes
 	heartbeat *heartbeat.Heartbeat              // vouches for the running steps' claims
-	claimer   *startstop.Func                   // claims tasks and runs their steps (claim.go)
+	claimer   *claimer.Claimer                  // claims tasks for the executor (claim.go)
 	upgrader  *startstop.Func                   // moves the runs of accepted versions (upgrade.go)
 	leader    *leader.Leader                    // campaigns for leadership, and leads (leader.go)
 	// The leader's duties that are woken: by notifications (timers,
@@ -121,9 +122,6 @@ type runtime struct {
 	inbox     *duty.Inbox
 	schedules *duty.Schedules
 
-	slots     chan struct{}
-	slotFreed chan struct{}
-	readySig  chan struct{}
 	// upgradeSig wakes the upgrade loop (upgrade.go).
 	upgradeSig chan struct{}
 	// host is the host name in the worker's record.
@@ -140,27 +138,22 @@ type runtime struct {
 // services not started.
 func (e *Engine) newRuntime(ctx context.Context) *runtime {
 	rt := &runtime{
-		slots:      make(chan struct{}, e.cfg.Concurrency),
-		slotFreed:  make(chan struct{}, 1),
-		readySig:   make(chan struct{}, 1),
 		upgradeSig: make(chan struct{}, 1),
 		host:       hostname(),
 		steps:      inflight.New(inflight.Causes{RunCancelled: ErrRunCancelled, TimedOut: ErrStepTimeout, ClaimLost: ErrClaimLost}),
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	rt.work, rt.stopWork = context.WithCancelCause(rt.ctx)
+	// Each service is given what it uses of the others: the claimer
+	// comes first (the completer and notifications wake it).
+	rt.claimer = e.newClaimer(rt)
 	rt.registrar = e.newRegistrar(rt)
-	lcfg := listener.Config{Deliver: func(n store.Notification) { e.deliver(rt, n) }, Heard: &e.notifying, Logger: e.log}
-	if l, ok := e.store.(store.Listener); ok {
-		lcfg.Source = l
-	}
-	rt.listener = listener.New(lcfg)
+	rt.listener = e.newListener(rt)
 	rt.completer = e.newCompleter(rt)
 	rt.heartbeat = heartbeat.New(heartbeat.Config{
 		Store: e.store, Claims: rt.steps, WorkerID: e.cfg.WorkerID, Interval: e.cfg.HeartbeatInterval,
 		Now: e.now, Logger: e.log,
 	})
-	rt.claimer = startstop.NewFunc(func(ctx context.Context) { e.claimLoop(ctx, rt) })
 	rt.upgrader = startstop.NewFunc(func(ctx context.Context) { e.upgradeLoop(ctx, rt) })
 	rt.leader = e.newLeader(rt)
 	return rt
@@ -174,7 +167,7 @@ func (e *Engine) newCompleter(rt *runtime) *completer.Completer[outcomeMeta] {
 	cfg := completer.Config[outcomeMeta]{
 		Store: e.store, Steps: rt.steps, Batch: e.cfg.FinishBatch, Queue: e.cfg.Concurrency,
 		Now: e.now, Logger: e.log,
-		Wake: func() { signal(rt.readySig) },
+		Wake: rt.claimer.Wake,
 	}
 	if m := e.tel.m; m != nil {
 		cfg.Metrics = func(batch []store.Outcome, meta []outcomeMeta, res []store.FinishResult) {
@@ -319,13 +312,24 @@ func (e *Engine) Stop(ctx context.Context) error {
 // is done before it gives up on them.
 const flushGrace = 5 * time.Second
 
+// newListener returns the listener of rt: on a store that sends
+// notifications, it delivers them to rt's services (deliver) and keeps
+// e.notifying; on another, it does nothing.
+func (e *Engine) newListener(rt *runtime) *listener.Listener {
+	cfg := listener.Config{Deliver: func(n store.Notification) { e.deliver(rt, n) }, Heard: &e.notifying, Logger: e.log}
+	if l, ok := e.store.(store.Listener); ok {
+		cfg.Source = l
+	}
+	return listener.New(cfg)
+}
+
 // deliver routes a store notification to the services it concerns (the
 // listener noted already whether notifications are heard); it must not
 // block.
 func (e *Engine) deliver(rt *runtime, n store.Notification) {
 	switch n.Topic {
 	case store.TopicReady:
-		signal(rt.readySig)
+		rt.claimer.Wake()
 	case store.TopicTimer:
 		rt.wakeTimers()
 	case store.TopicSchedule:
@@ -344,7 +348,7 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		// No notification comes until the next TopicResync: the loops
 		// waiting for one (or backing off on the strength of them) go back
 		// to polling now rather than at the end of their wait.
-		signal(rt.readySig)
+		rt.claimer.Wake()
 		rt.wakeTimers()
 		rt.wakeSchedules()
 	case store.TopicResync:
@@ -352,7 +356,7 @@ func (e *Engine) deliver(rt *runtime, n store.Notification) {
 		// a run cancelled meanwhile is found by a heartbeat now rather than
 		// at the next one.
 		rt.heartbeat.Beat()
-		signal(rt.readySig)
+		rt.claimer.Wake()
 		rt.wakeTimers()
 		rt.wakeSchedules()
 		rt.inbox.Wake()

@@ -236,23 +236,26 @@ func TestServicesWithoutCapabilities(t *testing.T) {
 }
 
 // The listener delivers the store's notifications: a run triggered wakes
-// the claim loop (rt.readySig).
+// the claim loop, which claims its task at once rather than at its next
+// poll.
 func TestListenerService(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e, wf, rt := serviceEngine(t, memstore.New(), Config{})
+		e, wf, rt := serviceEngine(t, memstore.New(), Config{PollInterval: time.Minute, MaxPollInterval: time.Minute})
 		defer rt.cancel()
+		require.NoError(t, rt.claimer.Start(rt.ctx))
+		synctest.Wait() // nothing to claim: it waits a minute, or for a wake-up
 		require.NoError(t, rt.listener.Start(rt.ctx))
 		synctest.Wait()
-		_, err := wf.RunNoWait(t.Context(), e, "t", 1)
+		begin := time.Now()
+		id, err := wf.RunNoWait(t.Context(), e, "t", 1)
 		require.NoError(t, err)
 		synctest.Wait()
-		select {
-		case <-rt.readySig:
-		default:
-			t.Fatal("the claim loop was not woken")
-		}
+		require.Equal(t, durabletype.TaskRunning, taskOf(t, e.store, id, "s").State, "claimed (its outcome is not recorded: no completer)")
+		require.Zero(t, time.Since(begin), "at once")
+		rt.claimer.Stop()
 		rt.listener.Stop()
 		require.False(t, e.notifying.Load())
+		rt.execs.Wait()
 	})
 }
 
