@@ -39,9 +39,9 @@ func (x executor) Execute(c *store.ClaimedTask) { x.e.startStep(x.rt, c) }
 func noBegin() {}
 
 // startStep runs a claimed task in a goroutine of its own, holding one of
-// the claimer's slots until its outcome is queued for recording. Whatever the step does (return,
-// panic, or end its goroutine with runtime.Goexit, as t.FailNow does), an
-// outcome is queued and the slot freed.
+// the claimer's slots until its outcome is queued for recording. Whatever
+// the step does (return, panic, or end its goroutine with runtime.Goexit,
+// as t.FailNow does), an outcome is queued and the slot freed.
 func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 	ctx, cancel := context.WithCancelCause(rt.work)
 	var stopTimer context.CancelFunc = func() {}
