@@ -2,96 +2,46 @@ package durable
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
-	"github.com/effectivelabs/durable/internal/core/sleep"
+	"github.com/effectivelabs/durable/internal/service/claimer"
+	"github.com/effectivelabs/durable/internal/service/completer"
 	"github.com/effectivelabs/durable/store"
 )
 
-// claimLoop claims ready tasks while this engine has free slots, and waits
-// for a notification (or its poll interval) when the queue is empty, until
-// ctx is done.
-func (e *Engine) claimLoop(ctx context.Context, rt *runtime) {
-	interval := e.cfg.PollInterval
-	errDelay := 100 * time.Millisecond
-	for {
-		free := cap(rt.slots) - len(rt.slots)
-		if free == 0 {
-			select {
-			case <-rt.slotFreed:
-				continue
-			case <-ctx.Done():
-				return
-			}
-		}
-		want := min(free, e.cfg.ClaimBatch)
-		// A claim in flight is not cancelled by Stop: once it commits, its
-		// tasks are this engine's, and the drain must run (or release) them
-		// rather than leave them RUNNING until a rescue.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-		var began time.Time
-		if e.tel.m != nil {
-			began = time.Now()
-		}
-		names, queues := e.servedQueues()
-		claimed, err := e.store.ClaimTasks(cctx, &store.ClaimTasksParams{
-			Now: e.now(), WorkerID: e.cfg.WorkerID, Limit: want,
-			Workflows: names, Queues: queues, TenantLimit: e.cfg.TenantLimit,
-		})
-		cancel()
-		if e.tel.m != nil { // a failed claim took its time too
-			e.tel.m.recordClaims(rt.ctx, claimed, time.Since(began))
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			e.log.Error("durable: claiming tasks", slog.Any("error", err))
-			if !sleep.For(ctx, errDelay) {
-				return
-			}
-			errDelay = min(2*errDelay, 5*time.Second)
-			continue
-		}
-		errDelay = 100 * time.Millisecond
-		for _, c := range claimed {
-			rt.slots <- struct{}{}
-			e.startStep(rt, c)
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if len(claimed) == want {
-			interval = e.cfg.PollInterval
-			continue
-		}
-		timer := time.NewTimer(interval)
-		select {
-		case <-rt.readySig:
-			interval = e.cfg.PollInterval
-		case <-timer.C:
-			if e.notifying.Load() {
-				interval = min(2*interval, e.cfg.MaxPollInterval)
-			}
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		}
-		timer.Stop()
+// newClaimer returns the claimer of rt: it claims up to ClaimBatch tasks
+// at a time for this engine's Concurrency slots, from the queues of the
+// workflows it registered, and hands them to rt's executor (startStep);
+// with metrics, it times the claims.
+func (e *Engine) newClaimer(rt *runtime) *claimer.Claimer {
+	cfg := claimer.Config{
+		Store: e.store, Executor: executor{e, rt}, WorkerID: e.cfg.WorkerID,
+		Slots: e.cfg.Concurrency, Batch: e.cfg.ClaimBatch, TenantLimit: e.cfg.TenantLimit,
+		PollInterval: e.cfg.PollInterval, MaxPollInterval: e.cfg.MaxPollInterval,
+		Served: e.servedQueues, Notifying: e.notifying.Load, Now: e.now, Logger: e.log,
 	}
+	if m := e.tel.m; m != nil {
+		cfg.Claimed = func(claimed []*store.ClaimedTask, took time.Duration) { m.recordClaims(rt.ctx, claimed, took) }
+	}
+	return claimer.New(cfg)
 }
+
+// executor runs the steps rt's claimer claims (claimer.Executor).
+type executor struct {
+	e  *Engine
+	rt *runtime
+}
+
+// Execute runs c's step (startStep).
+func (x executor) Execute(c *store.ClaimedTask) { x.e.startStep(x.rt, c) }
 
 // noBegin is the begin function of runStep when nothing counts attempts.
 func noBegin() {}
 
-// claimTimeout bounds one claim call, which Stop does not interrupt.
-const claimTimeout = 30 * time.Second
-
-// startStep runs a claimed task in a goroutine of its own, holding one slot
-// until its outcome is queued for recording. Whatever the step does (return,
-// panic, or end its goroutine with runtime.Goexit, as t.FailNow does), an
-// outcome is queued and the slot freed.
+// startStep runs a claimed task in a goroutine of its own, holding one of
+// the claimer's slots until its outcome is queued for recording. Whatever
+// the step does (return, panic, or end its goroutine with runtime.Goexit,
+// as t.FailNow does), an outcome is queued and the slot freed.
 func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 	ctx, cancel := context.WithCancelCause(rt.work)
 	var stopTimer context.CancelFunc = func() {}
@@ -101,15 +51,8 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 		ctx, stopTimer = context.WithTimeoutCause(ctx, c.Timeout, ErrStepTimeout)
 	}
 	ref := c.Ref()
-	f := &flight{cancel: cancel}
-	lose := func(cause error) {
-		rt.flightMu.Lock()
-		f.lose(cause)
-		rt.flightMu.Unlock()
-	}
-	rt.flightMu.Lock()
-	rt.flights[ref] = f
-	rt.flightMu.Unlock()
+	f := rt.steps.Add(ref, cancel)
+	lose := func(cause error) { rt.steps.Lose(f, cause) }
 	rt.execs.Go(func() {
 		var o store.Outcome
 		var recorded *store.FinishResult
@@ -145,9 +88,8 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 			}
 			stopTimer()
 			cancel(nil)
-			rt.outcomes <- outcomeMsg{o: o, meta: meta, recorded: recorded}
-			<-rt.slots
-			signal(rt.slotFreed)
+			rt.completer.Send(completer.Message[outcomeMeta]{Outcome: o, Meta: meta, Recorded: recorded})
+			rt.claimer.Done()
 		}()
 		o = e.runStep(ctx, cancel, lose, c, begin, &recorded)
 		returned = true

@@ -30,13 +30,13 @@ func TestTimerLoopWithoutNotifications(t *testing.T) {
 		Sleep(nap, "zz", 5*time.Second)
 		require.NoError(t, e.Register(nap))
 
-		e.deliver(rt, store.Notification{Topic: store.TopicResync}) // notifications flow
-		go e.timerLoop(rt.ctx, rt)
+		rt.listener.Deliver(store.Notification{Topic: store.TopicResync}) // notifications flow
+		require.NoError(t, rt.timers.Start(rt.ctx))
 		synctest.Wait() // no timer: it waits a minute, or for a notification
 
 		// The listener loses its connection and says so; then another
 		// engine sets a timer, whose notification nobody hears.
-		e.deliver(rt, store.Notification{Topic: store.TopicDeaf})
+		rt.listener.Deliver(store.Notification{Topic: store.TopicDeaf})
 		synctest.Wait()
 		id, err := nap.RunNoWait(ctx, e, "t", 0)
 		require.NoError(t, err)
@@ -47,7 +47,7 @@ func TestTimerLoopWithoutNotifications(t *testing.T) {
 
 		// Notifications resume: the loop trusts them again, and sleeps
 		// until the next timer it knows of.
-		e.deliver(rt, store.Notification{Topic: store.TopicResync})
+		rt.listener.Deliver(store.Notification{Topic: store.TopicResync})
 		synctest.Wait()
 		id, err = nap.RunNoWait(ctx, e, "t", 1)
 		require.NoError(t, err)

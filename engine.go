@@ -11,6 +11,14 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/internal/service/claimer"
+	"github.com/effectivelabs/durable/internal/service/completer"
+	"github.com/effectivelabs/durable/internal/service/duty"
+	"github.com/effectivelabs/durable/internal/service/heartbeat"
+	"github.com/effectivelabs/durable/internal/service/inflight"
+	"github.com/effectivelabs/durable/internal/service/leader"
+	"github.com/effectivelabs/durable/internal/service/listener"
+	"github.com/effectivelabs/durable/internal/service/registrar"
 	"github.com/effectivelabs/durable/internal/service/startstop"
 	"github.com/effectivelabs/durable/store"
 )
@@ -78,7 +86,7 @@ func (e *Engine) wakeClaims() {
 	stopped := e.stopped
 	e.mu.Unlock()
 	if rt != nil && !stopped {
-		signal(rt.readySig)
+		rt.claimer.Wake()
 	}
 }
 
@@ -100,45 +108,27 @@ type runtime struct {
 
 	// The services, in the order Start starts them (Stop stops them in an
 	// order of its own).
-	registrar *registrar      // keeps the worker's record (workers.go)
-	listener  *listener       // delivers the store's notifications
-	completer *completer      // records the steps' outcomes (complete.go)
-	heartbeat *startstop.Func // vouches for the running steps' claims (heartbeat.go)
-	claimer   *startstop.Func // claims tasks and runs their steps (claim.go)
-	upgrader  *startstop.Func // moves the runs of accepted versions (upgrade.go)
-	leader    *startstop.Func // campaigns for leadership, and leads (leader.go)
-	// duties are the services the leader runs while it leads (leader.go).
-	duties []startstop.Service
+	registrar *registrar.Registrar              // keeps the worker's record
+	listener  *listener.Listener                // delivers the store's notifications (deliver)
+	completer *completer.Completer[outcomeMeta] // records the steps' outcomes
+	heartbeat *heartbeat.Heartbeat              // vouches for the running steps' claims
+	claimer   *claimer.Claimer                  // claims tasks for the executor (claim.go)
+	upgrader  *startstop.Func                   // moves the runs of accepted versions (upgrade.go)
+	leader    *leader.Leader                    // campaigns for leadership, and leads (leader.go)
+	// The leader's duties that are woken: by notifications (timers,
+	// inbox, schedules; schedules is nil on a store without them) and by
+	// this engine (wakeSchedules).
+	timers    *duty.Timers
+	inbox     *duty.Inbox
+	schedules *duty.Schedules
 
-	slots     chan struct{}
-	slotFreed chan struct{}
-	readySig  chan struct{}
-	timerSig  chan struct{}
-	// scheduleSig wakes the schedule loop (schedule.go).
-	scheduleSig chan struct{}
-	// inboxSig wakes the leader's inbox loop (leader.go).
-	inboxSig chan struct{}
 	// upgradeSig wakes the upgrade loop (upgrade.go).
 	upgradeSig chan struct{}
-	// heartbeatSig makes the heartbeat loop vouch for the claims at once
-	// (heartbeat.go): notifications may have been missed.
-	heartbeatSig chan struct{}
-	// registrySig asks the registry loop to refresh the worker's record
-	// now (workers.go); leading is set while this engine leads; host is
-	// the host name in its record.
-	registrySig chan struct{}
-	leading     atomic.Bool
-	host        string
-	outcomes    chan outcomeMsg
+	// host is the host name in the worker's record.
+	host string
 
-	flightMu sync.Mutex
-	flights  map[store.TaskRef]*flight
-
-	// lost counts the outcomes that could not be recorded (their steps are
-	// rescued and run again); lostErr is the last reason.
-	lostMu  sync.Mutex
-	lost    int
-	lostErr error
+	// steps are the steps this engine runs, keyed by their claims.
+	steps *inflight.Steps
 
 	execs sync.WaitGroup // step executors
 	aux   sync.WaitGroup // late declarations of schedules (declareLate)
@@ -148,62 +138,44 @@ type runtime struct {
 // services not started.
 func (e *Engine) newRuntime(ctx context.Context) *runtime {
 	rt := &runtime{
-		slots:        make(chan struct{}, e.cfg.Concurrency),
-		slotFreed:    make(chan struct{}, 1),
-		readySig:     make(chan struct{}, 1),
-		timerSig:     make(chan struct{}, 1),
-		scheduleSig:  make(chan struct{}, 1),
-		inboxSig:     make(chan struct{}, 1),
-		registrySig:  make(chan struct{}, 1),
-		upgradeSig:   make(chan struct{}, 1),
-		heartbeatSig: make(chan struct{}, 1),
-		host:         hostname(),
-		outcomes:     make(chan outcomeMsg, e.cfg.Concurrency),
-		flights:      map[store.TaskRef]*flight{},
+		upgradeSig: make(chan struct{}, 1),
+		host:       hostname(),
+		steps:      inflight.New(inflight.Causes{RunCancelled: ErrRunCancelled, TimedOut: ErrStepTimeout, ClaimLost: ErrClaimLost}),
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	rt.work, rt.stopWork = context.WithCancelCause(rt.ctx)
-	rt.registrar = &registrar{e: e, rt: rt}
-	if r, err := e.registry(); err == nil {
-		rt.registrar.r = r
-	}
-	rt.listener = &listener{e: e, rt: rt}
-	rt.completer = &completer{e: e, rt: rt}
-	rt.heartbeat = startstop.NewFunc(func(ctx context.Context) { e.heartbeatLoop(ctx, rt) })
-	rt.claimer = startstop.NewFunc(func(ctx context.Context) { e.claimLoop(ctx, rt) })
+	// Each service is given what it uses of the others: the claimer
+	// comes first (the completer and notifications wake it).
+	rt.claimer = e.newClaimer(rt)
+	rt.registrar = e.newRegistrar(rt)
+	rt.listener = e.newListener(rt)
+	rt.completer = e.newCompleter(rt)
+	rt.heartbeat = heartbeat.New(heartbeat.Config{
+		Store: e.store, Claims: rt.steps, WorkerID: e.cfg.WorkerID, Interval: e.cfg.HeartbeatInterval,
+		Now: e.now, Logger: e.log,
+	})
 	rt.upgrader = startstop.NewFunc(func(ctx context.Context) { e.upgradeLoop(ctx, rt) })
-	rt.leader = startstop.NewFunc(func(ctx context.Context) { e.campaign(ctx, rt) })
-	rt.duties = e.leaderDuties(rt)
+	rt.leader = e.newLeader(rt)
 	return rt
 }
 
-// flight is a step this engine runs, keyed by its claim in
-// runtime.flights: a task rescued from this engine and claimed by it again
-// runs twice at once, under two claims, and each is heartbeated, cancelled
-// and forgotten on its own.
-type flight struct {
-	cancel context.CancelCauseFunc
-	// lost is why the engine stopped the step (ErrClaimLost,
-	// ErrRunCancelled), nil while its claim is current; under flightMu.
-	lost error
-}
-
-// lose cancels the step because its claim is no longer current; flightMu
-// must be held. The first cause stays.
-func (f *flight) lose(cause error) {
-	if f.lost == nil {
-		f.lost = cause
+// newCompleter returns the completer of rt: it records the outcomes of
+// the steps rt runs, FinishBatch at a time, with up to Concurrency of
+// them queued, and wakes the claim loop after each batch; with metrics,
+// it counts them.
+func (e *Engine) newCompleter(rt *runtime) *completer.Completer[outcomeMeta] {
+	cfg := completer.Config[outcomeMeta]{
+		Store: e.store, Steps: rt.steps, Batch: e.cfg.FinishBatch, Queue: e.cfg.Concurrency,
+		Now: e.now, Logger: e.log,
+		Wake: rt.claimer.Wake,
 	}
-	f.cancel(cause)
-}
-
-type outcomeMsg struct {
-	o store.Outcome
-	// meta is set when the engine has metrics.
-	meta outcomeMeta
-	// recorded, when set, is the result of o, which the store recorded
-	// already (a TxStep's outcome, in the step's transaction).
-	recorded *store.FinishResult
+	if m := e.tel.m; m != nil {
+		cfg.Metrics = func(batch []store.Outcome, meta []outcomeMeta, res []store.FinishResult) {
+			m.recordFinish(rt.ctx, batch, meta, res)
+		}
+		cfg.CallTook = func(d time.Duration) { m.storeDuration.Record(rt.ctx, d.Seconds(), m.finishOp.rec...) }
+	}
+	return completer.New(cfg)
 }
 
 // outcomeMeta is what the metrics of an outcome need besides it.
@@ -248,13 +220,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.rt = rt
 	// Registered before Start returns, so that the engine is listed at
 	// once; the registrar tries again if this fails.
-	rt.registrar.register(ctx)
+	rt.registrar.Register(ctx, e.recordOf(rt, e.reg.record()))
 	if err := startstop.StartAll(rt.ctx,
 		rt.registrar, rt.listener, rt.completer, rt.heartbeat, rt.claimer, rt.upgrader, rt.leader,
 	); err != nil {
 		// None of them fails (each starts a goroutine); were one to,
 		// those started would be stopped, and the engine not started.
-		rt.registrar.remove(ctx)
+		rt.registrar.Remove(ctx)
 		rt.cancel()
 		e.rt = nil
 		return err
@@ -303,7 +275,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		// flushGrace; then recording gives up, so that steps blocked on a
 		// full outcome queue (the store unreachable, the completer retrying)
 		// are not waited for forever.
-		giveUp := time.AfterFunc(flushGrace, rt.completer.giveUp)
+		giveUp := time.AfterFunc(flushGrace, rt.completer.GiveUp)
 		defer giveUp.Stop()
 		<-execsDone
 	}
@@ -316,7 +288,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		flushDeadline, cancel = context.WithTimeout(context.Background(), flushGrace)
 		defer cancel()
 	}
-	rt.completer.drain(flushDeadline)
+	rt.completer.Drain(flushDeadline)
 	// Heartbeats vouch for the steps' claims until then.
 	rt.heartbeat.Stop()
 	rt.stopWork(ErrEngineStopped)
@@ -326,14 +298,12 @@ func (e *Engine) Stop(ctx context.Context) error {
 	rt.cancel()
 	startstop.StopAll(rt.listener, rt.registrar)
 	rt.aux.Wait()
-	rt.registrar.remove(ctx)
+	rt.registrar.Remove(ctx)
 	e.wakeAllWaiters()
 	e.log.Info("durable: engine stopped")
-	rt.lostMu.Lock()
-	defer rt.lostMu.Unlock()
-	if rt.lost > 0 {
+	if lost, lostErr := rt.completer.Lost(); lost > 0 {
 		return errors.Join(stopErr, fmt.Errorf("%w: %d step outcomes, their steps will be rescued and run again: %w",
-			ErrNotRecorded, rt.lost, rt.lostErr))
+			ErrNotRecorded, lost, lostErr))
 	}
 	return stopErr
 }
@@ -342,67 +312,54 @@ func (e *Engine) Stop(ctx context.Context) error {
 // is done before it gives up on them.
 const flushGrace = 5 * time.Second
 
-// listener delivers the store's notifications (deliver) on a store that
-// sends them (store.Listener); on another it does nothing.
-type listener struct {
-	startstop.Base
-	e  *Engine
-	rt *runtime
-}
-
-// Start starts listening.
-func (s *listener) Start(ctx context.Context) error {
-	l, ok := s.e.store.(store.Listener)
-	if !ok {
-		return nil
+// newListener returns the listener of rt: on a store that sends
+// notifications, it delivers them to rt's services (deliver) and keeps
+// e.notifying; on another, it does nothing.
+func (e *Engine) newListener(rt *runtime) *listener.Listener {
+	cfg := listener.Config{Deliver: func(n store.Notification) { e.deliver(rt, n) }, Heard: &e.notifying, Logger: e.log}
+	if l, ok := e.store.(store.Listener); ok {
+		cfg.Source = l
 	}
-	s.Go(ctx, func(ctx context.Context) {
-		deliver := func(n store.Notification) { s.e.deliver(s.rt, n) }
-		if err := l.Listen(ctx, deliver); err != nil && ctx.Err() == nil {
-			s.e.log.Error("durable: listener stopped", slog.Any("error", err))
-		}
-		s.e.notifying.Store(false)
-	})
-	return nil
+	return listener.New(cfg)
 }
 
-// deliver handles a store notification; it must not block.
+// deliver routes a store notification to the services it concerns (the
+// listener noted already whether notifications are heard); it must not
+// block.
 func (e *Engine) deliver(rt *runtime, n store.Notification) {
 	switch n.Topic {
 	case store.TopicReady:
-		signal(rt.readySig)
+		rt.claimer.Wake()
 	case store.TopicTimer:
-		signal(rt.timerSig)
+		rt.wakeTimers()
 	case store.TopicSchedule:
-		signal(rt.scheduleSig)
+		rt.wakeSchedules()
 	case store.TopicInbox:
-		signal(rt.inboxSig)
+		rt.inbox.Wake()
 	case store.TopicRun:
 		if id, err := uuid.Parse(n.Payload); err == nil {
 			e.wakeWaiters(id)
 		}
 	case store.TopicCancel:
 		if id, err := uuid.Parse(n.Payload); err == nil {
-			e.runCancelled(rt, id)
+			rt.steps.RunCancelled(id)
 		}
 	case store.TopicDeaf:
 		// No notification comes until the next TopicResync: the loops
 		// waiting for one (or backing off on the strength of them) go back
 		// to polling now rather than at the end of their wait.
-		e.notifying.Store(false)
-		signal(rt.readySig)
-		signal(rt.timerSig)
-		signal(rt.scheduleSig)
+		rt.claimer.Wake()
+		rt.wakeTimers()
+		rt.wakeSchedules()
 	case store.TopicResync:
 		// Notifications may have been missed (the listener (re)connected):
 		// a run cancelled meanwhile is found by a heartbeat now rather than
 		// at the next one.
-		e.notifying.Store(true)
-		signal(rt.heartbeatSig)
-		signal(rt.readySig)
-		signal(rt.timerSig)
-		signal(rt.scheduleSig)
-		signal(rt.inboxSig)
+		rt.heartbeat.Beat()
+		rt.claimer.Wake()
+		rt.wakeTimers()
+		rt.wakeSchedules()
+		rt.inbox.Wake()
 		e.wakeAllWaiters()
 	}
 }

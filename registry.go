@@ -200,7 +200,7 @@ func (e *Engine) Register(defs ...Definition) error {
 	}
 	e.reg = next
 	if e.rt != nil {
-		signal(e.rt.registrySig) // the record lists the new workflows
+		e.rt.registrar.Refresh() // the record lists the new workflows
 		signal(e.rt.upgradeSig)  // and what they accept
 		var late []*workflowDef
 		for _, d := range next.declaring() {

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
-	"github.com/effectivelabs/durable/internal/core/sleep"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -265,31 +262,16 @@ func (e *Engine) DeleteSchedule(ctx context.Context, tenant, name string) error 
 	return nil
 }
 
-// wakeSchedules tells this engine's schedule loop, if it leads, that a
+// wakeSchedules tells this engine's schedule duty, if it leads, that a
 // slot may be due sooner than it thought.
 func (e *Engine) wakeSchedules() {
 	e.mu.Lock()
 	rt := e.rt
 	e.mu.Unlock()
 	if rt != nil {
-		signal(rt.scheduleSig)
+		rt.wakeSchedules()
 	}
 }
-
-// maxScheduleWait bounds how long the leader trusts its knowledge of the
-// next due slot before asking the store again: a schedule created or resumed
-// elsewhere is announced by a notification, but a store without them (and a
-// process whose timers were frozen by a suspended VM) relies on this bound.
-const maxScheduleWait = time.Minute
-
-// maxNotifiedWait is maxScheduleWait on a store that notifies.
-const maxNotifiedWait = 5 * time.Minute
-
-// fireTimeout bounds one FireSchedules call of the leader.
-const fireTimeout = 30 * time.Second
-
-// scheduleBatch is the most schedules fired in one store call.
-const scheduleBatch = 500
 
 // registeredShapes returns the shapes of the workflows registered on e:
 // of each, its newest version (the one a schedule's runs start with).
@@ -301,83 +283,6 @@ func (e *Engine) registeredShapes() map[string]*durabletype.Shape {
 		shapes[name] = e.reg.newest(name).shape
 	}
 	return shapes
-}
-
-// scheduleLoop fires due slots, sleeping until the next is due (at most
-// maxScheduleWait) or a notification says a schedule was created or
-// resumed. With no active schedule on a store that notifies, it waits for
-// a notification only: schedules cost nothing when unused.
-func (e *Engine) scheduleLoop(ctx context.Context, rt *runtime, s store.Scheduler) {
-	errDelay := 100 * time.Millisecond
-	for {
-		// Notifications may stop (the listener lost its connection) and
-		// never start (behind a transaction pooler): it is read each time.
-		notifies := e.notifying.Load()
-		// A call in flight when leadership is lost finishes (bounded), so
-		// that its outcome is known rather than ambiguous: had it been
-		// cancelled during its commit, the slots it fired would go unlogged
-		// (though never fired twice: a new leader finds them fired).
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fireTimeout)
-		res, err := s.FireSchedules(fctx, &store.FireSchedulesParams{
-			Now: e.now(), Limit: scheduleBatch, Shapes: e.registeredShapes(),
-		})
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil || e.deposed(err) {
-				return
-			}
-			e.log.Error("durable: firing schedules", slog.Any("error", err))
-			if !sleep.For(ctx, errDelay) {
-				return
-			}
-			errDelay = min(2*errDelay, 5*time.Second)
-			continue
-		}
-		errDelay = 100 * time.Millisecond
-		for _, b := range res.Broken {
-			e.log.Error("durable: schedule cannot fire; it is stopped until resumed",
-				slog.String("tenant", b.Key.Tenant), slog.String("schedule", b.Key.Name), slog.String("error", b.Error))
-		}
-		for _, f := range res.Fired {
-			if f.Missed > 0 {
-				e.log.Warn("durable: schedule missed slots; fired the latest only",
-					slog.String("tenant", f.Tenant), slog.String("schedule", f.Name),
-					slog.Int("missed", f.Missed), slog.Time("slot", f.Slot))
-			}
-		}
-		if len(res.Fired) > 0 {
-			e.wakeClaims()
-		}
-		if res.More {
-			continue
-		}
-		wait := time.Duration(-1) // no timer: a notification only
-		switch {
-		case res.HasNext && notifies:
-			wait = min(res.Next, maxNotifiedWait)
-		case res.HasNext:
-			wait = min(res.Next, maxScheduleWait)
-		case !notifies:
-			wait = maxScheduleWait
-		}
-		var t *time.Timer
-		var tc <-chan time.Time
-		if wait >= 0 {
-			t = time.NewTimer(wait)
-			tc = t.C
-		}
-		select {
-		case <-tc:
-		case <-rt.scheduleSig:
-		case <-ctx.Done():
-		}
-		if t != nil {
-			t.Stop()
-		}
-		if ctx.Err() != nil {
-			return
-		}
-	}
 }
 
 // The schedules of one tenant (Engine.Tenant): the same methods without

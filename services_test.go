@@ -18,6 +18,7 @@ import (
 
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
+	"github.com/effectivelabs/durable/internal/service/completer"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store"
 )
@@ -49,9 +50,7 @@ func claimOne(t *testing.T, e *Engine, rt *runtime) (*store.ClaimedTask, context
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	ctx, cancel := context.WithCancelCause(rt.work)
-	rt.flightMu.Lock()
-	rt.flights[claimed[0].Ref()] = &flight{cancel: cancel}
-	rt.flightMu.Unlock()
+	rt.steps.Add(claimed[0].Ref(), cancel)
 	return claimed[0], ctx
 }
 
@@ -152,16 +151,16 @@ func TestHeartbeatServiceResync(t *testing.T) {
 		synctest.Wait()
 		require.NoError(t, stepCtx.Err())
 		begin := time.Now()
-		e.deliver(rt, store.Notification{Topic: store.TopicResync})
+		rt.listener.Deliver(store.Notification{Topic: store.TopicResync})
 		synctest.Wait()
 		require.ErrorIs(t, context.Cause(stepCtx), ErrRunCancelled)
 		require.Zero(t, time.Since(begin), "at the resync, not at the next heartbeat")
 	})
 }
 
-// The registrar registers the worker (register, before Start), refreshes
+// The registrar registers the worker (Register, before Start), refreshes
 // its record every dag.WorkerRefresh(DeadAfter) and at once when asked,
-// and removes it last (remove, after Stop).
+// and removes it last (Remove, after Stop).
 func TestRegistrarService(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
@@ -180,7 +179,7 @@ func TestRegistrarService(t *testing.T) {
 		}
 
 		e.mu.Lock()
-		rt.registrar.register(ctx)
+		rt.registrar.Register(ctx, e.recordOf(rt, e.reg.record()))
 		e.mu.Unlock()
 		w := record()
 		require.NotNil(t, w, "listed once registered")
@@ -197,7 +196,7 @@ func TestRegistrarService(t *testing.T) {
 		_, err := wf.RunNoWait(ctx, e, "t", 1)
 		require.NoError(t, err)
 		claimOne(t, e, rt)
-		signal(rt.registrySig)
+		rt.registrar.Refresh()
 		synctest.Wait()
 		require.Equal(t, 1, record().InFlight, "refreshed when asked")
 
@@ -205,7 +204,7 @@ func TestRegistrarService(t *testing.T) {
 		time.Sleep(every)
 		synctest.Wait()
 		require.WithinDuration(t, registeredAt.Add(every), record().LastSeen, 0, "no refresh once stopped")
-		rt.registrar.remove(ctx)
+		rt.registrar.Remove(ctx)
 		require.Nil(t, record(), "removed")
 	})
 }
@@ -219,7 +218,7 @@ func TestServicesWithoutCapabilities(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, _, rt := serviceEngine(t, bare{memstore.New()}, Config{})
 		defer rt.cancel()
-		rt.registrar.register(t.Context())
+		rt.registrar.Register(t.Context(), store.Worker{ID: "w"})
 		require.NoError(t, rt.registrar.Start(rt.ctx))
 		require.NoError(t, rt.listener.Start(rt.ctx))
 		synctest.Wait()
@@ -232,28 +231,31 @@ func TestServicesWithoutCapabilities(t *testing.T) {
 		}
 		rt.registrar.Stop()
 		rt.listener.Stop()
-		rt.registrar.remove(t.Context())
+		rt.registrar.Remove(t.Context())
 	})
 }
 
 // The listener delivers the store's notifications: a run triggered wakes
-// the claim loop (rt.readySig).
+// the claim loop, which claims its task at once rather than at its next
+// poll.
 func TestListenerService(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e, wf, rt := serviceEngine(t, memstore.New(), Config{})
+		e, wf, rt := serviceEngine(t, memstore.New(), Config{PollInterval: time.Minute, MaxPollInterval: time.Minute})
 		defer rt.cancel()
+		require.NoError(t, rt.claimer.Start(rt.ctx))
+		synctest.Wait() // nothing to claim: it waits a minute, or for a wake-up
 		require.NoError(t, rt.listener.Start(rt.ctx))
 		synctest.Wait()
-		_, err := wf.RunNoWait(t.Context(), e, "t", 1)
+		begin := time.Now()
+		id, err := wf.RunNoWait(t.Context(), e, "t", 1)
 		require.NoError(t, err)
 		synctest.Wait()
-		select {
-		case <-rt.readySig:
-		default:
-			t.Fatal("the claim loop was not woken")
-		}
+		require.Equal(t, durabletype.TaskRunning, taskOf(t, e.store, id, "s").State, "claimed (its outcome is not recorded: no completer)")
+		require.Zero(t, time.Since(begin), "at once")
+		rt.claimer.Stop()
 		rt.listener.Stop()
 		require.False(t, e.notifying.Load())
+		rt.execs.Wait()
 	})
 }
 
@@ -295,25 +297,27 @@ func TestCompleterService(t *testing.T) {
 				require.NoError(t, rt.completer.Start(rt.ctx))
 				for range ids {
 					c, _ := claimOne(t, e, rt)
-					rt.outcomes <- outcomeMsg{o: store.Outcome{Task: c.Ref(), Kind: store.OutcomeComplete, Output: []byte("1")}}
+					rt.completer.Send(completer.Message[outcomeMeta]{Outcome: store.Outcome{Task: c.Ref(), Kind: store.OutcomeComplete, Output: []byte("1")}})
 				}
 				deadline, cancel := context.WithTimeout(ctx, time.Minute)
 				defer cancel()
 				begin := time.Now()
-				rt.completer.drain(deadline)
-				rt.completer.drain(deadline) // again: nothing
+				rt.completer.Drain(deadline)
+				rt.completer.Drain(deadline) // again: nothing
 				if failing {
 					require.Equal(t, time.Minute, time.Since(begin), "tried again until the deadline")
-					require.Equal(t, 3, rt.lost, "the outcomes are counted lost")
-					require.ErrorIs(t, rt.lostErr, durabletype.ErrTransient)
+					lost, lostErr := rt.completer.Lost()
+					require.Equal(t, 3, lost, "the outcomes are counted lost")
+					require.ErrorIs(t, lostErr, durabletype.ErrTransient)
 					return
 				}
 				require.Zero(t, time.Since(begin))
-				require.Zero(t, rt.lost)
+				lost, _ := rt.completer.Lost()
+				require.Zero(t, lost)
 				for _, id := range ids {
 					require.Equal(t, durabletype.TaskCompleted, taskOf(t, st, id, "s").State)
 				}
-				require.Empty(t, rt.flights, "recorded outcomes are no longer in flight")
+				require.Zero(t, rt.steps.Len(), "recorded outcomes are no longer in flight")
 			})
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -13,8 +12,7 @@ import (
 
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
-	"github.com/effectivelabs/durable/internal/core/sleep"
-	"github.com/effectivelabs/durable/internal/service/startstop"
+	"github.com/effectivelabs/durable/internal/service/registrar"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -223,148 +221,28 @@ func (e *Engine) workerRecord(rt *runtime) store.Worker {
 
 // recordOf is this engine's record as of now, serving sv.
 func (e *Engine) recordOf(rt *runtime, sv served) store.Worker {
-	rt.flightMu.Lock()
-	inFlight := len(rt.flights)
-	rt.flightMu.Unlock()
+	inFlight := rt.steps.Len()
 	return store.Worker{
 		ID: e.cfg.WorkerID, Host: rt.host, Version: e.cfg.Version, Workflows: sv.workflows, Accepts: sv.accepts,
-		Concurrency: e.cfg.Concurrency, InFlight: inFlight, Leader: rt.leading.Load(), DeadAfter: e.cfg.DeadAfter,
+		Concurrency: e.cfg.Concurrency, InFlight: inFlight, Leader: rt.leading(), DeadAfter: e.cfg.DeadAfter,
 	}
 }
 
-// sameRecord reports whether two records of this engine say the same.
-func sameRecord(a, b *store.Worker) bool {
-	return a.InFlight == b.InFlight && a.Leader == b.Leader && a.Concurrency == b.Concurrency &&
-		slices.Equal(a.Workflows, b.Workflows) && slices.Equal(a.Accepts, b.Accepts)
-}
-
-// registrar keeps this engine's worker record on a store that keeps a
-// registry of workers (on another it does nothing): it registers the
-// engine as it starts (register), refreshes the record until it is stopped
-// (registryLoop), and removes it last (remove).
-type registrar struct {
-	startstop.Base
-	e  *Engine
-	rt *runtime
-	r  store.WorkerRegistry // nil without a registry
-	// registered is set when register succeeded.
-	registered bool
-}
-
-// register registers the engine, bounded by ctx; a failure is logged, and
-// the refreshes try again. Start calls it with e.mu held (a round trip),
-// before it starts the registrar, so that the engine is listed once Start
-// returns.
-func (s *registrar) register(ctx context.Context) {
-	if s.r != nil {
-		s.registered = s.e.registerWorker(ctx, s.rt, s.r, s.e.reg.record())
+// newRegistrar returns the registrar of rt: on a store that keeps a
+// registry of workers, it keeps this engine's record there, refreshed
+// every dag.WorkerRefresh(DeadAfter); on another, it does nothing.
+func (e *Engine) newRegistrar(rt *runtime) *registrar.Registrar {
+	cfg := registrar.Config{
+		WorkerID: e.cfg.WorkerID, Interval: dag.WorkerRefresh(e.cfg.DeadAfter), Now: e.now, Logger: e.log,
+		Record: func() store.Worker { return e.workerRecord(rt) },
 	}
-}
-
-// Start starts refreshing the record.
-func (s *registrar) Start(ctx context.Context) error {
-	if s.r != nil {
-		s.Go(ctx, func(ctx context.Context) { s.e.registryLoop(ctx, s.rt, s.r, s.registered) })
-	}
-	return nil
-}
-
-// remove deletes the record at a graceful stop, once the registrar has
-// stopped (a refresh in flight could otherwise list the stopped worker
-// again); a record left behind shows the worker as dead after its
-// DeadAfter.
-func (s *registrar) remove(ctx context.Context) {
-	if s.r == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-	defer cancel()
-	if err := s.r.RemoveWorker(ctx, &store.RemoveWorkerParams{ID: s.e.cfg.WorkerID}); err != nil {
-		s.e.log.Warn("durable: removing the worker's record failed; it shows as dead until pruned", slog.Any("error", err))
-	}
-}
-
-// registerWorker registers this engine at its start, serving sv; a
-// failure is logged, and the registry loop tries again.
-func (e *Engine) registerWorker(ctx context.Context, rt *runtime, r store.WorkerRegistry, sv served) bool {
-	w := e.recordOf(rt, sv)
-	if err := r.RegisterWorker(ctx, &store.RegisterWorkerParams{Now: e.now(), Worker: w, Started: true}); err != nil {
-		e.log.Warn("durable: registering the worker failed; trying again", slog.Any("error", err))
-		return false
-	}
-	return true
-}
-
-// registryLoop refreshes this engine's worker record every
-// dag.WorkerRefresh(DeadAfter), and at once when asked (rt.registrySig:
-// leadership or the registered workflows changed), until ctx is done. A
-// leader on a store that refreshes the leader's record itself at least as
-// often (store.LeaderRefresher) skips the periodic refreshes of an
-// unchanged record.
-func (e *Engine) registryLoop(ctx context.Context, rt *runtime, r store.WorkerRegistry, registered bool) {
-	interval := dag.WorkerRefresh(e.cfg.DeadAfter)
-	storeRefreshes := false
-	if lr, ok := e.store.(store.LeaderRefresher); ok {
-		d := lr.LeaderRefresh()
-		storeRefreshes = d > 0 && d <= interval
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	var last store.Worker
-	for {
-		periodic := false
-		select {
-		case <-t.C:
-			periodic = true
-		case <-rt.registrySig:
-		case <-ctx.Done():
-			return
-		}
-		w := e.workerRecord(rt)
-		if periodic && registered && storeRefreshes && w.Leader && last.Leader && sameRecord(&w, &last) {
-			continue
-		}
-		// A refresh is never abandoned when the engine stops: a statement
-		// cancelled on its way could still be applied after Stop removed
-		// the record, and list the stopped worker again. Stop waits for
-		// this loop (bounded by removeTimeout) before it removes the record.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-		err := r.RegisterWorker(rctx, &store.RegisterWorkerParams{Now: e.now(), Worker: w, Started: !registered})
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				e.log.Warn("durable: refreshing the worker's record failed", slog.Any("error", err))
-			}
-			continue
-		}
-		registered, last = true, w
-	}
-}
-
-// removeTimeout bounds the removal of an engine's record at Stop.
-const removeTimeout = 5 * time.Second
-
-// workerPruneInterval is how often the leader prunes the records of
-// workers that died (dag.WorkerPrunable).
-const workerPruneInterval = time.Hour
-
-// pruneWorkersLoop prunes dead workers' records when leadership begins and
-// every workerPruneInterval.
-func (e *Engine) pruneWorkersLoop(ctx context.Context, r store.WorkerRegistry) {
-	for {
-		res, err := r.PruneWorkers(ctx, &store.PruneWorkersParams{Now: e.now()})
-		switch {
-		case e.deposed(err):
-			return
-		case err != nil && ctx.Err() == nil:
-			e.log.Error("durable: pruning dead workers' records", slog.Any("error", err))
-		case err == nil && res.Deleted > 0:
-			e.log.Debug("durable: pruned dead workers' records", slog.Int("workers", res.Deleted))
-		}
-		if !sleep.For(ctx, workerPruneInterval) {
-			return
+	if r, err := e.registry(); err == nil {
+		cfg.Registry = r
+		if lr, ok := e.store.(store.LeaderRefresher); ok {
+			cfg.LeaderRefresh = lr.LeaderRefresh()
 		}
 	}
+	return registrar.New(cfg)
 }
 
 // hostname is the host name recorded with this engine's worker record.
