@@ -236,7 +236,7 @@ func TestPGRunNoWaitTx(t *testing.T) {
 // so the lock was held until the caller committed. When a step of another
 // run of that tenant finished and enqueued a child, FinishTasks waited for
 // the same lock (pgstore/transition.go:183), and since the engine records
-// outcomes in a single goroutine (engine.go:484 completeLoop), every outcome
+// outcomes in a single goroutine (internal/service/completer), every outcome
 // of every tenant queued behind it. The leader's FireTimers and RescueTasks
 // took the same lock when they enqueued, so timers could stall the same way.
 func TestPGRunNoWaitTxDoesNotStallOtherTenants(t *testing.T) {
@@ -285,7 +285,7 @@ func TestPGRunNoWaitTxDoesNotStallOtherTenants(t *testing.T) {
 	assert.NoError(t, waitErr, "BUG: tenant U's 2-step run did not complete within 3s while a caller's transaction that "+
 		"called RunNoWaitTx for tenant T was open (its first step was %s: ran, outcome not recorded). CreateRunsTx holds "+
 		"tenant T's row lock until the caller commits (pgstore/create.go:185); FinishTasks for tenant T's in-flight run "+
-		"waits on it (pgstore/transition.go:183) and the engine's single completer (engine.go:484) stalls behind it.", state)
+		"waits on it (pgstore/transition.go:183) and the engine's single completer (internal/service/completer) stalls behind it.", state)
 }
 
 // ---- stopping while claims are in flight ---------------------------------------
@@ -301,9 +301,9 @@ func TestPGRunNoWaitTxDoesNotStallOtherTenants(t *testing.T) {
 // claims synchronously under its lock and always returns what it claimed.
 //
 // It failed once: Stop cancelled rt.claimCtx while ClaimTasks could be in
-// flight (engine.go:415); the claim statement committed in PostgreSQL
+// flight (internal/service/claimer); the claim statement committed in PostgreSQL
 // anyway, pgstore returned "pgstore: claim: context canceled", and the
-// claim loop dropped the claimed tasks (engine.go:420).
+// claim loop dropped the claimed tasks (internal/service/claimer).
 func TestPGStopLeavesNoClaimBehind(t *testing.T) {
 	t.Parallel()
 	env := pgSetup(t)
@@ -334,8 +334,8 @@ func TestPGStopLeavesNoClaimBehind(t *testing.T) {
 			pgx.Identifier{env.schema}.Sanitize())).Scan(&orphans))
 	}
 	assert.Zero(t, orphans, "BUG: after %d graceful stop(s), Stop left %d claimed tasks RUNNING under worker %s with "+
-		"nobody to run them. Stop cancels the context of an in-flight ClaimTasks (engine.go:415); the claim commits "+
-		"in PostgreSQL anyway and the claim loop drops it (engine.go:420).", rounds, orphans, stopped)
+		"nobody to run them. Stop cancels the context of an in-flight ClaimTasks (internal/service/claimer); the claim commits "+
+		"in PostgreSQL anyway and the claim loop drops it (internal/service/claimer).", rounds, orphans, stopped)
 
 	// What becomes of them: a live engine rescues them after DeadAfter, as
 	// failed attempts; with no retries, their runs fail.
