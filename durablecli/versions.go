@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -169,7 +168,7 @@ func (c *cli) workflowsCmd(ctx context.Context, args []string, stdout, stderr io
 	}
 	for i := range vs {
 		if x := &vs[i]; x.Unserved() {
-			fmt.Fprintf(stderr, "warning: %s\n", unservedWarning(c.name, x.Workflow, x.Version, x.InFlight, upgradeTarget(vs, x.Workflow, x.Version)))
+			fmt.Fprintf(stderr, "warning: %s\n", unservedWarning(c.name, x.Workflow, x.Version, x.InFlight, durablejson.UpgradeTo(vs, x.Workflow, x.Version)))
 		}
 	}
 	return 0
@@ -323,20 +322,6 @@ func stepDetail(s durable.StepInfo) string {
 	return strings.Join(parts, ", ")
 }
 
-// upgradeTarget returns the version of workflow that the runs of version
-// from could move to, in vs (newest first): the newest other version that
-// live workers serve, or that this program starts by name, and whose shape
-// is known here; "" if there is none.
-func upgradeTarget(vs []durable.VersionInfo, workflow, from string) string {
-	for i := range vs {
-		x := &vs[i]
-		if x.Workflow == workflow && x.Version != from && x.Version != "" && x.Steps != nil && (len(x.Workers) > 0 || x.Newest) {
-			return x.Version
-		}
-	}
-	return ""
-}
-
 // unservedWarning says that n runs of a version wait for a worker, and
 // what to do about it; to is the version to suggest moving them to ("" if
 // none is known).
@@ -356,27 +341,6 @@ func upgradeCommand(prog, workflow, from, to string) string {
 		to = "VERSION"
 	}
 	return fmt.Sprintf("%s runs upgrade --workflow %s --from %s --to %s", shellQuote(prog), shellQuote(workflow), from, to)
-}
-
-// unservedRun reports whether no live worker serves or accepts the version
-// of run res (which has not settled) and, if so, a version of its
-// workflow that live workers serve, for the run to move to ("" if none).
-func unservedRun(ctx context.Context, e *durable.Engine, res *durable.RunResult) (bool, string, error) {
-	ws, err := e.Workers(ctx)
-	if err != nil {
-		return false, "", err
-	}
-	if slices.ContainsFunc(ws, func(w durable.WorkerInfo) bool { return w.ServesVersion(res.Workflow, res.Version) }) {
-		return false, "", nil
-	}
-	if res.Version == "" {
-		return true, "", nil // runs started before versions cannot move
-	}
-	vs, err := e.Versions(ctx, res.Workflow)
-	if err != nil {
-		return true, "", err
-	}
-	return true, upgradeTarget(vs, res.Workflow, res.Version), nil
 }
 
 // printUnservedRun prints the warning of "runs show" about a run whose

@@ -77,7 +77,7 @@ func TestOpenAPIDocumentsListFields(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(openAPIDoc, &doc))
 	for schema, v := range map[string]any{"RunSummary": durablejson.Run{}, "Wait": durablejson.RunWait{}, "RunPage": durablejson.RunList{},
-		"Run": runDetail{}, "Step": stepDetail{},
+		"Run": durablejson.RunDetail{}, "Step": durablejson.Step{}, "RunError": durablejson.RunError{}, "Parent": durablejson.Parent{}, "Event": durablejson.Event{},
 		"Workflow": workflowInfo{}, "WorkflowVersion": versionInfo{}, "WorkflowStep": stepInfo{},
 		"Worker": durablejson.Worker{}, "Workers": durablejson.Workers{}, "Stats": durablejson.Stats{},
 		"Statuses": durablejson.Statuses{}, "StatusMeaning": durablejson.StatusMeaning{},
