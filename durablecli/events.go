@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
 )
@@ -129,14 +130,7 @@ func (c *cli) eventsSend(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	code = a.reportRefused(refused)
 	if *asJSON {
-		out := struct {
-			Delivered int                   `json:"delivered"`
-			Refused   []durabletype.Refusal `json:"refused,omitempty"`
-		}{Delivered: n}
-		if refused != nil {
-			out.Refused = refused.Refusals
-		}
-		if pc := a.printJSON(stdout, out); pc != 0 {
+		if pc := a.printJSON(stdout, durablejson.NewEventSent(n, refused)); pc != 0 {
 			return pc
 		}
 		return code

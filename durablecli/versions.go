@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durablejson"
@@ -69,43 +68,6 @@ flags.
 Flags:
 `
 
-// workflowsJSON is what "workflows --json" prints.
-type workflowsJSON struct {
-	Workflows []versionJSON `json:"workflows"`
-}
-
-// versionJSON is one version of a workflow (durable.VersionInfo).
-type versionJSON struct {
-	Workflow   string     `json:"workflow"`
-	Version    string     `json:"version"`
-	Registered bool       `json:"registered"`
-	Newest     bool       `json:"newest"`
-	Accepts    []string   `json:"accepts"`
-	InFlight   int        `json:"in_flight"`
-	Ready      int        `json:"ready"`
-	Workers    []string   `json:"workers"`
-	AcceptedBy []string   `json:"accepted_by"`
-	RecordedAt *time.Time `json:"recorded_at"`
-	Unserved   bool       `json:"unserved"`
-	Input      string     `json:"input"`
-	OnFailure  bool       `json:"on_failure"`
-	// Steps is nil when the version's DAG is unknown here.
-	Steps []versionStepJSON `json:"steps"`
-}
-
-// versionStepJSON is one step of a version's DAG (durable.StepInfo).
-type versionStepJSON struct {
-	Name    string   `json:"name"`
-	Kind    string   `json:"kind"`
-	Parents []string `json:"parents"`
-	Output  string   `json:"output"`
-	Sleep   float64  `json:"sleep_s,omitempty"`
-	Signal  string   `json:"signal,omitempty"`
-	Child   string   `json:"child,omitempty"`
-	MapOver string   `json:"map_over,omitempty"`
-	Retired bool     `json:"retired"`
-}
-
 func (c *cli) workflowsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := c.flagSet("workflows", workflowsUsage, stderr)
 	db := c.dbFlags(fs)
@@ -140,11 +102,7 @@ func (c *cli) workflowsCmd(ctx context.Context, args []string, stdout, stderr io
 		return fail(err)
 	}
 	if *asJSON {
-		out := workflowsJSON{Workflows: make([]versionJSON, len(vs))}
-		for i := range vs {
-			out.Workflows[i] = versionView(&vs[i])
-		}
-		b, err := json.Marshal(out)
+		b, err := json.Marshal(durablejson.NewWorkflowList(op.e.Workflows(), vs, *workflow))
 		if err != nil {
 			return fail(err)
 		}
@@ -187,33 +145,6 @@ func (c *cli) openRegistered(ctx context.Context, db *cliflag.DB, name string, s
 		return nil, fmt.Errorf("registering this program's workflows: %w", err)
 	}
 	return op, nil
-}
-
-func versionView(x *durable.VersionInfo) versionJSON {
-	out := versionJSON{
-		Workflow: x.Workflow, Version: x.Version, Registered: x.Registered, Newest: x.Newest,
-		Accepts: nonNil(x.Accepts), InFlight: x.InFlight, Ready: x.Ready,
-		Workers: nonNil(x.Workers), AcceptedBy: nonNil(x.AcceptedBy), RecordedAt: durablejson.Time(x.RecordedAt),
-		Unserved: x.Unserved(), Input: x.Input, OnFailure: x.OnFailure,
-	}
-	if x.Steps != nil {
-		out.Steps = make([]versionStepJSON, len(x.Steps))
-		for i, s := range x.Steps {
-			out.Steps[i] = versionStepJSON{
-				Name: s.Name, Kind: string(s.Kind), Parents: nonNil(s.Parents), Output: s.Output, Sleep: s.Sleep.Seconds(),
-				Signal: s.Signal, Child: s.Child, MapOver: s.MapOver, Retired: s.Retired,
-			}
-		}
-	}
-	return out
-}
-
-// nonNil returns s, or an empty slice for nil (a JSON list, never null).
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 // maxListedWorkers is how many worker IDs a cell of the versions table

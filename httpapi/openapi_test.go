@@ -78,10 +78,10 @@ func TestOpenAPIDocumentsListFields(t *testing.T) {
 	require.NoError(t, json.Unmarshal(openAPIDoc, &doc))
 	for schema, v := range map[string]any{"RunSummary": durablejson.Run{}, "Wait": durablejson.RunWait{}, "RunPage": durablejson.RunList{},
 		"Run": durablejson.RunDetail{}, "Step": durablejson.Step{}, "RunError": durablejson.RunError{}, "Parent": durablejson.Parent{}, "Event": durablejson.Event{},
-		"Workflow": workflowInfo{}, "WorkflowVersion": versionInfo{}, "WorkflowStep": stepInfo{},
+		"Workflow": durablejson.Workflow{}, "WorkflowVersion": durablejson.WorkflowVersion{}, "WorkflowStep": durablejson.WorkflowStep{}, "Workflows": durablejson.WorkflowList{},
 		"Worker": durablejson.Worker{}, "Workers": durablejson.Workers{}, "Stats": durablejson.Stats{},
 		"Statuses": durablejson.Statuses{}, "StatusMeaning": durablejson.StatusMeaning{},
-		"UpgradeRequest": upgradeRequest{}, "UpgradeResult": upgradeResponse{}, "Problem": problemBody{}} {
+		"UpgradeRequest": upgradeRequest{}, "UpgradeResult": durablejson.Upgrade{}, "UpgradeRefusal": durablejson.UpgradeRefusal{}, "EventSent": durablejson.EventSent{}, "Problem": problemBody{}} {
 		var fields []string
 		rt := reflect.TypeOf(v)
 		for i := range rt.NumField() {
