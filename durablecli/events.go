@@ -41,8 +41,8 @@ a while, for steps that begin waiting later and look back
 (durable.WithLookback); those skip it if it does not fit.
 
 Prints how many waiting steps received it, "delivered to N waiting steps";
-none is not an error (--json: {"delivered": N}, with "refused": [...] when
-some step refused it).
+none is not an error (--json: {"delivered": N}, the answer of POST
+/api/v1/events, with "refused": [...] when some step refused it).
 
 Exit status: 0 sent, 1 failed (database errors), 2 bad flags (a missing
 or invalid key, an invalid tenant, a payload that is not JSON or is over

@@ -74,17 +74,22 @@ record when the run moved to a version that does not run it: it never runs
 again.
 
 With --json, one JSON object holding all of it, the outputs and every item
-of a map step included: the input and each output as JSON when it is
-valid JSON ("input", "output"), else as base64 ("input_base64",
-"output_base64"), or, when larger than 64 KiB (without --full), left
-out, its size in bytes in "input_omitted" or "output_omitted"; times in RFC 3339, null when they did not happen;
-"parent" ({"run_id", "step", "result"}, null for a run that is not a
-child), "children" (as "{name} runs list --json" prints runs, up to 1000;
-"more_children" when there are more); per step "event_key", "signal",
-"child_run_id" when set, "retired" (true for a retired step), and for a
-map step "item_counts" (by state) and "items"; "events" with --events;
-"version" ("" for a run started before versions); "unserved": true with
-the warning, and "upgrade_to", the version the fix line suggests, if any.
+of a map step included, the one GET /api/v1/runs/{id} of "{name} serve"
+answers: the input and each output as JSON when it is valid JSON
+("input", "output"), else as base64 ("input_base64", "output_base64"),
+or, when larger than 64 KiB (without --full), left out, its size in bytes
+in "input_omitted" or "output_omitted"; times in RFC 3339, null when they
+did not happen; "error" ({"step", "message"}, null for a run that did
+not fail and was not cancelled) and "failed_step" (its step); "parent"
+({"run_id", "step", "result"}, null for a run that is not a child) with
+"parent_id" and "parent_step"; "children" (as "{name} runs list --json"
+prints runs, up to 1000; "more_children" when there are more); per step
+"event_key", "signal", "child_run_id" when set, "retired" (only when
+true), and for a map step "item_counts" (by state) and "items" (each a
+step with its "item" number); "events" with --events (each with its
+"id", as GET /api/v1/runs/{id}/events lists them); "version" ("" for a
+run started before versions); "unserved": true with the warning, and
+"upgrade_to", the version the fix line suggests, if any.
 
 Flags:
 `

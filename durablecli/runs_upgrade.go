@@ -39,13 +39,16 @@ moved, on stderr "run <id> refused: <reason>" for each refused run (the
 step at fault and why), then "moved N runs of workflow W from version X to
 Y (M refused)".
 
-With --json, one JSON object:
+With --json, one JSON object, the one POST /api/v1/workflows/W/upgrade of
+"{name} serve" answers:
   {"workflow", "from", "to", "tenant", "dry_run",
    "moved": [RUN_ID, ...],
-   "refused": [{"run_id", "reason", "step", "error"}, ...]}
-where "reason" is "incompatible" (version Y cannot run the step "step",
+   "refused": [{"run_id", "code", "reason", "step", "error"}, ...]}
+where "code" is "incompatible" (version Y cannot run the step "step",
 or, when "step" is empty, the run), "version_mismatch" (the run is at
-another version), "settled" or "not_found", and "error" says it in words.
+another version), "run_settled" or "run_not_found", "reason" the same
+by its older names ("incompatible", "version_mismatch", "settled",
+"not_found"), and "error" says it in words.
 
 Exit status: 0 every run asked moved (with --dry-run: would move), or no
 run of version X was in flight; 1 some were refused (with --dry-run: would

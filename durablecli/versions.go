@@ -50,16 +50,22 @@ input type, its steps (name, kind, parents, output type, what a sleep, a
 wait, a child step or a map step does, "retired" for a step kept only for
 the record of moved runs) and whether it has an on-failure handler.
 
-With --json, one JSON object, the steps included:
-  {"workflows": [{"workflow", "version", "registered", "newest", "accepts",
-                  "in_flight", "ready", "workers", "accepted_by",
-                  "recorded_at", "unserved", "input", "on_failure",
-                  "steps": [{"name", "kind", "parents", "output", "sleep_s",
-                             "signal", "child", "map_over", "retired"}, ...]},
-                 ...]}
-with RFC 3339 times, "recorded_at" null when no run recorded the version,
-and "input" empty and "steps" null when its DAG is unknown here (a version
-only a worker lists). The schema is checked, never migrated.
+With --json, one JSON object, the steps included, the one GET
+/api/v1/workflows of "{name} serve" answers: the workflows, each holding
+its versions:
+  {"workflows": [{"name", "version", "registered", "steps", "on_failure",
+                  "child_only", "unserved",
+                  "versions": [{"workflow", "version", "registered",
+                                "newest", "accepts", "in_flight", "ready",
+                                "workers", "accepted_by", "recorded_at",
+                                "unserved", "input", "on_failure",
+                                "steps"}, ...]}, ...]}
+where a step is {"name", "kind", "parents", "output", "sleep", "sleep_s",
+"signal", "child", "map_over", "retired"} ("sleep" a Go duration and
+"sleep_s" seconds, for sleeps only; "retired" only when true), with RFC
+3339 times, "recorded_at" null when no run recorded the version, and a
+version's "input" empty and "steps" null when its DAG is unknown here (a
+version only a worker lists). The schema is checked, never migrated.
 
 Exit status: 0 done (whether or not versions are unserved), 1 failed
 (database errors, or this program's workflows fail to register), 2 bad
