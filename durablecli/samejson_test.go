@@ -26,8 +26,9 @@ import (
 // "stats --json" and /api/v1/stats, "workers --all --json" and
 // /api/v1/workers?all=true, "runs show --json" and /api/v1/runs/{id} (a
 // run waiting, cancelled, completed, with a map step, with child runs, a
-// child run, a run waiting for an event), the event log of "runs show
-// --events --json" and /api/v1/runs/{id}/events, "workflows --json" and
+// child run, a run waiting for an event), "runs show --events --json" and
+// /api/v1/runs/{id}?include=events, and its event log and
+// /api/v1/runs/{id}/events, "workflows --json" and
 // /api/v1/workflows, "events send --json" and POST /api/v1/events, and
 // "runs upgrade --dry-run --json" and POST
 // /api/v1/workflows/{name}/upgrade (runs that would move, a run refused).
@@ -84,6 +85,9 @@ func TestSameJSONAsAPI(t *testing.T) {
 	show := func(id uuid.UUID) pair {
 		return get("/api/v1/runs/"+id.String(), "runs", "show", "--json", id.String())
 	}
+	showEvents := func(id uuid.UUID) pair {
+		return get("/api/v1/runs/"+id.String()+"?include=events", "runs", "show", "--json", "--events", id.String())
+	}
 	events := func(id uuid.UUID) pair {
 		return pair{args: []string{"runs", "show", "--json", "--events", id.String()}, method: "GET",
 			path: "/api/v1/runs/" + id.String() + "/events", only: "events"}
@@ -99,7 +103,7 @@ func TestSameJSONAsAPI(t *testing.T) {
 		get("/api/v1/workers?all=true", "workers", "--json", "--all"),
 		get("/api/v1/workflows", "workflows", "--json"),
 		show(noops[0]), show(chain), show(mapped), show(parent), show(waiter),
-		events(chain), events(mapped),
+		events(chain), events(mapped), showEvents(chain),
 		{args: []string{"events", "send", "--json", "--tenant", "acme", "--key", "nobody-waits"}, method: "POST",
 			path: "/api/v1/events", body: `{"tenant":"acme","key":"nobody-waits"}`},
 		upgrade(old.Version(), cur.Version()), upgrade(cur.Version(), old.Version()),
@@ -160,7 +164,7 @@ func TestSameJSONAsAPI(t *testing.T) {
 	page, err := client.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Parent: parent}, Limit: 1})
 	require.NoError(t, err)
 	require.Len(t, page.Runs, 1)
-	same("runs settled, a worker live", append(pairs, show(page.Runs[0].ID), events(parent)))
+	same("runs settled, a worker live", append(pairs, show(page.Runs[0].ID), events(parent), showEvents(mapped)))
 	cli, _ = read(pairs[3])
 	require.Contains(t, mustJSON(t, cli), `"dead_after":"5s","dead_after_s":5`)
 	cli, _ = read(show(parent))

@@ -64,7 +64,8 @@ type RunDetail struct {
 	UpgradeTo string `json:"upgrade_to,omitempty"`
 	Steps     []Step `json:"steps"`
 	// Events is the run's event log, when asked for ("runs show
-	// --events"; the API serves it at GET /api/v1/runs/{id}/events).
+	// --events", GET /api/v1/runs/{id}?include=events); absent when
+	// empty.
 	Events []Event `json:"events,omitempty"`
 }
 

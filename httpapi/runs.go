@@ -295,10 +295,23 @@ func (h *Handler) getRun(w http.ResponseWriter, r *http.Request, sc scope) error
 	if err != nil {
 		return err
 	}
-	return h.writeRun(w, r, sc, id, http.StatusOK)
+	withEvents := false
+	for _, v := range r.URL.Query()["include"] {
+		for inc := range strings.SplitSeq(v, ",") {
+			switch strings.TrimSpace(inc) {
+			case "events":
+				withEvents = true
+			case "":
+			default:
+				return badRequest("invalid_filter", `include: want "events", got `+strconv.Quote(inc))
+			}
+		}
+	}
+	return h.writeRun(w, r, sc, id, http.StatusOK, withEvents)
 }
 
-func (h *Handler) writeRun(w http.ResponseWriter, r *http.Request, sc scope, id uuid.UUID, status int) error {
+// writeRun answers with the run id (withEvents: and its event log).
+func (h *Handler) writeRun(w http.ResponseWriter, r *http.Request, sc scope, id uuid.UUID, status int, withEvents bool) error {
 	res, err := sc.ops.Get(r.Context(), id)
 	if err != nil {
 		return err
@@ -310,6 +323,11 @@ func (h *Handler) writeRun(w http.ResponseWriter, r *http.Request, sc scope, id 
 	maxValue := h.opts.MaxValueBytes
 	if r.URL.Query().Get("full") == "true" {
 		maxValue = -1
+	}
+	if withEvents {
+		if d.Events, err = sc.ops.Events(r.Context(), id); err != nil {
+			return err
+		}
 	}
 	writeJSON(w, status, durablejson.NewRunDetail(d, maxValue))
 	return nil
@@ -348,7 +366,7 @@ func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request, sc scope) er
 	if err := sc.ops.Cancel(r.Context(), id, req.Reason); err != nil {
 		return err
 	}
-	return h.writeRun(w, r, sc, id, http.StatusOK)
+	return h.writeRun(w, r, sc, id, http.StatusOK, false)
 }
 
 // replayRequest is the body of POST /api/v1/runs/{id}/replay (optional).
@@ -373,7 +391,7 @@ func (h *Handler) replayRun(w http.ResponseWriter, r *http.Request, sc scope) er
 	if err := sc.ops.Replay(r.Context(), id, durable.ReplayOptions{FromStep: req.FromStep}); err != nil {
 		return err
 	}
-	return h.writeRun(w, r, sc, id, http.StatusOK)
+	return h.writeRun(w, r, sc, id, http.StatusOK, false)
 }
 
 // signalRequest is the body of POST /api/v1/runs/{id}/signals.
