@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
 )
@@ -40,8 +41,8 @@ a while, for steps that begin waiting later and look back
 (durable.WithLookback); those skip it if it does not fit.
 
 Prints how many waiting steps received it, "delivered to N waiting steps";
-none is not an error (--json: {"delivered": N}, with "refused": [...] when
-some step refused it).
+none is not an error (--json: {"delivered": N}, the answer of POST
+/api/v1/events, with "refused": [...] when some step refused it).
 
 Exit status: 0 sent, 1 failed (database errors), 2 bad flags (a missing
 or invalid key, an invalid tenant, a payload that is not JSON or is over
@@ -129,14 +130,7 @@ func (c *cli) eventsSend(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	code = a.reportRefused(refused)
 	if *asJSON {
-		out := struct {
-			Delivered int                   `json:"delivered"`
-			Refused   []durabletype.Refusal `json:"refused,omitempty"`
-		}{Delivered: n}
-		if refused != nil {
-			out.Refused = refused.Refusals
-		}
-		if pc := a.printJSON(stdout, out); pc != 0 {
+		if pc := a.printJSON(stdout, durablejson.NewEventSent(n, refused)); pc != 0 {
 			return pc
 		}
 		return code

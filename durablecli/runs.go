@@ -74,17 +74,22 @@ record when the run moved to a version that does not run it: it never runs
 again.
 
 With --json, one JSON object holding all of it, the outputs and every item
-of a map step included: the input and each output as JSON when it is
-valid JSON ("input", "output"), else as base64 ("input_base64",
-"output_base64"), or, when larger than 64 KiB (without --full), left
-out, its size in bytes in "input_omitted" or "output_omitted"; times in RFC 3339, null when they did not happen;
-"parent" ({"run_id", "step", "result"}, null for a run that is not a
-child), "children" (as "{name} runs list --json" prints runs, up to 1000;
-"more_children" when there are more); per step "event_key", "signal",
-"child_run_id" when set, "retired" (true for a retired step), and for a
-map step "item_counts" (by state) and "items"; "events" with --events;
-"version" ("" for a run started before versions); "unserved": true with
-the warning, and "upgrade_to", the version the fix line suggests, if any.
+of a map step included, the one GET /api/v1/runs/{id} of "{name} serve"
+answers: the input and each output as JSON when it is valid JSON
+("input", "output"), else as base64 ("input_base64", "output_base64"),
+or, when larger than 64 KiB (without --full), left out, its size in bytes
+in "input_omitted" or "output_omitted"; times in RFC 3339, null when they
+did not happen; "error" ({"step", "message"}, null for a run that did
+not fail and was not cancelled) and "failed_step" (its step); "parent"
+({"run_id", "step", "result"}, null for a run that is not a child) with
+"parent_id" and "parent_step"; "children" (as "{name} runs list --json"
+prints runs, up to 1000; "more_children" when there are more); per step
+"event_key", "signal", "child_run_id" when set, "retired" (only when
+true), and for a map step "item_counts" (by state) and "items" (each a
+step with its "item" number); "events" with --events (each with its
+"id", as GET /api/v1/runs/{id}/events lists them); "version" ("" for a
+run started before versions); "unserved": true with the warning, and
+"upgrade_to", the version the fix line suggests, if any.
 
 Flags:
 `
@@ -311,15 +316,12 @@ func (c *cli) runsShow(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return a.fail(c.explainRunError(err, id, op.schema))
 	}
-	v := &runView{res: res, prog: c.name, full: *full}
-	if !res.Done() {
-		if v.unserved, v.upgradeTo, err = unservedRun(ctx, op.e, res); err != nil {
-			return a.fail(err)
-		}
-	}
-	if v.children, v.moreChildren, err = childRuns(ctx, op.e, res); err != nil {
+	d, err := durablejson.ReadRun(ctx, op.e, op.e, res)
+	if err != nil {
 		return a.fail(err)
 	}
+	v := &runView{res: res, prog: c.name, full: *full, children: d.Children, moreChildren: d.MoreChildren,
+		unserved: d.Unserved, upgradeTo: d.UpgradeTo}
 	if *events {
 		if v.events, err = op.e.Events(ctx, id); err != nil {
 			return a.fail(c.explainRunError(err, id, op.schema))
@@ -459,7 +461,7 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 			took = s.FinishedAt.Sub(s.StartedAt).Round(time.Millisecond).String()
 		}
 		due := "-"
-		if waiting(s) {
+		if durablejson.Waiting(&s) {
 			due = rel(s.DueAt)
 		}
 		errText := "-"
@@ -527,13 +529,6 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 	tw.Flush()
 }
 
-// waiting reports whether a step waits for its DueAt: a sleep, a retry
-// backoff, or the timeout of a wait for an event or a signal.
-func waiting(s durable.StepResult) bool {
-	return !s.DueAt.IsZero() &&
-		(s.State == durabletype.TaskSleeping || s.State == durabletype.TaskQueued || s.State == durabletype.TaskWaiting)
-}
-
 // printValue prints an encoded input or output under a label: indented
 // JSON when it is JSON, else base64.
 func printValue(w io.Writer, label string, b []byte, max int) {
@@ -572,182 +567,15 @@ func timestamp(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05.000 MST")
 }
 
-// The JSON of runs: snake_case fields, RFC 3339 times in UTC, null for a
-// time that did not happen.
-
-// runDetailJSON is what "runs show --json" prints: the run as "runs
-// list --json" lists it, with its detail.
-type runDetailJSON struct {
-	durablejson.Run
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
-	Priority       int             `json:"priority"`
-	Deadline       *time.Time      `json:"deadline"`
-	Input          json.RawMessage `json:"input,omitempty"`
-	InputBase64    string          `json:"input_base64,omitempty"`
-	// InputOmitted is the size of an input left out (over 64 KiB, without
-	// --full).
-	InputOmitted int               `json:"input_omitted,omitempty"`
-	Parent       *parentJSON       `json:"parent"`
-	Children     []durablejson.Run `json:"children"`
-	MoreChildren bool              `json:"more_children,omitempty"`
-	// Unserved is set for a run that has not settled and whose version no
-	// live worker serves or accepts; UpgradeTo then names a version live
-	// workers serve that it could move to, if there is one.
-	Unserved  bool        `json:"unserved,omitempty"`
-	UpgradeTo string      `json:"upgrade_to,omitempty"`
-	Steps     []stepJSON  `json:"steps"`
-	Events    []eventJSON `json:"events,omitempty"`
-}
-
-// parentJSON links a child run to its parent: the run, its step that
-// started the child, and the child's step whose output is the result.
-type parentJSON struct {
-	RunID  uuid.UUID `json:"run_id"`
-	Step   string    `json:"step"`
-	Result string    `json:"result"`
-}
-
-type stepJSON struct {
-	Name    string               `json:"name"`
-	Kind    durabletype.TaskKind `json:"kind"`
-	Parents []string             `json:"parents"`
-	// Retired is set on a step kept only for the run's record when the
-	// run moved to a version that does not run it.
-	Retired      bool                  `json:"retired"`
-	State        durabletype.TaskState `json:"state"`
-	Attempts     int                   `json:"attempts"`
-	Error        string                `json:"error"`
-	DueAt        *time.Time            `json:"due_at"`
-	StartedAt    *time.Time            `json:"started_at"`
-	FinishedAt   *time.Time            `json:"finished_at"`
-	Output       json.RawMessage       `json:"output,omitempty"`
-	OutputBase64 string                `json:"output_base64,omitempty"`
-	// OutputOmitted is the size of an output left out (over 64 KiB,
-	// without --full).
-	OutputOmitted int `json:"output_omitted,omitempty"`
-	// EventKey and Signal are what an event step waits (or waited) for,
-	// ChildRunID the child run a child step started last.
-	EventKey   string    `json:"event_key,omitempty"`
-	Signal     string    `json:"signal,omitempty"`
-	ChildRunID uuid.UUID `json:"child_run_id,omitzero"`
-	// ItemCounts and Items are a map step's items: how many are in each
-	// state, and every one (both present, maybe empty, for map steps only).
-	ItemCounts map[durabletype.TaskState]int `json:"item_counts,omitzero"`
-	Items      []itemJSON                    `json:"items,omitzero"`
-}
-
-// itemJSON is one item of a map step.
-type itemJSON struct {
-	Item         int                   `json:"item"`
-	Name         string                `json:"name"`
-	State        durabletype.TaskState `json:"state"`
-	Attempts     int                   `json:"attempts"`
-	Error        string                `json:"error"`
-	DueAt        *time.Time            `json:"due_at"`
-	StartedAt    *time.Time            `json:"started_at"`
-	FinishedAt   *time.Time            `json:"finished_at"`
-	Output       json.RawMessage       `json:"output,omitempty"`
-	OutputBase64 string                `json:"output_base64,omitempty"`
-	// OutputOmitted is the size of an output left out (over 64 KiB,
-	// without --full).
-	OutputOmitted int `json:"output_omitted,omitempty"`
-}
-
-type eventJSON struct {
-	At      time.Time             `json:"at"`
-	Step    string                `json:"step"`
-	Type    durabletype.EventType `json:"type"`
-	Attempt int                   `json:"attempt"`
-	Detail  string                `json:"detail"`
-	DueAt   *time.Time            `json:"due_at"`
-}
-
-// encoded splits an encoded value into JSON, when it is valid JSON, or
-// base64.
-func encoded(b []byte) (json.RawMessage, string) {
-	switch {
-	case len(b) == 0:
-		return nil, ""
-	case json.Valid(b):
-		return json.RawMessage(b), ""
-	}
-	return nil, base64.StdEncoding.EncodeToString(b)
-}
-
 // maxShownValue is the largest input or output "runs show" prints without
 // --full.
 const maxShownValue = 64 << 10
 
-// encodedUpTo is encoded, or, for a value larger than max bytes (negative:
-// no limit), nothing and its size.
-func encodedUpTo(b []byte, max int) (json.RawMessage, string, int) {
-	if max >= 0 && len(b) > max {
-		return nil, "", len(b)
-	}
-	js, b64 := encoded(b)
-	return js, b64, 0
-}
-
-func runDetail(v *runView, events bool) *runDetailJSON {
-	res := v.res
-	out := &runDetailJSON{Run: durablejson.Run{
-		ID: res.ID, Workflow: res.Workflow, Version: res.Version, Tenant: res.Tenant, Status: res.Status,
-		CreatedAt: res.CreatedAt.UTC(), FinishedAt: durablejson.Time(res.FinishedAt),
-	}, IdempotencyKey: res.IdempotencyKey, Priority: int(res.Priority), Deadline: durablejson.Time(res.Deadline)}
-	var re *durable.RunError
-	if errors.As(res.Err, &re) {
-		out.FailedStep, out.Error = re.Step, re.Message
-	}
-	if p := res.Parent; p != nil {
-		out.ParentID, out.ParentStep = &p.RunID, dag.DisplayName(p.Step)
-		out.Parent = &parentJSON{RunID: p.RunID, Step: dag.DisplayName(p.Step), Result: p.Result}
-	}
-	out.Children = make([]durablejson.Run, len(v.children))
-	for i, c := range v.children {
-		out.Children[i] = durablejson.NewRun(c)
-	}
-	out.MoreChildren = v.moreChildren
-	out.Unserved, out.UpgradeTo = v.unserved, v.upgradeTo
-	out.Input, out.InputBase64, out.InputOmitted = encodedUpTo(res.Input, v.maxValue())
-	out.Steps = make([]stepJSON, len(res.Steps))
-	for i, s := range res.Steps {
-		js := stepJSON{
-			Name: s.Name, Kind: s.Kind, Parents: s.Parents, Retired: s.Retired, State: s.State, Attempts: s.Attempts, Error: s.Error,
-			StartedAt: durablejson.Time(s.StartedAt), FinishedAt: durablejson.Time(s.FinishedAt),
-			EventKey: s.EventKey, Signal: s.Signal, ChildRunID: s.ChildRunID,
-		}
-		if js.Parents == nil {
-			js.Parents = []string{}
-		}
-		if waiting(s) {
-			js.DueAt = durablejson.Time(s.DueAt)
-		}
-		js.Output, js.OutputBase64, js.OutputOmitted = encodedUpTo(s.Output, v.maxValue())
-		if s.Kind == durabletype.KindMap {
-			js.ItemCounts = itemCounts(s.Items)
-			js.Items = make([]itemJSON, len(s.Items))
-			for k, it := range s.Items {
-				ij := itemJSON{
-					Item: it.Item, Name: it.Name, State: it.State, Attempts: it.Attempts, Error: it.Error,
-					StartedAt: durablejson.Time(it.StartedAt), FinishedAt: durablejson.Time(it.FinishedAt),
-				}
-				if waiting(it) {
-					ij.DueAt = durablejson.Time(it.DueAt)
-				}
-				ij.Output, ij.OutputBase64, ij.OutputOmitted = encodedUpTo(it.Output, v.maxValue())
-				js.Items[k] = ij
-			}
-		}
-		out.Steps[i] = js
-	}
+// runDetail is what "runs show --json" prints (events: with --events).
+func runDetail(v *runView, events bool) *durablejson.RunDetail {
+	d := &durablejson.RunData{Run: v.res, Children: v.children, MoreChildren: v.moreChildren, Unserved: v.unserved, UpgradeTo: v.upgradeTo}
 	if events {
-		out.Events = make([]eventJSON, len(v.events))
-		for i, ev := range v.events {
-			out.Events[i] = eventJSON{
-				At: ev.At.UTC(), Step: dag.DisplayName(ev.Step), Type: ev.Type, Attempt: ev.Attempt, Detail: ev.Detail,
-				DueAt: durablejson.Time(ev.DueAt),
-			}
-		}
+		d.Events = v.events
 	}
-	return out
+	return durablejson.NewRunDetail(d, v.maxValue())
 }

@@ -655,7 +655,7 @@ finalize:
 	require.Len(t, jsEvents, len(evs))
 	first := jsEvents[0].(map[string]any)
 	require.Equal(t, map[string]any{
-		"at": evs[0].At.UTC().Format(time.RFC3339Nano), "step": "validate", "type": "QUEUED", "attempt": 0.0, "detail": "", "due_at": nil,
+		"id": float64(evs[0].ID), "at": evs[0].At.UTC().Format(time.RFC3339Nano), "step": "validate", "type": "QUEUED", "attempt": 0.0, "detail": "", "due_at": nil,
 	}, first)
 }
 

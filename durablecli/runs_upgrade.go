@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
@@ -39,13 +39,16 @@ moved, on stderr "run <id> refused: <reason>" for each refused run (the
 step at fault and why), then "moved N runs of workflow W from version X to
 Y (M refused)".
 
-With --json, one JSON object:
+With --json, one JSON object, the one POST /api/v1/workflows/W/upgrade of
+"{name} serve" answers:
   {"workflow", "from", "to", "tenant", "dry_run",
    "moved": [RUN_ID, ...],
-   "refused": [{"run_id", "reason", "step", "error"}, ...]}
-where "reason" is "incompatible" (version Y cannot run the step "step",
+   "refused": [{"run_id", "code", "reason", "step", "error"}, ...]}
+where "code" is "incompatible" (version Y cannot run the step "step",
 or, when "step" is empty, the run), "version_mismatch" (the run is at
-another version), "settled" or "not_found", and "error" says it in words.
+another version), "run_settled" or "run_not_found", "reason" the same
+by its older names ("incompatible", "version_mismatch", "settled",
+"not_found"), and "error" says it in words.
 
 Exit status: 0 every run asked moved (with --dry-run: would move), or no
 run of version X was in flight; 1 some were refused (with --dry-run: would
@@ -57,25 +60,6 @@ error then lists the versions known.
 
 Flags:
 `
-
-// upgradeJSON is what "runs upgrade --json" prints.
-type upgradeJSON struct {
-	Workflow string        `json:"workflow"`
-	From     string        `json:"from"`
-	To       string        `json:"to"`
-	Tenant   string        `json:"tenant"`
-	DryRun   bool          `json:"dry_run"`
-	Moved    []uuid.UUID   `json:"moved"`
-	Refused  []refusalJSON `json:"refused"`
-}
-
-// refusalJSON is a run an upgrade refused to move, and why.
-type refusalJSON struct {
-	RunID  uuid.UUID `json:"run_id"`
-	Reason string    `json:"reason"`
-	Step   string    `json:"step,omitempty"`
-	Error  string    `json:"error"`
-}
 
 // runIDs is a flag given once per run ID.
 type runIDs []uuid.UUID
@@ -162,14 +146,7 @@ func (c *cli) runsUpgrade(ctx context.Context, args []string, stdout, stderr io.
 		}
 	}
 
-	out := upgradeJSON{Workflow: *workflow, From: *from, To: *to, Tenant: *tenant, DryRun: *dryRun,
-		Moved: []uuid.UUID{}, Refused: []refusalJSON{}}
-	if res != nil {
-		out.Moved = append(out.Moved, res.Moved...)
-		for _, r := range res.Refused {
-			out.Refused = append(out.Refused, refusal(r, *from, *tenant, tenantGiven))
-		}
-	}
+	out := durablejson.NewUpgrade(*workflow, *from, *to, *tenant, *dryRun, res)
 	// After an error, what moved before it, if anything, is printed.
 	switch {
 	case err != nil && len(out.Moved) == 0 && len(out.Refused) == 0:
@@ -178,7 +155,7 @@ func (c *cli) runsUpgrade(ctx context.Context, args []string, stdout, stderr io.
 			return code
 		}
 	default:
-		printUpgrade(stdout, a.stderr, a.c.name+" "+a.fs.Name(), &out, len(ids) > 0)
+		printUpgrade(stdout, a.stderr, a.c.name+" "+a.fs.Name(), out, len(ids) > 0)
 	}
 	switch {
 	case err != nil:
@@ -191,7 +168,7 @@ func (c *cli) runsUpgrade(ctx context.Context, args []string, stdout, stderr io.
 
 // printUpgrade prints what an upgrade moved and, on stderr, what it
 // refused; prefix names the command.
-func printUpgrade(stdout, stderr io.Writer, prefix string, u *upgradeJSON, byID bool) {
+func printUpgrade(stdout, stderr io.Writer, prefix string, u *durablejson.Upgrade, byID bool) {
 	verb, refused := "moved", "refused"
 	if u.DryRun {
 		verb, refused = "would move", "would be refused"
@@ -212,34 +189,6 @@ func printUpgrade(stdout, stderr io.Writer, prefix string, u *upgradeJSON, byID 
 	}
 	fmt.Fprintf(stdout, "%s %s of %s from version %s to %s (%d %s)\n", verb, plural(len(u.Moved), "run"),
 		workflow, dag.Quote(u.From), dag.Quote(u.To), len(u.Refused), refused)
-}
-
-// refusal describes why a run did not move.
-func refusal(r durable.UpgradeRefusal, from, tenant string, scoped bool) refusalJSON {
-	out := refusalJSON{RunID: r.RunID, Error: r.Err.Error()}
-	var ue *dag.UpgradeError
-	switch {
-	case errors.As(r.Err, &ue):
-		out.Reason, out.Step = "incompatible", ue.Step
-		out.Error = "incompatible: " + ue.Reason
-		if ue.Step != "" {
-			out.Error = "incompatible: step " + dag.Quote(ue.Step) + ": " + ue.Reason
-		}
-	case errors.Is(r.Err, durabletype.ErrIncompatible):
-		out.Reason = "incompatible"
-	case errors.Is(r.Err, durabletype.ErrVersionMismatch):
-		out.Reason, out.Error = "version_mismatch", "it is not at version "+dag.Quote(from)
-	case errors.Is(r.Err, durabletype.ErrRunSettled):
-		out.Reason, out.Error = "settled", "it has settled: only runs in flight move"
-	case errors.Is(r.Err, durabletype.ErrRunNotFound):
-		out.Reason, out.Error = "not_found", "not found"
-		if scoped {
-			out.Error += " in tenant " + dag.Quote(tenant)
-		}
-	default:
-		out.Reason = "error"
-	}
-	return out
 }
 
 // unknownVersion reports a version of workflow that this program does not

@@ -1,8 +1,6 @@
 package durablecli
 
 import (
-	"cmp"
-	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -23,8 +21,6 @@ import (
 
 // Caps on what the table of "runs show" lists.
 const (
-	// maxChildren is the most child runs "runs show" reads.
-	maxChildren = 1000
 	// maxChildRows is the most child runs its table lists.
 	maxChildRows = 20
 	// maxFailedItems is the most failed items it lists per map step.
@@ -40,7 +36,7 @@ type runView struct {
 	res *durable.RunResult
 	// children are the run's child runs, in the order of the steps that
 	// started them, then oldest first; moreChildren is set when there are
-	// more than maxChildren.
+	// more than durablejson.MaxChildren.
 	children     []durabletype.RunSummary
 	moreChildren bool
 	events       []durabletype.Event
@@ -61,31 +57,6 @@ func (v *runView) maxValue() int {
 		return -1
 	}
 	return maxShownValue
-}
-
-// childRuns reads the child runs of res (at most maxChildren), in the order
-// of the steps that started them, then oldest first; more reports whether
-// there are others.
-func childRuns(ctx context.Context, e *durable.Engine, res *durable.RunResult) (kids []durabletype.RunSummary, more bool, err error) {
-	page, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Parent: res.ID}, Limit: maxChildren})
-	if err != nil {
-		return nil, false, fmt.Errorf("listing the child runs of run %s: %w", res.ID, err)
-	}
-	pos := make(map[string]int, len(res.Steps))
-	for i, s := range res.Steps {
-		pos[s.Name] = i
-	}
-	at := func(r durabletype.RunSummary) int {
-		if i, ok := pos[dag.DisplayName(r.ParentStep)]; ok {
-			return i
-		}
-		return len(res.Steps)
-	}
-	kids = page.Runs
-	slices.SortStableFunc(kids, func(a, b durabletype.RunSummary) int {
-		return cmp.Or(cmp.Compare(at(a), at(b)), a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID.String(), b.ID.String()))
-	})
-	return kids, page.Next != "", nil
 }
 
 // stepStates lists the step states in the order of a step's life, for

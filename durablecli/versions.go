@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durablejson"
@@ -52,16 +50,22 @@ input type, its steps (name, kind, parents, output type, what a sleep, a
 wait, a child step or a map step does, "retired" for a step kept only for
 the record of moved runs) and whether it has an on-failure handler.
 
-With --json, one JSON object, the steps included:
-  {"workflows": [{"workflow", "version", "registered", "newest", "accepts",
-                  "in_flight", "ready", "workers", "accepted_by",
-                  "recorded_at", "unserved", "input", "on_failure",
-                  "steps": [{"name", "kind", "parents", "output", "sleep_s",
-                             "signal", "child", "map_over", "retired"}, ...]},
-                 ...]}
-with RFC 3339 times, "recorded_at" null when no run recorded the version,
-and "input" empty and "steps" null when its DAG is unknown here (a version
-only a worker lists). The schema is checked, never migrated.
+With --json, one JSON object, the steps included, the one GET
+/api/v1/workflows of "{name} serve" answers: the workflows, each holding
+its versions:
+  {"workflows": [{"name", "version", "registered", "steps", "on_failure",
+                  "child_only", "unserved",
+                  "versions": [{"workflow", "version", "registered",
+                                "newest", "accepts", "in_flight", "ready",
+                                "workers", "accepted_by", "recorded_at",
+                                "unserved", "input", "on_failure",
+                                "steps"}, ...]}, ...]}
+where a step is {"name", "kind", "parents", "output", "sleep", "sleep_s",
+"signal", "child", "map_over", "retired"} ("sleep" a Go duration and
+"sleep_s" seconds, for sleeps only; "retired" only when true), with RFC
+3339 times, "recorded_at" null when no run recorded the version, and a
+version's "input" empty and "steps" null when its DAG is unknown here (a
+version only a worker lists). The schema is checked, never migrated.
 
 Exit status: 0 done (whether or not versions are unserved), 1 failed
 (database errors, or this program's workflows fail to register), 2 bad
@@ -69,43 +73,6 @@ flags.
 
 Flags:
 `
-
-// workflowsJSON is what "workflows --json" prints.
-type workflowsJSON struct {
-	Workflows []versionJSON `json:"workflows"`
-}
-
-// versionJSON is one version of a workflow (durable.VersionInfo).
-type versionJSON struct {
-	Workflow   string     `json:"workflow"`
-	Version    string     `json:"version"`
-	Registered bool       `json:"registered"`
-	Newest     bool       `json:"newest"`
-	Accepts    []string   `json:"accepts"`
-	InFlight   int        `json:"in_flight"`
-	Ready      int        `json:"ready"`
-	Workers    []string   `json:"workers"`
-	AcceptedBy []string   `json:"accepted_by"`
-	RecordedAt *time.Time `json:"recorded_at"`
-	Unserved   bool       `json:"unserved"`
-	Input      string     `json:"input"`
-	OnFailure  bool       `json:"on_failure"`
-	// Steps is nil when the version's DAG is unknown here.
-	Steps []versionStepJSON `json:"steps"`
-}
-
-// versionStepJSON is one step of a version's DAG (durable.StepInfo).
-type versionStepJSON struct {
-	Name    string   `json:"name"`
-	Kind    string   `json:"kind"`
-	Parents []string `json:"parents"`
-	Output  string   `json:"output"`
-	Sleep   float64  `json:"sleep_s,omitempty"`
-	Signal  string   `json:"signal,omitempty"`
-	Child   string   `json:"child,omitempty"`
-	MapOver string   `json:"map_over,omitempty"`
-	Retired bool     `json:"retired"`
-}
 
 func (c *cli) workflowsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := c.flagSet("workflows", workflowsUsage, stderr)
@@ -141,11 +108,7 @@ func (c *cli) workflowsCmd(ctx context.Context, args []string, stdout, stderr io
 		return fail(err)
 	}
 	if *asJSON {
-		out := workflowsJSON{Workflows: make([]versionJSON, len(vs))}
-		for i := range vs {
-			out.Workflows[i] = versionView(&vs[i])
-		}
-		b, err := json.Marshal(out)
+		b, err := json.Marshal(durablejson.NewWorkflowList(op.e.Workflows(), vs, *workflow))
 		if err != nil {
 			return fail(err)
 		}
@@ -169,7 +132,7 @@ func (c *cli) workflowsCmd(ctx context.Context, args []string, stdout, stderr io
 	}
 	for i := range vs {
 		if x := &vs[i]; x.Unserved() {
-			fmt.Fprintf(stderr, "warning: %s\n", unservedWarning(c.name, x.Workflow, x.Version, x.InFlight, upgradeTarget(vs, x.Workflow, x.Version)))
+			fmt.Fprintf(stderr, "warning: %s\n", unservedWarning(c.name, x.Workflow, x.Version, x.InFlight, durablejson.UpgradeTo(vs, x.Workflow, x.Version)))
 		}
 	}
 	return 0
@@ -188,33 +151,6 @@ func (c *cli) openRegistered(ctx context.Context, db *cliflag.DB, name string, s
 		return nil, fmt.Errorf("registering this program's workflows: %w", err)
 	}
 	return op, nil
-}
-
-func versionView(x *durable.VersionInfo) versionJSON {
-	out := versionJSON{
-		Workflow: x.Workflow, Version: x.Version, Registered: x.Registered, Newest: x.Newest,
-		Accepts: nonNil(x.Accepts), InFlight: x.InFlight, Ready: x.Ready,
-		Workers: nonNil(x.Workers), AcceptedBy: nonNil(x.AcceptedBy), RecordedAt: durablejson.Time(x.RecordedAt),
-		Unserved: x.Unserved(), Input: x.Input, OnFailure: x.OnFailure,
-	}
-	if x.Steps != nil {
-		out.Steps = make([]versionStepJSON, len(x.Steps))
-		for i, s := range x.Steps {
-			out.Steps[i] = versionStepJSON{
-				Name: s.Name, Kind: string(s.Kind), Parents: nonNil(s.Parents), Output: s.Output, Sleep: s.Sleep.Seconds(),
-				Signal: s.Signal, Child: s.Child, MapOver: s.MapOver, Retired: s.Retired,
-			}
-		}
-	}
-	return out
-}
-
-// nonNil returns s, or an empty slice for nil (a JSON list, never null).
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 // maxListedWorkers is how many worker IDs a cell of the versions table
@@ -323,20 +259,6 @@ func stepDetail(s durable.StepInfo) string {
 	return strings.Join(parts, ", ")
 }
 
-// upgradeTarget returns the version of workflow that the runs of version
-// from could move to, in vs (newest first): the newest other version that
-// live workers serve, or that this program starts by name, and whose shape
-// is known here; "" if there is none.
-func upgradeTarget(vs []durable.VersionInfo, workflow, from string) string {
-	for i := range vs {
-		x := &vs[i]
-		if x.Workflow == workflow && x.Version != from && x.Version != "" && x.Steps != nil && (len(x.Workers) > 0 || x.Newest) {
-			return x.Version
-		}
-	}
-	return ""
-}
-
 // unservedWarning says that n runs of a version wait for a worker, and
 // what to do about it; to is the version to suggest moving them to ("" if
 // none is known).
@@ -356,27 +278,6 @@ func upgradeCommand(prog, workflow, from, to string) string {
 		to = "VERSION"
 	}
 	return fmt.Sprintf("%s runs upgrade --workflow %s --from %s --to %s", shellQuote(prog), shellQuote(workflow), from, to)
-}
-
-// unservedRun reports whether no live worker serves or accepts the version
-// of run res (which has not settled) and, if so, a version of its
-// workflow that live workers serve, for the run to move to ("" if none).
-func unservedRun(ctx context.Context, e *durable.Engine, res *durable.RunResult) (bool, string, error) {
-	ws, err := e.Workers(ctx)
-	if err != nil {
-		return false, "", err
-	}
-	if slices.ContainsFunc(ws, func(w durable.WorkerInfo) bool { return w.ServesVersion(res.Workflow, res.Version) }) {
-		return false, "", nil
-	}
-	if res.Version == "" {
-		return true, "", nil // runs started before versions cannot move
-	}
-	vs, err := e.Versions(ctx, res.Workflow)
-	if err != nil {
-		return true, "", err
-	}
-	return true, upgradeTarget(vs, res.Workflow, res.Version), nil
 }
 
 // printUnservedRun prints the warning of "runs show" about a run whose

@@ -8,6 +8,17 @@
 // The documents: what each run status means (Statuses, GET
 // /api/v1/statuses), the stats (Stats: GET /api/v1/stats, "durable stats
 // --json"), the workers (Workers: GET /api/v1/workers, "durable workers
-// --json") and a page of runs (RunList: GET /api/v1/runs, "durable runs
-// list --json").
+// --json"), a page of runs (RunList: GET /api/v1/runs, "durable runs list
+// --json"), a run with its steps (RunDetail: GET /api/v1/runs/{id} and
+// the answers of cancel and replay, "durable runs show --json"), its event
+// log (EventLog: GET /api/v1/runs/{id}/events, the "events" of "durable
+// runs show --events --json"), the workflows with their versions
+// (WorkflowList: GET /api/v1/workflows, "durable workflows --json"), an
+// event sent (EventSent: POST /api/v1/events, "durable events send
+// --json") and an upgrade (Upgrade: POST /api/v1/workflows/{name}/upgrade,
+// "durable runs upgrade --json").
+//
+// Where the two tools had printed a document in different shapes, the
+// more structured one was kept (a run's error is an object); where a field
+// had two names, both stay (window and window_s).
 package durablejson

@@ -77,11 +77,11 @@ func TestOpenAPIDocumentsListFields(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(openAPIDoc, &doc))
 	for schema, v := range map[string]any{"RunSummary": durablejson.Run{}, "Wait": durablejson.RunWait{}, "RunPage": durablejson.RunList{},
-		"Run": runDetail{}, "Step": stepDetail{},
-		"Workflow": workflowInfo{}, "WorkflowVersion": versionInfo{}, "WorkflowStep": stepInfo{},
+		"Run": durablejson.RunDetail{}, "Step": durablejson.Step{}, "RunError": durablejson.RunError{}, "Parent": durablejson.Parent{}, "Event": durablejson.Event{},
+		"Workflow": durablejson.Workflow{}, "WorkflowVersion": durablejson.WorkflowVersion{}, "WorkflowStep": durablejson.WorkflowStep{}, "Workflows": durablejson.WorkflowList{},
 		"Worker": durablejson.Worker{}, "Workers": durablejson.Workers{}, "Stats": durablejson.Stats{},
 		"Statuses": durablejson.Statuses{}, "StatusMeaning": durablejson.StatusMeaning{},
-		"UpgradeRequest": upgradeRequest{}, "UpgradeResult": upgradeResponse{}, "Problem": problemBody{}} {
+		"UpgradeRequest": upgradeRequest{}, "UpgradeResult": durablejson.Upgrade{}, "UpgradeRefusal": durablejson.UpgradeRefusal{}, "EventSent": durablejson.EventSent{}, "Problem": problemBody{}} {
 		var fields []string
 		rt := reflect.TypeOf(v)
 		for i := range rt.NumField() {

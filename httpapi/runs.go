@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -20,80 +19,6 @@ import (
 	"github.com/effectivelabs/durable/store"
 )
 
-// runDetail is a run with its steps.
-type runDetail struct {
-	ID       uuid.UUID `json:"id"`
-	Workflow string    `json:"workflow"`
-	// Version is the version of the workflow the run is pinned to; empty
-	// for a run started before versions.
-	Version string          `json:"version"`
-	Tenant  string          `json:"tenant"`
-	Status  string          `json:"status"`
-	Error   *runError       `json:"error,omitempty"`
-	Input   json.RawMessage `json:"input,omitempty"`
-	// InputOmitted is the size in bytes of an input left out for its
-	// size (Options.MaxValueBytes).
-	InputOmitted   int          `json:"input_omitted,omitempty"`
-	CreatedAt      time.Time    `json:"created_at"`
-	FinishedAt     *time.Time   `json:"finished_at,omitempty"`
-	IdempotencyKey string       `json:"idempotency_key,omitempty"`
-	Priority       int          `json:"priority"`
-	Deadline       *time.Time   `json:"deadline,omitempty"`
-	Parent         *parentRef   `json:"parent,omitempty"`
-	Steps          []stepDetail `json:"steps"`
-	// Unserved is set for a run not settled whose version of its
-	// workflow no live worker serves (or accepts): its queued steps wait
-	// for a worker that serves it, or for the run to move to another
-	// version.
-	Unserved bool `json:"unserved,omitempty"`
-}
-
-type runError struct {
-	Step    string `json:"step,omitempty"`
-	Message string `json:"message"`
-}
-
-type parentRef struct {
-	RunID  uuid.UUID `json:"run_id"`
-	Step   string    `json:"step"`
-	Result string    `json:"result,omitempty"`
-}
-
-// stepDetail is one step of a run (or one item of a map step).
-type stepDetail struct {
-	Name       string          `json:"name"`
-	Kind       string          `json:"kind"`
-	State      string          `json:"state"`
-	Parents    []string        `json:"parents"`
-	Attempts   int             `json:"attempts"`
-	Error      string          `json:"error,omitempty"`
-	DueAt      *time.Time      `json:"due_at,omitempty"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
-	Output     json.RawMessage `json:"output,omitempty"`
-	// OutputOmitted is the size in bytes of an output left out for its
-	// size (Options.MaxValueBytes).
-	OutputOmitted int          `json:"output_omitted,omitempty"`
-	EventKey      string       `json:"event_key,omitempty"`
-	Signal        string       `json:"signal,omitempty"`
-	ChildRunID    *uuid.UUID   `json:"child_run_id,omitempty"`
-	Item          *int         `json:"item,omitempty"`
-	Items         []stepDetail `json:"items,omitempty"`
-	// Retired is set on a step kept only for its record: the run moved to
-	// a version that does not run it.
-	Retired bool `json:"retired,omitempty"`
-}
-
-type event struct {
-	ID      int64      `json:"id"`
-	Step    string     `json:"step"`
-	Type    string     `json:"type"`
-	Attempt int        `json:"attempt"`
-	At      time.Time  `json:"at"`
-	Detail  string     `json:"detail,omitempty"`
-	DueAt   *time.Time `json:"due_at,omitempty"`
-}
-
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -106,75 +31,6 @@ func idPtr(id uuid.UUID) *uuid.UUID {
 		return nil
 	}
 	return &id
-}
-
-// rawJSON returns encoded bytes as they are when they are JSON (the
-// default codec), else as a JSON string of their base64.
-func rawJSON(b []byte) json.RawMessage {
-	if len(b) == 0 {
-		return nil
-	}
-	if json.Valid(b) {
-		return b
-	}
-	s, _ := json.Marshal(base64.StdEncoding.EncodeToString(b))
-	return s
-}
-
-// detailJSON is the answer of a run: its input and outputs larger than
-// maxValue bytes (negative: no limit) are left out, their sizes said.
-func detailJSON(res *durable.RunResult, maxValue int) runDetail {
-	out := runDetail{
-		ID: res.ID, Workflow: res.Workflow, Version: res.Version, Tenant: res.Tenant, Status: string(res.Status),
-		CreatedAt: res.CreatedAt, FinishedAt: timePtr(res.FinishedAt),
-		IdempotencyKey: res.IdempotencyKey, Priority: int(res.Priority), Deadline: timePtr(res.Deadline),
-		Steps: make([]stepDetail, len(res.Steps)),
-	}
-	var re *durable.RunError
-	if errors.As(res.Err, &re) {
-		out.Error = &runError{Step: re.Step, Message: re.Message}
-	}
-	if p := res.Parent; p != nil {
-		out.Parent = &parentRef{RunID: p.RunID, Step: p.Step, Result: p.Result}
-	}
-	out.Input, out.InputOmitted = bounded(res.Input, maxValue)
-	for i := range res.Steps {
-		out.Steps[i] = stepJSON(&res.Steps[i], false, maxValue)
-	}
-	return out
-}
-
-// bounded returns b as rawJSON shows it, or, when it is larger than max
-// bytes (max negative: never), nothing and its size.
-func bounded(b []byte, max int) (json.RawMessage, int) {
-	if max >= 0 && len(b) > max {
-		return nil, len(b)
-	}
-	return rawJSON(b), 0
-}
-
-func stepJSON(s *durable.StepResult, item bool, maxValue int) stepDetail {
-	d := stepDetail{
-		Name: s.Name, Kind: string(s.Kind), State: string(s.State), Parents: s.Parents, Attempts: s.Attempts,
-		Error: s.Error, DueAt: timePtr(s.DueAt), StartedAt: timePtr(s.StartedAt), FinishedAt: timePtr(s.FinishedAt),
-		EventKey: s.EventKey, Signal: s.Signal, ChildRunID: idPtr(s.ChildRunID),
-		Retired: s.Retired,
-	}
-	d.Output, d.OutputOmitted = bounded(s.Output, maxValue)
-	if d.Kind == "" {
-		d.Kind = "step"
-	}
-	if d.Parents == nil {
-		d.Parents = []string{}
-	}
-	if item {
-		n := s.Item
-		d.Item = &n
-	}
-	for k := range s.Items {
-		d.Items = append(d.Items, stepJSON(&s.Items[k], true, maxValue))
-	}
-	return d
 }
 
 // waitsOf returns what the steps of a run in flight wait for, as the run's
@@ -439,11 +295,28 @@ func (h *Handler) getRun(w http.ResponseWriter, r *http.Request, sc scope) error
 	if err != nil {
 		return err
 	}
-	return h.writeRun(w, r, sc, id, http.StatusOK)
+	withEvents := false
+	for _, v := range r.URL.Query()["include"] {
+		for inc := range strings.SplitSeq(v, ",") {
+			switch strings.TrimSpace(inc) {
+			case "events":
+				withEvents = true
+			case "":
+			default:
+				return badRequest("invalid_filter", `include: want "events", got `+strconv.Quote(inc))
+			}
+		}
+	}
+	return h.writeRun(w, r, sc, id, http.StatusOK, withEvents)
 }
 
-func (h *Handler) writeRun(w http.ResponseWriter, r *http.Request, sc scope, id uuid.UUID, status int) error {
+// writeRun answers with the run id (withEvents: and its event log).
+func (h *Handler) writeRun(w http.ResponseWriter, r *http.Request, sc scope, id uuid.UUID, status int, withEvents bool) error {
 	res, err := sc.ops.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	d, err := durablejson.ReadRun(r.Context(), sc.ops, h.e, res)
 	if err != nil {
 		return err
 	}
@@ -451,15 +324,12 @@ func (h *Handler) writeRun(w http.ResponseWriter, r *http.Request, sc scope, id 
 	if r.URL.Query().Get("full") == "true" {
 		maxValue = -1
 	}
-	out := detailJSON(res, maxValue)
-	if !res.Done() {
-		unserved, err := h.unservedCheck(r.Context())
-		if err != nil {
+	if withEvents {
+		if d.Events, err = sc.ops.Events(r.Context(), id); err != nil {
 			return err
 		}
-		out.Unserved = unserved != nil && unserved(res.Workflow, res.Version)
 	}
-	writeJSON(w, status, out)
+	writeJSON(w, status, durablejson.NewRunDetail(d, maxValue))
 	return nil
 }
 
@@ -472,14 +342,7 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, sc scope) er
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Events []event `json:"events"`
-	}{Events: make([]event, len(evs))}
-	for i, ev := range evs {
-		out.Events[i] = event{ID: ev.ID, Step: ev.Step, Type: string(ev.Type), Attempt: ev.Attempt, At: ev.At,
-			Detail: ev.Detail, DueAt: timePtr(ev.DueAt)}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, durablejson.EventLog{Events: durablejson.NewEvents(evs)})
 	return nil
 }
 
@@ -503,7 +366,7 @@ func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request, sc scope) er
 	if err := sc.ops.Cancel(r.Context(), id, req.Reason); err != nil {
 		return err
 	}
-	return h.writeRun(w, r, sc, id, http.StatusOK)
+	return h.writeRun(w, r, sc, id, http.StatusOK, false)
 }
 
 // replayRequest is the body of POST /api/v1/runs/{id}/replay (optional).
@@ -528,7 +391,7 @@ func (h *Handler) replayRun(w http.ResponseWriter, r *http.Request, sc scope) er
 	if err := sc.ops.Replay(r.Context(), id, durable.ReplayOptions{FromStep: req.FromStep}); err != nil {
 		return err
 	}
-	return h.writeRun(w, r, sc, id, http.StatusOK)
+	return h.writeRun(w, r, sc, id, http.StatusOK, false)
 }
 
 // signalRequest is the body of POST /api/v1/runs/{id}/signals.

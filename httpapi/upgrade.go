@@ -7,10 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
@@ -24,23 +22,6 @@ type upgradeRequest struct {
 	// DryRun reports what would move and what would be refused, moving
 	// none.
 	DryRun bool `json:"dry_run"`
-}
-
-// upgradeResponse says what an upgrade did (or would do, dry).
-type upgradeResponse struct {
-	Moved   []uuid.UUID `json:"moved"`
-	Refused []refusal   `json:"refused"`
-}
-
-// refusal is a run an upgrade did not move, and why.
-type refusal struct {
-	RunID uuid.UUID `json:"run_id"`
-	Error string    `json:"error"`
-	// Code is "incompatible" (a step the run has not finished is missing
-	// or different in the version moved to; the error names it),
-	// "version_mismatch" (the run is at another version), "run_settled"
-	// or "run_not_found".
-	Code string `json:"code"`
 }
 
 // upgrade answers POST /api/v1/workflows/{name}/upgrade: it moves the runs
@@ -108,32 +89,8 @@ func (h *Handler) upgrade(w http.ResponseWriter, r *http.Request, sc scope) erro
 	if err != nil {
 		return err
 	}
-	out := upgradeResponse{Moved: res.Moved, Refused: make([]refusal, len(res.Refused))}
-	if out.Moved == nil {
-		out.Moved = []uuid.UUID{}
-	}
-	for i, x := range res.Refused {
-		out.Refused[i] = refusalJSON(x)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, durablejson.NewUpgrade(name, req.From, req.To, sc.tenant, req.DryRun, res))
 	return nil
-}
-
-// refusalJSON describes a refusal; another tenant's run is not found, as
-// if it did not exist.
-func refusalJSON(x durable.UpgradeRefusal) refusal {
-	out := refusal{RunID: x.RunID, Code: "refused", Error: x.Err.Error()}
-	switch {
-	case errors.Is(x.Err, durabletype.ErrRunNotFound):
-		out.Code, out.Error = "run_not_found", "no such run"
-	case errors.Is(x.Err, durabletype.ErrIncompatible):
-		out.Code = "incompatible"
-	case errors.Is(x.Err, durabletype.ErrVersionMismatch):
-		out.Code = "version_mismatch"
-	case errors.Is(x.Err, durabletype.ErrRunSettled):
-		out.Code, out.Error = "run_settled", "the run has settled"
-	}
-	return out
 }
 
 // unknownVersion is the problem of an upgrade naming version v, which

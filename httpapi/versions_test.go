@@ -384,7 +384,7 @@ func testVersionsAPI(t *testing.T, s store.Store) {
 	for _, x := range res.Refused {
 		refused[x.RunID] = x.Code
 		if x.RunID == g1 {
-			require.Equal(t, "no such run", x.Error, "nothing of another tenant's run shows")
+			require.Equal(t, `not found in tenant "acme"`, x.Error, "nothing of another tenant's run shows")
 		}
 	}
 	require.Equal(t, map[uuid.UUID]string{g1: "run_not_found", cur: "version_mismatch"}, refused)

@@ -17,99 +17,11 @@ import (
 	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
-// workflowInfo is a workflow that this server's engine registers, its
-// store records runs of or a live worker serves, with its versions.
-type workflowInfo struct {
-	Name string `json:"name"`
-	// Version is the version whose DAG Steps draws: the one this server
-	// starts (the newest it registers), else the newest known.
-	Version string `json:"version"`
-	// Registered is set when this server's engine registers the workflow:
-	// it can start it by name.
-	Registered bool       `json:"registered"`
-	Steps      []stepInfo `json:"steps"`
-	OnFailure  bool       `json:"on_failure"`
-	ChildOnly  bool       `json:"child_only,omitempty"`
-	// Unserved is set when one of its versions is.
-	Unserved bool          `json:"unserved,omitempty"`
-	Versions []versionInfo `json:"versions"`
-}
-
-// versionInfo is one version of a workflow (durable.VersionInfo).
-type versionInfo struct {
-	Version string `json:"version"`
-	// Newest is set on the version this server starts by name.
-	Newest bool `json:"newest"`
-	// Registered is set when this server's engine registers the version.
-	Registered bool     `json:"registered"`
-	Accepts    []string `json:"accepts,omitempty"`
-	Input      string   `json:"input,omitempty"`
-	// Steps is the version's DAG, as registered here or as its runs
-	// recorded it; absent when neither is known (a version that only a
-	// live worker lists).
-	Steps     []stepInfo `json:"steps,omitempty"`
-	OnFailure bool       `json:"on_failure"`
-	// InFlight counts its runs not settled, Ready their steps waiting for
-	// a worker (of the caller's tenant, for a tenant-scoped caller).
-	InFlight   int      `json:"in_flight"`
-	Ready      int      `json:"ready"`
-	Workers    []string `json:"workers"`
-	AcceptedBy []string `json:"accepted_by"`
-	// Unserved is set when runs of the version are in flight and no live
-	// worker serves or accepts it: they wait.
-	Unserved   bool       `json:"unserved"`
-	RecordedAt *time.Time `json:"recorded_at,omitempty"`
-}
-
-type stepInfo struct {
-	Name    string   `json:"name"`
-	Kind    string   `json:"kind"`
-	Parents []string `json:"parents"`
-	Output  string   `json:"output,omitempty"`
-	Sleep   string   `json:"sleep,omitempty"`
-	Signal  string   `json:"signal,omitempty"`
-	Child   string   `json:"child,omitempty"`
-	MapOver string   `json:"map_over,omitempty"`
-	Retired bool     `json:"retired,omitempty"`
-}
-
-func stepsJSON(steps []durable.StepInfo) []stepInfo {
-	if steps == nil {
-		return nil
-	}
-	out := make([]stepInfo, len(steps))
-	for i, s := range steps {
-		si := stepInfo{Name: s.Name, Kind: string(s.Kind), Parents: s.Parents, Output: s.Output, Signal: s.Signal,
-			Child: s.Child, MapOver: s.MapOver, Retired: s.Retired}
-		if si.Parents == nil {
-			si.Parents = []string{}
-		}
-		if s.Sleep > 0 {
-			si.Sleep = s.Sleep.String()
-		}
-		out[i] = si
-	}
-	return out
-}
-
-func versionJSON(v durable.VersionInfo) versionInfo {
-	out := versionInfo{Version: v.Version, Newest: v.Newest, Registered: v.Registered, Accepts: v.Accepts, Input: v.Input,
-		Steps: stepsJSON(v.Steps), OnFailure: v.OnFailure, InFlight: v.InFlight, Ready: v.Ready,
-		Workers: v.Workers, AcceptedBy: v.AcceptedBy, Unserved: v.Unserved(), RecordedAt: timePtr(v.RecordedAt)}
-	if out.Workers == nil {
-		out.Workers = []string{}
-	}
-	if out.AcceptedBy == nil {
-		out.AcceptedBy = []string{}
-	}
-	return out
-}
-
 // workflows describes the workflows named name (every one when empty)
 // that this server's engine registers, its store records runs of or a
 // live worker serves: the registered ones first, in the engine's order,
 // then the others by name. The runs counted are those sc may see.
-func (h *Handler) workflows(ctx context.Context, sc scope, name string) ([]workflowInfo, error) {
+func (h *Handler) workflows(ctx context.Context, sc scope, name string) (*durablejson.WorkflowList, error) {
 	vs, err := h.e.Versions(ctx, name)
 	if err != nil {
 		return nil, err
@@ -135,42 +47,7 @@ func (h *Handler) workflows(ctx context.Context, sc scope, name string) ([]workf
 			vs[i].InFlight, vs[i].Ready = inFlight[k], ready[k]
 		}
 	}
-	var out []workflowInfo
-	at := map[string]int{}
-	for _, wf := range h.e.Workflows() {
-		if name == "" || wf.Name == name {
-			at[wf.Name] = len(out)
-			out = append(out, workflowInfo{Name: wf.Name, Version: wf.Version, Registered: true, Steps: stepsJSON(wf.Steps),
-				OnFailure: wf.OnFailure, ChildOnly: wf.ChildOnly})
-		}
-	}
-	for _, v := range vs {
-		i, ok := at[v.Workflow]
-		if !ok {
-			i = len(out)
-			at[v.Workflow] = i
-			out = append(out, workflowInfo{Name: v.Workflow})
-		}
-		w := &out[i]
-		w.Versions = append(w.Versions, versionJSON(v))
-		w.Unserved = w.Unserved || v.Unserved()
-		if !w.Registered && w.Steps == nil && v.Steps != nil {
-			// Not registered here: the newest version whose DAG is known.
-			w.Version, w.Steps, w.OnFailure = v.Version, stepsJSON(v.Steps), v.OnFailure
-		}
-	}
-	for i := range out {
-		if out[i].Steps == nil {
-			out[i].Steps = []stepInfo{}
-		}
-		if out[i].Versions == nil {
-			out[i].Versions = []versionInfo{}
-		}
-		if out[i].Version == "" && len(out[i].Versions) > 0 {
-			out[i].Version = out[i].Versions[0].Version
-		}
-	}
-	return out, nil
+	return durablejson.NewWorkflowList(h.e.Workflows(), vs, name), nil
 }
 
 func (h *Handler) listWorkflows(w http.ResponseWriter, r *http.Request, sc scope) error {
@@ -178,12 +55,7 @@ func (h *Handler) listWorkflows(w http.ResponseWriter, r *http.Request, sc scope
 	if err != nil {
 		return err
 	}
-	if wfs == nil {
-		wfs = []workflowInfo{}
-	}
-	writeJSON(w, http.StatusOK, struct {
-		Workflows []workflowInfo `json:"workflows"`
-	}{wfs})
+	writeJSON(w, http.StatusOK, wfs)
 	return nil
 }
 
@@ -196,10 +68,10 @@ func (h *Handler) getWorkflow(w http.ResponseWriter, r *http.Request, sc scope) 
 	if err != nil {
 		return err
 	}
-	if len(wfs) == 0 {
+	if len(wfs.Workflows) == 0 {
 		return workflowNotFound(name)
 	}
-	writeJSON(w, http.StatusOK, wfs[0])
+	writeJSON(w, http.StatusOK, wfs.Workflows[0])
 	return nil
 }
 
@@ -371,7 +243,7 @@ func (h *Handler) sendEvent(w http.ResponseWriter, r *http.Request, sc scope) er
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"delivered": n})
+	writeJSON(w, http.StatusOK, durablejson.NewEventSent(n, nil))
 	return nil
 }
 

@@ -507,10 +507,11 @@ function json(v) {
   return el("pre", {}, v === undefined ? "—" : JSON.stringify(v, null, 2));
 }
 
-// value shows an input or an output, or the size of one the API left out
-// for its size.
-function value(v, omitted) {
-  return omitted ? el("pre", { class: "muted" }, `${omitted} bytes, left out for their size (GET the run with ?full=true)`) : json(v);
+// value shows an input or an output (b64: one that is not JSON, in
+// base64), or the size of one the API left out for its size.
+function value(v, omitted, b64) {
+  if (omitted) return el("pre", { class: "muted" }, `${omitted} bytes, left out for their size (GET the run with ?full=true)`);
+  return b64 ? el("pre", {}, "(not JSON; base64) " + b64) : json(v);
 }
 
 // unservedBanner says that no live worker serves the version of run, and
@@ -591,7 +592,7 @@ async function runView(id) {
           s.signal ? [el("dt", {}, "waits for signal"), el("dd", {}, s.signal)] : null,
           s.child_run_id ? [el("dt", {}, "child run"), el("dd", {}, el("a", { href: "#/runs/" + s.child_run_id }, s.child_run_id))] : null),
         s.error ? el("pre", { class: "error" }, s.error) : null,
-        el("div", {}, "output"), value(s.output, s.output_omitted),
+        el("div", {}, "output"), value(s.output, s.output_omitted, s.output_base64),
         s.items ? el("div", { class: "muted" }, `${s.items.length} items: ` + s.items.map((i) => i.state).join(", ")) : null));
     };
     // replaceChildren would show a null (the banner's absence) as text.
@@ -614,7 +615,7 @@ async function runView(id) {
       waitList ? el("h2", {}, "Waiting") : null, waitList,
       el("h2", {}, "Steps"), dagSVG(run.steps, showStep), detail,
       el("h2", {}, "Attempts"), timelineSVG(run, ev.events),
-      el("h2", {}, "Input"), value(run.input, run.input_omitted),
+      el("h2", {}, "Input"), value(run.input, run.input_omitted, run.input_base64),
       el("h2", {}, "Events"),
       el("table", { id: "events" }, el("thead", {}, el("tr", {}, ["At", "Step", "Event", "Attempt", "Detail"].map((h) => el("th", {}, h)))),
         el("tbody", {}, ev.events.map((e) => el("tr", {}, el("td", {}, fmtTime(e.at)), el("td", {}, e.step), el("td", {}, e.type),

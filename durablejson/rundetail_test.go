@@ -1,0 +1,68 @@
+package durablejson_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durablejson"
+	"github.com/effectivelabs/durable/durabletype"
+)
+
+// TestValue: JSON as it is, anything else in base64, a value over the
+// limit left out with its size; nothing for no value.
+func TestValue(t *testing.T) {
+	t.Parallel()
+	js, b64, omitted := durablejson.Value([]byte(`{"a":1}`), 100)
+	require.Equal(t, json.RawMessage(`{"a":1}`), js)
+	require.Empty(t, b64)
+	require.Zero(t, omitted)
+	js, b64, _ = durablejson.Value([]byte("\x00raw"), -1)
+	require.Nil(t, js)
+	require.Equal(t, "AHJhdw==", b64)
+	js, b64, omitted = durablejson.Value([]byte(`"long"`), 3)
+	require.Nil(t, js)
+	require.Empty(t, b64)
+	require.Equal(t, 6, omitted)
+	js, b64, omitted = durablejson.Value(nil, -1)
+	require.Nil(t, js)
+	require.Empty(t, b64)
+	require.Zero(t, omitted)
+}
+
+// TestNewRunDetail: a run without error has a null error and no children
+// as an empty list; a map step's items are counted and numbered; a due
+// time is shown only while a step waits.
+func TestNewRunDetail(t *testing.T) {
+	t.Parallel()
+	res := &durable.RunResult{ID: uuid.New(), Workflow: "w", Tenant: "t", Status: durabletype.RunRunning, Input: []byte("1"),
+		Steps: []durable.StepResult{
+			{Name: "m", Kind: durabletype.KindMap, State: durabletype.TaskWaiting, Items: []durable.StepResult{
+				{Name: "m[0]", Kind: durabletype.KindItem, State: durabletype.TaskCompleted, Output: []byte("2")},
+				{Name: "m[1]", Kind: durabletype.KindItem, State: durabletype.TaskQueued, Item: 1},
+			}},
+			{Name: "done", State: durabletype.TaskCompleted, Parents: []string{"m"}, DueAt: time.Unix(1e9, 0)},
+		}}
+	b, err := json.Marshal(durablejson.NewRunDetail(&durablejson.RunData{Run: res}, -1))
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(b, &got))
+	require.Nil(t, got["error"])
+	require.Contains(t, got, "error")
+	require.Equal(t, []any{}, got["children"])
+	steps := got["steps"].([]any)
+	m := steps[0].(map[string]any)
+	require.Equal(t, map[string]any{"COMPLETED": 1.0, "QUEUED": 1.0}, m["item_counts"])
+	items := m["items"].([]any)
+	require.Equal(t, 1.0, items[1].(map[string]any)["item"])
+	require.Equal(t, 2.0, items[0].(map[string]any)["output"])
+	done := steps[1].(map[string]any)
+	require.Equal(t, "step", done["kind"], "a step of no kind is a step")
+	require.Nil(t, done["due_at"], "a completed step waits for nothing")
+	require.NotContains(t, done, "items")
+	require.NotContains(t, done, "retired")
+}
