@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,76 +20,38 @@ import (
 
 // What operators do with runs: list, cancel, replay, count and prune.
 
-// CancelRuns implements store.Store: the runs are locked and cancelled by
-// dag.Run.Cancel in one transaction, which notifies the engines running
-// their steps.
-func (s *Store) CancelRuns(ctx context.Context, p *store.CancelRunsParams) ([]store.RunActionResult, error) {
-	res, err := s.runAction(ctx, p.Now, p.IDs, p.Tenant, func(r *dag.Run, now time.Time) (dag.Effects, error) {
-		return r.Cancel(p.Reason, now)
-	})
-	return res, classify(err)
-}
-
-// ReplayRuns implements store.Store: the runs are locked and replayed by
-// dag.Run.Replay in one transaction.
-func (s *Store) ReplayRuns(ctx context.Context, p *store.ReplayRunsParams) ([]store.RunActionResult, error) {
-	res, err := s.runAction(ctx, p.Now, p.IDs, p.Tenant, func(r *dag.Run, now time.Time) (dag.Effects, error) {
-		return r.Replay(p.FromStep, now)
-	})
-	return res, classify(err)
-}
-
-// runAction applies a transition to each run of ids in one transaction; a
-// run that does not exist, or belongs to another tenant than tenant (when
-// set), is reported ErrRunNotFound and left alone.
-func (s *Store) runAction(ctx context.Context, now time.Time, ids []uuid.UUID, tenant string,
-	act func(r *dag.Run, now time.Time) (dag.Effects, error)) ([]store.RunActionResult, error) {
-	return s.runActionOpts(ctx, now, ids, tenant, false, act)
-}
-
-// runActionLocked is runAction locking the runs' ready rows before it
-// loads their tasks, as a retry after a lost race does.
-func (s *Store) runActionLocked(ctx context.Context, now time.Time, ids []uuid.UUID, tenant string,
-	act func(r *dag.Run, now time.Time) (dag.Effects, error)) ([]store.RunActionResult, error) {
-	return s.runActionOpts(ctx, now, ids, tenant, true, act)
-}
-
-func (s *Store) runActionOpts(ctx context.Context, now time.Time, ids []uuid.UUID, tenant string, lock bool,
-	act func(r *dag.Run, now time.Time) (dag.Effects, error)) ([]store.RunActionResult, error) {
-	out := make([]store.RunActionResult, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
+// ActOnRuns implements store.Store: the runs are locked, with their ready
+// rows (an action may change any task of a run, and an upgrade rewrites
+// the version of its queue rows: no claim may take one meanwhile), the
+// core applies the action (dag.Change.Act), and the change is written in
+// the same transaction. Engines running the steps of cancelled runs are
+// notified on commit.
+func (s *Store) ActOnRuns(ctx context.Context, p *store.ActOnRunsParams) ([]store.RunActionResult, error) {
+	var out []store.RunActionResult
 	var settled []store.SettledRun
-	err := retryRaced(func(lockReady bool) error {
+	err := retryRaced(func(bool) error {
+		settled = settled[:0]
 		return s.transition(ctx, &plan{
-			now:       nowOf(now),
-			ids:       distinct(append([]uuid.UUID(nil), ids...)),
-			lockReady: lockReady || lock,
+			now:       nowOf(p.Now),
+			ids:       distinct(slices.Clone(p.IDs)),
+			lockReady: true,
 			settled:   &settled,
 			apply: func(c *change) error {
-				for k, id := range ids {
-					out[k] = store.RunActionResult{ID: id}
-					r := c.byID[id]
-					if r == nil || (tenant != "" && r.Rec.Tenant != tenant) {
-						out[k].Err = durabletype.ErrRunNotFound
-						continue
-					}
-					fx, err := act(r, c.Now)
-					if err != nil {
-						out[k].Err = err
-						continue
-					}
-					c.Add(r, fx)
+				var err error
+				out, err = c.Act(p, func(id uuid.UUID) *dag.Run { return c.byID[id] })
+				if err != nil {
+					return fmt.Errorf("pgstore: %w", err)
 				}
 				return nil
 			},
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
-	out[0].Settled = settled
+	if len(out) > 0 {
+		out[0].Settled = settled
+	}
 	return out, nil
 }
 
