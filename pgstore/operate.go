@@ -58,11 +58,11 @@ func (s *Store) ActOnRuns(ctx context.Context, p *store.ActOnRunsParams) ([]stor
 // ListRuns implements store.Store. The query is built for the filter, so
 // that each kind of filter is planned (and cached) with the index that fits
 // it, walked newest first by keyset on (created_at, id): the partial
-// indexes on unsuccessful for runs FAILED or CANCELLED, and otherwise the
-// index on (created_at, id) led by the tenant or the workflow when the
-// filter names one. Runs RUNNING are the exception: they are found from
-// the queues (inflightRuns), read by key and sorted, at a cost that grows
-// with the work in flight, not with the runs kept.
+// indexes on unsuccessful for unsuccessful runs, and otherwise the index on
+// (created_at, id) led by the tenant or the workflow when the filter names
+// one. Runs in flight are the exception: they are found from the queues
+// (inflightRuns), read by key and sorted, at a cost that grows with the
+// work in flight, not with the runs kept.
 func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.ListRunsResult, error) {
 	sql, args, inflight, err := s.listQuery(p)
 	if err != nil {
@@ -106,9 +106,12 @@ func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.L
 
 // listQuery builds the query of ListRuns: the rule of dag.Matches in SQL.
 // Statuses are written into the query (they are a closed set, checked
-// here), so that the planner can match the partial indexes. inflight
-// reports a query for runs RUNNING only, which reads the runs in flight
-// and sorts them.
+// here), so that the planner can match the partial indexes. What a status
+// filter lets the query use follows from what the statuses mean: when
+// every status asked for is in flight (durabletype.RunStatus.InFlight),
+// the runs are found from the queues (inflight reports that query, which
+// sorts them); when every one is unsuccessful (Unsuccessful), the partial
+// indexes on unsuccessful serve it; otherwise the indexes on creation.
 func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, inflight bool, err error) {
 	var conds []string
 	arg := func(v any) string {
@@ -116,28 +119,26 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 		return "$" + strconv.Itoa(len(args))
 	}
 	f := &p.Filter
-	inflight, unsuccessful := len(f.Statuses) > 0, len(f.Statuses) > 0
+	every := func(pred func(durabletype.RunStatus) bool) bool {
+		return len(f.Statuses) > 0 && !slices.ContainsFunc(f.Statuses, func(st durabletype.RunStatus) bool { return !pred(st) })
+	}
 	var lits []string
 	for _, st := range f.Statuses {
-		switch st {
-		case durabletype.RunRunning:
-			unsuccessful = false
-		case durabletype.RunFailed, durabletype.RunCancelled:
-			inflight = false
-		case durabletype.RunCompleted:
-			inflight, unsuccessful = false, false
-		default:
+		if !st.Known() {
 			return "", nil, false, fmt.Errorf("pgstore: list runs: unknown status %s", dag.Quote(string(st)))
 		}
 		lits = append(lits, "'"+string(st)+"'")
 	}
+	inflight, unsuccessful := every(durabletype.RunStatus.InFlight), every(durabletype.RunStatus.Unsuccessful)
 	from := pgx.Identifier{s.schema, "runs"}.Sanitize() + " r"
 	if inflight {
-		// A RUNNING run has not settled: it is among the runs in flight,
-		// filtered by tenant as they are found, then read by key alone
-		// (the other conditions apply outside, so that no index of runs
-		// can serve them: OFFSET 0 keeps them and the list order out) and
-		// sorted. No plan walks the runs kept looking for those in flight.
+		// A run in flight has not settled: it holds a row in a queue (a
+		// task ready, parked, due, running or waiting), so it is among the
+		// runs in flight (inflightRuns), filtered by tenant as they are
+		// found, then read by key alone (the other conditions apply
+		// outside, so that no index of runs can serve them: OFFSET 0 keeps
+		// them and the list order out) and sorted. No plan walks the runs
+		// kept looking for those in flight.
 		tenant := "NULL"
 		if f.Tenant != "" {
 			tenant = arg(f.Tenant)
