@@ -340,7 +340,7 @@ func (v *TenantRuns) CancelRuns(ctx context.Context, f RunFilter, reason string)
 		return nil, err
 	}
 	if len(f.Statuses) == 0 {
-		f.Statuses = []durabletype.RunStatus{durabletype.RunRunning}
+		f.Statuses = durabletype.RunStatusesWhere(durabletype.RunStatus.InFlight)
 	}
 	return v.bulk(ctx, f, &store.ActOnRunsParams{Action: durabletype.ActionCancel, Reason: reason})
 }
@@ -370,7 +370,7 @@ func (v *TenantRuns) ReplayRuns(ctx context.Context, f RunFilter, opts ReplayOpt
 		return nil, err
 	}
 	if len(f.Statuses) == 0 {
-		f.Statuses = []durabletype.RunStatus{durabletype.RunFailed, durabletype.RunCancelled}
+		f.Statuses = durabletype.RunStatusesWhere(durabletype.RunStatus.Unsuccessful)
 	}
 	res, err := v.bulk(ctx, f, &store.ActOnRunsParams{Action: durabletype.ActionReplay, FromStep: opts.FromStep})
 	v.e.wakeClaims()

@@ -150,7 +150,8 @@ func (v *TenantRuns) upgrade(ctx context.Context, workflow, from string, shape *
 		}
 		return out, nil
 	}
-	page := ListOptions{RunFilter: RunFilter{Workflow: workflow, Version: from, Statuses: []durabletype.RunStatus{durabletype.RunRunning}}, Limit: bulkBatch}
+	allows := func(s durabletype.RunStatus) bool { return s.Allows(durabletype.ActionUpgrade) }
+	page := ListOptions{RunFilter: RunFilter{Workflow: workflow, Version: from, Statuses: durabletype.RunStatusesWhere(allows)}, Limit: bulkBatch}
 	for {
 		res, err := v.ListRuns(ctx, page)
 		if err != nil {
