@@ -324,11 +324,10 @@ func (v *TenantRuns) Cancel(ctx context.Context, id uuid.UUID, reason string) er
 	if v.empty() {
 		return fmt.Errorf("durable: cancel run %s: %w", id, durabletype.ErrRunNotFound)
 	}
-	res, err := v.e.store.CancelRuns(ctx, &store.CancelRunsParams{Now: v.e.now(), IDs: []uuid.UUID{id}, Tenant: v.tenant, Reason: reason})
+	res, err := v.act(ctx, &store.ActOnRunsParams{Action: durabletype.ActionCancel, IDs: []uuid.UUID{id}, Reason: reason})
 	if err != nil {
 		return fmt.Errorf("durable: cancel run %s: %w", id, err)
 	}
-	v.e.countSettled(ctx, res[0].Settled)
 	if res[0].Err != nil {
 		return fmt.Errorf("durable: cancel run %s: %w", id, res[0].Err)
 	}
@@ -341,15 +340,9 @@ func (v *TenantRuns) CancelRuns(ctx context.Context, f RunFilter, reason string)
 		return nil, err
 	}
 	if len(f.Statuses) == 0 {
-		f.Statuses = []durabletype.RunStatus{durabletype.RunRunning}
+		f.Statuses = durabletype.RunStatusesWhere(durabletype.RunStatus.InFlight)
 	}
-	return v.bulk(ctx, f, func(ids []uuid.UUID) ([]store.RunActionResult, error) {
-		res, err := v.e.store.CancelRuns(ctx, &store.CancelRunsParams{Now: v.e.now(), IDs: ids, Tenant: v.tenant, Reason: reason})
-		if err == nil && len(res) > 0 {
-			v.e.countSettled(ctx, res[0].Settled)
-		}
-		return res, err
-	})
+	return v.bulk(ctx, f, &store.ActOnRunsParams{Action: durabletype.ActionCancel, Reason: reason})
 }
 
 // Replay is Engine.Replay within the tenant.
@@ -360,11 +353,10 @@ func (v *TenantRuns) Replay(ctx context.Context, id uuid.UUID, opts ReplayOption
 	if v.empty() {
 		return fmt.Errorf("durable: replay run %s: %w", id, durabletype.ErrRunNotFound)
 	}
-	res, err := v.e.store.ReplayRuns(ctx, &store.ReplayRunsParams{Now: v.e.now(), IDs: []uuid.UUID{id}, Tenant: v.tenant, FromStep: opts.FromStep})
+	res, err := v.act(ctx, &store.ActOnRunsParams{Action: durabletype.ActionReplay, IDs: []uuid.UUID{id}, FromStep: opts.FromStep})
 	if err != nil {
 		return fmt.Errorf("durable: replay run %s: %w", id, err)
 	}
-	v.e.countSettled(ctx, res[0].Settled)
 	if res[0].Err != nil {
 		return fmt.Errorf("durable: replay run %s: %w", id, res[0].Err)
 	}
@@ -378,23 +370,29 @@ func (v *TenantRuns) ReplayRuns(ctx context.Context, f RunFilter, opts ReplayOpt
 		return nil, err
 	}
 	if len(f.Statuses) == 0 {
-		f.Statuses = []durabletype.RunStatus{durabletype.RunFailed, durabletype.RunCancelled}
+		f.Statuses = durabletype.RunStatusesWhere(durabletype.RunStatus.Unsuccessful)
 	}
-	res, err := v.bulk(ctx, f, func(ids []uuid.UUID) ([]store.RunActionResult, error) {
-		res, err := v.e.store.ReplayRuns(ctx, &store.ReplayRunsParams{Now: v.e.now(), IDs: ids, Tenant: v.tenant, FromStep: opts.FromStep})
-		if err == nil && len(res) > 0 {
-			v.e.countSettled(ctx, res[0].Settled)
-		}
-		return res, err
-	})
+	res, err := v.bulk(ctx, f, &store.ActOnRunsParams{Action: durabletype.ActionReplay, FromStep: opts.FromStep})
 	v.e.wakeClaims()
 	return res, err
 }
 
-// bulk applies an action to every run matching f, a page at a time. Pages
-// follow the keyset of the listing, which the action does not move, so every
-// matching run is met once.
-func (v *TenantRuns) bulk(ctx context.Context, f RunFilter, act func(ids []uuid.UUID) ([]store.RunActionResult, error)) (*BulkResult, error) {
+// act applies the action of p (its IDs and inputs set) within the scope,
+// at the engine's time, and counts the runs it settled.
+func (v *TenantRuns) act(ctx context.Context, p *store.ActOnRunsParams) ([]store.RunActionResult, error) {
+	p.Now, p.Tenant = v.e.now(), v.tenant
+	res, err := v.e.store.ActOnRuns(ctx, p)
+	if err == nil && len(res) > 0 {
+		v.e.countSettled(ctx, res[0].Settled)
+	}
+	return res, err
+}
+
+// bulk applies the action of p to every run matching f, a page at a time
+// (bulkBatch runs, one call of the store each). Pages follow the keyset of
+// the listing, which the action does not move, so every matching run is
+// met once.
+func (v *TenantRuns) bulk(ctx context.Context, f RunFilter, p *store.ActOnRunsParams) (*BulkResult, error) {
 	out := &BulkResult{}
 	opts := ListOptions{RunFilter: f, Limit: bulkBatch}
 	for {
@@ -407,7 +405,8 @@ func (v *TenantRuns) bulk(ctx context.Context, f RunFilter, act func(ids []uuid.
 			for i, r := range page.Runs {
 				ids[i] = r.ID
 			}
-			res, err := act(ids)
+			p.IDs = ids
+			res, err := v.act(ctx, p)
 			if err != nil {
 				return out, fmt.Errorf("durable: %w", err)
 			}

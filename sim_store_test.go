@@ -506,20 +506,12 @@ func (f *simFaultStore) ListRuns(ctx context.Context, p *store.ListRunsParams) (
 	return f.inner.ListRuns(ctx, p)
 }
 
-// CancelRuns implements store.Store (no faults).
-func (f *simFaultStore) CancelRuns(ctx context.Context, p *store.CancelRunsParams) ([]store.RunActionResult, error) {
+// ActOnRuns implements store.Store (no faults).
+func (f *simFaultStore) ActOnRuns(ctx context.Context, p *store.ActOnRunsParams) ([]store.RunActionResult, error) {
 	if f.cut() {
 		return nil, errSimPartitioned
 	}
-	return f.inner.CancelRuns(ctx, p)
-}
-
-// ReplayRuns implements store.Store (no faults).
-func (f *simFaultStore) ReplayRuns(ctx context.Context, p *store.ReplayRunsParams) ([]store.RunActionResult, error) {
-	if f.cut() {
-		return nil, errSimPartitioned
-	}
-	return f.inner.ReplayRuns(ctx, p)
+	return f.inner.ActOnRuns(ctx, p)
 }
 
 // Stats implements store.Store (no faults).

@@ -47,8 +47,9 @@ type UpgradeRefusal struct {
 }
 
 // UpgradeRuns moves the runs of workflow pinned to version from that have
-// not settled to version to, each in one atomic unit: from then on, only
-// the engines serving version to run their steps. A run moves with what it
+// not settled to version to, in batches of 100 runs, each batch one atomic
+// unit (a crash leaves a batch moved or not, never in part): from then on,
+// only the engines serving version to run their steps. A run moves with what it
 // has done: finished steps keep their outputs (a finished step that version
 // to lacks or changed is kept for its record, retired, and never runs
 // again), steps to adds are created and run once their parents are done,
@@ -121,7 +122,7 @@ func (v *TenantRuns) upgrade(ctx context.Context, workflow, from string, shape *
 		if opts.DryRun {
 			return v.e.tryUpgrade(ctx, v, ids, from, shape, out)
 		}
-		res, err := v.e.versioner().UpgradeRuns(ctx, &store.UpgradeRunsParams{Now: v.e.now(), IDs: ids, Tenant: v.tenant, From: from, To: shape})
+		res, err := v.act(ctx, &store.ActOnRunsParams{Action: durabletype.ActionUpgrade, IDs: ids, Version: from, To: shape})
 		if err != nil {
 			return fmt.Errorf("durable: upgrade runs: %w", err)
 		}
@@ -132,13 +133,7 @@ func (v *TenantRuns) upgrade(ctx context.Context, workflow, from string, shape *
 				out.Refused = append(out.Refused, UpgradeRefusal{RunID: r.ID, Err: r.Err})
 			}
 		}
-		if len(res) > 0 {
-			v.e.countSettled(ctx, res[0].Settled)
-		}
 		return nil
-	}
-	if v.e.versioner() == nil {
-		return nil, fmt.Errorf("%w: the store cannot move runs between versions", ErrUnknownVersion)
 	}
 	defer v.e.wakeClaims()
 	if len(opts.IDs) > 0 {
@@ -155,7 +150,8 @@ func (v *TenantRuns) upgrade(ctx context.Context, workflow, from string, shape *
 		}
 		return out, nil
 	}
-	page := ListOptions{RunFilter: RunFilter{Workflow: workflow, Version: from, Statuses: []durabletype.RunStatus{durabletype.RunRunning}}, Limit: bulkBatch}
+	allows := func(s durabletype.RunStatus) bool { return s.Allows(durabletype.ActionUpgrade) }
+	page := ListOptions{RunFilter: RunFilter{Workflow: workflow, Version: from, Statuses: durabletype.RunStatusesWhere(allows)}, Limit: bulkBatch}
 	for {
 		res, err := v.ListRuns(ctx, page)
 		if err != nil {
@@ -177,13 +173,15 @@ func (v *TenantRuns) upgrade(ctx context.Context, workflow, from string, shape *
 	}
 }
 
+// versioner returns the store's list of recorded versions, nil if it
+// keeps none.
 func (e *Engine) versioner() store.Versioner {
 	vs, _ := e.store.(store.Versioner)
 	return vs
 }
 
-// tryUpgrade applies dag.Run.Upgrade to copies of the runs, as read now,
-// and records what it says in out: a dry run.
+// tryUpgrade applies the upgrade (dag.Change.Act) to copies of the runs,
+// as read now, and records what it says in out: a dry run.
 func (e *Engine) tryUpgrade(ctx context.Context, v *TenantRuns, ids []uuid.UUID, from string, to *durabletype.Shape, out *UpgradeResult) error {
 	for _, id := range ids {
 		err := e.checkUpgrade(ctx, v, id, from, to)
@@ -227,7 +225,13 @@ func (e *Engine) checkUpgrade(ctx context.Context, v *TenantRuns, id uuid.UUID, 
 	if err != nil {
 		return fmt.Errorf("durable: run %s: %w", id, err)
 	}
-	if _, err := r.Upgrade(from, to, time.Now()); err != nil {
+	// The rule of the move itself, on a copy that nothing writes.
+	p := &store.ActOnRunsParams{Action: durabletype.ActionUpgrade, IDs: []uuid.UUID{id}, Tenant: v.tenant, Version: from, To: to}
+	res, err := dag.NewChange(time.Now()).Act(p, func(uuid.UUID) *dag.Run { return r })
+	if err == nil {
+		err = res[0].Err
+	}
+	if err != nil {
 		return fmt.Errorf("durable: run %s: %w", id, err)
 	}
 	return nil

@@ -71,13 +71,8 @@ func (s *observed) RescueTasks(ctx context.Context, p *store.RescueTasksParams) 
 	return touchIf(s, res, err, func(r *store.RescueTasksResult) bool { return len(r.Rescued) > 0 || len(r.Settled) > 0 })
 }
 
-func (s *observed) CancelRuns(ctx context.Context, p *store.CancelRunsParams) ([]store.RunActionResult, error) {
-	res, err := s.Store.CancelRuns(ctx, p)
-	return touchIf(s, res, err, always)
-}
-
-func (s *observed) ReplayRuns(ctx context.Context, p *store.ReplayRunsParams) ([]store.RunActionResult, error) {
-	res, err := s.Store.ReplayRuns(ctx, p)
+func (s *observed) ActOnRuns(ctx context.Context, p *store.ActOnRunsParams) ([]store.RunActionResult, error) {
+	res, err := s.Store.ActOnRuns(ctx, p)
 	return touchIf(s, res, err, always)
 }
 

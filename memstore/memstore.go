@@ -1076,52 +1076,32 @@ func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.L
 	return res, nil
 }
 
-// CancelRuns implements store.Store.
-func (s *Store) CancelRuns(ctx context.Context, p *store.CancelRunsParams) ([]store.RunActionResult, error) {
-	return s.runAction(ctx, p.Now, p.IDs, p.Tenant, func(r *dag.Run, now time.Time) (dag.Effects, error) {
-		return r.Cancel(p.Reason, now)
-	})
-}
-
-// ReplayRuns implements store.Store.
-func (s *Store) ReplayRuns(ctx context.Context, p *store.ReplayRunsParams) ([]store.RunActionResult, error) {
-	return s.runAction(ctx, p.Now, p.IDs, p.Tenant, func(r *dag.Run, now time.Time) (dag.Effects, error) {
-		return r.Replay(p.FromStep, now)
-	})
-}
-
-// runAction applies a transition to each run of ids, as one atomic unit
-// per run; a run of another tenant than tenant (when set) is not found.
-func (s *Store) runAction(ctx context.Context, now0 time.Time, ids []uuid.UUID, tenant string,
-	act func(r *dag.Run, now time.Time) (dag.Effects, error)) ([]store.RunActionResult, error) {
+// ActOnRuns implements store.Store: the runs are loaded under the
+// store's lock, the core applies the action (dag.Change.Act), and the
+// change is committed as one unit (persist), as for every transition.
+func (s *Store) ActOnRuns(ctx context.Context, p *store.ActOnRunsParams) ([]store.RunActionResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	t := now(now0)
-	out := make([]store.RunActionResult, len(ids))
 	var n notes
+	c := dag.NewChange(now(p.Now))
+	loaded := map[uuid.UUID]*dag.Run{}
 	s.mu.Lock()
-	for k, id := range ids {
-		out[k].ID = id
-		rs, ok := s.runs[id]
-		if !ok || (tenant != "" && rs.rec.Tenant != tenant) {
-			out[k].Err = durabletype.ErrRunNotFound
-			continue
+	out, err := c.Act(p, func(id uuid.UUID) *dag.Run {
+		if s.runs[id] == nil {
+			return nil
 		}
-		r := s.load(map[uuid.UUID]*dag.Run{}, id)
-		fx, err := act(r, t)
-		if err != nil {
-			out[k].Err = err
-			continue
-		}
-		c := dag.NewChange(t)
-		c.Add(r, fx)
-		if err := s.persist(c, &n); err != nil {
-			s.mu.Unlock()
-			return nil, err
-		}
+		return s.load(loaded, id)
+	})
+	if err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("memstore: %w", err)
 	}
+	err = s.persist(c, &n)
 	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	s.publish(&n)
 	if len(out) > 0 {
 		out[0].Settled = n.settled

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"time"
 
@@ -55,14 +54,4 @@ func (s *Store) ListVersions(ctx context.Context, p *store.ListVersionsParams) (
 		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), b.RecordedAt.Compare(a.RecordedAt))
 	})
 	return res, nil
-}
-
-// UpgradeRuns implements store.Versioner.
-func (s *Store) UpgradeRuns(ctx context.Context, p *store.UpgradeRunsParams) ([]store.RunActionResult, error) {
-	if err := dag.CheckTarget(p.To); err != nil {
-		return nil, fmt.Errorf("memstore: upgrade: %w", err)
-	}
-	return s.runAction(ctx, p.Now, p.IDs, p.Tenant, func(r *dag.Run, now time.Time) (dag.Effects, error) {
-		return r.Upgrade(p.From, p.To, now)
-	})
 }

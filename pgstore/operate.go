@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,87 +20,49 @@ import (
 
 // What operators do with runs: list, cancel, replay, count and prune.
 
-// CancelRuns implements store.Store: the runs are locked and cancelled by
-// dag.Run.Cancel in one transaction, which notifies the engines running
-// their steps.
-func (s *Store) CancelRuns(ctx context.Context, p *store.CancelRunsParams) ([]store.RunActionResult, error) {
-	res, err := s.runAction(ctx, p.Now, p.IDs, p.Tenant, func(r *dag.Run, now time.Time) (dag.Effects, error) {
-		return r.Cancel(p.Reason, now)
-	})
-	return res, classify(err)
-}
-
-// ReplayRuns implements store.Store: the runs are locked and replayed by
-// dag.Run.Replay in one transaction.
-func (s *Store) ReplayRuns(ctx context.Context, p *store.ReplayRunsParams) ([]store.RunActionResult, error) {
-	res, err := s.runAction(ctx, p.Now, p.IDs, p.Tenant, func(r *dag.Run, now time.Time) (dag.Effects, error) {
-		return r.Replay(p.FromStep, now)
-	})
-	return res, classify(err)
-}
-
-// runAction applies a transition to each run of ids in one transaction; a
-// run that does not exist, or belongs to another tenant than tenant (when
-// set), is reported ErrRunNotFound and left alone.
-func (s *Store) runAction(ctx context.Context, now time.Time, ids []uuid.UUID, tenant string,
-	act func(r *dag.Run, now time.Time) (dag.Effects, error)) ([]store.RunActionResult, error) {
-	return s.runActionOpts(ctx, now, ids, tenant, false, act)
-}
-
-// runActionLocked is runAction locking the runs' ready rows before it
-// loads their tasks, as a retry after a lost race does.
-func (s *Store) runActionLocked(ctx context.Context, now time.Time, ids []uuid.UUID, tenant string,
-	act func(r *dag.Run, now time.Time) (dag.Effects, error)) ([]store.RunActionResult, error) {
-	return s.runActionOpts(ctx, now, ids, tenant, true, act)
-}
-
-func (s *Store) runActionOpts(ctx context.Context, now time.Time, ids []uuid.UUID, tenant string, lock bool,
-	act func(r *dag.Run, now time.Time) (dag.Effects, error)) ([]store.RunActionResult, error) {
-	out := make([]store.RunActionResult, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
+// ActOnRuns implements store.Store: the runs are locked, with their ready
+// rows (an action may change any task of a run, and an upgrade rewrites
+// the version of its queue rows: no claim may take one meanwhile), the
+// core applies the action (dag.Change.Act), and the change is written in
+// the same transaction. Engines running the steps of cancelled runs are
+// notified on commit.
+func (s *Store) ActOnRuns(ctx context.Context, p *store.ActOnRunsParams) ([]store.RunActionResult, error) {
+	var out []store.RunActionResult
 	var settled []store.SettledRun
-	err := retryRaced(func(lockReady bool) error {
+	err := retryRaced(func(bool) error {
+		settled = settled[:0]
 		return s.transition(ctx, &plan{
-			now:       nowOf(now),
-			ids:       distinct(append([]uuid.UUID(nil), ids...)),
-			lockReady: lockReady || lock,
+			now:       nowOf(p.Now),
+			ids:       distinct(slices.Clone(p.IDs)),
+			lockReady: true,
 			settled:   &settled,
 			apply: func(c *change) error {
-				for k, id := range ids {
-					out[k] = store.RunActionResult{ID: id}
-					r := c.byID[id]
-					if r == nil || (tenant != "" && r.Rec.Tenant != tenant) {
-						out[k].Err = durabletype.ErrRunNotFound
-						continue
-					}
-					fx, err := act(r, c.Now)
-					if err != nil {
-						out[k].Err = err
-						continue
-					}
-					c.Add(r, fx)
+				var err error
+				out, err = c.Act(p, func(id uuid.UUID) *dag.Run { return c.byID[id] })
+				if err != nil {
+					return fmt.Errorf("pgstore: %w", err)
 				}
 				return nil
 			},
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
-	out[0].Settled = settled
+	if len(out) > 0 {
+		out[0].Settled = settled
+	}
 	return out, nil
 }
 
 // ListRuns implements store.Store. The query is built for the filter, so
 // that each kind of filter is planned (and cached) with the index that fits
 // it, walked newest first by keyset on (created_at, id): the partial
-// indexes on unsuccessful for runs FAILED or CANCELLED, and otherwise the
-// index on (created_at, id) led by the tenant or the workflow when the
-// filter names one. Runs RUNNING are the exception: they are found from
-// the queues (inflightRuns), read by key and sorted, at a cost that grows
-// with the work in flight, not with the runs kept.
+// indexes on unsuccessful for unsuccessful runs, and otherwise the index on
+// (created_at, id) led by the tenant or the workflow when the filter names
+// one. Runs in flight are the exception: they are found from the queues
+// (inflightRuns), read by key and sorted, at a cost that grows with the
+// work in flight, not with the runs kept.
 func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.ListRunsResult, error) {
 	sql, args, inflight, err := s.listQuery(p)
 	if err != nil {
@@ -143,9 +106,12 @@ func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.L
 
 // listQuery builds the query of ListRuns: the rule of dag.Matches in SQL.
 // Statuses are written into the query (they are a closed set, checked
-// here), so that the planner can match the partial indexes. inflight
-// reports a query for runs RUNNING only, which reads the runs in flight
-// and sorts them.
+// here), so that the planner can match the partial indexes. What a status
+// filter lets the query use follows from what the statuses mean: when
+// every status asked for is in flight (durabletype.RunStatus.InFlight),
+// the runs are found from the queues (inflight reports that query, which
+// sorts them); when every one is unsuccessful (Unsuccessful), the partial
+// indexes on unsuccessful serve it; otherwise the indexes on creation.
 func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, inflight bool, err error) {
 	var conds []string
 	arg := func(v any) string {
@@ -153,28 +119,26 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 		return "$" + strconv.Itoa(len(args))
 	}
 	f := &p.Filter
-	inflight, unsuccessful := len(f.Statuses) > 0, len(f.Statuses) > 0
+	every := func(pred func(durabletype.RunStatus) bool) bool {
+		return len(f.Statuses) > 0 && !slices.ContainsFunc(f.Statuses, func(st durabletype.RunStatus) bool { return !pred(st) })
+	}
 	var lits []string
 	for _, st := range f.Statuses {
-		switch st {
-		case durabletype.RunRunning:
-			unsuccessful = false
-		case durabletype.RunFailed, durabletype.RunCancelled:
-			inflight = false
-		case durabletype.RunCompleted:
-			inflight, unsuccessful = false, false
-		default:
+		if !st.Known() {
 			return "", nil, false, fmt.Errorf("pgstore: list runs: unknown status %s", dag.Quote(string(st)))
 		}
 		lits = append(lits, "'"+string(st)+"'")
 	}
+	inflight, unsuccessful := every(durabletype.RunStatus.InFlight), every(durabletype.RunStatus.Unsuccessful)
 	from := pgx.Identifier{s.schema, "runs"}.Sanitize() + " r"
 	if inflight {
-		// A RUNNING run has not settled: it is among the runs in flight,
-		// filtered by tenant as they are found, then read by key alone
-		// (the other conditions apply outside, so that no index of runs
-		// can serve them: OFFSET 0 keeps them and the list order out) and
-		// sorted. No plan walks the runs kept looking for those in flight.
+		// A run in flight has not settled: it holds a row in a queue (a
+		// task ready, parked, due, running or waiting), so it is among the
+		// runs in flight (inflightRuns), filtered by tenant as they are
+		// found, then read by key alone (the other conditions apply
+		// outside, so that no index of runs can serve them: OFFSET 0 keeps
+		// them and the list order out) and sorted. No plan walks the runs
+		// kept looking for those in flight.
 		tenant := "NULL"
 		if f.Tenant != "" {
 			tenant = arg(f.Tenant)

@@ -110,7 +110,7 @@ func (sc *scene) finish(outs ...store.Outcome) {
 
 func (sc *scene) cancel(id uuid.UUID) {
 	sc.t.Helper()
-	res, err := sc.rs.s.CancelRuns(ctx, &store.CancelRunsParams{Now: sc.now, IDs: []uuid.UUID{id}})
+	res, err := sc.rs.s.ActOnRuns(ctx, &store.ActOnRunsParams{Action: durabletype.ActionCancel, Now: sc.now, IDs: []uuid.UUID{id}})
 	require.NoError(sc.t, err)
 	require.NoError(sc.t, res[0].Err)
 }
@@ -409,7 +409,7 @@ func TestPruneMatchesCore(t *testing.T) {
 			r := sc.run(one(step("a")))
 			sc.create(r)
 			sc.finish(store.Outcome{Task: sc.claim(1)[0].Ref(), Kind: store.OutcomeFail, Error: "no", Terminal: true})
-			res, err := sc.rs.s.ReplayRuns(ctx, &store.ReplayRunsParams{Now: cutoff.Add(time.Hour), IDs: []uuid.UUID{r.ID}})
+			res, err := sc.rs.s.ActOnRuns(ctx, &store.ActOnRunsParams{Action: durabletype.ActionReplay, Now: cutoff.Add(time.Hour), IDs: []uuid.UUID{r.ID}})
 			require.NoError(sc.t, err)
 			require.NoError(sc.t, res[0].Err)
 			return r.ID

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -15,19 +14,6 @@ import (
 )
 
 var _ store.Versioner = (*Store)(nil)
-
-// UpgradeRuns implements store.Versioner: the runs are locked, with their
-// ready rows, and moved by dag.Run.Upgrade in one transaction; the writes
-// of a moved run come first (queueReshapes).
-func (s *Store) UpgradeRuns(ctx context.Context, p *store.UpgradeRunsParams) ([]store.RunActionResult, error) {
-	if err := dag.CheckTarget(p.To); err != nil {
-		return nil, fmt.Errorf("pgstore: upgrade: %w", err)
-	}
-	res, err := s.runActionLocked(ctx, p.Now, p.IDs, p.Tenant, func(r *dag.Run, now time.Time) (dag.Effects, error) {
-		return r.Upgrade(p.From, p.To, now)
-	})
-	return res, classify(err)
-}
 
 // ListVersions implements store.Versioner, from the shapes table (a shape
 // row is kept while a run uses it, and for shapeGrace after).

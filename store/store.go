@@ -19,6 +19,11 @@
 // task states and kinds, events, shapes, stats, schedules and errors) is
 // package durabletype, a leaf that store imports; what is here is what
 // only drivers see.
+//
+// The port is not for implementation outside this repository. It changes
+// without notice, whenever the engine needs it to (a new operator action
+// or transition reshapes it), and only the module's own drivers follow it.
+// Use memstore or pgstore; to observe or wrap one in tests, embed it.
 package store
 
 import (
@@ -30,7 +35,9 @@ import (
 	"github.com/effectivelabs/durable/durabletype"
 )
 
-// Store is the set of transitions and reads the engine needs.
+// Store is the set of transitions and reads the engine needs. It is not
+// for implementation outside this repository: methods are added and
+// changed without notice (see the package doc); use memstore or pgstore.
 type Store interface {
 	// CreateRuns records new runs with their tasks, recording each run's
 	// shape, and makes every root task ready (or asleep, for a sleep root;
@@ -94,15 +101,24 @@ type Store interface {
 	// first (by creation time, then ID), after the params' cursor.
 	ListRuns(ctx context.Context, p *ListRunsParams) (*ListRunsResult, error)
 
-	// CancelRuns cancels runs, each in one atomic unit (see dag.Run.Cancel):
-	// a run not settled becomes CANCELLED with every unfinished task, and
-	// the claims of its running tasks stop being current. The results say,
-	// per run, what happened (ErrRunNotFound, ErrRunSettled, or nil).
-	CancelRuns(ctx context.Context, p *CancelRunsParams) ([]RunActionResult, error)
-
-	// ReplayRuns makes settled runs run again (see dag.Run.Replay), each in
-	// one atomic unit. The results say, per run, what happened.
-	ReplayRuns(ctx context.Context, p *ReplayRunsParams) ([]RunActionResult, error)
+	// ActOnRuns applies an operator's action (Action: cancel, replay,
+	// upgrade; see durabletype.RunAction) to the runs IDs names, and
+	// reports per run, in the order of the IDs, what happened. Which runs
+	// it applies to and how is the core's (dag.Change.Act): a run not found
+	// (or another tenant's) is ErrRunNotFound, one at another Version is
+	// ErrVersionMismatch, one whose status does not allow the action is
+	// refused (ErrRunSettled, ErrRunNotSettled), and the others go through
+	// the action's transition (dag.Run.Cancel, Replay, Upgrade), which may
+	// refuse them for reasons of its own. A driver locks and loads the
+	// runs and writes the change; it decides nothing.
+	//
+	// The whole call is one atomic unit: every run it changes is changed,
+	// or none (callers keep calls small: the engine acts on at most 100
+	// runs per call). What the changed runs leave for other runs (a
+	// cancelled parent's child runs, cancelled with it) is applied after
+	// the commit, each run's in an atomic unit of its own, as for every
+	// transition.
+	ActOnRuns(ctx context.Context, p *ActOnRunsParams) ([]RunActionResult, error)
 
 	// Stats counts the tasks and runs of every workflow and tenant, at a
 	// cost that does not grow with the number of settled runs.
@@ -728,31 +744,36 @@ type ListRunsResult struct {
 	More bool
 }
 
-// CancelRunsParams are the parameters of Store.CancelRuns.
-type CancelRunsParams struct {
+// ActOnRunsParams are the parameters of Store.ActOnRuns: the action, the
+// runs, and the inputs of the action (those of other actions are
+// ignored).
+type ActOnRunsParams struct {
 	Now time.Time
-	IDs []uuid.UUID
+	// Action is what to do to each run.
+	Action durabletype.RunAction
+	IDs    []uuid.UUID
 	// Tenant, when set, restricts the call to that tenant's runs: another
 	// tenant's run is reported ErrRunNotFound.
 	Tenant string
-	// Reason is recorded as the run's error and in its events.
+	// Version, when set, restricts the call to the runs pinned to that
+	// version: a run at another version is reported ErrVersionMismatch and
+	// left alone. An upgrade moves runs from Version (it must be set).
+	Version string
+	// Reason (cancel) is recorded as the run's error and in its events.
 	Reason string
-}
-
-// ReplayRunsParams are the parameters of Store.ReplayRuns.
-type ReplayRunsParams struct {
-	Now time.Time
-	IDs []uuid.UUID
-	// Tenant, when set, restricts the call to that tenant's runs.
-	Tenant string
-	// FromStep, when set, runs that step and all its descendants again even
-	// if they completed.
+	// FromStep (replay), when set, runs that step and all its descendants
+	// again even if they completed.
 	FromStep string
+	// To (upgrade) is the shape of the version to move to, with its
+	// Version set.
+	To *durabletype.Shape
 }
 
-// RunActionResult is what a cancel or a replay did to one run, in the
-// order of the IDs: Err is nil when it was applied, else ErrRunNotFound,
-// ErrRunSettled, ErrRunNotSettled, ErrNothingToReplay or ErrStepNotFound.
+// RunActionResult is what an action (Store.ActOnRuns) did to one run, in
+// the order of the IDs: Err is nil when it was applied, else
+// ErrRunNotFound, ErrVersionMismatch, ErrRunSettled, ErrRunNotSettled, or
+// the refusal of the action's transition (ErrNothingToReplay,
+// ErrStepNotFound; an error matching ErrIncompatible for an upgrade).
 type RunActionResult struct {
 	ID  uuid.UUID
 	Err error
@@ -875,36 +896,14 @@ type PruneEventsResult struct {
 	Deleted int
 }
 
-// Versioner is implemented by stores that can move runs from one version
-// of their workflow to another and list the versions they recorded. Both
-// stores of the module implement it.
+// Versioner is implemented by stores that list the versions of workflows
+// they recorded. Both stores of the module implement it. (Moving runs to
+// another version is an action: Store.ActOnRuns with ActionUpgrade.)
 type Versioner interface {
-	// UpgradeRuns moves runs to another version of their workflow, each in
-	// one atomic unit (see dag.Run.Upgrade): the run's shape becomes To
-	// merged with what it has done, and its tasks are claimed by the
-	// engines serving To from then on. The results say, per run, what
-	// happened: nil, ErrRunNotFound, ErrRunSettled, ErrVersionMismatch (the
-	// run is not at From) or an error matching ErrIncompatible that names
-	// the step at fault.
-	UpgradeRuns(ctx context.Context, p *UpgradeRunsParams) ([]RunActionResult, error)
-
 	// ListVersions returns the versions of workflows recorded with runs
 	// (a shape is kept while a run uses it, and an hour after), each with
 	// its shape, ordered by workflow, then newest first.
 	ListVersions(ctx context.Context, p *ListVersionsParams) (*ListVersionsResult, error)
-}
-
-// UpgradeRunsParams are the parameters of Versioner.UpgradeRuns.
-type UpgradeRunsParams struct {
-	Now time.Time
-	IDs []uuid.UUID
-	// Tenant, when set, restricts the call to that tenant's runs.
-	Tenant string
-	// From is the version the runs must be at; a run at another version is
-	// reported ErrVersionMismatch and left alone.
-	From string
-	// To is the shape of the version to move to, with its Version set.
-	To *durabletype.Shape
 }
 
 // ListVersionsParams are the parameters of Versioner.ListVersions.

@@ -395,23 +395,23 @@ func (m *model) signal() string {
 }
 
 func (m *model) cancel() string {
-	p := &store.CancelRunsParams{Now: m.now, IDs: []uuid.UUID{m.pickRun()}, Reason: "model"}
-	ra, err := m.a.CancelRuns(ctx, p)
+	p := &store.ActOnRunsParams{Now: m.now, Action: durabletype.ActionCancel, IDs: []uuid.UUID{m.pickRun()}, Reason: "model"}
+	ra, err := m.a.ActOnRuns(ctx, p)
 	require.NoError(m.t, err)
-	rb, err := m.b.CancelRuns(ctx, p)
+	rb, err := m.b.ActOnRuns(ctx, p)
 	require.NoError(m.t, err)
 	m.equal(ra, rb, "cancel results")
 	return fmt.Sprintf("cancel %s: %v", p.IDs[0], ra[0].Err)
 }
 
 func (m *model) replay() string {
-	p := &store.ReplayRunsParams{Now: m.now, IDs: []uuid.UUID{m.pickRun()}}
+	p := &store.ActOnRunsParams{Now: m.now, Action: durabletype.ActionReplay, IDs: []uuid.UUID{m.pickRun()}}
 	if m.rng.IntN(3) == 0 {
 		p.FromStep = fmt.Sprintf("s%d", m.rng.IntN(3))
 	}
-	ra, err := m.a.ReplayRuns(ctx, p)
+	ra, err := m.a.ActOnRuns(ctx, p)
 	require.NoError(m.t, err)
-	rb, err := m.b.ReplayRuns(ctx, p)
+	rb, err := m.b.ActOnRuns(ctx, p)
 	require.NoError(m.t, err)
 	m.equal(ra, rb, "replay results")
 	return fmt.Sprintf("replay %s from %q: %v", p.IDs[0], p.FromStep, ra[0].Err)
@@ -455,26 +455,21 @@ func (m *model) upgrade() string {
 			to.Steps = append(to.Steps, add)
 		}
 	}
-	p := &store.UpgradeRunsParams{Now: m.now, IDs: []uuid.UUID{id}, From: rec.Version, To: to}
+	p := &store.ActOnRunsParams{Now: m.now, Action: durabletype.ActionUpgrade, IDs: []uuid.UUID{id}, Version: rec.Version, To: to}
 	if m.rng.IntN(4) == 0 {
-		p.From = modelVersions[m.rng.IntN(len(modelVersions))]
+		p.Version = modelVersions[m.rng.IntN(len(modelVersions))]
 	}
-	m.cur = fmt.Sprintf("upgrade %s from %q to %+v", id, p.From, *to)
-	va, okA := m.a.(store.Versioner)
-	vb, okB := m.b.(store.Versioner)
-	if !okA || !okB {
-		return "upgrade: a store keeps no versions"
-	}
-	ra, ea := va.UpgradeRuns(ctx, p)
-	rb, eb := vb.UpgradeRuns(ctx, p)
+	m.cur = fmt.Sprintf("upgrade %s from %q to %+v", id, p.Version, *to)
+	ra, ea := m.a.ActOnRuns(ctx, p)
+	rb, eb := m.b.ActOnRuns(ctx, p)
 	if (ea == nil) != (eb == nil) {
-		m.fail("UpgradeRuns errors differ: A: %v, B: %v", ea, eb)
+		m.fail("upgrade errors differ: A: %v, B: %v", ea, eb)
 	}
 	if ea != nil {
 		return fmt.Sprintf("upgrade %s to %s: %v", id, to.Version, ea)
 	}
 	m.equal(ra, rb, "upgrade results")
-	return fmt.Sprintf("upgrade %s from %s to %s (dropped %q, %d steps): %v", id, p.From, to.Version, drop, len(to.Steps), ra[0].Err)
+	return fmt.Sprintf("upgrade %s from %s to %s (dropped %q, %d steps): %v", id, p.Version, to.Version, drop, len(to.Steps), ra[0].Err)
 }
 
 func (m *model) fire() string {

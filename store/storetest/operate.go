@@ -45,7 +45,7 @@ func ids(rs []durabletype.RunSummary) []uuid.UUID {
 
 func cancelOne(t *testing.T, s store.Store, now time.Time, id uuid.UUID, tenant string) error {
 	t.Helper()
-	res, err := s.CancelRuns(ctx, &store.CancelRunsParams{Now: now, IDs: []uuid.UUID{id}, Tenant: tenant, Reason: "test"})
+	res, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Action: durabletype.ActionCancel, Now: now, IDs: []uuid.UUID{id}, Tenant: tenant, Reason: "test"})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	require.Equal(t, id, res[0].ID)
@@ -54,7 +54,7 @@ func cancelOne(t *testing.T, s store.Store, now time.Time, id uuid.UUID, tenant 
 
 func replayOne(t *testing.T, s store.Store, now time.Time, id uuid.UUID, tenant, from string) error {
 	t.Helper()
-	res, err := s.ReplayRuns(ctx, &store.ReplayRunsParams{Now: now, IDs: []uuid.UUID{id}, Tenant: tenant, FromStep: from})
+	res, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Action: durabletype.ActionReplay, Now: now, IDs: []uuid.UUID{id}, Tenant: tenant, FromStep: from})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	return res[0].Err
@@ -302,7 +302,7 @@ func testCancelRacesLastStep(t *testing.T, s store.Store) {
 			}
 		})
 		wg.Go(func() {
-			res, err := s.CancelRuns(ctx, &store.CancelRunsParams{Now: T0, IDs: []uuid.UUID{r.ID}})
+			res, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Action: durabletype.ActionCancel, Now: T0, IDs: []uuid.UUID{r.ID}})
 			if err == nil {
 				cancelErr = res[0].Err
 			} else {
@@ -409,7 +409,7 @@ func testReplaysRace(t *testing.T, s store.Store) {
 		errs := make([]error, 2)
 		for k := range errs {
 			wg.Go(func() {
-				res, err := s.ReplayRuns(ctx, &store.ReplayRunsParams{Now: T0, IDs: []uuid.UUID{r.ID}})
+				res, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Action: durabletype.ActionReplay, Now: T0, IDs: []uuid.UUID{r.ID}})
 				if err != nil {
 					errs[k] = err
 					return
@@ -540,7 +540,7 @@ func testPruneRacesReplay(t *testing.T, s store.Store) {
 		var replayErr error
 		var pruned int
 		wg.Go(func() {
-			res, err := s.ReplayRuns(ctx, &store.ReplayRunsParams{Now: at(time.Hour), IDs: []uuid.UUID{r.ID}})
+			res, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Action: durabletype.ActionReplay, Now: at(time.Hour), IDs: []uuid.UUID{r.ID}})
 			if err != nil {
 				replayErr = err
 				return
@@ -708,4 +708,157 @@ func testStatsCounts(t *testing.T, s store.Store) {
 	require.Equal(t, map[string]int{
 		"wf/t1/COMPLETED/true": 1, "wf/t1/FAILED/true": 1, "idle/t1/CANCELLED/true": 1,
 	}, counts(m(10, 0), time.Hour, ""))
+}
+
+// testActionRefused: an action on a run whose status does not allow it is
+// refused with the same error on every store (the core's rule: a run at
+// another version first, then what its status allows, then the action's
+// own transition), the run is left as it was, and a call over several
+// runs reports each as a call over it alone would.
+func testActionRefused(t *testing.T, s store.Store) {
+	withHandler := versioned("1", step("a"))
+	withHandler.OnFailure = &durabletype.OnFailureSpec{Retry: once()}
+	to := versioned("2", step("a"), step("z", "a"))
+	to.OnFailure = withHandler.OnFailure
+	// mk creates a run of one step and ends that step with end (nil: it
+	// stays ready).
+	mk := func(sh *durabletype.Shape, end func(c *store.ClaimedTask) store.Outcome) uuid.UUID {
+		r := newRun("wf", "t", sh)
+		create(t, s, T0, r)
+		if end != nil {
+			c := claimOne(t, s, T0)
+			require.Equal(t, r.ID, c.RunID)
+			mustApply(t, s, T0, end(c))
+		}
+		return r.ID
+	}
+	fail := func(c *store.ClaimedTask) store.Outcome { return failed(c, "no", true) }
+	completed := mk(versioned("1", step("a")), func(c *store.ClaimedTask) store.Outcome { return complete(c, "1") })
+	failedRun := mk(versioned("1", step("a")), fail)
+	failing := mk(withHandler, fail) // FAILED, its on-failure handler queued: not settled
+	running := mk(versioned("1", step("a")), nil)
+	cancelled := mk(versioned("1", step("a")), nil)
+	require.NoError(t, cancelOne(t, s, T0, cancelled, ""))
+	require.Equal(t, durabletype.RunFailed, run(t, s, failing).Status)
+	require.False(t, run(t, s, failing).Settled())
+
+	type refusal struct {
+		id   uuid.UUID
+		want error
+	}
+	tests := []struct {
+		p       store.ActOnRunsParams
+		refused []refusal
+	}{
+		{store.ActOnRunsParams{Action: durabletype.ActionCancel}, []refusal{
+			{completed, durabletype.ErrRunSettled}, {failedRun, durabletype.ErrRunSettled}, {cancelled, durabletype.ErrRunSettled},
+		}},
+		{store.ActOnRunsParams{Action: durabletype.ActionCancel, Version: "9"}, []refusal{
+			{running, durabletype.ErrVersionMismatch}, {failing, durabletype.ErrVersionMismatch},
+		}},
+		{store.ActOnRunsParams{Action: durabletype.ActionReplay}, []refusal{
+			{running, durabletype.ErrRunNotSettled}, {failing, durabletype.ErrRunNotSettled}, {completed, durabletype.ErrNothingToReplay},
+		}},
+		{store.ActOnRunsParams{Action: durabletype.ActionReplay, FromStep: "nope"}, []refusal{
+			{running, durabletype.ErrRunNotSettled}, {completed, durabletype.ErrStepNotFound},
+		}},
+		{store.ActOnRunsParams{Action: durabletype.ActionUpgrade, Version: "1", To: to}, []refusal{
+			{completed, durabletype.ErrRunSettled}, {failedRun, durabletype.ErrRunSettled}, {cancelled, durabletype.ErrRunSettled},
+			{failing, durabletype.ErrIncompatible},
+		}},
+		{store.ActOnRunsParams{Action: durabletype.ActionUpgrade, Version: "0", To: to}, []refusal{
+			{completed, durabletype.ErrVersionMismatch}, {running, durabletype.ErrVersionMismatch},
+		}},
+	}
+	type state struct {
+		rec    store.Run
+		events []string
+	}
+	snapshot := func(id uuid.UUID) state {
+		rec := *run(t, s, id)
+		rec.Shape = nil
+		return state{rec, events(t, s, id)}
+	}
+	for _, tt := range tests {
+		before := map[uuid.UUID]state{}
+		var ids []uuid.UUID
+		for _, r := range tt.refused {
+			before[r.id] = snapshot(r.id)
+			ids = append(ids, r.id)
+		}
+		p := tt.p
+		p.Now, p.IDs = at(time.Minute), ids
+		res, err := s.ActOnRuns(ctx, &p)
+		require.NoError(t, err)
+		require.Len(t, res, len(ids))
+		for k, r := range tt.refused {
+			require.Equal(t, r.id, res[k].ID)
+			require.ErrorIs(t, res[k].Err, r.want, "%s (version %q) of run %d", p.Action, p.Version, k)
+			require.Equal(t, before[r.id], snapshot(r.id), "%s of run %d: refused, it is left as it was", p.Action, k)
+			alone := p
+			alone.IDs = []uuid.UUID{r.id}
+			one, err := s.ActOnRuns(ctx, &alone)
+			require.NoError(t, err)
+			require.ErrorIs(t, one[0].Err, r.want, "%s of run %d alone", p.Action, k)
+		}
+		require.Empty(t, res[0].Settled)
+	}
+
+	_, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Now: at(time.Minute), Action: "pause", IDs: []uuid.UUID{running}})
+	require.ErrorIs(t, err, durabletype.ErrInvalidRun, "an action the core does not know")
+	none, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Now: at(time.Minute), Action: durabletype.ActionCancel})
+	require.NoError(t, err)
+	require.Empty(t, none, "no run, no result")
+	require.Equal(t, durabletype.RunRunning, run(t, s, running).Status)
+}
+
+// testActionAtomic pins what one ActOnRuns call is: one atomic unit for
+// all its runs. A reader listing the runs while a call cancels many of
+// them sees none of them cancelled or all, never some; a run named twice
+// meets the change the call made to it first.
+func testActionAtomic(t *testing.T, s store.Store) {
+	const n = 100
+	var ids []uuid.UUID
+	for range n {
+		r := newRun("wf", "t", shape(step("a"), step("b", "a")))
+		create(t, s, T0, r)
+		ids = append(ids, r.ID)
+	}
+	cancelled := func() int {
+		res, err := s.ListRuns(ctx, &store.ListRunsParams{Filter: store.RunFilter{Statuses: []durabletype.RunStatus{durabletype.RunCancelled}}, Limit: n + 1})
+		require.NoError(t, err)
+		return len(res.Runs)
+	}
+	done := make(chan struct{})
+	first := make(chan struct{})
+	var seen []int
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for k := 0; ; k++ {
+			seen = append(seen, cancelled())
+			if k == 0 {
+				close(first)
+			}
+			select {
+			case <-done:
+				return
+			default:
+			}
+		}
+	})
+	<-first
+	res, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Now: at(time.Second), Action: durabletype.ActionCancel, IDs: append(ids, ids[0])})
+	close(done)
+	wg.Wait()
+	require.NoError(t, err)
+	require.Len(t, res, n+1)
+	for k := range n {
+		require.NoError(t, res[k].Err, "run %d", k)
+	}
+	require.ErrorIs(t, res[n].Err, durabletype.ErrRunSettled, "named again: cancelled by the same call")
+	require.Len(t, res[0].Settled, n, "the call settled every run")
+	for _, c := range seen {
+		require.True(t, c == 0 || c == n, "a reader saw %d of %d runs cancelled: the call is not one unit (saw %v)", c, n, seen)
+	}
+	require.Equal(t, n, cancelled())
 }

@@ -77,6 +77,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"ClaimMatchesCore", testClaimMatchesCore},
 		{"ListRuns", testListRuns},
 		{"ListWhileSettling", testListWhileSettling},
+		{"ActionRefused", testActionRefused},
+		{"ActionAtomic", testActionAtomic},
 		{"Cancel", testCancel},
 		{"CancelRacesLastStep", testCancelRacesLastStep},
 		{"Replay", testReplay},

@@ -128,7 +128,7 @@ func testSettledReports(t *testing.T, s store.Store) {
 	c := claimOne(t, s, at(2*time.Hour))
 	mustApply(t, s, at(2*time.Hour), spawn(c, `1`))
 	kid := store.NewRun{ID: dag.ChildID(parent.ID, "ship", c.Token), Workflow: "child", Tenant: "t3"}
-	cr, err := s.CancelRuns(ctx, &store.CancelRunsParams{Now: at(2 * time.Hour), IDs: []uuid.UUID{uuid.New(), parent.ID, parent.ID}})
+	cr, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Action: durabletype.ActionCancel, Now: at(2 * time.Hour), IDs: []uuid.UUID{uuid.New(), parent.ID, parent.ID}})
 	require.NoError(t, err)
 	require.Len(t, cr, 3)
 	require.ErrorIs(t, cr[0].Err, durabletype.ErrRunNotFound)
@@ -137,7 +137,7 @@ func testSettledReports(t *testing.T, s store.Store) {
 	require.Equal(t, []store.SettledRun{settled(parent, durabletype.RunCancelled), settled(kid, durabletype.RunCancelled)}, cr[0].Settled)
 	require.Empty(t, cr[1].Settled)
 	require.Empty(t, cr[2].Settled)
-	cr, err = s.CancelRuns(ctx, &store.CancelRunsParams{Now: at(2 * time.Hour), IDs: []uuid.UUID{parent.ID}})
+	cr, err = s.ActOnRuns(ctx, &store.ActOnRunsParams{Action: durabletype.ActionCancel, Now: at(2 * time.Hour), IDs: []uuid.UUID{parent.ID}})
 	require.NoError(t, err)
 	require.Empty(t, cr[0].Settled)
 

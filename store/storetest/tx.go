@@ -211,7 +211,7 @@ func testTxCancelledRun(t *testing.T, ts store.TxFinisher, fx TxEffects) {
 	r := newRun("wf", "t", shape(step("a")))
 	create(t, s, T0, r)
 	c := claimOne(t, s, T0)
-	_, err := s.CancelRuns(ctx, &store.CancelRunsParams{Now: at(time.Second), IDs: []uuid.UUID{r.ID}})
+	_, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Action: durabletype.ActionCancel, Now: at(time.Second), IDs: []uuid.UUID{r.ID}})
 	require.NoError(t, err)
 	res, recorded, err := finishTx(t, ts, fx, at(2*time.Second), "a", complete(c, `1`), true)
 	require.NoError(t, err)
