@@ -615,3 +615,52 @@ func queueEvents(q *queries, b *pgx.Batch, rows []durabletype.Event) {
 	}
 	b.Queue(q.insertEvents, eRuns, eIDs, eSteps, eTypes, eAttempts, eAt, eDet, eDue)
 }
+
+// queueOutbox queues the writes of the messages the call's transitions
+// left for other runs, and of the messages it applied (deleted), and the
+// deletion of items a map step no longer has.
+func (c *change) queueOutbox(q *queries, b *pgx.Batch) {
+	var (
+		runs, children              []uuid.UUID
+		kinds, steps, statuses      []string
+		results, resultStates, errs []string
+		dRuns                       []uuid.UUID
+		dNames                      []string
+	)
+	for _, r := range c.Runs {
+		fx := c.Effects[r]
+		for _, i := range fx.Deleted {
+			dRuns, dNames = append(dRuns, r.Rec.ID), append(dNames, r.Task(i).Name)
+		}
+		for _, m := range fx.Outbox {
+			kind := "cancel"
+			if m.Kind == dag.MsgChild {
+				kind = "child"
+			}
+			runs, kinds, steps, children = append(runs, m.Run), append(kinds, kind), append(steps, m.Step), append(children, m.Child)
+			statuses, results = append(statuses, string(m.Status)), append(results, m.Result)
+			resultStates, errs = append(resultStates, string(m.ResultState)), append(errs, dag.Text(m.Error))
+			if !slices.Contains(c.inboxRuns, m.Run) {
+				c.inboxRuns = append(c.inboxRuns, m.Run)
+			}
+		}
+	}
+	if len(dRuns) > 0 {
+		b.Queue(q.deleteItems, u16(dRuns), dNames)
+	}
+	if len(runs) > 0 {
+		b.Queue(q.insertInbox, u16(runs), kinds, steps, nullUUIDs(children), statuses, results, resultStates, errs)
+	}
+	if len(c.inboxDone) > 0 {
+		b.Queue(q.deleteInbox, c.inboxDone)
+	}
+}
+
+// nullUUIDs returns ids as a uuid array, the nil UUID as NULL.
+func nullUUIDs(ids []uuid.UUID) []pgtype.UUID {
+	out := make([]pgtype.UUID, len(ids))
+	for k, id := range ids {
+		out[k] = pgtype.UUID{Bytes: id, Valid: id != uuid.Nil}
+	}
+	return out
+}
