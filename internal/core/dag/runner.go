@@ -31,9 +31,9 @@ import (
 
 // Tx is the I/O of one atomic unit, as the runner needs it. Each method
 // reads or writes what it is told, under the unit's locks. A Tx serves
-// one change: Commit passes SlotsBefore and Write the change it was given;
-// a driver may keep with its Tx what it needs to write that change beyond
-// the Change (pgstore's lanes, fair ids, event ids), and its Write fails
+// one change: Commit passes SlotsBefore and Write the change it was given.
+// A driver that keeps with its Tx what it needs to write that change
+// beyond the Change (pgstore's lanes, fair ids, event ids) fails Write
 // when passed a change other than its unit's.
 type Tx interface {
 	// FirstMessages returns, for each query in order, the first kept
