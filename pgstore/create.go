@@ -465,3 +465,40 @@ func (s *Store) createError(err error) error {
 	}
 	return fmt.Errorf("pgstore: create runs: %w", err)
 }
+
+// newRuns is a change's child runs created: the shape of each by run ID
+// (shapeIDs), the shapes the store does not know yet, inserted with its
+// writes (newShapes), and whether the new runs are inserted already
+// (runsInserted; see insertNewRuns).
+type newRuns struct {
+	shapeIDs     map[uuid.UUID]uuid.UUID
+	newShapes    shapeRows
+	runsInserted bool
+}
+
+// NewRun implements dag.Tx: the child run's shape, stored with the call's
+// writes if the store does not know it yet.
+func (t *pgTx) NewRun(_ context.Context, nr *store.NewRun, _ time.Time) (*dag.Compiled, error) {
+	s, c := t.s, t.c
+	id, js, compiled, err := s.compileShape(nr.Shape)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", durabletype.ErrInvalidRun, err)
+	}
+	s.mu.Lock()
+	known := s.shapeKnown(id)
+	s.mu.Unlock()
+	if ns := &c.newShapes; !known && !slices.Contains(ns.ids, id) {
+		ns.ids, ns.wfs, ns.jss = append(ns.ids, id), append(ns.wfs, nr.Workflow), append(ns.jss, string(js))
+	}
+	if c.shapeIDs == nil {
+		c.shapeIDs = map[uuid.UUID]uuid.UUID{}
+	}
+	c.shapeIDs[nr.ID] = id
+	return compiled, nil
+}
+
+// shapeRows are shapes to insert.
+type shapeRows struct {
+	ids      []uuid.UUID
+	wfs, jss []string
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/internal/tools/pgtest"
@@ -35,4 +36,19 @@ func (h *harness) Unit(ctx context.Context, now time.Time, ids []uuid.UUID, fn f
 	return pgstore.DriverUnit(ctx, h.s, now, ids, func(tx dag.Tx, c *dag.Change, runs map[uuid.UUID]*dag.Run) error {
 		return fn(&storetest.DriverUnit{Tx: tx, Change: c, Runs: runs})
 	})
+}
+
+// TestWriteTakesItsChange: a unit's Write writes the change it is passed,
+// which must be its unit's; another change fails it rather than have the
+// unit's written in its place.
+func TestWriteTakesItsChange(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Store(t)
+	ctx := context.Background()
+	now := time.Now()
+	err := pgstore.DriverUnit(ctx, s, now, nil, func(tx dag.Tx, c *dag.Change, _ map[uuid.UUID]*dag.Run) error {
+		require.ErrorIs(t, tx.Write(ctx, dag.NewChange(now)), pgstore.ErrOtherChange)
+		return tx.Write(ctx, c)
+	})
+	require.NoError(t, err)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 // eventCols are the events of the happy path a task row holds instead of
@@ -26,7 +27,40 @@ type eventCols struct {
 // errTooManyEvents: one call produced more events than an event block holds.
 var errTooManyEvents = errors.New("pgstore: too many events in one call")
 
-func (c *change) nextEventID() (int64, error) {
+// eventIDs is a change's event state: eventBase + k is the id of the
+// call's k-th event (see docs/design.md, "The event log"); cols holds each
+// run's happy-path events kept in task rows, and itemCols those kept in
+// the rows of the items the call loaded or created (by run and name), as
+// loaded and as changed by the call.
+type eventIDs struct {
+	eventBase int64
+	eventK    int64
+	cols      map[*dag.Run][]eventCols
+	itemCols  map[itemRef]*eventCols
+}
+
+// colsAt returns the happy-path events of task i of r, as loaded and as
+// changed by the call.
+func (c *eventIDs) colsAt(r *dag.Run, i int) *eventCols {
+	if !dag.IsItem(i) {
+		cols := c.cols[r]
+		for len(cols) <= i {
+			cols = append(cols, eventCols{})
+		}
+		c.cols[r] = cols
+		return &cols[i]
+	}
+	k := itemRef{r.Rec.ID, r.Task(i).Name}
+	ec := c.itemCols[k]
+	if ec == nil {
+		ec = &eventCols{}
+		c.itemCols[k] = ec
+	}
+	return ec
+}
+
+// nextEventID returns the id of the call's next event.
+func (c *eventIDs) nextEventID() (int64, error) {
 	if c.eventK >= eventBlockSize {
 		return 0, errTooManyEvents
 	}

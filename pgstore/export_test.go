@@ -127,3 +127,7 @@ func Acquire(ctx context.Context, s *Store, id string) (int64, error) {
 func Renew(ctx context.Context, s *Store, term int64) (bool, error) {
 	return s.renew(ctx, s.pool, term)
 }
+
+// ErrOtherChange is the error of a Write passed a change other than its
+// unit's.
+var ErrOtherChange = errOtherChange

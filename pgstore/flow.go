@@ -46,6 +46,17 @@ type flowQueries struct {
 	setKeys      string
 }
 
+// admission is a change's admission state: before holds the keyed tasks
+// RUNNING as loaded, heads the oldest parked tasks of the keys Counters
+// locked, and promoted the heads admission promotes, with their fair ids
+// once placed (promIDs); all nil for runs without keys.
+type admission struct {
+	before   dag.SlotsBefore
+	heads    map[string][]parkedRow
+	promoted []parkedRow
+	promIDs  []int64
+}
+
 // parkedRow is a parked task.
 type parkedRow struct {
 	seq      int64

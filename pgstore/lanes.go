@@ -22,6 +22,15 @@ import (
 // laneKey names a lane.
 type laneKey struct{ workflow, tenant string }
 
+// placement is a change's fair-queue state: lanes holds the locked lanes
+// of the enqueued tasks, frontiers the frontier of their workflows, and
+// ids the fair id of each task of Change.Enqueued, once placed.
+type placement struct {
+	lanes     map[laneKey]*laneRow
+	frontiers map[string]int64
+	ids       []int64
+}
+
 // laneRow is a locked lane.
 type laneRow struct {
 	fairq.Lane

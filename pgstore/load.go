@@ -206,3 +206,63 @@ func (l *loader) build(ctx context.Context, s *Store, q querier, c *change) erro
 	c.eventBase = l.eventBase
 	return nil
 }
+
+// loadMapItems loads every item of map step m of r inside the call's
+// transaction (dag.Run.LoadItems).
+func (s *Store) loadMapItems(ctx context.Context, q querier, c *change, r *dag.Run, m int) ([]store.Task, error) {
+	prefix := dag.ItemPrefix(r.Shape.Name(m))
+	rows, err := q.Query(ctx, s.q.loadMapItems, [16]byte(r.Rec.ID), prefix, upperBound(prefix))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Task
+	for rows.Next() {
+		var lt loadedTask
+		if err := scanTask(rows, &lt.task, &lt.cols, true); err != nil {
+			return nil, err
+		}
+		key := itemRef{r.Rec.ID, lt.task.Name}
+		if _, ok := c.itemCols[key]; !ok {
+			ec := lt.cols
+			c.itemCols[key] = &ec
+		}
+		out = append(out, lt.task)
+	}
+	return out, rows.Err()
+}
+
+// upperBound returns the least string greater than every string starting
+// with prefix, whose last byte is ASCII and below 0x7f.
+func upperBound(prefix string) string {
+	return prefix[:len(prefix)-1] + string(prefix[len(prefix)-1]+1)
+}
+
+// itemRefs returns the items among the task names of refs, to load with
+// their runs.
+func itemRefs(runs []uuid.UUID, names []string) []itemRef {
+	var out []itemRef
+	for k, name := range names {
+		if _, _, ok := dag.ParseItem(name); ok {
+			out = append(out, itemRef{runs[k], name})
+		}
+	}
+	return out
+}
+
+// taskIndex returns the index of the task named name in r, and false when
+// it is not loaded (or not there).
+func taskIndex(r *dag.Run, name string) (int, bool) {
+	if step, k, ok := dag.ParseItem(name); ok {
+		m, ok := r.Shape.Index(step)
+		if !ok || m >= r.Shape.Len() {
+			return 0, false
+		}
+		return r.ItemIndex(m, k)
+	}
+	i, ok := r.Shape.Index(name)
+	if !ok || i >= len(r.Tasks) {
+		return 0, false
+	}
+	return i, true
+}

@@ -47,7 +47,11 @@ func retryRaced(fn func(lockReady bool) error) error {
 	}
 }
 
-// change is a dag.Change with what PostgreSQL needs to write it.
+// change is a dag.Change with what PostgreSQL needs to write it, one part
+// per concern, each kept by the file that uses it: the fair-queue
+// placement (lanes.go), the event ids (events.go), admission's state
+// (flow.go), the child runs created (create.go), the messages between
+// runs (waits.go).
 type change struct {
 	*dag.Change
 	byID map[uuid.UUID]*dag.Run
@@ -57,71 +61,13 @@ type change struct {
 	// caller's transaction; see incoming.go).
 	deferred bool
 
-	// lanes holds the locked lanes of the enqueued tasks, frontiers the
-	// frontier of their workflows, and ids the fair id of each task of
-	// Change.Enqueued, once placed.
-	lanes     map[laneKey]*laneRow
-	frontiers map[string]int64
-	ids       []int64
+	notes []string
 
-	// Event ids: eventBase + k for the call's k-th event (see
-	// docs/design.md, "The event log"); cols holds each run's happy-path
-	// events kept in task rows, as loaded and as changed by the call.
-	eventBase int64
-	eventK    int64
-	cols      map[*dag.Run][]eventCols
-
-	shapeIDs map[uuid.UUID]uuid.UUID // of new runs, by run ID
-	notes    []string
-
-	// before holds the keyed tasks RUNNING as loaded, heads the oldest
-	// parked tasks of the keys admission locked (flow.go), and promoted
-	// the heads it promotes, with their fair ids once placed; all nil for
-	// runs without keys.
-	before   dag.SlotsBefore
-	heads    map[string][]parkedRow
-	promoted []parkedRow
-	promIDs  []int64
-
-	// newShapes are the shapes of the child runs the call creates that
-	// the store does not know yet, inserted with its writes.
-	newShapes shapeRows
-
-	// runsInserted: the new runs are inserted already (insertNewRuns).
-	runsInserted bool
-
-	// itemCols holds the happy-path events kept in the rows of the items
-	// the call loaded or created, by run and name.
-	itemCols map[itemRef]*eventCols
-	// inboxRuns are the runs the call left messages for (dag.Message),
-	// applied after the commit; inboxDone are the messages the call
-	// applied (ids of inbox rows).
-	inboxRuns    []uuid.UUID
-	inboxDone    []int64
-	inboxApplied []int64
-	// inboxRefused are the messages (of inboxDone) whose task refused
-	// their payload.
-	inboxRefused map[int64]durabletype.Refusal
-}
-
-// colsAt returns the happy-path events of task i of r, as loaded and as
-// changed by the call.
-func (c *change) colsAt(r *dag.Run, i int) *eventCols {
-	if !dag.IsItem(i) {
-		cols := c.cols[r]
-		for len(cols) <= i {
-			cols = append(cols, eventCols{})
-		}
-		c.cols[r] = cols
-		return &cols[i]
-	}
-	k := itemRef{r.Rec.ID, r.Task(i).Name}
-	ec := c.itemCols[k]
-	if ec == nil {
-		ec = &eventCols{}
-		c.itemCols[k] = ec
-	}
-	return ec
+	placement
+	eventIDs
+	admission
+	newRuns
+	inboxState
 }
 
 // addItems makes loaded items available to r's transitions, with the
@@ -160,7 +106,7 @@ func (c *change) drop(gone func(r *dag.Run) bool) {
 
 func newChange(now time.Time) *change {
 	return &change{Change: dag.NewChange(now), byID: make(map[uuid.UUID]*dag.Run),
-		cols: make(map[*dag.Run][]eventCols), itemCols: make(map[itemRef]*eventCols)}
+		eventIDs: eventIDs{cols: make(map[*dag.Run][]eventCols), itemCols: make(map[itemRef]*eventCols)}}
 }
 
 // load makes r available to the call's transitions.

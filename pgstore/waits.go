@@ -57,6 +57,18 @@ type waitQueries struct {
 	taskCompleted string
 }
 
+// inboxState is a change's messages: inboxRuns are the runs the call left
+// messages for (dag.Message), applied after the commit; inboxDone are the
+// messages the call took (ids of inbox rows), inboxApplied those of them
+// a task received, and inboxRefused those whose task refused their
+// payload.
+type inboxState struct {
+	inboxRuns    []uuid.UUID
+	inboxDone    []int64
+	inboxApplied []int64
+	inboxRefused map[int64]durabletype.Refusal
+}
+
 // inboxRow is a pending message as loaded.
 type inboxRow struct {
 	id  int64
@@ -111,66 +123,6 @@ func (c *change) applyInbox(rows []inboxRow) {
 			c.inboxRefused[rows[k].id] = *rf
 		}
 	}
-}
-
-// loadMapItems loads every item of map step m of r inside the call's
-// transaction (dag.Run.LoadItems).
-func (s *Store) loadMapItems(ctx context.Context, q querier, c *change, r *dag.Run, m int) ([]store.Task, error) {
-	prefix := dag.ItemPrefix(r.Shape.Name(m))
-	rows, err := q.Query(ctx, s.q.loadMapItems, [16]byte(r.Rec.ID), prefix, upperBound(prefix))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []store.Task
-	for rows.Next() {
-		var lt loadedTask
-		if err := scanTask(rows, &lt.task, &lt.cols, true); err != nil {
-			return nil, err
-		}
-		key := itemRef{r.Rec.ID, lt.task.Name}
-		if _, ok := c.itemCols[key]; !ok {
-			ec := lt.cols
-			c.itemCols[key] = &ec
-		}
-		out = append(out, lt.task)
-	}
-	return out, rows.Err()
-}
-
-// upperBound returns the least string greater than every string starting
-// with prefix, whose last byte is ASCII and below 0x7f.
-func upperBound(prefix string) string {
-	return prefix[:len(prefix)-1] + string(prefix[len(prefix)-1]+1)
-}
-
-// itemRefs returns the items among the task names of refs, to load with
-// their runs.
-func itemRefs(runs []uuid.UUID, names []string) []itemRef {
-	var out []itemRef
-	for k, name := range names {
-		if _, _, ok := dag.ParseItem(name); ok {
-			out = append(out, itemRef{runs[k], name})
-		}
-	}
-	return out
-}
-
-// taskIndex returns the index of the task named name in r, and false when
-// it is not loaded (or not there).
-func taskIndex(r *dag.Run, name string) (int, bool) {
-	if step, k, ok := dag.ParseItem(name); ok {
-		m, ok := r.Shape.Index(step)
-		if !ok || m >= r.Shape.Len() {
-			return 0, false
-		}
-		return r.ItemIndex(m, k)
-	}
-	i, ok := r.Shape.Index(name)
-	if !ok || i >= len(r.Tasks) {
-		return 0, false
-	}
-	return i, true
 }
 
 // FirstMessages implements dag.Tx: under the advisory locks of the event
@@ -236,82 +188,6 @@ func scanFound(rows pgx.Rows, found []dag.Found, at []int) error {
 // eventLock is the advisory lock of an event key.
 func (s *Store) eventLock(tenant, key string) int64 {
 	return lockKey("event", s.schema, tenant+"\x00"+key)
-}
-
-// NewRun implements dag.Tx: the child run's shape, stored with the call's
-// writes if the store does not know it yet.
-func (t *pgTx) NewRun(_ context.Context, nr *store.NewRun, _ time.Time) (*dag.Compiled, error) {
-	s, c := t.s, t.c
-	id, js, compiled, err := s.compileShape(nr.Shape)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", durabletype.ErrInvalidRun, err)
-	}
-	s.mu.Lock()
-	known := s.shapeKnown(id)
-	s.mu.Unlock()
-	if ns := &c.newShapes; !known && !slices.Contains(ns.ids, id) {
-		ns.ids, ns.wfs, ns.jss = append(ns.ids, id), append(ns.wfs, nr.Workflow), append(ns.jss, string(js))
-	}
-	if c.shapeIDs == nil {
-		c.shapeIDs = map[uuid.UUID]uuid.UUID{}
-	}
-	c.shapeIDs[nr.ID] = id
-	return compiled, nil
-}
-
-// shapeRows are shapes to insert.
-type shapeRows struct {
-	ids      []uuid.UUID
-	wfs, jss []string
-}
-
-// queueOutbox queues the writes of the messages the call's transitions
-// left for other runs, and of the messages it applied (deleted), and the
-// deletion of items a map step no longer has.
-func (c *change) queueOutbox(q *queries, b *pgx.Batch) {
-	var (
-		runs, children              []uuid.UUID
-		kinds, steps, statuses      []string
-		results, resultStates, errs []string
-		dRuns                       []uuid.UUID
-		dNames                      []string
-	)
-	for _, r := range c.Runs {
-		fx := c.Effects[r]
-		for _, i := range fx.Deleted {
-			dRuns, dNames = append(dRuns, r.Rec.ID), append(dNames, r.Task(i).Name)
-		}
-		for _, m := range fx.Outbox {
-			kind := "cancel"
-			if m.Kind == dag.MsgChild {
-				kind = "child"
-			}
-			runs, kinds, steps, children = append(runs, m.Run), append(kinds, kind), append(steps, m.Step), append(children, m.Child)
-			statuses, results = append(statuses, string(m.Status)), append(results, m.Result)
-			resultStates, errs = append(resultStates, string(m.ResultState)), append(errs, dag.Text(m.Error))
-			if !slices.Contains(c.inboxRuns, m.Run) {
-				c.inboxRuns = append(c.inboxRuns, m.Run)
-			}
-		}
-	}
-	if len(dRuns) > 0 {
-		b.Queue(q.deleteItems, u16(dRuns), dNames)
-	}
-	if len(runs) > 0 {
-		b.Queue(q.insertInbox, u16(runs), kinds, steps, nullUUIDs(children), statuses, results, resultStates, errs)
-	}
-	if len(c.inboxDone) > 0 {
-		b.Queue(q.deleteInbox, c.inboxDone)
-	}
-}
-
-// nullUUIDs returns ids as a uuid array, the nil UUID as NULL.
-func nullUUIDs(ids []uuid.UUID) []pgtype.UUID {
-	out := make([]pgtype.UUID, len(ids))
-	for k, id := range ids {
-		out[k] = pgtype.UUID{Bytes: id, Valid: id != uuid.Nil}
-	}
-	return out
 }
 
 // deliverBatch is the most runs whose messages one transition applies.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,13 +33,19 @@ type pgTx struct {
 }
 
 // persist completes and writes a change (dag.Commit) in transaction tx.
+// A refusal of the core (dag.RuleError) is reported as the store's; the
+// store's own errors are wrapped where they arise.
 func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b *pgx.Batch), own *ownTx) error {
 	err := dag.Commit(ctx, &pgTx{s: s, q: tx, c: c, extra: extra, own: own}, c.Change)
-	if err != nil && !strings.HasPrefix(err.Error(), "pgstore:") {
-		err = fmt.Errorf("pgstore: %w", err) // a rule of the core refused the change
+	if _, refused := errors.AsType[*dag.RuleError](err); refused {
+		err = fmt.Errorf("pgstore: %w", err)
 	}
 	return err
 }
+
+// errOtherChange reports a Write passed a change other than its unit's
+// (see dag.Tx).
+var errOtherChange = errors.New("pgstore: write: the change is not the transaction's")
 
 // Write implements dag.Tx. It writes a change in the order that keeps
 // transitions deadlock-free against claims: (1) delete the ready rows of
@@ -48,7 +53,14 @@ func (s *Store) persist(ctx context.Context, tx querier, c *change, extra func(b
 // lock the lanes that enqueue and place the enqueued tasks; then (3)
 // tasks, (4) ready rows, (5) events, (6) runs and (7) notifications,
 // pipelined in one round trip, with extra's statements after them.
-func (t *pgTx) Write(ctx context.Context, _ *dag.Change) error {
+//
+// dc is the change of the unit (t.c.Change): t.c holds, beside it, what
+// the store needs to write it (lanes, fair ids, event ids, parked heads,
+// new shapes).
+func (t *pgTx) Write(ctx context.Context, dc *dag.Change) error {
+	if dc != t.c.Change {
+		return errOtherChange
+	}
 	s, tx, c, extra, own := t.s, t.q, t.c, t.extra, t.own
 	for _, r := range c.Runs {
 		if _, ok := c.byID[r.Rec.ID]; !ok {
@@ -602,4 +614,53 @@ func queueEvents(q *queries, b *pgx.Batch, rows []durabletype.Event) {
 		eDue = append(eDue, stamp(e.DueAt))
 	}
 	b.Queue(q.insertEvents, eRuns, eIDs, eSteps, eTypes, eAttempts, eAt, eDet, eDue)
+}
+
+// queueOutbox queues the writes of the messages the call's transitions
+// left for other runs, and of the messages it applied (deleted), and the
+// deletion of items a map step no longer has.
+func (c *change) queueOutbox(q *queries, b *pgx.Batch) {
+	var (
+		runs, children              []uuid.UUID
+		kinds, steps, statuses      []string
+		results, resultStates, errs []string
+		dRuns                       []uuid.UUID
+		dNames                      []string
+	)
+	for _, r := range c.Runs {
+		fx := c.Effects[r]
+		for _, i := range fx.Deleted {
+			dRuns, dNames = append(dRuns, r.Rec.ID), append(dNames, r.Task(i).Name)
+		}
+		for _, m := range fx.Outbox {
+			kind := "cancel"
+			if m.Kind == dag.MsgChild {
+				kind = "child"
+			}
+			runs, kinds, steps, children = append(runs, m.Run), append(kinds, kind), append(steps, m.Step), append(children, m.Child)
+			statuses, results = append(statuses, string(m.Status)), append(results, m.Result)
+			resultStates, errs = append(resultStates, string(m.ResultState)), append(errs, dag.Text(m.Error))
+			if !slices.Contains(c.inboxRuns, m.Run) {
+				c.inboxRuns = append(c.inboxRuns, m.Run)
+			}
+		}
+	}
+	if len(dRuns) > 0 {
+		b.Queue(q.deleteItems, u16(dRuns), dNames)
+	}
+	if len(runs) > 0 {
+		b.Queue(q.insertInbox, u16(runs), kinds, steps, nullUUIDs(children), statuses, results, resultStates, errs)
+	}
+	if len(c.inboxDone) > 0 {
+		b.Queue(q.deleteInbox, c.inboxDone)
+	}
+}
+
+// nullUUIDs returns ids as a uuid array, the nil UUID as NULL.
+func nullUUIDs(ids []uuid.UUID) []pgtype.UUID {
+	out := make([]pgtype.UUID, len(ids))
+	for k, id := range ids {
+		out[k] = pgtype.UUID{Bytes: id, Valid: id != uuid.Nil}
+	}
+	return out
 }

@@ -30,7 +30,11 @@ import (
 // change says.
 
 // Tx is the I/O of one atomic unit, as the runner needs it. Each method
-// reads or writes what it is told, under the unit's locks.
+// reads or writes what it is told, under the unit's locks. A Tx serves
+// one change: Commit passes SlotsBefore and Write the change it was given.
+// A driver that keeps with its Tx what it needs to write that change
+// beyond the Change (pgstore's lanes, fair ids, event ids) fails Write
+// when passed a change other than its unit's.
 type Tx interface {
 	// FirstMessages returns, for each query in order, the first kept
 	// message the wait may receive (Found.OK false when there is none). It
@@ -87,15 +91,28 @@ type Admitted struct {
 	Decision *AdmitDecision
 }
 
+// A RuleError is the core refusing a change in Commit: a run whose items
+// could not be loaded, a child run that cannot be created. Its text is
+// the refusal's. The errors of the driver's Tx (its I/O) come out of
+// Commit as the driver returned them, so that a driver tells the two
+// apart by type (errors.As), not by text.
+type RuleError struct{ Err error }
+
+func (e *RuleError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the refusal.
+func (e *RuleError) Unwrap() error { return e.Err }
+
 // Commit completes change c inside the driver's atomic unit tx and writes
-// it (see the steps above).
+// it (see the steps above). The core's refusals are *RuleError; the
+// errors of tx's methods are returned unchanged.
 func Commit(ctx context.Context, tx Tx, c *Change) error {
 	if err := c.resolve(ctx, tx); err != nil {
 		return err
 	}
 	for _, r := range c.Runs {
 		if err := r.Err(); err != nil {
-			return err
+			return &RuleError{err}
 		}
 	}
 	if err := c.admit(ctx, tx); err != nil {
@@ -154,7 +171,7 @@ func (c *Change) resolve(ctx context.Context, tx Tx) error {
 		}
 		for k := range spawned {
 			if err := c.spawn(ctx, tx, &spawned[k]); err != nil {
-				return err
+				return &RuleError{err}
 			}
 		}
 	}
