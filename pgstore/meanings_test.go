@@ -61,9 +61,25 @@ func TestSQLNamesNoRunStatus(t *testing.T) {
 // the SQL are those of the predicates, and an empty list holds for no
 // row.
 func TestStatusListsFollowTheMeanings(t *testing.T) {
-	require.Equal(t, "'FAILED', 'CANCELLED'", sqlConstants["unsuccessfulStatuses"])
-	require.Equal(t, "NULL", sqlConstants["heldStatuses"], "no status is in flight without being active")
+	// list quotes the statuses pred holds for, as the SQL must name them.
+	list := func(pred func(durabletype.RunStatus) bool) string {
+		var q []string
+		for _, s := range durabletype.RunStatuses {
+			if pred(s) {
+				q = append(q, "'"+string(s)+"'")
+			}
+		}
+		if len(q) == 0 {
+			return "NULL"
+		}
+		return strings.Join(q, ", ")
+	}
+	require.Contains(t, sqlConstants["unsuccessfulStatuses"], "'FAILED', 'CANCELLED'")
+	require.Equal(t, list(durabletype.RunStatus.Unsuccessful), sqlConstants["unsuccessfulStatuses"])
+	held := list(func(s durabletype.RunStatus) bool { return s.InFlight() && !s.Active() })
+	require.Equal(t, held, sqlConstants["heldStatuses"], "the statuses in flight without being active")
 	require.Equal(t, "NULL", sqlStatuses(func(durabletype.RunStatus) bool { return false }))
-	require.Equal(t, "'RUNNING'", sqlStatuses(durabletype.RunStatus.InFlight))
-	require.Contains(t, newQueries("s").statsInflight, "status IN (NULL)", "the held runs' branch of inflightRuns")
+	require.Equal(t, list(durabletype.RunStatus.InFlight), sqlStatuses(durabletype.RunStatus.InFlight))
+	require.Contains(t, sqlStatuses(durabletype.RunStatus.InFlight), "'RUNNING'")
+	require.Contains(t, newQueries("s").statsInflight, "status IN ("+held+")", "the held runs' branch of inflightRuns")
 }
