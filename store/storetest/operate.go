@@ -804,7 +804,7 @@ func testActionRefused(t *testing.T, s store.Store) {
 		require.Empty(t, res[0].Settled)
 	}
 
-	_, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Now: at(time.Minute), Action: "pause", IDs: []uuid.UUID{running}})
+	_, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Now: at(time.Minute), Action: "no-such-action", IDs: []uuid.UUID{running}})
 	require.ErrorIs(t, err, durabletype.ErrInvalidRun, "an action the core does not know")
 	none, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Now: at(time.Minute), Action: durabletype.ActionCancel})
 	require.NoError(t, err)

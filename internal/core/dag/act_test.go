@@ -19,7 +19,7 @@ func TestActionsHaveTransitions(t *testing.T) {
 		require.Contains(t, transitions, a, "action %s has no transition in act.go", a)
 	}
 	require.Len(t, transitions, len(durabletype.RunActions), "a transition for an action durabletype does not list")
-	require.ErrorIs(t, CheckAction(&store.ActOnRunsParams{Action: "pause"}), durabletype.ErrInvalidRun)
+	require.ErrorIs(t, CheckAction(&store.ActOnRunsParams{Action: "no-such-action"}), durabletype.ErrInvalidRun)
 	require.ErrorIs(t, CheckAction(&store.ActOnRunsParams{Action: durabletype.ActionUpgrade}), durabletype.ErrInvalidRun,
 		"an upgrade names its shape")
 }
@@ -105,7 +105,7 @@ func TestAct(t *testing.T) {
 	require.Equal(t, []*Run{a}, c.Runs)
 	require.True(t, c.Effects[a].Cancelled)
 
-	_, err = c.Act(&store.ActOnRunsParams{Action: "pause", IDs: []uuid.UUID{a.Rec.ID}}, func(uuid.UUID) *Run {
+	_, err = c.Act(&store.ActOnRunsParams{Action: "no-such-action", IDs: []uuid.UUID{a.Rec.ID}}, func(uuid.UUID) *Run {
 		t.Fatal("an invalid call loads no run")
 		return nil
 	})
