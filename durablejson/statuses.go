@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
 // StatusMeaning says what one run status means, as durabletype's
@@ -98,7 +99,7 @@ type UnknownStatusError struct {
 }
 
 func (e *UnknownStatusError) Error() string {
-	return fmt.Sprintf("unknown status %q: want %s, comma-separated", e.Word, strings.Join(StatusWords(), ", "))
+	return fmt.Sprintf("unknown status %s: want %s, comma-separated", dag.Quote(e.Word), strings.Join(StatusWords(), ", "))
 }
 
 // ParseStatuses reads a status filter: comma-separated statuses in any
