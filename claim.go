@@ -35,6 +35,25 @@ type executor struct {
 // Execute runs c's step (startStep).
 func (x executor) Execute(c *store.ClaimedTask) { x.e.startStep(x.rt, c) }
 
+// checkpoint records o, an outcome of a claim that does not end it (a
+// function's calls), through rt's completer, and waits for its result.
+// The wait ends with ctx (the claim lost, the engine stopping): the
+// outcome's fate is then unknown, and the caller gives its claim up.
+func (e *Engine) checkpoint(ctx context.Context, rt *runtime, o store.Outcome) (store.FinishResult, error) {
+	type answer struct {
+		res store.FinishResult
+		err error
+	}
+	ch := make(chan answer, 1)
+	rt.completer.Send(completer.Message[outcomeMeta]{Outcome: o, Done: func(res store.FinishResult, err error) { ch <- answer{res, err} }})
+	select {
+	case a := <-ch:
+		return a.res, a.err
+	case <-ctx.Done():
+		return store.FinishResult{}, context.Cause(ctx)
+	}
+}
+
 // noBegin is the begin function of runStep when nothing counts attempts.
 func noBegin() {}
 
@@ -91,7 +110,9 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 			rt.completer.Send(completer.Message[outcomeMeta]{Outcome: o, Meta: meta, Recorded: recorded})
 			rt.claimer.Done()
 		}()
-		o = e.runStep(ctx, cancel, lose, c, begin, &recorded)
+		o = e.runStep(ctx, cancel, lose, c, begin, &recorded, func(ctx context.Context, o store.Outcome) (store.FinishResult, error) {
+			return e.checkpoint(ctx, rt, o)
+		})
 		returned = true
 	})
 }

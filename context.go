@@ -66,6 +66,9 @@ type stepContext struct {
 	// recorded is set to the result of the step's outcome when the store
 	// recorded it with the step's own writes (a TxStep).
 	recorded **store.FinishResult
+	// checkpoint records an outcome of the claim that does not end it
+	// (a function's calls), and returns its result.
+	checkpoint func(ctx context.Context, o store.Outcome) (store.FinishResult, error)
 }
 
 // isParent reports whether p is a declared parent of the running step.

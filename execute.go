@@ -22,14 +22,15 @@ func randFloat() float64 { return rand.Float64() }
 // conditions did not fire; a step skipped on its worker never begins. For a
 // TxStep whose outcome the store recorded in the step's transaction, it
 // sets *recorded to its result.
-func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lose func(error), c *store.ClaimedTask, begin func(), recorded **store.FinishResult) store.Outcome {
+func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lose func(error), c *store.ClaimedTask, begin func(), recorded **store.FinishResult,
+	checkpoint func(context.Context, store.Outcome) (store.FinishResult, error)) store.Outcome {
 	o := store.Outcome{Task: c.Ref()}
 	terminal := func(err error) store.Outcome { return failTerminal(o, err) }
 	d := e.workflowVersion(c.Workflow, c.Version)
 	if d == nil {
 		return terminal(fmt.Errorf("%w: workflow %q is not registered at version %q", ErrUnknownStep, c.Workflow, c.Version))
 	}
-	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel, lose: lose, begin: begin, recorded: recorded}
+	sc := &stepContext{Context: ctx, e: e, claim: c, cancel: cancel, lose: lose, begin: begin, recorded: recorded, checkpoint: checkpoint}
 	if c.Kind == durabletype.KindItem {
 		return e.runItem(sc, d, o)
 	}
@@ -41,6 +42,11 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 	// attributes at once, which would cost every step.
 	log := func() *slog.Logger {
 		return e.log.With("run_id", c.RunID.String(), "step", c.Step, "attempt", c.Attempt)
+	}
+
+	if c.Kind == durabletype.KindFunc {
+		begin()
+		return e.runFunc(sc, d, in, o)
 	}
 
 	if c.Kind == durabletype.KindOnFailure {

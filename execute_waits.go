@@ -11,7 +11,7 @@ import (
 // runs reports whether step s is what a claimed task of kind runs.
 func (s *stepDef) runs(kind durabletype.TaskKind) bool {
 	switch kind {
-	case durabletype.KindEvent, durabletype.KindChild, durabletype.KindMap:
+	case durabletype.KindEvent, durabletype.KindChild, durabletype.KindMap, durabletype.KindFunc:
 		return s.kind == kind
 	}
 	return (s.run != nil || s.txRun != nil) && (s.kind == "" || s.kind == durabletype.KindStep)

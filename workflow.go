@@ -446,6 +446,9 @@ type stepDef struct {
 	out          reflect.Type // the output's type
 	errs         []error
 	conc, rate   *keyFunc // WithConcurrency, WithRateLimit
+	// funcRun and funcDef: the body of a durable function (KindFunc).
+	funcRun func(ctx FuncContext, in any) (any, error)
+	funcDef *funcDef
 }
 
 type skipCond struct {
@@ -647,6 +650,8 @@ func (s *stepDef) checkKind(spec *durabletype.StepSpec, stepErr func(error, stri
 		if m := s.mapDef; m != nil {
 			spec.Map = &durabletype.MapSpec{Over: m.over.name}
 		}
+	case durabletype.KindFunc:
+		spec.Func = &durabletype.FuncSpec{}
 	}
 }
 

@@ -64,7 +64,15 @@ type StepSpec struct {
 	// Map, when set, makes this a map step (KindMap): its function runs on
 	// each item of a parent's list, one task per item.
 	Map *MapSpec `json:"map,omitempty"`
+	// Func, when set, makes this the body of a durable function
+	// (KindFunc): the one step of a function's shape.
+	Func *FuncSpec `json:"func,omitempty"`
 }
+
+// FuncSpec describes the body of a durable function. Its version is the
+// shape's, which the function's author sets (a function's code cannot be
+// fingerprinted).
+type FuncSpec struct{}
 
 // WaitSpec describes a step that waits for an event or a signal. Its
 // worker computes the key of the event it waits for (Outcome.Key); a step

@@ -51,7 +51,17 @@ const (
 	KindMap TaskKind = "map"
 	// KindItem runs a map step's function on one item.
 	KindItem TaskKind = "item"
+	// KindFunc runs the body of a durable function (StepSpec.Func): plain
+	// Go code whose calls (steps, sleeps, waits, child runs) are recorded
+	// as they are made, each as a record of its own (an item of the body
+	// task, named by dag.RecordName). The body runs again from the start
+	// after every wait, the calls it made already answering from their
+	// records.
+	KindFunc TaskKind = "func"
 )
+
+// TaskKinds lists every task kind, in the order they were added.
+var TaskKinds = []TaskKind{KindStep, KindSleep, KindOnFailure, KindEvent, KindChild, KindMap, KindItem, KindFunc}
 
 // OnFailureTask is the task name of a run's on-failure handler. Step names
 // cannot contain '@', so it never collides with a step.

@@ -529,9 +529,29 @@ func (s *Store) load(loaded map[uuid.UUID]*dag.Run, id uuid.UUID) *dag.Run {
 	if err != nil {
 		panic(err) // the store built rs itself; this is an invariant
 	}
-	r.LoadItems = func(_ *dag.Run, m int) ([]store.Task, error) { return cloneTasks(rs.items[m]), nil }
+	r.LoadItems = func(_ *dag.Run, m int) ([]store.Task, error) { return cloneTasks(present(rs.items[m])), nil }
 	loaded[id] = r
 	return r
+}
+
+// loadRecords loads into its run the records outcome o of a function's
+// body names that are there already (dag.RecordRefs), as pgstore does.
+func (s *Store) loadRecords(loaded map[uuid.UUID]*dag.Run, o *store.Outcome) {
+	if len(o.Records) == 0 {
+		return
+	}
+	rs, key, ok := s.find(o.Task)
+	if !ok || key.task >= dag.ItemBase {
+		return
+	}
+	r := s.load(loaded, o.Task.RunID)
+	list := rs.items[key.task]
+	for _, name := range dag.RecordRefs(o) {
+		_, seq, _ := dag.ParseItem(name)
+		if seq < len(list) && list[seq].Name == name {
+			s.index(r, taskKey{o.Task.RunID, dag.ItemBase + key.task*dag.MaxItems + seq})
+		}
+	}
 }
 
 // index returns the index of the task k names in r, loading it into r if
@@ -617,6 +637,19 @@ func cloneTask(t store.Task) store.Task {
 	t.Output = clone(t.Output)
 	t.Input = clone(t.Input)
 	return t
+}
+
+// present returns the items of a list that are there: a function's
+// records may be recorded out of their order (its steps run in
+// parallel), leaving gaps for a while.
+func present(ts []store.Task) []store.Task {
+	out := ts[:0:0]
+	for _, t := range ts {
+		if t.Name != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func cloneTasks(ts []store.Task) []store.Task {
@@ -720,6 +753,10 @@ func (s *Store) claimed(rs *runState, k taskKey) *store.ClaimedTask {
 		c.Map, c.Item = rs.shape.Name(i), t.Item
 		return c
 	}
+	if t.Kind == durabletype.KindFunc {
+		c.Records = cloneTasks(present(rs.items[i]))
+		return c
+	}
 	for _, p := range rs.shape.Parents(i) {
 		pt := &rs.tasks[p]
 		if pt.State != durabletype.TaskCompleted {
@@ -792,6 +829,9 @@ func (s *Store) finishTasks(ctx context.Context, p *store.FinishTasksParams, rec
 	outcomes := slices.Clone(p.Outcomes)
 	for k := range outcomes {
 		outcomes[k].Output = clone(outcomes[k].Output)
+	}
+	for k := range outcomes {
+		s.loadRecords(loaded, &outcomes[k])
 	}
 	res := c.Finish(outcomes, func(ref store.TaskRef) (*dag.Run, int, bool) {
 		_, key, ok := s.find(ref)
@@ -1011,8 +1051,8 @@ func (s *Store) ListTasks(ctx context.Context, id uuid.UUID) ([]*store.Task, err
 	for i := range rs.tasks {
 		t := cloneTask(rs.tasks[i])
 		out = append(out, &t)
-		if t.Kind == durabletype.KindMap {
-			for _, it := range rs.items[i] {
+		if t.Kind == durabletype.KindMap || t.Kind == durabletype.KindFunc {
+			for _, it := range present(rs.items[i]) {
 				it := cloneTask(it)
 				out = append(out, &it)
 			}

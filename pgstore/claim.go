@@ -166,12 +166,17 @@ func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask
 	var mSteps, mLo, mHi []string
 	var mClaims []int
 	want := make(map[uuid.UUID][]int) // run -> claims needing its parents
+	funcs := make(map[uuid.UUID]*store.ClaimedTask)
 	for k, c := range claimed {
 		sh := shapes[shapeOf[k]]
 		c.Retry = sh.Retry(idxs[k])
 		c.Timeout = sh.Timeout(idxs[k])
-		if c.Kind == durabletype.KindItem {
+		switch c.Kind {
+		case durabletype.KindItem:
 			c.Map = sh.Name(idxs[k])
+			continue
+		case durabletype.KindFunc:
+			funcs[c.RunID] = c
 			continue
 		}
 		for _, pi := range sh.Parents(idxs[k]) {
@@ -190,6 +195,11 @@ func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask
 	}
 	if len(mRuns) > 0 {
 		if err := s.mapOutputs(ctx, claimed, mRuns, mSteps, mLo, mHi, mClaims); err != nil {
+			return err
+		}
+	}
+	if len(funcs) > 0 {
+		if err := s.funcRecords(ctx, funcs); err != nil {
 			return err
 		}
 	}
@@ -450,4 +460,37 @@ func (s *Store) completed(ctx context.Context, run uuid.UUID, name string) (bool
 		return false, fmt.Errorf("pgstore: map outputs: %w", err)
 	}
 	return ok, nil
+}
+
+// funcRecords reads the records of the claimed function bodies (their
+// runs' items) into their claims. Records never change under a claim but
+// by its own outcomes, so reading them after the claim committed is safe.
+func (s *Store) funcRecords(ctx context.Context, funcs map[uuid.UUID]*store.ClaimedTask) error {
+	ids := make([]uuid.UUID, 0, len(funcs))
+	for id := range funcs {
+		ids = append(ids, id)
+	}
+	rows, err := s.pool.Query(ctx, s.q.funcRecords, u16(ids))
+	if err != nil {
+		return fmt.Errorf("pgstore: function records: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t store.Task
+		var kind, state string
+		var child pgtype.UUID
+		if err := rows.Scan(p16(&t.RunID), &t.Name, &kind, &state, &t.Attempt, &t.Output, &t.Error, &child, &t.Item, &t.Input); err != nil {
+			return fmt.Errorf("pgstore: function records: %w", err)
+		}
+		t.Kind, t.State = durabletype.TaskKind(kind), durabletype.TaskState(state)
+		if child.Valid {
+			t.Child = child.Bytes
+		}
+		c := funcs[t.RunID]
+		c.Records = append(c.Records, t)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgstore: function records: %w", err)
+	}
+	return nil
 }

@@ -55,6 +55,9 @@ func newFinish(p *store.FinishTasksParams) (*finish, error) {
 		if _, _, ok := dag.ParseItem(ref.Step); ok {
 			f.items = append(f.items, itemRef{ref.RunID, ref.Step})
 		}
+		for _, name := range dag.RecordRefs(&p.Outcomes[k]) {
+			f.items = append(f.items, itemRef{ref.RunID, name})
+		}
 	}
 	return f, nil
 }

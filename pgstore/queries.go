@@ -64,6 +64,7 @@ type queries struct {
 	tryTenantLocks string
 	runningCounts  string
 	parentOutputs  string
+	funcRecords    string
 
 	getRun     string
 	listTasks  string

@@ -18,12 +18,34 @@ import (
 // fails here, not at the first run that enters it.
 func TestRunStatusCheckAllowsEveryStatus(t *testing.T) {
 	t.Parallel()
+	var want []string
+	for _, s := range durabletype.RunStatuses {
+		want = append(want, string(s))
+	}
+	checkAllows(t, "runs", "runs_status_check", want)
+}
+
+// TestTaskKindCheckAllowsEveryKind: the CHECK constraint of the tasks'
+// kind allows exactly durabletype.TaskKinds, so that a new kind of task
+// cannot ship without its migration.
+func TestTaskKindCheckAllowsEveryKind(t *testing.T) {
+	t.Parallel()
+	var want []string
+	for _, k := range durabletype.TaskKinds {
+		want = append(want, string(k))
+	}
+	checkAllows(t, "tasks", "tasks_kind_check", want)
+}
+
+// checkAllows checks that the CHECK constraint name of table allows
+// exactly the words want.
+func checkAllows(t *testing.T, table, name string, want []string) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	var defs []string
 	rows, err := pool.Query(ctx, `SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c
 		JOIN pg_class t ON t.oid = c.conrelid JOIN pg_namespace n ON n.oid = t.relnamespace
-		WHERE n.nspname = $1 AND t.relname = 'runs' AND c.contype = 'c' AND c.conname = 'runs_status_check'`, schema)
+		WHERE n.nspname = $1 AND t.relname = $2 AND c.contype = 'c' AND c.conname = $3`, schema, table, name)
 	require.NoError(t, err)
 	for rows.Next() {
 		var def string
@@ -31,17 +53,13 @@ func TestRunStatusCheckAllowsEveryStatus(t *testing.T) {
 		defs = append(defs, def)
 	}
 	require.NoError(t, rows.Err())
-	require.Len(t, defs, 1, "the runs' status check: %v", defs)
+	require.Len(t, defs, 1, "the check %s: %v", name, defs)
 	var allowed []string
 	for _, m := range regexp.MustCompile(`'([^']*)'`).FindAllStringSubmatch(defs[0], -1) {
 		allowed = append(allowed, m[1])
 	}
-	var want []string
-	for _, s := range durabletype.RunStatuses {
-		want = append(want, string(s))
-	}
 	slices.Sort(allowed)
-	slices.Sort(want)
-	require.Equal(t, want, allowed, "the runs' status check (%s) must allow exactly durabletype.RunStatuses: "+
-		"add a migration that widens (or narrows) it", defs[0])
+	want = slices.Sorted(slices.Values(want))
+	require.Equal(t, want, allowed, "the check %s (%s) must allow exactly durabletype's list: "+
+		"add a migration that widens (or narrows) it", name, defs[0])
 }

@@ -285,6 +285,7 @@ func newQueries(schema string) queries {
 		tryTenantLocks:        st.take("tryTenantLocks"),
 		runningCounts:         st.take("runningCounts"),
 		parentOutputs:         st.take("parentOutputs"),
+		funcRecords:           st.take("funcRecords"),
 		getRun:                st.take("getRun"),
 		listTasks:             st.take("listTasks"),
 		listEvents:            st.take("listEvents"),

@@ -293,7 +293,9 @@ func (tc *taskCols) add(r *dag.Run, i int, ec *eventCols) {
 	if !tc.withWaits {
 		switch t.Kind {
 		case durabletype.KindStep, durabletype.KindSleep, durabletype.KindOnFailure:
-			return
+			if !dag.IsItem(i) { // a function's record has a number and an input
+				return
+			}
 		}
 		// The first task of those kinds: the tasks before it get the
 		// columns' zero values (NULL in each).
@@ -304,9 +306,10 @@ func (tc *taskCols) add(r *dag.Run, i int, ec *eventCols) {
 	}
 	tc.waitKeys = append(tc.waitKeys, t.WaitKey)
 	tc.children = append(tc.children, pgtype.UUID{Bytes: t.Child, Valid: t.Child != uuid.Nil})
-	tc.items = append(tc.items, pgtype.Int4{Int32: int32(t.Items), Valid: t.Kind == durabletype.KindMap})
-	tc.left = append(tc.left, pgtype.Int4{Int32: int32(t.Left), Valid: t.Kind == durabletype.KindMap})
-	tc.item = append(tc.item, pgtype.Int4{Int32: int32(t.Item), Valid: t.Kind == durabletype.KindItem})
+	counted := t.Kind == durabletype.KindMap || t.Kind == durabletype.KindFunc
+	tc.items = append(tc.items, pgtype.Int4{Int32: int32(t.Items), Valid: counted})
+	tc.left = append(tc.left, pgtype.Int4{Int32: int32(t.Left), Valid: counted})
+	tc.item = append(tc.item, pgtype.Int4{Int32: int32(t.Item), Valid: dag.IsItem(i)})
 	tc.inputs = append(tc.inputs, t.Input)
 }
 
@@ -361,7 +364,7 @@ func (c *change) queueWrites(q *queries, channel string, b *pgx.Batch) error {
 			ins.tokens, ins.workers, ins.dues, ins.outputs, ins.errs, ins.starts, ins.finishes,
 			ins.qIDs, ins.qAts, ins.qAttempts, ins.sIDs, ins.cIDs, ins.timeouts, ins.timeoutUs}
 		if ins.withWaits {
-			b.Queue(q.insertTasksWaits, append(args, ins.item, ins.inputs)...)
+			b.Queue(q.insertTasksWaits, append(args, ins.item, ins.inputs, ins.children)...)
 		} else {
 			b.Queue(q.insertTasks, args...)
 		}

@@ -427,6 +427,9 @@ type ClaimedTask struct {
 	ReadyAt, ClaimedAt time.Time
 	// TraceParent is the run's NewRun.TraceParent, read with the claim.
 	TraceParent string
+	// Records are the records of a KindFunc task's body (its items), in
+	// the order of their calls.
+	Records []Task
 }
 
 // Ref returns the claim's TaskRef.
@@ -464,6 +467,14 @@ const (
 	// OutcomeFanOut: a KindMap task splits into Items, one task each, and
 	// waits for them.
 	OutcomeFanOut
+	// OutcomeCheckpoint: a KindFunc task records the calls its body made
+	// (Records); the task keeps running under its claim, and the outcome
+	// of that claim is still to come.
+	OutcomeCheckpoint
+	// OutcomeSuspend: a KindFunc task records Records and waits for what
+	// Suspend names, holding no claim; it is queued again, and its body
+	// runs again from the start, once that is done.
+	OutcomeSuspend
 )
 
 // Outcome is the result of one claimed task.
@@ -488,6 +499,52 @@ type Outcome struct {
 	Child *NewRun
 	// Items are the encoded inputs of the items of OutcomeFanOut.
 	Items [][]byte
+	// Records are the calls of a function's body to record
+	// (OutcomeCheckpoint, OutcomeSuspend; see dag.Run.Record).
+	Records []Record
+	// Await names the records a suspended body waits for
+	// (OutcomeSuspend): all of them, or the first to finish when
+	// AwaitAny is set.
+	Await    []int
+	AwaitAny bool
+}
+
+// Record is one call of a durable function's body, as its worker reports
+// it: a step it ran (KindStep), a sleep (KindSleep), a wait for an event
+// or a signal (KindEvent), a child run (KindChild). The core records it
+// as an item of the body task (dag.RecordName), and the body, run again,
+// finds it there.
+type Record struct {
+	// Seq is the call's place among the body's calls, from 0.
+	Seq int
+	// Name is the call's name.
+	Name string
+	Kind durabletype.TaskKind
+	// State is what became of a step: COMPLETED with Output, FAILED for
+	// good with Error, or PENDING: its attempt Attempt failed with Error,
+	// and it runs again After from now (the body waits until then).
+	State   durabletype.TaskState
+	Attempt int
+	Output  []byte
+	Error   string
+	// Patch marks a KindStep record that records a patch marker, not a
+	// step (durable.Patched).
+	Patch bool
+	// After is how long a sleep lasts, or how long a failed step waits
+	// before it runs again, from the moment the record is written.
+	After time.Duration
+	// Key is the event key, or the signal's name (Signal), a KindEvent
+	// record waits for; Timeout bounds the wait (0: none); Lookback is
+	// WaitSpec.Lookback.
+	Key      string
+	Signal   bool
+	Timeout  time.Duration
+	Lookback time.Duration
+	// Child is the run a KindChild record starts (its workflow, input and
+	// shape; the store fills in the rest), and Result its step whose
+	// output the record receives.
+	Child  *NewRun
+	Result string
 }
 
 // FinishTasksParams are the parameters of Store.FinishTasks.

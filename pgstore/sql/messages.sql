@@ -39,7 +39,7 @@ WITH m AS (
   SELECT w.run_id, 'event', w.name, w.token, m.id, m.payload
   FROM m CROSS JOIN LATERAL (
     SELECT t.run_id, t.name, t.token FROM {{schema}}.tasks t
-    WHERE t.tenant = m.tenant AND t.wait_key = m.key AND t.state = 'WAITING' AND t.kind = 'event' OFFSET 0) w
+    WHERE t.tenant = m.tenant AND t.wait_key = m.key AND t.state = 'WAITING' OFFSET 0) w
   ORDER BY m.id, w.run_id, w.name
   RETURNING id, run_id, message_id
 )

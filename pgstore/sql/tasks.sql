@@ -28,13 +28,14 @@ WHERE t.ctid = ANY (ARRAY (
   FROM unnest($1::uuid[], $2::text[]) AS u(run_id, name)));
 
 -- name: loadMapItems
--- Every item of a map step: the range of its names in the primary key
--- ($2 <= name < $3; see dag.ItemPrefix). The columns of loadItems.
+-- Every item of a map step, or every record of a function's body: the
+-- range of their names in the primary key ($2 <= name < $3; see
+-- dag.ItemPrefix). The columns of loadItems.
 SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
        coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at, timeout_at,
        coalesce(ckey, ''), coalesce(rkey, ''), wait_key, child_id, items, items_left, coalesce(lost, 0), coalesce(item, 0), item_input
 FROM {{schema}}.tasks
-WHERE run_id = $1 AND name >= $2 AND name < $3 AND kind = 'item' ORDER BY item;
+WHERE run_id = $1 AND name >= $2 AND name < $3 ORDER BY item;
 
 -- name: insertTasks
 -- Tasks from arrays. Tasks of batches without waits, maps or items (most)
@@ -51,18 +52,19 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[
        q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us);
 
 -- name: insertTasksWaits
--- insertTasks with the items' numbers and inputs ($22-$23).
+-- insertTasks with the items' numbers and inputs ($22-$23), and the child
+-- run a function's record starts ($24).
 INSERT INTO {{schema}}.tasks (run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
-                              q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us, item, item_input)
+                              q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us, item, item_input, child_id)
 SELECT run_id, name, tenant, idx, kind, state, attempt, token, nullif(worker, ''), due_at, output, nullif(error, ''), started_at, finished_at,
        nullif(q_id, 0), q_at, CASE WHEN q_id = 0 THEN NULL ELSE q_attempt END, nullif(s_id, 0), nullif(c_id, 0), timeout_at, nullif(timeout_us, 0),
-       item, item_input
+       item, item_input, child_id
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::int[], $8::bigint[], $9::text[],
             $10::timestamptz[], $11::bytea[], $12::text[], $13::timestamptz[], $14::timestamptz[],
             $15::bigint[], $16::timestamptz[], $17::int[], $18::bigint[], $19::bigint[], $20::timestamptz[], $21::bigint[],
-            $22::int[], $23::bytea[])
+            $22::int[], $23::bytea[], $24::uuid[])
   AS u(run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
-       q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us, item, item_input);
+       q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us, item, item_input, child_id);
 
 -- name: updateTasks
 -- Tasks from arrays, by key. As with insertTasks, updateTasksWaits is the
@@ -123,6 +125,12 @@ ORDER BY u.ord, t.item;
 
 -- name: taskCompleted
 SELECT EXISTS (SELECT 1 FROM {{schema}}.tasks WHERE run_id = $1 AND name = $2 AND state = 'COMPLETED');
+
+-- name: funcRecords
+-- The records of the function bodies claimed ($1): every item of their
+-- runs (a function's run has no other), through the primary key.
+SELECT run_id, name, kind, state, attempt, output, coalesce(error, ''), child_id, coalesce(item, 0), item_input
+FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) AND name >= '~' ORDER BY run_id, item;
 
 -- name: parentOutputs
 SELECT t.run_id, t.name, t.output FROM {{schema}}.tasks t
@@ -226,7 +234,7 @@ SELECT least(
 -- transaction that fires it takes the key's lock before it reads the
 -- messages pending for the step (see waits.go).
 SELECT run_id, idx, name, tenant, wait_key FROM (
-  (SELECT due_at AS at, run_id, idx, item, name, tenant, CASE WHEN state = 'WAITING' AND kind = 'event' THEN wait_key END AS wait_key
+  (SELECT due_at AS at, run_id, idx, item, name, tenant, CASE WHEN state = 'WAITING' THEN wait_key END AS wait_key
    FROM {{schema}}.tasks WHERE due_at IS NOT NULL AND due_at <= coalesce($1, now())
    ORDER BY due_at, run_id, idx LIMIT $2)
   UNION ALL

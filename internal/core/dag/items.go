@@ -48,16 +48,27 @@ func ParseItem(name string) (step string, k int, ok bool) {
 	if open <= 0 {
 		return "", 0, false
 	}
-	k, err := strconv.Atoi(rest[open+1 : len(rest)-1])
-	if err != nil || k < 0 || strconv.Itoa(k) != rest[open+1:len(rest)-1] {
+	inner := rest[open+1 : len(rest)-1]
+	if num, label, ok := strings.Cut(inner, ":"); ok { // a function's record (RecordName)
+		if !ValidName(label) {
+			return "", 0, false
+		}
+		inner = num
+	}
+	k, err := strconv.Atoi(inner)
+	if err != nil || k < 0 || strconv.Itoa(k) != inner {
 		return "", 0, false
 	}
 	return rest[:open], k, true
 }
 
 // DisplayName returns a task name as people read it: an item as
-// "step[k]", anything else as it is.
+// "step[k]", a function's record as its call's name and number,
+// "name#k", anything else as it is.
 func DisplayName(name string) string {
+	if _, k, call, ok := ParseRecord(name); ok {
+		return call + "#" + strconv.Itoa(k)
+	}
 	if step, k, ok := ParseItem(name); ok {
 		return step + "[" + strconv.Itoa(k) + "]"
 	}
@@ -113,8 +124,8 @@ func (r *Run) AddItems(items []store.Task) ([]int, error) {
 		t := &items[n]
 		step, k, ok := ParseItem(t.Name)
 		m, known := r.Shape.Index(step)
-		if !ok || !known || m >= r.Shape.Len() || r.Shape.Kind(m) != durabletype.KindMap || t.Item != k {
-			return nil, fmt.Errorf("dag: run %s: task %s is not an item of a map step", r.Rec.ID, Quote(t.Name))
+		if !ok || !known || m >= r.Shape.Len() || (r.Shape.Kind(m) != durabletype.KindMap && r.Shape.Kind(m) != durabletype.KindFunc) || t.Item != k {
+			return nil, fmt.Errorf("dag: run %s: task %s is not an item of a map step or a record of a function", r.Rec.ID, Quote(t.Name))
 		}
 		if j, ok := r.loaded().at[itemID{m, k}]; ok {
 			out[n] = ItemBase + j

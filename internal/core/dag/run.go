@@ -245,6 +245,11 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 		r.checkRun(now)
 		return r.end(), store.FinishApplied
 	}
+	if err := CheckRecords(o); err != nil {
+		r.fail(i, Text(err.Error()), true, 0, now)
+		r.checkRun(now)
+		return r.end(), store.FinishApplied
+	}
 	switch o.Kind {
 	case store.OutcomeComplete:
 		if IsItem(i) {
@@ -279,6 +284,18 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 		}
 	case store.OutcomeRelease:
 		r.giveBack(i, "released by its worker", now)
+	case store.OutcomeCheckpoint:
+		// The claim goes on. A checkpoint recorded already (its result
+		// was lost on the way) is a duplicate: a step's transaction that
+		// carries it rolls back.
+		if r.record(i, o.Records, now) == 0 && len(o.Records) > 0 {
+			return r.end(), store.FinishDuplicate
+		}
+	case store.OutcomeSuspend:
+		r.record(i, o.Records, now)
+		if t.State == durabletype.TaskRunning {
+			r.suspend(i, o.Await, o.AwaitAny, now)
+		}
 	default:
 		return r.end(), store.FinishStale
 	}
@@ -313,7 +330,7 @@ func (r *Run) Settlement() store.SettledRun {
 func ValidOutcome(o *store.Outcome) bool {
 	switch o.Kind {
 	case store.OutcomeComplete, store.OutcomeFail, store.OutcomeSkip, store.OutcomeRelease,
-		store.OutcomeWait, store.OutcomeSpawn, store.OutcomeFanOut:
+		store.OutcomeWait, store.OutcomeSpawn, store.OutcomeFanOut, store.OutcomeCheckpoint, store.OutcomeSuspend:
 		return true
 	}
 	return false
@@ -328,7 +345,9 @@ func fits(kind durabletype.TaskKind, o store.OutcomeKind) bool {
 	case store.OutcomeFail, store.OutcomeRelease:
 		return true
 	case store.OutcomeSkip:
-		return kind != durabletype.KindItem
+		return kind != durabletype.KindItem && kind != durabletype.KindFunc
+	case store.OutcomeCheckpoint, store.OutcomeSuspend:
+		return kind == durabletype.KindFunc
 	case store.OutcomeWait:
 		return kind == durabletype.KindEvent
 	case store.OutcomeSpawn:
@@ -336,7 +355,7 @@ func fits(kind durabletype.TaskKind, o store.OutcomeKind) bool {
 	case store.OutcomeFanOut:
 		return kind == durabletype.KindMap
 	}
-	return kind == durabletype.KindStep || kind == durabletype.KindOnFailure || kind == durabletype.KindItem
+	return kind == durabletype.KindStep || kind == durabletype.KindOnFailure || kind == durabletype.KindItem || kind == durabletype.KindFunc
 }
 
 // TimedOut reports whether task t is past its timeout at now: a RUNNING
@@ -383,6 +402,13 @@ func (r *Run) Wake(i int, rand float64, now time.Time) (Effects, bool) {
 	}
 	if t.DueAt.IsZero() || t.DueAt.After(now) {
 		return r.end(), false
+	}
+	if r.Shape.IsFunc(i) && t.State != durabletype.TaskQueued {
+		if !r.wakeFunc(i, now) {
+			return r.end(), false
+		}
+		r.checkRun(now)
+		return r.end(), true
 	}
 	switch t.State {
 	case durabletype.TaskSleeping:
@@ -628,6 +654,9 @@ func (r *Run) Replay(from string, now time.Time) (Effects, error) {
 	r.begin()
 	if !r.Rec.Settled() || !r.Rec.Status.Allows(durabletype.ActionReplay) {
 		return r.end(), durabletype.ErrRunNotSettled
+	}
+	if r.Shape.IsFunc(0) {
+		return r.replayFuncRun(from, now)
 	}
 	n := r.Shape.Len()
 	fromIdx := -1
@@ -919,6 +948,9 @@ func (r *Run) finish(i int, state durabletype.TaskState, now time.Time) {
 	t.TimeoutAt = time.Time{}
 	t.FinishedAt = now
 	r.touch(i)
+	if state.Terminal() && r.Shape.IsFunc(i) {
+		r.closeRecords(i, now, "function "+strings.ToLower(string(state)))
+	}
 }
 
 // checkRun completes the run when every step is terminal, and settles it
@@ -991,4 +1023,31 @@ func (r *Run) event(i int, typ durabletype.EventType, now time.Time, detail stri
 		RunID: r.Rec.ID, Step: t.Name, Type: typ, Attempt: t.Attempt,
 		At: now, Detail: Text(detail), DueAt: due,
 	})
+}
+
+// replayFuncRun is Replay for a function's run: its body runs again from
+// the start, the calls before the first that did not complete (or before
+// the first call named from) answering from their records, and every
+// later call made anew (replayFunc).
+func (r *Run) replayFuncRun(from string, now time.Time) (Effects, error) {
+	body := &r.Tasks[0]
+	if from == "" && body.State == durabletype.TaskCompleted {
+		return r.end(), durabletype.ErrNothingToReplay
+	}
+	detail := "replay"
+	if from != "" {
+		detail = "replay from call " + from
+	}
+	r.event(0, durabletype.EventReplayed, now, detail, time.Time{})
+	r.reset(0)
+	if !r.replayFunc(0, from) {
+		return r.end(), durabletype.ErrStepNotFound
+	}
+	r.Rec.Status = durabletype.RunRunning
+	r.Rec.FailedStep, r.Rec.Error = "", ""
+	r.Rec.FinishedAt = time.Time{}
+	r.fx.RunChanged = true
+	r.resolve(0, now)
+	r.checkRun(now)
+	return r.end(), nil
 }

@@ -281,6 +281,9 @@ func Compile(s *durabletype.Shape) (*Compiled, error) {
 				c.children[pi] = append(c.children[pi], i)
 			}
 		}
+		if st.Func != nil && (len(s.Steps) != 1 || len(st.Parents) != 0) {
+			bad(ErrInvalidKind, "a function's body is the only step of its shape")
+		}
 		if st.Map != nil && !slices.Contains(st.Parents, st.Map.Over) {
 			bad(ErrInvalidKind, "a map step's list "+Quote(st.Map.Over)+" must be one of its parents")
 		}
@@ -344,7 +347,7 @@ func (c *Compiled) Kind(i int) durabletype.TaskKind {
 
 // KindOf is the kind of the tasks of a step: a sleep (KindSleep), a wait
 // for an event or a signal (KindEvent), a child step (KindChild), a map
-// step (KindMap), or code (KindStep). A shape that compiles gives a step
+// step (KindMap), a function's body (KindFunc), or code (KindStep). A shape that compiles gives a step
 // one kind at most (checkKind); of a spec that sets several, the first in
 // that order wins.
 func KindOf(s *durabletype.StepSpec) durabletype.TaskKind {
@@ -357,6 +360,8 @@ func KindOf(s *durabletype.StepSpec) durabletype.TaskKind {
 		return durabletype.KindChild
 	case s.Map != nil:
 		return durabletype.KindMap
+	case s.Func != nil:
+		return durabletype.KindFunc
 	}
 	return durabletype.KindStep
 }
@@ -381,8 +386,11 @@ func checkKind(st *durabletype.StepSpec) (detail string, err error) {
 	if st.Map != nil {
 		n++
 	}
+	if st.Func != nil {
+		n++
+	}
 	if n > 1 {
-		return "a step is one of a sleep, a wait, a child step and a map step", ErrInvalidKind
+		return "a step is one of a sleep, a wait, a child step, a map step and a function's body", ErrInvalidKind
 	}
 	switch {
 	case st.Wait != nil:

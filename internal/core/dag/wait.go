@@ -113,7 +113,15 @@ func (r *Run) WaitQuery(i int, now time.Time) WaitQuery {
 		q.Signal = true
 		return q
 	}
-	q.Since = Timestamp(now.Add(-r.Shape.Spec(i).Wait.Lookback))
+	var lookback time.Duration
+	if r.Shape.IsFunc(i) {
+		if j, ok := r.awaited(i); ok {
+			lookback = metaOf(r.Task(j)).Lookback
+		}
+	} else {
+		lookback = r.Shape.Spec(i).Wait.Lookback
+	}
+	q.Since = Timestamp(now.Add(-lookback))
 	return q
 }
 
@@ -217,6 +225,9 @@ func (r *Run) Deliver(i int, token int64, payload []byte, now time.Time) (Effect
 }
 
 func (r *Run) deliver(i int, token int64, payload []byte, now time.Time) bool {
+	if r.Shape.IsFunc(i) {
+		return r.deliverFunc(i, token, payload, now)
+	}
 	t := r.Task(i)
 	if t.State != durabletype.TaskWaiting || t.Kind != durabletype.KindEvent || t.Token != token || !r.wanted(i) {
 		return false
@@ -318,6 +329,17 @@ func (r *Run) Apply(m *Message, now time.Time) (Effects, bool) {
 		}
 		return r.Deliver(i, m.Token, m.Payload, now)
 	case MsgChild:
+		if body, seq, _, ok := ParseRecord(m.Step); ok {
+			b, ok := r.Shape.Index(body)
+			if !ok || !r.Shape.IsFunc(b) || b >= len(r.Tasks) {
+				return Effects{}, false
+			}
+			j, ok := r.recordOf(b, seq)
+			if !ok || r.Task(j).Name != m.Step {
+				return Effects{}, false
+			}
+			return r.recordChildSettled(b, j, m, now)
+		}
 		i, ok := r.Shape.Index(m.Step)
 		if !ok || i >= r.Shape.Len() {
 			return Effects{}, false

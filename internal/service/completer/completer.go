@@ -51,6 +51,10 @@ type Message[M any] struct {
 	// recorded already (in the step's own transaction): the completer
 	// follows it up as if it had recorded it.
 	Recorded *store.FinishResult
+	// Done, when set, is told what became of Outcome: its result once
+	// recorded, or the error it was given up (or refused) with. A
+	// function's body waits for its checkpoints so (store.OutcomeCheckpoint).
+	Done func(store.FinishResult, error)
 }
 
 // Config is what a completer is given.
@@ -159,6 +163,10 @@ func (c *Completer[M]) run(ctx context.Context) {
 		if metrics {
 			meta = append(metaBuf[:0], m.Meta)
 		}
+		var dones []func(store.FinishResult, error) // with a Done only
+		if m.Done != nil {
+			dones = []func(store.FinishResult, error){m.Done}
+		}
 		open := true
 	drain:
 		for len(batch) < c.cfg.Batch {
@@ -172,17 +180,23 @@ func (c *Completer[M]) run(ctx context.Context) {
 					c.recordedInTx(ctx, m)
 					continue
 				}
+				if m.Done != nil && dones == nil {
+					dones = make([]func(store.FinishResult, error), len(batch))
+				}
 				batch = append(batch, m.Outcome)
 				if meta != nil {
 					meta = append(meta, m.Meta)
+				}
+				if dones != nil {
+					dones = append(dones, m.Done)
 				}
 			default:
 				break drain
 			}
 		}
-		c.record(ctx, batch, meta, true)
+		c.record(ctx, batch, meta, dones, true)
 		metaBuf = meta[:0]
-		c.cfg.Steps.Forget(batch)
+		c.forget(batch)
 		if !open {
 			return
 		}
@@ -197,39 +211,78 @@ func (c *Completer[M]) recordedInTx(ctx context.Context, m Message[M]) {
 	if c.cfg.Metrics != nil {
 		meta = []M{m.Meta}
 	}
-	c.recorded(ctx, batch, meta, []store.FinishResult{*m.Recorded})
-	c.cfg.Steps.Forget(batch)
+	res := []store.FinishResult{*m.Recorded}
+	c.recorded(ctx, batch, meta, res)
+	if m.Done != nil {
+		m.Done(res[0], nil)
+	}
+	c.forget(batch)
+}
+
+// forget forgets the steps whose outcomes ended their claims: a
+// checkpoint does not (store.OutcomeCheckpoint).
+func (c *Completer[M]) forget(batch []store.Outcome) {
+	ended := batch
+	for k := range batch {
+		if batch[k].Kind == store.OutcomeCheckpoint {
+			ended = make([]store.Outcome, 0, len(batch))
+			for _, o := range batch {
+				if o.Kind != store.OutcomeCheckpoint {
+					ended = append(ended, o)
+				}
+			}
+			break
+		}
+	}
+	c.cfg.Steps.Forget(ended)
 }
 
 // record records a batch of outcomes, splitting it while the store refuses
 // it and, when replace is set, recording an outcome refused alone as a
 // terminal failure of its step instead (see the package's doc). meta, set
 // with metrics, describes the outcomes of batch.
-func (c *Completer[M]) record(ctx context.Context, batch []store.Outcome, meta []M, replace bool) {
+func (c *Completer[M]) record(ctx context.Context, batch []store.Outcome, meta []M, dones []func(store.FinishResult, error), replace bool) {
 	res, err := c.finish(ctx, batch)
+	done := func(k int, r store.FinishResult, err error) {
+		if dones != nil && dones[k] != nil {
+			dones[k](r, err)
+		}
+	}
 	switch {
 	case err == nil:
 		c.recorded(ctx, batch, meta, res)
+		for k := range batch {
+			done(k, res[k], nil)
+		}
 	case ctx.Err() != nil || errors.Is(err, durabletype.ErrTransient):
 		c.notRecorded(batch, err)
+		for k := range batch {
+			done(k, store.FinishResult{}, err)
+		}
 	case len(batch) > 1:
 		h := len(batch) / 2
 		var lo, hi []M
 		if meta != nil {
 			lo, hi = meta[:h], meta[h:]
 		}
-		c.record(ctx, batch[:h], lo, replace)
-		c.record(ctx, batch[h:], hi, replace)
+		var dlo, dhi []func(store.FinishResult, error)
+		if dones != nil {
+			dlo, dhi = dones[:h], dones[h:]
+		}
+		c.record(ctx, batch[:h], lo, dlo, replace)
+		c.record(ctx, batch[h:], hi, dhi, replace)
 	case !replace || batch[0].Kind == store.OutcomeRelease:
 		c.notRecorded(batch, err)
+		done(0, store.FinishResult{}, err)
 	default:
+		done(0, store.FinishResult{}, err)
 		o := batch[0]
 		c.cfg.Logger.Error("durable: the store refused a step's outcome; recording the step as failed",
 			slog.String("run_id", o.Task.RunID.String()), slog.String("step", o.Task.Step), slog.Any("error", err))
 		c.record(ctx, []store.Outcome{{
 			Task: o.Task, Kind: store.OutcomeFail, Terminal: true,
 			Error: fmt.Sprintf("durable: the store refused this step's outcome: %v", err),
-		}}, meta, false)
+		}}, meta, nil, false)
 	}
 }
 
