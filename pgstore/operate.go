@@ -180,6 +180,11 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 	if f.Parent != uuid.Nil {
 		conds = append(conds, "r.parent_id = "+arg([16]byte(f.Parent))+"::uuid")
 	}
+	if f.TopLevel {
+		// No index leads with it: the walk of the index that serves the
+		// rest skips the child runs it meets.
+		conds = append(conds, "r.parent_id IS NULL")
+	}
 	if len(lits) > 0 {
 		conds = append(conds, "r.status IN ("+strings.Join(lits, ", ")+")")
 	}
