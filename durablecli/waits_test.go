@@ -185,6 +185,21 @@ func TestRunsShowParentAndChildren(t *testing.T) {
 			require.Equal(t, "-", r[7], "not a child run")
 		}
 	}
+	// --top-level leaves the child runs out; "runs" alone is "runs list".
+	for _, args := range [][]string{{"runs", "list", "--top-level"}, {"runs", "--top-level"}} {
+		code, out, errOut = runCLI(t, p.Flags(args...)...)
+		require.Equal(t, 0, code, errOut)
+		top, _ := listRows(t, out)
+		require.Equal(t, [][]string{wantRow(t, client, id, "-")}, top, "%v: only the parent", args)
+	}
+	code, out, errOut = runCLI(t, p.Flags("runs")...)
+	require.Equal(t, 0, code, errOut)
+	rows, _ = childRows(t, out)
+	require.Len(t, rows, 1+parentChildren, `"runs" alone lists runs`)
+	code, out, errOut = runCLI(t, p.Flags("runs", "list", "--top-level", "--parent", id.String())...)
+	require.Equal(t, exitUsage, code)
+	require.Empty(t, out)
+	require.Contains(t, errOut, "--parent lists child runs, --top-level leaves them out: give one")
 	code, out, errOut = runCLI(t, p.Flags("runs", "list", "--workflow", "bench-parent")...)
 	require.Equal(t, 0, code, errOut)
 	plain, _ := listRows(t, out)
