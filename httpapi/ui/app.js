@@ -265,12 +265,18 @@ async function runsView(params) {
   if (params.get("version")) version.append(el("option", { value: params.get("version"), selected: true }, params.get("version")));
   const tenant = el("input", { id: "f-tenant", value: params.get("tenant") || "", placeholder: "any", size: 14 });
   const parent = params.get("parent") || "";
+  // Top-level runs only, by default: a parent's child runs are a click
+  // away (its "child runs →" link and its page), and a parent with many
+  // children would otherwise fill the list. top_level=false in the address
+  // lists every run; a parent's child runs are listed whatever it says.
+  const topLevel = el("input", { id: "f-top-level", type: "checkbox", checked: params.get("top_level") !== "false", disabled: !!parent });
   const apply = (withParent) => {
     const q = new URLSearchParams();
     if (status.value) q.set("status", status.value);
     if (workflow.value) q.set("workflow", workflow.value);
     if (version.value) q.set("version", version.value);
     if (tenant.value) q.set("tenant", tenant.value);
+    if (!topLevel.checked) q.set("top_level", "false");
     if (withParent && parent) q.set("parent", parent);
     location.hash = "#/?" + q.toString();
   };
@@ -278,13 +284,15 @@ async function runsView(params) {
   workflow.addEventListener("change", () => { version.value = ""; apply(true); });
   version.addEventListener("change", () => apply(true));
   tenant.addEventListener("change", () => apply(true));
+  topLevel.addEventListener("change", () => apply(true));
   const tbody = el("tbody", { id: "runs" });
   const more = el("button", { id: "more", hidden: true }, "Next 50 runs");
   const heads = ["Run", "Workflow", "Version", "Tenant", "Status", "Waits for", "Failed step", "Duration", "Created"];
   main.replaceChildren(...[
     el("h1", {}, "Runs"),
     el("div", { class: "filters" },
-      el("label", {}, "status", status), el("label", {}, "workflow", workflow), el("label", {}, "version", version), el("label", {}, "tenant", tenant)),
+      el("label", {}, "status", status), el("label", {}, "workflow", workflow), el("label", {}, "version", version), el("label", {}, "tenant", tenant),
+      el("label", { class: "inline", title: "leave out child runs (runs a step of another run started)" }, topLevel, " top-level runs only")),
     parent ? el("p", { class: "chip", id: "f-parent" }, "Child runs of run ", el("a", { href: "#/runs/" + parent }, parent), " ",
       el("button", { type: "button", "aria-label": "show every run, not only the child runs of " + parent, onclick: () => apply(false) }, "✕")) : null,
     el("table", {}, el("thead", {}, el("tr", {}, heads.map((h) => el("th", {}, h)))), tbody),
@@ -308,6 +316,7 @@ async function runsView(params) {
 
   const query = new URLSearchParams();
   for (const k of ["status", "workflow", "version", "tenant", "parent"]) if (params.get(k)) query.set(k, params.get(k));
+  if (!parent && topLevel.checked) query.set("top_level", "true");
   query.set("limit", "50");
   query.set("include", "waits,children");
   let cursor = "";
