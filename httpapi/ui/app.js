@@ -390,12 +390,52 @@ function dagSVG(steps, onSelect, id, label) {
       "data-retired": s.retired ? "true" : "false", tabindex: "0" },
       svg("title", {}, title),
       svg("rect", { x: p.x, y: p.y, width: p.w, height: p.h }),
-      svg("text", { x: p.x + 8, y: p.y + 18 }, label),
-      svg("text", { x: p.x + 8, y: p.y + 34, class: "sub" }, sub));
+      svg("text", { x: p.x + 8, y: p.y + p.h / 2 - 4 }, label),
+      svg("text", { x: p.x + 8, y: p.y + p.h / 2 + 12, class: "sub" }, sub));
     node.addEventListener("click", () => onSelect(s.name));
     g.append(node);
   }
-  return el("div", { class: "dag-wrap" }, g);
+  return zoomPanel(g, id, width, height);
+}
+
+// zooms keeps the zoom of each drawing, by its id: "fit", or a scale (1 is
+// 100%). A page drawn again (a run's, at every refresh) keeps its zoom.
+const zooms = new Map();
+
+// zoomPanel puts a drawing (an SVG of width × height user units) in a
+// panel as wide as the page, which scrolls what does not fit, with a zoom
+// bar: fit (the whole drawing in the panel, at most 100%), zoom out, 100%,
+// zoom in. "Fit" refits when the window is resized.
+function zoomPanel(g, id, width, height) {
+  const wrap = el("div", { class: "dag-wrap", id: id + "-wrap" }, g);
+  const shown = el("span", { class: "muted zoom-level", id: id + "-zoom" });
+  const scaleOf = (z) => {
+    if (z !== "fit") return z;
+    // The panel's width; its height at most three quarters of the window.
+    const w = wrap.clientWidth - 2, h = Math.max(window.innerHeight * 0.75, 200) - 2;
+    return w > 0 ? Math.min(1, w / width, h / height) : 1;
+  };
+  const apply = () => {
+    const z = zooms.get(id) || 1;
+    const k = scaleOf(z);
+    g.setAttribute("width", Math.round(width * k));
+    g.setAttribute("height", Math.round(height * k));
+    g.dataset.zoom = k.toFixed(3);
+    shown.textContent = Math.round(k * 100) + "%" + (z === "fit" ? " (fit)" : "");
+  };
+  const set = (z) => { zooms.set(id, z); apply(); };
+  const by = (f) => set(Math.min(4, Math.max(0.05, scaleOf(zooms.get(id) || 1) * f)));
+  const button = (cls, text, label, onclick) => el("button", { type: "button", class: "zoom " + cls, id: `${id}-${cls}`, "aria-label": label, title: label, onclick }, text);
+  const bar = el("div", { class: "dag-zoom" },
+    button("fit", "Fit", "fit the whole drawing in the panel", () => set("fit")),
+    button("out", "−", "zoom out", () => by(0.8)),
+    button("actual", "100%", "actual size", () => set(1)),
+    button("in", "+", "zoom in", () => by(1.25)),
+    shown);
+  // Laid out, and at every change of the panel's width: a fit refits.
+  new ResizeObserver(() => { if (zooms.get(id) === "fit") apply(); }).observe(wrap);
+  apply();
+  return el("div", { class: "dag-panel" }, bar, wrap);
 }
 
 // bars rebuilds, from the event log, each step's attempts (STARTED to its
