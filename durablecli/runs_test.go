@@ -178,7 +178,7 @@ func TestRunsShowErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"runs"}, "Usage: durable runs <list|show|cancel|replay|upgrade|prune>"},
+		{[]string{"runs"}, "durable runs list: --database-url (or $DURABLE_DATABASE_URL) is required"}, // "runs" is "runs list"
 		{[]string{"runs", "frob"}, `unknown action "frob"`},
 		{p.Flags("runs", "show"), "a RUN_ID is required"},
 		{p.Flags("runs", "show", missing, "other"), `unexpected argument "other"`},
