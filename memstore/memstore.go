@@ -1200,7 +1200,7 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*durabletype.S
 		st.Runs = append(st.Runs, k)
 	}
 	for k, n := range settled {
-		if n == 0 {
+		if n <= 0 {
 			continue
 		}
 		st.Runs = append(st.Runs, durabletype.RunCount{Workflow: k.Workflow, Tenant: k.Tenant, Status: k.Status, Settled: true, Count: n})

@@ -23,7 +23,7 @@ SELECT workflow, '', tenant, status, sum(n)::bigint FROM {{schema}}.run_counts
 WHERE minute >= to_timestamp(floor(extract(epoch FROM coalesce($2, now()) - $3::bigint * interval '1 microsecond') / 60) * 60)
   AND ($1::text IS NULL OR tenant = $1)
 GROUP BY workflow, tenant, status
-HAVING sum(n) <> 0;
+HAVING sum(n) > 0;
 
 -- name: compactCounts
 -- The counts of each closed minute (ended more than a minute ago) merged
