@@ -68,6 +68,10 @@ type RunFilter struct {
 	FinishedAfter, FinishedBefore time.Time
 	// Parent keeps the child runs of one run (see Child).
 	Parent uuid.UUID
+
+	// TopLevel keeps the runs no parent run started: it leaves out child
+	// runs (see Child). With Parent set, nothing matches.
+	TopLevel bool
 }
 
 // ListOptions are the options of ListRuns.
@@ -101,6 +105,12 @@ type ReplayOptions struct {
 	// FromStep, when set, runs that step and all its descendants again even
 	// if they completed.
 	FromStep string
+	// IncludeCancelled makes ReplayRuns, when its filter names no status,
+	// replay the CANCELLED runs too: by default it replays only the
+	// unsuccessful runs an operator did not cancel (FAILED), so that a
+	// replay of "everything that failed" does not revive what someone
+	// stopped on purpose. A filter that names statuses is applied as is.
+	IncludeCancelled bool
 }
 
 // BulkResult reports what CancelRuns or ReplayRuns did.
@@ -185,8 +195,8 @@ func (e *Engine) Cancel(ctx context.Context, id uuid.UUID, reason string) error 
 }
 
 // CancelRuns cancels every run matching the filter that has not settled
-// (RUNNING runs when the filter names no status), in batches of 100, each
-// one transaction.
+// (RUNNING runs when the filter names no status: CancelFilter), in batches
+// of 100, each one transaction.
 func (e *Engine) CancelRuns(ctx context.Context, f RunFilter, reason string) (*BulkResult, error) {
 	return e.all().CancelRuns(ctx, f, reason)
 }
@@ -204,8 +214,9 @@ func (e *Engine) Replay(ctx context.Context, id uuid.UUID, opts ReplayOptions) e
 	return e.all().Replay(ctx, id, opts)
 }
 
-// ReplayRuns replays every run matching the filter (FAILED and CANCELLED
-// runs when the filter names no status), in batches of 100, each one
+// ReplayRuns replays every run matching the filter (when the filter names
+// no status, the FAILED runs, and the CANCELLED ones with
+// opts.IncludeCancelled: ReplayFilter), in batches of 100, each one
 // transaction.
 func (e *Engine) ReplayRuns(ctx context.Context, f RunFilter, opts ReplayOptions) (*BulkResult, error) {
 	return e.all().ReplayRuns(ctx, f, opts)
@@ -339,10 +350,34 @@ func (v *TenantRuns) CancelRuns(ctx context.Context, f RunFilter, reason string)
 	if err := dag.ReasonRule.Check("reason", reason); err != nil {
 		return nil, err
 	}
+	return v.bulk(ctx, CancelFilter(f), &store.ActOnRunsParams{Action: durabletype.ActionCancel, Reason: reason})
+}
+
+// CancelFilter is the filter CancelRuns applies to select runs: f, with
+// every in-flight status (durabletype.RunStatus.InFlight) when f names
+// none. Listing it (ListRuns) shows what CancelRuns would act on: a dry
+// run. The runs listed whose status does not allow a cancel
+// (durabletype.RunStatus.Allows) would be skipped.
+func CancelFilter(f RunFilter) RunFilter {
 	if len(f.Statuses) == 0 {
 		f.Statuses = durabletype.RunStatusesWhere(durabletype.RunStatus.InFlight)
 	}
-	return v.bulk(ctx, f, &store.ActOnRunsParams{Action: durabletype.ActionCancel, Reason: reason})
+	return f
+}
+
+// ReplayFilter is the filter ReplayRuns applies to select runs: f, with
+// the unsuccessful statuses (durabletype.RunStatus.Unsuccessful) when f
+// names none, CANCELLED left out unless opts.IncludeCancelled. Listing it
+// (ListRuns) shows what ReplayRuns would act on: a dry run. Runs listed
+// whose status does not allow a replay, or a completed run without
+// opts.FromStep, would be skipped.
+func ReplayFilter(f RunFilter, opts ReplayOptions) RunFilter {
+	if len(f.Statuses) == 0 {
+		f.Statuses = durabletype.RunStatusesWhere(func(s durabletype.RunStatus) bool {
+			return s.Unsuccessful() && (opts.IncludeCancelled || s != durabletype.RunCancelled)
+		})
+	}
+	return f
 }
 
 // Replay is Engine.Replay within the tenant.
@@ -369,10 +404,7 @@ func (v *TenantRuns) ReplayRuns(ctx context.Context, f RunFilter, opts ReplayOpt
 	if err := checkReplay(opts); err != nil {
 		return nil, err
 	}
-	if len(f.Statuses) == 0 {
-		f.Statuses = durabletype.RunStatusesWhere(durabletype.RunStatus.Unsuccessful)
-	}
-	res, err := v.bulk(ctx, f, &store.ActOnRunsParams{Action: durabletype.ActionReplay, FromStep: opts.FromStep})
+	res, err := v.bulk(ctx, ReplayFilter(f, opts), &store.ActOnRunsParams{Action: durabletype.ActionReplay, FromStep: opts.FromStep})
 	v.e.wakeClaims()
 	return res, err
 }
@@ -460,6 +492,7 @@ func (v *TenantRuns) filter(f RunFilter) (scopedFilter, error) {
 		Tenant: f.Tenant, Workflow: f.Workflow, Version: f.Version, Statuses: slices.Clone(f.Statuses),
 		CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
 		FinishedAfter: f.FinishedAfter, FinishedBefore: f.FinishedBefore, Parent: f.Parent,
+		TopLevel: f.TopLevel,
 	}}
 	for _, st := range f.Statuses {
 		if !slices.Contains(durabletype.RunStatuses, st) {

@@ -295,7 +295,16 @@ func TestTenantScope(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, durabletype.RunCancelled, got.Status)
 		}
+		// Replaying what failed does not revive what an operator
+		// cancelled, unless asked.
 		bulk, err = e.ReplayRuns(ctx, durable.RunFilter{Tenant: "globex"}, durable.ReplayOptions{})
+		require.NoError(t, err)
+		require.Zero(t, bulk.Done+bulk.Skipped, "cancelled runs are not replayed by default")
+		page, err = e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.ReplayFilter(durable.RunFilter{Tenant: "globex"},
+			durable.ReplayOptions{IncludeCancelled: true})})
+		require.NoError(t, err)
+		require.Len(t, page.Runs, 5, "the dry run of the replay lists them")
+		bulk, err = e.ReplayRuns(ctx, durable.RunFilter{Tenant: "globex"}, durable.ReplayOptions{IncludeCancelled: true})
 		require.NoError(t, err)
 		require.Equal(t, 5, bulk.Done)
 	})

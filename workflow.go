@@ -368,12 +368,18 @@ type RetryPolicy struct {
 	// Factor multiplies the delay for each further retry; at least 1.
 	// Defaults to 2.
 	Factor float64
-	// MaxDelay caps the delay. Defaults to 1m, or InitialDelay if larger.
+	// MaxDelay caps the delay. Defaults to 60 × InitialDelay, and at least
+	// 1m: 1m with the default InitialDelay, 5h with an InitialDelay of 5m,
+	// so that Factor grows the delays whatever InitialDelay is.
 	MaxDelay time.Duration
 	// Jitter is the fraction of each delay that is randomised, in [0, 1];
 	// it spreads retries of many runs failing together. Defaults to 0.
 	Jitter float64
 }
+
+// defaultMaxDelayFactor is how many times InitialDelay the default
+// MaxDelay is (at least a minute).
+const defaultMaxDelayFactor = 60
 
 // record returns the policy as the shape records it, with defaults filled
 // in; dag.Compile validates it.
@@ -389,7 +395,10 @@ func (p RetryPolicy) record() durabletype.RetryPolicy {
 		r.Factor = 2
 	}
 	if r.MaxDelay == 0 {
-		r.MaxDelay = max(time.Minute, r.InitialDelay)
+		// Not max(1m, InitialDelay): with an InitialDelay of a minute or
+		// more, that capped every delay at InitialDelay and Factor did
+		// nothing.
+		r.MaxDelay = max(time.Minute, defaultMaxDelayFactor*r.InitialDelay)
 	}
 	return r
 }

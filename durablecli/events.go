@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -40,14 +41,21 @@ expects, and is recorded in the run's events. The event is also kept for
 a while, for steps that begin waiting later and look back
 (durable.WithLookback); those skip it if it does not fit.
 
-Prints how many waiting steps received it, "delivered to N waiting steps";
-none is not an error (--json: {"delivered": N}, the answer of POST
-/api/v1/events, with "refused": [...] when some step refused it).
+Prints how many waiting steps received it, "delivered to N waiting steps"
+(--json: {"delivered": N}, the answer of POST /api/v1/events, with
+"refused": [...] when some step refused it). When none received it, a
+warning on stderr says so, naming the tenant used (without --tenant, the
+tenant "default": runs triggered for another tenant never see it) with a
+hint. Delivering to none is not an error by default, since the event is
+kept for steps that begin waiting later and look back; with
+--require-delivery it is (exit status 4), for scripts that expect a
+waiting step to go on.
 
 Exit status: 0 sent, 1 failed (database errors), 2 bad flags (a missing
 or invalid key, an invalid tenant, a payload that is not JSON or is over
 the size limit, 1 MiB by default), 3 sent, but some waiting steps refused
-the payload.
+the payload, 4 sent, but no step was waiting for it (--require-delivery
+only).
 
 Flags:
 `
@@ -98,9 +106,12 @@ func (c *cli) eventsSend(ctx context.Context, args []string, stdout, stderr io.W
 	key := a.fs.String("key", "", "the event's key, which the waiting steps wait for: 1-255 bytes of UTF-8 without control characters (required)")
 	payload := payloadFlag(a, "the waiting steps")
 	asJSON := a.fs.Bool("json", false, `print one JSON object: {"delivered": N}`)
+	requireDelivery := a.fs.Bool("require-delivery", false, "exit with status 4 when no step was waiting for the event (it is sent all the same)")
 	if _, code := a.parse(args, 0); code >= 0 {
 		return code
 	}
+	tenantGiven := false
+	a.fs.Visit(func(f *flag.Flag) { tenantGiven = tenantGiven || f.Name == "tenant" })
 	switch {
 	case *key == "":
 		return a.usageErr("--key is required")
@@ -129,6 +140,12 @@ func (c *cli) eventsSend(ctx context.Context, args []string, stdout, stderr io.W
 		return a.fail(err)
 	}
 	code = a.reportRefused(refused)
+	if n == 0 && refused == nil {
+		a.warnUndelivered(*key, *tenant, tenantGiven)
+		if *requireDelivery {
+			code = exitUndelivered
+		}
+	}
 	if *asJSON {
 		if pc := a.printJSON(stdout, durablejson.NewEventSent(n, refused)); pc != 0 {
 			return pc
@@ -137,6 +154,20 @@ func (c *cli) eventsSend(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	fmt.Fprintf(stdout, "event %s of tenant %s: delivered to %s\n", dag.Quote(*key), dag.Quote(*tenant), plural(n, "waiting step"))
 	return code
+}
+
+// warnUndelivered says on stderr that no step received the event key of
+// tenant, and what to check: the tenant first when it was not given.
+func (a *runsAction) warnUndelivered(key, tenant string, tenantGiven bool) {
+	fmt.Fprintf(a.stderr, "%s %s: warning: no step of tenant %s was waiting for event %s; it is kept for steps that look back (durable.WithLookback)\n",
+		a.c.name, a.fs.Name(), dag.Quote(tenant), dag.Quote(key))
+	if !tenantGiven {
+		fmt.Fprintf(a.stderr, "%s %s: hint: without --tenant the event goes to tenant %s; runs of another tenant never see it: give theirs with --tenant\n",
+			a.c.name, a.fs.Name(), dag.Quote(tenant))
+		return
+	}
+	fmt.Fprintf(a.stderr, "%s %s: hint: check the key and the tenant: \"%s runs show RUN_ID\" says what a waiting run's steps wait for\n",
+		a.c.name, a.fs.Name(), a.c.name)
 }
 
 // reportRefused prints the refusals of a payload, if any, on stderr and

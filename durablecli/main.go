@@ -21,6 +21,10 @@ const (
 	// exitRefused is the exit status of "events send" and "signal" when
 	// waiting steps refused the payload (it was sent all the same).
 	exitRefused = 3
+	// exitUndelivered is the exit status of "events send
+	// --require-delivery" when no step was waiting for the event (it was
+	// sent, and kept for lookback, all the same).
+	exitUndelivered = 4
 	// exitSecondSignal is the exit status of a worker stopped by a second
 	// signal during its drain: 128 + SIGINT, as shells report an
 	// interrupt.

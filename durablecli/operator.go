@@ -95,6 +95,7 @@ func badFilter(err error) bool {
 type filterFlags struct {
 	status, workflow, version, tenant          string
 	since, until, finishedSince, finishedUntil string
+	topLevel                                   bool
 }
 
 const whenHelp = "an RFC 3339 time (2026-11-24T09:00:00Z) or a duration ago (24h, 90m)"
@@ -109,6 +110,7 @@ func (f *filterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.until, "until", "", "only runs created before this time (same forms as --since)")
 	fs.StringVar(&f.finishedSince, "finished-since", "", "only runs that settled at or after this time (same forms as --since)")
 	fs.StringVar(&f.finishedUntil, "finished-until", "", "only runs that settled before this time (same forms as --since)")
+	fs.BoolVar(&f.topLevel, "top-level", false, "only top-level runs: leave out child runs (runs a step of another run started)")
 }
 
 // runFilter is a filter from the command line whose times given as
@@ -145,7 +147,8 @@ func (f *filterFlags) parse() (*runFilter, error) {
 		return nil, err
 	}
 	out.filter.Workflow, out.filter.Version, out.filter.Tenant = f.workflow, f.version, f.tenant
-	out.given = out.given || f.workflow != "" || f.version != "" || f.tenant != ""
+	out.filter.TopLevel = f.topLevel
+	out.given = out.given || f.workflow != "" || f.version != "" || f.tenant != "" || f.topLevel
 	for _, tf := range []struct{ flag, spec string }{
 		{"since", f.since}, {"until", f.until}, {"finished-since", f.finishedSince}, {"finished-until", f.finishedUntil},
 	} {

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,6 +25,7 @@ import (
 )
 
 const runsUsage = `Usage: {name} runs <list|show|cancel|replay|upgrade|prune> [flags]
+       {name} runs [list flags]     (the same as "{name} runs list")
 
   list     list runs, newest first, by status, workflow, version, tenant,
            time and parent run
@@ -106,7 +108,9 @@ it ("-" for the others). A run is listed when it matches every filter
 given; --version V lists the runs pinned to version V ("{name} workflows"
 lists the versions). --since, --until, --finished-since and
 --finished-until take an RFC 3339 time or a duration meaning that long ago,
-on the database's clock; --parent RUN_ID lists the child runs of that run.
+on the database's clock; --parent RUN_ID lists the child runs of that run,
+and --top-level leaves child runs out (only the runs a trigger, a schedule
+or the API started). "{name} runs" with no action is "{name} runs list".
 
 When more runs match, the last line is the command for the next page: the
 same flags (--database-url left out) and --cursor. A cursor continues only
@@ -143,7 +147,12 @@ unless --status names others), in batches of 100, and prints "cancelled N
 runs (M skipped)"; the skipped runs had settled. A filter flag or --all is
 required, so that a forgotten filter does not cancel everything: --all
 cancels every run in flight. The filter flags are those of "{name} runs
-list"; their durations ago are taken on the database's clock.
+list" (--top-level among them); their durations ago are taken on the
+database's clock.
+
+With --dry-run, nothing changes: prints "<id> would be cancelled" for each
+run the command would cancel, "<id> would be skipped (STATUS)" for each it
+would skip, and "would cancel N runs (M skipped)".
 
 Flags:
 `
@@ -161,12 +170,19 @@ With run IDs, prints "<id> replayed" for each, and on stderr why each other
 could not be (not found, not settled, completed and no --from-step, no such
 step); exits 1 if any could not.
 
-With filter flags instead, replays every run they match (FAILED and
-CANCELLED runs unless --status names others), in batches of 100, and prints
-"replayed N runs (M skipped)"; the skipped runs had not settled, or had
-nothing to replay. A filter flag or --all is required: --all replays every
-FAILED and CANCELLED run. The filter flags are those of "{name} runs
-list"; their durations ago are taken on the database's clock.
+With filter flags instead, replays every run they match (FAILED runs
+unless --status names others), in batches of 100, and prints "replayed N
+runs (M skipped)"; the skipped runs had not settled, or had nothing to
+replay. A filter flag or --all is required: --all replays every FAILED run.
+CANCELLED runs, which someone stopped on purpose, are replayed only with
+--include-cancelled or when --status names them (CANCELLED, unsuccessful).
+The filter flags are those of "{name} runs list" (--top-level among them);
+their durations ago are taken on the database's clock.
+
+With --dry-run, nothing changes: prints "<id> would be replayed" for each
+run the command would replay, "<id> would be skipped (STATUS)" for each it
+would skip (not settled, or completed without --from-step), and "would
+replay N runs (M skipped)".
 
 Flags:
 `
@@ -189,6 +205,10 @@ const (
 )
 
 func (c *cli) runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (strings.HasPrefix(args[0], "-") && !slices.Contains([]string{"-h", "-help", "--help"}, args[0])) {
+		// "runs" alone, or followed by flags, is "runs list".
+		return c.runsList(ctx, args, stdout, stderr)
+	}
 	return c.dispatch(ctx, "runs", runsUsage, map[string]command{
 		"list":    c.runsList,
 		"show":    c.runsShow,

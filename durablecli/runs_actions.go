@@ -17,8 +17,15 @@ import (
 // bulkAction is what cancel and replay do, to runs named by ID or to every
 // run a filter matches.
 type bulkAction struct {
+	name string // "cancel", "replay"
 	verb string // "cancelled", "replayed"
 	all  string // what --all selects, for its help and errors
+	// would reports whether the action would apply to a run in status st,
+	// settled or not: what --dry-run says of each run.
+	would func(st durabletype.RunStatus, settled bool) bool
+	// filter is the filter the action applies for the filter flags (its
+	// defaults filled in): what --dry-run lists.
+	filter func(f durable.RunFilter) durable.RunFilter
 	// check lists the values of the action's own flags to check.
 	check func() []value
 	one   func(ctx context.Context, e *durable.Engine, id uuid.UUID) error
@@ -30,8 +37,13 @@ func (c *cli) runsCancel(ctx context.Context, args []string, stdout, stderr io.W
 	reason := a.fs.String("reason", "", "why the runs are cancelled: recorded as their error and in their events (at most 1000 bytes)")
 	return runBulk(ctx, a, args, stdout, bulkAction{
 		check: func() []value { return []value{opt(dag.ReasonRule, "--reason", *reason)} },
+		name:  "cancel",
 		verb:  "cancelled",
 		all:   "every run in flight",
+		would: func(st durabletype.RunStatus, settled bool) bool {
+			return !settled && st.Allows(durabletype.ActionCancel)
+		},
+		filter: durable.CancelFilter,
 		one: func(ctx context.Context, e *durable.Engine, id uuid.UUID) error {
 			return e.Cancel(ctx, id, *reason)
 		},
@@ -44,10 +56,21 @@ func (c *cli) runsCancel(ctx context.Context, args []string, stdout, stderr io.W
 func (c *cli) runsReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := c.newRunsAction("replay", runsReplayUsage, stderr)
 	from := a.fs.String("from-step", "", "run this step and its descendants again even if they completed")
+	withCancelled := a.fs.Bool("include-cancelled", false,
+		"with filter flags that name no status, or --all: replay the CANCELLED runs too (by default only the FAILED ones)")
+	opts := func() durable.ReplayOptions {
+		return durable.ReplayOptions{FromStep: *from, IncludeCancelled: *withCancelled}
+	}
 	return runBulk(ctx, a, args, stdout, bulkAction{
 		check: func() []value { return []value{opt(dag.NameRule, "--from-step", *from)} },
+		name:  "replay",
 		verb:  "replayed",
-		all:   "every FAILED and CANCELLED run",
+		all:   "every FAILED run (and CANCELLED one with --include-cancelled)",
+		would: func(st durabletype.RunStatus, settled bool) bool {
+			// A completed run has nothing to replay without --from-step.
+			return settled && st.Allows(durabletype.ActionReplay) && (*from != "" || st.Unsuccessful())
+		},
+		filter: func(f durable.RunFilter) durable.RunFilter { return durable.ReplayFilter(f, opts()) },
 		one: func(ctx context.Context, e *durable.Engine, id uuid.UUID) error {
 			err := e.Replay(ctx, id, durable.ReplayOptions{FromStep: *from})
 			if errors.Is(err, durabletype.ErrStepNotFound) {
@@ -56,7 +79,7 @@ func (c *cli) runsReplay(ctx context.Context, args []string, stdout, stderr io.W
 			return err
 		},
 		many: func(ctx context.Context, e *durable.Engine, f durable.RunFilter) (*durable.BulkResult, error) {
-			return e.ReplayRuns(ctx, f, durable.ReplayOptions{FromStep: *from})
+			return e.ReplayRuns(ctx, f, opts())
 		},
 	})
 }
@@ -67,6 +90,7 @@ func runBulk(ctx context.Context, a *runsAction, args []string, stdout io.Writer
 	var ff filterFlags
 	ff.register(a.fs)
 	all := a.fs.Bool("all", false, "with no run ID and no filter flag: act on "+act.all)
+	dryRun := a.fs.Bool("dry-run", false, "print the runs the action would apply to (and would skip), changing none")
 	pos, code := a.parse(args, -1)
 	if code >= 0 {
 		return code
@@ -81,7 +105,7 @@ func runBulk(ctx context.Context, a *runsAction, args []string, stdout io.Writer
 	case f.given && *all:
 		return a.usageErr("--all selects %s: it takes no filter flags", act.all)
 	case len(pos) == 0 && !f.given && !*all:
-		return a.usageErr("give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until), or --all for %s", act.all)
+		return a.usageErr("give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until, --top-level), or --all for %s", act.all)
 	}
 	ids, code := a.parseIDs(pos)
 	if code >= 0 {
@@ -96,6 +120,9 @@ func runBulk(ctx context.Context, a *runsAction, args []string, stdout io.Writer
 		return a.fail(err)
 	}
 	defer op.close()
+	if *dryRun {
+		return dryRunBulk(ctx, a, op, ids, f, stdout, act)
+	}
 	if len(ids) > 0 {
 		failed := 0
 		for _, id := range ids {
@@ -124,6 +151,59 @@ func runBulk(ctx context.Context, a *runsAction, args []string, stdout io.Writer
 	}
 	if err != nil {
 		return a.fail(err)
+	}
+	return 0
+}
+
+// dryRunBulk prints what act would do to the runs named (ids) or matched
+// by the filter flags (f), changing none: "<id> would be <verb>" for each
+// run it would apply to, "<id> would be skipped (STATUS)" for the others,
+// then "would <verb> N runs (M skipped)". Runs named that are not found
+// are reported on stderr, with exit status 1, as without --dry-run.
+func dryRunBulk(ctx context.Context, a *runsAction, op *operator, ids []uuid.UUID, f *runFilter, stdout io.Writer, act bulkAction) int {
+	done, skipped, failed := 0, 0, 0
+	report := func(id uuid.UUID, st durabletype.RunStatus, settled bool) {
+		if act.would(st, settled) {
+			fmt.Fprintf(stdout, "%s would be %s\n", id, act.verb)
+			done++
+			return
+		}
+		fmt.Fprintf(stdout, "%s would be skipped (%s)\n", id, st)
+		skipped++
+	}
+	if len(ids) > 0 {
+		for _, id := range ids {
+			r, err := op.e.Get(ctx, id)
+			if err != nil {
+				fmt.Fprintf(a.stderr, "%s %s: %v\n", a.c.name, a.fs.Name(), a.c.explainRunError(err, id, op.schema))
+				failed++
+				continue
+			}
+			report(id, r.Status, !r.FinishedAt.IsZero())
+		}
+	} else {
+		filter, _, err := f.resolve(ctx, op, nil)
+		if err != nil {
+			return a.fail(err)
+		}
+		opts := durable.ListOptions{RunFilter: act.filter(filter), Limit: 1000}
+		for {
+			page, err := op.e.ListRuns(ctx, opts)
+			if err != nil {
+				return a.fail(err)
+			}
+			for _, r := range page.Runs {
+				report(r.ID, r.Status, !r.FinishedAt.IsZero())
+			}
+			if page.Next == "" {
+				break
+			}
+			opts.Cursor = page.Next
+		}
+	}
+	fmt.Fprintf(stdout, "would %s %s (%d skipped); dry run: nothing changed\n", act.name, plural(done, "run"), skipped)
+	if failed > 0 {
+		return 1
 	}
 	return 0
 }

@@ -37,6 +37,9 @@ func (c *cli) runsList(ctx context.Context, args []string, stdout, stderr io.Wri
 		return a.usageErr("%v", err)
 	}
 	if *parent != "" {
+		if f.filter.TopLevel {
+			return a.usageErr("--parent lists child runs, --top-level leaves them out: give one")
+		}
 		if f.filter.Parent, err = uuid.Parse(*parent); err != nil {
 			return a.usageErr("--parent %q is not a run ID: %v", *parent, err)
 		}

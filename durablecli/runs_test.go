@@ -178,7 +178,7 @@ func TestRunsShowErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"runs"}, "Usage: durable runs <list|show|cancel|replay|upgrade|prune>"},
+		{[]string{"runs"}, "durable runs list: --database-url (or $DURABLE_DATABASE_URL) is required"}, // "runs" is "runs list"
 		{[]string{"runs", "frob"}, `unknown action "frob"`},
 		{p.Flags("runs", "show"), "a RUN_ID is required"},
 		{p.Flags("runs", "show", missing, "other"), `unexpected argument "other"`},
@@ -714,7 +714,7 @@ func TestRunsCancel(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "durable runs cancel: give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until), or --all for every run in flight\n"},
+		{nil, "durable runs cancel: give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until, --top-level), or --all for every run in flight\n"},
 		{[]string{a1.String(), "not-a-uuid"}, `durable runs cancel: "not-a-uuid" is not a run ID: invalid UUID length: 10` + "\n"},
 		{[]string{a1.String(), "--tenant", "ada"}, "durable runs cancel: give run IDs, or filter flags, not both\n"},
 		{[]string{a1.String(), "--all"}, "durable runs cancel: give run IDs, or filter flags, not both\n"},
@@ -772,8 +772,13 @@ func TestRunsCancel(t *testing.T) {
 	require.Equal(t, durabletype.RunCancelled, res.Status)
 	require.Contains(t, res.Err.Error(), "bulk")
 
-	// --all: every RUNNING run.
+	// --all: every RUNNING run; a dry run first, which changes nothing.
 	c1, c2 := sleeping(t, client, "carl"), sleeping(t, client, "dora")
+	code, out, errOut = runCLI(t, p.Flags("runs", "cancel", "--all", "--dry-run")...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, c2.String()+" would be cancelled\n"+c1.String()+" would be cancelled\n"+
+		"would cancel 2 runs (0 skipped); dry run: nothing changed\n", out)
+	require.Equal(t, durabletype.RunRunning, status(c1))
 	code, out, errOut = runCLI(t, p.Flags("runs", "cancel", "--all")...)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "cancelled 2 runs (0 skipped)\n", out)
@@ -811,8 +816,8 @@ func TestRunsReplay(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "durable runs replay: give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until), or --all for every FAILED and CANCELLED run\n"},
-		{[]string{"--all", "--status", "failed"}, "durable runs replay: --all selects every FAILED and CANCELLED run: it takes no filter flags\n"},
+		{nil, "durable runs replay: give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until, --top-level), or --all for every FAILED run (and CANCELLED one with --include-cancelled)\n"},
+		{[]string{"--all", "--status", "failed"}, "durable runs replay: --all selects every FAILED run (and CANCELLED one with --include-cancelled): it takes no filter flags\n"},
 		{[]string{"x" + ids[0].String()}, `is not a run ID`},
 	} {
 		code, out, errOut := runCLI(t, p.Flags(append([]string{"runs", "replay"}, tc.args...)...)...)
@@ -875,7 +880,17 @@ func TestRunsReplay(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Regexp(t, `(?m)^\+\d+\.\d{3}s +first +REPLAYED +\d +replay from step first$`, out)
 
-	// By filter: the FAILED and CANCELLED runs matching it.
+	// By filter: the FAILED runs matching it; a dry run first, which
+	// changes nothing.
+	code, out, errOut = runCLI(t, p.Flags("runs", "replay", "--workflow", "cli-test-fixable", "--dry-run")...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, ids[2].String()+" would be replayed\n"+ids[1].String()+" would be replayed\n"+
+		"would replay 2 runs (0 skipped); dry run: nothing changed\n", out)
+	require.Equal(t, durabletype.RunFailed, settled(t, client, ids[1]).Status)
+	code, out, errOut = runCLI(t, p.Flags("runs", "replay", "--dry-run", ids[0].String(), ids[1].String(), inFlight.String())...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, ids[0].String()+" would be skipped (COMPLETED)\n"+ids[1].String()+" would be replayed\n"+
+		inFlight.String()+" would be skipped (RUNNING)\n"+"would replay 1 run (2 skipped); dry run: nothing changed\n", out)
 	code, out, errOut = runCLI(t, p.Flags("runs", "replay", "--workflow", "cli-test-fixable")...)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "replayed 2 runs (0 skipped)\n", out)
@@ -890,10 +905,18 @@ func TestRunsReplay(t *testing.T) {
 		require.Equal(t, durabletype.RunCompleted, settled(t, client, id).Status)
 	}
 
-	// --all: every FAILED and CANCELLED run.
+	// --all: every FAILED run; a CANCELLED one only with
+	// --include-cancelled (or a status that names it).
 	code, out, errOut = runCLI(t, p.Flags("runs", "cancel", inFlight.String())...)
 	require.Equal(t, 0, code, errOut)
 	code, out, errOut = runCLI(t, p.Flags("runs", "replay", "--all")...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "replayed 0 runs (0 skipped)\n", out, "what an operator cancelled stays cancelled")
+	require.Equal(t, durabletype.RunCancelled, settled(t, client, inFlight).Status)
+	code, out, errOut = runCLI(t, p.Flags("runs", "replay", "--all", "--include-cancelled", "--dry-run")...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, inFlight.String()+" would be replayed\nwould replay 1 run (0 skipped); dry run: nothing changed\n", out)
+	code, out, errOut = runCLI(t, p.Flags("runs", "replay", "--all", "--include-cancelled")...)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "replayed 1 run (0 skipped)\n", out)
 	res, err = client.Get(ctx, inFlight)

@@ -185,6 +185,21 @@ func TestRunsShowParentAndChildren(t *testing.T) {
 			require.Equal(t, "-", r[7], "not a child run")
 		}
 	}
+	// --top-level leaves the child runs out; "runs" alone is "runs list".
+	for _, args := range [][]string{{"runs", "list", "--top-level"}, {"runs", "--top-level"}} {
+		code, out, errOut = runCLI(t, p.Flags(args...)...)
+		require.Equal(t, 0, code, errOut)
+		top, _ := listRows(t, out)
+		require.Equal(t, [][]string{wantRow(t, client, id, "-")}, top, "%v: only the parent", args)
+	}
+	code, out, errOut = runCLI(t, p.Flags("runs")...)
+	require.Equal(t, 0, code, errOut)
+	rows, _ = childRows(t, out)
+	require.Len(t, rows, 1+parentChildren, `"runs" alone lists runs`)
+	code, out, errOut = runCLI(t, p.Flags("runs", "list", "--top-level", "--parent", id.String())...)
+	require.Equal(t, exitUsage, code)
+	require.Empty(t, out)
+	require.Contains(t, errOut, "--parent lists child runs, --top-level leaves them out: give one")
 	code, out, errOut = runCLI(t, p.Flags("runs", "list", "--workflow", "bench-parent")...)
 	require.Equal(t, 0, code, errOut)
 	plain, _ := listRows(t, out)
@@ -257,14 +272,22 @@ func TestEventsSend(t *testing.T) {
 	code, out, errOut = runCLI(t, p.Flags("events", "send", "--key", "bench-7", "--tenant", "other", "--payload", "1")...)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, `event "bench-7" of tenant "other": delivered to 0 waiting steps`+"\n", out)
+	require.Equal(t, `durable events send: warning: no step of tenant "other" was waiting for event "bench-7"; it is kept for steps that look back (durable.WithLookback)`+"\n"+
+		`durable events send: hint: check the key and the tenant: "durable runs show RUN_ID" says what a waiting run's steps wait for`+"\n", errOut)
 	code, out, errOut = runCLI(t, p.Flags("events", "send", "--key", "bench-8", "--payload", "1", "--json")...)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, `{"delivered":0}`+"\n", out)
+	require.Contains(t, errOut, `warning: no step of tenant "default" was waiting for event "bench-8"`)
+	require.Contains(t, errOut, `hint: without --tenant the event goes to tenant "default"`, "the tenant was not given")
+	code, out, errOut = runCLI(t, p.Flags("events", "send", "--key", "bench-8", "--require-delivery")...)
+	require.Equal(t, exitUndelivered, code, "--require-delivery: none delivered is an error; stderr:\n%s", errOut)
+	require.Equal(t, `event "bench-8" of tenant "default": delivered to 0 waiting steps`+"\n", out, "sent all the same")
+	require.Contains(t, errOut, "warning: no step of tenant")
 	res, err := client.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, durabletype.TaskWaiting, res.Steps[0].State, "still waiting")
 
-	code, out, errOut = runCLI(t, p.Flags("events", "send", "--key", "bench-7", "--payload", " 42 ")...)
+	code, out, errOut = runCLI(t, p.Flags("events", "send", "--key", "bench-7", "--payload", " 42 ", "--require-delivery")...)
 	require.Equal(t, 0, code, errOut)
 	require.Empty(t, errOut)
 	require.Equal(t, `event "bench-7" of tenant "default": delivered to 1 waiting step`+"\n", out)

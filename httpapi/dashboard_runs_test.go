@@ -194,6 +194,13 @@ func testListRunsInclude(t *testing.T, en *env) {
 	require.False(t, runs[kid].HasChildren)
 	one(kid, "done", "event")
 	require.Equal(t, "kid-x", runs[kid].Waits[0].EventKey)
+	top := en.listed(t, "acme", "top_level=true")
+	require.Len(t, top, len(runs)-1, "top_level=true leaves the child run out")
+	require.NotContains(t, top, kid)
+	require.Contains(t, top, family)
+	require.Len(t, en.listed(t, "acme", "top_level=false"), len(runs))
+	requireProblem(t, en.do(t, "acme", "GET", "/api/v1/runs?top_level=yes", nil), 400, "invalid_filter")
+	requireProblem(t, en.do(t, "acme", "GET", "/api/v1/runs?top_level=true&parent="+family.String(), nil), 400, "invalid_filter")
 	one(napper, "nap", "sleep")
 	require.NotNil(t, runs[napper].Waits[0].DueAt)
 	require.WithinDuration(t, time.Now().Add(time.Hour), *runs[napper].Waits[0].DueAt, time.Minute)
@@ -257,8 +264,26 @@ func TestDashboardRunsList(t *testing.T) {
 	row := func(id uuid.UUID) string { return fmt.Sprintf(`#runs tr[data-run="%s"]`, id) }
 	ctx := browser(t)
 	shot := screenshots(t)
+	// By default the list holds the top-level runs only: the child run is
+	// reached from its parent; the toggle lists every run.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(row(family)+` a.children`),
+		chromedp.WaitVisible(`#f-top-level:checked`),
+	))
+	kids, err := chromedp.Run(ctx, chromedp.Nodes(row(kid), chromedp.AtLeast(0)))
+	require.NoError(t, err)
+	require.Empty(t, kids, "the child run is not listed by default")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(`#f-top-level`),
+		chromedp.WaitVisible(row(kid)),
+		chromedp.WaitVisible(`#f-top-level:not(:checked)`),
+	))
+	hash, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash`))
+	require.NoError(t, err)
+	require.Equal(t, "#/?top_level=false", hash)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/#/?top_level=false"),
 		chromedp.WaitVisible(row(gate)+` .wait[data-step="approved"][data-for="signal"]`),
 		chromedp.WaitVisible(row(napper)+` .wait[data-step="nap"][data-for="sleep"]`),
 		chromedp.WaitVisible(row(retrier)+` .wait[data-step="call"][data-for="retry"]`),
@@ -304,9 +329,11 @@ func TestDashboardRunsList(t *testing.T) {
 		chromedp.WaitVisible(row(kid)),
 		chromedp.WaitNotPresent(row(family)),
 		chromedp.WaitNotPresent(row(gate)),
+		chromedp.WaitVisible(`#f-top-level:disabled`),
 		chromedp.Click(`#f-parent button`),
 		chromedp.WaitVisible(row(gate)),
 		chromedp.WaitNotPresent(`#f-parent`),
+		chromedp.WaitVisible(`#f-top-level:checked:enabled`),
 		// The parent's page links to its child runs too.
 		chromedp.Navigate(srv.URL+"/#/runs/"+family.String()),
 		chromedp.WaitVisible(`#waits li[data-step="sub"][data-for="child"]`),

@@ -95,7 +95,7 @@ func waitJSON(s durable.StepWait) (durablejson.RunWait, bool) {
 
 // listParams are the query parameters of GET /api/v1/runs.
 var listParams = []string{"status", "workflow", "version", "tenant", "created_after", "created_before",
-	"finished_after", "finished_before", "parent", "limit", "cursor", "include"}
+	"finished_after", "finished_before", "parent", "top_level", "limit", "cursor", "include"}
 
 // maxIncludeLimit is the largest page of runs that may include waits or
 // children: children cost a read per run of the page (and waits, on a
@@ -158,6 +158,16 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 			return err
 		}
 		opts.Parent = id
+	}
+	switch v := q.Get("top_level"); v {
+	case "", "false":
+	case "true":
+		if opts.Parent != uuid.Nil {
+			return badRequest("invalid_filter", "top_level: parent lists child runs, top_level=true leaves them out: give one")
+		}
+		opts.TopLevel = true
+	default:
+		return badRequest("invalid_filter", "top_level: want true or false, got "+strconv.Quote(v))
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -1137,6 +1137,7 @@ func (s *Store) ActOnRuns(ctx context.Context, p *store.ActOnRunsParams) ([]stor
 		s.mu.Unlock()
 		return nil, fmt.Errorf("memstore: %w", err)
 	}
+	s.uncount(loaded)
 	err = s.persist(c, &n)
 	s.mu.Unlock()
 	if err != nil {
@@ -1147,6 +1148,23 @@ func (s *Store) ActOnRuns(ctx context.Context, p *store.ActOnRunsParams) ([]stor
 		out[0].Settled = n.settled
 	}
 	return out, nil
+}
+
+// uncount takes the runs an action made settle no more (a replay) out of
+// the settled counts, where they were counted when they settled: the
+// stats count each run under its current status, once. The records in
+// s.runs are still those from before the action.
+func (s *Store) uncount(loaded map[uuid.UUID]*dag.Run) {
+	for id, r := range loaded {
+		old := &s.runs[id].rec
+		if !old.Settled() || (r.Rec.FinishedAt.Equal(old.FinishedAt) && r.Rec.Status == old.Status) {
+			continue
+		}
+		k := dag.SettledCount(old)
+		if s.counts[k]--; s.counts[k] <= 0 {
+			delete(s.counts, k)
+		}
+	}
 }
 
 // Stats implements store.Store.
@@ -1222,6 +1240,9 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*durabletype.S
 		st.Runs = append(st.Runs, k)
 	}
 	for k, n := range settled {
+		if n <= 0 {
+			continue
+		}
 		st.Runs = append(st.Runs, durabletype.RunCount{Workflow: k.Workflow, Tenant: k.Tenant, Status: k.Status, Settled: true, Count: n})
 	}
 	for _, q := range queues {

@@ -37,11 +37,18 @@ func (s *Store) ActOnRuns(ctx context.Context, p *store.ActOnRunsParams) ([]stor
 			lockReady: true,
 			settled:   &settled,
 			apply: func(c *change) error {
+				before := map[uuid.UUID]store.Run{}
+				for id, r := range c.byID {
+					if r.Rec.Settled() {
+						before[id] = r.Rec
+					}
+				}
 				var err error
 				out, err = c.Act(p, func(id uuid.UUID) *dag.Run { return c.byID[id] })
 				if err != nil {
 					return fmt.Errorf("pgstore: %w", err)
 				}
+				c.uncount(before)
 				return nil
 			},
 		})
@@ -53,6 +60,23 @@ func (s *Store) ActOnRuns(ctx context.Context, p *store.ActOnRunsParams) ([]stor
 		out[0].Settled = settled
 	}
 	return out, nil
+}
+
+// uncount notes the runs that settled before an action (before) and
+// settle no more, or settled anew, after it (a replay): their settlement
+// is counted out of run_counts, so that the stats count each run once,
+// under its current status.
+func (c *change) uncount(before map[uuid.UUID]store.Run) {
+	for id, old := range before {
+		r := c.byID[id]
+		if r == nil || (r.Rec.FinishedAt.Equal(old.FinishedAt) && r.Rec.Status == old.Status) {
+			continue
+		}
+		if c.uncounted == nil {
+			c.uncounted = map[dag.RunCountKey]int64{}
+		}
+		c.uncounted[dag.SettledCount(&old)]++
+	}
 }
 
 // ListRuns implements store.Store. The query is built for the filter, so
@@ -155,6 +179,11 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 	}
 	if f.Parent != uuid.Nil {
 		conds = append(conds, "r.parent_id = "+arg([16]byte(f.Parent))+"::uuid")
+	}
+	if f.TopLevel {
+		// No index leads with it: the walk of the index that serves the
+		// rest skips the child runs it meets.
+		conds = append(conds, "r.parent_id IS NULL")
 	}
 	if len(lits) > 0 {
 		conds = append(conds, "r.status IN ("+strings.Join(lits, ", ")+")")

@@ -302,7 +302,11 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		"finished":       {FinishedAfter: now.Add(-time.Hour)},
 		"tenant failed since": {Tenant: "acme", Statuses: []durabletype.RunStatus{durabletype.RunFailed},
 			CreatedAfter: now.Add(-24 * time.Hour)},
-		"children": {Parent: uuid.New()},
+		"children":          {Parent: uuid.New()},
+		"top-level":         {TopLevel: true},
+		"tenant top-level":  {Tenant: "acme", TopLevel: true},
+		"failed top-level":  {Statuses: []durabletype.RunStatus{durabletype.RunFailed}, TopLevel: true},
+		"running top-level": {Statuses: []durabletype.RunStatus{durabletype.RunRunning}, TopLevel: true},
 	}
 	i := 0
 	for name, f := range filters {

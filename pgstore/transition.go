@@ -62,6 +62,10 @@ type change struct {
 	deferred bool
 
 	notes []string
+	// uncounted are the settled runs an action made settle no more (a
+	// replay), by the key they were counted under: queueRunUpdates counts
+	// them out.
+	uncounted map[dag.RunCountKey]int64
 
 	placement
 	eventIDs

@@ -536,7 +536,8 @@ func (c *change) queueNewRunsWith(q *queries, inTx bool, b *pgx.Batch) *pgx.Queu
 }
 
 // queueRunUpdates queues the update of existing runs whose record changed,
-// and counts the runs that settled in run_counts.
+// and counts the runs that settled in run_counts (and out of it the runs
+// that settle no more, c.uncounted).
 func (c *change) queueRunUpdates(q *queries, b *pgx.Batch) {
 	var (
 		ids               [][16]byte
@@ -564,6 +565,9 @@ func (c *change) queueRunUpdates(q *queries, b *pgx.Batch) {
 		finishedAt = append(finishedAt, stamp(rec.FinishedAt))
 		deadlines = append(deadlines, stamp(rec.Deadline))
 	}
+	for k, n := range c.uncounted {
+		counts[k] -= n
+	}
 	if len(ids) > 0 {
 		b.Queue(q.updateRuns, ids, sts, fsteps, errs, finishedAt, unlessAny(deadlines))
 	}
@@ -573,6 +577,7 @@ func (c *change) queueRunUpdates(q *queries, b *pgx.Batch) {
 // queueCounts queues the addition of settled runs to run_counts, its keys
 // sorted so that transactions lock the rows they share in one order.
 func queueCounts(q *queries, b *pgx.Batch, counts map[dag.RunCountKey]int64) {
+	maps.DeleteFunc(counts, func(_ dag.RunCountKey, n int64) bool { return n == 0 })
 	if len(counts) == 0 {
 		return
 	}

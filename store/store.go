@@ -776,6 +776,10 @@ type RunFilter struct {
 	FinishedAfter, FinishedBefore time.Time
 	// Parent keeps the child runs of one run.
 	Parent uuid.UUID
+
+	// TopLevel keeps the runs that no parent run started (not child
+	// runs). With Parent set, nothing matches.
+	TopLevel bool
 }
 
 // RunKey is the position of a run in the newest-first order of ListRuns.

@@ -265,12 +265,18 @@ async function runsView(params) {
   if (params.get("version")) version.append(el("option", { value: params.get("version"), selected: true }, params.get("version")));
   const tenant = el("input", { id: "f-tenant", value: params.get("tenant") || "", placeholder: "any", size: 14 });
   const parent = params.get("parent") || "";
+  // Top-level runs only, by default: a parent's child runs are a click
+  // away (its "child runs →" link and its page), and a parent with many
+  // children would otherwise fill the list. top_level=false in the address
+  // lists every run; a parent's child runs are listed whatever it says.
+  const topLevel = el("input", { id: "f-top-level", type: "checkbox", checked: params.get("top_level") !== "false", disabled: !!parent });
   const apply = (withParent) => {
     const q = new URLSearchParams();
     if (status.value) q.set("status", status.value);
     if (workflow.value) q.set("workflow", workflow.value);
     if (version.value) q.set("version", version.value);
     if (tenant.value) q.set("tenant", tenant.value);
+    if (!topLevel.checked) q.set("top_level", "false");
     if (withParent && parent) q.set("parent", parent);
     location.hash = "#/?" + q.toString();
   };
@@ -278,13 +284,15 @@ async function runsView(params) {
   workflow.addEventListener("change", () => { version.value = ""; apply(true); });
   version.addEventListener("change", () => apply(true));
   tenant.addEventListener("change", () => apply(true));
+  topLevel.addEventListener("change", () => apply(true));
   const tbody = el("tbody", { id: "runs" });
   const more = el("button", { id: "more", hidden: true }, "Next 50 runs");
   const heads = ["Run", "Workflow", "Version", "Tenant", "Status", "Waits for", "Failed step", "Duration", "Created"];
   main.replaceChildren(...[
     el("h1", {}, "Runs"),
     el("div", { class: "filters" },
-      el("label", {}, "status", status), el("label", {}, "workflow", workflow), el("label", {}, "version", version), el("label", {}, "tenant", tenant)),
+      el("label", {}, "status", status), el("label", {}, "workflow", workflow), el("label", {}, "version", version), el("label", {}, "tenant", tenant),
+      el("label", { class: "inline", title: "leave out child runs (runs a step of another run started)" }, topLevel, " top-level runs only")),
     parent ? el("p", { class: "chip", id: "f-parent" }, "Child runs of run ", el("a", { href: "#/runs/" + parent }, parent), " ",
       el("button", { type: "button", "aria-label": "show every run, not only the child runs of " + parent, onclick: () => apply(false) }, "✕")) : null,
     el("table", {}, el("thead", {}, el("tr", {}, heads.map((h) => el("th", {}, h)))), tbody),
@@ -308,6 +316,7 @@ async function runsView(params) {
 
   const query = new URLSearchParams();
   for (const k of ["status", "workflow", "version", "tenant", "parent"]) if (params.get(k)) query.set(k, params.get(k));
+  if (!parent && topLevel.checked) query.set("top_level", "true");
   query.set("limit", "50");
   query.set("include", "waits,children");
   let cursor = "";
@@ -381,12 +390,52 @@ function dagSVG(steps, onSelect, id, label) {
       "data-retired": s.retired ? "true" : "false", tabindex: "0" },
       svg("title", {}, title),
       svg("rect", { x: p.x, y: p.y, width: p.w, height: p.h }),
-      svg("text", { x: p.x + 8, y: p.y + 18 }, label),
-      svg("text", { x: p.x + 8, y: p.y + 34, class: "sub" }, sub));
+      svg("text", { x: p.x + 8, y: p.y + p.h / 2 - 4 }, label),
+      svg("text", { x: p.x + 8, y: p.y + p.h / 2 + 12, class: "sub" }, sub));
     node.addEventListener("click", () => onSelect(s.name));
     g.append(node);
   }
-  return el("div", { class: "dag-wrap" }, g);
+  return zoomPanel(g, id, width, height);
+}
+
+// zooms keeps the zoom of each drawing, by its id: "fit", or a scale (1 is
+// 100%). A page drawn again (a run's, at every refresh) keeps its zoom.
+const zooms = new Map();
+
+// zoomPanel puts a drawing (an SVG of width × height user units) in a
+// panel as wide as the page, which scrolls what does not fit, with a zoom
+// bar: fit (the whole drawing in the panel, at most 100%), zoom out, 100%,
+// zoom in. "Fit" refits when the window is resized.
+function zoomPanel(g, id, width, height) {
+  const wrap = el("div", { class: "dag-wrap", id: id + "-wrap" }, g);
+  const shown = el("span", { class: "muted zoom-level", id: id + "-zoom" });
+  const scaleOf = (z) => {
+    if (z !== "fit") return z;
+    // The panel's width; its height at most three quarters of the window.
+    const w = wrap.clientWidth - 2, h = Math.max(window.innerHeight * 0.75, 200) - 2;
+    return w > 0 ? Math.min(1, w / width, h / height) : 1;
+  };
+  const apply = () => {
+    const z = zooms.get(id) || 1;
+    const k = scaleOf(z);
+    g.setAttribute("width", Math.round(width * k));
+    g.setAttribute("height", Math.round(height * k));
+    g.dataset.zoom = k.toFixed(3);
+    shown.textContent = Math.round(k * 100) + "%" + (z === "fit" ? " (fit)" : "");
+  };
+  const set = (z) => { zooms.set(id, z); apply(); };
+  const by = (f) => set(Math.min(4, Math.max(0.05, scaleOf(zooms.get(id) || 1) * f)));
+  const button = (cls, text, label, onclick) => el("button", { type: "button", class: "zoom " + cls, id: `${id}-${cls}`, "aria-label": label, title: label, onclick }, text);
+  const bar = el("div", { class: "dag-zoom" },
+    button("fit", "Fit", "fit the whole drawing in the panel", () => set("fit")),
+    button("out", "−", "zoom out", () => by(0.8)),
+    button("actual", "100%", "actual size", () => set(1)),
+    button("in", "+", "zoom in", () => by(1.25)),
+    shown);
+  // Laid out, and at every change of the panel's width: a fit refits.
+  new ResizeObserver(() => { if (zooms.get(id) === "fit") apply(); }).observe(wrap);
+  apply();
+  return el("div", { class: "dag-panel" }, bar, wrap);
 }
 
 // bars rebuilds, from the event log, each step's attempts (STARTED to its

@@ -14,14 +14,19 @@ const DAG = {
   LANE: 8, // the height of an edge's slot in a column it crosses
   LGAP: 6, // the least gap between a slot and its neighbours
   PAD: 16, // the margin around the drawing
+  PORT: 12, // the least gap between two edge ends on a box's side: an arrowhead's height
+  EDGE: 8, // the least gap between an edge end and a box's corner
 };
 
 // dagLayout lays out steps ({name, kind, parents}) and returns the boxes by
 // step name ({x, y, w, h, layer}), the edges ({from, to, d}: d is an SVG
 // path from the right side of the parent's box to the left side of the
-// child's), and the drawing's width and height.
+// child's), and the drawing's width and height. A box is H high, or more
+// when more edges enter or leave it than fit on its side PORT apart: the
+// ends of the edges that enter a box spread along its side, so that their
+// arrowheads stay apart.
 function dagLayout(steps) {
-  const { W, H, GX, GY, LANE, LGAP, PAD } = DAG;
+  const { W, H, GX, GY, LANE, LGAP, PAD, PORT, EDGE } = DAG;
   const index = new Map(steps.map((s, i) => [s.name, i]));
   const n = steps.length;
   const onFailure = (i) => steps[i].kind === "on_failure";
@@ -92,6 +97,8 @@ function dagLayout(steps) {
   }
   const real = (v) => v < n;
   const count = nodeLayer.length;
+  // A box's height: room for its edges' ends on either side, PORT apart.
+  const boxH = steps.map((_, i) => Math.max(H, 2 * EDGE + PORT * (Math.max(up[i].length, down[i].length) - 1)));
 
   // 3. The order within each column: a depth-first order to start with,
   // then barycenter sweeps (a node goes to the mean position of its
@@ -179,7 +186,7 @@ function dagLayout(steps) {
   // as can be to the mean of each node's neighbours (a least-squares fit
   // under the order and gap constraints, by pooling adjacent violators).
   // Steps weigh more than virtual nodes, so edges make way for boxes.
-  const size = (v) => (real(v) ? H : LANE);
+  const size = (v) => (real(v) ? boxH[v] : LANE);
   const gap = (a, b) => size(a) / 2 + size(b) / 2 + (real(a) && real(b) ? GY : LGAP);
   const y = new Array(count).fill(0); // centres
   for (const r of rank) r.forEach((v, k) => { y[v] = k === 0 ? 0 : y[r[k - 1]] + gap(r[k - 1], v); });
@@ -231,18 +238,20 @@ function dagLayout(steps) {
   const colX = (l) => PAD + l * (W + GX);
   const boxes = {};
   for (let i = 0; i < n; i++) {
-    boxes[steps[i].name] = { x: colX(layer[i]), y: y[i] + shift - H / 2, w: W, h: H, layer: layer[i] };
+    boxes[steps[i].name] = { x: colX(layer[i]), y: y[i] + shift - boxH[i] / 2, w: W, h: boxH[i], layer: layer[i] };
   }
 
   // 5. Edges. Where several edges leave (or enter) a box, they spread over
-  // its side in the order of the other ends, so they do not cross there.
+  // its side in the order of the other ends, so they do not cross there,
+  // at least PORT apart (the box is high enough: boxH), so that their
+  // arrowheads do not pile up.
   // Between columns an edge is a cubic curve with horizontal ends, its
   // control points in the gap: the curve stays in the gap. Through a
   // column it crosses, it is a straight line in its own slot.
   const cy = (v) => y[v] + shift;
   const ports = (v, links, other) => {
     const sorted = [...links].sort((a, b) => cy(other(a)) - cy(other(b)) || other(a) - other(b));
-    const step = sorted.length > 1 ? Math.min(10, (H - 16) / (sorted.length - 1)) : 0;
+    const step = sorted.length > 1 ? Math.min(PORT + 2, (boxH[v] - 2 * EDGE) / (sorted.length - 1)) : 0;
     return new Map(sorted.map((e, k) => [e, cy(v) + (k - (sorted.length - 1) / 2) * step]));
   };
   const outs = new Map(), ins = new Map();

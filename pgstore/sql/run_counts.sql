@@ -8,7 +8,9 @@
 -- name: countSettled
 -- Settled runs counted per minute, into the rows of this connection's
 -- shard; the keys come sorted and distinct, so that two transactions on
--- one shard lock rows in the same order.
+-- one shard lock rows in the same order. A replayed run is counted out
+-- (n = -1) under the key it settled with, so that the stats count each
+-- run once, under its current status.
 INSERT INTO {{schema}}.run_counts AS c (minute, workflow, tenant, status, shard, n)
 SELECT minute, workflow, tenant, status, (pg_backend_pid() % {{countShards}})::smallint, n
 FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS u(minute, workflow, tenant, status, n)
@@ -20,7 +22,8 @@ ON CONFLICT (minute, workflow, tenant, status, shard) DO UPDATE SET n = c.n + ex
 SELECT workflow, '', tenant, status, sum(n)::bigint FROM {{schema}}.run_counts
 WHERE minute >= to_timestamp(floor(extract(epoch FROM coalesce($2, now()) - $3::bigint * interval '1 microsecond') / 60) * 60)
   AND ($1::text IS NULL OR tenant = $1)
-GROUP BY workflow, tenant, status;
+GROUP BY workflow, tenant, status
+HAVING sum(n) > 0;
 
 -- name: compactCounts
 -- The counts of each closed minute (ended more than a minute ago) merged

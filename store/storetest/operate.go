@@ -630,8 +630,9 @@ func testStats(t *testing.T, s store.Store) {
 // testStatsCounts: runs in flight are counted by their status (a failed run
 // whose handler still waits is in flight, FAILED); settled runs by the
 // minute they settled in, the window starting at the beginning of its first
-// minute; a replayed run is counted again when it settles again; a
-// cancelled run is counted CANCELLED; once a prune finds nothing more to
+// minute; a replayed run is counted under its current status only (out of
+// FAILED when replayed, in again when it settles again); a cancelled run is
+// counted CANCELLED; once a prune finds nothing more to
 // delete, the counts of minutes before its cutoff are gone too.
 func testStatsCounts(t *testing.T, s store.Store) {
 	base := T0.Truncate(time.Hour).Add(time.Hour) // a whole hour: minutes are whole
@@ -691,13 +692,13 @@ func testStatsCounts(t *testing.T, s store.Store) {
 	mustApply(t, s, m(4, 0), complete(h, `null`))
 	require.NoError(t, replayOne(t, s, m(5, 0), failing.ID, "", ""))
 	require.Equal(t, map[string]int{
-		"wf/t1/COMPLETED/true": 1, "wf/t1/FAILED/true": 1, "wf/t1/RUNNING/false": 1, "idle/t1/RUNNING/false": 1,
-	}, counts(m(5, 1), time.Hour, "t1"))
+		"wf/t1/COMPLETED/true": 1, "wf/t1/RUNNING/false": 1, "idle/t1/RUNNING/false": 1,
+	}, counts(m(5, 1), time.Hour, "t1"), "a replayed run is no longer counted FAILED")
 	mustApply(t, s, m(5, 30), complete(claimOne(t, s, m(5, 30)), `1`))
 	require.NoError(t, cancelOne(t, s, m(6, 0), idle.ID, ""))
 	require.Equal(t, map[string]int{
-		"wf/t1/COMPLETED/true": 2, "wf/t2/COMPLETED/true": 1, "wf/t1/FAILED/true": 1, "idle/t1/CANCELLED/true": 1,
-	}, counts(m(7, 0), time.Hour, ""), "the replayed run counted at each settlement")
+		"wf/t1/COMPLETED/true": 2, "wf/t2/COMPLETED/true": 1, "idle/t1/CANCELLED/true": 1,
+	}, counts(m(7, 0), time.Hour, ""), "the replayed run counted once, under its current status")
 
 	// Prune at 10:00 what settled more than 7m30s ago (before 2:30): the
 	// runs that completed in minute 0. The counts of minutes before 2:00 go
@@ -706,7 +707,7 @@ func testStatsCounts(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Deleted)
 	require.Equal(t, map[string]int{
-		"wf/t1/COMPLETED/true": 1, "wf/t1/FAILED/true": 1, "idle/t1/CANCELLED/true": 1,
+		"wf/t1/COMPLETED/true": 1, "idle/t1/CANCELLED/true": 1,
 	}, counts(m(10, 0), time.Hour, ""))
 }
 

@@ -76,6 +76,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"InvalidNewRuns", testInvalidNewRuns},
 		{"ClaimMatchesCore", testClaimMatchesCore},
 		{"ListRuns", testListRuns},
+		{"ListTopLevel", testListTopLevel},
 		{"ListWhileSettling", testListWhileSettling},
 		{"ActionRefused", testActionRefused},
 		{"ActionAtomic", testActionAtomic},

@@ -684,3 +684,39 @@ func mustSignal(t *testing.T, s store.Store, p *store.SignalParams) *store.Signa
 	require.NoError(t, err)
 	return res
 }
+
+// testListTopLevel: the top-level filter keeps the runs no parent run
+// started, with any other filter (runs in flight are found another way),
+// across pages; with a parent it keeps nothing.
+func testListTopLevel(t *testing.T, s store.Store) {
+	p := newRun("wf", "acme", shape(childStep("ship", "c2"), step("after", "ship")))
+	create(t, s, at(0), p)
+	c := claimOne(t, s, at(0))
+	require.Equal(t, durabletype.KindChild, c.Kind)
+	mustApply(t, s, at(0), spawn(c, `"box"`))
+	childID := dag.ChildID(p.ID, "ship", c.Token)
+	other := newRun("wf", "acme", shape(step("a")))
+	create(t, s, at(time.Second), other)
+	lone := newRun("wf", "zeta", shape(step("a")))
+	create(t, s, at(2*time.Second), lone)
+
+	running := []durabletype.RunStatus{durabletype.RunRunning}
+	require.Len(t, listAll(t, s, store.RunFilter{}, 10), 4, "the child is listed without the filter")
+	for _, page := range []int{1, 2, 10} {
+		require.Equal(t, []uuid.UUID{lone.ID, other.ID, p.ID}, ids(listAll(t, s, store.RunFilter{TopLevel: true}, page)), "page size %d", page)
+		require.Equal(t, []uuid.UUID{lone.ID, other.ID, p.ID}, ids(listAll(t, s, store.RunFilter{TopLevel: true, Statuses: running}, page)),
+			"runs in flight, page size %d", page)
+	}
+	require.Equal(t, []uuid.UUID{other.ID, p.ID}, ids(listAll(t, s, store.RunFilter{TopLevel: true, Tenant: "acme"}, 10)))
+	require.Equal(t, []uuid.UUID{other.ID, p.ID}, ids(listAll(t, s, store.RunFilter{TopLevel: true, Tenant: "acme", Statuses: running}, 10)))
+	require.Equal(t, []uuid.UUID{childID}, ids(listAll(t, s, store.RunFilter{Parent: p.ID}, 10)))
+	require.Empty(t, listAll(t, s, store.RunFilter{Parent: p.ID, TopLevel: true}, 10))
+
+	// Settled, a child is still not top-level: it fails, and its parent
+	// with it.
+	workChild(t, s, at(3*time.Second), "c1")
+	require.Equal(t, durabletype.RunFailed, run(t, s, childID).Status)
+	failedOnly := []durabletype.RunStatus{durabletype.RunFailed}
+	require.ElementsMatch(t, []uuid.UUID{childID, p.ID}, ids(listAll(t, s, store.RunFilter{Statuses: failedOnly}, 10)))
+	require.Equal(t, []uuid.UUID{p.ID}, ids(listAll(t, s, store.RunFilter{Statuses: failedOnly, TopLevel: true}, 10)))
+}

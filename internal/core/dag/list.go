@@ -20,7 +20,8 @@ func Matches(f *store.RunFilter, r *store.Run) bool {
 		len(f.Statuses) > 0 && !slices.Contains(f.Statuses, r.Status),
 		!f.CreatedAfter.IsZero() && r.CreatedAt.Before(f.CreatedAfter),
 		!f.CreatedBefore.IsZero() && !r.CreatedAt.Before(f.CreatedBefore),
-		f.Parent != uuid.Nil && (r.Parent == nil || r.Parent.RunID != f.Parent):
+		f.Parent != uuid.Nil && (r.Parent == nil || r.Parent.RunID != f.Parent),
+		f.TopLevel && r.Parent != nil:
 		return false
 	}
 	if !f.FinishedAfter.IsZero() || !f.FinishedBefore.IsZero() {
