@@ -155,6 +155,15 @@ func Run(t *testing.T, newStore Factory) {
 		{"PriorityWithinVersion", testPriorityWithinVersion},
 		{"UpgradeMidMapAndChild", testUpgradeMidMapAndChild},
 		{"ListWaits", testListWaits},
+		{"FuncCheckpoint", testFuncCheckpoint},
+		{"FuncSleep", testFuncSleep},
+		{"FuncEventWait", testFuncEventWait},
+		{"FuncRetry", testFuncRetry},
+		{"FuncChildren", testFuncChildren},
+		{"FuncCancel", testFuncCancel},
+		{"FuncReplay", testFuncReplay},
+		{"FuncRescue", testFuncRescue},
+		{"FuncRecordsInvalid", testFuncRecordsInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
