@@ -534,23 +534,19 @@ func (s *Store) load(loaded map[uuid.UUID]*dag.Run, id uuid.UUID) *dag.Run {
 	return r
 }
 
-// loadRecords loads into its run the records outcome o of a function's
-// body names that are there already (dag.RecordRefs), as pgstore does.
+// loadRecords loads into its run every record of the function's body
+// outcome o records calls of (dag.HasRecords), as pgstore does.
 func (s *Store) loadRecords(loaded map[uuid.UUID]*dag.Run, o *store.Outcome) {
-	if len(o.Records) == 0 {
+	if !dag.HasRecords(o) {
 		return
 	}
 	rs, key, ok := s.find(o.Task)
-	if !ok || key.task >= dag.ItemBase {
+	if !ok || key.task >= dag.ItemBase || !rs.shape.IsFunc(key.task) {
 		return
 	}
 	r := s.load(loaded, o.Task.RunID)
-	list := rs.items[key.task]
-	for _, name := range dag.RecordRefs(o) {
-		_, seq, _ := dag.ParseItem(name)
-		if seq < len(list) && list[seq].Name == name {
-			s.index(r, taskKey{o.Task.RunID, dag.ItemBase + key.task*dag.MaxItems + seq})
-		}
+	if err := r.SetRecords(key.task, cloneTasks(present(rs.items[key.task]))); err != nil {
+		panic(err) // the store built rs itself
 	}
 }
 
@@ -754,7 +750,11 @@ func (s *Store) claimed(rs *runState, k taskKey) *store.ClaimedTask {
 		return c
 	}
 	if t.Kind == durabletype.KindFunc {
-		c.Records = cloneTasks(present(rs.items[i]))
+		for _, rec := range present(rs.items[i]) {
+			// What pgstore reads of a record (funcRecords).
+			c.Records = append(c.Records, store.Task{RunID: rec.RunID, Name: rec.Name, Kind: rec.Kind, State: rec.State,
+				Attempt: rec.Attempt, Output: clone(rec.Output), Error: rec.Error, Child: rec.Child, Item: rec.Item, Input: clone(rec.Input)})
+		}
 		return c
 	}
 	for _, p := range rs.shape.Parents(i) {

@@ -36,6 +36,7 @@ type finish struct {
 	p       *store.FinishTasksParams
 	ids     []uuid.UUID
 	items   []itemRef
+	records []itemRef // function bodies whose records to load
 	res     []store.FinishResult
 	cascade []store.SettledRun
 }
@@ -55,8 +56,8 @@ func newFinish(p *store.FinishTasksParams) (*finish, error) {
 		if _, _, ok := dag.ParseItem(ref.Step); ok {
 			f.items = append(f.items, itemRef{ref.RunID, ref.Step})
 		}
-		for _, name := range dag.RecordRefs(&p.Outcomes[k]) {
-			f.items = append(f.items, itemRef{ref.RunID, name})
+		if dag.HasRecords(&p.Outcomes[k]) {
+			f.records = append(f.records, itemRef{ref.RunID, ref.Step})
 		}
 	}
 	return f, nil
@@ -69,6 +70,7 @@ func (f *finish) plan(lockReady bool) *plan {
 		now:       nowOf(f.p.Now),
 		ids:       f.ids,
 		items:     f.items,
+		records:   f.records,
 		lockReady: lockReady,
 		settled:   &f.cascade,
 		omit:      true,

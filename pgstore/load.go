@@ -30,7 +30,9 @@ type loader struct {
 	tasks map[uuid.UUID][]store.Task
 	cols  map[uuid.UUID][]eventCols
 	items []loadedTask
-	inbox []inboxRow
+	// records are the records of the bodies plan.records names.
+	records map[itemRef][]loadedTask
+	inbox   []inboxRow
 	// eventBase and clock are read after the locks are taken.
 	eventBase int64
 	clock     time.Time
@@ -73,6 +75,28 @@ func (l *loader) queue(q *queries, b *pgx.Batch, p *plan) {
 				}
 				l.items = append(l.items, lt)
 			}
+			return rows.Err()
+		})
+	}
+	for _, body := range p.records {
+		if l.records == nil {
+			l.records = map[itemRef][]loadedTask{}
+		}
+		if _, ok := l.records[body]; ok {
+			continue
+		}
+		l.records[body] = nil
+		prefix := dag.ItemPrefix(body.name)
+		b.Queue(q.loadMapItems, [16]byte(body.run), prefix, upperBound(prefix)).Query(func(rows pgx.Rows) error {
+			var got []loadedTask
+			for rows.Next() {
+				var lt loadedTask
+				if err := scanTask(rows, &lt.task, &lt.cols, true); err != nil {
+					return err
+				}
+				got = append(got, lt)
+			}
+			l.records[body] = got
 			return rows.Err()
 		})
 	}
@@ -201,6 +225,22 @@ func (l *loader) build(ctx context.Context, s *Store, q querier, c *change) erro
 		}
 		if err := c.addItems(r, []loadedTask{lt}); err != nil {
 			return err
+		}
+	}
+	for body, lts := range l.records {
+		r := c.byID[body.run]
+		if r == nil {
+			continue
+		}
+		m, ok := r.Shape.Index(body.name)
+		if !ok || !r.Shape.IsFunc(m) {
+			continue
+		}
+		if err := c.addItems(r, lts); err != nil {
+			return err
+		}
+		if err := r.SetRecords(m, nil); err != nil {
+			return fmt.Errorf("pgstore: %w", err)
 		}
 	}
 	c.eventBase = l.eventBase

@@ -141,6 +141,9 @@ type plan struct {
 	lockReady bool
 	// items are the items to load with the runs.
 	items []itemRef
+	// records are function bodies (run, body step) whose every record to
+	// load with the runs (dag.HasRecords).
+	records []itemRef
 	// inbox loads the messages pending for the runs, locked
 	// (change.inbox): the call applies them.
 	inbox bool

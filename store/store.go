@@ -428,7 +428,8 @@ type ClaimedTask struct {
 	// TraceParent is the run's NewRun.TraceParent, read with the claim.
 	TraceParent string
 	// Records are the records of a KindFunc task's body (its items), in
-	// the order of their calls.
+	// the order of their calls: their RunID, Name, Kind, State, Attempt,
+	// Output, Error, Child, Item and Input.
 	Records []Task
 }
 

@@ -314,4 +314,12 @@ func testFuncRecordsInvalid(t *testing.T, s store.Store) {
 	_, c2 := startFunc(t, s, at(0))
 	mustApply(t, s, at(0), suspend(c2, []int{7}, false))
 	require.Contains(t, run(t, s, c2.RunID).Error, "never made")
+
+	// A call recorded under one name is not recorded again under another.
+	r3, c3 := startFunc(t, s, at(0))
+	mustApply(t, s, at(0), checkpoint(c3, doneStep(0, "a", `1`)))
+	mustApply(t, s, at(time.Second), checkpoint(c3, doneStep(0, "b", `2`)))
+	require.Equal(t, durabletype.RunFailed, run(t, s, r3.ID).Status)
+	require.Contains(t, run(t, s, r3.ID).Error, `call 0 is recorded as step "a", the worker reports step "b"`)
+	require.Equal(t, []string{"main", "~main[0:a]"}, recordNames(t, s, r3.ID))
 }

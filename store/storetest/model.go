@@ -153,6 +153,10 @@ func (m *model) policy() durabletype.RetryPolicy {
 func (m *model) shape() *durabletype.Shape {
 	n := 1 + m.rng.IntN(5)
 	sh := &durabletype.Shape{Version: modelVersions[m.rng.IntN(2)]}
+	if m.rng.IntN(6) == 0 { // a durable function
+		sh.Steps = []durabletype.StepSpec{{Name: "main", Func: &durabletype.FuncSpec{}, Retry: m.policy()}}
+		return sh
+	}
 	for i := range n {
 		st := durabletype.StepSpec{Name: fmt.Sprintf("s%d", i), Retry: m.policy()}
 		for p := range i {
@@ -191,6 +195,42 @@ func (m *model) shape() *durabletype.Shape {
 		sh.OnFailure = &durabletype.OnFailureSpec{Retry: m.policy()}
 	}
 	return sh
+}
+
+// records are calls a function's body reports: names are given by number
+// (a worker that mixes histories is the conformance suite's business).
+func (m *model) records() []store.Record {
+	var out []store.Record
+	for range m.rng.IntN(3) {
+		seq := m.rng.IntN(4)
+		r := store.Record{Seq: seq, Name: fmt.Sprintf("c%d", seq), Attempt: 1 + m.rng.IntN(2)}
+		switch seq {
+		case 0:
+			r.Kind = durabletype.KindStep
+			switch m.rng.IntN(3) {
+			case 0:
+				r.State, r.Output = durabletype.TaskCompleted, m.bytes()
+			case 1:
+				r.State, r.Error = durabletype.TaskFailed, "no"
+			default:
+				r.State, r.Error, r.After = durabletype.TaskPending, "again", time.Duration(1+m.rng.IntN(3))*time.Second
+			}
+		case 1:
+			r.Kind, r.After = durabletype.KindSleep, time.Duration(1+m.rng.IntN(4))*time.Second
+		case 2:
+			r.Kind, r.Key = durabletype.KindEvent, modelKeys[m.rng.IntN(len(modelKeys))]
+			if m.rng.IntN(3) == 0 {
+				r.Key, r.Signal = "sig", true
+			}
+			if m.rng.IntN(2) == 0 {
+				r.Timeout = time.Duration(1+m.rng.IntN(4)) * time.Second
+			}
+		default:
+			r.Kind, r.Child, r.Result = durabletype.KindChild, m.childRun(), "c1"
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // childRun is the run a child step asks to start.
@@ -332,6 +372,20 @@ func (m *model) finish() string {
 	for _, c := range refs {
 		o := store.Outcome{Task: c.ref, Rand: m.rng.Float64()}
 		switch k := m.rng.IntN(10); {
+		case k < 6 && c.kind == durabletype.KindFunc:
+			o.Kind, o.Records = store.OutcomeCheckpoint, m.records()
+			if k >= 3 {
+				o.Kind = store.OutcomeSuspend
+				for range 1 + m.rng.IntN(2) {
+					o.Await = append(o.Await, m.rng.IntN(4))
+				}
+				for _, r := range o.Records {
+					if r.Kind == durabletype.KindSleep || r.Kind == durabletype.KindEvent {
+						o.Await = []int{r.Seq} // as a worker does (a bad worker's outcome is refused)
+					}
+				}
+				o.AwaitAny = m.rng.IntN(2) == 0
+			}
 		case k < 5 && c.kind == durabletype.KindEvent:
 			o.Kind, o.Key = store.OutcomeWait, modelKeys[m.rng.IntN(len(modelKeys))]
 		case k < 5 && c.kind == durabletype.KindChild:

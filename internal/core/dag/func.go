@@ -173,6 +173,12 @@ func CheckRecords(o *store.Outcome) error {
 		default:
 			return bad("kind %s is not a call", Quote(string(rec.Kind)))
 		}
+		if (rec.Kind == durabletype.KindSleep || rec.Kind == durabletype.KindEvent) &&
+			(o.Kind != store.OutcomeSuspend || !slices.Contains(o.Await, rec.Seq)) {
+			// The body waits for its sleep or wait at once, alone: at most
+			// one such record is ever open (awaited).
+			return bad("a sleep or a wait is recorded with the suspension that waits for it")
+		}
 	}
 	for _, seq := range o.Await {
 		if seq < 0 || seq >= MaxRecords {
@@ -182,15 +188,26 @@ func CheckRecords(o *store.Outcome) error {
 	return nil
 }
 
-// RecordRefs returns the task names of the records outcome o of a body
-// names, for a store to load with its run before it applies o: a record
-// that is there already must be found.
-func RecordRefs(o *store.Outcome) []string {
-	out := make([]string, len(o.Records))
-	for k := range o.Records {
-		out[k] = RecordName(o.Task.Step, o.Records[k].Seq, o.Records[k].Name)
+// HasRecords reports whether outcome o of a body records calls: a store
+// then loads every record of the body with its run (SetRecords), so that
+// a call recorded already is found by its number.
+func HasRecords(o *store.Outcome) bool { return len(o.Records) > 0 }
+
+// SetRecords makes every record of body m, as stored, available to the
+// call's transitions: what a store loads for an outcome that HasRecords.
+func (r *Run) SetRecords(m int, records []store.Task) error {
+	if !r.Shape.IsFunc(m) {
+		return fmt.Errorf("dag: run %s: step %d is not a function's body", r.Rec.ID, m)
 	}
-	return out
+	if _, err := r.AddItems(records); err != nil {
+		return err
+	}
+	li := r.loaded()
+	if li.full == nil {
+		li.full = map[int]bool{}
+	}
+	li.full[m] = true
+	return nil
 }
 
 // record applies the records of an outcome of body i, which holds its
@@ -200,18 +217,20 @@ func RecordRefs(o *store.Outcome) []string {
 func (r *Run) record(i int, recs []store.Record, now time.Time) int {
 	body := r.Task(i)
 	wrote := 0
+	have := r.allRecords(i)
 	for k := range recs {
 		rec := &recs[k]
-		// The store loaded the records the outcome names (by RecordName):
-		// one that is there already is found.
-		j, ok := r.ItemIndex(i, rec.Seq)
+		j, ok := have[rec.Seq]
 		if ok {
 			t := r.Task(j)
-			if t.Kind != durabletype.KindStep || t.State != durabletype.TaskPending || rec.Kind != durabletype.KindStep {
-				continue
+			if _, _, name, _ := ParseRecord(t.Name); name != rec.Name || t.Kind != rec.Kind {
+				// A worker that mixes histories: refused, not recorded.
+				r.fail(i, Text(fmt.Sprintf("durable: call %d is recorded as %s %s, the worker reports %s %s",
+					rec.Seq, t.Kind, Quote(name), rec.Kind, Quote(rec.Name))), true, 0, now)
+				return wrote
 			}
-			if _, _, name, _ := ParseRecord(t.Name); name != rec.Name {
-				continue
+			if t.Kind != durabletype.KindStep || t.State != durabletype.TaskPending {
+				continue // recorded already: a duplicate
 			}
 		} else {
 			j = r.appendItem(i, store.Task{
@@ -219,6 +238,7 @@ func (r *Run) record(i int, recs []store.Record, now time.Time) int {
 				State: durabletype.TaskPending, Item: rec.Seq,
 			})
 			r.fx.NewTasks = append(r.fx.NewTasks, j)
+			have[rec.Seq] = j
 		}
 		r.recordCall(i, j, rec, now)
 		wrote++
@@ -397,13 +417,16 @@ func (r *Run) closeRecord(i int) {
 // its one record open of those kinds (a body makes such a call and waits
 // on it at once, until it is over).
 func (r *Run) awaited(i int) (int, bool) {
-	for _, j := range r.allRecords(i) {
+	found, at := -1, 0
+	for seq, j := range r.allRecords(i) {
 		t := r.Task(j)
 		if t.State == durabletype.TaskSleeping && t.Kind == durabletype.KindSleep || t.State == durabletype.TaskWaiting && t.Kind == durabletype.KindEvent {
-			return j, true
+			if found < 0 || seq < found {
+				found, at = seq, j
+			}
 		}
 	}
-	return 0, false
+	return at, found >= 0
 }
 
 // recordOf returns the record of call seq of body i, loading the body's

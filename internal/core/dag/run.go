@@ -288,11 +288,13 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 		// The claim goes on. A checkpoint recorded already (its result
 		// was lost on the way) is a duplicate: a step's transaction that
 		// carries it rolls back.
-		if r.record(i, o.Records, now) == 0 && len(o.Records) > 0 {
+		if r.record(i, o.Records, now) == 0 && len(o.Records) > 0 && t.State == durabletype.TaskRunning {
 			return r.end(), store.FinishDuplicate
 		}
 	case store.OutcomeSuspend:
-		r.record(i, o.Records, now)
+		if r.record(i, o.Records, now); r.Err() != nil {
+			return r.end(), store.FinishApplied // the store fails the call (Run.Err)
+		}
 		if t.State == durabletype.TaskRunning {
 			r.suspend(i, o.Await, o.AwaitAny, now)
 		}
