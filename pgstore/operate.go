@@ -156,6 +156,14 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 	if f.Parent != uuid.Nil {
 		conds = append(conds, "r.parent_id = "+arg([16]byte(f.Parent))+"::uuid")
 	}
+	if f.IdempotencyKey != "" {
+		conds = append(conds, "r.idem_key = "+arg(f.IdempotencyKey)) // runs_idem_key_created_idx
+	}
+	if f.InputContains != nil {
+		// Not indexed (migration 015): checked on the runs the other
+		// conditions select, newest first, until the page is full.
+		conds = append(conds, pgx.Identifier{s.schema}.Sanitize()+".input_json(r.input) @> "+arg(string(f.InputContains))+"::jsonb")
+	}
 	if len(lits) > 0 {
 		conds = append(conds, "r.status IN ("+strings.Join(lits, ", ")+")")
 	}

@@ -719,6 +719,15 @@ type RunFilter struct {
 	FinishedAfter, FinishedBefore time.Time
 	// Parent keeps the child runs of one run.
 	Parent uuid.UUID
+	// IdempotencyKey keeps the runs created with this idempotency key
+	// (Run.IdempotencyKey), compared exactly.
+	IdempotencyKey string
+	// InputContains, when set, is a JSON value: it keeps the runs whose
+	// input is JSON that contains it, by the rule of PostgreSQL's jsonb @>
+	// operator (dag.ContainsJSON). A run whose input is not JSON (another
+	// Codec) or has none never matches. The caller has checked it is
+	// valid JSON (dag.CheckJSONFilter).
+	InputContains []byte
 }
 
 // RunKey is the position of a run in the newest-first order of ListRuns.

@@ -77,6 +77,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ClaimMatchesCore", testClaimMatchesCore},
 		{"ListRuns", testListRuns},
 		{"ListWhileSettling", testListWhileSettling},
+		{"FindRuns", testFindRuns},
 		{"ActionRefused", testActionRefused},
 		{"ActionAtomic", testActionAtomic},
 		{"Cancel", testCancel},

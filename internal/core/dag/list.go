@@ -20,7 +20,11 @@ func Matches(f *store.RunFilter, r *store.Run) bool {
 		len(f.Statuses) > 0 && !slices.Contains(f.Statuses, r.Status),
 		!f.CreatedAfter.IsZero() && r.CreatedAt.Before(f.CreatedAfter),
 		!f.CreatedBefore.IsZero() && !r.CreatedAt.Before(f.CreatedBefore),
-		f.Parent != uuid.Nil && (r.Parent == nil || r.Parent.RunID != f.Parent):
+		f.Parent != uuid.Nil && (r.Parent == nil || r.Parent.RunID != f.Parent),
+		f.IdempotencyKey != "" && r.IdempotencyKey != f.IdempotencyKey:
+		return false
+	}
+	if f.InputContains != nil && !ContainsJSON(r.Input, f.InputContains) {
 		return false
 	}
 	if !f.FinishedAfter.IsZero() || !f.FinishedBefore.IsZero() {
