@@ -60,9 +60,12 @@ func (s *Store) ActOnRuns(ctx context.Context, p *store.ActOnRunsParams) ([]stor
 // it, walked newest first by keyset on (created_at, id): the partial
 // indexes on unsuccessful for unsuccessful runs, and otherwise the index on
 // (created_at, id) led by the tenant or the workflow when the filter names
-// one. Runs in flight are the exception: they are found from the queues
+// one, or the index of idempotency keys when it names a key (migration
+// 015). Runs in flight are the exception: they are found from the queues
 // (inflightRuns), read by key and sorted, at a cost that grows with the
-// work in flight, not with the runs kept.
+// work in flight, not with the runs kept. The input filter is not indexed:
+// it is checked (input_json(input) @> filter) on the runs the rest of the
+// query walks, until the page is full.
 func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.ListRunsResult, error) {
 	sql, args, inflight, err := s.listQuery(p)
 	if err != nil {
