@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -82,4 +84,66 @@ func TestDashboardFindsRuns(t *testing.T) {
 	loc, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash`))
 	require.NoError(t, err)
 	require.Equal(t, "#/?input_contains="+url.QueryEscape(`{"name":"bob"}`), loc)
+}
+
+// TestTriggerBatch: POST /api/v1/workflows/{name}/runs/batch starts many
+// runs in one transaction, answering each trigger in order; a refused
+// trigger is named (runs[i]) and nothing starts.
+func TestTriggerBatch(t *testing.T) {
+	en := newEnv(t, memstore.New())
+	count := func() int {
+		r := en.do(t, "acme", "GET", "/api/v1/runs?limit=1000", nil)
+		require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+		return len(r.json(t)["runs"].([]any))
+	}
+	body := map[string]any{"runs": []map[string]any{
+		{"input": map[string]any{"name": "ada"}, "idempotency_key": "b-1"},
+		{"input": map[string]any{"name": "bob"}, "idempotency_key": "b-2", "priority": 2},
+		{"input": map[string]any{"name": "cy"}},
+	}}
+	r := en.do(t, "acme", "POST", "/api/v1/workflows/greet/runs/batch", body)
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	var got struct {
+		Runs []struct {
+			RunID     uuid.UUID `json:"run_id"`
+			Duplicate bool      `json:"duplicate"`
+		} `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal(r.body, &got))
+	require.Len(t, got.Runs, 3)
+	for i, name := range []string{"ada", "bob", "cy"} {
+		require.False(t, got.Runs[i].Duplicate)
+		res, err := en.e.Get(context.Background(), got.Runs[i].RunID)
+		require.NoError(t, err)
+		require.Equal(t, "acme", res.Tenant)
+		require.JSONEq(t, `{"name":"`+name+`"}`, string(res.Input))
+	}
+	require.Equal(t, 3, count())
+
+	// The keyed ones again: duplicates, 200, nothing started.
+	r = en.do(t, "acme", "POST", "/api/v1/workflows/greet/runs/batch", map[string]any{"runs": body["runs"].([]map[string]any)[:2]})
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	require.Contains(t, string(r.body), `{"run_id":"`+got.Runs[1].RunID.String()+`","duplicate":true}`)
+	require.Equal(t, 3, count())
+
+	for _, tc := range []struct {
+		runs   []map[string]any
+		status int
+		code   string
+		detail string
+	}{
+		{[]map[string]any{{"input": map[string]any{"name": "x"}}, {"input": map[string]any{"name": 7}}}, 422, "invalid_input", "runs[1]: "},
+		{[]map[string]any{{"input": map[string]any{"name": "x"}}, {"input": map[string]any{"name": "y"}, "tenant": "globex"}}, 403, "forbidden_tenant", "runs[1]: "},
+		{[]map[string]any{{"input": map[string]any{"name": "x"}, "idempotency_key": "a\x01"}}, 400, "invalid_trigger", "runs[0]: idempotency_key"},
+		{[]map[string]any{{"input": map[string]any{"name": "x"}}, {"input": map[string]any{"name": "y"}, "start_after": "soon"}}, 400, "invalid_trigger", "runs[1]: start_after"},
+		{[]map[string]any{}, 400, "invalid_trigger", "runs: want 1 to 1000 triggers, got 0"},
+	} {
+		r := en.do(t, "acme", "POST", "/api/v1/workflows/greet/runs/batch", map[string]any{"runs": tc.runs})
+		requireProblem(t, r, tc.status, tc.code)
+		require.True(t, strings.HasPrefix(r.json(t)["detail"].(string), tc.detail), "body: %s", r.body)
+		require.Equal(t, 3, count(), "nothing started: %s", r.body)
+	}
+	r = en.do(t, "acme", "POST", "/api/v1/workflows/greet/runs/batch", map[string]any{"runs": []map[string]any{{"input": map[string]any{"name": "x"}, "idempotency_key": "a\x01"}}})
+	require.Equal(t, "runs[0].idempotency_key", r.json(t)["parameter"])
+	requireProblem(t, en.do(t, "acme", "POST", "/api/v1/workflows/nope/runs/batch", map[string]any{"runs": []map[string]any{{"input": 1}}}), 404, "workflow_not_found")
 }
