@@ -494,7 +494,7 @@ func (v *TenantRuns) filter(f RunFilter) (scopedFilter, error) {
 	if err := checkFilterNames(f); err != nil {
 		return out, err
 	}
-	if f.InputContains != nil {
+	if len(f.InputContains) > 0 {
 		if err := dag.CheckJSONFilter(f.InputContains); err != nil {
 			return out, fmt.Errorf("%w: input contains: %w", ErrInvalidFilter, err)
 		}

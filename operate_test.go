@@ -496,6 +496,11 @@ func TestFindRuns(t *testing.T) {
 		require.Len(t, page.Runs, 1)
 		require.Equal(t, want["inv-3"], page.Runs[0].ID)
 
+		// An empty input filter filters nothing, as every zero field.
+		page, err = e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{InputContains: json.RawMessage{}}})
+		require.NoError(t, err)
+		require.Len(t, page.Runs, 6)
+
 		for _, bad := range []durable.RunFilter{
 			{InputContains: json.RawMessage(`{"customer":`)},
 			{InputContains: json.RawMessage(`{} {}`)},

@@ -162,7 +162,7 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 	if f.IdempotencyKey != "" {
 		conds = append(conds, "r.idem_key = "+arg(f.IdempotencyKey)) // runs_idem_key_created_idx
 	}
-	if f.InputContains != nil {
+	if len(f.InputContains) > 0 {
 		// Not indexed (migration 015): checked on the runs the other
 		// conditions select, newest first, until the page is full.
 		conds = append(conds, pgx.Identifier{s.schema}.Sanitize()+".input_json(r.input) @> "+arg(string(f.InputContains))+"::jsonb")

@@ -722,7 +722,7 @@ type RunFilter struct {
 	// IdempotencyKey keeps the runs created with this idempotency key
 	// (Run.IdempotencyKey), compared exactly.
 	IdempotencyKey string
-	// InputContains, when set, is a JSON value: it keeps the runs whose
+	// InputContains, when not empty, is a JSON value: it keeps the runs whose
 	// input is JSON that contains it, by the rule of PostgreSQL's jsonb @>
 	// operator (dag.ContainsJSON). A run whose input is not JSON (another
 	// Codec) or has none never matches. The caller has checked it is

@@ -24,7 +24,7 @@ func Matches(f *store.RunFilter, r *store.Run) bool {
 		f.IdempotencyKey != "" && r.IdempotencyKey != f.IdempotencyKey:
 		return false
 	}
-	if f.InputContains != nil && !ContainsJSON(r.Input, f.InputContains) {
+	if len(f.InputContains) > 0 && !ContainsJSON(r.Input, f.InputContains) {
 		return false
 	}
 	if !f.FinishedAfter.IsZero() || !f.FinishedBefore.IsZero() {
