@@ -1,4 +1,4 @@
--- durable 015: finding runs by the caller's own keys (store.RunFilter's
+-- durable 016: finding runs by the caller's own keys (store.RunFilter's
 -- IdempotencyKey and InputContains; docs/operating.md, "Finding runs").
 --
 -- A run is found by its idempotency key alone, newest first, through this
