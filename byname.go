@@ -38,35 +38,11 @@ var (
 // ErrWorkflowNotRegistered. Otherwise it behaves as Workflow.Start, options
 // and duplicates included.
 func (e *Engine) StartByName(ctx context.Context, workflow, tenant string, input []byte, opts ...TriggerOption) (Started, error) {
-	if e.isStopped() {
-		return Started{}, ErrEngineStopped
-	}
-	if err := dag.NameRule.Check("workflow", workflow); err != nil {
-		return Started{}, err
-	}
-	if err := dag.TenantRule.Check("tenant", tenant); err != nil {
-		return Started{}, err
-	}
-	def := e.workflow(workflow)
-	if def == nil {
-		return Started{}, fmt.Errorf("%w: %s", ErrWorkflowNotRegistered, dag.Quote(workflow))
-	}
-	shape, err := e.shapeOf(def)
+	def, shape, err := e.byName(workflow)
 	if err != nil {
 		return Started{}, err
 	}
-	o, err := applyTrigger(opts)
-	if err != nil {
-		return Started{}, err
-	}
-	if err := e.checkInput("the input", input); err != nil {
-		return Started{}, err
-	}
-	in, err := def.decodeInput(e.cfg.Codec, input)
-	if err != nil {
-		return Started{}, fmt.Errorf("%w: workflow %s: %w", ErrInvalidInput, dag.Quote(workflow), err)
-	}
-	run, err := def.newRun(shape, tenant, input, in, o)
+	run, err := e.newRunByName(def, shape, tenant, input, opts)
 	if err != nil {
 		return Started{}, err
 	}
@@ -77,6 +53,100 @@ func (e *Engine) StartByName(ctx context.Context, workflow, tenant string, input
 	}
 	e.wakeClaims()
 	return started(res)[0], nil
+}
+
+// TriggerByName is one run to start with StartManyByName: its tenant, its
+// input already encoded by the engine's Codec, and its options.
+type TriggerByName struct {
+	Tenant  string
+	Input   []byte
+	Options []TriggerOption
+}
+
+// TriggerError is the error of StartManyByName for a trigger it refused:
+// Index is the trigger's position (from 0) and Err what StartByName would
+// have returned for it (an ErrInvalidInput, an ErrPayloadTooLarge, an
+// *InvalidValueError...), which the TriggerError matches too.
+type TriggerError struct {
+	Index int
+	Err   error
+}
+
+// Error says which trigger was refused and why.
+func (e *TriggerError) Error() string { return fmt.Sprintf("trigger %d: %v", e.Index+1, e.Err) }
+
+// Unwrap returns Err.
+func (e *TriggerError) Unwrap() error { return e.Err }
+
+// StartManyByName starts many runs of the workflow registered under the
+// name workflow in one atomic store call (all or none), as StartByName
+// starts one: every trigger is checked first, and one that StartByName
+// would refuse fails the call with a *TriggerError naming it, nothing
+// started. A trigger that duplicates an earlier one (or one earlier in
+// triggers) gets the earlier run's ID, with Duplicate set.
+func (e *Engine) StartManyByName(ctx context.Context, workflow string, triggers []TriggerByName) ([]Started, error) {
+	def, shape, err := e.byName(workflow)
+	if err != nil {
+		return nil, err
+	}
+	traceParent := e.tel.traceParent(ctx)
+	p := &store.CreateRunsParams{Now: e.now(), Runs: make([]store.NewRun, len(triggers))}
+	for i, t := range triggers {
+		run, err := e.newRunByName(def, shape, t.Tenant, t.Input, t.Options)
+		if err != nil {
+			return nil, &TriggerError{Index: i, Err: err}
+		}
+		run.TraceParent = traceParent
+		p.Runs[i] = run
+	}
+	if len(p.Runs) == 0 {
+		return nil, nil
+	}
+	res, err := e.store.CreateRuns(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("durable: starting runs: %w", err)
+	}
+	e.wakeClaims()
+	return started(res), nil
+}
+
+// byName returns the registered workflow name and its shape, for a
+// trigger by name.
+func (e *Engine) byName(workflow string) (*workflowDef, *durabletype.Shape, error) {
+	if e.isStopped() {
+		return nil, nil, ErrEngineStopped
+	}
+	if err := dag.NameRule.Check("workflow", workflow); err != nil {
+		return nil, nil, err
+	}
+	def := e.workflow(workflow)
+	if def == nil {
+		return nil, nil, fmt.Errorf("%w: %s", ErrWorkflowNotRegistered, dag.Quote(workflow))
+	}
+	shape, err := e.shapeOf(def)
+	if err != nil {
+		return nil, nil, err
+	}
+	return def, shape, nil
+}
+
+// newRunByName checks one trigger by name and makes its new run.
+func (e *Engine) newRunByName(def *workflowDef, shape *durabletype.Shape, tenant string, input []byte, opts []TriggerOption) (store.NewRun, error) {
+	if err := dag.TenantRule.Check("tenant", tenant); err != nil {
+		return store.NewRun{}, err
+	}
+	o, err := applyTrigger(opts)
+	if err != nil {
+		return store.NewRun{}, err
+	}
+	if err := e.checkInput("the input", input); err != nil {
+		return store.NewRun{}, err
+	}
+	in, err := def.decodeInput(e.cfg.Codec, input)
+	if err != nil {
+		return store.NewRun{}, fmt.Errorf("%w: workflow %s: %w", ErrInvalidInput, dag.Quote(def.name), err)
+	}
+	return def.newRun(shape, tenant, input, in, o)
 }
 
 // newRun is the store's record of a new run of d: b is the encoded input,

@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +109,58 @@ func TestWorkflows(t *testing.T) {
 			{Name: "sub", Kind: "child", Parents: []string{"list"}, Child: "kid", Output: "int"},
 		}},
 	}, e.Workflows())
+}
+
+// TestStartManyByName: many runs by name in one atomic call, duplicates
+// by idempotency key reported; a refused trigger is named by its index
+// and starts nothing.
+func TestStartManyByName(t *testing.T) {
+	t.Parallel()
+	type Job struct {
+		Account string `json:"account"`
+	}
+	wf := durable.NewWorkflow[Job]("job")
+	durable.Step(wf, "work", func(ctx durable.Context, j Job) (string, error) { return j.Account, nil })
+	e, err := durable.New(memstore.New(), durable.Config{Logger: quiet, MaxInputSize: 100})
+	require.NoError(t, err)
+	require.NoError(t, e.Register(wf))
+	ctx := context.Background()
+	count := func() int {
+		page, err := e.ListRuns(ctx, durable.ListOptions{})
+		require.NoError(t, err)
+		return len(page.Runs)
+	}
+
+	for _, tc := range []struct {
+		bad  durable.TriggerByName
+		want error
+	}{
+		{durable.TriggerByName{Tenant: "t", Input: []byte(`{"account":`)}, durable.ErrInvalidInput},
+		{durable.TriggerByName{Tenant: "t", Input: []byte(`{"account":"` + strings.Repeat("x", 100) + `"}`)}, durable.ErrPayloadTooLarge},
+		{durable.TriggerByName{Tenant: "t\x00", Input: []byte(`{}`)}, durable.ErrInvalidValue},
+	} {
+		_, err = e.StartManyByName(ctx, "job", []durable.TriggerByName{{Tenant: "t", Input: []byte(`{"account":"a"}`)}, tc.bad})
+		var te *durable.TriggerError
+		require.ErrorAs(t, err, &te)
+		require.Equal(t, 1, te.Index)
+		require.ErrorIs(t, err, tc.want)
+		require.Zero(t, count(), "nothing started")
+	}
+	_, err = e.StartManyByName(ctx, "nope", nil)
+	require.ErrorIs(t, err, durable.ErrWorkflowNotRegistered)
+
+	st, err := e.StartManyByName(ctx, "job", []durable.TriggerByName{
+		{Tenant: "t", Input: []byte(`{"account":"a"}`), Options: []durable.TriggerOption{durable.WithIdempotencyKey("a")}},
+		{Tenant: "t", Input: []byte(`{"account":"b"}`)},
+		{Tenant: "t", Input: []byte(`{"account":"a2"}`), Options: []durable.TriggerOption{durable.WithIdempotencyKey("a")}},
+	})
+	require.NoError(t, err)
+	require.Len(t, st, 3)
+	require.False(t, st[0].Duplicate)
+	require.False(t, st[1].Duplicate)
+	require.Equal(t, durable.Started{RunID: st[0].RunID, Duplicate: true}, st[2])
+	require.Equal(t, 2, count())
+	res, err := e.Get(ctx, st[1].RunID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"account":"b"}`, string(res.Input))
 }

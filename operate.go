@@ -42,7 +42,8 @@ var (
 	ErrInvalidCursor = errors.New("durable: invalid cursor")
 	// ErrInvalidFilter: a filter with an unknown status, a time outside
 	// years 1-9999, a time range that ends before it begins, or a limit or
-	// window out of range, or a workflow, version or tenant that breaks
+	// window out of range, an InputContains that is not JSON or is too
+	// large, or a workflow, version, tenant or idempotency key that breaks
 	// the rule of its kind (an *InvalidValueError, which matches this
 	// too). A valid one that matches no run is not an error: the page is
 	// empty.
@@ -72,6 +73,20 @@ type RunFilter struct {
 	// TopLevel keeps the runs no parent run started: it leaves out child
 	// runs (see Child). With Parent set, nothing matches.
 	TopLevel bool
+	// IdempotencyKey keeps the runs started with this idempotency key
+	// (WithIdempotencyKey), compared exactly; with the workflow and tenant
+	// it names at most one run. Indexed in pgstore: a lookup by key is fast
+	// however many runs are kept.
+	IdempotencyKey string
+	// InputContains, when set, keeps the runs whose input (as the JSON
+	// codec encodes it) contains this JSON value, as PostgreSQL's jsonb
+	// @> operator says: {"customer":"c-42"} keeps the runs whose input is
+	// an object with "customer" equal to "c-42", whatever its other keys.
+	// A run whose input is not JSON never matches. At most 16 KiB of
+	// valid JSON, else ErrInvalidFilter. Not indexed: it is checked on the
+	// runs the other fields select, newest first, until the page is full,
+	// so pair it with a workflow, tenant or time range on large stores.
+	InputContains json.RawMessage
 }
 
 // ListOptions are the options of ListRuns.
@@ -492,7 +507,8 @@ func (v *TenantRuns) filter(f RunFilter) (scopedFilter, error) {
 		Tenant: f.Tenant, Workflow: f.Workflow, Version: f.Version, Statuses: slices.Clone(f.Statuses),
 		CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
 		FinishedAfter: f.FinishedAfter, FinishedBefore: f.FinishedBefore, Parent: f.Parent,
-		TopLevel: f.TopLevel,
+		TopLevel:       f.TopLevel,
+		IdempotencyKey: f.IdempotencyKey, InputContains: slices.Clone([]byte(f.InputContains)),
 	}}
 	for _, st := range f.Statuses {
 		if !slices.Contains(durabletype.RunStatuses, st) {
@@ -510,6 +526,11 @@ func (v *TenantRuns) filter(f RunFilter) (scopedFilter, error) {
 	}
 	if err := checkFilterNames(f); err != nil {
 		return out, err
+	}
+	if len(f.InputContains) > 0 {
+		if err := dag.CheckJSONFilter(f.InputContains); err != nil {
+			return out, fmt.Errorf("%w: input contains: %w", ErrInvalidFilter, err)
+		}
 	}
 	if v.scoped {
 		if f.Tenant != "" && f.Tenant != v.tenant {

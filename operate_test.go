@@ -454,3 +454,74 @@ func TestPruneOnDemand(t *testing.T) {
 		require.ErrorIs(t, err, durable.ErrInvalidFilter)
 	})
 }
+
+// TestFindRuns: a run found by its idempotency key and by a value in its
+// input, on the engine and in a tenant's scope, across pages; a bad input
+// filter is refused for lists and bulk actions alike.
+func TestFindRuns(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		type invoice struct {
+			Customer string `json:"customer"`
+			Total    int    `json:"total"`
+		}
+		wf := durable.NewWorkflow[invoice]("invoices")
+		durable.Step(wf, "a", func(ctx durable.Context, in invoice) (int, error) { return in.Total, nil })
+		e := h.start(durable.Config{}, wf)
+		ctx := h.ctx(time.Minute)
+		want := map[string]uuid.UUID{}
+		for i := range 6 {
+			key := fmt.Sprintf("inv-%d", i)
+			id, err := wf.RunNoWait(ctx, e, []string{"t1", "t2"}[i%2], invoice{Customer: fmt.Sprintf("c-%d", i%3), Total: i},
+				durable.WithIdempotencyKey(key))
+			require.NoError(t, err)
+			want[key] = id
+		}
+		page, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{IdempotencyKey: "inv-4"}})
+		require.NoError(t, err)
+		require.Len(t, page.Runs, 1)
+		require.Equal(t, want["inv-4"], page.Runs[0].ID)
+		page, err = e.Tenant("t2").ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{IdempotencyKey: "inv-4"}})
+		require.NoError(t, err)
+		require.Empty(t, page.Runs, "inv-4 is t1's")
+
+		// c-0 is the customer of runs 0 and 3; one a page.
+		f := durable.RunFilter{InputContains: json.RawMessage(`{"customer": "c-0"}`)}
+		var got []uuid.UUID
+		opts := durable.ListOptions{RunFilter: f, Limit: 1}
+		for {
+			page, err := e.ListRuns(ctx, opts)
+			require.NoError(t, err)
+			for _, r := range page.Runs {
+				got = append(got, r.ID)
+			}
+			if page.Next == "" {
+				break
+			}
+			opts.Cursor = page.Next
+		}
+		require.ElementsMatch(t, []uuid.UUID{want["inv-0"], want["inv-3"]}, got)
+		page, err = e.Tenant("t2").ListRuns(ctx, durable.ListOptions{RunFilter: f})
+		require.NoError(t, err)
+		require.Len(t, page.Runs, 1)
+		require.Equal(t, want["inv-3"], page.Runs[0].ID)
+
+		// An empty input filter filters nothing, as every zero field.
+		page, err = e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{InputContains: json.RawMessage{}}})
+		require.NoError(t, err)
+		require.Len(t, page.Runs, 6)
+
+		for _, bad := range []durable.RunFilter{
+			{InputContains: json.RawMessage(`{"customer":`)},
+			{InputContains: json.RawMessage(`{} {}`)},
+			{InputContains: json.RawMessage(`"\u0000"`)},
+			{InputContains: json.RawMessage(`"` + strings.Repeat("x", 20<<10) + `"`)},
+			{IdempotencyKey: "bad\x00key"},
+			{IdempotencyKey: strings.Repeat("k", 256)},
+		} {
+			_, err = e.ListRuns(ctx, durable.ListOptions{RunFilter: bad})
+			require.ErrorIs(t, err, durable.ErrInvalidFilter, "%q %q", bad.InputContains, bad.IdempotencyKey)
+			_, err = e.CancelRuns(ctx, bad, "")
+			require.ErrorIs(t, err, durable.ErrInvalidFilter, "%q %q", bad.InputContains, bad.IdempotencyKey)
+		}
+	})
+}

@@ -24,14 +24,16 @@ var ErrInvalidValue = durabletype.ErrInvalidValue
 // sentinel of the call where it has one (ErrInvalidFilter for a filter).
 type InvalidValueError = durabletype.InvalidValueError
 
-// checkFilterNames checks the workflow, version and tenant a filter names:
-// one that breaks its rule is an error matching ErrInvalidFilter, never an
-// empty page (an empty page says that a valid value matches no run).
+// checkFilterNames checks the workflow, version, tenant and idempotency key
+// a filter names: one that breaks its rule is an error matching
+// ErrInvalidFilter, never an empty page (an empty page says that a valid
+// value matches no run).
 func checkFilterNames(f RunFilter) error {
 	for _, c := range []struct {
 		rule         dag.Rule
 		field, value string
-	}{{dag.NameRule, "workflow", f.Workflow}, {dag.VersionRule, "version", f.Version}, {dag.TenantRule, "tenant", f.Tenant}} {
+	}{{dag.NameRule, "workflow", f.Workflow}, {dag.VersionRule, "version", f.Version}, {dag.TenantRule, "tenant", f.Tenant},
+		{dag.IdempotencyKeyRule, "idempotency key", f.IdempotencyKey}} {
 		if c.value == "" {
 			continue
 		}

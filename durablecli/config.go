@@ -56,6 +56,11 @@ type Config struct {
 	// after the standard ones, such as cmd/durable's demo and bench. A
 	// name taken by a standard command is an error. Defaults to none.
 	Commands []Command
+
+	// Stdin is what a file flag given as "-" reads ("trigger --input-file
+	// -", "trigger --jsonl -", "events send --payload-file -"). Defaults
+	// to os.Stdin.
+	Stdin io.Reader
 }
 
 // Load returns a command's workflows and their default inputs, built from

@@ -1,6 +1,7 @@
 package durablecli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +19,7 @@ import (
 // "durable events send" and "durable signal": what ends the wait of the
 // steps declared with durable.WaitForEvent and durable.WaitForSignal.
 
-const eventsUsage = `Usage: {name} events send --key K [--tenant T] [--payload JSON] --database-url URL
+const eventsUsage = `Usage: {name} events send --key K [--tenant T] [--payload JSON|--payload-file PATH] --database-url URL
 
   send    send an event to the steps of a tenant's runs waiting for its key
 
@@ -28,12 +29,14 @@ checked, never migrated. Run "{name} events <action> -h" for its flags.
 Exit status: 0 done, 1 failed (database errors), 2 bad flags or arguments.
 `
 
-const eventsSendUsage = `Usage: {name} events send --key K [--tenant T] [--payload JSON] --database-url URL
+const eventsSendUsage = `Usage: {name} events send --key K [--tenant T] [--payload JSON|--payload-file PATH] --database-url URL
 
 Sends an event with --key for the runs of --tenant: every step of the
 tenant's runs waiting for that key (durable.WaitForEvent) receives
 --payload as its output, exactly once, and its run goes on. The payload is
-JSON text, passed on as it is (default null). A waiting step that cannot
+JSON text, passed on as it is (default null); --payload-file PATH reads it
+from PATH instead ("-": the standard input), for payloads too large for
+the command line. A waiting step that cannot
 read it as the type it awaits (a number where it expects a string, say)
 refuses it and keeps waiting: each refusal is printed on stderr, naming
 the run, the step, where the payload does not fit and the shape the step
@@ -60,13 +63,14 @@ only).
 Flags:
 `
 
-const signalUsage = `Usage: {name} signal RUN_ID NAME [--payload JSON] [--tenant T] --database-url URL
+const signalUsage = `Usage: {name} signal RUN_ID NAME [--payload JSON|--payload-file PATH] [--tenant T] --database-url URL
 
 Sends the signal NAME to the run RUN_ID: every step of the run waiting for
 it (durable.WaitForSignal) receives --payload as its output, and the signal
 is kept with the run, so that a step that begins waiting for it later
 receives it too. The payload is JSON text, passed on as it is (default
-null). A waiting step that cannot read it as the type it awaits refuses
+null); --payload-file PATH reads it from PATH instead ("-": the standard
+input). A waiting step that cannot read it as the type it awaits refuses
 it and keeps waiting: each refusal is printed on stderr (the run, the
 step, why, the shape expected) and recorded in the run's events. With
 --tenant, a run of another tenant is not found.
@@ -86,18 +90,43 @@ func (c *cli) eventsCmd(ctx context.Context, args []string, stdout, stderr io.Wr
 	return c.dispatch(ctx, "events", eventsUsage, map[string]command{"send": c.eventsSend}, args, stdout, stderr)
 }
 
-// payloadFlag registers --payload: JSON text, passed on as it is.
-func payloadFlag(a *runsAction, receiver string) *string {
-	return a.fs.String("payload", "null", "the payload, as JSON text, which "+receiver+" receive as their output")
+// payloadFlags are --payload (JSON text, passed on as it is) and
+// --payload-file (the same, read from a file).
+type payloadFlags struct {
+	text, file string
 }
 
-// parsePayload checks --payload: JSON text, which the engine's JSON codec
-// then encodes as it is.
-func parsePayload(a *runsAction, payload string) (json.RawMessage, int) {
-	if !json.Valid([]byte(payload)) {
-		return nil, a.usageErr("--payload %s is not valid JSON (a string is quoted: '\"text\"')", dag.Quote(payload))
+// payloadFlag registers --payload and --payload-file.
+func payloadFlag(a *runsAction, receiver string) *payloadFlags {
+	p := &payloadFlags{}
+	a.fs.StringVar(&p.text, "payload", "null", "the payload, as JSON text, which "+receiver+" receive as their output")
+	a.fs.StringVar(&p.file, "payload-file", "", `read the payload from this file ("-": the standard input), instead of --payload`)
+	return p
+}
+
+// parsePayload checks the payload: JSON text, which the engine's JSON
+// codec then encodes as it is.
+func parsePayload(a *runsAction, p *payloadFlags) (json.RawMessage, int) {
+	if p.file == "" {
+		if !json.Valid([]byte(p.text)) {
+			return nil, a.usageErr("--payload %s is not valid JSON (a string is quoted: '\"text\"')", dag.Quote(p.text))
+		}
+		return json.RawMessage(p.text), -1
 	}
-	return json.RawMessage(payload), -1
+	given := false
+	a.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "payload" })
+	if given {
+		return nil, a.usageErr("give --payload or --payload-file, not both")
+	}
+	b, err := a.c.readFile("--payload-file", p.file)
+	if err != nil {
+		return nil, a.usageErr("%v", err)
+	}
+	b = bytes.TrimSpace(b)
+	if !json.Valid(b) {
+		return nil, a.usageErr("--payload-file %s does not hold one JSON value", p.file)
+	}
+	return json.RawMessage(b), -1
 }
 
 func (c *cli) eventsSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -120,7 +149,7 @@ func (c *cli) eventsSend(ctx context.Context, args []string, stdout, stderr io.W
 	case !dag.ValidTenant(*tenant):
 		return a.usageErr("--tenant %q: want 1 to %d bytes of UTF-8 without control characters", *tenant, dag.MaxTenantLen)
 	}
-	body, code := parsePayload(a, *payload)
+	body, code := parsePayload(a, payload)
 	if code >= 0 {
 		return code
 	}
@@ -205,7 +234,7 @@ func (c *cli) signalCmd(ctx context.Context, args []string, stdout, stderr io.Wr
 	if *tenant != "" && !dag.ValidTenant(*tenant) {
 		return a.usageErr("--tenant %q: want 1 to %d bytes of UTF-8 without control characters", *tenant, dag.MaxTenantLen)
 	}
-	body, code := parsePayload(a, *payload)
+	body, code := parsePayload(a, payload)
 	if code >= 0 {
 		return code
 	}

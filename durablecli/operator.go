@@ -96,6 +96,7 @@ type filterFlags struct {
 	status, workflow, version, tenant          string
 	since, until, finishedSince, finishedUntil string
 	topLevel                                   bool
+	idempotencyKey, inputContains              string
 }
 
 const whenHelp = "an RFC 3339 time (2026-11-24T09:00:00Z) or a duration ago (24h, 90m)"
@@ -111,6 +112,8 @@ func (f *filterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.finishedSince, "finished-since", "", "only runs that settled at or after this time (same forms as --since)")
 	fs.StringVar(&f.finishedUntil, "finished-until", "", "only runs that settled before this time (same forms as --since)")
 	fs.BoolVar(&f.topLevel, "top-level", false, "only top-level runs: leave out child runs (runs a step of another run started)")
+	fs.StringVar(&f.idempotencyKey, "idempotency-key", "", "only runs triggered with this idempotency key, exactly (indexed: fast however many runs are kept)")
+	fs.StringVar(&f.inputContains, "input-contains", "", `only runs whose JSON input contains this JSON value, as jsonb @> says: '{"customer":"c-42"}' (not indexed: pair it with --workflow, --tenant or --since on large stores)`)
 }
 
 // runFilter is a filter from the command line whose times given as
@@ -149,6 +152,18 @@ func (f *filterFlags) parse() (*runFilter, error) {
 	out.filter.Workflow, out.filter.Version, out.filter.Tenant = f.workflow, f.version, f.tenant
 	out.filter.TopLevel = f.topLevel
 	out.given = out.given || f.workflow != "" || f.version != "" || f.tenant != "" || f.topLevel
+	if f.idempotencyKey != "" {
+		if err := checkValues(req(dag.IdempotencyKeyRule, "--idempotency-key", f.idempotencyKey)); err != nil {
+			return nil, err
+		}
+		out.filter.IdempotencyKey, out.given = f.idempotencyKey, true
+	}
+	if f.inputContains != "" {
+		if err := dag.CheckJSONFilter([]byte(f.inputContains)); err != nil {
+			return nil, fmt.Errorf("--input-contains: %w", err)
+		}
+		out.filter.InputContains, out.given = json.RawMessage(f.inputContains), true
+	}
 	for _, tf := range []struct{ flag, spec string }{
 		{"since", f.since}, {"until", f.until}, {"finished-since", f.finishedSince}, {"finished-until", f.finishedUntil},
 	} {

@@ -112,6 +112,18 @@ on the database's clock; --parent RUN_ID lists the child runs of that run,
 and --top-level leaves child runs out (only the runs a trigger, a schedule
 or the API started). "{name} runs" with no action is "{name} runs list".
 
+To find runs by your own keys: --idempotency-key K lists the runs triggered
+with that key (exactly; one per workflow and tenant; indexed, so fast
+however many runs are kept), and --input-contains JSON those whose input
+contains that JSON value, as PostgreSQL's jsonb @> says:
+'{"customer":"c-42"}' keeps every input whose "customer" is "c-42",
+whatever else it holds; '{"lines":[{"sku":"x"}]}' one whose "lines" hold
+an object with "sku" "x". The input filter is not indexed: it is checked on
+the runs the other flags select, newest first, until the page is full, so
+pair it with --workflow, --tenant or --since on a large store. A value
+that is not JSON, or is larger than 16 KiB, is a usage error (exit 2).
+runs cancel and runs replay take both flags too.
+
 When more runs match, the last line is the command for the next page: the
 same flags (--database-url left out) and --cursor. A cursor continues only
 the listing it came from; with it, "--since 24h" keeps the time it meant on

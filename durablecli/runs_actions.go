@@ -105,7 +105,7 @@ func runBulk(ctx context.Context, a *runsAction, args []string, stdout io.Writer
 	case f.given && *all:
 		return a.usageErr("--all selects %s: it takes no filter flags", act.all)
 	case len(pos) == 0 && !f.given && !*all:
-		return a.usageErr("give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until, --top-level), or --all for %s", act.all)
+		return a.usageErr("give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until, --top-level, --idempotency-key, --input-contains), or --all for %s", act.all)
 	}
 	ids, code := a.parseIDs(pos)
 	if code >= 0 {

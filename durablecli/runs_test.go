@@ -714,7 +714,7 @@ func TestRunsCancel(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "durable runs cancel: give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until, --top-level), or --all for every run in flight\n"},
+		{nil, "durable runs cancel: give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until, --top-level, --idempotency-key, --input-contains), or --all for every run in flight\n"},
 		{[]string{a1.String(), "not-a-uuid"}, `durable runs cancel: "not-a-uuid" is not a run ID: invalid UUID length: 10` + "\n"},
 		{[]string{a1.String(), "--tenant", "ada"}, "durable runs cancel: give run IDs, or filter flags, not both\n"},
 		{[]string{a1.String(), "--all"}, "durable runs cancel: give run IDs, or filter flags, not both\n"},
@@ -816,7 +816,7 @@ func TestRunsReplay(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "durable runs replay: give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until, --top-level), or --all for every FAILED run (and CANCELLED one with --include-cancelled)\n"},
+		{nil, "durable runs replay: give run IDs, or filter flags (--status, --workflow, --version, --tenant, --since, --until, --finished-since, --finished-until, --top-level, --idempotency-key, --input-contains), or --all for every FAILED run (and CANCELLED one with --include-cancelled)\n"},
 		{[]string{"--all", "--status", "failed"}, "durable runs replay: --all selects every FAILED run (and CANCELLED one with --include-cancelled): it takes no filter flags\n"},
 		{[]string{"x" + ids[0].String()}, `is not a run ID`},
 	} {

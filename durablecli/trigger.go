@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
@@ -28,6 +30,20 @@ decoded into the workflow's input type before any run starts: an input
 that does not decode, or is larger than the limit (1 MiB encoded by
 default, Config.MaxInputSize), is a usage error. The runs of a workflow with a
 default input are started in one transaction; those of others one by one.
+
+The input can come from a file: --input-file PATH reads it from PATH ("-"
+reads the standard input), for inputs too large for the command line.
+--jsonl PATH starts one run per line of PATH ("-": the standard input):
+each line that is not blank is the JSON input of one run. Every line is
+checked first (its JSON, the workflow's input type, --key-field); if any
+is wrong, each such line is reported by number ("line 7: ...") and nothing
+starts (exit 2). The runs then start in one transaction, all or none, and
+their IDs are printed in line order. With --key-field F, each run's
+idempotency key is the top-level field F of its input (a string or a
+number), so that running the same file again starts only the lines not
+started before (the others are reported "duplicate" on stderr, with their
+line number). --priority, --start-after and --run-timeout apply to every
+line; --count and --idempotency-key do not go with --jsonl.
 
 With --wait it then waits for each run to settle and prints a line per run,
 "<id> <STATUS> in <duration>", with the failure of a failed run; it exits 1
@@ -59,6 +75,9 @@ type triggerOptions struct {
 	tenant     string
 	count      int
 	input      string
+	inputFile  string
+	jsonl      string
+	keyField   string
 	wait       bool
 	timeout    time.Duration
 	key        string
@@ -75,6 +94,9 @@ func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.W
 	fs.StringVar(&o.tenant, "tenant", "default", "tenant the runs belong to")
 	fs.IntVar(&o.count, "count", 1, "number of runs to start")
 	fs.StringVar(&o.input, "input", "", "input of every run, as JSON of the workflow's input type (default: the workflow's default input)")
+	fs.StringVar(&o.inputFile, "input-file", "", `read the input of every run from this file ("-": the standard input), instead of --input`)
+	fs.StringVar(&o.jsonl, "jsonl", "", `start one run per line of this file ("-": the standard input), each line the JSON input of its run, all in one transaction`)
+	fs.StringVar(&o.keyField, "key-field", "", "with --jsonl, each run's idempotency key is this top-level field of its input (a string or a number)")
 	fs.BoolVar(&o.wait, "wait", false, "wait for the runs to settle and print their statuses")
 	fs.DurationVar(&o.timeout, "timeout", 0, "with --wait, how long to wait at most (0: no limit)")
 	fs.StringVar(&o.key, "idempotency-key", "", "start no run if one of this workflow and tenant was started with this key (1-255 bytes)")
@@ -117,6 +139,31 @@ func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.W
 	case o.runTimeout < 0:
 		return usageErr("--run-timeout must not be negative, got %s", o.runTimeout)
 	}
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "input" })
+	sources := 0
+	for _, b := range []bool{given, o.inputFile != "", o.jsonl != ""} {
+		if b {
+			sources++
+		}
+	}
+	switch {
+	case sources > 1:
+		return usageErr("give one of --input, --input-file and --jsonl")
+	case o.jsonl != "" && o.count != 1:
+		return usageErr("--count applies to --input: with --jsonl, each line is one run")
+	case o.jsonl != "" && o.key != "":
+		return usageErr("--idempotency-key gives every run the same key: with --jsonl, use --key-field")
+	case o.keyField != "" && o.jsonl == "":
+		return usageErr("--key-field applies only with --jsonl")
+	}
+	if o.inputFile != "" {
+		b, err := c.readFile("--input-file", o.inputFile)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		o.input, given = string(bytes.TrimSpace(b)), true
+	}
 	var opts []durable.TriggerOption
 	if o.key != "" {
 		opts = append(opts, durable.WithIdempotencyKey(o.key))
@@ -153,8 +200,9 @@ func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.W
 	case !registered(e, o.workflow):
 		return usageErr("%s", set.unknownWorkflow(o.workflow))
 	}
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "input" })
+	if o.jsonl != "" {
+		return c.triggerLines(ctx, e, pool, set, &o, opts, prefix, stdout, stderr)
+	}
 	input, start, err := set.input(o.workflow, o.input, given)
 	if err != nil {
 		return usageErr("%v", err)
@@ -265,4 +313,90 @@ func oneLine(s string, n int) string {
 		return first + " …"
 	}
 	return first
+}
+
+// triggerLines is "trigger --jsonl": every line is read and checked (its
+// JSON, the workflow's input type, its key with --key-field) before
+// anything starts; any line that is wrong is reported with its number and
+// nothing starts (exit 2). The runs then start in one transaction
+// (Engine.StartManyByName): all or none.
+func (c *cli) triggerLines(ctx context.Context, e *durable.Engine, pool *pgxpool.Pool, set *workflows, o *triggerOptions, opts []durable.TriggerOption,
+	prefix string, stdout, stderr io.Writer) int {
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, prefix+": "+format+"\n", a...)
+		return exitUsage
+	}
+	b, err := c.readFile("--jsonl", o.jsonl)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	lines, errs := parseJSONLines(b, o.keyField, func(in []byte) error {
+		_, _, err := set.input(o.workflow, string(in), true)
+		if err != nil {
+			err = errors.New(strings.TrimPrefix(err.Error(), "--input for "+o.workflow+": "))
+		}
+		return err
+	})
+	if len(errs) > 0 {
+		for _, err := range errs {
+			fmt.Fprintf(stderr, "%s: --jsonl %s: %v\n", prefix, o.jsonl, err)
+		}
+		if len(errs) == maxLineErrors {
+			fmt.Fprintf(stderr, "%s: --jsonl %s: stopped after %d lines with errors\n", prefix, o.jsonl, maxLineErrors)
+		}
+		return usageErr("nothing started: fix the lines above")
+	}
+	switch {
+	case len(lines) == 0:
+		return usageErr("--jsonl %s: %v", o.jsonl, errNoLines)
+	case len(lines) > maxTriggerCount:
+		return usageErr("--jsonl %s: %d runs, at most %d at once: split it", o.jsonl, len(lines), maxTriggerCount)
+	}
+	triggers := make([]durable.TriggerByName, len(lines))
+	for i, l := range lines {
+		triggers[i] = durable.TriggerByName{Tenant: o.tenant, Input: l.input, Options: opts}
+		if l.key != "" {
+			triggers[i].Options = append(slices.Clone(opts), durable.WithIdempotencyKey(l.key))
+		}
+	}
+	if err := o.db.Ping(ctx, pool); err != nil {
+		return c.triggerFail(stderr, prefix, err)
+	}
+	if err := o.db.Migrate(ctx, pool); err != nil {
+		return c.triggerFail(stderr, prefix, err)
+	}
+	started, err := e.StartManyByName(ctx, o.workflow, triggers)
+	var te *durable.TriggerError
+	if errors.As(err, &te) {
+		return usageErr("--jsonl %s: line %d: %v (nothing started)", o.jsonl, lines[te.Index].line, te.Err)
+	}
+	if err != nil {
+		return c.triggerFail(stderr, prefix, err)
+	}
+	var ids []uuid.UUID
+	seen := make(map[uuid.UUID]bool, len(started))
+	for i, st := range started {
+		fmt.Fprintln(stdout, st.RunID)
+		if st.Duplicate {
+			fmt.Fprintf(stderr, "%s: line %d: %s: duplicate (idempotency key %q)\n", prefix, lines[i].line, st.RunID, lines[i].key)
+		}
+		if !seen[st.RunID] {
+			seen[st.RunID] = true
+			ids = append(ids, st.RunID)
+		}
+	}
+	if !o.wait {
+		return 0
+	}
+	return waitRuns(ctx, e, ids, o.timeout, stdout, stderr, prefix)
+}
+
+// triggerFail reports an error of "trigger": exit 2 for a value that
+// breaks its rule, 1 otherwise.
+func (c *cli) triggerFail(stderr io.Writer, prefix string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+	if invalidValue(err) {
+		return exitUsage
+	}
+	return 1
 }

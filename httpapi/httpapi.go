@@ -122,6 +122,7 @@ func New(e *durable.Engine, opts Options) *Handler {
 		{method: "GET", pattern: "/api/v1/workflows", h: h.listWorkflows},
 		{method: "GET", pattern: "/api/v1/workflows/{name}", h: h.getWorkflow},
 		{method: "POST", pattern: "/api/v1/workflows/{name}/runs", h: h.trigger},
+		{method: "POST", pattern: "/api/v1/workflows/{name}/runs/batch", h: h.triggerBatch},
 		{method: "POST", pattern: "/api/v1/workflows/{name}/upgrade", h: h.upgrade},
 		{method: "POST", pattern: "/api/v1/events", h: h.sendEvent},
 		{method: "GET", pattern: "/api/v1/stats", h: h.stats},

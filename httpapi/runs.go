@@ -95,7 +95,7 @@ func waitJSON(s durable.StepWait) (durablejson.RunWait, bool) {
 
 // listParams are the query parameters of GET /api/v1/runs.
 var listParams = []string{"status", "workflow", "version", "tenant", "created_after", "created_before",
-	"finished_after", "finished_before", "parent", "top_level", "limit", "cursor", "include"}
+	"finished_after", "finished_before", "parent", "top_level", "idempotency_key", "input_contains", "limit", "cursor", "include"}
 
 // maxIncludeLimit is the largest page of runs that may include waits or
 // children: children cost a read per run of the page (and waits, on a
@@ -129,7 +129,8 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 		rule  dag.Rule
 		name  string
 		field *string
-	}{{dag.NameRule, "workflow", &opts.Workflow}, {dag.VersionRule, "version", &opts.Version}, {dag.TenantRule, "tenant", &opts.Tenant}} {
+	}{{dag.NameRule, "workflow", &opts.Workflow}, {dag.VersionRule, "version", &opts.Version}, {dag.TenantRule, "tenant", &opts.Tenant},
+		{dag.IdempotencyKeyRule, "idempotency_key", &opts.IdempotencyKey}} {
 		if v := q.Get(p.name); v != "" {
 			if err := check(p.rule, p.name, v); err != nil {
 				return err
@@ -168,6 +169,12 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, sc scope) err
 		opts.TopLevel = true
 	default:
 		return badRequest("invalid_filter", "top_level: want true or false, got "+strconv.Quote(v))
+	}
+	if v := q.Get("input_contains"); v != "" {
+		if err := dag.CheckJSONFilter([]byte(v)); err != nil {
+			return badRequest("invalid_filter", "input_contains: "+err.Error())
+		}
+		opts.InputContains = json.RawMessage(v)
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

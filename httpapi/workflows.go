@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durablejson"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
 )
 
@@ -132,21 +134,55 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, sc scope) erro
 	if err := h.decodeBody(w, r, &req, true); err != nil {
 		return err
 	}
-	tenant, err := tenantFor(sc, req.Tenant)
+	tenant, opts, err := req.options(sc)
 	if err != nil {
 		return err
+	}
+	name := r.PathValue("name")
+	st, err := h.e.StartByName(r.Context(), name, tenant, payload(req.Input), opts...)
+	if err != nil {
+		return h.triggerFailed(r.Context(), name, err)
+	}
+	w.Header().Set("Location", "/api/v1/runs/"+st.RunID.String())
+	status := http.StatusCreated
+	if st.Duplicate {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, triggerResponse{RunID: st.RunID, Duplicate: st.Duplicate})
+	return nil
+}
+
+// triggerFailed answers an error of starting runs of the workflow name:
+// 404 naming the workflows this server can start when it cannot start
+// name.
+func (h *Handler) triggerFailed(ctx context.Context, name string, err error) error {
+	if errors.Is(err, durable.ErrWorkflowNotRegistered) {
+		detail, derr := h.notStartable(ctx, name)
+		if derr != nil {
+			return derr
+		}
+		return &problem{status: http.StatusNotFound, code: "workflow_not_found", detail: detail, err: err}
+	}
+	return err
+}
+
+// options checks a trigger and returns its tenant and options.
+func (req *triggerRequest) options(sc scope) (string, []durable.TriggerOption, error) {
+	tenant, err := tenantFor(sc, req.Tenant)
+	if err != nil {
+		return "", nil, err
 	}
 	var opts []durable.TriggerOption
 	if req.IdempotencyKey != "" {
 		if err := check(dag.IdempotencyKeyRule, "idempotency_key", req.IdempotencyKey); err != nil {
-			return err
+			return "", nil, err
 		}
 		opts = append(opts, durable.WithIdempotencyKey(req.IdempotencyKey))
 	}
 	if req.RunID != "" {
 		id, err := parseID(req.RunID)
 		if err != nil {
-			return err
+			return "", nil, err
 		}
 		opts = append(opts, durable.WithRunID(id))
 	}
@@ -168,28 +204,86 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, sc scope) erro
 		}
 		dur, err := time.ParseDuration(d.v)
 		if err != nil {
-			return badRequest("invalid_trigger", d.name+`: want a duration such as "90s" or "2h"`)
+			return "", nil, badRequest("invalid_trigger", d.name+`: want a duration such as "90s" or "2h"`)
 		}
 		opts = append(opts, d.opt(dur))
 	}
+	return tenant, opts, nil
+}
+
+// batchRequest is the body of POST /api/v1/workflows/{name}/runs/batch.
+type batchRequest struct {
+	Runs []triggerRequest `json:"runs"`
+}
+
+// batchResponse says what a batch trigger did, run by run.
+type batchResponse struct {
+	Runs []triggerResponse `json:"runs"`
+}
+
+// MaxBatch is the most runs one POST /api/v1/workflows/{name}/runs/batch
+// starts.
+const MaxBatch = 1000
+
+// triggerBatch starts many runs of one workflow in one transaction
+// (Engine.StartManyByName): every trigger is checked first, and one that
+// is refused fails the request, naming it (runs[i]), with nothing
+// started.
+func (h *Handler) triggerBatch(w http.ResponseWriter, r *http.Request, sc scope) error {
 	name := r.PathValue("name")
-	st, err := h.e.StartByName(r.Context(), name, tenant, payload(req.Input), opts...)
-	if errors.Is(err, durable.ErrWorkflowNotRegistered) {
-		detail, derr := h.notStartable(r.Context(), name)
-		if derr != nil {
-			return derr
-		}
-		return &problem{status: http.StatusNotFound, code: "workflow_not_found", detail: detail, err: err}
-	}
-	if err != nil {
+	if err := check(dag.NameRule, "name", name); err != nil {
 		return err
 	}
-	w.Header().Set("Location", "/api/v1/runs/"+st.RunID.String())
-	status := http.StatusCreated
-	if st.Duplicate {
-		status = http.StatusOK
+	var req batchRequest
+	if err := h.decodeBody(w, r, &req, false); err != nil {
+		return err
 	}
-	writeJSON(w, status, triggerResponse{RunID: st.RunID, Duplicate: st.Duplicate})
+	if len(req.Runs) == 0 || len(req.Runs) > MaxBatch {
+		return &problem{status: http.StatusBadRequest, code: "invalid_trigger", param: "runs",
+			detail: "runs: want 1 to " + strconv.Itoa(MaxBatch) + " triggers, got " + strconv.Itoa(len(req.Runs))}
+	}
+	at := func(i int, err error) error {
+		var p *problem
+		var ive *durabletype.InvalidValueError
+		switch {
+		case errors.As(err, &p):
+		case errors.As(err, &ive):
+			p = invalid(ive)
+		default:
+			return fmt.Errorf("runs[%d]: %w", i, err)
+		}
+		q := *p
+		q.detail = fmt.Sprintf("runs[%d]: %s", i, p.detail)
+		if q.param != "" {
+			q.param = fmt.Sprintf("runs[%d].%s", i, p.param)
+		}
+		return &q
+	}
+	triggers := make([]durable.TriggerByName, len(req.Runs))
+	for i := range req.Runs {
+		tenant, opts, err := req.Runs[i].options(sc)
+		if err != nil {
+			return at(i, err)
+		}
+		triggers[i] = durable.TriggerByName{Tenant: tenant, Input: payload(req.Runs[i].Input), Options: opts}
+	}
+	started, err := h.e.StartManyByName(r.Context(), name, triggers)
+	var te *durable.TriggerError
+	if errors.As(err, &te) {
+		return at(te.Index, te.Err)
+	}
+	if err != nil {
+		return h.triggerFailed(r.Context(), name, err)
+	}
+	out := batchResponse{Runs: make([]triggerResponse, len(started))}
+	status := http.StatusOK // every trigger a duplicate: nothing started
+	for i, st := range started {
+		out.Runs[i] = triggerResponse{RunID: st.RunID, Duplicate: st.Duplicate}
+		if !st.Duplicate {
+			status = http.StatusCreated
+		}
+	}
+	writeJSON(w, status, out)
 	return nil
 }
 

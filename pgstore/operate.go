@@ -84,9 +84,12 @@ func (c *change) uncount(before map[uuid.UUID]store.Run) {
 // it, walked newest first by keyset on (created_at, id): the partial
 // indexes on unsuccessful for unsuccessful runs, and otherwise the index on
 // (created_at, id) led by the tenant or the workflow when the filter names
-// one. Runs in flight are the exception: they are found from the queues
+// one, or the index of idempotency keys when it names a key (migration
+// 015). Runs in flight are the exception: they are found from the queues
 // (inflightRuns), read by key and sorted, at a cost that grows with the
-// work in flight, not with the runs kept.
+// work in flight, not with the runs kept. The input filter is not indexed:
+// it is checked (input_json(input) @> filter) on the runs the rest of the
+// query walks, until the page is full.
 func (s *Store) ListRuns(ctx context.Context, p *store.ListRunsParams) (*store.ListRunsResult, error) {
 	sql, args, inflight, err := s.listQuery(p)
 	if err != nil {
@@ -184,6 +187,14 @@ func (s *Store) listQuery(p *store.ListRunsParams) (sql string, args []any, infl
 		// No index leads with it: the walk of the index that serves the
 		// rest skips the child runs it meets.
 		conds = append(conds, "r.parent_id IS NULL")
+	}
+	if f.IdempotencyKey != "" {
+		conds = append(conds, "r.idem_key = "+arg(f.IdempotencyKey)) // runs_idem_key_created_idx
+	}
+	if len(f.InputContains) > 0 {
+		// Not indexed (migration 016): checked on the runs the other
+		// conditions select, newest first, until the page is full.
+		conds = append(conds, pgx.Identifier{s.schema}.Sanitize()+".input_json(r.input) @> "+arg(string(f.InputContains))+"::jsonb")
 	}
 	if len(lits) > 0 {
 		conds = append(conds, "r.status IN ("+strings.Join(lits, ", ")+")")

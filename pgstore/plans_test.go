@@ -302,11 +302,17 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		"finished":       {FinishedAfter: now.Add(-time.Hour)},
 		"tenant failed since": {Tenant: "acme", Statuses: []durabletype.RunStatus{durabletype.RunFailed},
 			CreatedAfter: now.Add(-24 * time.Hour)},
-		"children":          {Parent: uuid.New()},
-		"top-level":         {TopLevel: true},
-		"tenant top-level":  {Tenant: "acme", TopLevel: true},
-		"failed top-level":  {Statuses: []durabletype.RunStatus{durabletype.RunFailed}, TopLevel: true},
-		"running top-level": {Statuses: []durabletype.RunStatus{durabletype.RunRunning}, TopLevel: true},
+		"children":           {Parent: uuid.New()},
+		"top-level":          {TopLevel: true},
+		"tenant top-level":   {Tenant: "acme", TopLevel: true},
+		"failed top-level":   {Statuses: []durabletype.RunStatus{durabletype.RunFailed}, TopLevel: true},
+		"running top-level":  {Statuses: []durabletype.RunStatus{durabletype.RunRunning}, TopLevel: true},
+		"idempotency key":    {IdempotencyKey: "inv-1"},
+		"tenant key":         {Tenant: "acme", IdempotencyKey: "inv-1"},
+		"workflow key":       {Workflow: "wf", IdempotencyKey: "inv-1"},
+		"input":              {InputContains: []byte(`{"customer":"c-42"}`)},
+		"workflow input":     {Workflow: "wf", InputContains: []byte(`{"customer":"c-42"}`)},
+		"tenant running key": {Tenant: "acme", Statuses: []durabletype.RunStatus{durabletype.RunRunning}, IdempotencyKey: "inv-1"},
 	}
 	i := 0
 	for name, f := range filters {
@@ -358,6 +364,11 @@ func TestListQueriesUseIndexes(t *testing.T) {
 				continue
 			}
 			require.NotRegexp(t, `(?m)^\s*(->\s+)?(Incremental )?Sort\b`, plan, "%s (cursor %v) sorts:\n%s\n%s", name, after != nil, sql, plan)
+			if f.IdempotencyKey != "" {
+				// A run is found by its key through the index of keys,
+				// whatever else the filter names.
+				require.Contains(t, plan, "runs_idem_key_created_idx", "%s (cursor %v):\n%s\n%s", name, after != nil, sql, plan)
+			}
 		}
 	}
 }

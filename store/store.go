@@ -781,6 +781,15 @@ type RunFilter struct {
 	// TopLevel keeps the runs that no parent run started (not child
 	// runs). With Parent set, nothing matches.
 	TopLevel bool
+	// IdempotencyKey keeps the runs created with this idempotency key
+	// (Run.IdempotencyKey), compared exactly.
+	IdempotencyKey string
+	// InputContains, when not empty, is a JSON value: it keeps the runs whose
+	// input is JSON that contains it, by the rule of PostgreSQL's jsonb @>
+	// operator (dag.ContainsJSON). A run whose input is not JSON (another
+	// Codec) or has none never matches. The caller has checked it is
+	// valid JSON (dag.CheckJSONFilter).
+	InputContains []byte
 }
 
 // RunKey is the position of a run in the newest-first order of ListRuns.

@@ -264,6 +264,11 @@ async function runsView(params) {
   const version = el("select", { id: "f-version" }, el("option", { value: "" }, "any"));
   if (params.get("version")) version.append(el("option", { value: params.get("version"), selected: true }, params.get("version")));
   const tenant = el("input", { id: "f-tenant", value: params.get("tenant") || "", placeholder: "any", size: 14 });
+  // The caller's own keys: the idempotency key (exact) and a JSON value
+  // the input contains ({"customer":"c-42"}).
+  const key = el("input", { id: "f-key", value: params.get("idempotency_key") || "", placeholder: "any", size: 14 });
+  const input = el("input", { id: "f-input", value: params.get("input_contains") || "", placeholder: '{"customer":"c-42"}', size: 22,
+    title: "runs whose input contains this JSON value" });
   const parent = params.get("parent") || "";
   // Top-level runs only, by default: a parent's child runs are a click
   // away (its "child runs →" link and its page), and a parent with many
@@ -277,6 +282,8 @@ async function runsView(params) {
     if (version.value) q.set("version", version.value);
     if (tenant.value) q.set("tenant", tenant.value);
     if (!topLevel.checked) q.set("top_level", "false");
+    if (key.value) q.set("idempotency_key", key.value);
+    if (input.value.trim()) q.set("input_contains", input.value.trim());
     if (withParent && parent) q.set("parent", parent);
     location.hash = "#/?" + q.toString();
   };
@@ -285,6 +292,17 @@ async function runsView(params) {
   version.addEventListener("change", () => apply(true));
   tenant.addEventListener("change", () => apply(true));
   topLevel.addEventListener("change", () => apply(true));
+  key.addEventListener("change", () => apply(true));
+  input.addEventListener("change", () => {
+    try {
+      if (input.value.trim()) JSON.parse(input.value);
+      input.setCustomValidity("");
+      apply(true);
+    } catch (e) {
+      input.setCustomValidity("not JSON: " + e.message);
+      input.reportValidity();
+    }
+  });
   const tbody = el("tbody", { id: "runs" });
   const more = el("button", { id: "more", hidden: true }, "Next 50 runs");
   const heads = ["Run", "Workflow", "Version", "Tenant", "Status", "Waits for", "Failed step", "Duration", "Created"];
@@ -292,6 +310,7 @@ async function runsView(params) {
     el("h1", {}, "Runs"),
     el("div", { class: "filters" },
       el("label", {}, "status", status), el("label", {}, "workflow", workflow), el("label", {}, "version", version), el("label", {}, "tenant", tenant),
+      el("label", {}, "idempotency key", key), el("label", {}, "input contains", input),
       el("label", { class: "inline", title: "leave out child runs (runs a step of another run started)" }, topLevel, " top-level runs only")),
     parent ? el("p", { class: "chip", id: "f-parent" }, "Child runs of run ", el("a", { href: "#/runs/" + parent }, parent), " ",
       el("button", { type: "button", "aria-label": "show every run, not only the child runs of " + parent, onclick: () => apply(false) }, "✕")) : null,
@@ -315,7 +334,7 @@ async function runsView(params) {
   }).catch(() => {});
 
   const query = new URLSearchParams();
-  for (const k of ["status", "workflow", "version", "tenant", "parent"]) if (params.get(k)) query.set(k, params.get(k));
+  for (const k of ["status", "workflow", "version", "tenant", "idempotency_key", "input_contains", "parent"]) if (params.get(k)) query.set(k, params.get(k));
   if (!parent && topLevel.checked) query.set("top_level", "true");
   query.set("limit", "50");
   query.set("include", "waits,children");

@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ListRuns", testListRuns},
 		{"ListTopLevel", testListTopLevel},
 		{"ListWhileSettling", testListWhileSettling},
+		{"FindRuns", testFindRuns},
 		{"ActionRefused", testActionRefused},
 		{"ActionAtomic", testActionAtomic},
 		{"Cancel", testCancel},

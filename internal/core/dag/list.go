@@ -21,7 +21,11 @@ func Matches(f *store.RunFilter, r *store.Run) bool {
 		!f.CreatedAfter.IsZero() && r.CreatedAt.Before(f.CreatedAfter),
 		!f.CreatedBefore.IsZero() && !r.CreatedAt.Before(f.CreatedBefore),
 		f.Parent != uuid.Nil && (r.Parent == nil || r.Parent.RunID != f.Parent),
-		f.TopLevel && r.Parent != nil:
+		f.TopLevel && r.Parent != nil,
+		f.IdempotencyKey != "" && r.IdempotencyKey != f.IdempotencyKey:
+		return false
+	}
+	if len(f.InputContains) > 0 && !ContainsJSON(r.Input, f.InputContains) {
 		return false
 	}
 	if !f.FinishedAfter.IsZero() || !f.FinishedBefore.IsZero() {
