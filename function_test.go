@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
@@ -218,4 +219,140 @@ func TestFunctionRetry(t *testing.T) {
 		require.Equal(t, "ok on attempt 3; compensated doomed", out)
 		require.EqualValues(t, 3, attempts.Load())
 	})
+}
+
+// TestFunctionDoTx: a DoTx's writes commit with its record, exactly once:
+// a function that runs again (after a wait) does not run it again, and an
+// attempt that fails rolls its writes back.
+func TestFunctionDoTx(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		l := newLedger(h)
+		var tries atomic.Int32
+		fn := durable.NewFunction("pay-tx", func(ctx durable.FuncContext, id string) (string, error) {
+			v, err := durable.DoTx(ctx, "pay", func(ctx durable.Context, tx any) (string, error) {
+				if err := l.write(ctx, tx, id); err != nil {
+					return "", err
+				}
+				if tries.Add(1) == 1 {
+					return "", errors.New("the first attempt fails after its write")
+				}
+				return "paid " + id, nil
+			}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 2, InitialDelay: h.duration(time.Second, 20*time.Millisecond)}))
+			if err != nil {
+				return "", err
+			}
+			durable.SleepFor(ctx, "settle", h.duration(20*time.Second, 50*time.Millisecond))
+			return v, nil
+		})
+		e := h.start(durable.Config{}, fn)
+		ctx := h.ctx(time.Minute)
+		res, err := fn.Run(ctx, e, "acme", "o-9")
+		require.NoError(t, err)
+		require.Equal(t, durabletype.RunCompleted, res.Status, "error: %v", res.Err)
+		out, err := fn.Output(res)
+		require.NoError(t, err)
+		require.Equal(t, "paid o-9", out)
+		require.EqualValues(t, 2, tries.Load(), "one failed attempt, one that committed; none after the sleep")
+		require.Equal(t, 1, l.count("o-9"), "the failed attempt's write rolled back")
+	})
+}
+
+// TestFunctionNondeterminism: code that, run again, calls another step
+// than its history recorded fails the run with both names; a change made
+// behind Patched keeps old runs on their path.
+func TestFunctionNondeterminism(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		nap := h.duration(20*time.Second, 2*time.Second)
+		v1 := func() *durable.Function[string, string] {
+			return durable.NewFunction("ship", func(ctx durable.FuncContext, in string) (string, error) {
+				a, _ := durable.Do(ctx, "pack", func(ctx durable.Context) (string, error) { return "packed", nil })
+				durable.SleepFor(ctx, "wait", nap)
+				return a, nil
+			}, durable.FuncVersion("1"))
+		}
+		changed := durable.NewFunction("ship", func(ctx durable.FuncContext, in string) (string, error) {
+			a, _ := durable.Do(ctx, "wrap", func(ctx durable.Context) (string, error) { return "wrapped", nil })
+			durable.SleepFor(ctx, "wait", nap)
+			return a, nil
+		}, durable.FuncVersion("1"))
+		patched := durable.NewFunction("ship", func(ctx durable.FuncContext, in string) (string, error) {
+			a, _ := durable.Do(ctx, "pack", func(ctx durable.Context) (string, error) { return "packed", nil })
+			if durable.Patched(ctx, "insure") {
+				b, _ := durable.Do(ctx, "insure", func(ctx durable.Context) (string, error) { return "+insured", nil })
+				a += b
+			}
+			durable.SleepFor(ctx, "wait", nap)
+			return a, nil
+		}, durable.FuncVersion("1"))
+
+		ctx := h.ctx(time.Minute)
+		old := h.start(durable.Config{}, v1())
+		ids := make([]string, 2)
+		for k := range ids {
+			id, err := v1().RunNoWait(ctx, old, "acme", "x")
+			require.NoError(t, err)
+			ids[k] = id.String()
+			h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, old, id, "main") == durabletype.TaskSleeping }, "asleep")
+		}
+		require.NoError(t, old.Stop(ctx))
+
+		// A deploy that changed the code under the runs: the first run
+		// resumes on it and fails, naming both calls.
+		bad := h.start(durable.Config{}, changed)
+		res := h.wait(bad, uuidOf(t, ids[0]), time.Minute)
+		require.Equal(t, durabletype.RunFailed, res.Status)
+		require.ErrorContains(t, res.Err, `call 0 is step "pack" in the run's history, but the code now calls step "wrap"`)
+		require.NoError(t, bad.Stop(ctx))
+
+		// The same change behind Patched: the old run keeps its path, a
+		// new run takes the new one.
+		good := h.start(durable.Config{}, patched)
+		res = h.wait(good, uuidOf(t, ids[1]), time.Minute)
+		require.Equal(t, durabletype.RunCompleted, res.Status, "error: %v", res.Err)
+		out, err := patched.Output(res)
+		require.NoError(t, err)
+		require.Equal(t, "packed", out)
+		res, err = patched.Run(ctx, good, "acme", "y")
+		require.NoError(t, err)
+		out, err = patched.Output(res)
+		require.NoError(t, err)
+		require.Equal(t, "packed+insured", out)
+	})
+}
+
+// TestFunctionCancel: cancelling a function that waits for child runs
+// cancels them.
+func TestFunctionCancel(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		child := durable.NewFunction("forever", func(ctx durable.FuncContext, _ int) (int, error) {
+			_, err := durable.AwaitSignal[int](ctx, "never", "never")
+			return 0, err
+		})
+		parent := durable.NewFunction("parent", func(ctx durable.FuncContext, _ int) (int, error) {
+			return durable.StartChild(ctx, "kid", child, 1).Get(ctx)
+		})
+		e := h.start(durable.Config{}, parent, child)
+		ctx := h.ctx(time.Minute)
+		id, err := parent.RunNoWait(ctx, e, "acme", 0)
+		require.NoError(t, err)
+		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, e, id, "main") == durabletype.TaskWaiting }, "the parent waits")
+		page, err := e.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{Parent: id}})
+		require.NoError(t, err)
+		require.Len(t, page.Runs, 1)
+		kid := page.Runs[0].ID
+		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, e, kid, "main") == durabletype.TaskWaiting }, "the child waits")
+		require.NoError(t, e.Cancel(ctx, id, "stop"))
+		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
+			r, err := e.Get(ctx, kid)
+			require.NoError(t, err)
+			return r.Status == durabletype.RunCancelled
+		}, "the child run is cancelled with its parent")
+	})
+}
+
+func uuidOf(t *testing.T, s string) uuid.UUID {
+	t.Helper()
+	id, err := uuid.Parse(s)
+	require.NoError(t, err)
+	return id
 }
