@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
@@ -130,6 +131,7 @@ func (fr *funcRun) runTxCall(ts store.TxFinisher, seq int, name string, rec *sto
 		if cd.timeout > 0 {
 			ctx, cancel = context.WithTimeoutCause(fr.sc, cd.timeout, ErrStepTimeout)
 		}
+		ctx, span := e.tel.startCall(ctx, fr.sc.claim, name, attempt)
 		cc := &callContext{stepContext: fr.sc, ctx: ctx, name: name, attempt: attempt}
 		var stepErr error
 		var out []byte
@@ -160,6 +162,7 @@ func (fr *funcRun) runTxCall(ts store.TxFinisher, seq int, name string, rec *sto
 			r.State, r.Output = durabletype.TaskCompleted, out
 			return store.Outcome{Task: fr.sc.claim.Ref(), Kind: store.OutcomeCheckpoint, Records: []store.Record{r}}, true
 		})
+		endCall(span, cmp.Or(stepErr, err))
 		cancel()
 		if m := fr.sc.misused(); m != nil {
 			fr.failWith(m)

@@ -288,6 +288,7 @@ func (fr *funcRun) runCall(seq int, name string, rec *store.Task, cd callDef, ru
 		if cd.timeout > 0 {
 			ctx, cancel = context.WithTimeoutCause(fr.sc, cd.timeout, ErrStepTimeout)
 		}
+		ctx, span := e.tel.startCall(ctx, fr.sc.claim, name, attempt)
 		cc := &callContext{stepContext: fr.sc, ctx: ctx, name: name, attempt: attempt}
 		var v any
 		err = protect(func() error {
@@ -295,6 +296,7 @@ func (fr *funcRun) runCall(seq int, name string, rec *store.Task, cd callDef, ru
 			v, err = run(cc)
 			return err
 		})
+		endCall(span, err)
 		cancel()
 		if m := fr.sc.misused(); m != nil {
 			fr.mu.Lock()

@@ -502,6 +502,40 @@ func outcomeName(k store.OutcomeKind) string {
 		return "child"
 	case store.OutcomeFanOut:
 		return "fan_out"
+	case store.OutcomeSuspend:
+		return "suspended"
 	}
 	return "unknown"
+}
+
+// startCall starts the span of one attempt of a function's call that runs
+// inline (Do, Go, DoTx): a child of its body's span, which ctx carries.
+func (t *telemetry) startCall(ctx context.Context, c *store.ClaimedTask, name string, attempt int) (context.Context, trace.Span) {
+	if t.tracer == nil {
+		return ctx, nil
+	}
+	ctx, span := t.tracer.Start(ctx, t.spanName(c.Workflow, name), trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(
+			attribute.String(AttrRunID, c.RunID.String()),
+			attribute.String(AttrWorkflow, c.Workflow),
+			attribute.String(AttrStep, name),
+			attribute.Int(AttrAttempt, attempt),
+			attribute.String(AttrTenant, c.Tenant),
+		)
+	}
+	return ctx, span
+}
+
+// endCall ends the span of a call's attempt, with its error.
+func endCall(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	} else {
+		span.SetStatus(codes.Ok, "")
+	}
+	span.End()
 }

@@ -574,3 +574,49 @@ func TestMetricsSkippedNotStarted(t *testing.T) {
 			counts(t, ms, durable.MetricQueueWait), "every claim waited in the queue")
 	})
 }
+
+// TestFunctionTraces: each attempt of a function's inline call has a span
+// of its own, a child of its body's span; a call answered from its record
+// has none.
+func TestFunctionTraces(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+		var failedOnce atomic.Bool
+		fn := durable.NewFunction("traced-fn", func(ctx durable.FuncContext, in int) (int, error) {
+			a, err := durable.Do(ctx, "a", func(ctx durable.Context) (int, error) { return in, nil })
+			if err != nil {
+				return 0, err
+			}
+			return durable.Do(ctx, "b", func(ctx durable.Context) (int, error) {
+				if failedOnce.CompareAndSwap(false, true) {
+					return 0, errors.New("once")
+				}
+				return a + 1, nil
+			}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 1, InitialDelay: h.duration(time.Second, 10*time.Millisecond)}))
+		})
+		e := h.launchOn(h.store, durable.Config{TracerProvider: tp}, fn)
+		ctx := h.ctx(time.Minute)
+		res, err := fn.Run(ctx, e, "t", 3)
+		require.NoError(t, err)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
+		stopNow(t, e)
+
+		byName := map[string][]sdktrace.ReadOnlySpan{}
+		for _, s := range rec.Ended() {
+			byName[s.Name()] = append(byName[s.Name()], s)
+		}
+		bodies := byName["durable.step traced-fn/main"]
+		require.Len(t, bodies, 2, "one execution before the retry's wait, one after")
+		require.Len(t, byName["durable.step traced-fn/a"], 1, "a call answered from its record has no span")
+		bs := byName["durable.step traced-fn/b"]
+		require.Len(t, bs, 2, "a span per attempt")
+		require.Equal(t, codes.Error, bs[0].Status().Code)
+		require.Equal(t, codes.Ok, bs[1].Status().Code)
+		for k, s := range bs {
+			require.Equal(t, bodies[k].SpanContext().SpanID(), s.Parent().SpanID(), "a child of its execution's span")
+			require.EqualValues(t, k+1, attrInt(s, durable.AttrAttempt))
+		}
+	})
+}
