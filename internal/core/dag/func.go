@@ -309,7 +309,9 @@ func (r *Run) recordCall(i, j int, rec *store.Record, now time.Time) {
 	if meta != (recordMeta{}) {
 		t.Input, _ = json.Marshal(meta)
 	}
-	r.touch(i)
+	if rec.Kind != durabletype.KindStep {
+		r.touch(i) // its count of open records changed
+	}
 }
 
 // suspend makes body i, whose claim ends, wait for the records await
