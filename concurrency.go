@@ -99,9 +99,10 @@ type keyFunc struct {
 }
 
 // stepFlow returns the cap of step s (its own, else the workflow's, for
-// steps that run code) and the scope of its keys.
+// steps that run code, a function's body included) and the scope of its
+// keys.
 func (d *workflowDef) stepFlow(s *stepDef) (conc *keyFunc, scope string) {
-	if s.sleep != 0 || (s.kind != "" && s.kind != durabletype.KindStep) {
+	if s.sleep != 0 || (s.kind != "" && s.kind != durabletype.KindStep && s.kind != durabletype.KindFunc) {
 		return nil, ""
 	}
 	if s.conc != nil {

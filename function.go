@@ -165,6 +165,19 @@ func (f *Function[I, O]) Output(res *RunResult) (O, error) {
 	return (&StepRef[O]{def: f.body}).Result(res)
 }
 
+// Result refers to the function's output as a step's: a DAG workflow
+// starts the function as a child run with durable.Child(w, name, fn.Workflow,
+// fn.Result(), ...).
+func (f *Function[I, O]) Result() *StepRef[O] { return &StepRef[O]{def: f.body} }
+
+// WithConcurrency caps the function's runs that share a key: at most max
+// of their bodies run at once, across every engine (a body that waits
+// holds no slot). It returns f. See Workflow.WithConcurrency.
+func (f *Function[I, O]) WithConcurrency(key func(in I) string, max int) *Function[I, O] {
+	f.Workflow.WithConcurrency(key, max)
+	return f
+}
+
 // NondeterminismError is the error of a function that, run again, made
 // another call than its history recorded at that point: its code changed
 // under a run in flight (give it a new FuncVersion, or branch with

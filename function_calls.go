@@ -3,6 +3,7 @@ package durable
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -143,6 +144,10 @@ func (fr *funcRun) runTxCall(ts store.TxFinisher, seq int, name string, rec *sto
 				v, err = run(cc, tx)
 				return err
 			})
+			if stepErr == nil && errors.Is(context.Cause(ctx), ErrStepTimeout) {
+				// Past its timeout: its writes roll back, as its attempt fails.
+				stepErr = fmt.Errorf("%w: the attempt ran longer than its timeout of %s", ErrStepTimeout, cd.timeout)
+			}
 			if stepErr == nil {
 				b, encErr := e.cfg.Codec.Marshal(v)
 				switch {
@@ -276,8 +281,15 @@ func await[T any](ctx FuncContext, name, key string, signal bool, opts []StepOpt
 	}
 	switch {
 	case rec == nil:
-		fr.suspend([]store.Record{{Seq: seq, Name: name, Kind: durabletype.KindEvent, Key: key, Signal: signal,
-			Timeout: cd.wait.timeout, Lookback: cd.wait.lookback}}, []int{seq}, false)
+		r := store.Record{Seq: seq, Name: name, Kind: durabletype.KindEvent, Key: key, Signal: signal,
+			Timeout: cd.wait.timeout, Lookback: cd.wait.lookback}
+		if jsonCodec(fr.e.cfg.Codec) {
+			// A payload that does not fit T is refused, and the wait goes on.
+			if p := describeJSON(reflect.TypeFor[T]()); p.Type != durabletype.TypeAny {
+				r.Payload = p
+			}
+		}
+		fr.suspend([]store.Record{r}, []int{seq}, false)
 	case rec.State == durabletype.TaskWaiting:
 		fr.suspend(nil, []int{seq}, false)
 	case rec.State != durabletype.TaskCompleted:

@@ -1,9 +1,11 @@
 package durable
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -21,9 +23,9 @@ import (
 
 // funcRun is one execution of a function's body.
 type funcRun struct {
-	e    *Engine
-	sc   *stepContext
-	body *stepDef
+	e   *Engine
+	sc  *stepContext
+	def *stepDef
 	// checkpoint records an outcome of the body's claim through the
 	// completer and returns its result.
 	checkpoint func(ctx context.Context, o store.Outcome) (store.FinishResult, error)
@@ -38,7 +40,30 @@ type funcRun struct {
 	susp         *suspension
 	running      sync.WaitGroup // steps started with Go
 	slots        chan struct{}
+	// body is the ID of the body's goroutine: only it makes calls.
+	body uint64
 }
+
+// goid returns the ID of the calling goroutine, from its stack's first
+// line ("goroutine N [...").
+func goid() uint64 {
+	var buf [40]byte
+	b := buf[:goruntime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
+}
+
+// errForeignGoroutine is the misuse of a call made from another goroutine
+// than the body's.
+var errForeignGoroutine = fmt.Errorf("%w: a function's calls are made from its body's goroutine, in order "+
+	"(start steps in parallel with Go, and wait for them with Get, AwaitAll or AwaitFirst)", ErrInvalidOption)
 
 // suspension is what an execution ends with when its body must wait: the
 // records to write with it and the calls it waits for.
@@ -90,7 +115,7 @@ func (e *Engine) runFunc(sc *stepContext, d *workflowDef, in any, o store.Outcom
 	if s == nil || s.funcRun == nil {
 		return failTerminal(o, fmt.Errorf("%w: workflow %q is not a function in this process's definition", ErrUnknownStep, d.name))
 	}
-	fr := &funcRun{e: e, sc: sc, body: s, checkpoint: sc.checkpoint, records: map[int]*store.Task{}, last: -1}
+	fr := &funcRun{e: e, sc: sc, def: s, checkpoint: sc.checkpoint, records: map[int]*store.Task{}, last: -1, body: goid()}
 	fr.slots = make(chan struct{}, s.funcDef.maxParallel)
 	for k := range sc.claim.Records {
 		t := &sc.claim.Records[k]
@@ -156,9 +181,18 @@ func (e *Engine) runFunc(sc *stepContext, d *workflowDef, in any, o store.Outcom
 }
 
 // stop ends the execution: it unwinds the body's goroutine. Called from
-// a goroutine of the body's steps (Go), it only returns: the body learns
-// at its next call.
-func (fr *funcRun) stop() { panic(unwind{}) }
+// another goroutine (a misuse), it ends that one, and the body fails.
+func (fr *funcRun) stop() {
+	if goid() != fr.body {
+		fr.mu.Lock()
+		if fr.fatal == nil {
+			fr.fatal = errForeignGoroutine
+		}
+		fr.mu.Unlock()
+		goruntime.Goexit()
+	}
+	panic(unwind{})
+}
 
 // failWith records a fatal error (the first one wins) and ends the
 // execution.
@@ -186,6 +220,9 @@ func (fr *funcRun) ended() {
 // returns its record if it has one. A record of another call there is a
 // nondeterministic execution: the body fails with a *NondeterminismError.
 func (fr *funcRun) call(name string, kind durabletype.TaskKind) (int, *store.Task) {
+	if goid() != fr.body {
+		fr.failWith(errForeignGoroutine)
+	}
 	fr.ended()
 	if !dag.ValidName(name) {
 		fr.failWith(fmt.Errorf("%w: call name %s: use 1-128 letters, digits or _-.:/ starting with a letter or digit", ErrInvalidName, dag.Quote(name)))
@@ -296,6 +333,11 @@ func (fr *funcRun) runCall(seq int, name string, rec *store.Task, cd callDef, ru
 			v, err = run(cc)
 			return err
 		})
+		if err == nil && errors.Is(context.Cause(ctx), ErrStepTimeout) {
+			// Its attempt ran past its timeout: whatever it returned late,
+			// it failed, as a DAG step's attempt does.
+			err = fmt.Errorf("%w: the attempt ran longer than its timeout of %s", ErrStepTimeout, cd.timeout)
+		}
 		endCall(span, err)
 		cancel()
 		if m := fr.sc.misused(); m != nil {

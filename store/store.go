@@ -541,6 +541,10 @@ type Record struct {
 	Signal   bool
 	Timeout  time.Duration
 	Lookback time.Duration
+	// Payload, when set, describes the type a KindEvent record awaits: a
+	// payload that does not fit it is refused, and the wait goes on (as
+	// WaitSpec.Payload says for a step).
+	Payload *durabletype.JSONType
 	// Child is the run a KindChild record starts (its workflow, input and
 	// shape; the store fills in the rest), and Result its step whose
 	// output the record receives.

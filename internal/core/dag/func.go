@@ -69,6 +69,8 @@ type recordMeta struct {
 	Timeout  time.Duration `json:"timeout,omitempty"`
 	Lookback time.Duration `json:"lookback,omitempty"`
 	Result   string        `json:"result,omitempty"`
+	// Payload describes the type a wait awaits (store.Record.Payload).
+	Payload *durabletype.JSONType `json:"payload,omitempty"`
 }
 
 func metaOf(t *store.Task) recordMeta {
@@ -278,7 +280,7 @@ func (r *Run) recordCall(i, j int, rec *store.Record, now time.Time) {
 		body.Items++
 		r.event(j, durabletype.EventSleeping, now, "", meta.Due)
 	case durabletype.KindEvent:
-		meta.Key, meta.Signal, meta.Timeout, meta.Lookback = rec.Key, rec.Signal, rec.Timeout, rec.Lookback
+		meta.Key, meta.Signal, meta.Timeout, meta.Lookback, meta.Payload = rec.Key, rec.Signal, rec.Timeout, rec.Lookback, rec.Payload
 		t.State = durabletype.TaskWaiting
 		body.Items++
 		what := "event " + Quote(rec.Key)
@@ -491,6 +493,12 @@ func (r *Run) deliverFunc(i int, token int64, payload []byte, now time.Time) boo
 	if t.State != durabletype.TaskWaiting || t.Kind != durabletype.KindEvent {
 		return false
 	}
+	if m := metaOf(t); m.Payload != nil {
+		if err := CheckPayload(m.Payload, payload); err != nil {
+			r.refuse(i, err.Error(), m.Payload, now)
+			return false
+		}
+	}
 	t.Output = payload
 	r.finish(j, durabletype.TaskCompleted, now)
 	r.event(j, durabletype.EventCompleted, now, "", time.Time{})
@@ -516,9 +524,10 @@ func (r *Run) recordChildSettled(i, j int, m *Message, now time.Time) (Effects, 
 			r.finish(j, durabletype.TaskCompleted, now)
 			r.event(j, durabletype.EventCompleted, now, "", time.Time{})
 		} else {
+			t.Error = Text(fmt.Sprintf("the result step %s of child run %s was %s",
+				Quote(m.Result), m.Child, strings.ToLower(string(m.ResultState))))
 			r.finish(j, durabletype.TaskSkipped, now)
-			r.event(j, durabletype.EventSkipped, now, fmt.Sprintf("the result step %s of child run %s was %s",
-				Quote(m.Result), m.Child, strings.ToLower(string(m.ResultState))), time.Time{})
+			r.event(j, durabletype.EventSkipped, now, t.Error, time.Time{})
 		}
 	case m.Status.Unsuccessful():
 		msg := fmt.Sprintf("child run %s %s", m.Child, strings.ToLower(string(m.Status)))
