@@ -28,7 +28,8 @@ func workloadOptions() workloads.Options {
 
 // builtin returns the built-in workflows that runs start from (their child
 // workflows are registered with them) and each one's default input: a
-// valid order for order-processing, {"n":0} for chaos and crash-fn, 0 for
+// valid order for order-processing, {"n":0} for chaos and the crash-fn
+// functions (a function's child is registered beside it), 0 for
 // the bench-* workflows and steady (and crash-poison, served only with a
 // recorder).
 func builtin(o workloads.Options) ([]durable.Definition, []durablecli.Input) {
@@ -47,6 +48,7 @@ func builtin(o workloads.Options) ([]durable.Definition, []durablecli.Input) {
 		durablecli.DefaultInput(set.Chaos, workloads.ChaosInput{}),
 		durablecli.DefaultInput(set.Steady, 0),
 		durablecli.DefaultInput(set.Func.Workflow, workloads.FuncInput{}),
+		durablecli.DefaultInput(set.FuncChild.Workflow, workloads.FuncInput{}),
 	}
 	if o.Record != nil {
 		// The poison step ends the process that runs it: served only by
