@@ -28,12 +28,14 @@ func workloadOptions() workloads.Options {
 
 // builtin returns the built-in workflows that runs start from (their child
 // workflows are registered with them) and each one's default input: a
-// valid order for order-processing, {"n":0} for chaos, 0 for the bench-*
-// workflows and steady (and crash-poison, served only with a recorder).
+// valid order for order-processing, {"n":0} for chaos and the crash-fn
+// functions (a function's child is registered beside it), 0 for
+// the bench-* workflows and steady (and crash-poison, served only with a
+// recorder).
 func builtin(o workloads.Options) ([]durable.Definition, []durablecli.Input) {
 	set := workloads.New(o)
 	defs := []durable.Definition{set.Demo.Workflow, set.Noop, set.DAG, set.Chain, set.Keyed, set.Map,
-		set.Wait, set.Parent, set.Chaos, set.Steady}
+		set.Wait, set.Parent, set.Chaos, set.Steady, set.Func, set.FuncChild}
 	inputs := []durablecli.Input{
 		durablecli.DefaultInput(set.Demo.Workflow, demo.Order{ID: "cli-1", Customer: "cli", Cents: 4200, Items: []string{"keyboard"}}),
 		durablecli.DefaultInput(set.Noop, 0),
@@ -45,6 +47,8 @@ func builtin(o workloads.Options) ([]durable.Definition, []durablecli.Input) {
 		durablecli.DefaultInput(set.Parent, 0),
 		durablecli.DefaultInput(set.Chaos, workloads.ChaosInput{}),
 		durablecli.DefaultInput(set.Steady, 0),
+		durablecli.DefaultInput(set.Func.Workflow, workloads.FuncInput{}),
+		durablecli.DefaultInput(set.FuncChild.Workflow, workloads.FuncInput{}),
 	}
 	if o.Record != nil {
 		// The poison step ends the process that runs it: served only by
@@ -63,7 +67,7 @@ func builtinFlags(command string, fs *flag.FlagSet) durablecli.Load {
 	switch command {
 	case "worker":
 		fs.DurationVar(&o.FraudWindow, "fraud-window", defaultFraudWindow, "the order-processing demo's sleep, for runs triggered by this process")
-		fs.BoolVar(&record, "record-executions", false, "record every execution of a chaos or steady step in <schema>.chaos_executions, and serve crash-poison, whose step ends its process (for crash tests)")
+		fs.BoolVar(&record, "record-executions", false, "record every execution of a chaos or steady step in <schema>.chaos_executions and of a crash-fn step in <schema>.fn_executions, write crash-fn's transactional rows to <schema>.fn_effects, and serve crash-poison, whose step ends its process (for crash tests)")
 	case "trigger":
 		fs.DurationVar(&o.FraudWindow, "fraud-window", defaultFraudWindow, "order-processing's durable sleep, recorded in the runs started here")
 	}
@@ -74,6 +78,9 @@ func builtinFlags(command string, fs *flag.FlagSet) durablecli.Load {
 		if record {
 			var err error
 			if o.Record, err = executionRecorder(ctx, db.Pool, db.Schema); err != nil {
+				return nil, nil, err
+			}
+			if o.FuncRecord, o.FuncTx, err = funcRecorder(ctx, db.Pool, db.Schema); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -107,4 +114,66 @@ func executionRecorder(ctx context.Context, pool *pgxpool.Pool, schema string) (
 		_, err := pool.Exec(sc, insert, sc.RunID(), sc.StepName(), sc.Attempt(), sc.WorkerID())
 		return err
 	}, nil
+}
+
+// funcTables returns the statements that create the tables of the
+// crash-fn functions' crash proof in schema: fn_executions (a row per
+// execution of a step, with its nonce, written before it works),
+// fn_effects (the row of crash-fn's transactional step, written through
+// the step's transaction; deliberately without a unique key, so that
+// duplicates show) and fn_writes (each execution that wrote that row,
+// written outside the transaction, so that rolled-back writes show).
+func funcTables(schema string) []string {
+	var stmts []string
+	for _, name := range []string{"fn_executions", "fn_effects", "fn_writes"} {
+		stmts = append(stmts, `CREATE TABLE IF NOT EXISTS `+pgx.Identifier{schema, name}.Sanitize()+` (
+			run_id uuid NOT NULL, call text NOT NULL, attempt int NOT NULL, worker text NOT NULL, nonce text NOT NULL,
+			at timestamptz NOT NULL DEFAULT clock_timestamp())`)
+	}
+	return stmts
+}
+
+// funcRecorder creates the tables of funcTables (and the schema) if needed
+// and returns a recorder inserting a row into fn_executions per execution
+// of a crash-fn step, and the writer of crash-fn's transactional row. It
+// runs before the worker migrates the schema.
+func funcRecorder(ctx context.Context, pool *pgxpool.Pool, schema string) (workloads.FuncRecorder, workloads.FuncTxWriter, error) {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, schema+".fn_tables"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
+			return err
+		}
+		for _, stmt := range funcTables(schema) {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the crash-fn tables in %s: %w", schema, err)
+	}
+	insert := func(table string) string {
+		return `INSERT INTO ` + pgx.Identifier{schema, table}.Sanitize() + ` (run_id, call, attempt, worker, nonce) VALUES ($1, $2, $3, $4, $5)`
+	}
+	execs, effects, writes := insert("fn_executions"), insert("fn_effects"), insert("fn_writes")
+	rec := func(sc durable.Context, nonce string) error {
+		_, err := pool.Exec(sc, execs, sc.RunID(), sc.StepName(), sc.Attempt(), sc.WorkerID(), nonce)
+		return err
+	}
+	write := func(sc durable.Context, tx any, nonce string) error {
+		ptx, ok := tx.(pgx.Tx)
+		if !ok {
+			return durable.Terminal(fmt.Errorf("crash-fn: the step's transaction is a %T, not a pgx.Tx", tx))
+		}
+		args := []any{sc.RunID(), sc.StepName(), sc.Attempt(), sc.WorkerID(), nonce}
+		if _, err := ptx.Exec(sc, effects, args...); err != nil {
+			return err
+		}
+		_, err := pool.Exec(sc, writes, args...)
+		return err
+	}
+	return rec, write, nil
 }

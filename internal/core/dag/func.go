@@ -408,9 +408,19 @@ func (r *Run) resume(i int, now time.Time, why string) {
 	r.enqueue(i, now, detail)
 }
 
-// closeRecord counts record j of body i finished.
+// closeRecord counts record j of body i finished. A queued body is left
+// alone: it may be claimed meanwhile by a claim that takes no lock of its
+// run (pgstore's claims are decided in SQL, and a transition learns of
+// them only when it dequeues the task), so writing it back would undo the
+// claim and leave the body queued with no ready row, never run again
+// (seen in the crash proof of functions: a child run settled while its
+// parent's body, resumed by an event, was being claimed). Its count then
+// stays above the records open, which costs closeRecords a look at them.
 func (r *Run) closeRecord(i int) {
 	body := r.Task(i)
+	if body.State == durabletype.TaskQueued {
+		return
+	}
 	if body.Items > 0 {
 		body.Items--
 	}

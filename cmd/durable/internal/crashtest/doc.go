@@ -20,6 +20,19 @@
 // was recorded. Plain steps writing the same rows outside the transaction
 // are its control: their duplicates under the same kills are logged.
 //
+// TestFunctionChaos is the proof of durable functions: 200 runs of the
+// built-in function crash-fn (steps, a retried step, a transactional step,
+// a durable sleep, steps in parallel, a child run, an event and a signal)
+// on three workers SIGKILLed 20 times or more; every run and child run must
+// complete with each call recorded once, each recorded result that of one
+// of the step's executions, the output made of the recorded results, and
+// exactly one transactional row per run, that of the recorded execution.
+// TestRollingDeployFunction and TestRollingDeployFunctionVersion deploy a
+// new build of a function (./deployapp, deploy.NewFunc) over runs in
+// flight: a change by durable.Patched under the same version, taken over by
+// the new workers, and a new version, whose old runs drain on the old
+// workers; no run fails.
+//
 // They are heavy and one of them restarts the PostgreSQL server, so they
 // skip unless DURABLE_CRASH_TESTS=1, and must not run beside other tests:
 //

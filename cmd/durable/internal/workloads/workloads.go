@@ -1,6 +1,6 @@
 // Package workloads defines the built-in workflows that `durable worker`
-// serves: the demo, the benchmark workflows, and the chaos workflow the crash
-// tests run while killing workers.
+// serves: the demo, the benchmark workflows, and the chaos workflow and the
+// durable functions (crash-fn) the crash tests run while killing workers.
 package workloads
 
 import (
@@ -65,6 +65,14 @@ type Options struct {
 	ChaosWork time.Duration
 	// Record, if set, is called by every chaos step execution.
 	Record Recorder
+	// FuncSleep is crash-fn's durable sleep (crash-fn-child sleeps half
+	// of it). Defaults to 300ms.
+	FuncSleep time.Duration
+	// FuncRecord, if set, is called by every execution of a step of
+	// crash-fn and crash-fn-child.
+	FuncRecord FuncRecorder
+	// FuncTx, if set, writes the row of crash-fn's transactional step.
+	FuncTx FuncTxWriter
 }
 
 // Set is the built-in workflows.
@@ -92,6 +100,11 @@ type Set struct {
 	// runs: a poison step. Only crash tests serve it (see cmd/durable's
 	// --record-executions).
 	Poison *durable.Workflow[int]
+	// Func is crash-fn, a durable function that runs steps, a
+	// transactional step, a sleep, steps in parallel, a child run of
+	// FuncChild and waits for an event and a signal (see newFunctions).
+	Func      *durable.Function[FuncInput, FuncOutput]
+	FuncChild *durable.Function[FuncInput, string]
 }
 
 // ChaosInput is the chaos workflow's input.
@@ -109,6 +122,9 @@ func New(o Options) *Set {
 	}
 	if o.ChaosWork == 0 {
 		o.ChaosWork = 200 * time.Millisecond
+	}
+	if o.FuncSleep == 0 {
+		o.FuncSleep = 300 * time.Millisecond
 	}
 	s := &Set{Demo: demo.New(o.FraudWindow, nil)}
 
@@ -167,6 +183,7 @@ func New(o Options) *Set {
 
 	s.Chaos, s.ChaosChild = chaos(o)
 	s.Steady = steady(o)
+	s.Func, s.FuncChild = newFunctions(o)
 	s.Poison = durable.NewWorkflow[int](Poison)
 	durable.Step(s.Poison, "boom", func(ctx durable.Context, in int) (int, error) {
 		if o.Record != nil {
@@ -209,7 +226,7 @@ func steady(o Options) *durable.Workflow[int] {
 // All returns every built-in workflow, for Engine.Register.
 func (s *Set) All() []durable.Definition {
 	return []durable.Definition{s.Demo.Workflow, s.Noop, s.DAG, s.Chain, s.Keyed, s.Map, s.Wait, s.Parent, s.Child,
-		s.Chaos, s.ChaosChild}
+		s.Chaos, s.ChaosChild, s.Func, s.FuncChild}
 }
 
 // ErrFlaky is the error of the chaos workflow's flaky step on its first

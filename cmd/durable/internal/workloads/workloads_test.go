@@ -87,3 +87,51 @@ func TestBuiltinsComplete(t *testing.T) {
 		require.Len(t, kids.Runs, ParentChildren)
 	})
 }
+
+// TestFunctionsComplete: a crash-fn run completes once its event and its
+// signal are sent, each step executed once (flaky twice), its output
+// holding what each call returned.
+func TestFunctionsComplete(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		executions := map[string]int{}
+		set := New(Options{FuncRecord: func(ctx durable.Context, nonce string) error {
+			mu.Lock()
+			executions[ctx.StepName()]++
+			mu.Unlock()
+			return nil
+		}})
+		e, err := durable.New(memstore.New(), durable.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		require.NoError(t, err)
+		require.NoError(t, e.Register(set.All()...))
+		ctx := context.Background()
+		require.NoError(t, e.Start(ctx))
+		defer e.Stop(ctx)
+
+		_, err = e.SendEvent(ctx, "t", FuncKey(5), "paid")
+		require.NoError(t, err)
+		id, err := set.Func.RunNoWait(ctx, e, "t", FuncInput{N: 5})
+		require.NoError(t, err)
+		require.NoError(t, e.Signal(ctx, id, FuncSignal, "yes"))
+		res, err := e.Wait(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, durabletype.RunCompleted, res.Status, "%v", res.Err)
+		out, err := set.Func.Output(res)
+		require.NoError(t, err)
+		require.Equal(t, "paid", out.Paid)
+		require.Equal(t, "yes", out.Approved)
+		require.Len(t, out.Parts, FuncParts)
+		for _, v := range append([]string{out.Prepare, out.Flaky, out.Ledger, out.Finish}, out.Parts...) {
+			_, n, nonce, ok := ParseFuncStepResult(v)
+			require.True(t, ok && n == 5 && nonce != "", v)
+		}
+		require.Contains(t, out.Child, "a/5/")
+		var calls []string
+		for _, s := range res.Steps[1:] {
+			calls = append(calls, s.Name)
+		}
+		require.Equal(t, FuncCalls, calls)
+		require.Equal(t, map[string]int{"prepare": 1, "flaky": 2, "ledger": 1, "part-0": 1, "part-1": 1, "part-2": 1,
+			"part-3": 1, "a": 1, "b": 1, "finish": 1}, executions)
+	})
+}
