@@ -158,6 +158,15 @@ func TestBenchWAL(t *testing.T) {
 			ops[row.([]any)[0].(string)] = true
 		}
 		require.True(t, ops["claim"] && ops["finish"] && ops["settle"], "%v", ops)
+		if c.scenario == "func" {
+			// A checkpoint inserts its records and updates no task: it is
+			// a finish all the same, not "other".
+			for _, row := range titles["WAL BY OPERATION, work phase"]["rows"].([]any) {
+				if r := row.([]any); r[0] == "other" {
+					require.Less(t, r[5].(float64), 1.0, "share of other: %v", r)
+				}
+			}
+		}
 		for _, phase := range []string{"work", "insert"} {
 			rels := map[string]bool{}
 			for _, row := range titles["WAL BY RELATION, "+phase+" phase"]["rows"].([]any) {
@@ -213,6 +222,21 @@ func TestBenchFunc(t *testing.T) {
 	require.Equal(t, 200.0, params["steps"])
 	require.Equal(t, 220.0, params["tasks"])
 	require.Equal(t, 1000.0, params["concurrency"])
+	// What the workers sent: each checkpoint is not a transaction of its
+	// own, but at most one.
+	require.Greater(t, value(t, rep, "worker_statements_per_step"), 0.0)
+	require.Greater(t, value(t, rep, "worker_round_trips_per_step"), 0.0)
+	tx := value(t, rep, "worker_transactions_per_step")
+	require.Greater(t, tx, 0.0)
+	require.LessOrEqual(t, tx, 1.5)
+	var stmts map[string]any
+	for _, tb := range rep["tables"].([]any) {
+		if tb := tb.(map[string]any); strings.HasPrefix(tb["title"].(string), "WORKERS' STATEMENTS") {
+			stmts = tb
+		}
+	}
+	require.NotNil(t, stmts, "the table of the workers' statements")
+	require.NotEmpty(t, stmts["rows"])
 }
 
 func TestBenchLatency(t *testing.T) {

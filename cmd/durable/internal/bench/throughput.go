@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -160,7 +161,7 @@ func (b *bencher) throughput(ctx context.Context, rep *Report) error {
 	}
 
 	f, err := b.startFleet(ctx, workerSpec{n: b.o.Workers, concurrency: b.o.Concurrency,
-		claimBatch: b.o.ClaimBatch, finishBatch: b.o.FinishBatch, name: "w"})
+		claimBatch: b.o.ClaimBatch, finishBatch: b.o.FinishBatch, name: "w", bySQL: true})
 	if err != nil {
 		return err
 	}
@@ -212,6 +213,7 @@ func (b *bencher) throughput(ctx context.Context, rep *Report) error {
 		rep.Add("insert_tasks_per_s", "  the same in tasks", float64(n*wl.perRun)/insertTime.Seconds(), "tasks/s", 0)
 	}
 	rep.Add("insert_s", "insert time", insertTime.Seconds(), "s", 3)
+	b.statementCounts(rep, f, wl, float64(wl.done(win)))
 	rep.Add("runs_completed", "runs completed", float64(win.runsDone), "runs", 0)
 	rep.Add("tasks_completed", "tasks completed", float64(win.tasksDone), "tasks", 0)
 	if b.o.Scenario == Func {
@@ -249,6 +251,34 @@ func (b *bencher) throughput(ctx context.Context, rep *Report) error {
 		rep.Failure = fmt.Sprintf("%d of %d steps recorded", win.stepsDone, n*wl.perRun)
 	}
 	return nil
+}
+
+// topStatements is how many of the workers' statements the table of a
+// throughput scenario lists.
+const topStatements = 12
+
+// statementCounts adds what the in-process workers sent, per unit done
+// (the counts include their start and stop, a few dozen statements):
+// statements, round trips and transactions begun, and a table of the
+// statements most sent.
+func (b *bencher) statementCounts(rep *Report, f *fleet, wl workload, done float64) {
+	if b.o.Processes > 0 || done <= 0 {
+		return
+	}
+	n, by := f.totals()
+	u := wl.unit
+	rep.Add("worker_statements_per_"+u, "workers' statements per "+u+" (batched ones each count)", float64(n.Statements)/done, "/"+u, 2)
+	rep.Add("worker_round_trips_per_"+u, "workers' round trips per "+u, float64(n.RoundTrips)/done, "/"+u, 2)
+	rep.Add("worker_transactions_per_"+u, "workers' transactions begun per "+u+" (BEGIN)", float64(n.Transactions)/done, "/"+u, 3)
+	t := Table{Title: fmt.Sprintf("WORKERS' STATEMENTS (the %d most sent, by their text's start)", topStatements),
+		Columns: []string{"per " + u, "count", "statement"}}
+	for k, st := range by {
+		if k == topStatements {
+			break
+		}
+		t.Rows = append(t.Rows, []any{math.Round(1000*float64(st.N)/done) / 1000, st.N, st.SQL})
+	}
+	rep.Tables = append(rep.Tables, t)
 }
 
 // checkpoint flushes the inserts before the measured phase, when the role

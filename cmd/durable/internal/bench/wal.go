@@ -252,7 +252,9 @@ type walGroup struct {
 // given the files of runs ($3), ready ($4), run_counts ($5) and tasks ($6):
 // create inserts runs; claim deletes ready rows (the claim statement does
 // all of its writes); settle updates runs or run_counts (a finish that
-// settles runs); finish updates tasks otherwise; other is the rest of the
+// settles runs); finish updates tasks otherwise, or inserts them without
+// runs (a function's checkpoints insert its records, and need not update
+// any task); other is the rest of the
 // transactions writing the schema's relations ($7: the workers' and
 // leader's records); none is WAL outside any transaction on those
 // relations (pruning, hint bits' full-page images). The rest is foreign:
@@ -276,7 +278,7 @@ WITH w AS (
     WHEN bool_or(rel = $3 AND rmgr IN ('Heap', 'Heap2') AND rtype ~ '^(MULTI_)?INSERT') THEN 'create'
     WHEN bool_or(rel = $4 AND rmgr = 'Heap' AND rtype = 'DELETE') THEN 'claim'
     WHEN bool_or((rel = $3 AND rmgr = 'Heap' AND rtype ~ 'UPDATE') OR rel = $5) THEN 'settle'
-    WHEN bool_or(rel = $6 AND rmgr = 'Heap' AND rtype ~ 'UPDATE') THEN 'finish'
+    WHEN bool_or(rel = $6 AND rmgr IN ('Heap', 'Heap2') AND rtype ~ '^(UPDATE|HOT_UPDATE|(MULTI_)?INSERT)') THEN 'finish'
     WHEN bool_or(rel = ANY($7::text[])) THEN 'other'
     ELSE 'foreign' END AS class
   FROM g GROUP BY xid
