@@ -32,12 +32,13 @@ func workloadOptions() workloads.Options {
 // workflows and steady (and crash-poison, served only with a recorder).
 func builtin(o workloads.Options) ([]durable.Definition, []durablecli.Input) {
 	set := workloads.New(o)
-	defs := []durable.Definition{set.Demo.Workflow, set.Noop, set.DAG, set.Chain, set.Keyed, set.Map,
+	defs := []durable.Definition{set.Demo.Workflow, set.Noop, set.DAG, set.Func.Workflow, set.Chain, set.Keyed, set.Map,
 		set.Wait, set.Parent, set.Chaos, set.Steady}
 	inputs := []durablecli.Input{
 		durablecli.DefaultInput(set.Demo.Workflow, demo.Order{ID: "cli-1", Customer: "cli", Cents: 4200, Items: []string{"keyboard"}}),
 		durablecli.DefaultInput(set.Noop, 0),
 		durablecli.DefaultInput(set.DAG, 0),
+		durablecli.DefaultInput(set.Func.Workflow, 0),
 		durablecli.DefaultInput(set.Chain, 0),
 		durablecli.DefaultInput(set.Keyed, 0),
 		durablecli.DefaultInput(set.Map, 0),
