@@ -26,6 +26,12 @@ Scenarios:
             (goal ≥ 20,000), and the insert rate
   dag       --runs bench-dag runs (10,000; root → 8 parallel → join, 10
             tasks each) inserted first, then worked: tasks/s (goal ≥ 15,000)
+  func      --runs bench-func runs (10,000; a durable function making 10
+            no-op durable.Do calls in a row: 100,000 steps) inserted first,
+            then worked: steps/s from the first claim to the last
+            completion, to compare with dag's tasks/s on the same machine
+            (goal ≥ 15,000, dag's: a step run inline by a claimed function
+            should cost less than a claimed task)
   latency   --runs bench-chain runs (500; a → b) triggered one at a time to
             idle, listening workers: trigger → first step started and parent
             completed → child started, p50/p95/p99/max (goals p50 ≤ 2 ms,
@@ -122,11 +128,11 @@ Scenarios:
             one child. No goal; seen on a 2-core machine: 3,600 child
             runs/s, 360 parent runs/s
 
-With --wal (single and dag), the server's WAL position is read before the
-inserts, after them, after the checkpoint that precedes the work and once
-every run has settled: WAL bytes per run (and per task for dag) of the
-insert phase, the work phase and in all (goals, from issue #23: ≤ 1,500
-B/run single, ≤ 1,200 B/task dag). With pg_walinspect (created in the
+With --wal (single, dag and func), the server's WAL position is read before
+the inserts, after them, after the checkpoint that precedes the work and
+once every run has settled: WAL bytes per run (and per task for dag, per
+step for func) of the insert phase, the work phase and in all (goals, from
+issue #23: ≤ 1,500 B/run single, ≤ 1,200 B/task dag; func has none). With pg_walinspect (created in the
 bench's schema when the database has none; needs a superuser or
 pg_read_server_files) each phase's WAL is read back and attributed: by
 operation (create, claim, finish, settle, counts, events: each transaction
@@ -152,19 +158,19 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var url cliflag.Secret
 	cliflag.SecretVar(fs, &url, "database-url", cliflag.EnvDatabaseURL, "PostgreSQL `URL`, e.g. postgres://user@127.0.0.1:5432/db", cliflag.Redact)
 	fs.StringVar(&o.Schema, "schema", "", "use (and keep) this schema instead of a fresh durable_bench_<random> one; no other workers may serve it")
-	fs.StringVar(&o.Scenario, "scenario", "", "single, dag, latency, fairness, idle, list, soak, concurrency, cron, map, events or children (required)")
+	fs.StringVar(&o.Scenario, "scenario", "", "single, dag, func, latency, fairness, idle, list, soak, concurrency, cron, map, events or children (required)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as one JSON object on stdout")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the fresh schema (and idle's scratch database) instead of dropping it")
 	fs.BoolVar(&o.SameDatabase, "same-database", false, "idle: measure in the --database-url database instead of a scratch one created for the run")
 	fs.StringVar(&o.ServerLog, "server-log", "", "idle: the server's log file when the logging collector is off (default /var/log/postgresql/postgresql-<version>-<cluster>.log)")
 	fs.IntVar(&o.Keys, "keys", 0, "concurrency: distinct concurrency keys, each capped at one running step (0: 1000)")
-	fs.IntVar(&o.Runs, "runs", 0, "runs: single 100000, dag 10000, latency 500, list 1000000, concurrency 100000, events 100000, children 1000 (parents); map: items of its one run, 10000; cron: schedules, 10000; fairness: tenant B's backlog, 10000 (0: the scenario's default)")
+	fs.IntVar(&o.Runs, "runs", 0, "runs: single 100000, dag 10000, func 10000, latency 500, list 1000000, concurrency 100000, events 100000, children 1000 (parents); map: items of its one run, 10000; cron: schedules, 10000; fairness: tenant B's backlog, 10000 (0: the scenario's default)")
 	fs.IntVar(&o.Processes, "processes", 0, "run the workers as this many \"durable worker\" processes (0: in this process)")
 	fs.IntVar(&o.Workers, "workers", 0, "in-process workers (engines), each with its own pool (0: 3 for idle, 1 otherwise)")
-	fs.IntVar(&o.Concurrency, "concurrency", 0, fmt.Sprintf("steps each worker runs at once (0: %d for single, dag, list, soak, concurrency, map, events and children, 100, the engine's default, otherwise)", bench.ThroughputConcurrency))
+	fs.IntVar(&o.Concurrency, "concurrency", 0, fmt.Sprintf("steps each worker runs at once (0: %d for single, dag, func, list, soak, concurrency, map, events and children, 100, the engine's default, otherwise)", bench.ThroughputConcurrency))
 	fs.IntVar(&o.ClaimBatch, "claim-batch", 0, "each worker's Config.ClaimBatch (0: the engine's default; in-process only)")
 	fs.IntVar(&o.FinishBatch, "finish-batch", 0, "each worker's Config.FinishBatch (0: the engine's default; in-process only)")
-	fs.IntVar(&o.Tenants, "tenants", 0, "single, dag, soak, events, children: spread runs over this many tenants (0: 1); list: (0: 100); fairness: tenants with skewed backlogs (0: 10); map: above 1, that many minus one other tenants queue --runs bench-noop runs each, competing with the items")
+	fs.IntVar(&o.Tenants, "tenants", 0, "single, dag, func, soak, events, children: spread runs over this many tenants (0: 1); list: (0: 100); fairness: tenants with skewed backlogs (0: 10); map: above 1, that many minus one other tenants queue --runs bench-noop runs each, competing with the items")
 	fs.IntVar(&o.TenantStep, "tenant-step", 100, "fairness: the backlogs are this many runs, twice as many, ...")
 	fs.IntVar(&o.InsertBatch, "insert-batch", 5000, "runs per RunManyNoWait call when inserting (soak: the most per call)")
 	fs.DurationVar(&o.Interval, "interval", 0, "latency: pause between runs (0: 10ms)")
@@ -179,7 +185,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&o.Settle, "settle", 0, "idle: how long the workers idle before measuring, at least 2s (0: 35s, as the idle poll backs off to 30s)")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "give up waiting for the work after this long and fail (0: 10m; list: for the runs to settle)")
 	fs.StringVar(&o.WorkerExe, "worker-exe", "", "the durable binary started for --processes (default: this executable)")
-	fs.BoolVar(&o.WAL, "wal", false, "single and dag: measure the WAL per run of the insert and work phases and, with pg_walinspect, attribute it by operation, relation and record type")
+	fs.BoolVar(&o.WAL, "wal", false, "single, dag and func: measure the WAL per run (task, step) of the insert and work phases and, with pg_walinspect, attribute it by operation, relation and record type")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (in-process workers included) to this file")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), benchUsage)

@@ -33,7 +33,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--database-url", "postgres://x", "--scenario", "soak", "--retention", "5s"}, "retention 5s must be at least the sample interval 10s plus 1s"},
 		{[]string{"--database-url", "postgres://x", "--scenario", "soak", "--sample", "1m", "--duration", "30s"}, "sample 1m0s is longer than the duration 30s"},
 		{[]string{"--database-url", "postgres://x", "--scenario", "soak", "--autovacuum", "never"}, `autovacuum "never"`},
-		{[]string{"--database-url", "postgres://x", "--scenario", "latency", "--wal"}, "wal: single and dag only, not latency"},
+		{[]string{"--database-url", "postgres://x", "--scenario", "latency", "--wal"}, "wal: single, dag and func only, not latency"},
 		{[]string{"--no-such-flag"}, "Usage: durable bench"},
 	} {
 		code, out, errOut := runCLI(t, append([]string{"bench"}, c.args...)...)
@@ -45,7 +45,7 @@ func TestBenchUsageErrors(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, errOut, "Usage: durable bench")
 	require.Contains(t, errOut, "-scenario")
-	for _, want := range []string{"  list ", "  soak ", "-rate", "-retention", "-sample", "-repeat", "-autovacuum", "-wal", "pg_walinspect"} {
+	for _, want := range []string{"  func ", "  list ", "  soak ", "-rate", "-retention", "-sample", "-repeat", "-autovacuum", "-wal", "pg_walinspect"} {
 		require.Contains(t, errOut, want)
 	}
 }
@@ -122,12 +122,17 @@ func TestBenchWAL(t *testing.T) {
 		scenario string
 		runs     int
 		per      string
-	}{{"single", 300, "run"}, {"dag", 30, "task"}} {
+	}{{"single", 300, "run"}, {"dag", 30, "task"}, {"func", 30, "step"}} {
 		rep := benchJSON(t, "--scenario", c.scenario, "--runs", fmt.Sprint(c.runs), "--wal")
 		require.Greater(t, value(t, rep, "wal_insert_b_per_run"), 100.0)
 		require.Greater(t, value(t, rep, "wal_work_b_per_run"), 100.0)
-		goal := metric(t, rep, "wal_total_b_per_"+c.per)["goal"].(map[string]any)
-		require.Equal(t, "<=", goal["op"])
+		if c.per == "step" {
+			require.Greater(t, value(t, rep, "wal_work_b_per_step"), 100.0)
+			require.NotContains(t, metric(t, rep, "wal_total_b_per_step"), "goal", "func has no WAL goal")
+		} else {
+			goal := metric(t, rep, "wal_total_b_per_"+c.per)["goal"].(map[string]any)
+			require.Equal(t, "<=", goal["op"])
+		}
 		notes := fmt.Sprint(rep["notes"])
 		require.Contains(t, notes, "WAL positions:")
 		// Another bench's schema may hold pg_walinspect, and drop it while
@@ -153,6 +158,15 @@ func TestBenchWAL(t *testing.T) {
 			ops[row.([]any)[0].(string)] = true
 		}
 		require.True(t, ops["claim"] && ops["finish"] && ops["settle"], "%v", ops)
+		if c.scenario == "func" {
+			// A checkpoint inserts its records and updates no task: it is
+			// a finish all the same, not "other".
+			for _, row := range titles["WAL BY OPERATION, work phase"]["rows"].([]any) {
+				if r := row.([]any); r[0] == "other" {
+					require.Less(t, r[5].(float64), 1.0, "share of other: %v", r)
+				}
+			}
+		}
 		for _, phase := range []string{"work", "insert"} {
 			rels := map[string]bool{}
 			for _, row := range titles["WAL BY RELATION, "+phase+" phase"]["rows"].([]any) {
@@ -188,6 +202,41 @@ func TestBenchDAG(t *testing.T) {
 	require.Equal(t, 7.0, params["claim_batch"])
 	require.Equal(t, 5.0, params["finish_batch"])
 	require.Equal(t, 2.0, params["workers"])
+}
+
+// TestBenchFunc: the func scenario's runs each record FuncSteps steps, and
+// its rate is in steps/s.
+func TestBenchFunc(t *testing.T) {
+	t.Parallel()
+	rep := benchJSON(t, "--scenario", "func", "--runs", "20", "--tenants", "2", "--workers", "2")
+	require.Equal(t, "func", rep["scenario"])
+	require.Equal(t, 20.0, value(t, rep, "runs_completed"))
+	require.Equal(t, 200.0, value(t, rep, "steps_completed"))
+	require.Equal(t, 220.0, value(t, rep, "tasks_completed"), "a body and ten records per run")
+	require.Greater(t, value(t, rep, "steps_per_s"), 0.0)
+	require.InDelta(t, value(t, rep, "steps_per_s")/10, value(t, rep, "runs_per_s"), 1e-6)
+	goal := metric(t, rep, "steps_per_s")["goal"].(map[string]any)
+	require.Equal(t, map[string]any{"op": ">=", "value": 15000.0}, goal)
+	params := rep["params"].(map[string]any)
+	require.Equal(t, 20.0, params["runs"])
+	require.Equal(t, 200.0, params["steps"])
+	require.Equal(t, 220.0, params["tasks"])
+	require.Equal(t, 1000.0, params["concurrency"])
+	// What the workers sent: each checkpoint is not a transaction of its
+	// own, but at most one.
+	require.Greater(t, value(t, rep, "worker_statements_per_step"), 0.0)
+	require.Greater(t, value(t, rep, "worker_round_trips_per_step"), 0.0)
+	tx := value(t, rep, "worker_transactions_per_step")
+	require.Greater(t, tx, 0.0)
+	require.LessOrEqual(t, tx, 1.5)
+	var stmts map[string]any
+	for _, tb := range rep["tables"].([]any) {
+		if tb := tb.(map[string]any); strings.HasPrefix(tb["title"].(string), "WORKERS' STATEMENTS") {
+			stmts = tb
+		}
+	}
+	require.NotNil(t, stmts, "the table of the workers' statements")
+	require.NotEmpty(t, stmts["rows"])
 }
 
 func TestBenchLatency(t *testing.T) {

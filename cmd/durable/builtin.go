@@ -34,12 +34,13 @@ func workloadOptions() workloads.Options {
 // recorder).
 func builtin(o workloads.Options) ([]durable.Definition, []durablecli.Input) {
 	set := workloads.New(o)
-	defs := []durable.Definition{set.Demo.Workflow, set.Noop, set.DAG, set.Chain, set.Keyed, set.Map,
+	defs := []durable.Definition{set.Demo.Workflow, set.Noop, set.DAG, set.BenchFunc, set.Chain, set.Keyed, set.Map,
 		set.Wait, set.Parent, set.Chaos, set.Steady, set.Func, set.FuncChild}
 	inputs := []durablecli.Input{
 		durablecli.DefaultInput(set.Demo.Workflow, demo.Order{ID: "cli-1", Customer: "cli", Cents: 4200, Items: []string{"keyboard"}}),
 		durablecli.DefaultInput(set.Noop, 0),
 		durablecli.DefaultInput(set.DAG, 0),
+		durablecli.DefaultInput(set.BenchFunc.Workflow, 0),
 		durablecli.DefaultInput(set.Chain, 0),
 		durablecli.DefaultInput(set.Keyed, 0),
 		durablecli.DefaultInput(set.Map, 0),

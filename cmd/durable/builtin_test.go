@@ -61,7 +61,7 @@ func (p *testPG) StartWorker(t *testing.T) *durable.Engine {
 func TestBuiltinWorkflows(t *testing.T) {
 	t.Parallel()
 	db := []string{"--database-url", "postgres://nobody@127.0.0.1:1/none?connect_timeout=5"}
-	names := []string{"order-processing", "bench-noop", "bench-dag", "bench-chain", "bench-keyed", "bench-map",
+	names := []string{"order-processing", "bench-noop", "bench-dag", "bench-func", "bench-chain", "bench-keyed", "bench-map",
 		"bench-wait", "bench-parent", "chaos", "steady", "crash-fn", "crash-fn-child"}
 	for _, name := range names {
 		code, _, errOut := runCLI(t, append([]string{"trigger", "--workflow", name}, db...)...)

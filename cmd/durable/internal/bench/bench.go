@@ -1,5 +1,5 @@
-// Package bench measures durable on PostgreSQL: throughput of one-step runs
-// and of DAG runs inserted first and then worked, trigger and hand-off
+// Package bench measures durable on PostgreSQL: throughput of one-step runs,
+// of DAG runs and of durable functions' steps inserted first and then worked, trigger and hand-off
 // latency at low load, fairness between tenants, what idle workers cost
 // the database, list pages over a million settled runs, a soak at a fixed
 // rate with short retention, and the steps that wait: a map step's items,
@@ -40,6 +40,7 @@ import (
 const (
 	Single   = "single"
 	DAG      = "dag"
+	Func     = "func"
 	Latency  = "latency"
 	Fairness = "fairness"
 	Idle     = "idle"
@@ -53,7 +54,7 @@ const (
 )
 
 // Scenarios lists the scenario names.
-var Scenarios = []string{Single, DAG, Latency, Fairness, Idle, List, Soak, Keyed, Cron, Map, Events, Children}
+var Scenarios = []string{Single, DAG, Func, Latency, Fairness, Idle, List, Soak, Keyed, Cron, Map, Events, Children}
 
 // ThroughputConcurrency is each worker's concurrency in the single and dag
 // scenarios unless Options.Concurrency says otherwise. With no-op steps the
@@ -97,7 +98,7 @@ type Options struct {
 	// Scenario is one of Scenarios. Required.
 	Scenario string
 	// Runs is the number of runs: single 100,000, dag 10,000 (100,000
-	// tasks), latency 500, events 100,000, children 1,000 (parents,
+	// tasks), func 10,000 (100,000 steps), latency 500, events 100,000, children 1,000 (parents,
 	// each starting workloads.ParentChildren child runs); for fairness,
 	// tenant B's backlog (10,000); for map, the items of its one run
 	// (10,000, at most dag.MaxItems).
@@ -110,7 +111,7 @@ type Options struct {
 	// 3 for idle, 1 otherwise.
 	Workers int
 	// Concurrency is each worker's Config.Concurrency. Defaults to
-	// ThroughputConcurrency for single, dag, list, soak, concurrency, map,
+	// ThroughputConcurrency for single, dag, func, list, soak, concurrency, map,
 	// events and children, where it sets how many outcomes and claims
 	// share a transaction, and to the engine's default, 100, for the
 	// other scenarios.
@@ -121,7 +122,7 @@ type Options struct {
 	// Processes 0.
 	ClaimBatch  int
 	FinishBatch int
-	// Tenants spreads single, dag, soak, events and children runs over
+	// Tenants spreads single, dag, func, soak, events and children runs over
 	// that many tenants (default 1); for fairness it is the number of
 	// tenants with skewed backlogs (default 10), of TenantStep,
 	// 2×TenantStep, ... runs (default 100); for map, above 1, Tenants-1
@@ -170,8 +171,9 @@ type Options struct {
 	Timeout time.Duration
 	// WorkerExe is the durable binary started for Processes.
 	WorkerExe string
-	// WAL, for single and dag, measures the server's WAL: the bytes written
-	// by the inserts and by the work, per run (and per task), and with
+	// WAL, for single, dag and func, measures the server's WAL: the bytes
+	// written by the inserts and by the work, per run (and per task, or
+	// per step), and with
 	// pg_walinspect (created in the bench's schema when the database has
 	// none; it needs a superuser or pg_read_server_files) their attribution
 	// by operation, relation and record type, full-page images apart.
@@ -192,7 +194,7 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
 	}
 	switch o.Scenario {
-	case Single, DAG, Latency, Fairness, Idle, List, Soak, Keyed, Cron, Map, Events, Children:
+	case Single, DAG, Func, Latency, Fairness, Idle, List, Soak, Keyed, Cron, Map, Events, Children:
 	case "":
 		return bad("a scenario is required (%s)", strings.Join(Scenarios, ", "))
 	default:
@@ -223,7 +225,7 @@ func (o *Options) setDefaults() error {
 		return bad("schema %q: use 1-63 lowercase letters, digits or underscores, not starting with a digit", o.Schema)
 	}
 	if o.Runs == 0 {
-		o.Runs = map[string]int{Single: 100_000, DAG: 10_000, Latency: 500, Fairness: 10_000, List: 1_000_000, Keyed: 100_000, Cron: 10_000,
+		o.Runs = map[string]int{Single: 100_000, DAG: 10_000, Func: 10_000, Latency: 500, Fairness: 10_000, List: 1_000_000, Keyed: 100_000, Cron: 10_000,
 			Map: 10_000, Events: 100_000, Children: 1_000}[o.Scenario]
 	}
 	if o.Scenario == Map && o.Runs > dag.MaxItems {
@@ -235,8 +237,8 @@ func (o *Options) setDefaults() error {
 			Soak: "it sets the workers' Config.Retention, and durable worker has no flag for it",
 		}[o.Scenario])
 	}
-	if o.WAL && o.Scenario != Single && o.Scenario != DAG {
-		return bad("wal: single and dag only, not %s", o.Scenario)
+	if o.WAL && o.Scenario != Single && o.Scenario != DAG && o.Scenario != Func {
+		return bad("wal: single, dag and func only, not %s", o.Scenario)
 	}
 	if o.Processes > 0 {
 		if o.Workers != 0 && o.Workers != o.Processes {
@@ -259,7 +261,7 @@ func (o *Options) setDefaults() error {
 	if o.Concurrency == 0 {
 		o.Concurrency = 100
 		switch o.Scenario {
-		case Single, DAG, List, Soak, Keyed, Map, Events, Children:
+		case Single, DAG, Func, List, Soak, Keyed, Map, Events, Children:
 			o.Concurrency = ThroughputConcurrency
 		}
 	}
@@ -362,6 +364,10 @@ func (o *Options) params() Params {
 		p.Runs, p.Tasks, p.Tenants, p.InsertBatch = o.Runs, o.Runs, o.Tenants, o.InsertBatch
 	case DAG:
 		p.Runs, p.Tasks, p.Tenants, p.InsertBatch = o.Runs, 10*o.Runs, o.Tenants, o.InsertBatch
+	case Func:
+		// Each run: its body and a record per step, all task rows.
+		p.Runs, p.Steps, p.Tasks, p.Tenants, p.InsertBatch = o.Runs, workloads.FuncSteps*o.Runs,
+			(1+workloads.FuncSteps)*o.Runs, o.Tenants, o.InsertBatch
 	case Latency:
 		p.Runs, p.Tasks, p.IntervalMS = o.Runs, 2*o.Runs, Millis(o.Interval)
 	case Fairness:
@@ -414,10 +420,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	var err error
 	switch o.Scenario {
-	case Single:
-		err = b.throughput(ctx, rep, false)
-	case DAG:
-		err = b.throughput(ctx, rep, true)
+	case Single, DAG, Func:
+		err = b.throughput(ctx, rep)
 	case Latency:
 		err = b.latency(ctx, rep)
 	case Fairness:

@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -46,6 +48,8 @@ type workerSpec struct {
 	// extra, if set, returns more workflows for each engine to serve
 	// besides the built-ins; in-process only.
 	extra func() []durable.Definition
+	// bySQL counts each engine's statements by their text (Counter.BySQL).
+	bySQL bool
 }
 
 // startFleet starts n workers; with processes, claimBatch must be the
@@ -88,7 +92,7 @@ func (f *fleet) startEngines(ctx context.Context, spec workerSpec) error {
 		// The store's listener and elector connections copy this config,
 		// so the hook sees every connection of the worker.
 		cfg.ConnConfig.AfterConnect = f.b.pids.hook(id, cfg.ConnConfig.AfterConnect)
-		c := &Counter{}
+		c := &Counter{BySQL: spec.bySQL}
 		c.Instrument(cfg)
 		pool, err := connectPool(ctx, cfg)
 		if err != nil {
@@ -120,6 +124,29 @@ func (f *fleet) startEngines(ctx context.Context, spec workerSpec) error {
 		f.engines = append(f.engines, e)
 	}
 	return nil
+}
+
+// totals sums the in-process workers' counts (none for processes), and
+// their statements by text when counted (workerSpec.bySQL).
+func (f *fleet) totals() (Counts, []StatementCount) {
+	var sum Counts
+	by := map[string]int64{}
+	for _, c := range f.counters {
+		n := c.Counts()
+		sum.Statements += n.Statements
+		sum.RoundTrips += n.RoundTrips
+		sum.Pings += n.Pings
+		sum.Transactions += n.Transactions
+		for _, st := range c.Statements() {
+			by[st.SQL] += st.N
+		}
+	}
+	out := make([]StatementCount, 0, len(by))
+	for k, n := range by {
+		out = append(out, StatementCount{SQL: k, N: n})
+	}
+	slices.SortFunc(out, func(a, b StatementCount) int { return cmp.Or(cmp.Compare(b.N, a.N), cmp.Compare(a.SQL, b.SQL)) })
+	return sum, out
 }
 
 func (f *fleet) startProcesses(spec workerSpec) error {

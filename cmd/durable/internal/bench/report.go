@@ -46,8 +46,10 @@ type Params struct {
 	Runs  int `json:"runs,omitempty"`
 	Tasks int `json:"tasks,omitempty"`
 	// Items is the map scenario's items; Children the child runs of the
-	// children scenario.
+	// children scenario; Steps the func scenario's steps (durable.Do
+	// calls, FuncSteps a run).
 	Items       int     `json:"items,omitempty"`
+	Steps       int     `json:"steps,omitempty"`
 	Children    int     `json:"children,omitempty"`
 	Mode        string  `json:"mode"` // "in-process" or "processes"
 	Workers     int     `json:"workers"`

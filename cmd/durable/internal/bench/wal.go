@@ -15,11 +15,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// WAL attribution (Options.WAL, `durable bench --wal`) for the single and
-// dag scenarios: the server's WAL position is read before the inserts,
+// WAL attribution (Options.WAL, `durable bench --wal`) for the single, dag
+// and func scenarios: the server's WAL position is read before the inserts,
 // after them, after the checkpoint that precedes the work, and once every
 // run has settled. The bytes between are the phases' WAL, per run (and per
-// task). With pg_walinspect, each phase's records are read back and summed
+// task, or per step). With pg_walinspect, each phase's records are read back and summed
 // in SQL by transaction, relation and record type: the relation is the
 // first block reference of a record ("rel SPC/DB/RELFILENODE fork F"), named
 // from pg_class for the bench schema's tables, indexes and TOAST; full-page
@@ -252,7 +252,9 @@ type walGroup struct {
 // given the files of runs ($3), ready ($4), run_counts ($5) and tasks ($6):
 // create inserts runs; claim deletes ready rows (the claim statement does
 // all of its writes); settle updates runs or run_counts (a finish that
-// settles runs); finish updates tasks otherwise; other is the rest of the
+// settles runs); finish updates tasks otherwise, or inserts them without
+// runs (a function's checkpoints insert its records, and need not update
+// any task); other is the rest of the
 // transactions writing the schema's relations ($7: the workers' and
 // leader's records); none is WAL outside any transaction on those
 // relations (pruning, hint bits' full-page images). The rest is foreign:
@@ -276,7 +278,7 @@ WITH w AS (
     WHEN bool_or(rel = $3 AND rmgr IN ('Heap', 'Heap2') AND rtype ~ '^(MULTI_)?INSERT') THEN 'create'
     WHEN bool_or(rel = $4 AND rmgr = 'Heap' AND rtype = 'DELETE') THEN 'claim'
     WHEN bool_or((rel = $3 AND rmgr = 'Heap' AND rtype ~ 'UPDATE') OR rel = $5) THEN 'settle'
-    WHEN bool_or(rel = $6 AND rmgr = 'Heap' AND rtype ~ 'UPDATE') THEN 'finish'
+    WHEN bool_or(rel = $6 AND rmgr IN ('Heap', 'Heap2') AND rtype ~ '^(UPDATE|HOT_UPDATE|(MULTI_)?INSERT)') THEN 'finish'
     WHEN bool_or(rel = ANY($7::text[])) THEN 'other'
     ELSE 'foreign' END AS class
   FROM g GROUP BY xid
@@ -629,7 +631,7 @@ func (p *walProbe) tables(ctx context.Context, rep *Report, ph walPhase, byOp bo
 	return out
 }
 
-// walRun is the WAL of a single or dag run: the positions before the
+// walRun is the WAL of a single, dag or func run: the positions before the
 // inserts, after them, after the checkpoint that follows them and once
 // every run settled, and the insert phase's attribution, read before the
 // checkpoint.
@@ -687,7 +689,7 @@ func (wr *walRun) insertsDone(ctx context.Context, rep *Report) error {
 }
 
 // report reads the work phase's WAL back and adds the figures and tables.
-func (wr *walRun) report(ctx context.Context, rep *Report, n int, win window, dag bool) error {
+func (wr *walRun) report(ctx context.Context, rep *Report, n int, win window, wl workload) error {
 	m := wr.marks
 	if wr.p.inspect != "" {
 		wr.p.b.logf("WAL: the work wrote %s bytes; reading them back", FormatNumber(float64(m[3]-m[2]), 0))
@@ -710,13 +712,22 @@ func (wr *walRun) report(ctx context.Context, rep *Report, n int, win window, da
 	rep.Add("wal_insert_b_per_run", "WAL, insert phase, per run inserted", div(insertB, float64(n)), "B/run", 0)
 	rep.Add("wal_checkpoint_b", "WAL between the inserts and the work (the checkpoint)", ckptB, "B", 0)
 	rep.Add("wal_work_b_per_run", "WAL, work phase (checkpoint → last run settled), per run completed", div(workB, perRunDone), "B/run", 0)
-	if dag {
+	switch wl.unit {
+	case "task":
 		rep.Add("wal_total_b_per_run", "WAL in all, first insert → last run settled, per run", div(totalB, float64(n)), "B/run", 0)
-		tasks := float64(n * 10)
+		tasks := float64(n * wl.perRun)
 		rep.Add("wal_insert_b_per_task", "WAL, insert phase, per task inserted", div(insertB, tasks), "B/task", 0)
 		rep.Add("wal_work_b_per_task", "WAL, work phase, per task completed", div(workB, float64(win.tasksDone)), "B/task", 0)
 		rep.AddGoal("wal_total_b_per_task", "WAL in all, per task", div(totalB, tasks), "B/task", 0, AtMost(1200))
-	} else {
+	case "step":
+		// The inserts write the runs and their bodies; the steps' records
+		// are written as the functions run, in the work phase.
+		rep.Add("wal_total_b_per_run", "WAL in all, first insert → last run settled, per run", div(totalB, float64(n)), "B/run", 0)
+		steps := float64(n * wl.perRun)
+		rep.Add("wal_insert_b_per_step", "WAL, insert phase, per step to come", div(insertB, steps), "B/step", 0)
+		rep.Add("wal_work_b_per_step", "WAL, work phase, per step recorded", div(workB, float64(win.stepsDone)), "B/step", 0)
+		rep.Add("wal_total_b_per_step", "WAL in all, per step", div(totalB, steps), "B/step", 0)
+	default:
 		rep.AddGoal("wal_total_b_per_run", "WAL in all, first insert → last run settled, per run", div(totalB, float64(n)), "B/run", 0, AtMost(1500))
 	}
 	rep.Note("WAL positions: %s before the inserts, %s after them, %s after the checkpoint, %s once every run settled",
@@ -734,10 +745,7 @@ func (wr *walRun) report(ctx context.Context, rep *Report, n int, win window, da
 			fpi += g.fpi
 		}
 	}
-	unit, insPer, workPer := "run", float64(n), perRunDone
-	if dag {
-		unit, insPer, workPer = "task", float64(n*10), float64(win.tasksDone)
-	}
+	unit, insPer, workPer := wl.unit, float64(n*wl.perRun), float64(wl.done(win))
 	rep.Add("wal_work_fpi_b_per_"+unit, "WAL, work phase: full-page images of the bench's records", div(float64(fpi), workPer), "B/"+unit, 0)
 	// Without other sessions' records: the bench's own WAL.
 	workOwn := work.own(int64(m[3] - m[2]))

@@ -20,6 +20,7 @@ import (
 const (
 	Noop       = "bench-noop"
 	DAG        = "bench-dag"
+	BenchFunc  = "bench-func"
 	Chain      = "bench-chain"
 	Keyed      = "bench-keyed"
 	Map        = "bench-map"
@@ -34,6 +35,10 @@ const (
 
 // SteadyWork is how many parallel work steps a steady run has.
 const SteadyWork = 4
+
+// FuncSteps is how many no-op steps (durable.Do calls) a bench-func run
+// makes.
+const FuncSteps = 10
 
 // ParentChildren is how many child runs a bench-parent run starts.
 const ParentChildren = 10
@@ -77,9 +82,12 @@ type Options struct {
 
 // Set is the built-in workflows.
 type Set struct {
-	Demo  *demo.Flow
-	Noop  *durable.Workflow[int]
-	DAG   *durable.Workflow[int]
+	Demo *demo.Flow
+	Noop *durable.Workflow[int]
+	DAG  *durable.Workflow[int]
+	// BenchFunc is a durable function making FuncSteps no-op steps in a
+	// row (durable.Do); its output is how many it made.
+	BenchFunc *durable.Function[int, int]
 	Chain *durable.Workflow[int]
 	Keyed *durable.Workflow[int]
 	// Map maps a no-op over a list of as many items as its input.
@@ -141,6 +149,16 @@ func New(o Options) *Set {
 			func(durable.Context, int) (struct{}, error) { return struct{}{}, nil }, durable.After(root)))
 	}
 	durable.Step(s.DAG, "join", func(durable.Context, int) (struct{}, error) { return struct{}{}, nil }, durable.After(fan...))
+
+	// bench-func: a function of FuncSteps no-op steps, one after another.
+	s.BenchFunc = durable.NewFunction(BenchFunc, func(ctx durable.FuncContext, _ int) (int, error) {
+		for i := range FuncSteps {
+			if _, err := durable.Do(ctx, fmt.Sprintf("step-%d", i), func(durable.Context) (struct{}, error) { return struct{}{}, nil }); err != nil {
+				return i, err
+			}
+		}
+		return FuncSteps, nil
+	})
 
 	// bench-chain: a -> b, for latency: trigger -> a, a -> b.
 	s.Chain = durable.NewWorkflow[int](Chain)
@@ -225,7 +243,7 @@ func steady(o Options) *durable.Workflow[int] {
 
 // All returns every built-in workflow, for Engine.Register.
 func (s *Set) All() []durable.Definition {
-	return []durable.Definition{s.Demo.Workflow, s.Noop, s.DAG, s.Chain, s.Keyed, s.Map, s.Wait, s.Parent, s.Child,
+	return []durable.Definition{s.Demo.Workflow, s.Noop, s.DAG, s.BenchFunc, s.Chain, s.Keyed, s.Map, s.Wait, s.Parent, s.Child,
 		s.Chaos, s.ChaosChild, s.Func, s.FuncChild}
 }
 

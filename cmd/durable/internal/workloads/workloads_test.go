@@ -65,6 +65,12 @@ func TestBuiltinsComplete(t *testing.T) {
 		require.Equal(t, 2*ChaosItems, executions["fan[1]"]+executions["fan[2]"]+executions["fan[5]"]+executions["fan[6]"]+
 			executions["fan[0]"]+executions["fan[3]"]+executions["fan[4]"]+executions["fan[7]"], "%v", executions)
 
+		res, err = set.BenchFunc.Run(ctx, e, "t", 0)
+		require.NoError(t, err)
+		steps, err := set.BenchFunc.Output(res)
+		require.NoError(t, err)
+		require.Equal(t, FuncSteps, steps)
+
 		res, err = set.Map.Run(ctx, e, "t", 100)
 		require.NoError(t, err)
 		s, _ := res.Step("items")
