@@ -68,6 +68,45 @@ func ExampleNewFunction() {
 	// charge#2 COMPLETED
 }
 
+// The README's first workflow as a durable function (README.md, "A first
+// workflow"): the charge fails once and is retried after a durable
+// backoff, and the function's output is what it returns. Keep the two
+// alike.
+func Example_function() {
+	type Order struct {
+		ID    string
+		Cents int
+	}
+	checkout := durable.NewFunction("checkout", func(ctx durable.FuncContext, o Order) (string, error) {
+		chargeID, err := durable.Do(ctx, "charge", func(ctx durable.Context) (string, error) {
+			if ctx.Attempt() == 1 {
+				return "", errors.New("payment provider timed out") // retried after a durable backoff
+			}
+			return "ch_" + o.ID, nil
+		}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 3, InitialDelay: 100 * time.Millisecond}))
+		if err != nil {
+			return "", err // a *durable.StepError: the retries are spent
+		}
+		return fmt.Sprintf("order %s: %d cents, charge %s", o.ID, o.Cents, chargeID), nil
+	})
+
+	ctx := context.Background()
+	engine := startExampleEngine(checkout)
+	defer engine.Stop(ctx)
+
+	res, err := checkout.Run(ctx, engine, "tenant-42", Order{ID: "o-1", Cents: 4200})
+	if err != nil {
+		panic(err)
+	}
+	text, _ := checkout.Output(res)
+	step, _ := res.Step("charge#0")
+	fmt.Println(res.Status, "-", text)
+	fmt.Println("charge took", step.Attempts, "attempts")
+	// Output:
+	// COMPLETED - order o-1: 4200 cents, charge ch_o-1
+	// charge took 2 attempts
+}
+
 // SleepFor sleeps durably: the function holds no goroutine, worker slot
 // or claim while it sleeps, and runs again from the start once the sleep
 // is over, its earlier calls answering from their records (the step
