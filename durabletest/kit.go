@@ -25,6 +25,11 @@
 // input from outside the engine (an event, a signal) that the test has not
 // sent; and after Options.Timeout of virtual time otherwise.
 //
+// Durable functions (durable.NewFunction) run in the kit the same way:
+// Start and Execute take one, its body is the step durable.FuncBody, its
+// calls are steps named "name#seq" (StepName), and FuncOutput and
+// RequireFuncOutput read what it returned.
+//
 // The assertions (RequireCompleted, RequireState, RequireOutput, ...) read
 // a durable.RunResult, typed through durable.StepRef, and work with any
 // engine and store, inside a bubble or not.
