@@ -10,6 +10,7 @@ import (
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
+	"github.com/effectivelabs/durable/store"
 )
 
 // runState is what a run (and its child runs) waits for, as analyze found
@@ -68,6 +69,15 @@ func (k *Kit) walk(id uuid.UUID, workflow, tenant, indent string, st *runState, 
 	}
 	for _, t := range tasks {
 		name := fmt.Sprintf("step %q", dag.DisplayName(t.Name))
+		if _, _, _, ok := dag.ParseRecord(t.Name); ok {
+			// A call of a durable function: what the function waits for
+			// is its body's state, described with the body; a child run
+			// is described under its call.
+			if t.Kind == durabletype.KindChild && t.State == durabletype.TaskWaiting {
+				k.describeChild(t, fmt.Sprintf("call %q", dag.DisplayName(t.Name)), "", indent, st, served, depth)
+			}
+			continue
+		}
 		if t.TimeoutAt.After(time.Time{}) && !terminal(t.State) {
 			st.active = true // fails at its timeout, at the latest
 		}
@@ -80,6 +90,9 @@ func (k *Kit) walk(id uuid.UUID, workflow, tenant, indent string, st *runState, 
 			case t.DueAt.After(time.Now()):
 				st.active = true
 				st.add(indent, "%s QUEUED: attempt %d at %s", name, t.Attempt+1, stamp(t.DueAt))
+			case t.Kind == durabletype.KindFunc && t.DueAt.After(time.Now()):
+				st.active = true
+				st.add(indent, "%s (a function) QUEUED: runs again at %s, to retry a call", name, stamp(t.DueAt))
 			case !k.serves(workflow, served):
 				st.add(indent, "%s QUEUED: no live worker serves workflow %q (register it with Kit.Register)", name, workflow)
 			default:
@@ -98,17 +111,12 @@ func (k *Kit) walk(id uuid.UUID, workflow, tenant, indent string, st *runState, 
 				st.active = true
 				due = fmt.Sprintf(" (times out at %s)", stamp(t.DueAt))
 			}
-			switch t.Kind {
-			case durabletype.KindChild:
-				st.add(indent, "%s WAITING for its child run %s%s:", name, t.Child, due)
-				if t.Child != uuid.Nil && depth < maxDepth {
-					child, err := k.store.GetRun(k.ctx, t.Child)
-					if err != nil {
-						k.tb.Fatalf("durabletest: child run %s: %v", t.Child, err)
-					}
-					k.walk(child.ID, child.Workflow, child.Tenant, indent+"    ", st, served, depth+1)
-				}
-			case durabletype.KindMap:
+			switch {
+			case t.Kind == durabletype.KindChild:
+				k.describeChild(t, name, due, indent, st, served, depth)
+			case t.Kind == durabletype.KindFunc && t.WaitKey == "":
+				st.add(indent, "%s (a function) WAITING for %d of its child runs%s", name, t.Left, due)
+			case t.Kind == durabletype.KindMap:
 				st.add(indent, "%s WAITING for its %d items (%d not completed)%s", name, t.Items, t.Left, due)
 			default:
 				if key, signal := dag.ParseWaitKey(t.WaitKey); signal {
@@ -120,6 +128,20 @@ func (k *Kit) walk(id uuid.UUID, workflow, tenant, indent string, st *runState, 
 		default:
 			st.add(indent, "%s %s", name, t.State)
 		}
+	}
+}
+
+// describeChild describes task t, which waits for its child run, and the
+// child run under it.
+func (k *Kit) describeChild(t *store.Task, name, due, indent string, st *runState, served map[string]bool, depth int) {
+	k.tb.Helper()
+	st.add(indent, "%s WAITING for its child run %s%s:", name, t.Child, due)
+	if t.Child != uuid.Nil && depth < maxDepth {
+		child, err := k.store.GetRun(k.ctx, t.Child)
+		if err != nil {
+			k.tb.Fatalf("durabletest: child run %s: %v", t.Child, err)
+		}
+		k.walk(child.ID, child.Workflow, child.Tenant, indent+"    ", st, served, depth+1)
 	}
 }
 

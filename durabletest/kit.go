@@ -25,6 +25,11 @@
 // input from outside the engine (an event, a signal) that the test has not
 // sent; and after Options.Timeout of virtual time otherwise.
 //
+// Durable functions (durable.NewFunction) run in the kit the same way:
+// Start and Execute take one, its body is the step durable.FuncBody, its
+// calls are steps named "name#seq" (StepName), and FuncOutput and
+// RequireFuncOutput read what it returned.
+//
 // The assertions (RequireCompleted, RequireState, RequireOutput, ...) read
 // a durable.RunResult, typed through durable.StepRef, and work with any
 // engine and store, inside a bubble or not.
@@ -220,12 +225,22 @@ func (k *Kit) Advance(d time.Duration) {
 	synctest.Wait()
 }
 
-// Start starts a run of wf for the kit's tenant with input in, registering
-// wf on the kit's engine first if no workflow of its name is registered,
-// and returns the run's ID once the engine has done all it can at the
-// current instant (the steps that can run now have run). It fails the test
-// if the run cannot be started.
-func Start[I any](k *Kit, wf *durable.Workflow[I], in I, opts ...durable.TriggerOption) uuid.UUID {
+// Workflow is what Start and Execute start: a *durable.Workflow[I], or a
+// durable function (*durable.Function[I, O], which is one).
+type Workflow[I any] interface {
+	durable.Definition
+	// Name returns the workflow's name.
+	Name() string
+	// RunNoWait starts a run (see durable.Workflow.RunNoWait).
+	RunNoWait(ctx context.Context, e *durable.Engine, tenant string, in I, opts ...durable.TriggerOption) (uuid.UUID, error)
+}
+
+// Start starts a run of wf (a workflow or a durable function) for the
+// kit's tenant with input in, registering wf on the kit's engine first if
+// no workflow of its name is registered, and returns the run's ID once the
+// engine has done all it can at the current instant (the steps that can
+// run now have run). It fails the test if the run cannot be started.
+func Start[I any](k *Kit, wf Workflow[I], in I, opts ...durable.TriggerOption) uuid.UUID {
 	k.tb.Helper()
 	if !k.registered(wf.Name()) {
 		k.Register(wf)
@@ -241,7 +256,7 @@ func Start[I any](k *Kit, wf *durable.Workflow[I], in I, opts ...durable.Trigger
 // Execute starts a run of wf with input in (as Start does) and lets
 // virtual time pass until it settles (as Settle does); it returns the
 // run's result, whether it completed or not.
-func Execute[I any](k *Kit, wf *durable.Workflow[I], in I, opts ...durable.TriggerOption) *durable.RunResult {
+func Execute[I any](k *Kit, wf Workflow[I], in I, opts ...durable.TriggerOption) *durable.RunResult {
 	k.tb.Helper()
 	return k.Settle(Start(k, wf, in, opts...))
 }

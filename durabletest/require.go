@@ -152,3 +152,31 @@ func RequireOutput[O any](tb testing.TB, res *durable.RunResult, ref *durable.St
 		tb.Fatalf("durabletest: step %q of run %s: output\n  got:  %#v\n  want: %#v", ref.Name(), res.ID, got, want)
 	}
 }
+
+// FuncOutput returns what durable function fn returned in run res,
+// failing the test if the run did not complete or the output does not
+// decode (see durable.Function.Output).
+func FuncOutput[I, O any](tb testing.TB, res *durable.RunResult, fn *durable.Function[I, O]) O {
+	tb.Helper()
+	if res == nil {
+		tb.Fatalf("durabletest: no run result (nil)")
+		var zero O
+		return zero
+	}
+	out, err := fn.Output(res)
+	if err != nil {
+		tb.Fatalf("durabletest: %v; %s", err, summary(res))
+	}
+	return out
+}
+
+// RequireFuncOutput fails the test unless durable function fn returned an
+// output equal to want in run res (reflect.DeepEqual, after decoding it
+// into O).
+func RequireFuncOutput[I, O any](tb testing.TB, res *durable.RunResult, fn *durable.Function[I, O], want O) {
+	tb.Helper()
+	got := FuncOutput(tb, res, fn)
+	if !reflect.DeepEqual(got, want) {
+		tb.Fatalf("durabletest: function %q, run %s: output\n  got:  %#v\n  want: %#v", fn.Name(), res.ID, got, want)
+	}
+}
