@@ -35,8 +35,10 @@ type funcRun struct {
 	last    int                 // the highest call number recorded; -1: none
 	next    int                 // the number of the next call
 	// fatal fails the body (a nondeterministic call, a misuse); abort
-	// gives its claim back (a checkpoint that could not be recorded).
+	// gives its claim back (a checkpoint that could not be recorded), for
+	// later when later is set (a run newer code patched).
 	fatal, abort error
+	later        bool
 	susp         *suspension
 	running      sync.WaitGroup // steps started with Go
 	slots        chan struct{}
@@ -141,7 +143,7 @@ func (e *Engine) runFunc(sc *stepContext, d *workflowDef, in any, o store.Outcom
 	// before the execution ends.
 	fr.running.Wait()
 	fr.mu.Lock()
-	fatal, abort, susp := fr.fatal, fr.abort, fr.susp
+	fatal, abort, susp, later := fr.fatal, fr.abort, fr.susp, fr.later
 	fr.mu.Unlock()
 	if m := sc.misused(); m != nil && fatal == nil {
 		fatal = m
@@ -153,6 +155,9 @@ func (e *Engine) runFunc(sc *stepContext, d *workflowDef, in any, o store.Outcom
 		// Its claim is lost, or a checkpoint could not be recorded: the
 		// body runs again (elsewhere, or here later), from its records.
 		o.Kind = store.OutcomeRelease
+		if later {
+			o.Delay = PatchedRetryDelay
+		}
 		return o
 	case susp != nil:
 		o.Kind, o.Records, o.Await, o.AwaitAny = store.OutcomeSuspend, susp.records, susp.await, susp.any
@@ -179,6 +184,11 @@ func (e *Engine) runFunc(sc *stepContext, d *workflowDef, in any, o store.Outcom
 	o.Kind, o.Output = store.OutcomeComplete, b
 	return o
 }
+
+// PatchedRetryDelay is how long a run that newer code patched waits, given
+// back by older code (during a rolling deploy), before it is claimed
+// again: by then the newer code is more likely to claim it.
+const PatchedRetryDelay = 2 * time.Second
 
 // stop ends the execution: it unwinds the body's goroutine. Called from
 // another goroutine (a misuse), it ends that one, and the body fails.
@@ -233,6 +243,7 @@ func (fr *funcRun) call(name string, kind durabletype.TaskKind) (int, *store.Tas
 	for r := fr.records[seq]; r != nil && dag.IsPatch(r); r = fr.records[seq] {
 		seq++
 	}
+	passed := seq != fr.next
 	fr.next = seq + 1
 	rec := fr.records[seq]
 	fr.mu.Unlock()
@@ -241,6 +252,18 @@ func (fr *funcRun) call(name string, kind durabletype.TaskKind) (int, *store.Tas
 	}
 	if rec != nil {
 		_, _, recName, _ := dag.ParseRecord(rec.Name)
+		if (recName != name || rec.Kind != kind) && passed {
+			// The history went past a patch marker this code does not ask
+			// for, and then on another path: a newer deploy patched the
+			// run. This (older) code gives it back to be run by one that
+			// knows the patch, rather than fail it.
+			fr.e.log.Warn("durable: a run of a function was patched by newer code; giving it back",
+				"run_id", fr.sc.claim.RunID.String(), "workflow", fr.sc.claim.Workflow, "call", seq)
+			fr.mu.Lock()
+			fr.later = true
+			fr.mu.Unlock()
+			fr.abortWith(fmt.Errorf("durable: call %d is %s in the run's history, patched by newer code", seq, dag.Quote(recName)))
+		}
 		if recName != name || rec.Kind != kind {
 			fr.failWith(&NondeterminismError{Seq: seq,
 				Recorded: funcKindName(rec.Kind, false) + " " + dag.Quote(recName),

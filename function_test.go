@@ -85,7 +85,7 @@ func TestFunctionSteps(t *testing.T) {
 func TestFunctionSleepEventSignal(t *testing.T) {
 	both(t, func(t *testing.T, h *harness) {
 		var charged atomic.Int32
-		nap := h.duration(24*time.Hour, 300*time.Millisecond)
+		nap := h.duration(time.Minute, 300*time.Millisecond)
 		fn := durable.NewFunction("pay", func(ctx durable.FuncContext, o basketOrder) (receipt, error) {
 			c, err := durable.Do(ctx, "charge", func(ctx durable.Context) (string, error) {
 				charged.Add(1)
@@ -112,7 +112,7 @@ func TestFunctionSleepEventSignal(t *testing.T) {
 		ctx := h.ctx(time.Minute)
 		id, err := fn.RunNoWait(ctx, e, "acme", basketOrder{ID: "o7"})
 		require.NoError(t, err)
-		h.eventually(h.duration(48*time.Hour, 20*time.Second), func() bool {
+		h.eventually(h.duration(2*time.Minute, 20*time.Second), func() bool {
 			return stepState(t, e, id, "main") == durabletype.TaskWaiting
 		}, "the function waits for its event")
 		ctx = h.ctx(time.Minute)
@@ -355,4 +355,54 @@ func uuidOf(t *testing.T, s string) uuid.UUID {
 	id, err := uuid.Parse(s)
 	require.NoError(t, err)
 	return id
+}
+
+// TestFunctionPatchedOldWorker: during a rolling deploy, an old worker that
+// resumes a run newer code patched gives it back for later instead of
+// failing it; a new worker then finishes it on the new path.
+func TestFunctionPatchedOldWorker(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		nap := h.duration(20*time.Second, time.Second)
+		build := func(patch bool) *durable.Function[string, string] {
+			return durable.NewFunction("ship2", func(ctx durable.FuncContext, in string) (string, error) {
+				a, _ := durable.Do(ctx, "pack", func(ctx durable.Context) (string, error) { return "packed", nil })
+				if patch && durable.Patched(ctx, "insure") {
+					b, _ := durable.Do(ctx, "insure", func(ctx durable.Context) (string, error) { return "+insured", nil })
+					a += b
+				}
+				durable.SleepFor(ctx, "wait", nap)
+				return a, nil
+			}, durable.FuncVersion("1"))
+		}
+		ctx := h.ctx(time.Minute)
+		newer := build(true)
+		e := h.start(durable.Config{}, newer)
+		id, err := newer.RunNoWait(ctx, e, "acme", "x")
+		require.NoError(t, err)
+		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, e, id, "main") == durabletype.TaskSleeping }, "asleep")
+		require.NoError(t, e.Stop(ctx))
+
+		old := h.start(durable.Config{}, build(false))
+		h.eventually(h.duration(time.Minute, 20*time.Second), func() bool {
+			evs, err := old.Events(ctx, id)
+			require.NoError(t, err)
+			for _, ev := range evs {
+				if ev.Detail == "released by its worker for later" {
+					return true
+				}
+			}
+			return false
+		}, "the old worker gives the run back")
+		require.NoError(t, old.Stop(ctx))
+		r, err := e.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, durabletype.RunRunning, r.Status, "not failed: %v", r.Err)
+
+		e2 := h.start(durable.Config{}, build(true))
+		res := h.wait(e2, id, time.Minute)
+		require.Equal(t, durabletype.RunCompleted, res.Status, "error: %v", res.Err)
+		out, err := newer.Output(res)
+		require.NoError(t, err)
+		require.Equal(t, "packed+insured", out)
+	})
 }

@@ -490,6 +490,9 @@ type Outcome struct {
 	Reason string
 	// Terminal marks a failure that must not be retried.
 	Terminal bool
+	// Delay (OutcomeRelease) is how long the task waits, given back,
+	// before it is queued again (0: at once).
+	Delay time.Duration
 	// Rand is a random number in [0, 1) used for retry jitter.
 	Rand float64
 	// Key is the event key of OutcomeWait.

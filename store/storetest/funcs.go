@@ -323,3 +323,16 @@ func testFuncRecordsInvalid(t *testing.T, s store.Store) {
 	require.Contains(t, run(t, s, r3.ID).Error, `call 0 is recorded as step "a", the worker reports step "b"`)
 	require.Equal(t, []string{"main", "~main[0:a]"}, recordNames(t, s, r3.ID))
 }
+
+func testReleaseLater(t *testing.T, s store.Store) {
+	r, c := startFunc(t, s, at(0))
+	mustApply(t, s, at(time.Second), store.Outcome{Task: c.Ref(), Kind: store.OutcomeRelease, Delay: 10 * time.Second})
+	body := tasks(t, s, r.ID)["main"]
+	require.Equal(t, durabletype.TaskQueued, body.State)
+	requireTime(t, at(11*time.Second), body.DueAt, "given back for later")
+	require.Equal(t, 0, body.Attempt, "a release spends no attempt")
+	require.Empty(t, claim(t, s, at(5*time.Second), 10))
+	require.Equal(t, 1, fireAll(t, s, at(11*time.Second)))
+	c2 := claimOne(t, s, at(12*time.Second))
+	require.Equal(t, 1, c2.Attempt)
+}

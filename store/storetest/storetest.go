@@ -165,6 +165,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"FuncReplay", testFuncReplay},
 		{"FuncRescue", testFuncRescue},
 		{"FuncRecordsInvalid", testFuncRecordsInvalid},
+		{"ReleaseLater", testReleaseLater},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

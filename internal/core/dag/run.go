@@ -283,6 +283,18 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 			r.resolveChildren(i, now)
 		}
 	case store.OutcomeRelease:
+		if o.Delay > 0 && r.wanted(i) {
+			// Given back for later: queued at its due time, as a retry is.
+			t.Attempt--
+			t.Worker = ""
+			t.State = durabletype.TaskQueued
+			t.TimeoutAt = time.Time{}
+			t.DueAt = Timestamp(now.Add(o.Delay))
+			r.touch(i)
+			r.fx.Timer = true
+			r.event(i, durabletype.EventQueued, now, "released by its worker for later", t.DueAt)
+			break
+		}
 		r.giveBack(i, "released by its worker", now)
 	case store.OutcomeCheckpoint:
 		// The claim goes on. A checkpoint recorded already (its result
