@@ -155,6 +155,15 @@ func (e *Engine) runFunc(sc *stepContext, d *workflowDef, in any, o store.Outcom
 	return o
 }
 
+// clock returns the time a step's attempt starts, for display: the
+// engine's clock, else the process's.
+func (fr *funcRun) clock() time.Time {
+	if t := fr.e.now(); !t.IsZero() {
+		return t
+	}
+	return time.Now()
+}
+
 // stop ends the execution: it unwinds the body's goroutine. Called from
 // a goroutine of the body's steps (Go), it only returns: the body learns
 // at its next call.
@@ -289,6 +298,7 @@ func (fr *funcRun) runCall(seq int, name string, rec *store.Task, cd callDef, ru
 			ctx, cancel = context.WithTimeoutCause(fr.sc, cd.timeout, ErrStepTimeout)
 		}
 		cc := &callContext{stepContext: fr.sc, ctx: ctx, name: name, attempt: attempt}
+		started := fr.clock()
 		var v any
 		err = protect(func() error {
 			var err error
@@ -314,7 +324,7 @@ func (fr *funcRun) runCall(seq int, name string, rec *store.Task, cd callDef, ru
 			fr.mu.Unlock()
 			return nil, context.Cause(fr.sc), nil
 		}
-		r := store.Record{Seq: seq, Name: name, Kind: durabletype.KindStep, Attempt: attempt}
+		r := store.Record{Seq: seq, Name: name, Kind: durabletype.KindStep, Attempt: attempt, Started: started}
 		if err == nil {
 			b, encErr := e.cfg.Codec.Marshal(v)
 			if encErr != nil {
