@@ -257,10 +257,14 @@ func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
 			DueAt: t.DueAt, StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Output: t.Output,
 			ChildRunID: t.Child, Item: t.Item,
 		}
-		if key, sig := dag.ParseWaitKey(t.WaitKey); !sig {
+		key, sig := dag.ParseWaitKey(t.WaitKey)
+		if !sig {
 			sr.EventKey = key
 		}
 		sr.Signal = signals[t.Name] // known before the step waits
+		if sig && sr.Signal == "" {
+			sr.Signal = key // a function's body waiting for a signal
+		}
 		if _, _, _, ok := dag.ParseRecord(t.Name); ok {
 			sr.DueAt, sr.Patch = dag.RecordedDue(t), dag.IsPatch(t)
 			if key, sig := dag.RecordedWait(t); sig {

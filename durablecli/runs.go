@@ -451,7 +451,8 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "STEP\tPARENTS\tSTATE\tATTEMPTS\tSTARTED\tFINISHED\tTOOK\tDUE\tERROR\n")
 	retired := false
-	for _, s := range res.Steps {
+	steps, calls := durablejson.SplitCalls(res)
+	for _, s := range steps {
 		parents := "-"
 		if len(s.Parents) > 0 {
 			parents = strings.Join(s.Parents, ",")
@@ -480,6 +481,9 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 	if retired {
 		fmt.Fprintf(w, "(retired: kept for the run's record when it moved to version %s, which does not run them; they never run again)\n",
 			versionCell(res.Version))
+	}
+	if calls != nil {
+		printCalls(w, v, calls)
 	}
 	printWaits(w, v)
 	printFailedItems(w, res)
