@@ -6,15 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/httpapi"
 	"github.com/effectivelabs/durable/memstore"
 )
 
@@ -188,4 +191,70 @@ func TestFunctionRunAPI(t *testing.T) {
 	}
 	require.True(t, run.Calls[3].StartedAt.After(*first.Calls[5].FinishedAt), "cool-off slept again, after the first run")
 	require.JSONEq(t, `"2 10 20 true"`, string(run.Calls[5].Output), "the signal sent stays the run's")
+}
+
+// TestDashboardFunctionRun: the page of a function's run draws its calls
+// in order, the Go pair's bars overlapping in time and marked parallel,
+// the retried step with its attempts, the sleep, and the signal it waits
+// for, which can be sent from the page; a call shows its detail; the page
+// logs no console error (browsertest).
+func TestDashboardFunctionRun(t *testing.T) {
+	t.Parallel()
+	en := newEngineEnv(t, memstore.New(), approvalFunc(50*time.Millisecond))
+	srv := httptest.NewServer(httpapi.New(en.e, httpapi.Options{Logger: quiet, Dashboard: true}))
+	t.Cleanup(srv.Close)
+	id := en.trigger(t, "acme", "approval", map[string]any{"input": 1})
+	en.waitForSignal(t, id)
+
+	ctx := browser(t)
+	shot := screenshots(t)
+	call := func(key string) string { return fmt.Sprintf(`#calls .call[data-call="%s"]`, key) }
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/#/runs/"+id.String()),
+		chromedp.WaitVisible(call("approve#4")+`[data-kind="event"][data-state="WAITING"]`),
+		chromedp.WaitVisible(call("fetch#0")+`[data-state="COMPLETED"][data-parallel="false"] rect.bar[data-attempt="2"]`),
+		chromedp.WaitVisible(call("fetch#0")+` rect.gap.backoff`),
+		chromedp.WaitVisible(call("left#1")+`[data-parallel="true"]`),
+		chromedp.WaitVisible(call("right#2")+`[data-parallel="true"]`),
+		chromedp.WaitVisible(call("cool-off#3")+`[data-kind="sleep"] rect.gap.sleeping`),
+		chromedp.WaitVisible(`#call-table tr[data-call="approve#4"]`),
+		chromedp.WaitVisible(`#waits li[data-step="approve#4"][data-for="signal"] button.send`),
+		chromedp.WaitNotPresent(`#dag`),
+		shot("dashboard-function-run.png"),
+	))
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#calls .call")].map((g) => g.dataset.call)`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"fetch#0", "left#1", "right#2", "cool-off#3", "approve#4"}, rows, "the calls in the order made")
+	spans, err := chromedp.Run(ctx, chromedp.Evaluate[[][]float64](`["left#1", "right#2"].map((k) => {
+		const r = document.querySelector('#calls .call[data-call="' + k + '"] rect.bar');
+		return [+r.getAttribute("x"), +r.getAttribute("x") + +r.getAttribute("width")];
+	})`))
+	require.NoError(t, err)
+	require.LessOrEqual(t, spans[0][0], spans[1][1], "the pair's bars overlap (to the pixel): %v", spans)
+	require.LessOrEqual(t, spans[1][0], spans[0][1], "the pair's bars overlap (to the pixel): %v", spans)
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(call("fetch#0")),
+		chromedp.WaitVisible(`#call-detail h2`),
+		chromedp.WaitVisible(`#call-table tr.selected[data-call="fetch#0"]`),
+	))
+	detail, err := chromedp.Run(ctx, chromedp.Text(`#call-detail`))
+	require.NoError(t, err)
+	require.Contains(t, detail, "Call fetch#0")
+	require.Contains(t, detail, "attempts\n2")
+
+	// The signal, sent from the page: the function completes.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(`#waits li[data-step="approve#4"] button.send`),
+		chromedp.WaitVisible(`#confirm[open] #send-payload`),
+		chromedp.SendKeys(`#send-payload`, "true"),
+		chromedp.Click(`#confirm-yes`),
+		chromedp.WaitVisible(`h1 .badge[data-status="COMPLETED"]`),
+		chromedp.WaitVisible(call("approve#4")+`[data-state="COMPLETED"]`),
+		chromedp.WaitVisible(call("record#5")+`[data-state="COMPLETED"]`),
+	))
+	res := en.settle(t, id)
+	out, err := approvalFunc(time.Millisecond).Output(res)
+	require.NoError(t, err)
+	require.Equal(t, "2 10 20 true", out)
 }
