@@ -168,7 +168,7 @@ func TestFunctionCLI(t *testing.T) {
 
 	code, _, errOut = cli("runs", "replay", id.String(), "--from-step", "nope")
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, `has no step or call "nope"`)
+	require.Contains(t, errOut, `has no step "nope"`)
 	code, out, errOut = cli("runs", "replay", id.String(), "--from-step", "cool-off")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "replayed")

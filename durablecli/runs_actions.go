@@ -51,7 +51,7 @@ func (c *cli) runsReplay(ctx context.Context, args []string, stdout, stderr io.W
 		one: func(ctx context.Context, e *durable.Engine, id uuid.UUID) error {
 			err := e.Replay(ctx, id, durable.ReplayOptions{FromStep: *from})
 			if errors.Is(err, durabletype.ErrStepNotFound) {
-				return fmt.Errorf("run %s has no step or call %q", id, *from)
+				return fmt.Errorf("run %s has no step %q", id, *from)
 			}
 			return err
 		},

@@ -253,6 +253,11 @@ func TestDashboardFunctionRun(t *testing.T) {
 		chromedp.WaitVisible(call("approve#4")+`[data-state="COMPLETED"]`),
 		chromedp.WaitVisible(call("record#5")+`[data-state="COMPLETED"]`),
 	))
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/#/workflows"),
+		chromedp.WaitVisible(`section[data-workflow="approval"][data-kind="function"] h2 .badge.function`),
+		chromedp.WaitVisible(`section[data-workflow="approval"] svg .node[data-step="main"]`),
+	))
 	res := en.settle(t, id)
 	out, err := approvalFunc(time.Millisecond).Output(res)
 	require.NoError(t, err)

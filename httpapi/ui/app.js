@@ -668,8 +668,9 @@ async function workflowsView() {
         el("td", {}, v.recorded_at ? fmtTime(v.recorded_at) : "—"),
         el("td", {}, b));
     });
-    const section = el("section", { "data-workflow": w.name, "data-registered": String(w.registered) },
+    const section = el("section", { "data-workflow": w.name, "data-registered": String(w.registered), "data-kind": w.kind },
       el("h2", {}, w.name, w.child_only ? " (child workflow)" : "",
+        w.kind === "function" ? [" ", el("span", { class: "badge function", title: "a durable function: its one step is its body; its runs' pages draw their calls" }, "function")] : null,
         w.registered ? null : [" ", el("span", { class: "badge", title: "this server knows it only from its runs and workers: it cannot start it" }, "not registered here")],
         w.unserved ? [" ", el("span", { class: "badge unserved" }, "UNSERVED")] : null),
       el("table", { class: "versions" },
