@@ -115,16 +115,23 @@ func (en *env) waitForSignal(t *testing.T, id uuid.UUID) {
 	}, 20*time.Second, 10*time.Millisecond)
 }
 
-// TestFunctionRunAPI: a function's run lists its calls in order beside
+// TestFunctionRunAPIMemory (and on PostgreSQL): a function's run lists its calls in order beside
 // its body (the one step), each with its kind, state, attempts, times,
 // what it waits for and its output; the parallel pair's times overlap;
 // the run in flight waits for its signal in the run list; the workflows
 // say it is a function; a replay from a call makes that call and the
 // later ones again.
-func TestFunctionRunAPI(t *testing.T) {
+func TestFunctionRunAPIMemory(t *testing.T) {
 	t.Parallel()
-	fn := approvalFunc(50 * time.Millisecond)
-	en := newEngineEnv(t, memstore.New(), fn, waitingFlows()[0])
+	testFunctionRunAPI(t, newEngineEnv(t, memstore.New(), approvalFunc(50*time.Millisecond), waitingFlows()[0]))
+}
+
+func TestFunctionRunAPIPostgreSQL(t *testing.T) {
+	t.Parallel()
+	testFunctionRunAPI(t, newEngineEnv(t, pgtestStore(t), approvalFunc(50*time.Millisecond), waitingFlows()[0]))
+}
+
+func testFunctionRunAPI(t *testing.T, en *env) {
 
 	wfs := en.workflows(t, "acme")
 	require.Equal(t, "function", wfs["approval"].Kind)
