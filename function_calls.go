@@ -134,9 +134,10 @@ func (fr *funcRun) runTxCall(ts store.TxFinisher, seq int, name string, rec *sto
 		}
 		ctx, span := e.tel.startCall(ctx, fr.sc.claim, name, attempt)
 		cc := &callContext{stepContext: fr.sc, ctx: ctx, name: name, attempt: attempt}
+		started := fr.clock()
 		var stepErr error
 		var out []byte
-		r := store.Record{Seq: seq, Name: name, Kind: durabletype.KindStep, Attempt: attempt}
+		r := store.Record{Seq: seq, Name: name, Kind: durabletype.KindStep, Attempt: attempt, Started: started}
 		res, recorded, err := ts.FinishTx(ctx, &store.FinishTxParams{Now: e.now()}, func(_ context.Context, tx any) (store.Outcome, bool) {
 			var v any
 			stepErr = protect(func() error {

@@ -189,6 +189,14 @@ func (e *Engine) runFunc(sc *stepContext, d *workflowDef, in any, o store.Outcom
 // back by older code (during a rolling deploy), before it is claimed
 // again: by then the newer code is more likely to claim it.
 const PatchedRetryDelay = 2 * time.Second
+// clock returns the time a step's attempt starts, for display: the
+// engine's clock, else the process's.
+func (fr *funcRun) clock() time.Time {
+	if t := fr.e.now(); !t.IsZero() {
+		return t
+	}
+	return time.Now()
+}
 
 // stop ends the execution: it unwinds the body's goroutine. Called from
 // another goroutine (a misuse), it ends that one, and the body fails.
@@ -350,6 +358,7 @@ func (fr *funcRun) runCall(seq int, name string, rec *store.Task, cd callDef, ru
 		}
 		ctx, span := e.tel.startCall(ctx, fr.sc.claim, name, attempt)
 		cc := &callContext{stepContext: fr.sc, ctx: ctx, name: name, attempt: attempt}
+		started := fr.clock()
 		var v any
 		err = protect(func() error {
 			var err error
@@ -381,7 +390,7 @@ func (fr *funcRun) runCall(seq int, name string, rec *store.Task, cd callDef, ru
 			fr.mu.Unlock()
 			return nil, context.Cause(fr.sc), nil
 		}
-		r := store.Record{Seq: seq, Name: name, Kind: durabletype.KindStep, Attempt: attempt}
+		r := store.Record{Seq: seq, Name: name, Kind: durabletype.KindStep, Attempt: attempt, Started: started}
 		if err == nil {
 			b, encErr := e.cfg.Codec.Marshal(v)
 			if encErr != nil {

@@ -207,6 +207,11 @@ type StepResult struct {
 	EventKey, Signal string
 	// ChildRunID is the child run a Child step started last.
 	ChildRunID uuid.UUID
+	// Patch is set on a call of a function that records a patch marker
+	// (Patched), not a step. A function's calls follow its body, each
+	// named "name#number", its number in Item; their DueAt, EventKey and
+	// Signal are what they wait (or waited) for.
+	Patch bool
 	// Items are a map step's items, in order; Item is an item's number.
 	Items []StepResult
 	Item  int
@@ -252,10 +257,22 @@ func newRunResult(run *store.Run, tasks []*store.Task, codec Codec) *RunResult {
 			DueAt: t.DueAt, StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, Output: t.Output,
 			ChildRunID: t.Child, Item: t.Item,
 		}
-		if key, sig := dag.ParseWaitKey(t.WaitKey); !sig {
+		key, sig := dag.ParseWaitKey(t.WaitKey)
+		if !sig {
 			sr.EventKey = key
 		}
 		sr.Signal = signals[t.Name] // known before the step waits
+		if sig && sr.Signal == "" {
+			sr.Signal = key // a function's body waiting for a signal
+		}
+		if _, _, _, ok := dag.ParseRecord(t.Name); ok {
+			sr.DueAt, sr.Patch = dag.RecordedDue(t), dag.IsPatch(t)
+			if key, sig := dag.RecordedWait(t); sig {
+				sr.Signal = key
+			} else {
+				sr.EventKey = key
+			}
+		}
 		if t.Kind == durabletype.KindItem {
 			// Items follow their map step, whose results they join (a map
 			// step's Items hold those it fanned out to).

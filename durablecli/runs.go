@@ -75,6 +75,12 @@ A step whose STATE is marked "(retired)" was kept only for the run's
 record when the run moved to a version that does not run it: it never runs
 again.
 
+A durable function's run has one step, its body ("main"), then a table of
+the calls it made, in order: their number, name, kind (step, sleep, event,
+child, patch), state, attempts, when each started and finished, and what
+a sleep, a wait, a child run or a step waiting for its retry waits for,
+and until when.
+
 With --json, one JSON object holding all of it, the outputs and every item
 of a map step included, the one GET /api/v1/runs/{id} of "{name} serve"
 answers: the input and each output as JSON when it is valid JSON
@@ -91,7 +97,11 @@ true), and for a map step "item_counts" (by state) and "items" (each a
 step with its "item" number); "events" with --events (each with its
 "id", as GET /api/v1/runs/{id}/events lists them); "version" ("" for a
 run started before versions); "unserved": true with the warning, and
-"upgrade_to", the version the fix line suggests, if any.
+"upgrade_to", the version the fix line suggests, if any; "kind"
+("function" or "workflow") and, for a function, "calls" (each with its
+"number", "name", "kind", "state", "attempts", "error", "due_at",
+"started_at", "finished_at", "event_key", "signal", "child_run_id" and
+output).
 
 Flags:
 `
@@ -175,7 +185,9 @@ const runsReplayUsage = `Usage: {name} runs replay RUN_ID... --database-url URL 
 Runs settled runs again: failed and cancelled steps and everything
 downstream of them start afresh, while completed steps keep their outputs
 and do not run again. With --from-step, that step and its descendants run
-again even if they completed, which also replays a COMPLETED run. Workers
+again even if they completed, which also replays a COMPLETED run; for a
+durable function, --from-step names a call: its first call of that name
+and every later call are made again. Workers
 ("{name} worker") execute the replayed runs.
 
 With run IDs, prints "<id> replayed" for each, and on stderr why each other
@@ -483,7 +495,8 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "STEP\tPARENTS\tSTATE\tATTEMPTS\tSTARTED\tFINISHED\tTOOK\tDUE\tERROR\n")
 	retired := false
-	for _, s := range res.Steps {
+	steps, calls := durablejson.SplitCalls(res)
+	for _, s := range steps {
 		parents := "-"
 		if len(s.Parents) > 0 {
 			parents = strings.Join(s.Parents, ",")
@@ -512,6 +525,9 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 	if retired {
 		fmt.Fprintf(w, "(retired: kept for the run's record when it moved to version %s, which does not run them; they never run again)\n",
 			versionCell(res.Version))
+	}
+	if calls != nil {
+		printCalls(w, v, calls)
 	}
 	printWaits(w, v)
 	printFailedItems(w, res)

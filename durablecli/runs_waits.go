@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
 )
@@ -140,7 +141,8 @@ func waitsFor(s durable.StepResult, status map[uuid.UUID]durabletype.RunStatus) 
 // (or waited) for, if it has any.
 func printWaits(w io.Writer, v *runView) {
 	var ws []durable.StepResult
-	for _, s := range v.res.Steps {
+	steps, _ := durablejson.SplitCalls(v.res) // a function's calls say what they wait for
+	for _, s := range steps {
 		if waits(s) {
 			ws = append(ws, s)
 		}

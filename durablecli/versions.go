@@ -27,6 +27,9 @@ that live workers serve. Runs are pinned to the version they started with:
 only workers that registered it (or accept it) run their steps. For each
 version:
 
+  KIND         "function" for a durable function (durable.NewFunction:
+               its one step is its body, whose calls "runs show" lists),
+               "workflow" for a DAG of steps ("-": its DAG is unknown here)
   VERSION      its fingerprint, or the version set by WithVersion ("-" for
                runs started before versions)
   REGISTERED   "newest": this program registers it and starts it by name
@@ -53,7 +56,7 @@ the record of moved runs) and whether it has an on-failure handler.
 With --json, one JSON object, the steps included, the one GET
 /api/v1/workflows of "{name} serve" answers: the workflows, each holding
 its versions:
-  {"workflows": [{"name", "version", "registered", "steps", "on_failure",
+  {"workflows": [{"name", "kind", "version", "registered", "steps", "on_failure",
                   "child_only", "unserved",
                   "versions": [{"workflow", "version", "registered",
                                 "newest", "accepts", "in_flight", "ready",
@@ -172,7 +175,7 @@ func capped(s []string, n int) string {
 
 func printVersions(w io.Writer, vs []durable.VersionInfo) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKFLOW\tVERSION\tREGISTERED\tIN FLIGHT\tREADY\tWORKERS\tACCEPTED BY\tRECORDED\tSTATUS")
+	fmt.Fprintln(tw, "WORKFLOW\tKIND\tVERSION\tREGISTERED\tIN FLIGHT\tREADY\tWORKERS\tACCEPTED BY\tRECORDED\tSTATUS")
 	for i := range vs {
 		x := &vs[i]
 		registered := "-"
@@ -190,10 +193,22 @@ func printVersions(w io.Writer, vs []durable.VersionInfo) {
 		if x.Unserved() {
 			status = "UNSERVED"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", x.Workflow, versionCell(x.Version), registered,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", x.Workflow, versionKind(x), versionCell(x.Version), registered,
 			x.InFlight, x.Ready, capped(x.Workers, maxListedWorkers), capped(x.AcceptedBy, maxListedWorkers), recorded, status)
 	}
 	tw.Flush()
+}
+
+// versionKind says whether a version is a durable function's or a
+// workflow's DAG ("-" when its DAG is unknown here).
+func versionKind(x *durable.VersionInfo) string {
+	switch {
+	case x.Steps == nil:
+		return "-"
+	case len(x.Steps) == 1 && x.Steps[0].Kind == durabletype.KindFunc:
+		return durablejson.KindFunction
+	}
+	return durablejson.KindWorkflow
 }
 
 // printDAG prints the DAG of a version.
@@ -212,6 +227,9 @@ func printDAG(w io.Writer, x *durable.VersionInfo) {
 	input := x.Input
 	if input == "" {
 		input = "(type not recorded)"
+	}
+	if versionKind(x) == durablejson.KindFunction {
+		title += ", a function"
 	}
 	fmt.Fprintf(w, "%s: input %s\n", title, input)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -249,6 +267,8 @@ func stepDetail(s durable.StepInfo) string {
 		parts = append(parts, "starts workflow "+dag.Quote(s.Child))
 	case durabletype.KindMap:
 		parts = append(parts, "maps over "+dag.Quote(s.MapOver))
+	case durabletype.KindFunc:
+		parts = append(parts, "the function's body: runs show lists its calls")
 	}
 	if s.Retired {
 		parts = append(parts, "retired (kept for the record of moved runs)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,13 +51,15 @@ func deployWorkflows() (old, cur *durable.Workflow[int]) {
 func versionRows(t *testing.T, out string) map[string][]string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	require.Equal(t, "WORKFLOW VERSION REGISTERED IN FLIGHT READY WORKERS ACCEPTED BY RECORDED STATUS",
+	require.Equal(t, "WORKFLOW KIND VERSION REGISTERED IN FLIGHT READY WORKERS ACCEPTED BY RECORDED STATUS",
 		strings.Join(strings.Fields(lines[0]), " "), out)
-	requireAligned(t, lines, "VERSION", "REGISTERED", "IN FLIGHT", "READY", "WORKERS", "ACCEPTED BY", "RECORDED", "STATUS")
+	requireAligned(t, lines, "KIND", "VERSION", "REGISTERED", "IN FLIGHT", "READY", "WORKERS", "ACCEPTED BY", "RECORDED", "STATUS")
 	rows := map[string][]string{}
 	for _, l := range lines[1:] {
 		f := fields(l)
-		require.Len(t, f, 9, "row %q", l)
+		require.Len(t, f, 10, "row %q", l)
+		require.Contains(t, []string{"workflow", "function", "-"}, f[1], "kind of row %q", l)
+		f = slices.Delete(f, 1, 2) // the rows without their kind
 		rows[f[1]] = f
 	}
 	require.Len(t, rows, len(lines)-1, "one row per version:\n%s", out)

@@ -24,6 +24,9 @@ import (
 type RunDetail struct {
 	ID       uuid.UUID `json:"id"`
 	Workflow string    `json:"workflow"`
+	// Kind is "function" for a run of a durable function, else
+	// "workflow".
+	Kind string `json:"kind"`
 	// Version is the version of the workflow the run is pinned to; empty
 	// for a run started before versions.
 	Version string                `json:"version"`
@@ -62,7 +65,12 @@ type RunDetail struct {
 	// version; UpgradeTo then names a version it could move to, if any.
 	Unserved  bool   `json:"unserved,omitempty"`
 	UpgradeTo string `json:"upgrade_to,omitempty"`
-	Steps     []Step `json:"steps"`
+	// Steps are the run's steps: of a function's run, its body ("main",
+	// of kind "func") and its on-failure handler, if any.
+	Steps []Step `json:"steps"`
+	// Calls are the calls of a function's run, by number (absent for
+	// other runs).
+	Calls []Call `json:"calls,omitzero"`
 	// Events is the run's event log, when asked for ("runs show
 	// --events", GET /api/v1/runs/{id}?include=events); absent when
 	// empty.
@@ -257,8 +265,16 @@ func NewRunDetail(d *RunData, maxValue int) *RunDetail {
 		CreatedAt: res.CreatedAt.UTC(), FinishedAt: Time(res.FinishedAt),
 		IdempotencyKey: res.IdempotencyKey, Priority: int(res.Priority), Deadline: Time(res.Deadline),
 		Children: make([]Run, len(d.Children)), MoreChildren: d.MoreChildren, Unserved: d.Unserved, UpgradeTo: d.UpgradeTo,
-		Steps: make([]Step, len(res.Steps)),
+		Kind: KindWorkflow,
 	}
+	steps, calls := SplitCalls(res)
+	if calls != nil {
+		out.Kind, out.Calls = KindFunction, make([]Call, len(calls))
+		for i := range calls {
+			out.Calls[i] = newCall(&calls[i], maxValue)
+		}
+	}
+	out.Steps = make([]Step, len(steps))
 	var re *durable.RunError
 	if errors.As(res.Err, &re) {
 		out.Error, out.FailedStep = &RunError{Step: re.Step, Message: re.Message}, re.Step
@@ -271,8 +287,8 @@ func NewRunDetail(d *RunData, maxValue int) *RunDetail {
 		out.Children[i] = NewRun(c)
 	}
 	out.Input, out.InputBase64, out.InputOmitted = Value(res.Input, maxValue)
-	for i := range res.Steps {
-		out.Steps[i] = newStep(&res.Steps[i], false, maxValue)
+	for i := range steps {
+		out.Steps[i] = newStep(&steps[i], false, maxValue)
 	}
 	if d.Events != nil {
 		out.Events = NewEvents(d.Events)

@@ -2,6 +2,7 @@ package durablejson_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,4 +66,41 @@ func TestNewRunDetail(t *testing.T) {
 	require.Nil(t, done["due_at"], "a completed step waits for nothing")
 	require.NotContains(t, done, "items")
 	require.NotContains(t, done, "retired")
+}
+
+// TestNewRunDetailFunction: a function's run has kind "function", its
+// body as its one step and its calls by number (10 after 2), each with its
+// name and number apart, a patch marker of kind "patch", a due time only
+// while the call waits; a DAG's run has no calls.
+func TestNewRunDetailFunction(t *testing.T) {
+	t.Parallel()
+	due := time.Unix(2e9, 0)
+	res := &durable.RunResult{ID: uuid.New(), Workflow: "f", Status: durabletype.RunRunning, Steps: []durable.StepResult{
+		{Name: "main", Kind: durabletype.KindFunc, State: durabletype.TaskSleeping, DueAt: due},
+		{Name: "charge#0", Kind: durabletype.KindStep, State: durabletype.TaskCompleted, Output: []byte(`"ch"`), Attempts: 2},
+		{Name: "new-path#10", Kind: durabletype.KindStep, State: durabletype.TaskCompleted, Patch: true, Item: 10},
+		{Name: "nap#2", Kind: durabletype.KindSleep, State: durabletype.TaskSleeping, DueAt: due, Item: 2},
+		{Name: "paid#1", Kind: durabletype.KindEvent, State: durabletype.TaskCompleted, EventKey: "paid:o1", DueAt: due, Item: 1},
+	}}
+	d := durablejson.NewRunDetail(&durablejson.RunData{Run: res}, -1)
+	require.Equal(t, durablejson.KindFunction, d.Kind)
+	require.Len(t, d.Steps, 1)
+	require.Equal(t, "main", d.Steps[0].Name)
+	var got []string
+	for _, c := range d.Calls {
+		got = append(got, fmt.Sprintf("%d %s %s", c.Number, c.Name, c.Kind))
+	}
+	require.Equal(t, []string{"0 charge step", "1 paid event", "2 nap sleep", "10 new-path patch"}, got)
+	require.Equal(t, "paid:o1", d.Calls[1].EventKey)
+	require.Nil(t, d.Calls[1].DueAt, "a wait over waits for nothing")
+	require.Equal(t, due.UTC(), *d.Calls[2].DueAt)
+	require.Equal(t, 2, d.Calls[0].Attempts)
+
+	dagRun := &durable.RunResult{ID: uuid.New(), Workflow: "w", Steps: []durable.StepResult{{Name: "a#1", State: durabletype.TaskCompleted, Item: 1}}}
+	d = durablejson.NewRunDetail(&durablejson.RunData{Run: dagRun}, -1)
+	require.Equal(t, durablejson.KindWorkflow, d.Kind)
+	require.Nil(t, d.Calls)
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), `"calls"`)
 }

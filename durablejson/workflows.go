@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 )
 
 // WorkflowList is the document of GET /api/v1/workflows and "durable
@@ -17,6 +18,9 @@ type WorkflowList struct {
 // /api/v1/workflows/{name}).
 type Workflow struct {
 	Name string `json:"name"`
+	// Kind is "function" for a durable function (its one step is its
+	// body, of kind "func"), else "workflow".
+	Kind string `json:"kind"`
 	// Version is the version whose DAG Steps draws: the one the engine
 	// starts (the newest it registers), else the newest known.
 	Version string `json:"version"`
@@ -122,6 +126,7 @@ func NewWorkflowList(registered []durable.WorkflowInfo, vs []durable.VersionInfo
 		if w.Versions == nil {
 			w.Versions = []WorkflowVersion{}
 		}
+		w.Kind = StepsKind(w.Steps)
 		if w.Version == "" && len(w.Versions) > 0 {
 			w.Version = w.Versions[0].Version
 		}
@@ -153,6 +158,16 @@ func newWorkflowSteps(steps []durable.StepInfo) []WorkflowStep {
 		}
 	}
 	return out
+}
+
+// StepsKind returns the kind of the workflow whose DAG is steps:
+// "function" for a durable function's (one step, its body), else
+// "workflow".
+func StepsKind(steps []WorkflowStep) string {
+	if len(steps) == 1 && steps[0].Kind == string(durabletype.KindFunc) {
+		return KindFunction
+	}
+	return KindWorkflow
 }
 
 // nonNil returns s, or an empty list for nil (a JSON list, never null).

@@ -121,7 +121,7 @@ func TestDashboardAssets(t *testing.T) {
 	t.Parallel()
 	en := newEnv(t, memstore.New())
 	on := httpapi.New(en.e, httpapi.Options{Logger: quiet, Dashboard: true})
-	for _, path := range []string{"/", "/ui/app.js", "/ui/dag.js", "/ui/style.css"} {
+	for _, path := range []string{"/", "/ui/app.js", "/ui/dag.js", "/ui/calls.js", "/ui/style.css"} {
 		rec := httptest.NewRecorder()
 		on.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 		require.Equal(t, http.StatusOK, rec.Code, path)

@@ -77,7 +77,7 @@ func TestOpenAPIDocumentsListFields(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(openAPIDoc, &doc))
 	for schema, v := range map[string]any{"RunSummary": durablejson.Run{}, "Wait": durablejson.RunWait{}, "RunPage": durablejson.RunList{},
-		"Run": durablejson.RunDetail{}, "Step": durablejson.Step{}, "RunError": durablejson.RunError{}, "Parent": durablejson.Parent{}, "Event": durablejson.Event{},
+		"Run": durablejson.RunDetail{}, "Step": durablejson.Step{}, "Call": durablejson.Call{}, "RunError": durablejson.RunError{}, "Parent": durablejson.Parent{}, "Event": durablejson.Event{},
 		"Workflow": durablejson.Workflow{}, "WorkflowVersion": durablejson.WorkflowVersion{}, "WorkflowStep": durablejson.WorkflowStep{}, "Workflows": durablejson.WorkflowList{},
 		"Worker": durablejson.Worker{}, "Workers": durablejson.Workers{}, "Stats": durablejson.Stats{},
 		"Statuses": durablejson.Statuses{}, "StatusMeaning": durablejson.StatusMeaning{},

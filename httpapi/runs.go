@@ -39,6 +39,9 @@ func waitsOf(res *durable.RunResult) []durablejson.RunWait {
 	var out []durablejson.RunWait
 	for i := range res.Steps {
 		s := &res.Steps[i]
+		if _, _, call := durablejson.CallName(s); call && durablejson.IsFunction(res) {
+			continue // a function's waits are its body's
+		}
 		if !store.Waits(s.State, s.DueAt) {
 			continue
 		}
@@ -74,6 +77,17 @@ func waitJSON(s durable.StepWait) (durablejson.RunWait, bool) {
 			w.For, w.ChildRunID = "child", idPtr(s.ChildRunID)
 		case durabletype.KindMap:
 			w.For, w.Items, w.ItemsLeft = "items", s.Items, s.ItemsLeft
+		case durabletype.KindFunc:
+			// A function's body waits for the event or the signal of
+			// its call, or else for its child runs.
+			switch {
+			case s.Signal != "":
+				w.For, w.Signal = "signal", s.Signal
+			case s.EventKey != "":
+				w.For, w.EventKey = "event", s.EventKey
+			default:
+				w.For = "child"
+			}
 		default:
 			return w, false
 		}
@@ -283,7 +297,9 @@ func (h *Handler) addWaitsByRun(ctx context.Context, sc scope, runs []durablejso
 func (h *Handler) addChildren(ctx context.Context, sc scope, runs []durablejson.Run) error {
 	noChildren := map[string]bool{}
 	for _, wf := range h.e.Workflows() {
-		noChildren[wf.Name] = !slices.ContainsFunc(wf.Steps, func(s durable.StepInfo) bool { return s.Kind == durabletype.KindChild })
+		noChildren[wf.Name] = !slices.ContainsFunc(wf.Steps, func(s durable.StepInfo) bool {
+			return s.Kind == durabletype.KindChild || s.Kind == durabletype.KindFunc
+		})
 	}
 	for i := range runs {
 		if noChildren[runs[i].Workflow] {

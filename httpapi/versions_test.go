@@ -99,6 +99,7 @@ type apiStep struct {
 // apiWorkflow is a workflow of GET /api/v1/workflows.
 type apiWorkflow struct {
 	Name       string       `json:"name"`
+	Kind       string       `json:"kind"`
 	Version    string       `json:"version"`
 	Registered bool         `json:"registered"`
 	Steps      []apiStep    `json:"steps"`

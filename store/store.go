@@ -529,6 +529,10 @@ type Record struct {
 	// and it runs again After from now (the body waits until then).
 	State   durabletype.TaskState
 	Attempt int
+	// Started is when attempt Attempt of a step began, by the worker's
+	// clock: the record's start time for display (zero: when the record
+	// is written; a time after that is ignored).
+	Started time.Time
 	Output  []byte
 	Error   string
 	// Patch marks a KindStep record that records a patch marker, not a

@@ -614,6 +614,7 @@ async function runView(id) {
     if (run.unserved && !wf) wf = await api("workflows/" + encodeURIComponent(run.workflow)).catch(() => null);
     const actions = el("div", { class: "actions" });
     const meaning = meaningOf(run.status);
+    const fn = run.kind === "function"; // its calls are drawn instead of its DAG (calls.js)
     if (meaning.actions.includes("cancel")) {
       actions.append(el("button", { class: "danger", id: "cancel", onclick: async () => {
         const reason = el("input", { id: "cancel-reason", placeholder: "reason (optional)", size: 30 });
@@ -627,7 +628,8 @@ async function runView(id) {
     if (meaning.actions.includes("replay")) {
       actions.append(el("button", { class: "primary", id: "replay", onclick: async () => {
         const from = el("select", { id: "replay-from" }, el("option", { value: "" }, meaning.unsuccessful ? "the failed and cancelled steps" : "choose a step"),
-          run.steps.filter((s) => s.kind !== "on_failure").map((s) => el("option", { value: s.name }, "from " + s.name)));
+          fn ? [...new Set(run.calls.map((c) => c.name))].map((n) => el("option", { value: n }, "from call " + n))
+            : run.steps.filter((s) => s.kind !== "on_failure").map((s) => el("option", { value: s.name }, "from " + s.name)));
         if (!await confirmAction("Replay this run?", from)) return;
         act(async () => {
           try { await api(`runs/${id}/replay`, { method: "POST", body: { from_step: from.value } }); } catch (e) { return { ok: false, text: "Not replayed: " + e.message }; }
@@ -637,7 +639,7 @@ async function runView(id) {
     }
     // What the run in flight waits for; an event or a signal can be sent
     // from here.
-    const waits = meaning.in_flight ? waitsOfSteps(run.steps) : [];
+    const waits = !meaning.in_flight ? [] : fn ? waitsOfCalls(run.calls) : waitsOfSteps(run.steps);
     const waitList = waits.length ? el("ul", { id: "waits" }, waits.map((w) => el("li", { "data-step": w.step, "data-for": w.for },
       el("strong", {}, w.step), ": ", waitText(w),
       w.for === "event" || w.for === "signal" ? [" ", el("button", { type: "button", class: "send primary", "data-step": w.step,
@@ -663,6 +665,7 @@ async function runView(id) {
         el("div", {}, "output"), value(s.output, s.output_omitted, s.output_base64),
         s.items ? el("div", { class: "muted" }, `${s.items.length} items: ` + s.items.map((i) => i.state).join(", ")) : null));
     };
+    const calls = fn ? callsSection(run, ev.events, selected, (key) => { selected = key; }) : null;
     // replaceChildren would show a null (the banner's absence) as text.
     main.replaceChildren(...[
       el("h1", {}, "Run ", el("span", { class: "id" }, run.id), " ", badge(run.status)),
@@ -681,15 +684,16 @@ async function runView(id) {
       actions,
       notice ? el("p", { id: "action-notice", class: notice.ok ? "notice" : "notice error", role: notice.ok ? "status" : "alert" }, notice.text) : null,
       waitList ? el("h2", {}, "Waiting") : null, waitList,
-      el("h2", {}, "Steps"), dagSVG(run.steps, showStep), detail,
+      fn ? calls : [el("h2", {}, "Steps"), dagSVG(run.steps, showStep), detail],
       el("h2", {}, "Attempts"), timelineSVG(run, ev.events),
       el("h2", {}, "Input"), value(run.input, run.input_omitted, run.input_base64),
       el("h2", {}, "Events"),
       el("table", { id: "events" }, el("thead", {}, el("tr", {}, ["At", "Step", "Event", "Attempt", "Detail"].map((h) => el("th", {}, h)))),
         el("tbody", {}, ev.events.map((e) => el("tr", {}, el("td", {}, fmtTime(e.at)), el("td", {}, e.step), el("td", {}, e.type),
           el("td", {}, e.attempt), el("td", {}, e.detail || (e.due_at ? "until " + fmtTime(e.due_at) : "")))))),
-    ].filter((k) => k !== null));
-    showStep(selected || (run.steps.find((s) => s.state === "FAILED") || {}).name);
+    ].flat().filter((k) => k !== null));
+    if (fn) calls.select();
+    else showStep(selected || (run.steps.find((s) => s.state === "FAILED") || {}).name);
     setLive(run.finished_at ? null : () => render().catch(() => {}), 1500);
   };
   await render();
@@ -732,8 +736,9 @@ async function workflowsView() {
         el("td", {}, v.recorded_at ? fmtTime(v.recorded_at) : "—"),
         el("td", {}, b));
     });
-    const section = el("section", { "data-workflow": w.name, "data-registered": String(w.registered) },
+    const section = el("section", { "data-workflow": w.name, "data-registered": String(w.registered), "data-kind": w.kind },
       el("h2", {}, w.name, w.child_only ? " (child workflow)" : "",
+        w.kind === "function" ? [" ", el("span", { class: "badge function", title: "a durable function: its one step is its body; its runs' pages draw their calls" }, "function")] : null,
         w.registered ? null : [" ", el("span", { class: "badge", title: "this server knows it only from its runs and workers: it cannot start it" }, "not registered here")],
         w.unserved ? [" ", el("span", { class: "badge unserved" }, "UNSERVED")] : null),
       el("table", { class: "versions" },

@@ -90,6 +90,10 @@ func RetryDue(t *store.Task) time.Time {
 	return metaOf(t).Due
 }
 
+// RecordedDue returns when the sleep of record t ends, when its wait
+// times out or when its step runs again (zero for none).
+func RecordedDue(t *store.Task) time.Time { return metaOf(t).Due }
+
 // IsPatch reports whether record t records a patch marker.
 func IsPatch(t *store.Task) bool { return metaOf(t).Patch }
 
@@ -259,6 +263,9 @@ func (r *Run) recordCall(i, j int, rec *store.Record, now time.Time) {
 	r.touch(j)
 	switch rec.Kind {
 	case durabletype.KindStep:
+		if s := rec.Started; !s.IsZero() && ValidTime(s) && s.Before(now) {
+			t.StartedAt = Timestamp(s) // for display only: the worker's clock
+		}
 		switch rec.State {
 		case durabletype.TaskCompleted:
 			t.Output, t.Error = rec.Output, ""
