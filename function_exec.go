@@ -189,6 +189,7 @@ func (e *Engine) runFunc(sc *stepContext, d *workflowDef, in any, o store.Outcom
 // back by older code (during a rolling deploy), before it is claimed
 // again: by then the newer code is more likely to claim it.
 const PatchedRetryDelay = 2 * time.Second
+
 // clock returns the time a step's attempt starts, for display: the
 // engine's clock, else the process's.
 func (fr *funcRun) clock() time.Time {

@@ -88,8 +88,8 @@ type Set struct {
 	// BenchFunc is a durable function making FuncSteps no-op steps in a
 	// row (durable.Do); its output is how many it made.
 	BenchFunc *durable.Function[int, int]
-	Chain *durable.Workflow[int]
-	Keyed *durable.Workflow[int]
+	Chain     *durable.Workflow[int]
+	Keyed     *durable.Workflow[int]
 	// Map maps a no-op over a list of as many items as its input.
 	Map *durable.Workflow[int]
 	// Wait waits for the event WaitKey(input).
