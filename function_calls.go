@@ -116,15 +116,9 @@ func DoTx[O, T any](ctx FuncContext, name string, fn func(ctx Context, tx T) (O,
 // runTxCall is runCall for DoTx: each attempt runs in the store's
 // transaction, which records the step's result when it succeeds.
 func (fr *funcRun) runTxCall(ts store.TxFinisher, seq int, name string, rec *store.Task, cd callDef, run func(ctx Context, tx any) (any, error)) ([]byte, error, *store.Record) {
-	attempt := 1
-	if rec != nil {
-		switch rec.State {
-		case durabletype.TaskCompleted:
-			return rec.Output, nil, nil
-		case durabletype.TaskFailed, durabletype.TaskCancelled, durabletype.TaskSkipped:
-			return nil, recordedError(rec), nil
-		}
-		attempt = rec.Attempt + 1
+	out, err, attempt, done := resumeCall(rec)
+	if done {
+		return out, err, nil
 	}
 	e := fr.e
 	for ; ; attempt++ {
@@ -191,20 +185,10 @@ func (fr *funcRun) runTxCall(ts store.TxFinisher, seq int, name string, rec *sto
 			fr.abortWith(context.Cause(fr.sc))
 			return nil, context.Cause(fr.sc), nil
 		}
-		r.Error = dag.Text(stepErr.Error())
-		if !IsTerminal(stepErr) && attempt < cd.retry.MaxAttempts {
-			delay := dag.RetryDelay(cd.retry, attempt, randFloat())
-			if delay <= 0 {
-				continue
-			}
-			r.State, r.After = durabletype.TaskPending, delay
-			return nil, stepErr, &r
+		again, retry, err := fr.failedAttempt(r, stepErr, cd)
+		if !again {
+			return nil, err, retry
 		}
-		r.State = durabletype.TaskFailed
-		if rerr := fr.record(r); rerr != nil {
-			return nil, rerr, nil
-		}
-		return nil, &StepError{Call: name, Seq: seq, Err: r.Error}, nil
 	}
 }
 

@@ -341,15 +341,9 @@ func recordedError(rec *store.Task) error {
 // suspends the body with it, or records it. It returns the encoded output,
 // or the step's error.
 func (fr *funcRun) runCall(seq int, name string, rec *store.Task, cd callDef, run func(ctx Context) (any, error)) (out []byte, err error, retry *store.Record) {
-	attempt := 1
-	if rec != nil {
-		switch rec.State {
-		case durabletype.TaskCompleted:
-			return rec.Output, nil, nil
-		case durabletype.TaskFailed, durabletype.TaskCancelled, durabletype.TaskSkipped:
-			return nil, recordedError(rec), nil
-		}
-		attempt = rec.Attempt + 1 // a retry, due
+	out, err, attempt, done := resumeCall(rec)
+	if done {
+		return out, err, nil
 	}
 	e := fr.e
 	for ; ; attempt++ {
@@ -406,19 +400,45 @@ func (fr *funcRun) runCall(seq int, name string, rec *store.Task, cd callDef, ru
 				return b, nil, nil
 			}
 		}
-		r.Error = dag.Text(err.Error())
-		if !IsTerminal(err) && attempt < cd.retry.MaxAttempts {
-			delay := dag.RetryDelay(cd.retry, attempt, randFloat())
-			if delay <= 0 {
-				continue
-			}
-			r.State, r.After = durabletype.TaskPending, delay
-			return nil, err, &r
+		again, retry, err := fr.failedAttempt(r, err, cd)
+		if !again {
+			return nil, err, retry
 		}
-		r.State = durabletype.TaskFailed
-		if rerr := fr.record(r); rerr != nil {
-			return nil, rerr, nil
-		}
-		return nil, &StepError{Call: name, Seq: seq, Err: r.Error}, nil
 	}
+}
+
+// failedAttempt decides what follows attempt r.Attempt of a call that
+// failed with err: run it again at once (again), wait for its retry (retry:
+// the record to write, with the suspension or a checkpoint), or record its
+// failure for good and return it as a *StepError.
+func (fr *funcRun) failedAttempt(r store.Record, err error, cd callDef) (again bool, retry *store.Record, _ error) {
+	r.Error = dag.Text(err.Error())
+	if !IsTerminal(err) && r.Attempt < cd.retry.MaxAttempts {
+		delay := dag.RetryDelay(cd.retry, r.Attempt, randFloat())
+		if delay <= 0 {
+			return true, nil, err
+		}
+		r.State, r.After = durabletype.TaskPending, delay
+		return false, &r, err
+	}
+	r.State = durabletype.TaskFailed
+	if rerr := fr.record(r); rerr != nil {
+		return false, nil, rerr
+	}
+	return false, nil, &StepError{Call: r.Name, Seq: r.Seq, Err: r.Error}
+}
+
+// resumeCall is how a call of a step starts from its record: a result or a
+// failure recorded already (done), or the attempt to run next.
+func resumeCall(rec *store.Task) (out []byte, err error, attempt int, done bool) {
+	if rec == nil {
+		return nil, nil, 1, false
+	}
+	switch rec.State {
+	case durabletype.TaskCompleted:
+		return rec.Output, nil, 0, true
+	case durabletype.TaskFailed, durabletype.TaskCancelled, durabletype.TaskSkipped:
+		return nil, recordedError(rec), 0, true
+	}
+	return nil, nil, rec.Attempt + 1, false // a retry, due
 }

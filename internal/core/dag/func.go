@@ -110,28 +110,8 @@ func (c *Compiled) IsFunc(m int) bool { return m < c.Len() && c.Kind(m) == durab
 // allRecords returns the indexes of every record of body m by number,
 // loading them the first time (LoadItems).
 func (r *Run) allRecords(m int) map[int]int {
-	li := r.loaded()
-	if !li.full[m] {
-		if r.LoadItems == nil {
-			r.fail0(fmt.Errorf("dag: run %s: the records of step %s are not loaded", r.Rec.ID, Quote(r.Shape.Name(m))))
-		} else if items, err := r.LoadItems(r, m); err != nil {
-			r.fail0(fmt.Errorf("dag: run %s: loading the records of step %s: %w", r.Rec.ID, Quote(r.Shape.Name(m)), err))
-		} else if _, err := r.AddItems(items); err != nil {
-			r.fail0(err)
-		} else {
-			if li.full == nil {
-				li.full = map[int]bool{}
-			}
-			li.full[m] = true
-		}
-	}
-	out := map[int]int{}
-	for id, j := range li.at {
-		if id.m == m {
-			out[id.k] = ItemBase + j
-		}
-	}
-	return out
+	r.loadAll(m, "records")
+	return r.loadedOf(m)
 }
 
 // CheckRecords checks the records a function's worker reports, as far as

@@ -160,23 +160,38 @@ func (r *Run) ItemIndex(m, k int) (int, bool) {
 // loading them (LoadItems) the first time. A loading error is kept
 // (Err) and leaves the items loaded so far.
 func (r *Run) itemsOf(m int) map[int]int {
-	li := r.loaded()
-	if !li.full[m] && r.Tasks[m].Items > 0 {
-		if r.LoadItems == nil {
-			r.fail0(fmt.Errorf("dag: run %s: the items of step %s are not loaded", r.Rec.ID, Quote(r.Shape.Name(m))))
-		} else if items, err := r.LoadItems(r, m); err != nil {
-			r.fail0(fmt.Errorf("dag: run %s: loading the items of step %s: %w", r.Rec.ID, Quote(r.Shape.Name(m)), err))
-		} else if _, err := r.AddItems(items); err != nil {
-			r.fail0(err)
-		} else {
-			if li.full == nil {
-				li.full = map[int]bool{}
-			}
-			li.full[m] = true
-		}
+	if r.Tasks[m].Items > 0 {
+		r.loadAll(m, "items")
 	}
+	return r.loadedOf(m)
+}
+
+// loadAll loads every item (or record) of step m, once (LoadItems). A
+// loading error is kept (Err) and leaves the items loaded so far.
+func (r *Run) loadAll(m int, what string) {
+	li := r.loaded()
+	if li.full[m] {
+		return
+	}
+	if r.LoadItems == nil {
+		r.fail0(fmt.Errorf("dag: run %s: the %s of step %s are not loaded", r.Rec.ID, what, Quote(r.Shape.Name(m))))
+	} else if items, err := r.LoadItems(r, m); err != nil {
+		r.fail0(fmt.Errorf("dag: run %s: loading the %s of step %s: %w", r.Rec.ID, what, Quote(r.Shape.Name(m)), err))
+	} else if _, err := r.AddItems(items); err != nil {
+		r.fail0(err)
+	} else {
+		if li.full == nil {
+			li.full = map[int]bool{}
+		}
+		li.full[m] = true
+	}
+}
+
+// loadedOf returns the indexes of the loaded items (or records) of step m,
+// by number.
+func (r *Run) loadedOf(m int) map[int]int {
 	out := map[int]int{}
-	for id, j := range li.at {
+	for id, j := range r.loaded().at {
 		if id.m == m {
 			out[id.k] = ItemBase + j
 		}
