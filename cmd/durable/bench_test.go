@@ -160,10 +160,12 @@ func TestBenchWAL(t *testing.T) {
 		require.True(t, ops["claim"] && ops["finish"] && ops["settle"], "%v", ops)
 		if c.scenario == "func" {
 			// A checkpoint inserts its records and updates no task: it is
-			// a finish all the same, not "other".
+			// a finish all the same, not "other" (which would then hold
+			// most of the work's WAL; the workers' and the leader's own
+			// records, "other" too, are a few percent of a short run's).
 			for _, row := range titles["WAL BY OPERATION, work phase"]["rows"].([]any) {
 				if r := row.([]any); r[0] == "other" {
-					require.Less(t, r[5].(float64), 1.0, "share of other: %v", r)
+					require.Less(t, r[5].(float64), 10.0, "share of other: %v", r)
 				}
 			}
 		}

@@ -145,7 +145,7 @@ func TestSignupApp(t *testing.T) {
 	code, out, errOut = a.run(t, "workflows")
 	require.Equal(t, 0, code, errOut)
 	require.Empty(t, errOut, "nothing unserved")
-	require.Regexp(t, `(?m)^user-signup +[0-9a-f]{12} +newest +0 +0 +signup-1 +- +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +-$`, out)
+	require.Regexp(t, `(?m)^user-signup +workflow +[0-9a-f]{12} +newest +0 +0 +signup-1 +- +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +-$`, out)
 
 	// A terminal failure of the user's step.
 	code, out, _ = a.run(t, "trigger", "--workflow", "user-signup", "--input", `{"email":"nobody"}`, "--wait", "--timeout", "60s")
