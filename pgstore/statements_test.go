@@ -152,7 +152,7 @@ func TestStatementVariants(t *testing.T) {
 	require.Equal(t, sql("insertRuns"), without(sql("insertChildRunsTraced"), append(append(traced, ", $18::text[]"), children...)...))
 	require.Equal(t, sql("insertRuns")+onConflict, sql("insertRunsNew"))
 	require.Equal(t, sql("insertRunsTraced")+onConflict, sql("insertRunsNewTraced"))
-	require.Equal(t, sql("insertTasks"), without(sql("insertTasksWaits"), ", item, item_input", ", $22::int[], $23::bytea[]"))
+	require.Equal(t, sql("insertTasks"), without(sql("insertTasksWaits"), ", item, item_input, child_id", ", $22::int[], $23::bytea[], $24::uuid[]"))
 	require.Equal(t, sql("updateTasks"), without(sql("updateTasksWaits"),
 		`, wait_key = nullif(u.wait_key, ''), child_id = coalesce(u.child_id, t.child_id), items = coalesce(u.items, t.items),
 		items_left = coalesce(u.items_left, t.items_left), item_input = coalesce(u.item_input, t.item_input)`,
