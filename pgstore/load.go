@@ -78,25 +78,31 @@ func (l *loader) queue(q *queries, b *pgx.Batch, p *plan) {
 			return rows.Err()
 		})
 	}
-	for _, body := range p.records {
-		if l.records == nil {
-			l.records = map[itemRef][]loadedTask{}
+	if len(p.records) > 0 {
+		l.records = make(map[itemRef][]loadedTask, len(p.records))
+		var runs []uuid.UUID
+		var bodies, lo, hi []string
+		for _, body := range p.records {
+			if _, ok := l.records[body]; ok {
+				continue
+			}
+			l.records[body] = nil
+			prefix := dag.ItemPrefix(body.name)
+			runs, bodies, lo, hi = append(runs, body.run), append(bodies, body.name), append(lo, prefix), append(hi, upperBound(prefix))
 		}
-		if _, ok := l.records[body]; ok {
-			continue
-		}
-		l.records[body] = nil
-		prefix := dag.ItemPrefix(body.name)
-		b.Queue(q.loadMapItems, [16]byte(body.run), prefix, upperBound(prefix)).Query(func(rows pgx.Rows) error {
-			var got []loadedTask
+		b.Queue(q.loadRecords, u16(runs), bodies, lo, hi).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var lt loadedTask
 				if err := scanTask(rows, &lt.task, &lt.cols, true); err != nil {
 					return err
 				}
-				got = append(got, lt)
+				body, _, ok := dag.ParseItem(lt.task.Name)
+				if !ok {
+					continue
+				}
+				key := itemRef{lt.task.RunID, body}
+				l.records[key] = append(l.records[key], lt)
 			}
-			l.records[body] = got
 			return rows.Err()
 		})
 	}

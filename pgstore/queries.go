@@ -65,6 +65,7 @@ type queries struct {
 	runningCounts  string
 	parentOutputs  string
 	funcRecords    string
+	loadRecords    string
 
 	getRun     string
 	listTasks  string

@@ -286,6 +286,7 @@ func newQueries(schema string) queries {
 		runningCounts:         st.take("runningCounts"),
 		parentOutputs:         st.take("parentOutputs"),
 		funcRecords:           st.take("funcRecords"),
+		loadRecords:           st.take("loadRecords"),
 		getRun:                st.take("getRun"),
 		listTasks:             st.take("listTasks"),
 		listEvents:            st.take("listEvents"),

@@ -126,6 +126,17 @@ ORDER BY u.ord, t.item;
 -- name: taskCompleted
 SELECT EXISTS (SELECT 1 FROM {{schema}}.tasks WHERE run_id = $1 AND name = $2 AND state = 'COMPLETED');
 
+-- name: loadRecords
+-- Every record of the function bodies ($1, $2: runs and bodies; $3, $4:
+-- the range of their records' names, dag.ItemPrefix), in one statement for
+-- every body a call names. The columns of loadItems.
+SELECT t.run_id, t.name, t.kind, t.state, t.attempt, t.token, coalesce(t.worker, ''), t.due_at, coalesce(t.error, ''), t.started_at, t.finished_at,
+       coalesce(t.q_id, 0), t.q_at, coalesce(t.q_attempt, 0), coalesce(t.s_id, 0), coalesce(t.c_id, 0), t.heartbeat_at, t.timeout_at,
+       coalesce(t.ckey, ''), coalesce(t.rkey, ''), t.wait_key, t.child_id, t.items, t.items_left, coalesce(t.lost, 0), coalesce(t.item, 0), t.item_input
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS u(run_id, body, lo, hi)
+JOIN {{schema}}.tasks t ON t.run_id = u.run_id AND t.name >= u.lo AND t.name < u.hi
+ORDER BY t.run_id, t.item;
+
 -- name: funcRecords
 -- The records of the function bodies claimed ($1): every item of their
 -- runs (a function's run has no other), through the primary key.
