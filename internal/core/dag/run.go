@@ -230,8 +230,12 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 	if t.State != durabletype.TaskRunning {
 		return r.end(), store.FinishDuplicate
 	}
-	if o.Kind != store.OutcomeRelease {
-		t.Lost = 0 // the attempt ended, its worker alive
+	if o.Kind != store.OutcomeRelease && t.Lost != 0 {
+		// The attempt ended (or checkpointed), its worker alive. Written
+		// even when nothing else of the task changes (a checkpoint of
+		// steps only), so that every store keeps it.
+		t.Lost = 0
+		r.touch(i)
 	}
 	if TimedOut(t, now) {
 		// The attempt ran past its timeout: whatever its worker reports,
