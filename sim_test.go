@@ -1530,8 +1530,8 @@ func simCheckRun(spec simRunSpec, res *durable.RunResult, evs []durabletype.Even
 // the attempt that succeeds (simCallAttempt); a causally ordered log in
 // which the body's events follow its claims and each record's events say
 // that its call completed exactly once (a step's after one RETRYING event
-// per failed attempt); every execution of the body of a claimed attempt;
-// every recorded output of a step backed by an execution of that attempt,
+// per failed attempt); every execution of the body of a claimed attempt,
+// the attempt that completed it among them; every recorded output of a step backed by an execution of that attempt,
 // and no execution of a later one; and the DoTx's effect run once, by the
 // attempt recorded.
 func simCheckFunc(workflow string, in simInput, res *durable.RunResult, evs []durabletype.Event, tasks []*store.Task, execs, effects map[simExecKey]int, st *simSeedStats) []string {
@@ -1637,6 +1637,7 @@ func simCheckFunc(workflow string, in simInput, res *durable.RunResult, evs []du
 	}
 	started := map[int]int{} // the body's STARTED events by attempt
 	running, done := false, false
+	completedBy := 0 // the body's attempt that completed it
 	for _, ev := range byName[durable.FuncBody] {
 		where := fmt.Sprintf("body event %d %s attempt %d %q", ev.ID, ev.Type, ev.Attempt, ev.Detail)
 		if done {
@@ -1664,7 +1665,7 @@ func simCheckFunc(workflow string, in simInput, res *durable.RunResult, evs []du
 			if !running {
 				bad("%s: not running", where)
 			}
-			done = true
+			done, completedBy = true, ev.Attempt
 		default:
 			bad("%s: not an event of a function's body that completes", where)
 		}
@@ -1722,6 +1723,9 @@ func simCheckFunc(workflow string, in simInput, res *durable.RunResult, evs []du
 		} else if k.attempt > a {
 			bad("call %s: its code ran %d time(s) for attempt %d, after attempt %d completed it", k.step, n, k.attempt, a)
 		}
+	}
+	if done && execs[simExecKey{res.ID, durable.FuncBody, completedBy}] == 0 {
+		bad("body: attempt %d completed it, but the body never ran for it", completedBy)
 	}
 	for name, a := range recorded {
 		if execs[simExecKey{res.ID, name, a}] == 0 {
