@@ -79,6 +79,12 @@ type simFaultStats struct {
 	Stale           int
 	ReplayDuplicate int // results of the replays
 	ReplayStale     int
+	// Outcomes of functions' bodies applied (by FinishTasks or FinishTx,
+	// the engine's own calls): checkpoints (records while the body runs
+	// on) and suspensions (records and waits); replays that carried one.
+	Checkpoints     int
+	Suspends        int
+	ReplayedRecords int
 	// FinishTx (TxSteps): transactions that failed to begin (the step never
 	// ran) or to commit (it ran, nothing was kept), both counted in
 	// Before[simOpFinishTx]; outcomes the step did not ask to record
@@ -271,10 +277,11 @@ func (f *simFaultStore) FinishTasks(ctx context.Context, p *store.FinishTasksPar
 		return nil, err
 	}
 	f.mu.Lock()
-	for _, x := range res {
+	for i, x := range res {
 		switch x.Status {
 		case store.FinishApplied:
 			f.stats.Applied++
+			f.countRecords(p.Outcomes[i].Kind)
 		case store.FinishDuplicate:
 			f.stats.Duplicate++
 		case store.FinishStale:
@@ -289,13 +296,33 @@ func (f *simFaultStore) FinishTasks(ctx context.Context, p *store.FinishTasksPar
 	return res, nil
 }
 
+// countRecords counts an applied outcome of a function's body; f.mu is
+// held.
+func (f *simFaultStore) countRecords(k store.OutcomeKind) {
+	switch k {
+	case store.OutcomeCheckpoint:
+		f.stats.Checkpoints++
+	case store.OutcomeSuspend:
+		f.stats.Suspends++
+	}
+}
+
 // maybeReplay replays outcomes already recorded with FinishTasks, at once
-// or a little later, with the probability the engine's rates give.
+// or a little later, with the probability the engine's rates give: those
+// of functions' bodies too, a checkpoint's records (store.OutcomeCheckpoint)
+// while the body may still run under the same claim.
 func (f *simFaultStore) maybeReplay(r *rand.Rand, p *store.FinishTasksParams) {
 	if r.Float64() >= f.rates.Replay {
 		return
 	}
 	cp := &store.FinishTasksParams{Now: p.Now, Outcomes: slices.Clone(p.Outcomes)}
+	f.mu.Lock()
+	for _, o := range cp.Outcomes {
+		if o.Kind == store.OutcomeCheckpoint || o.Kind == store.OutcomeSuspend {
+			f.stats.ReplayedRecords++
+		}
+	}
+	f.mu.Unlock()
 	if r.Float64() < f.rates.ReplayLater {
 		delay := time.Duration(r.Int64N(int64(3*f.deadAfter))) + time.Millisecond
 		f.mu.Lock()
@@ -396,6 +423,7 @@ func (f *simFaultStore) FinishTx(ctx context.Context, p *store.FinishTxParams, f
 	switch res.Status {
 	case store.FinishApplied:
 		f.stats.TxApplied++
+		f.countRecords(o.Kind)
 	case store.FinishDuplicate:
 		f.stats.TxDuplicate++
 	case store.FinishStale:

@@ -25,21 +25,28 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/internal/core/sleep"
 	"github.com/effectivelabs/durable/memstore"
+	"github.com/effectivelabs/durable/store"
 )
 
 // TestSimulation is a randomized simulation: per seed, 3-4 engines share one
 // in-memory store inside one synctest bubble, each through a store wrapper
 // that injects faults (sim_store_test.go), while a fault-free client engine
-// (never started) triggers 20-60 runs of two workflows and waits for them.
+// (never started) triggers 20-60 runs of two workflows and a durable
+// function, sends the function's runs their signals, and waits for them.
 // Afterwards every run is checked through the public API (Get, Events):
 // settled with the expected status, every step's outcome recorded exactly
 // once with the expected output, a causally ordered log whose per-step
 // events follow the state machine of internal/core/dag, nothing left stuck, and
 // every outcome of step code backed by an execution of that attempt, and
 // every TxStep's commit effect run exactly once if it completed (by the
-// attempt that completed it), never otherwise.
+// attempt that completed it), never otherwise. A function's run (and its
+// child run) is checked alike (simCheckFunc): its output, each call's
+// record completed exactly once with its output by the attempt expected,
+// its body's events following its claims, every execution of its body of
+// a claimed attempt, and its DoTx's effect run once.
 //
 // Faults, from a plan derived from the seed (math/rand/v2, PCG):
 //   - transient errors of ClaimTasks, FinishTasks, Heartbeat, FireTimers and
@@ -50,7 +57,8 @@ import (
 //     lost (the engine must find out by recording a failure the store
 //     reports as a duplicate);
 //   - FinishTasks (and FinishTx's recorded outcomes) replayed with the same
-//     outcomes, at once or later;
+//     outcomes, at once or later, functions' checkpoints and suspensions
+//     included;
 //   - heartbeats held past DeadAfter, so that live steps are rescued and run
 //     again elsewhere while their late outcomes must be rejected;
 //   - one engine (in most seeds) partitioned for good from the moment one of
@@ -162,9 +170,23 @@ var simLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 // fail or panic after the write (simTxFault), besides flaky's failures. The
 // checks want exactly one effect, of the step's last attempt, for a step
 // that completed, and none for any other.
+//
+// sim-f is a durable function (durable.NewFunction), its calls recorded as
+// items of its body "main": a (Do) → b (Do, fails its first N%3 attempts:
+// a durable backoff, the body suspended) → g-0 ∥ g-1 (Go + AwaitAll; g-1
+// fails its first (N+1)%3 attempts, its retry recorded while the body
+// runs) → nap (SleepFor) → tx (DoTx, an OnCommit effect per attempt; fails
+// its first (N+2)%3 attempts before its write, and after it as simTxFault
+// says) → sig (AwaitSignal, which the client sends at a planned moment,
+// before or after the wait begins) → kid (StartChild of sim-f-kid, whose
+// one call mul fails its first N%2 attempts) → its output. Each call's
+// output depends on the ones before it, so that the body checks what its
+// calls return, fresh or recorded.
 const (
-	simWorkflowA = "sim-a"
-	simWorkflowB = "sim-b"
+	simWorkflowA   = "sim-a"
+	simWorkflowB   = "sim-b"
+	simWorkflowF   = "sim-f"
+	simWorkflowKid = "sim-f-kid"
 )
 
 type simInput struct {
@@ -208,6 +230,73 @@ const (
 	simTxPart = 1
 	simTxWide = 2
 )
+
+// The calls of sim-f and sim-f-kid: their outputs, and how many of their
+// first attempts fail.
+const simSignal = "go"
+
+func simFA(in simInput) int            { return 11*in.N + 3 }
+func simFB(in simInput) int            { return simFA(in) + in.N%5 }
+func simFG(in simInput, i int) int     { return simFB(in)*(i+1) + i }
+func simFTx(in simInput) int           { return simFG(in, 0) + simFG(in, 1) }
+func simFSig(in simInput) string       { return fmt.Sprintf("go-%d", in.N) }
+func simKidInput(in simInput) simInput { return simInput{N: in.N + 1000, Salt: in.Salt ^ 0x4b1d} }
+func simFKid(kid simInput) int         { return 2*kid.N + 1 }
+func simFOut(in simInput) string {
+	return fmt.Sprintf("%d/%s/%d", simFTx(in), simFSig(in), simFKid(simKidInput(in)))
+}
+
+// simFailures is how many first attempts of call name of sim-f (or of
+// sim-f-kid) fail before doing anything.
+func simFailures(in simInput, name string) int {
+	switch name {
+	case "b":
+		return in.N % 3
+	case "g-1":
+		return (in.N + 1) % 3
+	case "tx":
+		return (in.N + 2) % 3
+	case "mul":
+		return in.N % 2
+	}
+	return 0
+}
+
+// simCallAttempt is the attempt that completes call name: the first that
+// neither fails before its work nor, for the DoTx, after its write.
+func simCallAttempt(in simInput, name string, tx bool) int {
+	a := simFailures(in, name) + 1
+	for tx && simTxFault(in.Salt, name, a) != 0 {
+		a++
+	}
+	return a
+}
+
+// simCallSpec is one call of a function, as the checks know it.
+type simCallSpec struct {
+	name   string
+	kind   durabletype.TaskKind
+	output any // nil for a sleep
+	tx     bool
+}
+
+// simFuncCalls returns the calls of a run of sim-f (or sim-f-kid) with
+// input in, in order, and the function's output.
+func simFuncCalls(workflow string, in simInput) ([]simCallSpec, any) {
+	if workflow == simWorkflowKid {
+		return []simCallSpec{{name: "mul", kind: durabletype.KindStep, output: simFKid(in)}}, simFKid(in)
+	}
+	return []simCallSpec{
+		{name: "a", kind: durabletype.KindStep, output: simFA(in)},
+		{name: "b", kind: durabletype.KindStep, output: simFB(in)},
+		{name: "g-0", kind: durabletype.KindStep, output: simFG(in, 0)},
+		{name: "g-1", kind: durabletype.KindStep, output: simFG(in, 1)},
+		{name: "nap", kind: durabletype.KindSleep},
+		{name: "tx", kind: durabletype.KindStep, output: simFTx(in), tx: true},
+		{name: "sig", kind: durabletype.KindEvent, output: simFSig(in)},
+		{name: "kid", kind: durabletype.KindChild, output: simFKid(simKidInput(in))},
+	}, simFOut(in)
+}
 
 // simStepSpec is one step of a workflow's shape, as the checks know it.
 type simStepSpec struct {
@@ -256,11 +345,18 @@ var simRetry = durable.WithRetry(durable.RetryPolicy{MaxRetries: 30, InitialDela
 // (3) would fail such runs as poison steps, which the plan does not have.
 var simLost = durable.WithLostLimit(30)
 
+// simFuncLost is the lost limit of the functions' bodies, as simLost is
+// every step's.
+var simFuncLost = durable.FuncLostLimit(30)
+
 // simRunSpec is one run of the workload.
 type simRunSpec struct {
 	workflow string
 	tenant   string
 	in       simInput
+	// signalAfter is when, after the run is triggered, the client sends
+	// a run of sim-f its signal.
+	signalAfter time.Duration
 }
 
 func (r simRunSpec) shape() []simStepSpec {
@@ -361,8 +457,12 @@ func newSimPlan(seed uint64) *simPlan {
 	n := 20 + r.IntN(41)
 	for i := range n {
 		spec := simRunSpec{workflow: simWorkflowA, tenant: fmt.Sprintf("tenant-%d", r.IntN(tenants))}
-		if r.IntN(10) < 3 {
+		switch k := r.IntN(10); {
+		case k < 3:
 			spec.workflow = simWorkflowB
+		case k < 5:
+			spec.workflow = simWorkflowF
+			spec.signalAfter = time.Duration(r.IntN(90_000)) * time.Millisecond
 		}
 		spec.in = simInput{N: i, Salt: r.Uint64(), Fail: spec.workflow == simWorkflowA && r.IntN(8) == 0}
 		p.runs = append(p.runs, spec)
@@ -671,6 +771,102 @@ func (s *simState) workflows() (*durable.Workflow[simInput], *durable.Workflow[s
 	return a, b
 }
 
+// simCall is the step of a function's call: count the execution, fail the
+// call's first attempts (simFailures), work, then compute.
+func simCall(s *simState, in simInput, out func() int) func(durable.Context) (int, error) {
+	return func(ctx durable.Context) (int, error) {
+		s.executed(ctx)
+		if n := ctx.Attempt(); n <= simFailures(in, ctx.StepName()) {
+			return 0, fmt.Errorf("transient failure of call %s on attempt %d", ctx.StepName(), n)
+		}
+		if err := s.work(ctx, in); err != nil {
+			return 0, err
+		}
+		return out(), nil
+	}
+}
+
+// simCallTx is simCall for a DoTx: each attempt registers the effect that
+// counts its commit first, and fails after its write as simTxFault says.
+func simCallTx(s *simState, in simInput, out func() int) func(durable.Context, *memstore.Tx) (int, error) {
+	return func(ctx durable.Context, tx *memstore.Tx) (int, error) {
+		k := simExecKey{ctx.RunID(), ctx.StepName(), ctx.Attempt()}
+		tx.OnCommit(func() { s.effect(k) })
+		v, err := simCall(s, in, out)(ctx)
+		if err != nil {
+			return 0, err
+		}
+		switch simTxFault(in.Salt, k.step, k.attempt) {
+		case 1:
+			return 0, fmt.Errorf("sim: %s fails after its write on attempt %d", k.step, k.attempt)
+		case 2:
+			panic(fmt.Sprintf("sim: %s panics after its write on attempt %d", k.step, k.attempt))
+		}
+		return v, nil
+	}
+}
+
+// simGot checks, in a function's body, the result of one of its calls.
+func simGot[T comparable](s *simState, ctx durable.FuncContext, call string, got T, err error, want T) error {
+	if err == nil && got == want {
+		return nil
+	}
+	s.violation("run %s (%s) attempt %d: call %s returned (%v, %v), want %v", ctx.RunID(), ctx.StepName(), ctx.Attempt(), call, got, err, want)
+	return fmt.Errorf("sim: call %s returned (%v, %v), want %v", call, got, err, want)
+}
+
+// functions declares sim-f and its child sim-f-kid (see the workload's
+// comment).
+func (s *simState) functions() (*durable.Function[simInput, string], *durable.Function[simInput, int]) {
+	kid := durable.NewFunction(simWorkflowKid, func(ctx durable.FuncContext, in simInput) (int, error) {
+		s.executed(ctx)
+		v, err := durable.Do(ctx, "mul", simCall(s, in, func() int { return simFKid(in) }), simRetry)
+		if err := simGot(s, ctx, "mul", v, err, simFKid(in)); err != nil {
+			return 0, err
+		}
+		return v, nil
+	}, simFuncLost)
+	fn := durable.NewFunction(simWorkflowF, func(ctx durable.FuncContext, in simInput) (string, error) {
+		s.executed(ctx)
+		a, err := durable.Do(ctx, "a", simCall(s, in, func() int { return simFA(in) }), simRetry)
+		if err := simGot(s, ctx, "a", a, err, simFA(in)); err != nil {
+			return "", err
+		}
+		b, err := durable.Do(ctx, "b", simCall(s, in, func() int { return a + in.N%5 }), simRetry)
+		if err := simGot(s, ctx, "b", b, err, simFB(in)); err != nil {
+			return "", err
+		}
+		g0 := durable.Go(ctx, "g-0", simCall(s, in, func() int { return b }), simRetry)
+		g1 := durable.Go(ctx, "g-1", simCall(s, in, func() int { return 2*b + 1 }), simRetry)
+		if err := durable.AwaitAll(ctx, g0, g1); err != nil {
+			return "", simGot(s, ctx, "g-0 and g-1", 0, err, 0)
+		}
+		v0, err := g0.Get(ctx)
+		if err := simGot(s, ctx, "g-0", v0, err, simFG(in, 0)); err != nil {
+			return "", err
+		}
+		v1, err := g1.Get(ctx)
+		if err := simGot(s, ctx, "g-1", v1, err, simFG(in, 1)); err != nil {
+			return "", err
+		}
+		durable.SleepFor(ctx, "nap", simNap)
+		t, err := durable.DoTx(ctx, "tx", simCallTx(s, in, func() int { return v0 + v1 }), simRetry)
+		if err := simGot(s, ctx, "tx", t, err, simFTx(in)); err != nil {
+			return "", err
+		}
+		sig, err := durable.AwaitSignal[string](ctx, "sig", simSignal)
+		if err := simGot(s, ctx, "sig", sig, err, simFSig(in)); err != nil {
+			return "", err
+		}
+		k, err := durable.StartChild(ctx, "kid", kid, simKidInput(in)).Get(ctx)
+		if err := simGot(s, ctx, "kid", k, err, simFKid(simKidInput(in))); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%d/%s/%d", t, sig, k), nil
+	}, simFuncLost)
+	return fn, kid
+}
+
 // simRun runs one seed inside its bubble.
 func simRun(t *testing.T, seed uint64, tot *simTotals) {
 	plan := newSimPlan(seed)
@@ -679,6 +875,7 @@ func simRun(t *testing.T, seed uint64, tot *simTotals) {
 	s := memstore.New()
 	sim := &simState{plan: plan, execs: map[simExecKey]int{}, perWorker: map[string]int{}, effects: map[simExecKey]int{}}
 	wfA, wfB := sim.workflows()
+	wfF, wfKid := sim.functions()
 
 	client, err := durable.New(s, durable.Config{WorkerID: "sim-client", Logger: simLog})
 	require.NoError(t, err)
@@ -698,41 +895,52 @@ func simRun(t *testing.T, seed uint64, tot *simTotals) {
 			Logger:            simLog,
 		})
 		require.NoError(t, err)
-		require.NoError(t, e.Register(wfA, wfB))
+		require.NoError(t, e.Register(wfA, wfB, wfF, wfKid))
 		require.NoError(t, e.Start(ctx))
 		engines = append(engines, e)
 	}
 
-	// Trigger the runs in batches, spread over virtual time.
+	// Trigger the runs in batches, spread over virtual time; the client
+	// sends each run of sim-f its signal at its planned moment.
 	start := time.Now()
 	ids := make([]uuid.UUID, 0, len(plan.runs))
+	var signals sync.WaitGroup
+	var signalErrs []string
+	var signalMu sync.Mutex
 	next := 0
 	for b, size := range plan.batches {
 		time.Sleep(plan.gaps[b])
-		var trigA, trigB []durable.Trigger[simInput]
-		var idxA, idxB []int
+		trigs := map[string][]durable.Trigger[simInput]{}
+		idx := map[string][]int{}
 		for i := next; i < next+size; i++ {
 			spec := plan.runs[i]
-			if spec.workflow == simWorkflowA {
-				trigA, idxA = append(trigA, durable.Trigger[simInput]{Tenant: spec.tenant, Input: spec.in}), append(idxA, i)
-			} else {
-				trigB, idxB = append(trigB, durable.Trigger[simInput]{Tenant: spec.tenant, Input: spec.in}), append(idxB, i)
-			}
+			trigs[spec.workflow] = append(trigs[spec.workflow], durable.Trigger[simInput]{Tenant: spec.tenant, Input: spec.in})
+			idx[spec.workflow] = append(idx[spec.workflow], i)
 		}
 		ids = ids[:next+size]
 		for _, g := range []struct {
+			name string
 			wf   *durable.Workflow[simInput]
-			trig []durable.Trigger[simInput]
-			idx  []int
-		}{{wfA, trigA, idxA}, {wfB, trigB, idxB}} {
-			if len(g.trig) == 0 {
+		}{{simWorkflowA, wfA}, {simWorkflowB, wfB}, {simWorkflowF, wfF.Workflow}} {
+			if len(trigs[g.name]) == 0 {
 				continue
 			}
-			got, err := g.wf.RunManyNoWait(ctx, client, g.trig)
+			got, err := g.wf.RunManyNoWait(ctx, client, trigs[g.name])
 			require.NoError(t, err)
 			for k, id := range got {
-				ids[g.idx[k]] = id
+				ids[idx[g.name][k]] = id
 			}
+		}
+		for _, i := range idx[simWorkflowF] {
+			spec, id := plan.runs[i], ids[i]
+			signals.Go(func() {
+				time.Sleep(spec.signalAfter)
+				if err := client.Signal(ctx, id, simSignal, simFSig(spec.in)); err != nil && !errors.Is(err, durabletype.ErrRunSettled) {
+					signalMu.Lock()
+					signalErrs = append(signalErrs, fmt.Sprintf("run %s: Signal: %v", id, err))
+					signalMu.Unlock()
+				}
+			})
 		}
 		next += size
 	}
@@ -747,6 +955,10 @@ func simRun(t *testing.T, seed uint64, tot *simTotals) {
 	}
 	cancel()
 	elapsed := time.Since(start)
+	signals.Wait()
+	for _, e := range signalErrs {
+		t.Error(e)
+	}
 
 	// Stop every engine: the partitioned one with an expired context, just
 	// to release its goroutines; the others with a drain that every step
@@ -797,6 +1009,22 @@ func simRun(t *testing.T, seed uint64, tot *simTotals) {
 	for _, id := range ids {
 		known[id] = true
 	}
+	// The child runs of sim-f, by parent, as the parents' records name
+	// them.
+	kids := map[uuid.UUID]uuid.UUID{}
+	for i, id := range ids {
+		if plan.runs[i].workflow != simWorkflowF {
+			continue
+		}
+		res, err := client.Get(ctx, id)
+		require.NoError(t, err)
+		for _, st := range res.Steps {
+			if st.Kind == durabletype.KindChild && st.ChildRunID != uuid.Nil {
+				kids[id] = st.ChildRunID
+				known[st.ChildRunID] = true
+			}
+		}
+	}
 	for k := range sim.execs {
 		if !known[k.run] {
 			t.Errorf("step code ran for unknown run %s (step %s)", k.run, k.step)
@@ -829,7 +1057,31 @@ func simRun(t *testing.T, seed uint64, tot *simTotals) {
 		if err := unsettled[i]; err != nil {
 			probs = append(probs, fmt.Sprintf("did not settle within %s of virtual time: %v", simDeadline, err))
 		}
-		probs = append(probs, simCheckRun(spec, res, evs, execs[id], effects[id], &stats)...)
+		var kidRes *durable.RunResult
+		var kidEvs []durabletype.Event
+		if spec.workflow != simWorkflowF {
+			probs = append(probs, simCheckRun(spec, res, evs, execs[id], effects[id], &stats)...)
+		} else {
+			tasks, err := s.ListTasks(ctx, id)
+			require.NoError(t, err)
+			probs = append(probs, simCheckFunc(simWorkflowF, spec.in, res, evs, tasks, execs[id], effects[id], &stats)...)
+			if kid, ok := kids[id]; !ok {
+				probs = append(probs, "no child run recorded")
+			} else {
+				kidRes, err = client.Get(ctx, kid)
+				require.NoError(t, err)
+				kidEvs, err = client.Events(ctx, kid)
+				require.NoError(t, err)
+				tasks, err := s.ListTasks(ctx, kid)
+				require.NoError(t, err)
+				if p := kidRes.Parent; p == nil || p.RunID != id {
+					probs = append(probs, fmt.Sprintf("child run %s: parent %+v, want run %s", kid, p, id))
+				}
+				for _, p := range simCheckFunc(simWorkflowKid, simKidInput(spec.in), kidRes, kidEvs, tasks, execs[kid], effects[kid], &stats) {
+					probs = append(probs, fmt.Sprintf("child run %s: %s", kid, p))
+				}
+			}
+		}
 		if len(probs) == 0 {
 			continue
 		}
@@ -837,6 +1089,9 @@ func simRun(t *testing.T, seed uint64, tot *simTotals) {
 		if dumped < 3 {
 			dumped++
 			t.Logf("run %d:\n%s", i, simDump(res, evs))
+			if kidRes != nil {
+				t.Logf("run %d's child run:\n%s", i, simDump(kidRes, kidEvs))
+			}
 		}
 	}
 	for _, fs := range sim.stores {
@@ -1268,6 +1523,254 @@ func simCheckRun(spec simRunSpec, res *durable.RunResult, evs []durabletype.Even
 	return probs
 }
 
+// simCheckFunc checks a run of a function (sim-f, or its child sim-f-kid)
+// with input in: settled COMPLETED with the function's output; its body
+// then its calls' records, in order, as the store names them (items
+// "~main[seq:name]"); each call COMPLETED with its output, a step's by
+// the attempt that succeeds (simCallAttempt); a causally ordered log in
+// which the body's events follow its claims and each record's events say
+// that its call completed exactly once (a step's after one RETRYING event
+// per failed attempt); every execution of the body of a claimed attempt,
+// the attempt that completed it among them; every recorded output of a step backed by an execution of that attempt,
+// and no execution of a later one; and the DoTx's effect run once, by the
+// attempt recorded.
+func simCheckFunc(workflow string, in simInput, res *durable.RunResult, evs []durabletype.Event, tasks []*store.Task, execs, effects map[simExecKey]int, st *simSeedStats) []string {
+	var probs []string
+	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
+	calls, output := simFuncCalls(workflow, in)
+
+	if res.Workflow != workflow {
+		bad("workflow %s, want %s", res.Workflow, workflow)
+	}
+	if res.Status != durabletype.RunCompleted || !res.Done() {
+		bad("status %s (settled: %v), want COMPLETED (error: %v)", res.Status, res.Done(), res.Err)
+	}
+	names, taskNames := []string{durable.FuncBody}, []string{durable.FuncBody}
+	display := map[string]simCallSpec{}
+	for k, c := range calls {
+		d := fmt.Sprintf("%s#%d", c.name, k)
+		names = append(names, d)
+		taskNames = append(taskNames, dag.RecordName(durable.FuncBody, k, c.name))
+		display[d] = c
+	}
+	var gotNames, gotTasks []string
+	for _, s := range res.Steps {
+		gotNames = append(gotNames, s.Name)
+	}
+	if !slices.Equal(gotNames, names) {
+		bad("steps %v, want the body and its records %v", gotNames, names)
+	}
+	for k, t := range tasks {
+		gotTasks = append(gotTasks, t.Name)
+		if k == 0 {
+			continue
+		}
+		body, seq, call, ok := dag.ParseRecord(t.Name)
+		if !ok || body != durable.FuncBody || seq != k-1 || t.Item != seq || k > len(calls) || call != calls[k-1].name {
+			bad("task %d %q is not the record of call %d", k, t.Name, k-1)
+		}
+	}
+	if !slices.Equal(gotTasks, taskNames) {
+		bad("tasks %v, want %v", gotTasks, taskNames)
+	}
+
+	// Outputs and states, as Get reports them.
+	recorded := map[string]int{} // a step's recorded attempt, by call name
+	for _, s := range res.Steps {
+		if s.Name == durable.FuncBody {
+			want, _ := json.Marshal(output)
+			if s.State != durabletype.TaskCompleted || !bytes.Equal(s.Output, want) {
+				bad("body %s with output %s, want COMPLETED with %s", s.State, s.Output, want)
+			}
+			continue
+		}
+		c, ok := display[s.Name]
+		if !ok {
+			continue // reported above
+		}
+		if s.Kind != c.kind || s.State != durabletype.TaskCompleted {
+			bad("call %s: %s %s, want %s COMPLETED", s.Name, s.Kind, s.State, c.kind)
+			continue
+		}
+		if c.output != nil {
+			want, _ := json.Marshal(c.output)
+			if !bytes.Equal(s.Output, want) {
+				bad("call %s: output %s, want %s", s.Name, s.Output, want)
+			}
+		}
+		if c.kind == durabletype.KindStep {
+			recorded[c.name] = s.Attempts
+			if want := simCallAttempt(in, c.name, c.tx); s.Attempts != want {
+				bad("call %s: completed by attempt %d, want %d", s.Name, s.Attempts, want)
+			}
+		}
+		if c.kind == durabletype.KindChild && s.ChildRunID == uuid.Nil {
+			bad("call %s: no child run", s.Name)
+		}
+	}
+	if n := len(evs); n > 0 && res.Done() && !res.FinishedAt.Equal(evs[n-1].At) {
+		bad("settled at %s, but its last event is at %s", res.FinishedAt, evs[n-1].At)
+	}
+
+	// The log: in order; the body's events follow its claims; each
+	// record's events are those of its call completing once.
+	byName := map[string][]durabletype.Event{}
+	for k, ev := range evs {
+		where := fmt.Sprintf("event %d (id %d, %s %s attempt %d)", k, ev.ID, ev.Step, ev.Type, ev.Attempt)
+		if k > 0 {
+			prev := evs[k-1]
+			if ev.ID <= prev.ID {
+				bad("%s: id not after the previous event's %d", where, prev.ID)
+			}
+			if ev.At.Before(prev.At) {
+				bad("%s: at %s, before the previous event (%s)", where, ev.At.Format(time.StampMicro), prev.At.Format(time.StampMicro))
+			}
+		}
+		if ev.RunID != res.ID {
+			bad("%s: belongs to run %s", where, ev.RunID)
+		}
+		if _, ok := display[ev.Step]; !ok && ev.Step != durable.FuncBody {
+			bad("%s: unknown step", where)
+			continue
+		}
+		byName[ev.Step] = append(byName[ev.Step], ev)
+	}
+	started := map[int]int{} // the body's STARTED events by attempt
+	running, done := false, false
+	completedBy := 0 // the body's attempt that completed it
+	for _, ev := range byName[durable.FuncBody] {
+		where := fmt.Sprintf("body event %d %s attempt %d %q", ev.ID, ev.Type, ev.Attempt, ev.Detail)
+		if done {
+			bad("%s: after the body's COMPLETED", where)
+			continue
+		}
+		switch ev.Type {
+		case durabletype.EventStarted:
+			if running {
+				bad("%s: started while running", where)
+			}
+			running = true
+			started[ev.Attempt]++
+		case durabletype.EventQueued:
+			running = false
+		case durabletype.EventSleeping, durabletype.EventWaiting, durabletype.EventLost:
+			if !running {
+				bad("%s: not running", where)
+			}
+			if ev.Type == durabletype.EventLost {
+				st.rescues++
+			}
+			running = false
+		case durabletype.EventCompleted:
+			if !running {
+				bad("%s: not running", where)
+			}
+			done, completedBy = true, ev.Attempt
+		default:
+			bad("%s: not an event of a function's body that completes", where)
+		}
+	}
+	if !done {
+		bad("the body has no COMPLETED event")
+	}
+	for k, c := range calls {
+		d := fmt.Sprintf("%s#%d", c.name, k)
+		type step struct {
+			typ     durabletype.EventType
+			attempt int
+		}
+		var got, want []step
+		completed := 0
+		for _, ev := range byName[d] {
+			got = append(got, step{ev.Type, ev.Attempt})
+			if ev.Type == durabletype.EventCompleted || ev.Type == durabletype.EventWoken {
+				completed++
+			}
+		}
+		switch c.kind {
+		case durabletype.KindStep:
+			a := simCallAttempt(in, c.name, c.tx)
+			for n := 1; n < a; n++ {
+				want = append(want, step{durabletype.EventRetrying, n})
+			}
+			want = append(want, step{durabletype.EventCompleted, a})
+		case durabletype.KindSleep:
+			want = []step{{durabletype.EventSleeping, 0}, {durabletype.EventWoken, 0}}
+		default:
+			want = []step{{durabletype.EventWaiting, 0}, {durabletype.EventCompleted, 0}}
+		}
+		if completed != 1 {
+			bad("call %s: completed %d times in the log, want exactly once", d, completed)
+		}
+		if !slices.Equal(got, want) {
+			bad("call %s: events %v, want %v", d, got, want)
+		}
+	}
+
+	// Executions: the body's of claimed attempts; a step's recorded output
+	// computed by an execution of its attempt, none of a later attempt.
+	for k, n := range execs {
+		if k.step == durable.FuncBody {
+			st.bodyExecs += n
+			if started[k.attempt] == 0 {
+				bad("body: ran %d time(s) for attempt %d, which the log never started", n, k.attempt)
+			}
+			continue
+		}
+		st.executions += n
+		if a, ok := recorded[k.step]; !ok {
+			bad("call %s: its code ran %d time(s) for attempt %d, and it recorded no step", k.step, n, k.attempt)
+		} else if k.attempt > a {
+			bad("call %s: its code ran %d time(s) for attempt %d, after attempt %d completed it", k.step, n, k.attempt, a)
+		}
+	}
+	if done && execs[simExecKey{res.ID, durable.FuncBody, completedBy}] == 0 {
+		bad("body: attempt %d completed it, but the body never ran for it", completedBy)
+	}
+	for name, a := range recorded {
+		if execs[simExecKey{res.ID, name, a}] == 0 {
+			bad("call %s: attempt %d recorded an output that no execution computed", name, a)
+		}
+	}
+
+	// The DoTx: the effect of the attempt recorded, once; no other.
+	for _, c := range calls {
+		if !c.tx {
+			continue
+		}
+		total := 0
+		var ran []string
+		for k, n := range effects {
+			if k.step == c.name {
+				total += n
+				ran = append(ran, fmt.Sprintf("attempt %d ×%d", k.attempt, n))
+			}
+		}
+		slices.Sort(ran)
+		st.txSteps++
+		st.txEffects += total
+		n := 0
+		for k, x := range execs {
+			if k.step == c.name {
+				n += x
+			}
+		}
+		st.txRolledBack += n - total
+		if a, ok := recorded[c.name]; !ok || total != 1 || effects[simExecKey{res.ID, c.name, a}] != 1 {
+			bad("DoTx %s completed on attempt %d, but its effect ran %d time(s) (%v), want once, for that attempt", c.name, a, total, ran)
+		}
+	}
+
+	st.runs++
+	st.funcRuns++
+	for _, ev := range evs {
+		if ev.Type == durabletype.EventStarted {
+			st.attempts++
+		}
+	}
+	return probs
+}
+
 func simDump(res *durable.RunResult, evs []durabletype.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  status %s, created %s, finished %s\n", res.Status, res.CreatedAt.Format(time.StampMicro), res.FinishedAt.Format(time.StampMicro))
@@ -1300,7 +1803,10 @@ type simSeedStats struct {
 	// TxSteps checked, their effects run, and executions whose effect was
 	// rolled back.
 	txSteps, txEffects, txRolledBack int
-	faults                           []simFaultStats
+	// Runs of functions (sim-f and its child runs), and executions of
+	// their bodies.
+	funcRuns, bodyExecs int
+	faults              []simFaultStats
 }
 
 func (s *simSeedStats) String() string {
@@ -1318,8 +1824,8 @@ func (s *simSeedStats) String() string {
 	if partitioned == "" {
 		partitioned = "none"
 	}
-	return fmt.Sprintf("%d runs (%d failed as planned) settled in %s; %d attempts, %d executions, %d rescues; TxSteps %d, effects %d, rolled back %d; partitioned: %s; %s",
-		s.runs, s.failedRuns, s.elapsed, s.attempts, s.executions, s.rescues, s.txSteps, s.txEffects, s.txRolledBack, partitioned, f.String())
+	return fmt.Sprintf("%d runs (%d failed as planned, %d of functions: %d executions of their bodies) settled in %s; %d attempts, %d executions, %d rescues; TxSteps %d, effects %d, rolled back %d; partitioned: %s; %s",
+		s.runs, s.failedRuns, s.funcRuns, s.bodyExecs, s.elapsed, s.attempts, s.executions, s.rescues, s.txSteps, s.txEffects, s.txRolledBack, partitioned, f.String())
 }
 
 func (f *simFaultStats) add(x *simFaultStats) {
@@ -1336,6 +1842,9 @@ func (f *simFaultStats) add(x *simFaultStats) {
 	f.Stale += x.Stale
 	f.ReplayDuplicate += x.ReplayDuplicate
 	f.ReplayStale += x.ReplayStale
+	f.Checkpoints += x.Checkpoints
+	f.Suspends += x.Suspends
+	f.ReplayedRecords += x.ReplayedRecords
 	f.TxBeginFailed += x.TxBeginFailed
 	f.TxCommitFailed += x.TxCommitFailed
 	f.TxNotRecorded += x.TxNotRecorded
@@ -1353,6 +1862,8 @@ func (f *simFaultStats) String() string {
 	}
 	fmt.Fprintf(&b, "; hidden claims %d; outcomes applied %d, duplicate %d, stale %d; replays %d at once + %d later (duplicate %d, stale %d); heartbeats delayed %d; leader terms %d",
 		f.HiddenClaims, f.Applied, f.Duplicate, f.Stale, f.Replays, f.LateReplays, f.ReplayDuplicate, f.ReplayStale, f.HeartbeatDelays, f.LeaderTerms)
+	fmt.Fprintf(&b, "; functions' outcomes applied: checkpoints %d, suspensions %d; replays of them %d",
+		f.Checkpoints, f.Suspends, f.ReplayedRecords)
 	fmt.Fprintf(&b, "; FinishTx: begin failed %d, commit failed %d, not recorded (step failed) %d, applied %d, duplicate %d, stale %d",
 		f.TxBeginFailed, f.TxCommitFailed, f.TxNotRecorded, f.TxApplied, f.TxDuplicate, f.TxStale)
 	return b.String()
@@ -1360,6 +1871,7 @@ func (f *simFaultStats) String() string {
 
 type simTotals struct {
 	seeds, runs, failedRuns, attempts, executions, rescues int
+	funcRuns, bodyExecs                                    int
 	txSteps, txEffects, txRolledBack                       int
 	partitions, leaderPartitions                           int
 	maxElapsed                                             time.Duration
@@ -1373,6 +1885,8 @@ func (t *simTotals) add(s *simSeedStats) {
 	t.attempts += s.attempts
 	t.executions += s.executions
 	t.rescues += s.rescues
+	t.funcRuns += s.funcRuns
+	t.bodyExecs += s.bodyExecs
 	t.txSteps += s.txSteps
 	t.txEffects += s.txEffects
 	t.txRolledBack += s.txRolledBack
@@ -1390,6 +1904,6 @@ func (t *simTotals) add(s *simSeedStats) {
 }
 
 func (t *simTotals) String() string {
-	return fmt.Sprintf("%d runs (%d failed as planned), %d attempts, %d executions, %d rescues; TxSteps %d, effects %d, rolled back %d; %d partitions (%d of the leader); longest seed %s of virtual time; %s",
-		t.runs, t.failedRuns, t.attempts, t.executions, t.rescues, t.txSteps, t.txEffects, t.txRolledBack, t.partitions, t.leaderPartitions, t.maxElapsed, t.faults.String())
+	return fmt.Sprintf("%d runs (%d failed as planned, %d of functions: %d executions of their bodies), %d attempts, %d executions, %d rescues; TxSteps and DoTx calls %d, effects %d, rolled back %d; %d partitions (%d of the leader); longest seed %s of virtual time; %s",
+		t.runs, t.failedRuns, t.funcRuns, t.bodyExecs, t.attempts, t.executions, t.rescues, t.txSteps, t.txEffects, t.txRolledBack, t.partitions, t.leaderPartitions, t.maxElapsed, t.faults.String())
 }

@@ -182,6 +182,16 @@ func testFuncRetry(t *testing.T, s store.Store) {
 	require.Equal(t, durabletype.TaskCompleted, rec.State, "the retry's result replaces the failed attempt")
 	require.Equal(t, 2, rec.Attempt)
 	require.Equal(t, []string{"RETRYING:1", "COMPLETED:2"}, stepEvents(t, s, r.ID, dag.RecordName("main", 0, "flaky")))
+
+	// A retry recorded while the body runs on (a step started with Go),
+	// recorded again (its result lost on the way), is a duplicate: its
+	// due time and its log stay as they were.
+	retry := store.Record{Seq: 1, Name: "bg", Kind: durabletype.KindStep, State: durabletype.TaskPending, Attempt: 1, Error: "boom", After: 10 * time.Second}
+	mustApply(t, s, at(14*time.Second), checkpoint(c2, retry))
+	require.Equal(t, []store.FinishStatus{store.FinishDuplicate}, finish(t, s, at(15*time.Second), checkpoint(c2, retry)))
+	mustApply(t, s, at(16*time.Second), suspend(c2, []int{1}, false))
+	requireTime(t, at(24*time.Second), tasks(t, s, r.ID)["main"].DueAt, "the retry is due as first recorded")
+	require.Equal(t, []string{"RETRYING:1"}, stepEvents(t, s, r.ID, dag.RecordName("main", 1, "bg")))
 }
 
 func testFuncChildren(t *testing.T, s store.Store) {

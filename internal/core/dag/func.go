@@ -199,7 +199,8 @@ func (r *Run) SetRecords(m int, records []store.Task) error {
 // record applies the records of an outcome of body i, which holds its
 // claim, and reports how many it wrote. A record already there is a
 // duplicate (the same checkpoint recorded again) and is left alone, unless
-// it is a step waiting to run again, which the new record replaces.
+// it is a step waiting to run again and the new record is of a later
+// attempt, which replaces it.
 func (r *Run) record(i int, recs []store.Record, now time.Time) int {
 	body := r.Task(i)
 	wrote := 0
@@ -215,8 +216,10 @@ func (r *Run) record(i int, recs []store.Record, now time.Time) int {
 					rec.Seq, t.Kind, Quote(name), rec.Kind, Quote(rec.Name))), true, 0, now)
 				return wrote
 			}
-			if t.Kind != durabletype.KindStep || t.State != durabletype.TaskPending {
-				continue // recorded already: a duplicate
+			if t.Kind != durabletype.KindStep || t.State != durabletype.TaskPending || rec.Attempt <= t.Attempt {
+				// Recorded already: a duplicate (a step waiting to run
+				// again is replaced only by a later attempt's record).
+				continue
 			}
 		} else {
 			j = r.appendItem(i, store.Task{

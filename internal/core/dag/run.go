@@ -231,7 +231,10 @@ func (r *Run) Finish(i int, o *store.Outcome, now time.Time) (Effects, store.Fin
 		return r.end(), store.FinishDuplicate
 	}
 	if o.Kind != store.OutcomeRelease && t.Lost != 0 {
-		t.Lost = 0 // the attempt ended (or checkpointed), its worker alive
+		// The attempt ended (or checkpointed), its worker alive. Written
+		// even when nothing else of the task changes (a checkpoint of
+		// steps only), so that every store keeps it.
+		t.Lost = 0
 		r.touch(i)
 	}
 	if TimedOut(t, now) {
