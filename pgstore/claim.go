@@ -166,7 +166,7 @@ func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask
 	var mSteps, mLo, mHi []string
 	var mClaims []int
 	want := make(map[uuid.UUID][]int) // run -> claims needing its parents
-	funcs := make(map[uuid.UUID]*store.ClaimedTask)
+	var funcs map[uuid.UUID]*store.ClaimedTask // made for the first function body
 	for k, c := range claimed {
 		sh := shapes[shapeOf[k]]
 		c.Retry = sh.Retry(idxs[k])
@@ -176,6 +176,9 @@ func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask
 			c.Map = sh.Name(idxs[k])
 			continue
 		case durabletype.KindFunc:
+			if funcs == nil {
+				funcs = make(map[uuid.UUID]*store.ClaimedTask)
+			}
 			funcs[c.RunID] = c
 			continue
 		}
