@@ -122,12 +122,7 @@ func (fr *funcRun) runTxCall(ts store.TxFinisher, seq int, name string, rec *sto
 	}
 	e := fr.e
 	for ; ; attempt++ {
-		ctx, cancel := context.WithCancel(fr.sc)
-		if cd.timeout > 0 {
-			ctx, cancel = context.WithTimeoutCause(fr.sc, cd.timeout, ErrStepTimeout)
-		}
-		ctx, span := e.tel.startCall(ctx, fr.sc.claim, name, attempt)
-		cc := &callContext{stepContext: fr.sc, ctx: ctx, name: name, attempt: attempt}
+		ctx, cancel, span, cc := fr.beginAttempt(cd, name, attempt)
 		started := fr.clock()
 		var stepErr error
 		var out []byte

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/store"
@@ -347,12 +349,7 @@ func (fr *funcRun) runCall(seq int, name string, rec *store.Task, cd callDef, ru
 	}
 	e := fr.e
 	for ; ; attempt++ {
-		ctx, cancel := context.WithCancel(fr.sc)
-		if cd.timeout > 0 {
-			ctx, cancel = context.WithTimeoutCause(fr.sc, cd.timeout, ErrStepTimeout)
-		}
-		ctx, span := e.tel.startCall(ctx, fr.sc.claim, name, attempt)
-		cc := &callContext{stepContext: fr.sc, ctx: ctx, name: name, attempt: attempt}
+		ctx, cancel, span, cc := fr.beginAttempt(cd, name, attempt)
 		started := fr.clock()
 		var v any
 		err = protect(func() error {
@@ -405,6 +402,18 @@ func (fr *funcRun) runCall(seq int, name string, rec *store.Task, cd callDef, ru
 			return nil, err, retry
 		}
 	}
+}
+
+// beginAttempt starts attempt attempt of the call name: its context
+// (bounded by WithTimeout, cause ErrStepTimeout), its span and the Context
+// its step's code receives. The caller ends the span and cancels.
+func (fr *funcRun) beginAttempt(cd callDef, name string, attempt int) (context.Context, context.CancelFunc, trace.Span, *callContext) {
+	ctx, cancel := context.WithCancel(fr.sc)
+	if cd.timeout > 0 {
+		ctx, cancel = context.WithTimeoutCause(fr.sc, cd.timeout, ErrStepTimeout)
+	}
+	ctx, span := fr.e.tel.startCall(ctx, fr.sc.claim, name, attempt)
+	return ctx, cancel, span, &callContext{stepContext: fr.sc, ctx: ctx, name: name, attempt: attempt}
 }
 
 // failedAttempt decides what follows attempt r.Attempt of a call that

@@ -165,7 +165,7 @@ func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask
 	var mRuns []uuid.UUID
 	var mSteps, mLo, mHi []string
 	var mClaims []int
-	want := make(map[uuid.UUID][]int) // run -> claims needing its parents
+	want := make(map[uuid.UUID][]int)          // run -> claims needing its parents
 	var funcs map[uuid.UUID]*store.ClaimedTask // made for the first function body
 	for k, c := range claimed {
 		sh := shapes[shapeOf[k]]
