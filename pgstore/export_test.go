@@ -131,3 +131,6 @@ func Renew(ctx context.Context, s *Store, term int64) (bool, error) {
 // ErrOtherChange is the error of a Write passed a change other than its
 // unit's.
 var ErrOtherChange = errOtherChange
+
+// Recycle recycles one queue table now, whatever its size.
+func Recycle(ctx context.Context, s *Store, table string) (bool, error) { return s.recycle(ctx, table) }

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -294,6 +295,7 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 	var items []itemRef
 	var incoming, prune bool
 	var pending pgtype.Int8
+	var recycle []string
 	// Times are whole microseconds, so "now - last >= DeadAfter" is "last <=
 	// now - DeadAfter rounded up to a microsecond".
 	micros := (p.DeadAfter + time.Microsecond - 1) / time.Microsecond
@@ -305,7 +307,7 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 		var run pgtype.UUID
 		var idx pgtype.Int4
 		var name pgtype.Text
-		if err := rows.Scan(&run, &idx, &name, &incoming, &prune, &pending); err != nil {
+		if err := rows.Scan(&run, &idx, &name, &incoming, &prune, &pending, &recycle); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("pgstore: rescue: %w", err)
 		}
@@ -334,6 +336,17 @@ func (s *Store) rescueTasks(ctx context.Context, p *store.RescueTasksParams) (*s
 	if prune {
 		if _, err := s.execFenced(ctx, s.q.pruneFrontier); err != nil {
 			return nil, fmt.Errorf("pgstore: prune frontier: %w", err)
+		}
+	}
+	if len(recycle) > 0 {
+		// A failure to recycle is logged, not returned: the pass's rescues
+		// stand, and the next pass tries again (unless this engine no
+		// longer leads).
+		if _, err := s.recycleQueues(ctx, recycle); err != nil {
+			if err := s.notLeader(ctx, err); errors.Is(err, durabletype.ErrNotLeader) {
+				return nil, err
+			}
+			s.log.Error("pgstore: recycling a queue table", "error", err)
 		}
 	}
 	// Messages left pending since the previous pass at least (the store

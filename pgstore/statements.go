@@ -61,6 +61,9 @@ var sqlConstants = map[string]string{
 	"countShards":       strconv.Itoa(countShards),
 	"shapeTrustSeconds": strconv.Itoa(int(shapeTrust / time.Second)),
 	"onFailureTask":     durabletype.OnFailureTask,
+	"recycleMinBytes":   strconv.Itoa(recycleMinBytes),
+	"recycleMaxLive":    strconv.Itoa(recycleMaxLive),
+	"recycleReadLimit":  strconv.Itoa(recycleReadLimit),
 	// The statuses of the runs that settled unsuccessfully (the runs'
 	// unsuccessful column), and of those in flight but not active
 	// (heldRun), which may hold no task in a queue.

@@ -268,7 +268,11 @@ SELECT run_id, idx, name, tenant, wait_key FROM (
 -- whether incoming tasks wait for promotion, whether frontier rows are
 -- obsolete (the condition of pruneFrontier, in frontier.sql), and whether
 -- messages for runs are pending (left by a process that died before
--- applying them). An idle fleet costs this one statement per pass.
+-- applying them), and which queue tables have grown large with dead rows
+-- while few are live, so that the leader recycles them (recycle.go: the
+-- size is the file's, the counts the statistics collector's, which counts
+-- deletes whether or not autovacuum runs, but reaches its totals a second
+-- or so late; the size drops at once when a table is recycled). An idle fleet costs this one statement per pass.
 WITH dead AS (
   SELECT t.run_id, t.idx, t.name FROM {{schema}}.tasks t
   WHERE t.state = 'RUNNING'
@@ -284,5 +288,10 @@ SELECT d.run_id, d.idx, d.name,
                    SELECT 1 FROM {{schema}}.frontier r2
                    WHERE w.workflow = ANY(r2.workflows) AND (r2.block, r2.shard) > (r.block, r.shard)))
                AND EXISTS (SELECT 1 FROM {{schema}}.frontier r3 WHERE (r3.block, r3.shard) > (r.block, r.shard))),
-       (SELECT max(id) FROM {{schema}}.inbox)
+       (SELECT max(id) FROM {{schema}}.inbox),
+       ARRAY(SELECT q.name FROM (VALUES ('ready', '{{schema}}.ready'::regclass), ('incoming', '{{schema}}.incoming'::regclass),
+                                        ('inbox', '{{schema}}.inbox'::regclass), ('concurrency_waiting', '{{schema}}.concurrency_waiting'::regclass)) AS q(name, rel)
+             WHERE pg_relation_size(q.rel) >= {{recycleMinBytes}}
+               AND pg_stat_get_live_tuples(q.rel) <= {{recycleMaxLive}}
+               AND pg_stat_get_dead_tuples(q.rel) >= pg_stat_get_live_tuples(q.rel))
 FROM (SELECT 1) AS one LEFT JOIN dead d ON true;
