@@ -16,7 +16,7 @@ import (
 	"os"
 
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/examples/internal/exampledb"
+	"github.com/effectivelabs/durable/examples/internal/example"
 )
 
 // Refund is the input of a run.
@@ -26,13 +26,13 @@ type Refund struct {
 }
 
 func main() {
-	if err := run(context.Background(), os.Stdout, exampledb.FromEnv()); err != nil {
+	if err := run(context.Background(), os.Stdout, example.FromEnv()); err != nil {
 		fmt.Fprintln(os.Stderr, "branching:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, out io.Writer, db exampledb.DB) error {
+func run(ctx context.Context, out io.Writer, db example.DB) error {
 	// check decides the branch; its output is what SkipIf reads.
 	wf := durable.NewWorkflow[Refund]("refund")
 	check := durable.Step(wf, "check", func(ctx durable.Context, r Refund) (bool, error) {
@@ -66,12 +66,12 @@ func run(ctx context.Context, out io.Writer, db exampledb.DB) error {
 		return "", durable.Terminal(errors.New("neither branch ran"))
 	}, durable.After(auto, notify))
 
-	st, err := exampledb.Open(ctx, db)
+	st, err := example.Open(ctx, db)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	engine, err := durable.New(st.Store, durable.Config{Logger: exampledb.Logger()})
+	engine, err := durable.New(st.Store, durable.Config{Logger: example.Logger()})
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/effectivelabs/durable/examples/internal/exampledb"
+	"github.com/effectivelabs/durable/examples/internal/example"
 	"github.com/effectivelabs/durable/internal/tools/pgtest"
 )
 
@@ -30,12 +30,12 @@ const Timeout = 2 * time.Minute
 
 // Run runs run on each store, in parallel subtests "memory" and
 // "postgres", and hands check what it printed.
-func Run(t *testing.T, run func(ctx context.Context, out io.Writer, db exampledb.DB) error, check func(t *testing.T, out string)) {
+func Run(t *testing.T, run func(ctx context.Context, out io.Writer, db example.DB) error, check func(t *testing.T, out string)) {
 	t.Helper()
 	for _, name := range []string{"memory", "postgres"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			var db exampledb.DB
+			var db example.DB
 			if name == "postgres" {
 				db = DB(t)
 			}
@@ -54,8 +54,8 @@ func Run(t *testing.T, run func(ctx context.Context, out io.Writer, db exampledb
 // DB returns a PostgreSQL database of the test: the test database and a
 // schema that does not exist yet (the example creates it), dropped when
 // the test ends.
-func DB(t *testing.T) exampledb.DB {
+func DB(t *testing.T) example.DB {
 	t.Helper()
 	url := pgtest.URL(t)
-	return exampledb.DB{URL: url, Schema: pgtest.EmptySchema(t, pgtest.Pool(t))}
+	return example.DB{URL: url, Schema: pgtest.EmptySchema(t, pgtest.Pool(t))}
 }

@@ -1,18 +1,21 @@
-// Package exampledb opens the store the examples run on: the in-memory
+// Package example opens the store the examples run on: the in-memory
 // store by default, so that `go run ./examples/NAME` works on a fresh
 // machine, or PostgreSQL when DURABLE_DATABASE_URL is set. It is what a
 // program of your own writes once; durablecli does the same from its flags.
-package exampledb
+package example
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
@@ -97,5 +100,27 @@ func Logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// Discard is a logger that drops everything.
-func Discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// WaitStep polls run id until its step is in state, and returns the
+// step. It fails if the run settles first, or when ctx ends. (Tests of your
+// own do this with durabletest's Kit.WaitStep, in virtual time.)
+func WaitStep(ctx context.Context, e *durable.Engine, id uuid.UUID, step string, state durabletype.TaskState) (*durable.StepResult, error) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		res, err := e.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if s, ok := res.Step(step); ok && s.State == state {
+			return s, nil
+		}
+		if res.Done() {
+			return nil, fmt.Errorf("run %s settled %s before its step %s was %s", id, res.Status, step, state)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for step %s of run %s to be %s: %w", step, id, state, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
