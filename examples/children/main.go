@@ -55,7 +55,9 @@ func run(ctx context.Context, out io.Writer, db example.DB) error {
 		return "ch_" + o.ID, nil
 	})
 	ship := durable.Child(checkout, "ship", shipping, label,
-		func(ctx durable.Context, o Order) (Parcel, error) { return Parcel{Order: o.ID, Address: o.Address}, nil },
+		func(ctx durable.Context, o Order) (Parcel, error) {
+			return Parcel{Order: o.ID, Address: o.Address}, nil
+		},
 		durable.After(charge))
 	mail := durable.Step(checkout, "mail-label", func(ctx durable.Context, o Order) (string, error) {
 		l, _ := ship.Output(ctx)
