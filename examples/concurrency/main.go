@@ -109,6 +109,8 @@ func run(ctx context.Context, out io.Writer, db example.DB) error {
 		}
 	}
 	fmt.Fprintf(out, "%d of %d charges completed\n", completed, len(ids))
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for _, customer := range []string{"ada", "bob"} {
 		fmt.Fprintf(out, "most charges of %s running at once: %d\n", customer, g.most[customer])
 	}

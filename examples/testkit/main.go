@@ -1,6 +1,6 @@
 // The test kit: durabletest runs workflows on the real engine, on the
 // in-memory store, inside a testing/synctest bubble, so that time is
-// virtual: a trial's 14 days and a retry's hour pass at once, and the test
+// virtual: a trial's 3 days and a retry's hour pass at once, and the test
 // reads the state at exact instants. The example is main_test.go; this
 // program runs the same workflow in real time, with short durations.
 //
@@ -34,7 +34,7 @@ type Durations struct {
 
 // Production are the durations the workflow is written for, and that the
 // kit's test runs in virtual time.
-var Production = Durations{Trial: 14 * 24 * time.Hour, ChargeBackoff: time.Hour}
+var Production = Durations{Trial: 3 * 24 * time.Hour, ChargeBackoff: time.Hour}
 
 // trialFlow is the workflow and the steps its callers read.
 type trialFlow struct {

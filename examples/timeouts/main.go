@@ -1,13 +1,16 @@
 // Timeouts, each a row with a due time that the leader fires:
+//
 //   - WithTimeout(d) on a step: an attempt running longer than d has its
 //     context cancelled (cause durable.ErrStepTimeout) and fails, and is
 //     retried like any failed attempt;
+//
 //   - WithQueueTimeout(d) on a step: a step that no worker takes within d
 //     (no engine serves its workflow, or all are busy) fails the run;
+//
 //   - WithRunTimeout(d) on a trigger: a run not settled within d fails, and
 //     what it waits for is cancelled.
 //
-//	go run ./examples/timeouts
+//     go run ./examples/timeouts
 //
 // With DURABLE_DATABASE_URL set (a PostgreSQL URL) it runs on PostgreSQL,
 // in the schema durable_examples (or DURABLE_SCHEMA).
@@ -84,8 +87,10 @@ func run(ctx context.Context, out io.Writer, db example.DB) error {
 		return err
 	}
 	s, _ := res.Step("call-provider")
-	fmt.Fprintf(out, "charge: %s after %d attempts, the first cancelled by its timeout: %t\n",
-		res.Status, s.Attempts, len(causes) == 1 && errors.Is(causes[0], durable.ErrStepTimeout))
+	mu.Lock()
+	timedOut := len(causes) == 1 && errors.Is(causes[0], durable.ErrStepTimeout)
+	mu.Unlock()
+	fmt.Fprintf(out, "charge: %s after %d attempts, the first cancelled by its timeout: %t\n", res.Status, s.Attempts, timedOut)
 
 	res, err = export.Run(ctx, engine, "tenant-1", "report.csv")
 	var runErr *durable.RunError
