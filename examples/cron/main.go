@@ -17,8 +17,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/effectivelabs/durable"
-	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/examples/internal/example"
 )
 
@@ -89,31 +90,36 @@ func run(ctx context.Context, out io.Writer, db example.DB) error {
 	}
 	fmt.Fprintln(out, "weekday-report's next slot, in Paris:", weekday.NextAt.In(paris).Format("15:04"))
 
-	// Wait for the pulse to fire two runs, then pause it.
-	var runs []durabletype.RunSummary
-	for len(runs) < 2 {
-		page, err := engine.ListRuns(ctx, durable.ListOptions{RunFilter: durable.RunFilter{
-			Workflow: "report", Statuses: []durabletype.RunStatus{durabletype.RunCompleted},
-		}})
-		if err != nil {
-			return err
-		}
-		runs = page.Runs
+	// Watch the pulse fire two slots: the schedule records the last slot
+	// fired and its run. (engine.PauseSchedule would stop it, until a
+	// deploy changes its declaration or an operator resumes it.)
+	pulse, err := engine.GetSchedule(ctx, "tenant-1", "pulse")
+	if err != nil {
+		return err
+	}
+	var slots []time.Time
+	var last uuid.UUID
+	for len(slots) < 2 {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-time.After(50 * time.Millisecond):
 		}
+		sc, err := engine.GetSchedule(ctx, "tenant-1", "pulse")
+		if err != nil {
+			return err
+		}
+		if !sc.LastSlot.IsZero() && sc.LastSlot.After(pulse.LastSlot) {
+			slots = append(slots, sc.LastSlot)
+			pulse, last = sc, sc.LastRunID
+		}
 	}
-	if _, err := engine.PauseSchedule(ctx, "tenant-1", "pulse"); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "the pulse fired at least 2 runs, then was paused")
-	res, err := engine.Get(ctx, runs[0].ID)
+	fmt.Fprintf(out, "the pulse fired two slots, a whole number of seconds apart: %t\n", slots[1].Sub(slots[0])%time.Second == 0)
+	res, err := engine.Wait(ctx, last)
 	if err != nil {
 		return err
 	}
 	s, _ := res.Step("build")
-	fmt.Fprintf(out, "a run of the pulse: %s, tenant %s, build's output %s\n", res.Status, res.Tenant, s.Output)
+	fmt.Fprintf(out, "the last slot's run: %s, tenant %s, build's output %s\n", res.Status, res.Tenant, s.Output)
 	return nil
 }

@@ -17,7 +17,7 @@ func TestCron(t *testing.T) {
 		require.Contains(t, out, "schedule pulse          \"* * * * * *\"    declared=true\n"+
 			"schedule weekday-report \"0 9 * * MON-FRI\" declared=true\n"+
 			"weekday-report's next slot, in Paris: 09:00\n"+
-			"the pulse fired at least 2 runs, then was paused\n"+
-			"a run of the pulse: COMPLETED, tenant tenant-1, build's output \"pulse report built\"\n")
+			"the pulse fired two slots, a whole number of seconds apart: true\n"+
+			"the last slot's run: COMPLETED, tenant tenant-1, build's output \"pulse report built\"\n")
 	})
 }
