@@ -2,6 +2,7 @@
 // store by default, so that `go run ./examples/NAME` works on a fresh
 // machine, or PostgreSQL when DURABLE_DATABASE_URL is set. It is what a
 // program of your own writes once; durablecli does the same from its flags.
+// WaitStep polls a run, where the examples wait for a state to show it.
 package example
 
 import (
