@@ -80,8 +80,9 @@ func (e *Engine) runChild(sc *stepContext, s *stepDef, in any, o store.Outcome) 
 // runMap runs a Map or MapInput step: it takes its list (its parent's
 // output, or what MapInput's selector picks from the run's input in),
 // splits it into items, and the store creates their tasks and makes the
-// step wait for them. The items are recorded then, once: a later attempt
-// of the step (its worker lost) takes its list again, a replay too.
+// step wait for them. The items are fixed when the fan-out is recorded;
+// an attempt that lost its worker before takes its list again, from the
+// same parent output or input.
 func (e *Engine) runMap(sc *stepContext, s *stepDef, in any, o store.Outcome) store.Outcome {
 	m := s.mapDef
 	var list any
