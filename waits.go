@@ -157,13 +157,14 @@ func Map[T, U, I any](w *Workflow[I], name string, over *StepRef[[]T], fn func(c
 // Map for the items' retries, timeouts, order, failures, limits and
 // replays). Without After the step has no parent: it starts with the run.
 //
-// items runs once, when the step starts, on the step's worker; the list it
-// returns is recorded with the items' tasks, so that a retried worker or a
-// replay that keeps the step's items sees the same ones. It must depend on
-// its input only. A nil or empty list completes the step at once with an
-// empty output; a panic in items (a nil pointer in the input, say) fails
-// the step without retry. Options that apply: After, SkipIf, WithRetry,
-// WithTimeout, WithQueueTimeout, WithLostLimit.
+// items runs when the step starts, on the step's worker; the list it
+// returns is recorded with the items' tasks, so that a retried item sees
+// the same one. An attempt whose worker died before the fan-out was
+// recorded, and a replay, run items again on the same input: it must
+// depend on its input only. A nil or empty list completes the step at
+// once with an empty output; a panic in items (a nil pointer in the
+// input, say) fails the step without retry. Options that apply: After,
+// SkipIf, WithRetry, WithTimeout, WithQueueTimeout, WithLostLimit.
 func MapInput[T, U, I any](w *Workflow[I], name string, items func(in I) []T, fn func(ctx Context, item T) (U, error), opts ...StepOption) *StepRef[[]U] {
 	s := w.defn().add(name, opts, false)
 	s.kind = durabletype.KindMap
