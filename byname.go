@@ -212,7 +212,8 @@ type StepInfo struct {
 	Signal string
 	// Child is the workflow a child step starts.
 	Child string
-	// MapOver is the parent whose list a map step maps over.
+	// MapOver is the parent whose list a map step maps over; empty for a
+	// map step over the run's input (MapInput).
 	MapOver string
 	// Retired is set on a step that an upgrade kept only for its record
 	// (a run's shape: see Engine.UpgradeRuns).

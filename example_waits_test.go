@@ -126,3 +126,49 @@ func ExampleMap() {
 	// Output:
 	// [1 4 9 16] 30
 }
+
+// MapInput maps over a list the run's input holds, without a step to
+// return it: the invoice's lines are selected when the map step starts,
+// which is with the run, as the step has no parent.
+func ExampleMapInput() {
+	type Line struct {
+		SKU   string
+		Qty   int
+		Cents int
+	}
+	type Invoice struct {
+		ID    string
+		Lines []Line
+	}
+
+	wf := durable.NewWorkflow[Invoice]("price-invoice")
+	priced := durable.MapInput(wf, "price", func(in Invoice) []Line { return in.Lines },
+		func(ctx durable.Context, l Line) (int, error) { return l.Qty * l.Cents, nil },
+		durable.WithRetry(durable.RetryPolicy{MaxRetries: 3}))
+	total := durable.Step(wf, "total", func(ctx durable.Context, in Invoice) (string, error) {
+		amounts, _ := priced.Output(ctx)
+		sum := 0
+		for _, a := range amounts {
+			sum += a
+		}
+		return fmt.Sprintf("%s: %d lines, %d cents", in.ID, len(amounts), sum), nil
+	}, durable.After(priced))
+
+	e := startExampleEngine(wf)
+	defer e.Stop(context.Background())
+
+	res, err := wf.Run(context.Background(), e, "tenant-1", Invoice{ID: "inv-7", Lines: []Line{
+		{SKU: "pen", Qty: 3, Cents: 150}, {SKU: "pad", Qty: 1, Cents: 499},
+	}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	amounts, _ := priced.Result(res)
+	summary, _ := total.Result(res)
+	fmt.Println(amounts)
+	fmt.Println(summary)
+	// Output:
+	// [450 499]
+	// inv-7: 2 lines, 949 cents
+}

@@ -121,7 +121,7 @@ func (e *Engine) runStep(ctx context.Context, cancel context.CancelCauseFunc, lo
 		begin()
 		return e.runChild(sc, s, in, o)
 	case durabletype.KindMap:
-		return e.runMap(sc, s, o) // skipped when its list was
+		return e.runMap(sc, s, in, o) // skipped when its list was
 	}
 	begin()
 	if s.txRun != nil {

@@ -77,16 +77,30 @@ func (e *Engine) runChild(sc *stepContext, s *stepDef, in any, o store.Outcome) 
 	return o
 }
 
-// runMap runs a Map step: it splits its list into items, and the store
-// creates their tasks and makes the step wait for them.
-func (e *Engine) runMap(sc *stepContext, s *stepDef, o store.Outcome) store.Outcome {
+// runMap runs a Map or MapInput step: it takes its list (its parent's
+// output, or what MapInput's selector picks from the run's input in),
+// splits it into items, and the store creates their tasks and makes the
+// step wait for them. The items are fixed when the fan-out is recorded;
+// an attempt that lost its worker before takes its list again, from the
+// same parent output or input.
+func (e *Engine) runMap(sc *stepContext, s *stepDef, in any, o store.Outcome) store.Outcome {
 	m := s.mapDef
-	list, ok := sc.parents[m.over]
-	if !ok {
-		o.Kind, o.Reason = store.OutcomeSkip, fmt.Sprintf("the list step %q was skipped", m.over.name)
-		return o
+	var list any
+	if m.over != nil {
+		var ok bool
+		if list, ok = sc.parents[m.over]; !ok {
+			o.Kind, o.Reason = store.OutcomeSkip, fmt.Sprintf("the list step %q was skipped", m.over.name)
+			return o
+		}
+		sc.begin()
+	} else {
+		sc.begin()
+		// The selector reads the input only: the same input selects the
+		// same items, and a panic would panic again, so it is not retried.
+		if err := protect(func() error { list = m.input(in); return nil }); err != nil {
+			return terminalOutcome(o, fmt.Errorf("map step %q: selecting its items from the run's input: %w", s.name, err))
+		}
 	}
-	sc.begin()
 	var items [][]byte
 	err := protect(func() error {
 		var err error

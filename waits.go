@@ -126,7 +126,8 @@ func Child[CI, CO, I any](w *Workflow[I], name string, child *Workflow[CI], resu
 // (its other items are cancelled) and so the run, as any step failure. A
 // list of up to 100,000 items is accepted (dag.MaxItems); an empty list
 // completes the step at once with an empty output. If over was skipped the
-// map step is skipped.
+// map step is skipped. To map over a list the run's input holds, use
+// MapInput.
 //
 // fn must be safe to run more than once for the same item. A replay keeps
 // the outputs of the items that completed with the same input, unless the
@@ -143,33 +144,78 @@ func Map[T, U, I any](w *Workflow[I], name string, over *StepRef[[]T], fn func(c
 	case fn == nil:
 		s.fail(ErrNilFunc, "map function")
 	default:
-		s.mapDef = &mapDef{over: over.def,
-			split: func(c Codec, list any) ([][]byte, error) {
-				items := list.([]T)
-				out := make([][]byte, len(items))
-				for k, it := range items {
-					b, err := c.Marshal(it)
-					if err != nil {
-						return nil, fmt.Errorf("%w: item %d: %w", ErrEncode, k, err)
-					}
-					out[k] = b
-				}
-				return out, nil
-			},
-			decodeItem: func(c Codec, b []byte) (any, error) {
-				var it T
-				if err := c.Unmarshal(b, &it); err != nil {
-					return nil, err
-				}
-				return it, nil
-			},
-			run: func(ctx Context, item any) (any, error) { return fn(ctx, item.(T)) },
-			check: func(c Codec, b []byte) error {
-				var out U
-				return c.Unmarshal(b, &out)
-			},
-		}
+		s.mapDef = newMapDef(fn)
+		s.mapDef.over = over.def
 	}
+	setMapDecode[U](s)
+	return &StepRef[[]U]{def: s}
+}
+
+// MapInput declares a map step over a list the run's input holds: items
+// selects it from the input (func(in Invoice) []Line { return in.Lines }),
+// and fn runs on each of its items, one task per item, as with Map (see
+// Map for the items' retries, timeouts, order, failures, limits and
+// replays). Without After the step has no parent: it starts with the run.
+//
+// items runs when the step starts, on the step's worker; the list it
+// returns is recorded with the items' tasks, so that a retried item sees
+// the same one. An attempt whose worker died before the fan-out was
+// recorded, and a replay, run items again on the same input: it must
+// depend on its input only. A nil or empty list completes the step at
+// once with an empty output; a panic in items (a nil pointer in the
+// input, say) fails the step without retry. Options that apply: After,
+// SkipIf, WithRetry, WithTimeout, WithQueueTimeout, WithLostLimit.
+func MapInput[T, U, I any](w *Workflow[I], name string, items func(in I) []T, fn func(ctx Context, item T) (U, error), opts ...StepOption) *StepRef[[]U] {
+	s := w.defn().add(name, opts, false)
+	s.kind = durabletype.KindMap
+	switch {
+	case items == nil:
+		s.fail(ErrNilFunc, "map items function")
+	case fn == nil:
+		s.fail(ErrNilFunc, "map function")
+	default:
+		s.mapDef = newMapDef(fn)
+		s.mapDef.input = func(in any) any { return items(in.(I)) }
+	}
+	setMapDecode[U](s)
+	return &StepRef[[]U]{def: s}
+}
+
+// newMapDef returns what a map step of fn does with its items: split its
+// list ([]T) into encoded items, decode one, run fn on it, check its
+// output. The caller sets where the list comes from.
+func newMapDef[T, U any](fn func(ctx Context, item T) (U, error)) *mapDef {
+	return &mapDef{
+		split: func(c Codec, list any) ([][]byte, error) {
+			items := list.([]T)
+			out := make([][]byte, len(items))
+			for k, it := range items {
+				b, err := c.Marshal(it)
+				if err != nil {
+					return nil, fmt.Errorf("%w: item %d: %w", ErrEncode, k, err)
+				}
+				out[k] = b
+			}
+			return out, nil
+		},
+		decodeItem: func(c Codec, b []byte) (any, error) {
+			var it T
+			if err := c.Unmarshal(b, &it); err != nil {
+				return nil, err
+			}
+			return it, nil
+		},
+		run: func(ctx Context, item any) (any, error) { return fn(ctx, item.(T)) },
+		check: func(c Codec, b []byte) error {
+			var out U
+			return c.Unmarshal(b, &out)
+		},
+	}
+}
+
+// setMapDecode sets how map step s's output, a []U, decodes: from the
+// list of its items' outputs.
+func setMapDecode[U any](s *stepDef) {
 	setDecode[[]U](s)
 	s.decodeItems = func(c Codec, items [][]byte) (any, error) {
 		out := make([]U, len(items))
@@ -180,7 +226,6 @@ func Map[T, U, I any](w *Workflow[I], name string, over *StepRef[[]T], fn func(c
 		}
 		return out, nil
 	}
-	return &StepRef[[]U]{def: s}
 }
 
 // setDecode sets how step s's output decodes: into an O.
@@ -262,9 +307,11 @@ type childDef struct {
 	encode func(e *Engine, v any) ([]byte, []store.TaskKeys, error)
 }
 
-// mapDef is what a Map step maps.
+// mapDef is what a Map or MapInput step maps: the list of its parent
+// over, or (over nil) the list input selects from the run's input.
 type mapDef struct {
 	over       *stepDef
+	input      func(in any) any // MapInput: the []T of the run's input
 	split      func(c Codec, list any) ([][]byte, error)
 	decodeItem func(c Codec, b []byte) (any, error)
 	run        func(ctx Context, item any) (any, error)

@@ -393,6 +393,216 @@ func TestMapReplayKeepsCompletedItems(t *testing.T) {
 	})
 }
 
+// invoice is the input of the MapInput tests: the list to map over is a
+// field of the run's input.
+type invoice struct {
+	ID    string
+	Lines []invoiceLine
+}
+
+type invoiceLine struct {
+	SKU   string
+	Cents int
+}
+
+func TestMapInputEngine(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		wf := durable.NewWorkflow[*invoice]("invoice")
+		var selected atomic.Int32
+		var flaky counter
+		priced := durable.MapInput(wf, "price", func(in *invoice) []invoiceLine {
+			selected.Add(1)
+			return in.Lines // panics on a nil invoice
+		}, func(ctx durable.Context, l invoiceLine) (string, error) {
+			if l.Cents < 0 {
+				return "", durable.Terminal(fmt.Errorf("negative price of %s", l.SKU))
+			}
+			if l.SKU == "flaky" && flaky.inc(ctx.RunID().String()) == 1 {
+				return "", errors.New("flaky")
+			}
+			return fmt.Sprintf("%s=%d", l.SKU, l.Cents), nil
+		}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 2, InitialDelay: 10 * time.Millisecond}))
+		total := durable.Step(wf, "total", func(ctx durable.Context, in *invoice) (string, error) {
+			ps, ok := priced.Output(ctx)
+			if !ok {
+				return "", errors.New("no prices")
+			}
+			return in.ID + ":" + strings.Join(ps, ","), nil
+		}, durable.After(priced))
+		e := h.start(durable.Config{}, wf)
+		ctx := h.ctx(time.Minute)
+
+		// A root step: it starts with the run, and selects its items once;
+		// an item's retry does not select them again.
+		res, err := wf.Run(ctx, e, "acme", &invoice{ID: "inv-1", Lines: []invoiceLine{{"pen", 150}, {"flaky", 2}, {"pad", 499}}})
+		require.NoError(t, err)
+		got, err := priced.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, []string{"pen=150", "flaky=2", "pad=499"}, got)
+		sum, err := total.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, "inv-1:pen=150,flaky=2,pad=499", sum)
+		s, _ := res.Step("price")
+		require.Empty(t, s.Parents, "a map over the input without After is a root step")
+		require.Equal(t, durabletype.KindMap, s.Kind)
+		require.Len(t, s.Items, 3)
+		require.Equal(t, 2, s.Items[1].Attempts, "the flaky item was retried")
+		require.Equal(t, int32(1), selected.Load(), "the items were selected once")
+
+		// No lines, nil or empty: the map completes at once with an empty
+		// output, as Map does on an empty list.
+		for _, lines := range [][]invoiceLine{nil, {}} {
+			res, err = wf.Run(ctx, e, "acme", &invoice{ID: "inv-2", Lines: lines})
+			require.NoError(t, err)
+			got, err = priced.Result(res)
+			require.NoError(t, err)
+			require.Empty(t, got)
+			sum, err = total.Result(res)
+			require.NoError(t, err)
+			require.Equal(t, "inv-2:", sum)
+		}
+
+		// An item that fails for good fails the run, as with Map.
+		res, err = wf.Run(ctx, e, "acme", &invoice{ID: "inv-3", Lines: []invoiceLine{{"pen", 1}, {"bad", -1}}})
+		require.ErrorIs(t, err, durable.ErrRunFailed)
+		var re *durable.RunError
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, "price", re.Step)
+		require.Contains(t, re.Message, "item 1: negative price of bad")
+
+		// A nil invoice: the selector panics, and the step fails at once,
+		// without retry, with an error that says where.
+		before := selected.Load()
+		res, err = wf.Run(ctx, e, "acme", nil)
+		require.ErrorIs(t, err, durable.ErrRunFailed)
+		require.Equal(t, durabletype.RunFailed, res.Status)
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, "price", re.Step)
+		require.Contains(t, re.Message, `map step "price": selecting its items from the run's input: panic:`)
+		require.Contains(t, re.Message, "nil pointer dereference")
+		s, _ = res.Step("price")
+		require.Equal(t, 1, s.Attempts, "a panicking selector is not retried")
+		require.Equal(t, before+1, selected.Load())
+
+		// The engine goes on serving runs.
+		res, err = wf.Run(ctx, e, "acme", &invoice{ID: "inv-4", Lines: []invoiceLine{{"pen", 1}}})
+		require.NoError(t, err)
+		sum, err = total.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, "inv-4:pen=1", sum)
+	})
+}
+
+func TestMapInputAfterAndSkipIf(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		wf := durable.NewWorkflow[basket]("gated-map")
+		gate := durable.Step(wf, "gate", func(ctx durable.Context, b basket) (bool, error) { return b.ID != "skip", nil })
+		doubled := durable.MapInput(wf, "double", func(b basket) []int { return b.Lines },
+			func(ctx durable.Context, x int) (int, error) { return 2 * x, nil },
+			durable.After(gate), durable.SkipIf(gate, func(open bool) bool { return !open }))
+		after := durable.Step(wf, "after", func(ctx durable.Context, b basket) (int, error) {
+			d, ok := doubled.Output(ctx)
+			if !ok {
+				return -1, nil
+			}
+			return len(d), nil
+		}, durable.After(gate, doubled))
+		e := h.start(durable.Config{}, wf)
+		ctx := h.ctx(time.Minute)
+
+		res, err := wf.Run(ctx, e, "acme", basket{ID: "go", Lines: []int{1, 2, 3}})
+		require.NoError(t, err)
+		got, err := doubled.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, []int{2, 4, 6}, got)
+		s, _ := res.Step("double")
+		require.Equal(t, []string{"gate"}, s.Parents)
+
+		res, err = wf.Run(ctx, e, "acme", basket{ID: "skip", Lines: []int{1, 2, 3}})
+		require.NoError(t, err)
+		s, _ = res.Step("double")
+		require.Equal(t, durabletype.TaskSkipped, s.State)
+		require.Empty(t, s.Items, "a skipped map selects nothing")
+		n, err := after.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, -1, n)
+
+		var wi durable.WorkflowInfo
+		for _, w := range e.Workflows() {
+			if w.Name == "gated-map" {
+				wi = w
+			}
+		}
+		require.Len(t, wi.Steps, 3)
+		require.Equal(t, durabletype.KindMap, wi.Steps[1].Kind)
+		require.Empty(t, wi.Steps[1].MapOver, "it maps over the run's input")
+	})
+}
+
+func TestMapInputReplayKeepsCompletedItems(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		wf := durable.NewWorkflow[[]int]("fix-and-replay-input")
+		var broken atomic.Bool
+		broken.Store(true)
+		var ran counter
+		sq := durable.MapInput(wf, "square", func(in []int) []int { return in }, func(ctx durable.Context, x int) (int, error) {
+			ran.inc(fmt.Sprint(x))
+			if x == 2 && broken.Load() {
+				return 0, durable.Terminal(errors.New("bug"))
+			}
+			return x * x, nil
+		})
+		e := h.start(durable.Config{Concurrency: 1}, wf)
+		ctx := h.ctx(time.Minute)
+		res, err := wf.Run(ctx, e, "acme", []int{0, 1, 2, 3})
+		require.Error(t, err)
+		require.NoError(t, e.Stop(ctx)) // what still runs finishes: the counts are complete
+		before := ran.snapshot()
+
+		broken.Store(false)
+		e = h.start(durable.Config{Concurrency: 1}, wf)
+		require.NoError(t, e.Replay(ctx, res.ID, durable.ReplayOptions{}))
+		res = h.wait(e, res.ID, time.Minute)
+		require.Equal(t, durabletype.RunCompleted, res.Status)
+		got, err := sq.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, []int{0, 1, 4, 9}, got)
+		after := ran.snapshot()
+		for _, k := range []string{"0", "1"} {
+			require.Equal(t, 1, after[k], "item %s completed before the replay: it kept its output", k)
+		}
+		for _, k := range []string{"2", "3"} {
+			require.Equal(t, before[k]+1, after[k], "item %s did not complete before the replay: it ran again", k)
+		}
+	})
+}
+
+// TestMapInputVersion: moving from a Map over a filler step to MapInput is
+// a change of definition (a new fingerprint), and a map over the input is
+// told apart from a map over its parent's list.
+func TestMapInputVersion(t *testing.T) {
+	t.Parallel()
+	square := func(ctx durable.Context, x int) (int, error) { return x * x, nil }
+	filler := durable.NewWorkflow[basket]("fp-map")
+	lines := durable.Step(filler, "lines", func(ctx durable.Context, b basket) ([]int, error) { return b.Lines, nil })
+	durable.Map(filler, "square", lines, square)
+
+	input := func(after bool) string {
+		wf := durable.NewWorkflow[basket]("fp-map")
+		var opts []durable.StepOption
+		if after {
+			l := durable.Step(wf, "lines", func(ctx durable.Context, b basket) ([]int, error) { return b.Lines, nil })
+			opts = append(opts, durable.After(l))
+		}
+		durable.MapInput(wf, "square", func(b basket) []int { return b.Lines }, square, opts...)
+		return wf.Version()
+	}
+	require.Equal(t, input(false), input(false), "stable")
+	require.NotEqual(t, filler.Version(), input(false), "the filler step is gone")
+	require.NotEqual(t, filler.Version(), input(true), "same steps and parents, but the map takes its list from the input")
+	require.NoError(t, newEngine(t).Register(filler))
+}
+
 func stepStateOfItem(res *durable.RunResult, step string, k int) durabletype.TaskState {
 	s, ok := res.Step(step)
 	if !ok || k >= len(s.Items) {
@@ -428,6 +638,16 @@ func TestWaitDefinitionErrors(t *testing.T) {
 		"cap on a map": func(wf *durable.Workflow[int]) {
 			l := durable.Step(wf, "l", func(ctx durable.Context, n int) ([]int, error) { return nil, nil })
 			durable.Map(wf, "m", l, func(ctx durable.Context, x int) (int, error) { return x, nil },
+				durable.WithConcurrency(func(n int) string { return "k" }, 1))
+		},
+		"nil map items": func(wf *durable.Workflow[int]) {
+			durable.MapInput[int](wf, "m", nil, func(ctx durable.Context, x int) (int, error) { return x, nil })
+		},
+		"nil map function over the input": func(wf *durable.Workflow[int]) {
+			durable.MapInput[int, int](wf, "m", func(n int) []int { return []int{n} }, nil)
+		},
+		"cap on a map over the input": func(wf *durable.Workflow[int]) {
+			durable.MapInput(wf, "m", func(n int) []int { return []int{n} }, func(ctx durable.Context, x int) (int, error) { return x, nil },
 				durable.WithConcurrency(func(n int) string { return "k" }, 1))
 		},
 		"map over another workflow's step": func(wf *durable.Workflow[int]) {

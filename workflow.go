@@ -657,7 +657,10 @@ func (s *stepDef) checkKind(spec *durabletype.StepSpec, stepErr func(error, stri
 		}
 	case durabletype.KindMap:
 		if m := s.mapDef; m != nil {
-			spec.Map = &durabletype.MapSpec{Over: m.over.name}
+			spec.Map = &durabletype.MapSpec{} // over the run's input (MapInput)
+			if m.over != nil {
+				spec.Map.Over = m.over.name
+			}
 		}
 	case durabletype.KindFunc:
 		spec.Func = &durabletype.FuncSpec{}

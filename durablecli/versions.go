@@ -266,7 +266,11 @@ func stepDetail(s durable.StepInfo) string {
 	case durabletype.KindChild:
 		parts = append(parts, "starts workflow "+dag.Quote(s.Child))
 	case durabletype.KindMap:
-		parts = append(parts, "maps over "+dag.Quote(s.MapOver))
+		if s.MapOver == "" {
+			parts = append(parts, "maps over the run's input")
+		} else {
+			parts = append(parts, "maps over "+dag.Quote(s.MapOver))
+		}
 	case durabletype.KindFunc:
 		parts = append(parts, "the function's body: runs show lists its calls")
 	}

@@ -611,3 +611,11 @@ func TestSideBySideVersions(t *testing.T) {
 	require.Contains(t, help, "Workflows: cli-deploy.")
 	require.NotContains(t, help, "cli-deploy, cli-deploy", help)
 }
+
+// TestStepDetailOfMaps: "workflows" says what a map step maps over: its
+// list step, or the run's input (MapInput).
+func TestStepDetailOfMaps(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, `maps over "list"`, stepDetail(durable.StepInfo{Kind: durabletype.KindMap, MapOver: "list"}))
+	require.Equal(t, "maps over the run's input", stepDetail(durable.StepInfo{Kind: durabletype.KindMap}))
+}

@@ -62,7 +62,8 @@ type StepSpec struct {
 	// for it (KindChild).
 	Child *ChildSpec `json:"child,omitempty"`
 	// Map, when set, makes this a map step (KindMap): its function runs on
-	// each item of a parent's list, one task per item.
+	// each item of a parent's list, or of a list taken from the run's
+	// input, one task per item.
 	Map *MapSpec `json:"map,omitempty"`
 	// Func, when set, makes this the body of a durable function
 	// (KindFunc): the one step of a function's shape.
@@ -110,7 +111,9 @@ type ChildSpec struct {
 
 // MapSpec describes a map step.
 type MapSpec struct {
-	// Over is the parent whose output is the list of items.
+	// Over is the parent whose output is the list of items; empty when
+	// the step maps over a list taken from the run's input
+	// (durable.MapInput), which its worker selects when the step starts.
 	Over string `json:"over"`
 }
 

@@ -187,6 +187,8 @@ func (m *model) shape() *durabletype.Shape {
 					st.Parents = []string{fmt.Sprintf("s%d", m.rng.IntN(i))}
 				}
 				st.Map = &durabletype.MapSpec{Over: st.Parents[0]}
+			} else {
+				st.Map = &durabletype.MapSpec{} // over the run's input: a root map step
 			}
 		}
 		sh.Steps = append(sh.Steps, st)
@@ -497,7 +499,7 @@ func (m *model) upgrade() string {
 			}
 		}
 		st.Parents = parents
-		if st.Map != nil && !slices.Contains(parents, st.Map.Over) {
+		if st.Map != nil && st.Map.Over != "" && !slices.Contains(parents, st.Map.Over) {
 			continue // its list is gone: drop it too
 		}
 		to.Steps = append(to.Steps, st)

@@ -136,6 +136,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ChildSettlesAfterParentCancelled", testChildSettlesAfterParentCancelled},
 		{"MapStep", testMapStep},
 		{"MapEmpty", testMapEmpty},
+		{"MapOverInput", testMapOverInput},
 		{"MapItemFailure", testMapItemFailure},
 		{"MapCancel", testMapCancel},
 		{"MapFairness", testMapFairness},

@@ -547,6 +547,51 @@ func testMapEmpty(t *testing.T, s store.Store) {
 	require.Empty(t, join.ParentItems["m"])
 }
 
+// testMapOverInput: a map step over the run's input (MapSpec.Over empty,
+// durable.MapInput) has no parent: it is ready when the run starts, its
+// claim carries the run's input, and its fan-out, recorded once, works as
+// any map step's.
+func testMapOverInput(t *testing.T, s store.Store) {
+	m := step("m")
+	m.Map = &durabletype.MapSpec{}
+	sh := shape(m, step("join", "m"))
+	r := newRun("wf", "acme", sh)
+	create(t, s, at(0), r)
+	require.Equal(t, durabletype.TaskQueued, tasks(t, s, r.ID)["m"].State, "a root map step is ready at once")
+	c := claimOne(t, s, at(0))
+	require.Equal(t, durabletype.KindMap, c.Kind)
+	require.Equal(t, "m", c.Step)
+	require.Equal(t, string(r.Input), string(c.Input), "the map step's claim carries the run's input")
+	require.Empty(t, c.ParentOutputs)
+	mustApply(t, s, at(0), fanOut(c, `"a"`, `"b"`))
+	require.Equal(t, []store.FinishStatus{store.FinishDuplicate}, finish(t, s, at(0), fanOut(c, `"x"`)),
+		"the items are fixed when the step fans out")
+	ts := tasks(t, s, r.ID)
+	require.Equal(t, durabletype.TaskWaiting, ts["m"].State)
+	require.Equal(t, 2, ts["m"].Items)
+
+	cs := claim(t, s, at(time.Second), 10)
+	require.Len(t, cs, 2)
+	slices.SortFunc(cs, func(a, b *store.ClaimedTask) int { return a.Item - b.Item })
+	require.Equal(t, `"a"`, string(cs[0].Input))
+	require.Equal(t, `"b"`, string(cs[1].Input))
+	mustApply(t, s, at(2*time.Second), complete(cs[1], `"B"`), complete(cs[0], `"A"`))
+	join := claimOne(t, s, at(3*time.Second))
+	require.Equal(t, "join", join.Step)
+	require.Equal(t, [][]byte{[]byte(`"A"`), []byte(`"B"`)}, join.ParentItems["m"])
+	mustApply(t, s, at(3*time.Second), complete(join, `1`))
+	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
+
+	// An empty list completes the step at once.
+	r = newRun("wf", "acme", sh)
+	create(t, s, at(4*time.Second), r)
+	mustApply(t, s, at(4*time.Second), fanOut(claimOne(t, s, at(4*time.Second))))
+	require.Equal(t, durabletype.TaskCompleted, tasks(t, s, r.ID)["m"].State)
+	join = claimOne(t, s, at(5*time.Second))
+	require.Contains(t, join.ParentItems, "m")
+	require.Empty(t, join.ParentItems["m"])
+}
+
 func testMapItemFailure(t *testing.T, s store.Store) {
 	sh := mapShape()
 	sh.Steps[1].Retry = durabletype.RetryPolicy{MaxAttempts: 2, InitialDelay: time.Second, Factor: 1}

@@ -284,7 +284,7 @@ func Compile(s *durabletype.Shape) (*Compiled, error) {
 		if st.Func != nil && (len(s.Steps) != 1 || len(st.Parents) != 0) {
 			bad(ErrInvalidKind, "a function's body is the only step of its shape")
 		}
-		if st.Map != nil && !slices.Contains(st.Parents, st.Map.Over) {
+		if st.Map != nil && !MapsInput(st.Map) && !slices.Contains(st.Parents, st.Map.Over) {
 			bad(ErrInvalidKind, "a map step's list "+Quote(st.Map.Over)+" must be one of its parents")
 		}
 		if _, dup := c.index[st.Name]; !dup {
@@ -366,6 +366,10 @@ func KindOf(s *durabletype.StepSpec) durabletype.TaskKind {
 	return durabletype.KindStep
 }
 
+// MapsInput reports whether map step m maps over the run's input (its
+// Over is empty: durable.MapInput) rather than over a parent's list.
+func MapsInput(m *durabletype.MapSpec) bool { return m.Over == "" }
+
 // Spec returns the spec of step i (i < Len()).
 func (c *Compiled) Spec(i int) *durabletype.StepSpec { return &c.Shape.Steps[i] }
 
@@ -411,7 +415,7 @@ func checkKind(st *durabletype.StepSpec) (detail string, err error) {
 			return "child result step " + Quote(st.Child.Result), ErrInvalidKind
 		}
 	case st.Map != nil:
-		if !ValidName(st.Map.Over) {
+		if !MapsInput(st.Map) && !ValidName(st.Map.Over) {
 			return "map over " + Quote(st.Map.Over), ErrInvalidKind
 		}
 	}

@@ -154,9 +154,16 @@ func differs(a, b *durabletype.StepSpec) string {
 		return fmt.Sprintf("it starts workflow %s for step %s, and workflow %s for step %s in the other version",
 			Quote(a.Child.Workflow), Quote(a.Child.Result), Quote(b.Child.Workflow), Quote(b.Child.Result))
 	case a.Map != nil && a.Map.Over != b.Map.Over:
-		return fmt.Sprintf("it maps over %s, and over %s in the other version", Quote(a.Map.Over), Quote(b.Map.Over))
+		return fmt.Sprintf("it maps over %s, and over %s in the other version", mapWhat(a.Map), mapWhat(b.Map))
 	}
 	return ""
+}
+
+func mapWhat(m *durabletype.MapSpec) string {
+	if MapsInput(m) {
+		return "the run's input"
+	}
+	return Quote(m.Over)
 }
 
 func waitWhat(w *durabletype.WaitSpec) string {

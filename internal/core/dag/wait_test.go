@@ -203,6 +203,34 @@ func TestFanOutKeepsCompletedItemsOfTheSameInput(t *testing.T) {
 	require.Equal(t, durabletype.TaskQueued, r2.Task(i1).State)
 }
 
+func TestMapOverTheInput(t *testing.T) {
+	t.Parallel()
+	// A map step with an empty Over maps over the run's input: it needs no
+	// parent, and starts with the run.
+	m := st("m")
+	m.Map = &durabletype.MapSpec{}
+	r := startSteps(t, m, st("join", "m"))
+	require.Equal(t, durabletype.KindMap, r.Shape.Kind(0))
+	require.Equal(t, durabletype.TaskQueued, r.Tasks[0].State, "a root map step is ready at once")
+	claimed(t, r, 0, 2)
+	fx, _ := r.Finish(0, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: "m", Token: 2}, Kind: store.OutcomeFanOut,
+		Items: [][]byte{[]byte(`1`), []byte(`2`)}}, t0)
+	require.Len(t, fx.NewTasks, 2)
+	require.Equal(t, durabletype.TaskWaiting, r.Tasks[0].State)
+	require.Equal(t, 2, r.Tasks[0].Left)
+
+	// With parents, it may still map over the input; a name that is not a
+	// parent is still refused.
+	after := st("m", "l")
+	after.Map = &durabletype.MapSpec{}
+	_, err := Compile(&durabletype.Shape{Steps: []durabletype.StepSpec{st("l"), after}})
+	require.NoError(t, err)
+	over := st("m", "l")
+	over.Map = &durabletype.MapSpec{Over: "l"}
+	require.Equal(t, `it maps over the run's input, and over "l" in the other version`, differs(&after, &over))
+	require.Empty(t, differs(&after, &after))
+}
+
 func TestApplyChildSettled(t *testing.T) {
 	t.Parallel()
 	c := st("c")
