@@ -1,5 +1,6 @@
-// Map steps: durable.Map runs a function on each item of a parent step's
-// list, one task per item, spread over the workers and retried item by
+// Map steps: durable.MapInput runs a function on each item of a list the
+// run's input holds (durable.Map does the same over a parent step's
+// list), one task per item, spread over the workers and retried item by
 // item; the step's output is the items' outputs, in the list's order.
 //
 //	go run ./examples/map
@@ -43,13 +44,10 @@ func main() {
 
 func run(ctx context.Context, out io.Writer, db example.DB) error {
 	wf := durable.NewWorkflow[Order]("pick-order")
-	// The list to map over is a parent step's output.
-	lines := durable.Step(wf, "lines", func(ctx durable.Context, o Order) ([]Line, error) {
-		return o.Lines, nil
-	})
-	// One task per line. The warehouse API fails the first call for
-	// "lamp": that item alone is retried.
-	picked := durable.Map(wf, "pick", lines, func(ctx durable.Context, l Line) (string, error) {
+	// One task per line of the order, selected from the run's input when
+	// the step starts. The warehouse API fails the first call for "lamp":
+	// that item alone is retried.
+	picked := durable.MapInput(wf, "pick", func(o Order) []Line { return o.Lines }, func(ctx durable.Context, l Line) (string, error) {
 		if l.SKU == "lamp" && ctx.Attempt() == 1 {
 			return "", errors.New("warehouse API: 503")
 		}
