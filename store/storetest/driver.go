@@ -367,7 +367,7 @@ func testDriverNewRunChildren(t *testing.T, h DriverHarness) {
 	}))
 	var kids []uuid.UUID
 	for k, p := range ps[:2] {
-		kid := dag.ChildID(p.ID, "kid", cs[k].Token)
+		kid := dag.ChildID(p.ID, "kid", cs[k].Token, cs[k].ClaimedAt)
 		kids = append(kids, kid)
 		pt := tasks(t, s, p.ID)["kid"]
 		require.Equal(t, durabletype.TaskWaiting, pt.State)
@@ -410,7 +410,7 @@ func testDriverNewRunChildren(t *testing.T, h DriverHarness) {
 	}
 	slices.Sort(shapes)
 	require.Equal(t, []int{2, 3}, shapes)
-	kid := dag.ChildID(ps[3].ID, "kid", cs[3].Token)
+	kid := dag.ChildID(ps[3].ID, "kid", cs[3].Token, cs[3].ClaimedAt)
 	require.Len(t, run(t, s, kid).Shape.Steps, 3)
 }
 
@@ -800,7 +800,7 @@ func testDriverMessages(t *testing.T, h DriverHarness) {
 	s := h.Store()
 	ps, cs := spawning(t, s, T0, 2)
 	mustApply(t, s, T0, spawn(cs[0], `"one"`), spawn(cs[1], `"two"`))
-	kid0, kid1 := dag.ChildID(ps[0].ID, "kid", cs[0].Token), dag.ChildID(ps[1].ID, "kid", cs[1].Token)
+	kid0, kid1 := dag.ChildID(ps[0].ID, "kid", cs[0].Token, cs[0].ClaimedAt), dag.ChildID(ps[1].ID, "kid", cs[1].Token, cs[1].ClaimedAt)
 
 	require.NoError(t, h.Unit(ctx, at(time.Second), []uuid.UUID{ps[0].ID}, func(u *DriverUnit) error {
 		if err := applyCancel(u, ps[0].ID, "stop"); err != nil {
@@ -868,7 +868,7 @@ func testDriverFailInCommit(t *testing.T, h DriverHarness) {
 	s := h.Store()
 	ps, cs := spawning(t, s, T0, 2)
 	taken := newRun("squat", "acme", shape(step("a")))
-	taken.ID = dag.ChildID(ps[1].ID, "kid", cs[1].Token)
+	taken.ID = dag.ChildID(ps[1].ID, "kid", cs[1].Token, cs[1].ClaimedAt)
 	create(t, s, T0, taken)
 	before := takeState(t, h, ps[0].ID, ps[1].ID, taken.ID)
 	o := spawn(cs[0], `"one"`) // of a shape new to the store
@@ -880,7 +880,7 @@ func testDriverFailInCommit(t *testing.T, h DriverHarness) {
 	})
 	require.ErrorIs(t, err, durabletype.ErrRunExists)
 	require.Equal(t, before, takeState(t, h, ps[0].ID, ps[1].ID, taken.ID), "nothing written")
-	requireNoRun(t, s, dag.ChildID(ps[0].ID, "kid", cs[0].Token), "the first child is not created")
+	requireNoRun(t, s, dag.ChildID(ps[0].ID, "kid", cs[0].Token, cs[0].ClaimedAt), "the first child is not created")
 	require.Empty(t, versionsOf(t, s, "child"), "nor its shape recorded")
 	got := claim(t, s, at(2*time.Second), 10, "child", "squat", "wf")
 	require.Len(t, got, 1, "the queue is as it was")
@@ -922,7 +922,7 @@ func testDriverRollback(t *testing.T, h DriverHarness) {
 	require.ErrorIs(t, err, errAbort)
 	require.True(t, wrote)
 	require.Equal(t, before, takeState(t, h, r0.ID, r1.ID, r2.ID, ps[0].ID), "nothing written")
-	requireNoRun(t, s, dag.ChildID(ps[0].ID, "kid", cs[0].Token), "the child is not created")
+	requireNoRun(t, s, dag.ChildID(ps[0].ID, "kid", cs[0].Token, cs[0].ClaimedAt), "the child is not created")
 	require.Empty(t, versionsOf(t, s, "child"), "nor its shape recorded")
 	require.Empty(t, claim(t, s, at(2*time.Second), 10, "wf", "child"), "r2 was not promoted")
 

@@ -201,7 +201,7 @@ func testFuncChildren(t *testing.T, s store.Store) {
 			Child: &store.NewRun{Workflow: "child", Input: []byte(in), Shape: childShape()}}
 	}
 	mustApply(t, s, at(0), checkpoint(c, kid(0, `1`), kid(1, `2`)))
-	ids := []uuid.UUID{dag.ChildID(r.ID, dag.RecordName("main", 0, "kid"), c.Token), dag.ChildID(r.ID, dag.RecordName("main", 1, "kid"), c.Token)}
+	ids := []uuid.UUID{dag.ChildID(r.ID, dag.RecordName("main", 0, "kid"), c.Token, c.ClaimedAt), dag.ChildID(r.ID, dag.RecordName("main", 1, "kid"), c.Token, c.ClaimedAt)}
 	for k, id := range ids {
 		child := run(t, s, id)
 		require.Equal(t, "acme", child.Tenant)
@@ -255,7 +255,7 @@ func testFuncChildren(t *testing.T, s store.Store) {
 	mustApply(t, s, at(8*time.Second), checkpoint(c6, kid(3, `4`)))
 	mustApply(t, s, at(9*time.Second), complete(c6, `"done"`))
 	require.Equal(t, durabletype.RunCompleted, run(t, s, r.ID).Status)
-	orphan := dag.ChildID(r.ID, dag.RecordName("main", 3, "kid"), c6.Token)
+	orphan := dag.ChildID(r.ID, dag.RecordName("main", 3, "kid"), c6.Token, c6.ClaimedAt)
 	require.Equal(t, durabletype.TaskCancelled, tasks(t, s, r.ID)[dag.RecordName("main", 3, "kid")].State)
 	s.ApplyInbox(ctx, &store.ApplyInboxParams{Now: at(10 * time.Second)}) //nolint:errcheck // a store applies its own messages; this is belt and braces
 	require.Equal(t, durabletype.RunCancelled, run(t, s, orphan).Status, "a call's child run ends with the function")
@@ -270,7 +270,7 @@ func testFuncCancel(t *testing.T, s store.Store) {
 	ts := tasks(t, s, r.ID)
 	require.Equal(t, durabletype.TaskCancelled, ts["main"].State)
 	require.Equal(t, durabletype.TaskCancelled, ts[dag.RecordName("main", 0, "kid")].State)
-	child := dag.ChildID(r.ID, dag.RecordName("main", 0, "kid"), c.Token)
+	child := dag.ChildID(r.ID, dag.RecordName("main", 0, "kid"), c.Token, c.ClaimedAt)
 	s.ApplyInbox(ctx, &store.ApplyInboxParams{Now: at(2 * time.Second)}) //nolint:errcheck // as above
 	require.Equal(t, durabletype.RunCancelled, run(t, s, child).Status)
 }

@@ -76,7 +76,7 @@ func testTelemetryFields(t *testing.T, s store.Store) {
 	o := spawn(c, `"box"`)
 	o.Child.TraceParent = tp
 	mustApply(t, s, at(2*time.Hour), o)
-	require.Equal(t, tp, run(t, s, dag.ChildID(p.ID, "ship", c.Token)).TraceParent)
+	require.Equal(t, tp, run(t, s, dag.ChildID(p.ID, "ship", c.Token, c.ClaimedAt)).TraceParent)
 	kid := claim(t, s, at(2*time.Hour), 1, "child")
 	require.Len(t, kid, 1)
 	require.Equal(t, tp, kid[0].TraceParent)
@@ -127,7 +127,7 @@ func testSettledReports(t *testing.T, s store.Store) {
 	create(t, s, at(2*time.Hour), parent)
 	c := claimOne(t, s, at(2*time.Hour))
 	mustApply(t, s, at(2*time.Hour), spawn(c, `1`))
-	kid := store.NewRun{ID: dag.ChildID(parent.ID, "ship", c.Token), Workflow: "child", Tenant: "t3"}
+	kid := store.NewRun{ID: dag.ChildID(parent.ID, "ship", c.Token, c.ClaimedAt), Workflow: "child", Tenant: "t3"}
 	cr, err := s.ActOnRuns(ctx, &store.ActOnRunsParams{Action: durabletype.ActionCancel, Now: at(2 * time.Hour), IDs: []uuid.UUID{uuid.New(), parent.ID, parent.ID}})
 	require.NoError(t, err)
 	require.Len(t, cr, 3)

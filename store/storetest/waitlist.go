@@ -79,7 +79,7 @@ func testListWaits(t *testing.T, s store.Store) {
 	create(t, s, now, parent)
 	c := claimOne(t, s, now)
 	mustApply(t, s, now, spawn(c, `"box"`))
-	child := dag.ChildID(parent.ID, "sub", c.Token)
+	child := dag.ChildID(parent.ID, "sub", c.Token, c.ClaimedAt)
 
 	done := newRun("wf", "acme", shape(step("a")))
 	create(t, s, now, done)

@@ -316,7 +316,7 @@ func testChildRun(t *testing.T, s store.Store) {
 
 	pt := tasks(t, s, p.ID)["ship"]
 	require.Equal(t, durabletype.TaskWaiting, pt.State)
-	childID := dag.ChildID(p.ID, "ship", c.Token)
+	childID := dag.ChildID(p.ID, "ship", c.Token, c.ClaimedAt)
 	require.Equal(t, childID, pt.Child, "the child's ID comes from the parent, the step and the claim")
 	child := run(t, s, childID)
 	require.Equal(t, "child", child.Workflow)
@@ -350,7 +350,7 @@ func testChildFailureRetries(t *testing.T, s store.Store) {
 	create(t, s, at(0), p)
 	c1 := claimOne(t, s, at(0))
 	mustApply(t, s, at(0), spawn(c1, `1`))
-	first := dag.ChildID(p.ID, "ship", c1.Token)
+	first := dag.ChildID(p.ID, "ship", c1.Token, c1.ClaimedAt)
 	workChild(t, s, at(time.Second), "c1")
 	require.Equal(t, durabletype.RunFailed, run(t, s, first).Status)
 
@@ -362,7 +362,7 @@ func testChildFailureRetries(t *testing.T, s store.Store) {
 	c2 := claimOne(t, s, at(2*time.Second))
 	require.Equal(t, 2, c2.Attempt)
 	mustApply(t, s, at(2*time.Second), spawn(c2, `2`))
-	second := dag.ChildID(p.ID, "ship", c2.Token)
+	second := dag.ChildID(p.ID, "ship", c2.Token, c2.ClaimedAt)
 	require.NotEqual(t, first, second, "each attempt starts its own child")
 	workChild(t, s, at(3*time.Second), "c1")
 	rec := run(t, s, p.ID)
@@ -739,7 +739,7 @@ func testListTopLevel(t *testing.T, s store.Store) {
 	c := claimOne(t, s, at(0))
 	require.Equal(t, durabletype.KindChild, c.Kind)
 	mustApply(t, s, at(0), spawn(c, `"box"`))
-	childID := dag.ChildID(p.ID, "ship", c.Token)
+	childID := dag.ChildID(p.ID, "ship", c.Token, c.ClaimedAt)
 	other := newRun("wf", "acme", shape(step("a")))
 	create(t, s, at(time.Second), other)
 	lone := newRun("wf", "zeta", shape(step("a")))

@@ -191,3 +191,20 @@ func TestDeclareInvalid(t *testing.T) {
 	_, err := Declare(declParams(badCron), nil, t0)
 	require.ErrorContains(t, err, `declared schedule "bad" of tenant "t"`, "the error names the schedule")
 }
+
+// TestRunIDSortsBySlot: a slot's run ID is the same for the same schedule
+// and slot, differs otherwise, and is a UUIDv7 of the slot's time, so that
+// fired runs sort by time.
+func TestRunIDSortsBySlot(t *testing.T) {
+	t.Parallel()
+	sc, slot := uuid.New(), time.Date(2026, 3, 4, 5, 6, 0, 0, time.UTC)
+	id := RunID(sc, slot)
+	require.Equal(t, id, RunID(sc, slot))
+	require.NotEqual(t, id, RunID(uuid.New(), slot))
+	next := RunID(sc, slot.Add(time.Minute))
+	require.NotEqual(t, id, next)
+	require.Equal(t, uuid.Version(7), id.Version())
+	sec, nsec := id.Time().UnixTime()
+	require.Equal(t, slot, time.Unix(sec, nsec).UTC())
+	require.Less(t, id.String(), next.String())
+}

@@ -15,14 +15,15 @@ import (
 // runNamespace is the UUID namespace of the run IDs of fired slots.
 var runNamespace = uuid.MustParse("6f1d3c1e-8a55-4f55-9f3e-2b1c0c7d5a01")
 
-// RunID is the ID of the run that fires slot of schedule: a UUID (version 5)
-// derived from both, so that firing a slot twice names the same run, which
-// the store refuses to create again.
+// RunID is the ID of the run that fires slot of schedule, derived from
+// both, so that firing a slot twice names the same run, which the store
+// refuses to create again. It is laid out as a UUIDv7 of the slot's time
+// (dag.TimeOrderedID), so that fired runs sort by time like the others.
 func RunID(schedule uuid.UUID, slot time.Time) uuid.UUID {
 	var b [24]byte
 	copy(b[:16], schedule[:])
 	binary.BigEndian.PutUint64(b[16:], uint64(slot.UnixMicro()))
-	return uuid.NewSHA1(runNamespace, b[:])
+	return dag.TimeOrderedID(uuid.NewSHA1(runNamespace, b[:]), slot)
 }
 
 // Check validates a new schedule and returns its first slot after now

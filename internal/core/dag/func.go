@@ -287,7 +287,7 @@ func (r *Run) recordCall(i, j int, rec *store.Record, now time.Time) {
 		meta.Result = rec.Result
 		nr := rec.Child
 		child := store.NewRun{
-			ID: ChildID(r.Rec.ID, t.Name, body.Token), Workflow: nr.Workflow, Tenant: r.Rec.Tenant, Input: nr.Input,
+			ID: ChildID(r.Rec.ID, t.Name, body.Token, body.StartedAt), Workflow: nr.Workflow, Tenant: r.Rec.Tenant, Input: nr.Input,
 			Shape: nr.Shape, Keys: nr.Keys, Priority: r.Rec.Priority,
 			Parent:      &durabletype.ParentRef{RunID: r.Rec.ID, Step: t.Name, Result: rec.Result},
 			TraceParent: nr.TraceParent,

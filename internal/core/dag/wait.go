@@ -55,19 +55,37 @@ func ParseWaitKey(wk string) (key string, signal bool) {
 	return wk, false
 }
 
-// childNamespace is the UUIDv5 namespace of child run IDs.
+// childNamespace seeds the hash of child run IDs.
 var childNamespace = uuid.MustParse("5b4bd0f6-2f69-4b8e-9f0e-2f5d6f1c8a11")
 
 // ChildID returns the ID of the child run that the attempt of step holding
-// claim token of run parent starts: the same attempt always starts the same
-// child, so that an outcome recorded twice never starts two.
-func ChildID(parent uuid.UUID, step string, token int64) uuid.UUID {
+// claim token of run parent, claimed at started, starts: the same attempt
+// always starts the same child, so that an outcome recorded twice never
+// starts two. It is laid out as a UUIDv7 (RFC 9562): its first 48 bits are
+// started in Unix milliseconds, the rest a hash of parent, step and token,
+// so that child runs sort by time like the runs triggered with new IDs, and
+// their keys land at the end of the runs' indexes rather than anywhere.
+func ChildID(parent uuid.UUID, step string, token int64, started time.Time) uuid.UUID {
 	b := make([]byte, 0, 16+len(step)+9)
 	b = append(b, parent[:]...)
 	b = append(b, step...)
 	b = append(b, 0)
 	b = binary.BigEndian.AppendUint64(b, uint64(token))
-	return uuid.NewHash(sha1.New(), childNamespace, b, 5)
+	return TimeOrderedID(uuid.NewHash(sha1.New(), childNamespace, b, 5), started)
+}
+
+// TimeOrderedID returns h laid out as a UUIDv7 for the time at: at's Unix
+// milliseconds in the first 48 bits, version 7, the RFC 4122 variant, and
+// the rest of h's bits, so that a hash that names something once (a child
+// run, a schedule's slot) sorts by its time.
+func TimeOrderedID(h uuid.UUID, at time.Time) uuid.UUID {
+	ms := uint64(max(at.UnixMilli(), 0))
+	var id uuid.UUID
+	binary.BigEndian.PutUint64(id[:8], ms<<16)
+	copy(id[6:], h[6:])
+	id[6] = 0x70 | id[6]&0x0f
+	id[8] = 0x80 | id[8]&0x3f
+	return id
 }
 
 // CheckChild checks the run a child step asks to start (store.Outcome's
@@ -184,7 +202,7 @@ func (r *Run) spawn(i int, nr *store.NewRun, now time.Time) {
 		return
 	}
 	child := store.NewRun{
-		ID: ChildID(r.Rec.ID, t.Name, t.Token), Workflow: nr.Workflow, Tenant: r.Rec.Tenant, Input: nr.Input,
+		ID: ChildID(r.Rec.ID, t.Name, t.Token, t.StartedAt), Workflow: nr.Workflow, Tenant: r.Rec.Tenant, Input: nr.Input,
 		Shape: nr.Shape, Keys: nr.Keys, Priority: r.Rec.Priority,
 		Parent:      &durabletype.ParentRef{RunID: r.Rec.ID, Step: t.Name, Result: spec.Result},
 		TraceParent: nr.TraceParent,

@@ -1,6 +1,7 @@
 package dag
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -63,12 +64,20 @@ func TestFits(t *testing.T) {
 func TestChildID(t *testing.T) {
 	t.Parallel()
 	p := uuid.New()
-	a := ChildID(p, "ship", 7)
-	require.Equal(t, a, ChildID(p, "ship", 7), "deterministic")
-	require.NotEqual(t, a, ChildID(p, "ship", 8), "per claim")
-	require.NotEqual(t, a, ChildID(p, "ship2", 7), "per step")
-	require.NotEqual(t, a, ChildID(uuid.New(), "ship", 7), "per parent")
-	require.Equal(t, uuid.Version(5), a.Version())
+	a := ChildID(p, "ship", 7, t0)
+	require.Equal(t, a, ChildID(p, "ship", 7, t0), "deterministic")
+	require.NotEqual(t, a, ChildID(p, "ship", 8, t0), "per claim")
+	require.NotEqual(t, a, ChildID(p, "ship2", 7, t0), "per step")
+	require.NotEqual(t, a, ChildID(uuid.New(), "ship", 7, t0), "per parent")
+	require.Equal(t, uuid.Version(7), a.Version())
+	require.Equal(t, uuid.RFC4122, a.Variant())
+	// Its time is the attempt's, to the millisecond, and IDs sort by it.
+	sec, nsec := a.Time().UnixTime()
+	require.Equal(t, t0.UnixMilli(), time.Unix(sec, nsec).UnixMilli())
+	later := ChildID(p, "ship", 7, t0.Add(time.Millisecond))
+	require.Negative(t, bytes.Compare(a[:], later[:]))
+	hour := ChildID(p, "ship", 7, t0.Add(time.Hour))
+	require.Equal(t, a[6:], hour[6:], "the hash bits do not depend on the time")
 }
 
 func TestSignalKeys(t *testing.T) {
@@ -242,7 +251,7 @@ func TestApplyChildSettled(t *testing.T) {
 	fx, _ := r.Finish(0, &store.Outcome{Task: store.TaskRef{RunID: r.Rec.ID, Step: "c", Token: 3}, Kind: store.OutcomeSpawn, Child: child}, t0)
 	require.Len(t, fx.Spawned, 1)
 	kid := fx.Spawned[0]
-	require.Equal(t, ChildID(r.Rec.ID, "c", 3), kid.ID)
+	require.Equal(t, ChildID(r.Rec.ID, "c", 3, t0), kid.ID)
 	require.Equal(t, &durabletype.ParentRef{RunID: r.Rec.ID, Step: "c", Result: "r"}, kid.Parent)
 
 	// Another child's settlement, and a run settling while still running,
