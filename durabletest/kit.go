@@ -53,6 +53,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -67,8 +68,18 @@ type Options struct {
 	// SendEvent sends. Defaults to "tenant".
 	Tenant string
 	// Timeout is how much virtual time Settle and WaitStep wait at most
-	// before they fail the test. Defaults to DefaultTimeout.
+	// before they fail the test. Defaults to DefaultTimeout; on
+	// PostgreSQL it is real time, and defaults to DefaultPostgresTimeout.
 	Timeout time.Duration
+
+	// DatabaseURL, when set, runs the kit's engine on PostgreSQL at that
+	// URL (pgstore), in real time, instead of in memory in virtual time:
+	// see RunPostgres. The kit migrates a fresh schema of its own for the
+	// store, and gives the test another, empty, for the application's
+	// tables (Kit.Schema), first on the search_path of the kit's pool
+	// (Kit.Pool), so that your SQL's unqualified names find them; it drops
+	// both when the test ends. Defaults to "": in memory.
+	DatabaseURL string
 }
 
 // DefaultTimeout is the Options.Timeout of a zero Options: 30 days of
@@ -85,16 +96,20 @@ const DefaultTenant = "tenant"
 const stopTimeout = time.Minute
 
 // Kit is an engine on an in-memory store inside a synctest bubble, and the
-// means to drive it in virtual time. Get one from Run. Its methods must be
-// called from the test's goroutine (they wait with synctest.Wait, which
-// one goroutine at a time may call), and report failures to the test.
+// means to drive it in virtual time; or, from RunPostgres, an engine on
+// PostgreSQL, driven in real time. Get one from Run or RunPostgres. Its
+// methods must be called from the test's goroutine (they wait with
+// synctest.Wait, which one goroutine at a time may call), and report
+// failures to the test.
 type Kit struct {
 	tb      testing.TB
 	ctx     context.Context
 	engine  *durable.Engine
-	store   *observed
+	store   store.Store // memObserved or pgObserved
+	watch   *watch
 	tenant  string
 	timeout time.Duration
+	pg      *pgKit // nil in memory
 }
 
 // Run runs fn inside a testing/synctest bubble with a Kit whose engine is
@@ -106,9 +121,16 @@ func Run(t *testing.T, fn func(t *testing.T, k *Kit)) {
 	RunOptions(t, Options{}, fn)
 }
 
-// RunOptions is Run with options.
+// RunOptions is Run with options. With Options.DatabaseURL set, the kit
+// runs on PostgreSQL, in real time, outside a bubble (see RunPostgres).
 func RunOptions(t *testing.T, opts Options, fn func(t *testing.T, k *Kit)) {
 	t.Helper()
+	if opts.DatabaseURL != "" {
+		k := startPostgres(t, opts)
+		defer k.stop()
+		fn(t, k)
+		return
+	}
 	synctest.Test(t, func(t *testing.T) {
 		t.Helper()
 		k := start(t, opts)
@@ -117,42 +139,66 @@ func RunOptions(t *testing.T, opts Options, fn func(t *testing.T, k *Kit)) {
 	})
 }
 
-// start builds and starts the kit's engine, failing t if it cannot.
+// start builds and starts the kit's engine on a fresh in-memory store,
+// failing t if it cannot.
 func start(t *testing.T, opts Options) *Kit {
+	t.Helper()
+	w := newWatch()
+	k := newKit(t, opts, DefaultTimeout, &memObserved{Store: memstore.New(), w: w}, w)
+	k.launch()
+	return k
+}
+
+// newKit returns a kit whose engine, on s, is not started yet;
+// defaultTimeout is the default of opts.Timeout.
+func newKit(t *testing.T, opts Options, defaultTimeout time.Duration, s store.Store, w *watch) *Kit {
 	t.Helper()
 	if opts.Tenant == "" {
 		opts.Tenant = DefaultTenant
 	}
 	if opts.Timeout == 0 {
-		opts.Timeout = DefaultTimeout
+		opts.Timeout = defaultTimeout
 	}
 	if opts.Timeout < 0 {
 		t.Fatalf("durabletest: negative Options.Timeout %s", opts.Timeout)
 	}
 	cfg := opts.Config
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		cfg.Logger = testLogger(t)
 	}
 	if cfg.WorkerID == "" {
 		cfg.WorkerID = "durabletest"
 	}
-	s := newObserved()
 	e, err := durable.New(s, cfg)
 	if err != nil {
 		t.Fatalf("durabletest: %v", err)
 	}
-	k := &Kit{tb: t, ctx: t.Context(), engine: e, store: s, tenant: opts.Tenant, timeout: opts.Timeout}
-	if err := e.Start(k.ctx); err != nil {
-		t.Fatalf("durabletest: starting the engine: %v", err)
+	return &Kit{tb: t, ctx: t.Context(), engine: e, store: s, watch: w, tenant: opts.Tenant, timeout: opts.Timeout}
+}
+
+// launch starts the kit's engine.
+func (k *Kit) launch() {
+	k.tb.Helper()
+	if err := k.engine.Start(k.ctx); err != nil {
+		k.tb.Fatalf("durabletest: starting the engine: %v", err)
 	}
-	synctest.Wait()
-	return k
+	k.idle()
+}
+
+// testLogger logs warnings and errors to the test's log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // stop stops the engine: running steps are cancelled after stopTimeout of
-// virtual time. Outcomes the engine could not record fail the test.
+// virtual time (pgStopTimeout of real time on PostgreSQL). Outcomes the
+// engine could not record fail the test.
 func (k *Kit) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	d := stopTimeout
+	if k.pg != nil {
+		d = pgStopTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	if err := k.engine.Stop(ctx); err != nil {
 		if ctx.Err() != nil && !errors.Is(err, durable.ErrNotRecorded) {
@@ -185,9 +231,10 @@ func (k *Kit) with(tb testing.TB) *Kit {
 // read them, cancel or replay them with it as with any engine.
 func (k *Kit) Engine() *durable.Engine { return k.engine }
 
-// Store returns the kit's in-memory store, to start more engines on it
-// (durable.New), as other processes would share a database. Changes made
-// through them are seen by Settle and WaitStep as well.
+// Store returns the kit's store (in memory, or a *pgstore.Store's on
+// PostgreSQL), to start more engines on it (durable.New), as other
+// processes would share a database. Changes made through them are seen
+// by Settle and WaitStep as well (on PostgreSQL, at the kit's next poll).
 func (k *Kit) Store() store.Store { return k.store }
 
 // Tenant returns the tenant of the runs Start triggers (Options.Tenant).
@@ -204,20 +251,47 @@ func (k *Kit) Register(defs ...durable.Definition) {
 	if err := k.engine.Register(defs...); err != nil {
 		k.tb.Fatalf("durabletest: registering: %v", err)
 	}
-	synctest.Wait()
+	k.idle()
 }
 
 // Idle returns once the engine has done all it can at the current
 // instant: every step that can run now has run, every outcome is recorded.
 // Virtual time does not move.
-func (k *Kit) Idle() { synctest.Wait() }
+//
+// On PostgreSQL, where time is real, Idle waits until no step of a run in
+// flight runs, is ready or is due, and no call of the engine that may
+// change a run is under way; it fails the test after Options.Timeout,
+// describing what still runs (a step blocked in its own code keeps the
+// engine busy: the kit cannot tell it from one at work).
+func (k *Kit) Idle() {
+	k.tb.Helper()
+	k.idle()
+}
+
+// idle is Idle.
+func (k *Kit) idle() {
+	k.tb.Helper()
+	if k.pg == nil {
+		synctest.Wait()
+		return
+	}
+	k.pgIdle()
+}
 
 // Advance lets d of virtual time pass and returns once the engine has done
 // all it can at the new instant. Everything due meanwhile happens at its
 // time, as in production: sleeps end, retry backoffs elapse, waits time
 // out, schedules fire, the leader rescues the steps of dead workers.
+//
+// On PostgreSQL Advance fails the test: the database keeps the clock that
+// due times are compared with, and it cannot be moved. Wait there with
+// Settle or WaitStep (in real time), and test what depends on time with
+// the in-memory kit.
 func (k *Kit) Advance(d time.Duration) {
 	k.tb.Helper()
+	if k.pg != nil {
+		k.tb.Fatalf("durabletest: Advance(%s): the kit on PostgreSQL runs in real time, on the database's clock, which cannot be moved: wait with Settle or WaitStep, or test timing with the in-memory kit (Run)", d)
+	}
 	if d < 0 {
 		k.tb.Fatalf("durabletest: Advance(%s): time does not go back", d)
 	}
@@ -249,7 +323,7 @@ func Start[I any](k *Kit, wf Workflow[I], in I, opts ...durable.TriggerOption) u
 	if err != nil {
 		k.tb.Fatalf("durabletest: starting a run of %s: %v", wf.Name(), err)
 	}
-	synctest.Wait()
+	k.idle()
 	return id
 }
 
@@ -315,7 +389,7 @@ func (k *Kit) SendEvent(key string, payload any) int {
 	if err != nil {
 		k.tb.Fatalf("durabletest: sending event %q: %v", key, err)
 	}
-	synctest.Wait()
+	k.idle()
 	return n
 }
 
@@ -327,7 +401,7 @@ func (k *Kit) Signal(id uuid.UUID, name string, payload any) {
 	if err := k.engine.Signal(k.ctx, id, name, payload); err != nil {
 		k.tb.Fatalf("durabletest: %v", err)
 	}
-	synctest.Wait()
+	k.idle()
 }
 
 // Settle lets virtual time pass until run id settles, and returns its
@@ -365,18 +439,32 @@ func (k *Kit) WaitStep(id uuid.UUID, step Step, state durabletype.TaskState) *du
 
 // await lets virtual time pass until done holds for run id, and returns
 // its result. It looks again whenever the store may have changed a run
-// (observed), so that it sees every instant where done may begin to hold,
-// and no other.
+// (watch), so that it sees every instant where done may begin to hold,
+// and no other; on PostgreSQL, also every pgPoll.
 func (k *Kit) await(id uuid.UUID, what string, done func(*durable.RunResult) bool) *durable.RunResult {
 	k.tb.Helper()
 	deadline := time.NewTimer(k.timeout)
 	defer deadline.Stop()
+	var poll <-chan time.Time
+	kind := "virtual"
+	if k.pg != nil {
+		tick := time.NewTicker(pgPoll)
+		defer tick.Stop()
+		poll, kind = tick.C, "real"
+	}
 	start := time.Now()
 	for {
-		synctest.Wait()
-		select {
-		case <-k.store.changed:
-		default:
+		// In memory the engine is idle here; on PostgreSQL the kit asks
+		// whether it is quiet, and calls a run stuck only then.
+		quiet := true
+		if k.pg == nil {
+			synctest.Wait()
+			select {
+			case <-k.watch.changed:
+			default:
+			}
+		} else {
+			quiet, _ = k.quietNow()
 		}
 		res := k.Get(id)
 		if done(res) {
@@ -385,21 +473,25 @@ func (k *Kit) await(id uuid.UUID, what string, done func(*durable.RunResult) boo
 		if res.Done() {
 			k.tb.Fatalf("durabletest: run %s (%s) settled %s before it could %s", res.ID, res.Workflow, res.Status, what)
 		}
-		st := k.analyze(res)
-		if !st.active {
-			k.tb.Fatalf("durabletest: run %s (%s) cannot %s without input from outside the engine:\n%s",
-				res.ID, res.Workflow, what, st.describe())
+		if quiet {
+			if st := k.analyze(res); !st.active {
+				k.tb.Fatalf("durabletest: run %s (%s) cannot %s without input from outside the engine:\n%s",
+					res.ID, res.Workflow, what, st.describe())
+			}
 		}
 		select {
-		case <-k.store.changed:
+		case <-k.watch.changed:
+		case <-poll:
 		case <-deadline.C:
-			synctest.Wait()
+			if k.pg == nil {
+				synctest.Wait()
+			}
 			res = k.Get(id)
 			if done(res) {
 				return res
 			}
-			k.tb.Fatalf("durabletest: run %s (%s) did not %s within %s of virtual time (Options.Timeout); now:\n%s",
-				res.ID, res.Workflow, what, time.Since(start), k.analyze(res).describe())
+			k.tb.Fatalf("durabletest: run %s (%s) did not %s within %s of %s time (Options.Timeout); now:\n%s",
+				res.ID, res.Workflow, what, time.Since(start).Round(time.Millisecond), kind, k.analyze(res).describe())
 		}
 	}
 }
