@@ -244,12 +244,17 @@ func (k *Kit) Tenant() string { return k.tenant }
 func (k *Kit) Context() context.Context { return k.ctx }
 
 // Register registers workflow definitions on the kit's engine (see
-// durable.Engine.Register), failing the test on a definition error.
+// durable.Engine.Register), failing the test on a definition error, and
+// returns once the engine's record in the registry of workers says it
+// serves them (on PostgreSQL the record is written in the background).
 // Start registers the workflow it starts if need be.
 func (k *Kit) Register(defs ...durable.Definition) {
 	k.tb.Helper()
 	if err := k.engine.Register(defs...); err != nil {
 		k.tb.Fatalf("durabletest: registering: %v", err)
+	}
+	if k.pg != nil {
+		k.pgServes()
 	}
 	k.idle()
 }

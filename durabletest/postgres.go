@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
 )
@@ -196,6 +198,38 @@ func (k *Kit) now() time.Time {
 		k.tb.Fatalf("durabletest: reading the database's clock: %v", err)
 	}
 	return now
+}
+
+// pgServes waits until the kit's engine's record in the registry of
+// workers serves every workflow registered on it (the engine refreshes it
+// in the background after Register), failing the test after the kit's
+// timeout.
+func (k *Kit) pgServes() {
+	k.tb.Helper()
+	var names []string
+	for _, w := range k.engine.Workflows() {
+		names = append(names, w.Name)
+	}
+	deadline := time.Now().Add(k.timeout)
+	for {
+		ws, err := k.engine.Workers(k.ctx)
+		if err != nil {
+			k.tb.Fatalf("durabletest: %v", err)
+		}
+		own := slices.DeleteFunc(ws, func(w durable.WorkerInfo) bool { return w.ID != k.engine.WorkerID() })
+		missing := durable.Unserved(own, names...)
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			k.tb.Fatalf("durabletest: the engine's record in the registry of workers did not list %v within %s (Options.Timeout)", missing, k.timeout)
+		}
+		select {
+		case <-time.After(pgPoll):
+		case <-k.ctx.Done():
+			k.tb.Fatalf("durabletest: %v", context.Cause(k.ctx))
+		}
+	}
 }
 
 // pgIdle is Idle on PostgreSQL: it waits until quietNow, looking again
