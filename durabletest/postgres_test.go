@@ -317,3 +317,23 @@ func TestPostgresWaits(t *testing.T) {
 	})
 }
 
+
+// The example's test, run.
+func TestExamplePayment(t *testing.T) {
+	pgtest.URL(t) // fails under CI=true without a database, instead of skipping
+	testPayment(t)
+}
+
+// TestDatabaseURL: DatabaseURL reads DURABLE_TEST_DATABASE_URL, and skips
+// the test, saying what to set, when it is unset.
+func TestDatabaseURL(t *testing.T) {
+	t.Setenv(durabletest.EnvDatabaseURL, "")
+	f := durabletest.Capture(func(tb testing.TB) { durabletest.DatabaseURL(tb) })
+	if !f.Skipped() || f.Failed() || !strings.Contains(f.Messages(), "DURABLE_TEST_DATABASE_URL") {
+		t.Fatalf("unset: skipped %t, failed %t: %s", f.Skipped(), f.Failed(), f.Messages())
+	}
+	t.Setenv(durabletest.EnvDatabaseURL, "postgres://db.example/test")
+	if got := durabletest.DatabaseURL(t); got != "postgres://db.example/test" {
+		t.Fatalf("DatabaseURL = %q", got)
+	}
+}
