@@ -1,4 +1,4 @@
-// Package durabletest tests workflows in virtual time.
+// Package durabletest tests workflows in virtual time, or on PostgreSQL.
 //
 // Run gives a test an engine on a fresh in-memory store, started inside a
 // testing/synctest bubble, in one line: the real engine runs the workflows,
@@ -29,6 +29,28 @@
 // Start and Execute take one, its body is the step durable.FuncBody, its
 // calls are steps named "name#seq" (StepName), and FuncOutput and
 // RequireFuncOutput read what it returned.
+//
+// # On PostgreSQL
+//
+// A transactional step (durable.TxStep, durable.DoTx) is declared once,
+// with the production type pgx.Tx, and tested with its SQL run for real:
+// RunPostgres (or Options.DatabaseURL) runs the kit's engine on pgstore,
+// in a fresh schema, with another for the application's tables first on
+// the search_path of Kit.Pool, and drops both when the test ends.
+//
+//	func TestPayment(t *testing.T) {
+//		durabletest.RunPostgres(t, func(t *testing.T, k *durabletest.Kit) {
+//			k.Pool().Exec(k.Context(), `CREATE TABLE payments (...)`) // or your migrations
+//			res := durabletest.Execute(k, checkout, Order{ID: "o-1", Cents: 1250})
+//			durabletest.RequireCompleted(t, res)
+//			// query payments through k.Pool(): one row, whatever the retries
+//		})
+//	}
+//
+// Time is real there, on the database's clock: Advance fails the test,
+// Settle and WaitStep wait in real time (Options.Timeout defaults to
+// DefaultPostgresTimeout), and the methods that act return once no step
+// runs, is ready or is due (Idle). Everything else works as in memory.
 //
 // The assertions (RequireCompleted, RequireState, RequireOutput, ...) read
 // a durable.RunResult, typed through durable.StepRef, and work with any
@@ -424,7 +446,9 @@ func (k *Kit) Settle(id uuid.UUID) *durable.RunResult {
 // WaitStep lets virtual time pass until step of run id is in state, and
 // returns it. A state is seen at an instant where the engine is idle: a
 // step that passes through a state within one instant (RUNNING, for a step
-// whose code does not wait) is not seen in it. WaitStep fails the test if
+// whose code does not wait) is not seen in it; on PostgreSQL a state is
+// seen when the kit reads it (whenever its engine changed something, and
+// every 20ms), so a brief one may be seen or not. WaitStep fails the test if
 // the run settles first, at once if the run cannot go on without input
 // from outside the engine, and after Options.Timeout of virtual time
 // otherwise.

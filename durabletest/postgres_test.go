@@ -317,7 +317,6 @@ func TestPostgresWaits(t *testing.T) {
 	})
 }
 
-
 // The example's test, run.
 func TestExamplePayment(t *testing.T) {
 	pgtest.URL(t) // fails under CI=true without a database, instead of skipping
