@@ -243,19 +243,18 @@ func (k *Kit) pgIdle() {
 	defer tick.Stop()
 	start := time.Now()
 	for {
-		quiet, busy := k.quietNow()
-		if quiet {
+		if k.quietNow() {
 			return
 		}
 		select {
 		case <-k.watch.changed:
 		case <-tick.C:
 		case <-deadline.C:
-			if quiet, busy = k.quietNow(); quiet {
+			if k.quietNow() {
 				return
 			}
-			what := "  (a call of the engine's was under way)"
-			if len(busy) > 0 {
+			what := "  (no run is busy: calls of the engine's were under way)"
+			if busy := k.busyRuns(); len(busy) > 0 {
 				what = strings.Join(busy, "\n")
 			}
 			k.tb.Fatalf("durabletest: the engine was not idle within %s of real time (Options.Timeout); busy:\n%s",
@@ -268,13 +267,12 @@ func (k *Kit) pgIdle() {
 // this instant: no call of its that may change a run was under way
 // before, during or after the kit read the runs, no message for a run was
 // left pending (the kit applies those it finds, as the leader would), and
-// no run in flight is busy (runState.busy). Otherwise it describes the
-// busy runs, if any.
-func (k *Kit) quietNow() (bool, []string) {
+// no run in flight is busy (runState.busy).
+func (k *Kit) quietNow() bool {
 	k.tb.Helper()
 	calls := k.watch.calls.Load()
 	if k.watch.inflight.Load() != 0 {
-		return false, nil
+		return false
 	}
 	applied, err := k.pg.store.ApplyInbox(k.ctx, &store.ApplyInboxParams{})
 	if err != nil {
@@ -282,8 +280,16 @@ func (k *Kit) quietNow() (bool, []string) {
 	}
 	if applied.Applied > 0 {
 		k.watch.touch()
-		return false, nil
+		return false
 	}
+	busy := k.busyRuns()
+	return len(busy) == 0 && k.watch.inflight.Load() == 0 && k.watch.calls.Load() == calls
+}
+
+// busyRuns describes the runs in flight that are busy (runState.busy),
+// with what each waits for.
+func (k *Kit) busyRuns() []string {
+	k.tb.Helper()
 	now := k.now()
 	var busy []string
 	p := &store.ListRunsParams{Filter: store.RunFilter{TopLevel: true}, Limit: 100}
@@ -304,11 +310,9 @@ func (k *Kit) quietNow() (bool, []string) {
 			}
 		}
 		if !page.More || len(page.Runs) == 0 {
-			break
+			return busy
 		}
 		last := page.Runs[len(page.Runs)-1]
 		p.After = &store.RunKey{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
-	quiet := len(busy) == 0 && k.watch.inflight.Load() == 0 && k.watch.calls.Load() == calls
-	return quiet, busy
 }
