@@ -154,7 +154,7 @@ func TestPostgresDoTx(t *testing.T) {
 
 // TestTxStepInMemoryNeedsPostgres: the same step, declared with pgx.Tx,
 // fails on the in-memory kit without retries, with a *TxTypeError that
-// names both types: its SQL needs the kit on PostgreSQL.
+// names both types; the kit's assertions say to run it on PostgreSQL.
 func TestTxStepInMemoryNeedsPostgres(t *testing.T) {
 	durabletest.Run(t, func(t *testing.T, k *durabletest.Kit) {
 		wf := durable.NewWorkflow[order]("checkout")
@@ -169,6 +169,8 @@ func TestTxStepInMemoryNeedsPostgres(t *testing.T) {
 				t.Errorf("the failure %q does not name %s", msg, want)
 			}
 		}
+		fails(t, "RequireCompleted", func(tb testing.TB) { durabletest.RequireCompleted(tb, res) },
+			"takes a transaction of type pgx.Tx", "run the test on PostgreSQL, with durabletest.RunPostgres")
 	})
 }
 
