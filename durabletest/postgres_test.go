@@ -87,10 +87,11 @@ func TestPostgresTxStepExactlyOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		durabletest.RequireOutput(t, res, pay, id)
-		// The table is the application's, in the kit's schema for it.
+		// The table the unqualified name finds is the application's, in
+		// the kit's schema for it.
 		var in string
-		if err := k.Pool().QueryRow(k.Context(),
-			`SELECT table_schema FROM information_schema.tables WHERE table_name = 'payments'`).Scan(&in); err != nil {
+		if err := k.Pool().QueryRow(k.Context(), `SELECT n.nspname FROM pg_class c
+			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = 'payments'::regclass`).Scan(&in); err != nil {
 			t.Fatal(err)
 		}
 		if in != k.Schema() {
