@@ -79,8 +79,10 @@ func (fr *funcRun) options(name string, kind durabletype.TaskKind, opts []StepOp
 // DoTx is Do for a step whose fn also receives tx, the store's transaction
 // that records its result (as TxStep does for a DAG's step): what fn
 // writes through tx and the result commit together, or neither does. T
-// is the store's transaction type (pgx.Tx for pgstore, *memstore.Tx in
-// memory; a step whose T is not the store's fails with a *TxTypeError).
+// is the store's transaction type: declare it as pgx.Tx, pgstore's, and
+// test the call's SQL with durabletest.RunPostgres (in memory the
+// transaction is a *memstore.Tx; a step whose T is not the store's fails
+// with a *TxTypeError).
 func DoTx[O, T any](ctx FuncContext, name string, fn func(ctx Context, tx T) (O, error), opts ...StepOption) (O, error) {
 	var zero O
 	fr := runOf(ctx)

@@ -21,15 +21,20 @@ import (
 // error from fn, a panic, or a claim that is no longer current when fn
 // returns rolls fn's writes back as well.
 //
-// T is the store's transaction type: pgx.Tx for pgstore (fn may Begin
-// savepoints on it, and start runs or send events in it with RunNoWaitTx
-// and SendEventTx, but Commit and Rollback are the store's and return
-// pgstore.ErrTxOwned; a step that ends the transaction in SQL, with COMMIT
-// or ROLLBACK, fails without retries with ErrTxEnded), *memstore.Tx in
-// memory, whose OnCommit effects run when the outcome is recorded. A step whose T is not the store's type
-// fails without retries with a *TxTypeError; a store that cannot do this
-// fails it with ErrTxUnsupported. Declare T as any to run one definition on
-// either store, switching on tx's type.
+// T is the store's transaction type. Declare it as pgx.Tx, the type of
+// pgstore, which production runs on: fn may Begin savepoints on it, and
+// start runs or send events in it with RunNoWaitTx and SendEventTx, but
+// Commit and Rollback are the store's and return pgstore.ErrTxOwned; a
+// step that ends the transaction in SQL, with COMMIT or ROLLBACK, fails
+// without retries with ErrTxEnded. Test the step with the same SQL on
+// PostgreSQL: durabletest.RunPostgres runs it, in the transaction that
+// records the step, in a schema of the test's own. In memory the
+// transaction is a *memstore.Tx, which runs no SQL (its OnCommit effects
+// run when the outcome is recorded): a step whose T is not the store's
+// type fails without retries with a *TxTypeError, and a store that cannot
+// do this fails it with ErrTxUnsupported. (T any, switching on tx's type,
+// still runs one definition on both stores, at the cost of a second code
+// path.)
 //
 // The transaction is open while fn runs, holding a connection of the
 // store's pool (pgstore.Config.TxSteps bounds how many), and it records

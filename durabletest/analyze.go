@@ -20,8 +20,23 @@ type runState struct {
 	// outside the engine: a step runs or is ready, a sleep, a retry
 	// backoff, a timeout or a deadline is due.
 	active bool
+	// busy is set when something of the run happens now, as the engine
+	// sees it when it is not idle: a step runs or is ready (for a live
+	// worker), a sleep, a backoff, a timeout or a deadline is due. The kit
+	// on PostgreSQL waits for no run to be busy (Kit.Idle).
+	busy bool
+	// now is the instant the analysis compares due times with.
+	now time.Time
 	// lines describe the unfinished steps.
 	lines []string
+}
+
+// due marks st active, and busy too if at is not after now.
+func (st *runState) due(at time.Time) {
+	st.active = true
+	if !at.After(st.now) {
+		st.busy = true
+	}
 }
 
 func (st *runState) add(indent, format string, args ...any) {
@@ -36,12 +51,19 @@ func (st *runState) describe() string {
 }
 
 // analyze reads what run res waits for, from the store's records of its
-// tasks (which say more than a RunResult: the timeouts due).
+// tasks (which say more than a RunResult: the timeouts due), as of now.
 func (k *Kit) analyze(res *durable.RunResult) *runState {
 	k.tb.Helper()
-	st := &runState{}
+	return k.analyzeAt(res.ID, res.Workflow, res.Tenant, k.now())
+}
+
+// analyzeAt is analyze for run id of workflow and tenant, comparing due
+// times with now.
+func (k *Kit) analyzeAt(id uuid.UUID, workflow, tenant string, now time.Time) *runState {
+	k.tb.Helper()
+	st := &runState{now: now}
 	served := map[string]bool{}
-	k.walk(res.ID, res.Workflow, res.Tenant, "  ", st, served, 0)
+	k.walk(id, workflow, tenant, "  ", st, served, 0)
 	return st
 }
 
@@ -60,8 +82,8 @@ func (k *Kit) walk(id uuid.UUID, workflow, tenant, indent string, st *runState, 
 		return
 	}
 	if !run.Deadline.IsZero() {
-		st.active = true
-		st.add(indent, "the run fails at its deadline, %s", stamp(run.Deadline))
+		st.due(run.Deadline)
+		st.add(indent, "the run fails at its deadline, %s", st.stamp(run.Deadline))
 	}
 	tasks, err := k.store.ListTasks(k.ctx, id)
 	if err != nil {
@@ -79,7 +101,7 @@ func (k *Kit) walk(id uuid.UUID, workflow, tenant, indent string, st *runState, 
 			continue
 		}
 		if t.TimeoutAt.After(time.Time{}) && !terminal(t.State) {
-			st.active = true // fails at its timeout, at the latest
+			st.due(t.TimeoutAt) // fails at its timeout, at the latest
 		}
 		switch t.State {
 		case durabletype.TaskCompleted, durabletype.TaskFailed, durabletype.TaskSkipped, durabletype.TaskCancelled:
@@ -87,29 +109,29 @@ func (k *Kit) walk(id uuid.UUID, workflow, tenant, indent string, st *runState, 
 			st.add(indent, "%s PENDING: waits for its parents", name)
 		case durabletype.TaskQueued:
 			switch {
-			case t.DueAt.After(time.Now()):
+			case t.Kind == durabletype.KindFunc && t.DueAt.After(st.now):
 				st.active = true
-				st.add(indent, "%s QUEUED: attempt %d at %s", name, t.Attempt+1, stamp(t.DueAt))
-			case t.Kind == durabletype.KindFunc && t.DueAt.After(time.Now()):
+				st.add(indent, "%s (a function) QUEUED: runs again at %s, to retry a call", name, st.stamp(t.DueAt))
+			case t.DueAt.After(st.now):
 				st.active = true
-				st.add(indent, "%s (a function) QUEUED: runs again at %s, to retry a call", name, stamp(t.DueAt))
+				st.add(indent, "%s QUEUED: attempt %d at %s", name, t.Attempt+1, st.stamp(t.DueAt))
 			case !k.serves(workflow, served):
 				st.add(indent, "%s QUEUED: no live worker serves workflow %q (register it with Kit.Register)", name, workflow)
 			default:
-				st.active = true
+				st.active, st.busy = true, true
 				st.add(indent, "%s QUEUED: ready to run", name)
 			}
 		case durabletype.TaskRunning:
-			st.active = true
-			st.add(indent, "%s RUNNING: attempt %d, started %s, has not returned", name, t.Attempt, stamp(t.StartedAt))
+			st.active, st.busy = true, true
+			st.add(indent, "%s RUNNING: attempt %d, started %s, has not returned", name, t.Attempt, st.stamp(t.StartedAt))
 		case durabletype.TaskSleeping:
-			st.active = true
-			st.add(indent, "%s SLEEPING until %s", name, stamp(t.DueAt))
+			st.due(t.DueAt)
+			st.add(indent, "%s SLEEPING until %s", name, st.stamp(t.DueAt))
 		case durabletype.TaskWaiting:
 			due := ""
 			if !t.DueAt.IsZero() {
-				st.active = true
-				due = fmt.Sprintf(" (times out at %s)", stamp(t.DueAt))
+				st.due(t.DueAt)
+				due = fmt.Sprintf(" (times out at %s)", st.stamp(t.DueAt))
 			}
 			switch {
 			case t.Kind == durabletype.KindChild:
@@ -169,9 +191,9 @@ func (k *Kit) serves(workflow string, served map[string]bool) bool {
 	return ok
 }
 
-// stamp formats a virtual time, and how far from now it is.
-func stamp(t time.Time) string {
-	d := t.Sub(time.Now())
+// stamp formats a time, and how far from the analysis's now it is.
+func (st *runState) stamp(t time.Time) string {
+	d := t.Sub(st.now)
 	switch {
 	case d > 0:
 		return fmt.Sprintf("%s (in %s)", t.UTC().Format(time.RFC3339Nano), d)

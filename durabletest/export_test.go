@@ -15,9 +15,10 @@ import (
 type FakeTB struct {
 	testing.TB // nil: the methods below are the only ones the kit calls
 
-	mu     sync.Mutex
-	failed bool
-	msgs   []string
+	mu      sync.Mutex
+	failed  bool
+	skipped bool
+	msgs    []string
 }
 
 func (f *FakeTB) Helper() {}
@@ -46,6 +47,20 @@ func (f *FakeTB) FailNow() {
 }
 
 func (f *FakeTB) Fail() { f.record(true, "") }
+
+func (f *FakeTB) Skipf(format string, args ...any) {
+	f.record(false, fmt.Sprintf(format, args...))
+	f.mu.Lock()
+	f.skipped = true
+	f.mu.Unlock()
+	runtime.Goexit()
+}
+
+func (f *FakeTB) Skipped() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.skipped
+}
 
 func (f *FakeTB) Failed() bool {
 	f.mu.Lock()

@@ -1,4 +1,4 @@
-// Package durabletest tests workflows in virtual time.
+// Package durabletest tests workflows in virtual time, or on PostgreSQL.
 //
 // Run gives a test an engine on a fresh in-memory store, started inside a
 // testing/synctest bubble, in one line: the real engine runs the workflows,
@@ -30,6 +30,28 @@
 // calls are steps named "name#seq" (StepName), and FuncOutput and
 // RequireFuncOutput read what it returned.
 //
+// # On PostgreSQL
+//
+// A transactional step (durable.TxStep, durable.DoTx) is declared once,
+// with the production type pgx.Tx, and tested with its SQL run for real:
+// RunPostgres (or Options.DatabaseURL) runs the kit's engine on pgstore,
+// in a fresh schema, with another for the application's tables first on
+// the search_path of Kit.Pool, and drops both when the test ends.
+//
+//	func TestPayment(t *testing.T) {
+//		durabletest.RunPostgres(t, func(t *testing.T, k *durabletest.Kit) {
+//			k.Pool().Exec(k.Context(), `CREATE TABLE payments (...)`) // or your migrations
+//			res := durabletest.Execute(k, checkout, Order{ID: "o-1", Cents: 1250})
+//			durabletest.RequireCompleted(t, res)
+//			// query payments through k.Pool(): one row, whatever the retries
+//		})
+//	}
+//
+// Time is real there, on the database's clock: Advance fails the test,
+// Settle and WaitStep wait in real time (Options.Timeout defaults to
+// DefaultPostgresTimeout), and the methods that act return once no step
+// runs, is ready or is due (Idle). Everything else works as in memory.
+//
 // The assertions (RequireCompleted, RequireState, RequireOutput, ...) read
 // a durable.RunResult, typed through durable.StepRef, and work with any
 // engine and store, inside a bubble or not.
@@ -53,6 +75,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/memstore"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -67,8 +90,18 @@ type Options struct {
 	// SendEvent sends. Defaults to "tenant".
 	Tenant string
 	// Timeout is how much virtual time Settle and WaitStep wait at most
-	// before they fail the test. Defaults to DefaultTimeout.
+	// before they fail the test. Defaults to DefaultTimeout; on
+	// PostgreSQL it is real time, and defaults to DefaultPostgresTimeout.
 	Timeout time.Duration
+
+	// DatabaseURL, when set, runs the kit's engine on PostgreSQL at that
+	// URL (pgstore), in real time, instead of in memory in virtual time:
+	// see RunPostgres. The kit migrates a fresh schema of its own for the
+	// store, and gives the test another, empty, for the application's
+	// tables (Kit.Schema), first on the search_path of the kit's pool
+	// (Kit.Pool), so that your SQL's unqualified names find them; it drops
+	// both when the test ends. Defaults to "": in memory.
+	DatabaseURL string
 }
 
 // DefaultTimeout is the Options.Timeout of a zero Options: 30 days of
@@ -85,16 +118,20 @@ const DefaultTenant = "tenant"
 const stopTimeout = time.Minute
 
 // Kit is an engine on an in-memory store inside a synctest bubble, and the
-// means to drive it in virtual time. Get one from Run. Its methods must be
-// called from the test's goroutine (they wait with synctest.Wait, which
-// one goroutine at a time may call), and report failures to the test.
+// means to drive it in virtual time; or, from RunPostgres, an engine on
+// PostgreSQL, driven in real time. Get one from Run or RunPostgres. Its
+// methods must be called from the test's goroutine (they wait with
+// synctest.Wait, which one goroutine at a time may call), and report
+// failures to the test.
 type Kit struct {
 	tb      testing.TB
 	ctx     context.Context
 	engine  *durable.Engine
-	store   *observed
+	store   store.Store // memObserved or pgObserved
+	watch   *watch
 	tenant  string
 	timeout time.Duration
+	pg      *pgKit // nil in memory
 }
 
 // Run runs fn inside a testing/synctest bubble with a Kit whose engine is
@@ -106,9 +143,16 @@ func Run(t *testing.T, fn func(t *testing.T, k *Kit)) {
 	RunOptions(t, Options{}, fn)
 }
 
-// RunOptions is Run with options.
+// RunOptions is Run with options. With Options.DatabaseURL set, the kit
+// runs on PostgreSQL, in real time, outside a bubble (see RunPostgres).
 func RunOptions(t *testing.T, opts Options, fn func(t *testing.T, k *Kit)) {
 	t.Helper()
+	if opts.DatabaseURL != "" {
+		k := startPostgres(t, opts)
+		defer k.stop()
+		fn(t, k)
+		return
+	}
 	synctest.Test(t, func(t *testing.T) {
 		t.Helper()
 		k := start(t, opts)
@@ -117,42 +161,66 @@ func RunOptions(t *testing.T, opts Options, fn func(t *testing.T, k *Kit)) {
 	})
 }
 
-// start builds and starts the kit's engine, failing t if it cannot.
+// start builds and starts the kit's engine on a fresh in-memory store,
+// failing t if it cannot.
 func start(t *testing.T, opts Options) *Kit {
+	t.Helper()
+	w := newWatch()
+	k := newKit(t, opts, DefaultTimeout, &memObserved{Store: memstore.New(), w: w}, w)
+	k.launch()
+	return k
+}
+
+// newKit returns a kit whose engine, on s, is not started yet;
+// defaultTimeout is the default of opts.Timeout.
+func newKit(t *testing.T, opts Options, defaultTimeout time.Duration, s store.Store, w *watch) *Kit {
 	t.Helper()
 	if opts.Tenant == "" {
 		opts.Tenant = DefaultTenant
 	}
 	if opts.Timeout == 0 {
-		opts.Timeout = DefaultTimeout
+		opts.Timeout = defaultTimeout
 	}
 	if opts.Timeout < 0 {
 		t.Fatalf("durabletest: negative Options.Timeout %s", opts.Timeout)
 	}
 	cfg := opts.Config
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		cfg.Logger = testLogger(t)
 	}
 	if cfg.WorkerID == "" {
 		cfg.WorkerID = "durabletest"
 	}
-	s := newObserved()
 	e, err := durable.New(s, cfg)
 	if err != nil {
 		t.Fatalf("durabletest: %v", err)
 	}
-	k := &Kit{tb: t, ctx: t.Context(), engine: e, store: s, tenant: opts.Tenant, timeout: opts.Timeout}
-	if err := e.Start(k.ctx); err != nil {
-		t.Fatalf("durabletest: starting the engine: %v", err)
+	return &Kit{tb: t, ctx: t.Context(), engine: e, store: s, watch: w, tenant: opts.Tenant, timeout: opts.Timeout}
+}
+
+// launch starts the kit's engine.
+func (k *Kit) launch() {
+	k.tb.Helper()
+	if err := k.engine.Start(k.ctx); err != nil {
+		k.tb.Fatalf("durabletest: starting the engine: %v", err)
 	}
-	synctest.Wait()
-	return k
+	k.idle()
+}
+
+// testLogger logs warnings and errors to the test's log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // stop stops the engine: running steps are cancelled after stopTimeout of
-// virtual time. Outcomes the engine could not record fail the test.
+// virtual time (pgStopTimeout of real time on PostgreSQL). Outcomes the
+// engine could not record fail the test.
 func (k *Kit) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	d := stopTimeout
+	if k.pg != nil {
+		d = pgStopTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	if err := k.engine.Stop(ctx); err != nil {
 		if ctx.Err() != nil && !errors.Is(err, durable.ErrNotRecorded) {
@@ -185,9 +253,10 @@ func (k *Kit) with(tb testing.TB) *Kit {
 // read them, cancel or replay them with it as with any engine.
 func (k *Kit) Engine() *durable.Engine { return k.engine }
 
-// Store returns the kit's in-memory store, to start more engines on it
-// (durable.New), as other processes would share a database. Changes made
-// through them are seen by Settle and WaitStep as well.
+// Store returns the kit's store (in memory, or a *pgstore.Store's on
+// PostgreSQL), to start more engines on it (durable.New), as other
+// processes would share a database. Changes made through them are seen
+// by Settle and WaitStep as well (on PostgreSQL, at the kit's next poll).
 func (k *Kit) Store() store.Store { return k.store }
 
 // Tenant returns the tenant of the runs Start triggers (Options.Tenant).
@@ -197,27 +266,59 @@ func (k *Kit) Tenant() string { return k.tenant }
 func (k *Kit) Context() context.Context { return k.ctx }
 
 // Register registers workflow definitions on the kit's engine (see
-// durable.Engine.Register), failing the test on a definition error.
+// durable.Engine.Register), failing the test on a definition error, and
+// returns once the engine's record in the registry of workers says it
+// serves them (on PostgreSQL the record is written in the background).
 // Start registers the workflow it starts if need be.
 func (k *Kit) Register(defs ...durable.Definition) {
 	k.tb.Helper()
 	if err := k.engine.Register(defs...); err != nil {
 		k.tb.Fatalf("durabletest: registering: %v", err)
 	}
-	synctest.Wait()
+	if k.pg != nil {
+		k.pgServes()
+	}
+	k.idle()
 }
 
 // Idle returns once the engine has done all it can at the current
 // instant: every step that can run now has run, every outcome is recorded.
 // Virtual time does not move.
-func (k *Kit) Idle() { synctest.Wait() }
+//
+// On PostgreSQL, where time is real, Idle waits until no step of a run in
+// flight runs, is ready or is due, and no call of the engine that may
+// change a run is under way; it fails the test after Options.Timeout,
+// describing what still runs (a step blocked in its own code keeps the
+// engine busy: the kit cannot tell it from one at work).
+func (k *Kit) Idle() {
+	k.tb.Helper()
+	k.idle()
+}
+
+// idle is Idle.
+func (k *Kit) idle() {
+	k.tb.Helper()
+	if k.pg == nil {
+		synctest.Wait()
+		return
+	}
+	k.pgIdle()
+}
 
 // Advance lets d of virtual time pass and returns once the engine has done
 // all it can at the new instant. Everything due meanwhile happens at its
 // time, as in production: sleeps end, retry backoffs elapse, waits time
 // out, schedules fire, the leader rescues the steps of dead workers.
+//
+// On PostgreSQL Advance fails the test: the database keeps the clock that
+// due times are compared with, and it cannot be moved. Wait there with
+// Settle or WaitStep (in real time), and test what depends on time with
+// the in-memory kit.
 func (k *Kit) Advance(d time.Duration) {
 	k.tb.Helper()
+	if k.pg != nil {
+		k.tb.Fatalf("durabletest: Advance(%s): the kit on PostgreSQL runs in real time, on the database's clock, which cannot be moved: wait with Settle or WaitStep, or test timing with the in-memory kit (Run)", d)
+	}
 	if d < 0 {
 		k.tb.Fatalf("durabletest: Advance(%s): time does not go back", d)
 	}
@@ -249,7 +350,7 @@ func Start[I any](k *Kit, wf Workflow[I], in I, opts ...durable.TriggerOption) u
 	if err != nil {
 		k.tb.Fatalf("durabletest: starting a run of %s: %v", wf.Name(), err)
 	}
-	synctest.Wait()
+	k.idle()
 	return id
 }
 
@@ -315,7 +416,7 @@ func (k *Kit) SendEvent(key string, payload any) int {
 	if err != nil {
 		k.tb.Fatalf("durabletest: sending event %q: %v", key, err)
 	}
-	synctest.Wait()
+	k.idle()
 	return n
 }
 
@@ -327,7 +428,7 @@ func (k *Kit) Signal(id uuid.UUID, name string, payload any) {
 	if err := k.engine.Signal(k.ctx, id, name, payload); err != nil {
 		k.tb.Fatalf("durabletest: %v", err)
 	}
-	synctest.Wait()
+	k.idle()
 }
 
 // Settle lets virtual time pass until run id settles, and returns its
@@ -345,7 +446,9 @@ func (k *Kit) Settle(id uuid.UUID) *durable.RunResult {
 // WaitStep lets virtual time pass until step of run id is in state, and
 // returns it. A state is seen at an instant where the engine is idle: a
 // step that passes through a state within one instant (RUNNING, for a step
-// whose code does not wait) is not seen in it. WaitStep fails the test if
+// whose code does not wait) is not seen in it; on PostgreSQL a state is
+// seen when the kit reads it (whenever its engine changed something, and
+// every 20ms), so a brief one may be seen or not. WaitStep fails the test if
 // the run settles first, at once if the run cannot go on without input
 // from outside the engine, and after Options.Timeout of virtual time
 // otherwise.
@@ -365,41 +468,75 @@ func (k *Kit) WaitStep(id uuid.UUID, step Step, state durabletype.TaskState) *du
 
 // await lets virtual time pass until done holds for run id, and returns
 // its result. It looks again whenever the store may have changed a run
-// (observed), so that it sees every instant where done may begin to hold,
-// and no other.
+// (watch), so that it sees every instant where done may begin to hold,
+// and no other; on PostgreSQL, also every pgPoll.
 func (k *Kit) await(id uuid.UUID, what string, done func(*durable.RunResult) bool) *durable.RunResult {
 	k.tb.Helper()
 	deadline := time.NewTimer(k.timeout)
 	defer deadline.Stop()
+	var poll <-chan time.Time
+	kind := "virtual"
+	if k.pg != nil {
+		tick := time.NewTicker(pgPoll)
+		defer tick.Stop()
+		poll, kind = tick.C, "real"
+	}
 	start := time.Now()
 	for {
-		synctest.Wait()
-		select {
-		case <-k.store.changed:
-		default:
+		if k.pg == nil {
+			synctest.Wait() // the engine is idle
+			select {
+			case <-k.watch.changed:
+			default:
+			}
 		}
-		res := k.Get(id)
-		if done(res) {
+		res, ok := k.look(id, what, done)
+		if ok {
 			return res
 		}
-		if res.Done() {
-			k.tb.Fatalf("durabletest: run %s (%s) settled %s before it could %s", res.ID, res.Workflow, res.Status, what)
-		}
 		st := k.analyze(res)
+		if !st.active && k.pg != nil {
+			// On PostgreSQL the engine may be between two calls: the run
+			// is stuck only if it still seems so once the engine is quiet.
+			if !k.quietNow() {
+				st.active = true // judged later
+			} else if res, ok = k.look(id, what, done); ok {
+				return res
+			} else {
+				st = k.analyze(res)
+			}
+		}
 		if !st.active {
 			k.tb.Fatalf("durabletest: run %s (%s) cannot %s without input from outside the engine:\n%s",
 				res.ID, res.Workflow, what, st.describe())
 		}
 		select {
-		case <-k.store.changed:
+		case <-k.watch.changed:
+		case <-poll:
 		case <-deadline.C:
-			synctest.Wait()
+			if k.pg == nil {
+				synctest.Wait()
+			}
 			res = k.Get(id)
 			if done(res) {
 				return res
 			}
-			k.tb.Fatalf("durabletest: run %s (%s) did not %s within %s of virtual time (Options.Timeout); now:\n%s",
-				res.ID, res.Workflow, what, time.Since(start), k.analyze(res).describe())
+			k.tb.Fatalf("durabletest: run %s (%s) did not %s within %s of %s time (Options.Timeout); now:\n%s",
+				res.ID, res.Workflow, what, time.Since(start).Round(time.Millisecond), kind, k.analyze(res).describe())
 		}
 	}
+}
+
+// look reads run id: it returns it and true if done holds, fails the test
+// if the run settled otherwise, and returns it and false if not.
+func (k *Kit) look(id uuid.UUID, what string, done func(*durable.RunResult) bool) (*durable.RunResult, bool) {
+	k.tb.Helper()
+	res := k.Get(id)
+	if done(res) {
+		return res, true
+	}
+	if res.Done() {
+		k.tb.Fatalf("durabletest: run %s (%s) settled %s before it could %s", res.ID, res.Workflow, res.Status, what)
+	}
+	return res, false
 }

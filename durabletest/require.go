@@ -62,6 +62,9 @@ func summary(res *durable.RunResult) string {
 		if s.Error != "" {
 			fmt.Fprintf(&b, ": %s", firstLine(s.Error))
 		}
+		if strings.Contains(s.Error, "but the store gives *memstore.Tx") {
+			b.WriteString("\n    (a transactional step's SQL needs a database: run the test on PostgreSQL, with durabletest.RunPostgres)")
+		}
 	}
 	return b.String()
 }
