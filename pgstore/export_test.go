@@ -131,3 +131,6 @@ func Renew(ctx context.Context, s *Store, term int64) (bool, error) {
 // ErrOtherChange is the error of a Write passed a change other than its
 // unit's.
 var ErrOtherChange = errOtherChange
+
+// MigrateLockKey is the advisory lock key Migrate takes for schema.
+func MigrateLockKey(schema string) int64 { return lockKey("migrate", schema) }
