@@ -310,7 +310,9 @@ func appUpToDate(ctx context.Context, q querier, schema string, app []AppMigrati
 // with what it did or not at all. A panic of UpFunc or DownFunc is
 // returned as its error.
 func runApp(ctx context.Context, tx pgx.Tx, schema string, m *AppMigration, dir Direction) (err error) {
-	fail := func(err error) error { return &AppMigrationError{Version: m.Version, Name: m.Name, Direction: dir, Err: err} }
+	fail := func(err error) error {
+		return &AppMigrationError{Version: m.Version, Name: m.Name, Direction: dir, Err: err}
+	}
 	sql, fn := m.Up, m.UpFunc
 	if dir == Down {
 		sql, fn = m.Down, m.DownFunc
