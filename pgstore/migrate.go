@@ -89,8 +89,10 @@ type MigrateResult struct {
 
 // AppMigrationRef names an application migration.
 type AppMigrationRef struct {
+	// Version is the migration's AppMigration.Version.
 	Version int
-	Name    string
+	// Name is the migration's AppMigration.Name.
+	Name string
 }
 
 // MigrationState is the state of one migration in a schema.
