@@ -128,7 +128,7 @@ func TestWorkersApplyAppMigrationsOnce(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			var stdout, stderr bytes.Buffer
-			code := Run(ctx, cfg, p.Flags("migrate", "up"), &stdout, &stderr)
+			code := Run(context.Background(), cfg, p.Flags("migrate", "up"), &stdout, &stderr)
 			outs[i] = stdout.String() + stderr.String()
 			codes <- code
 		})
@@ -137,7 +137,7 @@ func TestWorkersApplyAppMigrationsOnce(t *testing.T) {
 	for i := range workers {
 		logs[i].WaitFor(t, "durable worker: serving", 60*time.Second)
 	}
-	cancel()
+	cancel() // the workers drain and exit 0; the migrators run to their end
 	wg.Wait()
 	close(codes)
 	for code := range codes {
