@@ -383,3 +383,24 @@ func TestAppMigrationsUnderDurableLock(t *testing.T) {
 	require.Equal(t, int32(1), calls.Load())
 	require.True(t, tableExists(t, pool, schema, "payments"))
 }
+
+// TestAppMigrationsLeastPrivilege: on a schema where durable's migrations
+// and the application's are applied, a role without DDL rights may call
+// Migrate with the application's migrations: it reads the version tables
+// and returns, without a lock or DDL.
+func TestAppMigrationsLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	admin := pgtest.Pool(t)
+	schema := pgtest.EmptySchema(t, admin)
+	var calls atomic.Int32
+	app := paymentsMigrations(schema, &calls)
+	_, err := pgstore.Migrate(ctx, admin, &pgstore.MigrateConfig{Schema: schema, App: app})
+	require.NoError(t, err)
+	pool := leastPrivilegeRole(t, admin, schema)
+	res, err := pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: schema, App: app})
+	require.NoError(t, err, "Migrate up on a current schema needs no DDL")
+	require.Empty(t, res.Versions)
+	require.Empty(t, res.App)
+	require.Equal(t, []int{1, 2}, appApplied(t, pool, schema, app))
+	require.Equal(t, int32(1), calls.Load())
+}
