@@ -35,7 +35,8 @@ type AppMigration struct {
 	// Version orders the migrations and identifies a migration once
 	// applied: a positive number, unique among the application's (a
 	// sequence, 1, 2, 3, or a timestamp such as 20260129150405). It is
-	// counted apart from durable's own versions.
+	// counted apart from durable's own versions. A pending version lower
+	// than an applied one (merged from a branch) is applied all the same.
 	Version int
 	// Name describes the migration in errors and in "migrate status"
 	// (create_payments). Required.
