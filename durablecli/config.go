@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/pgstore"
 )
 
 // Config configures a program's command line. Only Workflows is needed:
@@ -52,6 +53,19 @@ type Config struct {
 	// runs. Defaults to nil: the flags' configuration as it is.
 	Engine func(*durable.Config)
 
+	// Migrations are the program's own schema migrations (its tables,
+	// types, indexes), declared in Go or read from files with
+	// pgstore.AppMigrationsFS. "migrate up", and every command that
+	// migrates before it works ("worker" unless --no-migrate, "trigger"),
+	// apply the pending ones after durable's, in version order, in
+	// durable's migration transaction and under its advisory lock: workers
+	// that start together apply each once. They are recorded in the table
+	// app_migrations of durable's schema. "migrate status" lists them;
+	// "migrate down --revert app" (or all) reverts them, newest first. An
+	// invalid one (a version not positive or given twice, no Up, ...) is a
+	// Config error. Defaults to none.
+	Migrations []pgstore.AppMigration
+
 	// Commands are commands of the program's own, listed in the help
 	// after the standard ones, such as cmd/durable's demo and bench. A
 	// name taken by a standard command is an error. Defaults to none.
@@ -75,7 +89,8 @@ type Load func(ctx context.Context, db DB) ([]durable.Definition, []Input, error
 type DB struct {
 	// Pool is the command's connection pool. It connects on first use:
 	// Load runs before the command checks that the database answers and
-	// before the worker migrates the schema.
+	// before the worker migrates the schema: the tables of
+	// Config.Migrations may not exist yet when it runs.
 	Pool *pgxpool.Pool
 	// Schema is the schema holding durable's tables (--schema).
 	Schema string
@@ -160,6 +175,9 @@ func (cfg *Config) check() error {
 			errs = append(errs, fmt.Errorf("command %q: given twice", c.Name))
 		}
 		seen[c.Name] = true
+	}
+	if err := pgstore.ValidateAppMigrations(cfg.Migrations); err != nil {
+		errs = append(errs, fmt.Errorf("Migrations: %w", err))
 	}
 	for _, in := range cfg.DefaultInputs {
 		if in.encode == nil {

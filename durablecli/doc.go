@@ -12,7 +12,9 @@
 // gives the binary these commands (run "NAME help" and "NAME <command>
 // -h" for their flags; docs/cli.md describes them):
 //
-//   - migrate up|down|status|sql: the PostgreSQL schema.
+//   - migrate up|down|status|sql: the PostgreSQL schema, durable's
+//     migrations and the program's own (Config.Migrations, applied once
+//     under durable's migration lock).
 //   - worker: serves the workflows until SIGTERM or SIGINT, then drains
 //     (--drain-timeout); a second signal during the drain exits at once.
 //     --retention, --metrics-addr, --no-migrate, --log-format, ...

@@ -5,9 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durablecli"
+	"github.com/effectivelabs/durable/pgstore"
 )
 
 // Signup is the input of the examples' workflow.
@@ -91,4 +95,36 @@ func ExampleConfig_flags() {
 	// Output:
 	// signup worker: --mail-from must not be empty
 	// exit status 2
+}
+
+// Migrations are the program's own schema migrations: "migrate up" and the
+// worker apply them after durable's, once, under durable's migration lock.
+// A program reads them from its files (here a testing/fstest.MapFS stands
+// in for the program's embed.FS, "//go:embed migrations/*.sql") or
+// declares them in Go. A version given twice is an error of the Config,
+// reported before any command runs, so this example needs no database.
+func ExampleConfig_migrations() {
+	files := fstest.MapFS{
+		"migrations/001_create_accounts.up.sql":   {Data: []byte(`CREATE TABLE public.accounts (email text PRIMARY KEY)`)},
+		"migrations/001_create_accounts.down.sql": {Data: []byte(`DROP TABLE public.accounts`)},
+	}
+	migrations, err := pgstore.AppMigrationsFS(files, "migrations")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	migrations = append(migrations, pgstore.AppMigration{
+		Version: 1, Name: "seed_accounts", // should have been 2
+		UpFunc: func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO public.accounts VALUES ('ops@example.com')`)
+			return err
+		},
+	})
+	cfg := durablecli.Config{Name: "signup", Workflows: []durable.Definition{signupWorkflow()}, Migrations: migrations}
+	code := durablecli.Run(context.Background(), cfg, []string{"migrate", "up", "--database-url", "postgres://127.0.0.1:5432/app"},
+		os.Stdout, os.Stdout)
+	fmt.Println("exit status", code)
+	// Output:
+	// signup: invalid durablecli.Config: Migrations: pgstore: invalid application migration 001_seed_accounts: version 1 is given twice (also to "create_accounts")
+	// exit status 1
 }

@@ -133,7 +133,8 @@ Usage:
   {name} <command> [flags]
 
 Commands:
-  migrate   create or update the PostgreSQL schema (up, down, status, sql)
+  migrate   create or update the PostgreSQL schema, durable's and the
+            program's own migrations (up, down, status, sql)
   worker    serve the workflows until SIGTERM, then drain
   serve     serve the HTTP API (runs, triggers, events, signals, stats)
             and the web dashboard
@@ -217,7 +218,7 @@ func (c *cli) flagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 // dbFlags registers --database-url and --schema on fs; the URL's password
 // is then kept out of stderr.
 func (c *cli) dbFlags(fs *flag.FlagSet) *cliflag.DB {
-	db := &cliflag.DB{Redactor: c.redact}
+	db := &cliflag.DB{Redactor: c.redact, App: c.cfg.Migrations}
 	db.Register(fs, false)
 	return db
 }

@@ -57,7 +57,8 @@ run is started and the others are its duplicates). --priority (0-3),
 deadline (see docs/semantics.md, "Flow control").
 
 This command only starts runs: "{name} worker" processes execute them. The
-schema is migrated up first if needed.
+schema is migrated up first if needed (durable's migrations, then this
+program's own).
 
 Exit status: 0 started (and, with --wait, completed), 1 failed (could not
 connect, a run did not complete), 2 bad flags, unknown workflow or input.

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/internal/tools/cliflag"
@@ -27,10 +29,12 @@ for up to --drain-timeout. A second SIGTERM or SIGINT during that drain
 exits at once, with status 130, leaving the running steps to be rescued
 once their heartbeats go stale.
 
-The schema is migrated up first if needed; with --no-migrate it is only
-checked, so that a role without DDL rights can serve a schema migrated by
-"{name} migrate up": the worker then exits with status 1 and says so if
-the schema is missing or older than this binary.
+The schema is migrated up first if needed: durable's migrations, then
+this program's own (under the same lock, so workers starting together
+apply each once); with --no-migrate it is only checked, so that a role
+without DDL rights can serve a schema migrated by "{name} migrate up":
+the worker then exits with status 1 and says so if the schema is missing
+or older than this binary, or lacks one of the program's own migrations.
 
 With --metrics-addr (e.g. :9464) the worker serves its metrics to
 Prometheus at http://ADDR/metrics: steps started, completed, failed,
@@ -149,6 +153,29 @@ func (c *cli) newWorkerFlags(o *workerOptions, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// checkAppMigrations returns an error naming the program's own
+// migrations that the schema lacks, for a worker that does not migrate.
+func (c *cli) checkAppMigrations(ctx context.Context, pool *pgxpool.Pool, db *cliflag.DB) error {
+	if len(db.App) == 0 {
+		return nil
+	}
+	states, err := pgstore.AppMigrationStatus(ctx, pool, db.Schema, db.App)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, s := range states {
+		if !s.Applied {
+			missing = append(missing, fmt.Sprintf("%03d_%s", s.Version, s.Name))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("schema %s lacks this program's own migrations %s (--no-migrate does not apply them): run `%s migrate up`",
+			db.Schema, strings.Join(missing, ", "), c.name)
+	}
+	return nil
+}
+
 // config is the engine's configuration for the flags.
 func (o *workerOptions) config(logger *slog.Logger) durable.Config {
 	retention := o.retention
@@ -196,10 +223,12 @@ func (c *cli) runWorker(ctx context.Context, o *workerOptions, wf *workflowFlags
 	if err := o.db.Ping(ctx, pool); err != nil {
 		return err
 	}
-	if !o.noMigrate {
-		if err := o.db.Migrate(ctx, pool); err != nil {
+	if o.noMigrate {
+		if err := c.checkAppMigrations(ctx, pool, o.db); err != nil {
 			return err
 		}
+	} else if err := o.db.Migrate(ctx, pool); err != nil {
+		return err
 	}
 	scfg, err := o.db.StoreConfig()
 	if err != nil {

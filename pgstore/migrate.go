@@ -58,17 +58,41 @@ type MigrateConfig struct {
 	Schema string
 	// Direction is Up or Down. Defaults to Up.
 	Direction Direction
-	// Steps is the most migrations to apply or revert; 0 means all.
+	// Steps is the most migrations to apply or revert, durable's and the
+	// application's counted together; 0 means all.
 	Steps int
+	// App are the application's own migrations (see AppMigration). Up
+	// applies the pending ones after durable's, in version order, in the
+	// same transaction and under the same lock; Down reverts them only as
+	// Revert says. Defaults to none.
+	App []AppMigration
+	// Revert selects what Down reverts: durable's migrations
+	// (RevertDurable), the application's (RevertApp), or the
+	// application's and then durable's (RevertAll). Up refuses any other
+	// than the default. Defaults to RevertDurable: the application's
+	// tables are never dropped unless asked.
+	Revert Revert
 }
 
 // MigrateResult reports what Migrate did.
 type MigrateResult struct {
 	// Direction is the direction Migrate was asked for.
 	Direction Direction
-	// Versions lists the migrations applied (Up) or reverted (Down), in the
-	// order it ran them; empty when there was nothing to do.
+	// Versions lists durable's migrations applied (Up) or reverted (Down),
+	// in the order it ran them; empty when there was nothing to do.
 	Versions []int
+	// App lists the application's migrations applied or reverted, in the
+	// order it ran them (after durable's going up, before them going
+	// down).
+	App []AppMigrationRef
+}
+
+// AppMigrationRef names an application migration.
+type AppMigrationRef struct {
+	// Version is the migration's AppMigration.Version.
+	Version int
+	// Name is the migration's AppMigration.Name.
+	Name string
 }
 
 // MigrationState is the state of one migration in a schema.
@@ -81,6 +105,10 @@ type MigrationState struct {
 	Applied bool
 	// AppliedAt is when it was applied; zero when not applied.
 	AppliedAt time.Time
+	// Undeclared reports an application migration that the schema
+	// records but the migrations given to AppMigrationStatus do not
+	// declare: applied by another build of the application.
+	Undeclared bool
 }
 
 // migration is one numbered migration with its SQL templates.
@@ -147,10 +175,17 @@ const versionTableSQL = `CREATE TABLE IF NOT EXISTS {{schema}}.migrations (
 // migrators of one schema run one after the other, and the later ones find
 // nothing left to do. Applying when everything is applied is a no-op.
 //
-// Up first reads the schema's migrations table, without DDL or locks: when
+// The application's migrations (MigrateConfig.App) run in that
+// transaction and under that lock too: Up applies them after durable's,
+// Down reverts them first, and only when MigrateConfig.Revert asks. An
+// invalid one is an *AppMigrationError matching ErrInvalidAppMigration,
+// returned before Migrate connects; one that fails is an
+// *AppMigrationError naming it, and the transaction rolls back whole.
+//
+// Up first reads the schema's migrations tables, without DDL or locks: when
 // every migration is applied it returns at once, so a role with only USAGE
 // on the schema and SELECT on its tables may call it on a migrated schema.
-// Only when there is work does it create the schema and migrations table if
+// Only when there is work does it create the schema and migrations tables if
 // needed, which needs CREATE rights.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg *MigrateConfig) (*MigrateResult, error) {
 	if cfg == nil {
@@ -170,12 +205,22 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg *MigrateConfig) (*Migr
 	if cfg.Steps < 0 {
 		return nil, fmt.Errorf("pgstore: negative migration steps %d", cfg.Steps)
 	}
+	switch {
+	case cfg.Revert < RevertDurable || cfg.Revert > RevertAll:
+		return nil, fmt.Errorf("pgstore: invalid MigrateConfig.Revert %d", cfg.Revert)
+	case dir == Up && cfg.Revert != RevertDurable:
+		return nil, fmt.Errorf("pgstore: MigrateConfig.Revert %s is for Down: Up applies durable's migrations, then the application's", cfg.Revert)
+	}
+	app, err := sortedApp(cfg.App)
+	if err != nil {
+		return nil, err
+	}
 	all, err := migrations()
 	if err != nil {
 		return nil, err
 	}
 	res := &MigrateResult{Direction: dir}
-	if dir == Up && upToDate(ctx, pool, schema, all) {
+	if dir == Up && upToDate(ctx, pool, schema, all) && appUpToDate(ctx, pool, schema, app) {
 		return res, nil
 	}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -188,39 +233,123 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg *MigrateConfig) (*Migr
 		if _, err := tx.Exec(ctx, render(schema, versionTableSQL)); err != nil {
 			return fmt.Errorf("create version table: %w", err)
 		}
-		applied, err := appliedVersions(ctx, tx, schema)
+		if dir == Up && len(app) > 0 {
+			if _, err := tx.Exec(ctx, render(schema, appTableSQL)); err != nil {
+				return fmt.Errorf("create application version table: %w", err)
+			}
+		}
+		todo, err := migrationPlan(ctx, tx, schema, dir, cfg.Revert, all, app)
 		if err != nil {
 			return err
-		}
-		var todo []migration
-		if dir == Up {
-			for _, m := range all {
-				if _, ok := applied[m.version]; !ok {
-					todo = append(todo, m)
-				}
-			}
-		} else {
-			for _, m := range slices.Backward(all) {
-				if _, ok := applied[m.version]; ok {
-					todo = append(todo, m)
-				}
-			}
 		}
 		if cfg.Steps > 0 && len(todo) > cfg.Steps {
 			todo = todo[:cfg.Steps]
 		}
-		for _, m := range todo {
-			if err := runMigration(ctx, tx, schema, m, dir); err != nil {
+		for _, st := range todo {
+			if st.app == nil {
+				if err := runMigration(ctx, tx, schema, st.own, dir); err != nil {
+					return err
+				}
+				res.Versions = append(res.Versions, st.own.version)
+				continue
+			}
+			if st.refused != nil {
+				return st.refused
+			}
+			if err := runApp(ctx, tx, schema, st.app, dir); err != nil {
 				return err
 			}
-			res.Versions = append(res.Versions, m.version)
+			res.App = append(res.App, AppMigrationRef{Version: st.app.Version, Name: st.app.Name})
 		}
 		return nil
 	})
 	if err != nil {
+		var ae *AppMigrationError
+		if errors.As(err, &ae) {
+			return nil, err // it names the migration and says nothing was applied
+		}
 		return nil, fmt.Errorf("pgstore: migrate %s %s: %w", schema, dir, err)
 	}
 	return res, nil
+}
+
+// migrateStep is one migration Migrate runs: durable's own (own) or the
+// application's (app). refused, when set, is why an application migration
+// cannot be reverted: Migrate returns it when it reaches the step.
+type migrateStep struct {
+	own     migration
+	app     *AppMigration
+	refused error
+}
+
+// migrationPlan lists the migrations to run, in order, under the lock: going up,
+// durable's pending ones then the application's; going down, the applied
+// ones of the sets that revert selects, the application's first, newest
+// first.
+func migrationPlan(ctx context.Context, tx pgx.Tx, schema string, dir Direction, revert Revert, all []migration, app []AppMigration) ([]migrateStep, error) {
+	var todo []migrateStep
+	own := dir == Up || revert != RevertApp
+	withApp := (dir == Up && len(app) > 0) || (dir == Down && revert != RevertDurable)
+	var ownApplied map[int]time.Time
+	if own {
+		var err error
+		if ownApplied, err = appliedVersions(ctx, tx, schema); err != nil {
+			return nil, err
+		}
+	}
+	var appApplied map[int]appRecord
+	if withApp {
+		var err error
+		if appApplied, err = appliedApp(ctx, tx, schema); err != nil {
+			return nil, err
+		}
+	}
+	if dir == Up {
+		for _, m := range all {
+			if _, ok := ownApplied[m.version]; !ok {
+				todo = append(todo, migrateStep{own: m})
+			}
+		}
+		for i := range app {
+			if _, ok := appApplied[app[i].Version]; !ok {
+				todo = append(todo, migrateStep{app: &app[i]})
+			}
+		}
+		return todo, nil
+	}
+	if withApp {
+		byVersion := make(map[int]*AppMigration, len(app))
+		for i := range app {
+			byVersion[app[i].Version] = &app[i]
+		}
+		versions := make([]int, 0, len(appApplied))
+		for v := range appApplied {
+			versions = append(versions, v)
+		}
+		slices.Sort(versions)
+		for _, v := range slices.Backward(versions) {
+			m := byVersion[v]
+			st := migrateStep{app: m}
+			switch {
+			case m == nil:
+				m = &AppMigration{Version: v, Name: appApplied[v].name}
+				st = migrateStep{app: m, refused: &AppMigrationError{Version: v, Name: m.Name, Direction: Down,
+					Err: errors.New("the schema records it, but this program does not declare it: it cannot revert it")}}
+			case m.Down == "" && m.DownFunc == nil:
+				st.refused = &AppMigrationError{Version: v, Name: m.Name, Direction: Down,
+					Err: errors.New("it has no Down (or DownFunc): it cannot be reverted")}
+			}
+			todo = append(todo, st)
+		}
+	}
+	if own {
+		for _, m := range slices.Backward(all) {
+			if _, ok := ownApplied[m.version]; ok {
+				todo = append(todo, migrateStep{own: m})
+			}
+		}
+	}
+	return todo, nil
 }
 
 func runMigration(ctx context.Context, tx pgx.Tx, schema string, m migration, dir Direction) error {

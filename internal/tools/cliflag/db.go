@@ -35,6 +35,9 @@ type DB struct {
 	// Redactor, when set, is told to watch the URLs by Register and
 	// RegisterDirect.
 	Redactor *Redactor
+	// App are the application's own migrations, which Migrate applies
+	// after durable's (durablecli.Config.Migrations).
+	App []pgstore.AppMigration
 }
 
 // Register defines --database-url and --schema on fs. With optional set,
@@ -208,9 +211,10 @@ func (d *DB) OpenStore(ctx context.Context, maxConns int32, migrate bool) (*pgst
 	return s, pool, nil
 }
 
-// Migrate migrates the schema up if needed, on a pool.
+// Migrate migrates the schema up if needed, on a pool: durable's
+// migrations, then the application's (App).
 func (d *DB) Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	if _, err := pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: d.Schema}); err != nil {
+	if _, err := pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: d.Schema, App: d.App}); err != nil {
 		return d.redact(err)
 	}
 	return nil
