@@ -134,5 +134,6 @@ var ErrOtherChange = errOtherChange
 
 // Recycle recycles one queue table now, whatever its size.
 func Recycle(ctx context.Context, s *Store, table string) (bool, error) { return s.recycle(ctx, table) }
+
 // MigrateLockKey is the advisory lock key Migrate takes for schema.
 func MigrateLockKey(schema string) int64 { return lockKey("migrate", schema) }
