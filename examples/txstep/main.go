@@ -10,8 +10,9 @@
 //
 //	DURABLE_DATABASE_URL=postgres://user@127.0.0.1:5432/db go run ./examples/txstep
 //
-// It works in the schema durable_examples (or DURABLE_SCHEMA), where it
-// creates the tables orders and payments beside durable's.
+// It works in the schema durable_examples (or DURABLE_SCHEMA), where its
+// migration of its own creates the tables orders and payments beside
+// durable's.
 package main
 
 import (
@@ -26,6 +27,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/examples/internal/example"
+	"github.com/effectivelabs/durable/pgstore"
 )
 
 // Order is the input of a run.
@@ -47,33 +49,27 @@ func run(ctx context.Context, out io.Writer, db example.DB) error {
 		fmt.Fprintln(out, "  DURABLE_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres go run ./examples/txstep")
 		return nil
 	}
-	st, err := example.Open(ctx, db)
+	schema := db.Schema
+	if schema == "" {
+		schema = example.DefaultSchema
+	}
+	orders := pgx.Identifier{schema, "orders"}.Sanitize()
+	payments := pgx.Identifier{schema, "payments"}.Sanitize()
+	// The application's own tables, in the same database: a migration of
+	// the application's, applied once with durable's, under its lock, so
+	// that workers starting together never race to create them.
+	st, err := example.Open(ctx, db, pgstore.AppMigration{
+		Version: 1, Name: "orders_and_payments",
+		Up: "CREATE TABLE " + orders + " (id text PRIMARY KEY, cents int NOT NULL);" +
+			"CREATE TABLE " + payments + " (order_id text PRIMARY KEY REFERENCES " + orders + ", cents int NOT NULL)",
+	})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	fmt.Fprintln(out, "running", st.Where())
 
-	// The application's own tables, in the same database.
-	orders := pgx.Identifier{st.Schema, "orders"}.Sanitize()
-	payments := pgx.Identifier{st.Schema, "payments"}.Sanitize()
-	if _, err := st.Pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+orders+" (id text PRIMARY KEY, cents int NOT NULL);"+
-		"CREATE TABLE IF NOT EXISTS "+payments+" (order_id text PRIMARY KEY REFERENCES "+orders+", cents int NOT NULL)"); err != nil {
-		return fmt.Errorf("creating the tables: %w", err)
-	}
-
-	wf := durable.NewWorkflow[Order]("pay")
-	// The first attempt writes its row, then fails (the provider timed
-	// out): its write is rolled back with it, and the retry writes again.
-	paid := durable.TxStep(wf, "record-payment", func(ctx durable.Context, tx pgx.Tx, o Order) (string, error) {
-		if _, err := tx.Exec(ctx, "INSERT INTO "+payments+" (order_id, cents) VALUES ($1, $2)", o.ID, o.Cents); err != nil {
-			return "", fmt.Errorf("recording the payment of %s: %w", o.ID, err)
-		}
-		if ctx.Attempt() == 1 {
-			return "", errors.New("payment provider timed out")
-		}
-		return fmt.Sprintf("payment of %s recorded on attempt %d", o.ID, ctx.Attempt()), nil
-	}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 3, InitialDelay: 50 * time.Millisecond}))
+	wf, paid := payWorkflow(payments)
 
 	engine, err := durable.New(st.Store, durable.Config{Logger: example.Logger()})
 	if err != nil {
@@ -138,4 +134,23 @@ func run(ctx context.Context, out io.Writer, db example.DB) error {
 	}
 	fmt.Fprintln(out, "runs of the rolled-back order:", len(page.Runs))
 	return nil
+}
+
+// payWorkflow is the workflow, writing its payments into the table
+// payments (a quoted, qualified name). Its test runs it with
+// durabletest.RunPostgres: the same pgx.Tx step, its real SQL.
+func payWorkflow(payments string) (*durable.Workflow[Order], *durable.StepRef[string]) {
+	wf := durable.NewWorkflow[Order]("pay")
+	// The first attempt writes its row, then fails (the provider timed
+	// out): its write is rolled back with it, and the retry writes again.
+	paid := durable.TxStep(wf, "record-payment", func(ctx durable.Context, tx pgx.Tx, o Order) (string, error) {
+		if _, err := tx.Exec(ctx, "INSERT INTO "+payments+" (order_id, cents) VALUES ($1, $2)", o.ID, o.Cents); err != nil {
+			return "", fmt.Errorf("recording the payment of %s: %w", o.ID, err)
+		}
+		if ctx.Attempt() == 1 {
+			return "", errors.New("payment provider timed out")
+		}
+		return fmt.Sprintf("payment of %s recorded on attempt %d", o.ID, ctx.Attempt()), nil
+	}, durable.WithRetry(durable.RetryPolicy{MaxRetries: 3, InitialDelay: 50 * time.Millisecond}))
+	return wf, paid
 }

@@ -54,8 +54,11 @@ type Store struct {
 }
 
 // Open opens the store db names: on PostgreSQL it connects, and applies
-// durable's migrations to the schema.
-func Open(ctx context.Context, db DB) (*Store, error) {
+// durable's migrations to the schema, then the application's own (app), in
+// the same transaction, under durable's migration lock (a program of your
+// own declares them once, in durablecli.Config.Migrations). In memory, app
+// is ignored.
+func Open(ctx context.Context, db DB, app ...pgstore.AppMigration) (*Store, error) {
 	if db.URL == "" {
 		return &Store{Store: memstore.New()}, nil
 	}
@@ -67,7 +70,7 @@ func Open(ctx context.Context, db DB) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
-	if _, err := pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: schema}); err != nil {
+	if _, err := pgstore.Migrate(ctx, pool, &pgstore.MigrateConfig{Schema: schema, App: app}); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("migrating schema %s: %w", schema, err)
 	}
