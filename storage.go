@@ -70,7 +70,11 @@ func newStorageMeters(mt metric.Meter, e *Engine) (*storageMeters, error) {
 	m := &storageMeters{e: e, attrs: map[string]*attrs{}}
 	var err error
 	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
-		g, e := mt.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		opts := []metric.Int64ObservableGaugeOption{metric.WithDescription(desc)}
+		if unit != "" { // none for a flag: the exporter would name "1" a ratio
+			opts = append(opts, metric.WithUnit(unit))
+		}
+		g, e := mt.Int64ObservableGauge(name, opts...)
 		if err == nil {
 			err = e
 		}
@@ -79,7 +83,7 @@ func newStorageMeters(mt metric.Meter, e *Engine) (*storageMeters, error) {
 	m.live = gauge(MetricTableLiveRows, "{row}", "Live rows of each table of the store, as PostgreSQL estimates them; reported by the leader.")
 	m.dead = gauge(MetricTableDeadRows, "{row}", "Dead rows (row versions vacuum has not reclaimed) of each table of the store; reported by the leader.")
 	m.size = gauge(MetricTableSize, "By", "Size of each table of the store on disk: heap, TOAST and indexes; reported by the leader.")
-	m.attention = gauge(MetricTableAttention, "1", "1 for each table of the store whose dead rows need attention (docs/operating.md, Bloat), 0 for the others; reported by the leader.")
+	m.attention = gauge(MetricTableAttention, "", "1 for each table of the store whose dead rows need attention (docs/operating.md, Bloat), 0 for the others; reported by the leader.")
 	if err != nil {
 		return nil, err
 	}
