@@ -50,7 +50,7 @@ func writeStorage(w io.Writer, st *durablejson.Storage, schema string) {
 			}
 			last := "never"
 			if v := lastOf(t.LastVacuum, t.LastAutovacuum); v != nil {
-				last = age(max(st.At.Sub(*v), 0)) + " ago"
+				last = max(st.At.Sub(*v), 0).Round(time.Second).String() + " ago"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f%%\t%s\t%s\t%s\t%s\t%s\n", name, bloat.Count(t.LiveRows), bloat.Count(t.DeadRows),
 				100*t.DeadFraction, bytesCell(t.TotalBytes), bytesCell(t.TableBytes), bytesCell(t.IndexBytes), last, onOff(t.Autovacuum))
