@@ -100,15 +100,20 @@ func (m *storageMeters) observe(ctx context.Context, o metric.Observer) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.st == nil || time.Since(m.read) >= StorageMetricsTTL {
+	if m.read.IsZero() || time.Since(m.read) >= StorageMetricsTTL {
+		// A failed reading is not tried again within the TTL either: a
+		// database in trouble gets no query per scrape.
 		ctx, cancel := context.WithTimeout(ctx, storageTimeout)
 		st, err := m.e.Storage(ctx)
 		cancel()
+		m.st, m.read = st, time.Now()
 		if err != nil {
 			m.e.log.Warn("durable: reading the storage of the tables for the metrics", slog.Any("error", err))
 			return nil
 		}
-		m.st, m.read = st, time.Now()
+	}
+	if m.st == nil {
+		return nil
 	}
 	for _, t := range m.st.Tables {
 		a := m.attrs[t.Name]

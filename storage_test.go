@@ -2,6 +2,7 @@ package durable_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -145,5 +146,42 @@ func TestPGMetricsTableStorage(t *testing.T) {
 	require.NotEmpty(t, gauge(collect(t, leader.reader), durable.MetricTableDeadRows))
 	if time.Since(read) < durable.StorageMetricsTTL {
 		require.Equal(t, reads, leader.store.reads.Load(), "a collection within the TTL reuses the last reading")
+	}
+}
+
+// failingStorage is a store with tables whose storage cannot be read.
+type failingStorage struct {
+	*memstore.Store
+	reads atomic.Int64
+}
+
+func (s *failingStorage) Storage(context.Context) (*durabletype.Storage, error) {
+	s.reads.Add(1)
+	return nil, errors.New("catalog unreachable")
+}
+
+// TestMetricsTableStorageFailing: a reading that fails reports no table
+// gauges, fails no collection, and is not tried again within
+// StorageMetricsTTL: a database in trouble gets no query per scrape.
+func TestMetricsTableStorageFailing(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	s := &failingStorage{Store: memstore.New()}
+	e, err := durable.New(s, durable.Config{Logger: quiet, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	require.NoError(t, err)
+	_, err = e.Storage(context.Background())
+	require.ErrorContains(t, err, "catalog unreachable")
+	s.reads.Store(0)
+	require.NoError(t, e.Start(context.Background()))
+	defer stopNow(t, e)
+	var first time.Time
+	pgEventually(t, 10*time.Second, func() bool { // memstore's engine leads once its leader starts
+		first = time.Now()
+		collect(t, reader)
+		return s.reads.Load() > 0
+	}, "the leader reads the storage when collected")
+	require.NotContains(t, collect(t, reader), durable.MetricTableDeadRows)
+	if time.Since(first) < durable.StorageMetricsTTL {
+		require.Equal(t, int64(1), s.reads.Load(), "a failed reading is not tried again within the TTL")
 	}
 }
