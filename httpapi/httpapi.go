@@ -67,10 +67,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Dashboard serves the web dashboard at / (its assets under /ui/): the
 	// runs with filters, a run's DAG, attempts and events, cancel and
-	// replay, the workflows with their versions, the workers and the
-	// queues. It calls this API from the browser, so it sees what the
-	// API lets the browser's requests see; it asks for a bearer token
-	// when the API answers 401.
+	// replay, the workflows with their versions, the workers, the
+	// queues and the storage of the store's tables. It calls this API
+	// from the browser, so it sees what the API lets the browser's
+	// requests see; it asks for a bearer token when the API answers 401.
 	Dashboard bool
 }
 
