@@ -102,7 +102,10 @@ func TestPGMetricsTableStorage(t *testing.T) {
 	var engines [2]engine
 	for i := range engines {
 		reader := sdkmetric.NewManualReader()
-		s := &countingStore{Store: env.newStore(t)}
+		// The default lease: leadership does not move during the test.
+		ps, err := pgstore.New(env.pool, &pgstore.Config{Schema: env.schema})
+		require.NoError(t, err)
+		s := &countingStore{Store: ps}
 		e, err := durable.New(s, pgFast(durable.Config{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}))
 		require.NoError(t, err)
 		require.NoError(t, e.Start(context.Background()))
