@@ -24,8 +24,12 @@ var _ store.StorageReader = (*Store)(nil)
 // The sizes are the size functions' (pg_total_relation_size: heap, TOAST
 // and indexes; pg_table_size: heap and TOAST; pg_indexes_size), which take
 // no lock and stat the relations' files; a relation dropped meanwhile
-// reads as NULL, counted 0. The row counts are the statistics
-// collector's estimates (n_live_tup, n_dead_tup), as autovacuum sees them.
+// reads as NULL, counted 0. The row counts and times are the cumulative
+// statistics' (n_live_tup, n_dead_tup, last_vacuum, ... of
+// pg_stat_all_tables, as autovacuum sees them), read with the functions
+// behind that view for the schema's tables only: the view computes them
+// for every table of the database before any filter, which costs 2-3
+// times the whole query on a database of 1,400 relations.
 const storageSQL = `
 SELECT now(), current_setting('autovacuum')::boolean, current_setting('track_counts')::boolean,
        t.name, t.partition_of, t.live, t.dead, t.total, t.heap, t.indexes,
@@ -34,17 +38,19 @@ FROM (SELECT 1) AS one
 LEFT JOIN (
     SELECT c.relname::text AS name,
            coalesce(p.relname::text, '') AS partition_of,
-           coalesce(s.n_live_tup, 0) AS live,
-           coalesce(s.n_dead_tup, 0) AS dead,
+           pg_stat_get_live_tuples(c.oid) AS live,
+           pg_stat_get_dead_tuples(c.oid) AS dead,
            coalesce(pg_total_relation_size(c.oid), 0) AS total,
            coalesce(pg_table_size(c.oid), 0) AS heap,
            coalesce(pg_indexes_size(c.oid), 0) AS indexes,
-           s.last_vacuum, s.last_autovacuum, s.last_analyze, s.last_autoanalyze,
+           pg_stat_get_last_vacuum_time(c.oid) AS last_vacuum,
+           pg_stat_get_last_autovacuum_time(c.oid) AS last_autovacuum,
+           pg_stat_get_last_analyze_time(c.oid) AS last_analyze,
+           pg_stat_get_last_autoanalyze_time(c.oid) AS last_autoanalyze,
            coalesce((SELECT o.option_value::boolean FROM pg_options_to_table(c.reloptions) AS o
                      WHERE o.option_name = 'autovacuum_enabled'), true) AS autovacuum
     FROM pg_class AS c
     JOIN pg_namespace AS n ON n.oid = c.relnamespace
-    LEFT JOIN pg_stat_all_tables AS s ON s.relid = c.oid
     LEFT JOIN pg_inherits AS i ON i.inhrelid = c.oid
     LEFT JOIN pg_class AS p ON p.oid = i.inhparent
     WHERE n.nspname = $1 AND c.relkind IN ('r', 'm')
