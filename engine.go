@@ -58,14 +58,20 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{
+	e := &Engine{
 		store:   s,
 		cfg:     cfg,
 		tel:     tel,
 		log:     cfg.Logger.With(slog.String("worker", cfg.WorkerID)),
 		reg:     registry{byName: map[string][]*registered{}},
 		waiters: map[uuid.UUID]map[chan struct{}]struct{}{},
-	}, nil
+	}
+	if cfg.MeterProvider != nil {
+		if e.tel.storage, err = newStorageMeters(cfg.MeterProvider.Meter(InstrumentationName), e); err != nil {
+			return nil, fmt.Errorf("durable: metrics: %w", err)
+		}
+	}
+	return e, nil
 }
 
 // WorkerID returns the engine's worker ID.

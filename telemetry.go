@@ -38,6 +38,15 @@ const (
 	MetricQueueWait      = "durable.queue.wait"
 	MetricStoreDuration  = "durable.store.duration"
 	MetricQueueDepth     = "durable.queue.depth"
+	// The storage of the store's tables (Engine.Storage), by table
+	// (AttrTable), reported by the leader when the metrics are collected:
+	// "durable_table_live_rows", "durable_table_dead_rows",
+	// "durable_table_size_bytes" and "durable_table_attention" (1 for a
+	// table that needs attention, 0 for the others).
+	MetricTableLiveRows  = "durable.table.live_rows"
+	MetricTableDeadRows  = "durable.table.dead_rows"
+	MetricTableSize      = "durable.table.size"
+	MetricTableAttention = "durable.table.attention"
 )
 
 // Attributes of the engine's metrics and spans.
@@ -51,14 +60,16 @@ const (
 	AttrRunID    = "durable.run_id"
 	AttrAttempt  = "durable.attempt"
 	AttrOutcome  = "durable.outcome"
+	AttrTable    = "durable.table"
 )
 
 // telemetry is what an engine reports through OpenTelemetry. Either part is
 // nil when its provider is not configured, and then costs one nil test.
 type telemetry struct {
-	m      *meters
-	tracer trace.Tracer
-	names  *sync.Map // span names by workflow and step
+	m       *meters
+	storage *storageMeters // nil without metrics, or on a store without tables
+	tracer  trace.Tracer
+	names   *sync.Map // span names by workflow and step
 }
 
 func newTelemetry(cfg *Config) (telemetry, error) {

@@ -147,7 +147,9 @@ Commands:
   events    send an event to the steps of a tenant's runs waiting for its
             key (events send)
   signal    send a signal to the steps of a run waiting for it
-  stats     queue depths and run counts by workflow, version and tenant
+  stats     queue depths and run counts by workflow, version and tenant;
+            --storage: the tables' dead rows and sizes, and what needs a
+            VACUUM
   workers   the live workers (host, version, the workflow versions they
             serve, steps in flight, leader) and the queued versions no
             live worker serves

@@ -981,6 +981,6 @@ func TestRunsHelp(t *testing.T) {
 	}
 	code, out, _ := runCLI(t, "help")
 	require.Equal(t, 0, code)
-	require.Contains(t, out, "  stats     queue depths and run counts by workflow, version and tenant\n")
+	require.Contains(t, out, "  stats     queue depths and run counts by workflow, version and tenant;\n            --storage: the tables' dead rows and sizes, and what needs a\n")
 	require.Contains(t, out, "  runs      operate runs: list")
 }

@@ -23,7 +23,8 @@ import (
 // the API answers (one definition each, in package durablejson): the same
 // fields with the same values, but for when they were read ("at") and the
 // ages taken then. The pairs: "runs list --json" and GET /api/v1/runs,
-// "stats --json" and /api/v1/stats, "workers --all --json" and
+// "stats --json" and /api/v1/stats, "stats --storage --json" and
+// /api/v1/storage, "workers --all --json" and
 // /api/v1/workers?all=true, "runs show --json" and /api/v1/runs/{id} (a
 // run waiting, cancelled, completed, with a map step, with child runs, a
 // child run, a run waiting for an event), "runs show --events --json" and
@@ -143,6 +144,8 @@ func TestSameJSONAsAPI(t *testing.T) {
 		}
 	}
 	same("runs waiting, unserved", pairs)
+	// The storage of the tables, while nothing writes to them.
+	same("storage", []pair{get("/api/v1/storage", "stats", "--storage", "--json")})
 	cli, _ := read(pairs[0])
 	require.Contains(t, mustJSON(t, cli), `"unserved":true`, "the runs of a version no live worker serves")
 	require.Contains(t, mustJSON(t, cli), `"finished_at":null`)

@@ -3,6 +3,7 @@ package durablecli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -38,6 +39,26 @@ with RFC 3339 times; "oldest_ready" and its age are null when no task is
 ready; "settled" is false for runs in flight; a count's "version" is
 absent for settled runs and for runs started before versions.
 
+With --storage, it prints the storage of durable's tables instead, to
+see bloat before it slows the engine down: for each table its live and
+dead rows (row versions that vacuum has not reclaimed yet), its size on
+disk (heap and TOAST, indexes, total), when it was last vacuumed and
+whether autovacuum is on for it; then the warnings about the server
+(autovacuum or track_counts off) and the tables that need attention: at
+least 10,000 dead rows, and either more than 20% of the table's rows
+(autovacuum is behind) or autovacuum off (see docs/operating.md,
+"Bloat"). It costs one catalog query. With --json, the one object GET
+/api/v1/storage answers:
+  {"at": TIME, "autovacuum": true, "track_counts": true,
+   "warnings": [...], "attention": N,
+   "tables": [{"name", "partition_of", "live_rows", "dead_rows",
+               "dead_fraction", "total_bytes", "table_bytes",
+               "index_bytes", "last_vacuum", "last_autovacuum",
+               "last_analyze", "last_autoanalyze", "autovacuum",
+               "attention"}, ...]}
+with "attention" (a table's) empty when it needs none, and the times
+null when never.
+
 Exit status: 0 done, 1 failed (database errors), 2 bad flags.
 
 Flags:
@@ -49,9 +70,12 @@ func (c *cli) statsCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 	tenant := fs.String("tenant", "", "count only this tenant's tasks and runs")
 	window := fs.Duration("window", time.Hour, "count the runs that settled within this long")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	storage := fs.Bool("storage", false, "print the storage of durable's tables (rows, dead rows, sizes, vacuum) and what needs attention")
 	if code := c.parseFlags(fs, args, stderr, 0); code >= 0 {
 		return code
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, c.name+" stats: "+format+"\n", a...)
 		return exitUsage
@@ -64,6 +88,8 @@ func (c *cli) statsCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 		return usageErr("%v", bad)
 	case *window <= 0:
 		return usageErr("--window must be positive, got %s", *window)
+	case *storage && (set["tenant"] || set["window"]):
+		return usageErr("--storage reads every table: it takes no --tenant or --window")
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "%s stats: %v\n", c.name, err)
@@ -75,6 +101,9 @@ func (c *cli) statsCmd(ctx context.Context, args []string, stdout, stderr io.Wri
 		return fail(err)
 	}
 	defer op.close()
+	if *storage {
+		return c.printStorage(ctx, op, *asJSON, stdout, stderr)
+	}
 	var st *durabletype.Stats
 	opts := durable.StatsOptions{Window: *window}
 	if *tenant != "" {

@@ -39,8 +39,11 @@ or older than this binary, or lacks one of the program's own migrations.
 With --metrics-addr (e.g. :9464) the worker serves its metrics to
 Prometheus at http://ADDR/metrics: steps started, completed, failed,
 retried, rescued and released (durable_steps_completed_total, ...), runs
-settled by status, step, queue-wait and store-call durations, and the
-queue depth the leader samples every 30s (see docs/observability.md).
+settled by status, step, queue-wait and store-call durations, the
+queue depth the leader samples every 30s, and the storage of durable's
+tables that the leader reads when scraped (durable_table_dead_rows,
+durable_table_live_rows, durable_table_size_bytes and
+durable_table_attention, by table; see docs/observability.md).
 Without it the worker records no metrics.
 
 Behind a connection pooler in transaction mode (PgBouncer's pool_mode =

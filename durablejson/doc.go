@@ -7,7 +7,8 @@
 //
 // The documents: what each run status means (Statuses, GET
 // /api/v1/statuses), the stats (Stats: GET /api/v1/stats, "durable stats
-// --json"), the workers (Workers: GET /api/v1/workers, "durable workers
+// --json"), the storage of the store's tables (Storage: GET
+// /api/v1/storage, "durable stats --storage --json"), the workers (Workers: GET /api/v1/workers, "durable workers
 // --json"), a page of runs (RunList: GET /api/v1/runs, "durable runs list
 // --json"), a run with its steps (RunDetail: GET /api/v1/runs/{id} and
 // the answers of cancel and replay, "durable runs show --json"), its event

@@ -15,6 +15,8 @@
 //     schedule recorded it (RetryPolicy here is the policy recorded for a
 //     step, not durable.RetryPolicy, which a workflow's author sets);
 //   - counts: Stats, QueueStats and RunCount;
+//   - storage: Storage and TableStorage, the sizes and dead rows of a
+//     store's tables;
 //   - schedules: Schedule and ScheduleKey;
 //   - errors: the sentinel errors a store returns and the engine passes on
 //     (ErrRunNotFound, ErrIncompatible, ...), to match with errors.Is, and

@@ -2,7 +2,7 @@
 // JSON API under /api/v1/ (runs, their steps and events, cancel, replay,
 // signals, events, triggering a registered workflow by name, the workflows
 // known here with their versions and DAGs, moving runs between versions,
-// stats, the live workers, what each run status means), /healthz and /readyz, and optionally a web dashboard
+// stats, the storage of the store's tables, the live workers, what each run status means), /healthz and /readyz, and optionally a web dashboard
 // at / (Options.Dashboard). Mount the *Handler that New returns in your own
 // server, or run "durable serve".
 //
@@ -67,10 +67,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Dashboard serves the web dashboard at / (its assets under /ui/): the
 	// runs with filters, a run's DAG, attempts and events, cancel and
-	// replay, the workflows with their versions, the workers and the
-	// queues. It calls this API from the browser, so it sees what the
-	// API lets the browser's requests see; it asks for a bearer token
-	// when the API answers 401.
+	// replay, the workflows with their versions, the workers, the
+	// queues and the storage of the store's tables. It calls this API
+	// from the browser, so it sees what the API lets the browser's
+	// requests see; it asks for a bearer token when the API answers 401.
 	Dashboard bool
 }
 
@@ -126,6 +126,7 @@ func New(e *durable.Engine, opts Options) *Handler {
 		{method: "POST", pattern: "/api/v1/workflows/{name}/upgrade", h: h.upgrade},
 		{method: "POST", pattern: "/api/v1/events", h: h.sendEvent},
 		{method: "GET", pattern: "/api/v1/stats", h: h.stats},
+		{method: "GET", pattern: "/api/v1/storage", h: h.storage},
 		{method: "GET", pattern: "/api/v1/statuses", h: h.statuses},
 		{method: "GET", pattern: "/api/v1/workers", h: h.listWorkers},
 	}

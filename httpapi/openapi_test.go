@@ -80,6 +80,7 @@ func TestOpenAPIDocumentsListFields(t *testing.T) {
 		"Run": durablejson.RunDetail{}, "Step": durablejson.Step{}, "Call": durablejson.Call{}, "RunError": durablejson.RunError{}, "Parent": durablejson.Parent{}, "Event": durablejson.Event{},
 		"Workflow": durablejson.Workflow{}, "WorkflowVersion": durablejson.WorkflowVersion{}, "WorkflowStep": durablejson.WorkflowStep{}, "Workflows": durablejson.WorkflowList{},
 		"Worker": durablejson.Worker{}, "Workers": durablejson.Workers{}, "Stats": durablejson.Stats{},
+		"Storage": durablejson.Storage{}, "TableStorage": durablejson.TableStorage{},
 		"Statuses": durablejson.Statuses{}, "StatusMeaning": durablejson.StatusMeaning{},
 		"UpgradeRequest": upgradeRequest{}, "UpgradeResult": durablejson.Upgrade{}, "UpgradeRefusal": durablejson.UpgradeRefusal{}, "EventSent": durablejson.EventSent{}, "Problem": problemBody{}} {
 		var fields []string

@@ -127,6 +127,9 @@ func classify(err error) *problem {
 	case is(durable.ErrWorkersUnsupported):
 		return &problem{status: http.StatusNotImplemented, code: "workers_unsupported",
 			detail: "the store keeps no registry of workers", err: err}
+	case is(durable.ErrStorageUnsupported):
+		return &problem{status: http.StatusNotImplemented, code: "storage_unsupported",
+			detail: "the store has no tables to report the storage of", err: err}
 	case is(durable.ErrEngineStopped):
 		return &problem{status: http.StatusServiceUnavailable, code: "stopped", detail: "the engine is stopped", err: err}
 	}

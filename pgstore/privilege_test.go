@@ -67,7 +67,8 @@ func leastPrivilegeRole(t *testing.T, admin *pgxpool.Pool, schema string) *pgxpo
 }
 
 // TestLeastPrivilegeWorker: a role without DDL rights can run Migrate on a
-// migrated schema (a no-op), pass Check, and run an engine to completion.
+// migrated schema (a no-op), pass Check, run an engine to completion, and
+// read the storage of the tables.
 func TestLeastPrivilegeWorker(t *testing.T) {
 	t.Parallel()
 	admin := pgtest.Pool(t)
@@ -117,4 +118,12 @@ func TestLeastPrivilegeWorker(t *testing.T) {
 	got, err := double.Result(run)
 	require.NoError(t, err)
 	require.Equal(t, 40, got)
+
+	// The storage of the tables needs no more rights than the engine.
+	st, err := e.Storage(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, st.Tables)
+	for _, tb := range st.Tables {
+		require.Positive(t, tb.TotalBytes, tb.Name)
+	}
 }

@@ -843,6 +843,53 @@ async function queuesView() {
   setLive(() => load().catch(() => {}), 3000);
 }
 
+// ---- storage ----------------------------------------------------------------
+
+// bytes writes a size in units of 1024, as "durable stats --storage" does.
+function bytes(n) {
+  let v = n, u = "B";
+  for (const next of ["kB", "MB", "GB", "TB"]) {
+    if (v < 1024) break;
+    v /= 1024; u = next;
+  }
+  return (u === "B" || v >= 10 ? v.toFixed(0) : v.toFixed(1)) + " " + u;
+}
+
+// storageView shows the storage of the store's tables (GET
+// /api/v1/storage): one catalog query, refreshed every 30s while live.
+async function storageView() {
+  const tbody = el("tbody", { id: "storage" });
+  const verdicts = el("div", { id: "storage-verdicts" });
+  const note = el("p", { class: "muted" });
+  const heads = ["Table", "Live rows", "Dead rows", "Dead", "Total", "Data", "Indexes", "Vacuumed", "Autovacuum"];
+  main.replaceChildren(
+    el("h1", {}, "Storage"),
+    el("p", { class: "muted" }, "durable's tables: rows, dead rows (row versions vacuum has not reclaimed yet) and size on disk. " +
+      "A table needs attention at 10,000 dead rows or more, when they are over 20% of its rows or autovacuum is off."),
+    verdicts,
+    el("table", {}, el("thead", {}, el("tr", {}, heads.map((h) => el("th", { class: ["Table", "Vacuumed", "Autovacuum"].includes(h) ? null : "num" }, h)))), tbody),
+    note);
+  const num = (name, n, text) => el("td", { class: "num", "data-col": name, "data-count": String(n) }, text);
+  const load = async () => {
+    const d = await api("storage");
+    verdicts.replaceChildren(
+      ...d.warnings.map((w) => el("div", { class: "warning server" }, w)),
+      ...d.tables.filter((t) => t.attention).map((t) => el("div", { class: "warning", "data-table": t.name }, el("strong", {}, t.name), ": " + t.attention)));
+    tbody.replaceChildren(...d.tables.map((t) => {
+      const last = [t.last_vacuum, t.last_autovacuum].filter(Boolean).reduce((a, b) => (a && Date.parse(a) > Date.parse(b) ? a : b), null);
+      return el("tr", { "data-table": t.name, "data-attention": String(!!t.attention) },
+        el("td", {}, t.partition_of ? `${t.name} (of ${t.partition_of})` : t.name),
+        num("live", t.live_rows, t.live_rows.toLocaleString("en")), num("dead", t.dead_rows, t.dead_rows.toLocaleString("en")),
+        num("dead-fraction", t.dead_fraction, (100 * t.dead_fraction).toFixed(0) + "%"),
+        num("total", t.total_bytes, bytes(t.total_bytes)), num("data", t.table_bytes, bytes(t.table_bytes)), num("indexes", t.index_bytes, bytes(t.index_bytes)),
+        el("td", {}, last ? ago(last) : "never"), el("td", {}, t.autovacuum ? "on" : "off"));
+    }));
+    note.textContent = `Server: autovacuum ${d.autovacuum ? "on" : "off"}, track_counts ${d.track_counts ? "on" : "off"}. Read ${fmtTime(d.at)}.`;
+  };
+  await load();
+  setLive(() => load().catch(() => {}), 30000);
+}
+
 // ---- routing ----------------------------------------------------------------
 
 async function route() {
@@ -856,6 +903,7 @@ async function route() {
     else if (path === "/workflows") await workflowsView();
     else if (path === "/workers") await workersView(new URLSearchParams(query || ""));
     else if (path === "/queues") await queuesView();
+    else if (path === "/storage") await storageView();
     else await runsView(new URLSearchParams(query || ""));
   } catch (err) {
     showError(err);

@@ -167,6 +167,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"FuncRescue", testFuncRescue},
 		{"FuncRecordsInvalid", testFuncRecordsInvalid},
 		{"ReleaseLater", testReleaseLater},
+		{"Storage", testStorage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,68 @@
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/pgstore"
+	"github.com/effectivelabs/durable/store"
+)
+
+// DeadTasks leaves at least n dead rows in the tasks table of schema (a
+// migrated one), as a retention that vacuum never follows would: it turns
+// autovacuum off for that table, creates runs of 100 steps each through
+// the store until they have n tasks, deletes the runs (their tasks go
+// with them) and makes the deleting session report its statistics at
+// once, so that the next read of the statistics sees the dead rows.
+func DeadTasks(t testing.TB, pool *pgxpool.Pool, schema string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tasks, runs := pgx.Identifier{schema, "tasks"}.Sanitize(), pgx.Identifier{schema, "runs"}.Sanitize()
+	if _, err := pool.Exec(ctx, "ALTER TABLE "+tasks+" SET (autovacuum_enabled = false)"); err != nil {
+		t.Fatalf("pgtest: turn autovacuum off for %s: %v", tasks, err)
+	}
+	s, err := pgstore.New(pool, &pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	const steps, batch = 100, 20
+	sh := &durabletype.Shape{}
+	for i := range steps {
+		sh.Steps = append(sh.Steps, durabletype.StepSpec{Name: fmt.Sprintf("s%03d", i),
+			Retry: durabletype.RetryPolicy{MaxAttempts: 1, Factor: 1}})
+	}
+	for made := 0; made < n; {
+		var p store.CreateRunsParams
+		for range batch {
+			p.Runs = append(p.Runs, store.NewRun{ID: uuid.New(), Workflow: "bloat", Tenant: "t", Input: []byte(`{}`), Shape: sh})
+			made += steps
+		}
+		if _, err := s.CreateRuns(ctx, &p); err != nil {
+			t.Fatalf("pgtest: create runs: %v", err)
+		}
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "DELETE FROM "+runs); err != nil {
+		t.Fatalf("pgtest: delete runs: %v", err)
+	}
+	// A backend reports its statistics at most once a second, or after
+	// 10s idle; this makes it report at the end of the next statement.
+	if _, err := conn.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+		t.Fatalf("pgtest: flush statistics: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("pgtest: flush statistics: %v", err)
+	}
+}
