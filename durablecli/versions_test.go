@@ -558,7 +558,10 @@ func TestWorkflowsAccepts(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &ws), out)
 	require.Len(t, ws.Workers, 1)
 	require.Equal(t, []string{"cli-deploy@" + vCur}, ws.Workers[0].Versions)
-	require.Equal(t, []string{"cli-deploy@" + vOld}, ws.Workers[0].Accepts)
+	// It accepts the old version, and the legacy version of its own (the
+	// one releases before fingerprint 2 gave it).
+	require.Len(t, ws.Workers[0].Accepts, 2)
+	require.Contains(t, ws.Workers[0].Accepts, "cli-deploy@"+vOld)
 
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
