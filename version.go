@@ -158,6 +158,19 @@ func (w *Workflow[I]) AcceptsRunsOf(old ...Definition) *Workflow[I] {
 // else the fingerprint of its definition as declared so far (declare
 // every step first). A definition with errors has the version of what it
 // declared without them.
+//
+// The fingerprint is 12 hex digits. It covers the workflow's name and what
+// runs in flight rely on: the steps, their kinds and edges, and the JSON
+// shapes of the input and of the steps' outputs (field JSON names and
+// value kinds, nested), not Go type names or packages, field order or
+// omitempty (docs/semantics.md, "Versions and deploys"). Releases before
+// fingerprint 2 fingerprinted Go type names too, and not the workflow's
+// name: an engine serves the runs pinned to that legacy version of a
+// definition as runs of its version, and its worker record lists the
+// legacy version as accepted.
+//
+// Pass the version to Accepts, or the older definition itself to
+// AcceptsRunsOf, when a newer definition takes its runs on.
 func (w *Workflow[I]) Version() string {
 	d := w.definition()
 	if d == nil {

@@ -30,8 +30,10 @@ version:
   KIND         "function" for a durable function (durable.NewFunction:
                its one step is its body, whose calls "runs show" lists),
                "workflow" for a DAG of steps ("-": its DAG is unknown here)
-  VERSION      its fingerprint, or the version set by WithVersion ("-" for
-               runs started before versions)
+  VERSION      its fingerprint (what Workflow.Version returns in Go; a new
+               definition takes the runs of this one with
+               Accepts("<VERSION>") or AcceptsRunsOf(old)), or the version
+               set by WithVersion ("-" for runs started before versions)
   REGISTERED   "newest": this program registers it and starts it by name
                (trigger, schedules); "yes": it registers it beside a newer
                one; "-": it does not
@@ -39,7 +41,9 @@ version:
   READY        their steps waiting for a worker
   WORKERS      the live workers that serve it (the first 2, then a count)
   ACCEPTED BY  the live workers that accept it (Workflow.Accepts) and move
-               its runs to a version they serve
+               its runs to a version they serve, or that serve its runs as
+               their own: the fingerprint an older release of durable gave
+               their definition (its legacy version)
   RECORDED     when a run first recorded it ("-": no run yet, or they were
                pruned)
   STATUS       UNSERVED when it has runs in flight that no live worker

@@ -614,3 +614,29 @@ func TestSideBySideVersions(t *testing.T) {
 	require.Contains(t, help, "Workflows: cli-deploy.")
 	require.NotContains(t, help, "cli-deploy, cli-deploy", help)
 }
+
+// TestTriggerWarnsOfStaleVersion: "trigger" from a build of the program
+// older than the workers' (its definition of the workflow is another
+// version) starts the runs and says once, on stderr, that no live worker
+// serves their version; a build with the workers' definition is not
+// warned.
+func TestTriggerWarnsOfStaleVersion(t *testing.T) {
+	t.Parallel()
+	p := newPG(t, true)
+	old, cur := deployWorkflows()
+	startWorkerCmd(t, Config{Name: "app", Workflows: []durable.Definition{cur}}, p, "new")
+
+	oldProg := Config{Name: "app", Workflows: []durable.Definition{old}}
+	code, out, errOut := runConfig(oldProg, p.Flags("trigger", "--workflow", "cli-deploy", "--input", "1", "--count", "3")...)
+	require.Equal(t, 0, code, errOut)
+	clitest.ParseIDs(t, out, 3)
+	want := `app trigger: warning: no live worker serves version "` + old.Version() + `" of workflow "cli-deploy"`
+	require.Equal(t, 1, strings.Count(errOut, want), errOut)
+	require.Contains(t, errOut, `live workers serve "`+cur.Version()+`"`)
+	require.Equal(t, 1, strings.Count(errOut, "\n"), "one line, not the engine's log as well: %s", errOut)
+
+	newProg := Config{Name: "app", Workflows: []durable.Definition{cur}}
+	code, _, errOut = runConfig(newProg, p.Flags("trigger", "--workflow", "cli-deploy", "--input", "1")...)
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, errOut)
+}
