@@ -81,9 +81,10 @@ func (w *Workflow[I]) WithVersion(v string) *Workflow[I] {
 // `durable workers` show them, or as an older definition's Version
 // returns them (AcceptsRunsOf takes the older definition itself). The
 // engines that register it move those runs to its version (each in one
-// atomic unit, as Engine.UpgradeRuns does) and then run them. A run moves with what it has done: its
-// finished steps keep their outputs, steps this version adds are created
-// and run when their parents are done.
+// atomic unit, as Engine.UpgradeRuns does) and then run them. A run
+// moves with what it has done: its finished steps keep their outputs,
+// steps this version adds are created and run when their parents are
+// done.
 //
 // Registering refuses the declaration when it cannot hold for every run of
 // such a version, whatever it has done: each step of that version must be
@@ -194,7 +195,7 @@ const fingerprintLen = 12
 
 // fingerprint is the default version of d: the first 12 hex digits of the
 // SHA-256 of the workflow's name and of what runs in flight rely on
-// (docs/workflows.md, "Versions"): the input's JSON shape; each step's
+// (docs/semantics.md, "Versions and deploys"): the input's JSON shape; each step's
 // name, kind, parents, skip edges, output's JSON shape and what it waits
 // for, starts or maps over; and whether there is an on-failure handler.
 // A JSON shape (jsonShape) is what encoding/json reads and writes: Go type
@@ -206,8 +207,8 @@ func (d *workflowDef) fingerprint() string {
 	return d.fingerprintOf("durable/fingerprint/2\nworkflow "+strconv.Quote(d.name)+"\n", jsonShape)
 }
 
-// legacyFingerprint is the fingerprint that releases before 2 of the
-// fingerprint gave d (CHANGELOG, "Unreleased"): without the workflow's
+// legacyFingerprint is the fingerprint that releases before fingerprint 2
+// gave d (CHANGELOG, "Unreleased"): without the workflow's
 // name, and with types described by their Go names and package paths as
 // well as their JSON structure. It must never change: runs started by
 // those releases are pinned to it, and engines serve them as runs of d's
