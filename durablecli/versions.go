@@ -36,7 +36,9 @@ version:
                set by WithVersion ("-" for runs started before versions)
   REGISTERED   "newest": this program registers it and starts it by name
                (trigger, schedules); "yes": it registers it beside a newer
-               one; "-": it does not
+               one; "legacy": the id releases of durable before
+               fingerprint 2 gave a version it registers, whose workers
+               serve its runs as their own; "-": it does not
   IN FLIGHT    its runs that have not settled
   READY        their steps waiting for a worker
   WORKERS      the live workers that serve it (the first 2, then a count)
@@ -63,7 +65,7 @@ its versions:
   {"workflows": [{"name", "kind", "version", "registered", "steps", "on_failure",
                   "child_only", "unserved",
                   "versions": [{"workflow", "version", "registered",
-                                "newest", "accepts", "in_flight", "ready",
+                                "newest", "accepts", "legacy_of", "in_flight", "ready",
                                 "workers", "accepted_by", "recorded_at",
                                 "unserved", "input", "on_failure",
                                 "steps"}, ...]}, ...]}
@@ -188,6 +190,8 @@ func printVersions(w io.Writer, vs []durable.VersionInfo) {
 			registered = "newest"
 		case x.Registered:
 			registered = "yes"
+		case x.LegacyOf != "":
+			registered = "legacy"
 		}
 		recorded := "-"
 		if !x.RecordedAt.IsZero() {

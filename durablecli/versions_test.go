@@ -640,3 +640,41 @@ func TestTriggerWarnsOfStaleVersion(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Empty(t, errOut)
 }
+
+// TestLegacyVersionCommands: a run that an older release of durable
+// started, pinned to the legacy id of the program's definition
+// ("8de8fd9e2f04", the fingerprint those releases gave a → b), is shown
+// by "workflows" as the program's version's legacy one, and "worker"
+// completes it where it is.
+func TestLegacyVersionCommands(t *testing.T) {
+	t.Parallel()
+	p := newPG(t, true)
+	ctx := context.Background()
+	const legacy = "8de8fd9e2f04"
+	cur, _ := deployWorkflows()
+	older, _ := deployWorkflows()
+	older.WithVersion(legacy) // as the older release recorded it
+	id, err := older.RunNoWait(ctx, p.Client(t), "acme", 1)
+	require.NoError(t, err)
+
+	prog := Config{Name: "app", Workflows: []durable.Definition{cur}}
+	js := versionsJSON(t, prog, p)
+	require.Equal(t, cur.Version(), js[legacy].LegacyOf)
+	require.Equal(t, 1, js[legacy].InFlight)
+	require.Empty(t, js[cur.Version()].LegacyOf)
+	code, out, errOut := runConfig(prog, p.Flags("workflows")...)
+	require.Equal(t, 0, code, errOut)
+	rows := versionRows(t, out)
+	require.Equal(t, "legacy", rows[legacy][2], out)
+
+	startWorkerCmd(t, prog, p, "new")
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := p.Client(t).Wait(wctx, id)
+	require.NoError(t, err)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
+	require.Equal(t, legacy, res.Version)
+	js = versionsJSON(t, prog, p)
+	require.Equal(t, []string{"new"}, js[legacy].AcceptedBy)
+	require.False(t, js[legacy].Unserved)
+}
