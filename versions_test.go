@@ -781,3 +781,36 @@ func TestStartWarnsOfStaleVersion(t *testing.T) {
 		}
 	})
 }
+
+// TestTypesMovedKeepRunsServed: runs started by a build whose types live
+// in another package (versiontest) are completed by a build that declares
+// them in its own package under other names: the same version, the same
+// JSON read back.
+func TestTypesMovedKeepRunsServed(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		before := durable.NewWorkflow[versiontest.Order]("moved")
+		durable.Step(before, "pay", func(ctx durable.Context, o versiontest.Order) (versiontest.Receipt, error) {
+			return versiontest.Receipt{}, errors.New("the old build does not run here")
+		})
+		after := durable.NewWorkflow[shopOrder]("moved")
+		durable.Step(after, "pay", func(ctx durable.Context, o shopOrder) (shopReceipt, error) {
+			total := 0.0
+			for _, l := range o.Lines {
+				total += l.Price * float64(l.Quantity)
+			}
+			return shopReceipt{shopReceiptHead: shopReceiptHead{Order: o.Ident}, Total: total}, nil
+		})
+		require.Equal(t, before.Version(), after.Version())
+
+		ctx := h.ctx(time.Minute)
+		id, err := before.RunNoWait(ctx, h.client(), "t", versiontest.Order{ID: "o-1", Lines: []versiontest.Line{{SKU: "x", Quantity: 2, Price: 1.5}}})
+		require.NoError(t, err)
+		e := h.start(durable.Config{}, after)
+		res := h.wait(e, id, time.Minute)
+		require.Equal(t, durabletype.RunCompleted, res.Status, "%v", res.Err)
+		s, ok := res.Step("pay")
+		require.True(t, ok)
+		require.JSONEq(t, `{"order":"o-1","Total":3}`, string(s.Output))
+	})
+}
