@@ -47,12 +47,13 @@ func (e *Engine) StartByName(ctx context.Context, workflow, tenant string, input
 		return Started{}, err
 	}
 	run.TraceParent = e.tel.traceParent(ctx)
-	res, err := e.store.CreateRuns(ctx, &store.CreateRunsParams{Now: e.now(), Runs: []store.NewRun{run}})
+	p := &store.CreateRunsParams{Now: e.now(), Runs: []store.NewRun{run}}
+	res, err := e.store.CreateRuns(ctx, p)
 	if err != nil {
 		return Started{}, fmt.Errorf("durable: starting run: %w", err)
 	}
 	e.wakeClaims()
-	return started(res)[0], nil
+	return e.warnStarted(ctx, workflow, p, started(res))[0], nil
 }
 
 // TriggerByName is one run to start with StartManyByName: its tenant, its
@@ -107,7 +108,7 @@ func (e *Engine) StartManyByName(ctx context.Context, workflow string, triggers 
 		return nil, fmt.Errorf("durable: starting runs: %w", err)
 	}
 	e.wakeClaims()
-	return started(res), nil
+	return e.warnStarted(ctx, workflow, p, started(res)), nil
 }
 
 // byName returns the registered workflow name and its shape, for a

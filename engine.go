@@ -44,6 +44,10 @@ type Engine struct {
 	waitMu    sync.Mutex
 	waiters   map[uuid.UUID]map[chan struct{}]struct{}
 	notifying atomic.Bool
+
+	// staleChecks are what the engine read of the workers serving the
+	// versions it starts runs of (version.go).
+	staleChecks staleChecks
 }
 
 // New returns an engine on store s. It does not start it.

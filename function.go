@@ -82,9 +82,11 @@ const DefaultMaxParallel = 8
 // docs/semantics.md, "Versions and deploys"). A function's code cannot be
 // fingerprinted: change v when a deploy changes the calls it makes in a
 // way its runs in flight cannot replay (or keep v and branch with
-// Patched). Without it, a function's version is a fingerprint of its input
-// and output types only, and every engine serves every run of it. v is 1-64
-// letters, digits or _-.+ starting with a letter or a digit.
+// Patched). Without it, a function's version is a fingerprint of its name
+// and the JSON shapes of its input and output types only (see
+// Workflow.Version), so every engine that registered it with types of
+// those shapes serves every run of it. v is 1-64 letters, digits or _-.+
+// starting with a letter or a digit.
 func FuncVersion(v string) FunctionOption {
 	return funcOptionFunc(func(f *funcDef) {
 		if !dag.ValidVersion(v) {

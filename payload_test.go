@@ -1,6 +1,7 @@
 package durable_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -145,9 +146,10 @@ func TestEventPayloadUncheckedShape(t *testing.T) {
 }
 
 // The description of a waiting step's payload is not part of its
-// workflow's version: the version of this workflow is what the build
-// before payload checks computed (079f2681e4a6), so a rolling deploy keeps
-// every run in flight served.
+// workflow's version: the legacy version of this workflow is what the
+// build before payload checks computed (079f2681e4a6), so a rolling
+// deploy keeps every run in flight served: an engine that registers it
+// serves (accepts) that version; its version is fingerprint 2's.
 func TestPayloadDescriptionKeepsVersion(t *testing.T) {
 	wf := durable.NewWorkflow[string]("payment")
 	paid := durable.WaitForEvent[payment](wf, "payment.received", func(ctx durable.Context, order string) (string, error) {
@@ -158,5 +160,11 @@ func TestPayloadDescriptionKeepsVersion(t *testing.T) {
 		p, _ := paid.Output(ctx)
 		return p.Reference, nil
 	}, durable.After(paid))
-	require.Equal(t, "079f2681e4a6", wf.Version())
+	require.Equal(t, "c15c32a5a875", wf.Version())
+	e := startExampleEngine(wf)
+	defer e.Stop(context.Background())
+	ws, err := e.Workers(context.Background())
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	require.Equal(t, []durable.WorkflowVersion{{Workflow: "payment", Version: "079f2681e4a6"}}, ws[0].Accepts)
 }

@@ -21,15 +21,15 @@ type registry struct {
 	// names are the workflows' names, sorted.
 	names []string
 	// queues are what the engine claims (store.ClaimTasksParams.Queues):
-	// dag.Queue of every registered version, and of version "" for each
-	// name (runs recorded before versions, which any version serves),
-	// sorted.
+	// dag.Queue of every registered version and of its legacy version
+	// (registered.legacy), and of version "" for each name (runs recorded
+	// before versions, which any version serves), sorted.
 	queues []string
 	// versions are the versions registered, as queue names, sorted: what
 	// the engine's worker record lists (a worker that lists versions
 	// serves the runs recorded before versions too: see
 	// WorkerInfo.ServesVersion). accepts are the versions whose runs the
-	// engine moves, likewise.
+	// engine moves, and the legacy versions it serves, likewise.
 	versions, accepts []string
 }
 
@@ -40,6 +40,12 @@ type registered struct {
 	// childOnly is set for a workflow registered only because another
 	// starts it as a child run: registering it again is not a duplicate.
 	childOnly bool
+	// legacy is the version releases before fingerprint 2 gave this
+	// definition (workflowDef.legacyVersion), "" if none: the engine
+	// serves the runs pinned to it as runs of this version, so that runs
+	// an older release started go on after an upgrade of the library. The
+	// worker's record lists it among the versions it accepts.
+	legacy string
 }
 
 // newest returns the version of name that new runs started by name get:
@@ -66,6 +72,21 @@ func (r *registry) version(name, v string) *registered {
 	}
 	for _, x := range r.byName[name] {
 		if x.shape.Version == v {
+			return x
+		}
+	}
+	return nil
+}
+
+// serving returns the registered version that runs the runs of workflow
+// name pinned to version v: version v, else the one whose legacy version
+// v is.
+func (r *registry) serving(name, v string) *registered {
+	if x := r.version(name, v); x != nil {
+		return x
+	}
+	for _, x := range r.byName[name] {
+		if x.legacy == v {
 			return x
 		}
 	}
@@ -170,7 +191,7 @@ func (e *Engine) Register(defs ...Definition) error {
 			continue
 		}
 		seen[kv] = true
-		add = append(add, &registered{d: d, shape: shape, childOnly: k >= given})
+		add = append(add, &registered{d: d, shape: shape, childOnly: k >= given, legacy: d.legacyVersion()})
 		for _, s := range d.steps {
 			queue = append(queue, s.children()...)
 		}
@@ -223,6 +244,12 @@ func (r *registry) index() {
 		for _, x := range vs {
 			r.queues = append(r.queues, dag.Queue(name, x.shape.Version))
 			r.versions = append(r.versions, dag.Queue(name, x.shape.Version))
+			if x.legacy != "" {
+				// Claimed as its own, listed as accepted (the runs of
+				// the legacy version are taken on, not run as another).
+				r.queues = append(r.queues, dag.Queue(name, x.legacy))
+				r.accepts = append(r.accepts, dag.Queue(name, x.legacy))
+			}
 			for _, v := range x.d.accepts {
 				r.accepts = append(r.accepts, dag.Queue(name, v))
 			}
@@ -230,6 +257,7 @@ func (r *registry) index() {
 	}
 	slices.Sort(r.names)
 	slices.Sort(r.queues)
+	r.queues = slices.Compact(r.queues)
 	slices.Sort(r.versions)
 	slices.Sort(r.accepts)
 	r.accepts = slices.Compact(r.accepts)
@@ -336,12 +364,13 @@ func (e *Engine) workflow(name string) *workflowDef {
 	return nil
 }
 
-// workflowVersion returns version v of the workflow name as registered
-// (the newest for v ""), or nil.
+// workflowVersion returns the definition that runs the runs of the
+// workflow name pinned to version v (registry.serving; the newest for v
+// ""), or nil.
 func (e *Engine) workflowVersion(name, v string) *workflowDef {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if x := e.reg.version(name, v); x != nil {
+	if x := e.reg.serving(name, v); x != nil {
 		return x.d
 	}
 	return nil

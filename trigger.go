@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -59,6 +60,15 @@ type Started struct {
 	// Duplicate is set when the trigger started nothing because it
 	// duplicates an earlier one (WithIdempotencyKey, WithRunID).
 	Duplicate bool
+	// Warning, when set, says that the run was started at a version of
+	// its workflow that no live worker serves while live workers serve
+	// other versions of it: the run waits until a worker of its version
+	// starts or it is moved to another version. It is only checked by an
+	// engine that does not serve that version itself (a process that only
+	// triggers runs), from the workers as read at most a minute ago; the
+	// engine also logs it, once a minute at most (docs/operating.md,
+	// "Deploys").
+	Warning string
 }
 
 // Start starts a run of w for tenant with input in, like RunNoWait, and
@@ -91,7 +101,7 @@ func (w *Workflow[I]) StartTx(ctx context.Context, e *Engine, tx any, tenant str
 	if err != nil {
 		return Started{}, fmt.Errorf("durable: starting run: %w", err)
 	}
-	return started(res)[0], nil
+	return e.warnStarted(ctx, w.def.name, p, started(res))[0], nil
 }
 
 // Trigger is one run to start with RunManyNoWait or StartMany.
@@ -135,7 +145,22 @@ func (w *Workflow[I]) StartMany(ctx context.Context, e *Engine, triggers []Trigg
 		return nil, fmt.Errorf("durable: starting runs: %w", err)
 	}
 	e.wakeClaims()
-	return started(res), nil
+	return e.warnStarted(ctx, w.def.name, p, started(res)), nil
+}
+
+// warnStarted sets the Warning of the runs of workflow in st that p
+// started (not the duplicates), and returns st.
+func (e *Engine) warnStarted(ctx context.Context, workflow string, p *store.CreateRunsParams, st []Started) []Started {
+	if len(p.Runs) == 0 || p.Runs[0].Shape == nil || !slices.ContainsFunc(st, func(s Started) bool { return !s.Duplicate }) {
+		return st
+	}
+	warning := e.startWarning(ctx, workflow, p.Runs[0].Shape.Version)
+	for i := range st {
+		if !st[i].Duplicate {
+			st[i].Warning = warning
+		}
+	}
+	return st
 }
 
 func started(res *store.CreateRunsResult) []Started {

@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/effectivelabs/durable/durabletype"
@@ -75,11 +77,14 @@ func (w *Workflow[I]) WithVersion(v string) *Workflow[I] {
 }
 
 // Accepts declares that this definition can run the runs of the given
-// older versions of the workflow: the engines that register it move those
-// runs to its version (each in one atomic unit, as Engine.UpgradeRuns
-// does) and then run them. A run moves with what it has done: its
-// finished steps keep their outputs, steps this version adds are created
-// and run when their parents are done.
+// older versions of the workflow: version ids as `durable workflows` and
+// `durable workers` show them, or as an older definition's Version
+// returns them (AcceptsRunsOf takes the older definition itself). The
+// engines that register it move those runs to its version (each in one
+// atomic unit, as Engine.UpgradeRuns does) and then run them. A run
+// moves with what it has done: its finished steps keep their outputs,
+// steps this version adds are created and run when their parents are
+// done.
 //
 // Registering refuses the declaration when it cannot hold for every run of
 // such a version, whatever it has done: each step of that version must be
@@ -108,10 +113,65 @@ func (w *Workflow[I]) Accepts(versions ...string) *Workflow[I] {
 	return w
 }
 
+// AcceptsRunsOf is Accepts for older definitions of the workflow kept in
+// code: it accepts the version of each (its Version) and, when that is a
+// fingerprint, the version that releases of durable before fingerprint 2
+// gave it, so that the runs those releases started move too. Each must
+// be a definition of this workflow, declared in full before the call, and
+// not this one. It returns w. Call it while declaring the workflow.
+func (w *Workflow[I]) AcceptsRunsOf(old ...Definition) *Workflow[I] {
+	d := w.defn()
+	var versions []string
+	var errs []error
+	for _, o := range old {
+		var od *workflowDef
+		if o != nil {
+			od = o.definition()
+		}
+		switch {
+		case od == nil:
+			errs = append(errs, &DefinitionError{Workflow: d.name, Err: ErrNilFunc, Detail: "AcceptsRunsOf(nil)"})
+			continue
+		case od == d:
+			errs = append(errs, &DefinitionError{Workflow: d.name, Err: ErrInvalidOption, Detail: "AcceptsRunsOf: a definition cannot accept its own runs"})
+			continue
+		case od.name != d.name:
+			errs = append(errs, &DefinitionError{Workflow: d.name, Err: ErrInvalidOption,
+				Detail: "AcceptsRunsOf: " + dag.Quote(od.name) + " is another workflow"})
+			continue
+		}
+		od.mu.Lock()
+		versions = append(versions, od.versionLocked())
+		if od.version == "" {
+			versions = append(versions, od.legacyFingerprint())
+		}
+		od.mu.Unlock()
+	}
+	if len(errs) > 0 {
+		d.mu.Lock()
+		d.errs = append(d.errs, errs...)
+		d.mu.Unlock()
+	}
+	return w.Accepts(versions...)
+}
+
 // Version returns the workflow's version: the one set by WithVersion, or
 // else the fingerprint of its definition as declared so far (declare
 // every step first). A definition with errors has the version of what it
 // declared without them.
+//
+// The fingerprint is 12 hex digits. It covers the workflow's name and what
+// runs in flight rely on: the steps, their kinds and edges, and the JSON
+// shapes of the input and of the steps' outputs (field JSON names and
+// value kinds, nested), not Go type names or packages, field order or
+// omitempty (docs/semantics.md, "Versions and deploys"). Releases before
+// fingerprint 2 fingerprinted Go type names too, and not the workflow's
+// name: an engine serves the runs pinned to that legacy version of a
+// definition as runs of its version, and its worker record lists the
+// legacy version as accepted.
+//
+// Pass the version to Accepts, or the older definition itself to
+// AcceptsRunsOf, when a newer definition takes its runs on.
 func (w *Workflow[I]) Version() string {
 	d := w.definition()
 	if d == nil {
@@ -134,18 +194,35 @@ func (d *workflowDef) versionLocked() string {
 const fingerprintLen = 12
 
 // fingerprint is the default version of d: the first 12 hex digits of the
-// SHA-256 of what runs in flight rely on (docs/semantics.md, "What a
-// fingerprint covers"): the input type; each step's name, kind, parents,
-// skip edges, output type and what it waits for, starts or maps over; and
-// whether there is an on-failure handler. Types are described by their
-// names and their JSON structure (the exported fields, their JSON names
-// and types, recursively; a type that encodes itself, by its name only).
-// Step code, retry policies, timeouts, a sleep's length and concurrency or
-// rate limits are not covered: runs take those from their recorded shape.
+// SHA-256 of the workflow's name and of what runs in flight rely on
+// (docs/semantics.md, "Versions and deploys"): the input's JSON shape; each step's
+// name, kind, parents, skip edges, output's JSON shape and what it waits
+// for, starts or maps over; and whether there is an on-failure handler.
+// A JSON shape (jsonShape) is what encoding/json reads and writes: Go type
+// names and package paths are not covered, so renaming a type or moving
+// it to another package keeps the version. Step code, retry policies,
+// timeouts, a sleep's length and concurrency or rate limits are not
+// covered either: runs take those from their recorded shape.
 func (d *workflowDef) fingerprint() string {
+	return d.fingerprintOf("durable/fingerprint/2\nworkflow "+strconv.Quote(d.name)+"\n", jsonShape)
+}
+
+// legacyFingerprint is the fingerprint that releases before fingerprint 2
+// gave d (CHANGELOG, "Unreleased"): without the workflow's
+// name, and with types described by their Go names and package paths as
+// well as their JSON structure. It must never change: runs started by
+// those releases are pinned to it, and engines serve them as runs of d's
+// version (registered.legacy).
+func (d *workflowDef) legacyFingerprint() string {
+	return d.fingerprintOf("durable/fingerprint/1\n", legacyTypeShape)
+}
+
+// fingerprintOf is the fingerprint of d that begins with head and
+// describes types with shape.
+func (d *workflowDef) fingerprintOf(head string, shape func(reflect.Type) string) string {
 	var b strings.Builder
-	b.WriteString("durable/fingerprint/1\n")
-	b.WriteString("input " + typeShape(d.inType) + "\n")
+	b.WriteString(head)
+	b.WriteString("input " + shape(d.inType) + "\n")
 	for _, s := range d.steps {
 		fmt.Fprintf(&b, "step %q kind=%s", s.name, s.kindOf())
 		for _, p := range s.parents {
@@ -169,13 +246,30 @@ func (d *workflowDef) fingerprint() string {
 		case s.mapDef != nil && s.mapDef.over != nil:
 			fmt.Fprintf(&b, " over=%q", s.mapDef.over.name)
 		}
-		b.WriteString(" output " + typeShape(s.out) + "\n")
+		b.WriteString(" output " + shape(s.out) + "\n")
 	}
 	if d.onFailure != nil {
 		b.WriteString("on_failure\n")
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:])[:fingerprintLen]
+}
+
+// legacyVersion returns the version the releases before fingerprint 2
+// gave d, when its version is its fingerprint (not set by WithVersion or
+// FuncVersion) and it does not accept its legacy version explicitly;
+// else "".
+func (d *workflowDef) legacyVersion() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.version != "" {
+		return ""
+	}
+	v := d.legacyFingerprint()
+	if slices.Contains(d.accepts, v) || v == d.fingerprint() {
+		return ""
+	}
+	return v
 }
 
 // kindOf is the kind a fingerprint records for s: dag.KindOf of its spec,
@@ -202,15 +296,16 @@ var (
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// typeShape describes t for a fingerprint: its name, and for a type that
-// does not encode itself, its JSON structure.
-func typeShape(t reflect.Type) string {
+// legacyTypeShape describes t for a legacy fingerprint: its name, and for
+// a type that does not encode itself, its JSON structure. It must never
+// change (see legacyFingerprint).
+func legacyTypeShape(t reflect.Type) string {
 	var b strings.Builder
-	writeTypeShape(&b, t, map[reflect.Type]bool{})
+	writeLegacyTypeShape(&b, t, map[reflect.Type]bool{})
 	return b.String()
 }
 
-func writeTypeShape(b *strings.Builder, t reflect.Type, seen map[reflect.Type]bool) {
+func writeLegacyTypeShape(b *strings.Builder, t reflect.Type, seen map[reflect.Type]bool) {
 	if t == nil {
 		b.WriteString("nil")
 		return
@@ -227,18 +322,18 @@ func writeTypeShape(b *strings.Builder, t reflect.Type, seen map[reflect.Type]bo
 	switch t.Kind() {
 	case reflect.Pointer:
 		b.WriteString("*")
-		writeTypeShape(b, t.Elem(), seen)
+		writeLegacyTypeShape(b, t.Elem(), seen)
 	case reflect.Slice:
 		b.WriteString("[]")
-		writeTypeShape(b, t.Elem(), seen)
+		writeLegacyTypeShape(b, t.Elem(), seen)
 	case reflect.Array:
 		b.WriteString("[" + strconv.Itoa(t.Len()) + "]")
-		writeTypeShape(b, t.Elem(), seen)
+		writeLegacyTypeShape(b, t.Elem(), seen)
 	case reflect.Map:
 		b.WriteString("map[")
-		writeTypeShape(b, t.Key(), seen)
+		writeLegacyTypeShape(b, t.Key(), seen)
 		b.WriteString("]")
-		writeTypeShape(b, t.Elem(), seen)
+		writeLegacyTypeShape(b, t.Elem(), seen)
 	case reflect.Struct:
 		b.WriteString("struct{")
 		for i := range t.NumField() {
@@ -251,7 +346,7 @@ func writeTypeShape(b *strings.Builder, t reflect.Type, seen map[reflect.Type]bo
 				continue
 			}
 			fmt.Fprintf(b, "%s %q ", f.Name, tag)
-			writeTypeShape(b, f.Type, seen)
+			writeLegacyTypeShape(b, f.Type, seen)
 			b.WriteString(";")
 		}
 		b.WriteString("}")
@@ -284,6 +379,11 @@ type VersionInfo struct {
 	// Accepts lists the versions this one accepts, when it is registered
 	// here.
 	Accepts []string
+	// LegacyOf is set on the version id that releases of durable before
+	// fingerprint 2 gave a definition registered here: its runs are
+	// served as runs of that definition's version, LegacyOf (see
+	// Workflow.Version).
+	LegacyOf string
 	// Input names the Go type of the workflow's input; Steps and
 	// OnFailure are its DAG, as registered here or as runs recorded it
 	// (nil when neither is known: a version only a worker lists).
@@ -352,6 +452,14 @@ func (e *Engine) Versions(ctx context.Context, workflow string) ([]VersionInfo, 
 			setShape(x, r.shape)
 		}
 	}
+	legacyOf := func(w, v string) string {
+		for _, r := range reg.byName[w] {
+			if r.legacy == v {
+				return r.shape.Version
+			}
+		}
+		return ""
+	}
 	if vs := e.versioner(); vs != nil {
 		res, err := vs.ListVersions(ctx, &store.ListVersionsParams{Workflow: workflow})
 		if err != nil {
@@ -415,7 +523,16 @@ func (e *Engine) Versions(ctx context.Context, workflow string) ([]VersionInfo, 
 	}
 	out := make([]VersionInfo, 0, len(order))
 	for _, k := range order {
-		out = append(out, *byKey[k])
+		x := byKey[k]
+		if !x.Registered {
+			x.LegacyOf = legacyOf(k.workflow, k.version)
+		}
+		// A legacy version that no run recorded is only an alias that the
+		// workers list: nothing to show.
+		if x.LegacyOf != "" && x.RecordedAt.IsZero() && x.InFlight == 0 && x.Ready == 0 {
+			continue
+		}
+		out = append(out, *x)
 	}
 	slices.SortStableFunc(out, func(a, b VersionInfo) int {
 		return cmp.Or(cmp.Compare(a.Workflow, b.Workflow), compareNewest(&a, &b), cmp.Compare(a.Version, b.Version))
@@ -439,4 +556,117 @@ func compareNewest(a, b *VersionInfo) int {
 		return 1
 	}
 	return b.RecordedAt.Compare(a.RecordedAt)
+}
+
+// Warnings of a process that starts runs of a version it does not serve
+// (docs/operating.md, "Deploys"): a process that only triggers runs (a
+// client, an HTTP API) and was not deployed with the workers' definition
+// keeps starting runs of its own version, which no live worker runs.
+
+// staleCheckInterval is how long an engine trusts what it read of the
+// workers serving a version it starts runs of, and so how often at most
+// it logs a warning about that version.
+const staleCheckInterval = time.Minute
+
+// staleCheckTimeout bounds the read of the workers behind a trigger.
+const staleCheckTimeout = 5 * time.Second
+
+// staleChecks are what an engine read of the workers serving the
+// versions it starts runs of without serving them itself.
+type staleChecks struct {
+	mu sync.Mutex
+	by map[WorkflowVersion]*staleCheck
+}
+
+// staleCheck is what an engine read of the workers serving one version.
+type staleCheck struct {
+	at      time.Time // when it was read
+	reading bool      // another trigger reads it now
+	warning string
+}
+
+// startWarning returns what Started.Warning says of runs of workflow at
+// version that this engine just started: a warning when no live worker
+// serves (or accepts) that version while live workers serve other
+// versions of the workflow, "" otherwise, and always "" when this engine
+// is started and serves that version itself. It reads the workers at
+// most once per staleCheckInterval per version (a trigger meanwhile gets
+// the last answer), and logs each warning it reads.
+func (e *Engine) startWarning(ctx context.Context, workflow, version string) string {
+	e.mu.Lock()
+	serves := e.rt != nil && !e.stopped && e.reg.serving(workflow, version) != nil
+	e.mu.Unlock()
+	if serves {
+		return ""
+	}
+	k := WorkflowVersion{workflow, version}
+	now := time.Now()
+	c := &e.staleChecks
+	c.mu.Lock()
+	x := c.by[k]
+	if x != nil && (x.reading || now.Sub(x.at) < staleCheckInterval) {
+		defer c.mu.Unlock()
+		return x.warning
+	}
+	if x == nil {
+		if c.by == nil {
+			c.by = map[WorkflowVersion]*staleCheck{}
+		}
+		x = &staleCheck{}
+		c.by[k] = x
+	}
+	x.reading = true
+	c.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), staleCheckTimeout)
+	warning, others, err := e.staleVersion(ctx, workflow, version)
+	cancel()
+	c.mu.Lock()
+	x.reading, x.at = false, now
+	if err == nil {
+		x.warning = warning
+	}
+	warning = x.warning
+	c.mu.Unlock()
+	if err == nil && warning != "" {
+		e.log.Warn("durable: starting runs of a version that no live worker serves", slog.String("workflow", workflow),
+			slog.String("version", version), slog.Any("served_versions", others))
+	}
+	return warning
+}
+
+// staleVersion reads the workers and returns the warning of startWarning
+// for runs of workflow at version, and the versions of the workflow that
+// live workers serve.
+func (e *Engine) staleVersion(ctx context.Context, workflow, version string) (string, []string, error) {
+	ws, err := e.Workers(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	var others []string
+	for _, w := range ws {
+		if w.ServesVersion(workflow, version) {
+			return "", nil, nil
+		}
+		if !w.Live {
+			continue
+		}
+		for _, v := range w.Versions {
+			if v.Workflow == workflow && !slices.Contains(others, v.Version) {
+				others = append(others, v.Version)
+			}
+		}
+	}
+	if len(others) == 0 {
+		return "", nil, nil // no worker serves the workflow yet: nothing is stale
+	}
+	slices.Sort(others)
+	quoted := make([]string, len(others))
+	for i, v := range others {
+		quoted[i] = dag.Quote(v)
+	}
+	return fmt.Sprintf("no live worker serves version %s of workflow %s, which this process starts runs of; live workers serve %s: "+
+		"its runs wait until a worker of that version starts, or until they are moved to another version "+
+		"(Workflow.Accepts, Engine.UpgradeRuns); unless a deploy is under way, deploy this process with the workers' definition",
+		dag.Quote(version), dag.Quote(workflow), strings.Join(quoted, ", ")), others, nil
 }

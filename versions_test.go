@@ -12,6 +12,7 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/internal/versiontest"
 )
 
 // Versions and deploys (docs/semantics.md, "Versions and deploys"): engine
@@ -488,4 +489,328 @@ func TestFingerprintOfRecursiveTypes(t *testing.T) {
 	}
 	require.Equal(t, mk(), mk())
 	require.Len(t, mk(), 12)
+}
+
+// The JSON shapes of versiontest.Order and versiontest.Receipt, under
+// other names in this package, with the fields in another order, one Go
+// name changed behind the same JSON name, a narrower integer and no
+// omitempty.
+type shopOrder struct {
+	Lines  []shopLine `json:"lines"`
+	Ident  string     `json:"id"`
+	Remark string     `json:"note"`
+}
+
+type shopLine struct {
+	Price    float64 `json:"price"`
+	Quantity int32   `json:"qty"`
+	SKU      string  `json:"sku"`
+}
+
+type shopReceiptHead struct {
+	Order string `json:"order"`
+}
+
+// shopReceipt has versiontest.Receipt's fields, one promoted from an embedded
+// struct.
+type shopReceipt struct {
+	shopReceiptHead
+	Total float64
+}
+
+// What changes the JSON: a JSON name, a field's type, the option string.
+type shopOrderRenamedField struct {
+	Lines  []shopLine `json:"lines"`
+	Ident  string     `json:"order_id"`
+	Remark string     `json:"note"`
+}
+
+type lineOtherType struct {
+	Price    string `json:"price"`
+	Quantity int    `json:"qty"`
+	SKU      string `json:"sku"`
+}
+
+type shopOrderOtherLine struct {
+	Lines  []lineOtherType `json:"lines"`
+	Ident  string          `json:"id"`
+	Remark string          `json:"note"`
+}
+
+type shopReceiptQuoted struct {
+	Order string  `json:"order"`
+	Total float64 `json:",string"`
+}
+
+// shop declares workflow name with input I and a step "pay" whose
+// output is O, after a step "check" whose output is a []I, and returns
+// its version.
+func shop[I, O any](name string) string {
+	wf := durable.NewWorkflow[I](name)
+	check := durable.Step(wf, "check", func(ctx durable.Context, in I) ([]I, error) { return nil, nil })
+	var o O
+	durable.Step(wf, "pay", func(ctx durable.Context, in I) (O, error) { return o, nil }, durable.After(check))
+	return wf.Version()
+}
+
+// TestFingerprintIgnoresGoNames: a version depends on the JSON that runs
+// read and write, not on what Go calls the types: the same workflow with
+// its types renamed, moved to another package, their fields reordered or
+// promoted from an embedded struct, or omitempty dropped, keeps its
+// version; a JSON name, a field's type or the option string changed gives
+// another.
+func TestFingerprintIgnoresGoNames(t *testing.T) {
+	t.Parallel()
+	v := shop[versiontest.Order, versiontest.Receipt]("shop")
+	require.Len(t, v, 12)
+	require.Equal(t, v, shop[shopOrder, shopReceipt]("shop"), "types renamed and moved out of their package")
+	require.Equal(t, v, shop[*shopOrder, *shopReceipt]("shop"), "a pointer reads and writes what it points to")
+
+	require.NotEqual(t, v, shop[shopOrderRenamedField, shopReceipt]("shop"), "a JSON name changed")
+	require.NotEqual(t, v, shop[shopOrderOtherLine, shopReceipt]("shop"), "a nested field's type changed")
+	require.NotEqual(t, v, shop[shopOrder, shopReceiptQuoted]("shop"), "a number written as a string")
+	require.NotEqual(t, v, shop[shopOrder, shopReceiptHead]("shop"), "a field less")
+}
+
+// TestFingerprintCarriesWorkflowName: two workflows of the same steps and
+// types never share a version.
+func TestFingerprintCarriesWorkflowName(t *testing.T) {
+	t.Parallel()
+	require.NotEqual(t, shop[shopOrder, shopReceipt]("shop"), shop[shopOrder, shopReceipt]("store"))
+	f := durable.NewFunction("f", func(ctx durable.FuncContext, n int) (int, error) { return n, nil })
+	g := durable.NewFunction("g", func(ctx durable.FuncContext, n int) (int, error) { return n, nil })
+	require.NotEqual(t, f.Version(), g.Version(), "nor two functions of the same types")
+}
+
+// legacyDef returns workflow "legacy", a → b, whose steps record label.
+func legacyDef(x *executions, label string) *durable.Workflow[int] {
+	wf := durable.NewWorkflow[int]("legacy")
+	a := durable.Step(wf, "a", func(ctx durable.Context, n int) (int, error) {
+		x.record(ctx, label, "a")
+		return n, nil
+	})
+	durable.Step(wf, "b", func(ctx durable.Context, n int) (int, error) {
+		x.record(ctx, label, "b")
+		return n, nil
+	}, durable.After(a))
+	return wf
+}
+
+// legacyVersion is the version that releases before fingerprint 2 gave
+// legacyDef's workflow (computed by the release before this change): the
+// version the runs they started are pinned to.
+const legacyVersion = "8de8fd9e2f04"
+
+// TestLegacyVersionServed: runs pinned to the version an older release
+// of durable gave a definition (its legacy fingerprint) are claimed and
+// completed by engines of this release registering the same definition,
+// alone or beside engines of the older release (as during a rolling
+// deploy of the library's upgrade); the new engines' worker records
+// list the legacy version as accepted, so it is never shown unserved.
+func TestLegacyVersionServed(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		var x executions
+		cur := legacyDef(&x, "new")
+		require.NotEqual(t, legacyVersion, cur.Version(), "the fingerprint changed")
+		// The older release's definition: its version was the legacy
+		// fingerprint.
+		old := legacyDef(&x, "old").WithVersion(legacyVersion)
+		ctx := h.ctx(2 * time.Minute)
+		var before []uuid.UUID
+		for i := range 5 {
+			id, err := old.RunNoWait(ctx, h.client(), "t", i)
+			require.NoError(t, err)
+			before = append(before, id)
+		}
+
+		eNew := h.start(durable.Config{WorkerID: "new"}, cur)
+		for _, id := range before {
+			res := h.wait(eNew, id, time.Minute)
+			require.Equal(t, durabletype.RunCompleted, res.Status, "%v", res.Err)
+			require.Equal(t, legacyVersion, res.Version, "served at its version, not moved")
+			for _, s := range []string{"a", "b"} {
+				by, _ := x.of(id, s)
+				require.Equal(t, "new", by)
+			}
+		}
+		ws, err := eNew.Workers(ctx)
+		require.NoError(t, err)
+		require.Len(t, ws, 1)
+		require.Equal(t, []durable.WorkflowVersion{{Workflow: "legacy", Version: cur.Version()}}, ws[0].Versions)
+		require.Equal(t, []durable.WorkflowVersion{{Workflow: "legacy", Version: legacyVersion}}, ws[0].Accepts)
+		require.True(t, ws[0].ServesVersion("legacy", legacyVersion))
+		vs, err := eNew.Versions(ctx, "legacy")
+		require.NoError(t, err)
+		require.Len(t, vs, 2)
+		require.Equal(t, cur.Version(), vs[0].Version)
+		require.Equal(t, legacyVersion, vs[1].Version)
+		require.Equal(t, cur.Version(), vs[1].LegacyOf)
+		require.False(t, vs[1].Unserved())
+
+		// Old and new engines side by side: every run completes, those of
+		// the new version on the new engine only.
+		eOld := h.startOn(h.another(), durable.Config{WorkerID: "old"}, old)
+		var ids []uuid.UUID
+		for i := range 20 {
+			id, err := old.RunNoWait(ctx, eOld, "t", i)
+			require.NoError(t, err)
+			ids = append(ids, id)
+			id, err = cur.RunNoWait(ctx, eNew, "t", i)
+			require.NoError(t, err)
+			ids = append(ids, id)
+		}
+		for k, id := range ids {
+			res := h.wait(eNew, id, time.Minute)
+			require.Equal(t, durabletype.RunCompleted, res.Status, "run %d: %v", k, res.Err)
+			if k%2 == 1 {
+				require.Equal(t, cur.Version(), res.Version)
+				by, _ := x.of(id, "b")
+				require.Equal(t, "new", by)
+			} else {
+				require.Equal(t, legacyVersion, res.Version)
+			}
+		}
+	})
+}
+
+// TestAcceptsRunsOf: a definition accepts the runs of an older one kept
+// in code, by the definition rather than its version id; it refuses
+// another workflow, itself and nil.
+func TestAcceptsRunsOf(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		var x executions
+		v1 := gated(&x, "v1")
+		ctx := h.ctx(2 * time.Minute)
+		ids := gatedRuns(h, ctx, v1, 3)
+
+		v2 := gated(&x, "v2", "c").AcceptsRunsOf(v1)
+		e2 := h.start(durable.Config{WorkerID: "v2"}, v2)
+		for _, id := range ids {
+			h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
+				res, err := e2.Get(ctx, id)
+				require.NoError(t, err)
+				return res.Version == v2.Version()
+			}, "run %s moved to v2", id)
+			require.NoError(t, e2.Signal(ctx, id, "go", []byte(`"ok"`)))
+			res := h.wait(e2, id, time.Minute)
+			require.Equal(t, durabletype.RunCompleted, res.Status)
+			by, _ := x.of(id, "c")
+			require.Equal(t, "v2", by)
+		}
+		wi := e2.Workflows()
+		require.Len(t, wi, 1)
+		require.Contains(t, wi[0].Accepts, v1.Version())
+		require.Len(t, wi[0].Accepts, 2, "its version and its legacy version")
+
+		other := durable.NewWorkflow[int]("other")
+		durable.Step(other, "a", func(ctx durable.Context, n int) (int, error) { return n, nil })
+		bad := gated(&x, "bad", "c").AcceptsRunsOf(other)
+		require.ErrorIs(t, h.client().Register(bad), durable.ErrInvalidOption)
+		self := gated(&x, "self", "c")
+		self.AcceptsRunsOf(self)
+		require.ErrorIs(t, h.client().Register(self), durable.ErrInvalidOption)
+		null := gated(&x, "null", "c").AcceptsRunsOf(nil)
+		require.ErrorIs(t, h.client().Register(null), durable.ErrNilFunc)
+	})
+}
+
+// TestStartWarnsOfStaleVersion: a process that only triggers runs (its
+// engine does not serve the workflow) and starts a version that no live
+// worker serves, while live workers serve another version of the
+// workflow, is told so in what the trigger returns, and logs it once a
+// minute at most, not once a run. A version live workers serve, a
+// process serving its own version, or a workflow no worker serves yet
+// get no warning.
+func TestStartWarnsOfStaleVersion(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		var x executions
+		old, cur := deployDefs(&x, "")
+		var logs logRecorder
+		client, err := durable.New(h.store, h.config(durable.Config{Logger: logs.logger()}))
+		require.NoError(t, err)
+		require.NoError(t, client.Register(old))
+		ctx := h.ctx(h.duration(time.Hour, time.Minute))
+		const msg = "starting runs of a version that no live worker serves"
+
+		st, err := old.Start(ctx, client, "t", 1)
+		require.NoError(t, err)
+		require.Empty(t, st.Warning, "no worker serves the workflow yet")
+
+		h.start(durable.Config{WorkerID: "new"}, cur)
+		if h.virtual {
+			time.Sleep(time.Minute + time.Second) // past what the client read
+		} else {
+			client, err = durable.New(h.store, h.config(durable.Config{Logger: logs.logger()}))
+			require.NoError(t, err)
+			require.NoError(t, client.Register(old))
+		}
+		for i := range 3 {
+			st, err := old.Start(ctx, client, "t", i)
+			require.NoError(t, err)
+			require.Contains(t, st.Warning, `no live worker serves version "`+old.Version()+`" of workflow "deploy"`)
+			require.Contains(t, st.Warning, `live workers serve "`+cur.Version()+`"`)
+		}
+		byName, err := client.StartByName(ctx, "deploy", "t", []byte("4"))
+		require.NoError(t, err)
+		require.NotEmpty(t, byName.Warning, "by name (an HTTP API) too")
+		many, err := old.StartMany(ctx, client, []durable.Trigger[int]{{Tenant: "t", Input: 5}, {Tenant: "t", Input: 6}})
+		require.NoError(t, err)
+		for _, s := range many {
+			require.NotEmpty(t, s.Warning)
+		}
+		require.Equal(t, 1, logs.count(msg), "logged once, not once a run")
+
+		st, err = cur.Start(ctx, client, "t", 7)
+		require.NoError(t, err)
+		require.Empty(t, st.Warning, "live workers serve the new version")
+		side := h.launchOn(h.store, durable.Config{WorkerID: "side", Logger: logs.logger()}, old)
+		st, err = old.Start(ctx, side, "t", 8)
+		require.NoError(t, err)
+		require.Empty(t, st.Warning, "a process that serves its version itself")
+		require.NoError(t, side.Stop(ctx))
+
+		if h.virtual {
+			time.Sleep(time.Minute + time.Second)
+			st, err = old.Start(ctx, client, "t", 9)
+			require.NoError(t, err)
+			require.NotEmpty(t, st.Warning)
+			require.Equal(t, 2, logs.count(msg), "logged again a minute later")
+		}
+	})
+}
+
+// TestTypesMovedKeepRunsServed: runs started by a build whose types live
+// in another package (versiontest) are completed by a build that declares
+// them in its own package under other names: the same version, the same
+// JSON read back.
+func TestTypesMovedKeepRunsServed(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		before := durable.NewWorkflow[versiontest.Order]("moved")
+		durable.Step(before, "pay", func(ctx durable.Context, o versiontest.Order) (versiontest.Receipt, error) {
+			return versiontest.Receipt{}, errors.New("the old build does not run here")
+		})
+		after := durable.NewWorkflow[shopOrder]("moved")
+		durable.Step(after, "pay", func(ctx durable.Context, o shopOrder) (shopReceipt, error) {
+			total := 0.0
+			for _, l := range o.Lines {
+				total += l.Price * float64(l.Quantity)
+			}
+			return shopReceipt{shopReceiptHead: shopReceiptHead{Order: o.Ident}, Total: total}, nil
+		})
+		require.Equal(t, before.Version(), after.Version())
+
+		ctx := h.ctx(time.Minute)
+		id, err := before.RunNoWait(ctx, h.client(), "t", versiontest.Order{ID: "o-1", Lines: []versiontest.Line{{SKU: "x", Quantity: 2, Price: 1.5}}})
+		require.NoError(t, err)
+		e := h.start(durable.Config{}, after)
+		res := h.wait(e, id, time.Minute)
+		require.Equal(t, durabletype.RunCompleted, res.Status, "%v", res.Err)
+		s, ok := res.Step("pay")
+		require.True(t, ok)
+		require.JSONEq(t, `{"order":"o-1","Total":3}`, string(s.Output))
+	})
 }

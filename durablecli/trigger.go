@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -58,7 +59,12 @@ deadline (see docs/semantics.md, "Flow control").
 
 This command only starts runs: "{name} worker" processes execute them. The
 schema is migrated up first if needed (durable's migrations, then this
-program's own).
+program's own). When the runs' version of the
+workflow (this program's definition) is one that no live worker serves
+while live workers serve another version of it, a warning says so on
+stderr: the runs wait until a worker of their version starts, or until they
+are moved to another version ("{name} runs upgrade"). Deploy this program
+with the workers' definition (see docs/operating.md, "Deploys").
 
 Exit status: 0 started (and, with --wait, completed), 1 failed (could not
 connect, a run did not complete), 2 bad flags, unknown workflow or input.
@@ -228,6 +234,7 @@ func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.W
 		}
 		return fail(err)
 	}
+	warnStale(stderr, prefix, started)
 	var ids []uuid.UUID // each run once, for --wait
 	seen := make(map[uuid.UUID]bool, len(started))
 	for _, st := range started {
@@ -374,6 +381,7 @@ func (c *cli) triggerLines(ctx context.Context, e *durable.Engine, pool *pgxpool
 	if err != nil {
 		return c.triggerFail(stderr, prefix, err)
 	}
+	warnStale(stderr, prefix, started)
 	var ids []uuid.UUID
 	seen := make(map[uuid.UUID]bool, len(started))
 	for i, st := range started {
@@ -400,4 +408,44 @@ func (c *cli) triggerFail(stderr io.Writer, prefix string, err error) int {
 		return exitUsage
 	}
 	return 1
+}
+
+// warnStale prints, once, the warning of the runs started (Started.Warning):
+// their version is one no live worker serves.
+func warnStale(stderr io.Writer, prefix string, started []durable.Started) {
+	for _, st := range started {
+		if st.Warning != "" {
+			fmt.Fprintf(stderr, "%s: warning: %s\n", prefix, st.Warning)
+			return
+		}
+	}
+}
+
+// startWarningLog is the message with which an engine logs what
+// Started.Warning says; "trigger" prints the warning itself, once
+// (warnStale), and drops the log record (dropMessage).
+const startWarningLog = "durable: starting runs of a version that no live worker serves"
+
+// dropMessage is a slog handler that drops the records of one message.
+type dropMessage struct {
+	slog.Handler
+	msg string
+}
+
+// Handle drops a record of the message, passes the others on.
+func (h dropMessage) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs keeps dropping the message.
+func (h dropMessage) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return dropMessage{Handler: h.Handler.WithAttrs(attrs), msg: h.msg}
+}
+
+// WithGroup keeps dropping the message.
+func (h dropMessage) WithGroup(name string) slog.Handler {
+	return dropMessage{Handler: h.Handler.WithGroup(name), msg: h.msg}
 }

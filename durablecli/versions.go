@@ -30,16 +30,22 @@ version:
   KIND         "function" for a durable function (durable.NewFunction:
                its one step is its body, whose calls "runs show" lists),
                "workflow" for a DAG of steps ("-": its DAG is unknown here)
-  VERSION      its fingerprint, or the version set by WithVersion ("-" for
-               runs started before versions)
+  VERSION      its fingerprint (what Workflow.Version returns in Go; a new
+               definition takes the runs of this one with
+               Accepts("<VERSION>") or AcceptsRunsOf(old)), or the version
+               set by WithVersion ("-" for runs started before versions)
   REGISTERED   "newest": this program registers it and starts it by name
                (trigger, schedules); "yes": it registers it beside a newer
-               one; "-": it does not
+               one; "legacy": the id releases of durable before
+               fingerprint 2 gave a version it registers, whose workers
+               serve its runs as their own; "-": it does not
   IN FLIGHT    its runs that have not settled
   READY        their steps waiting for a worker
   WORKERS      the live workers that serve it (the first 2, then a count)
   ACCEPTED BY  the live workers that accept it (Workflow.Accepts) and move
-               its runs to a version they serve
+               its runs to a version they serve, or that serve its runs as
+               their own: the fingerprint an older release of durable gave
+               their definition (its legacy version)
   RECORDED     when a run first recorded it ("-": no run yet, or they were
                pruned)
   STATUS       UNSERVED when it has runs in flight that no live worker
@@ -59,7 +65,7 @@ its versions:
   {"workflows": [{"name", "kind", "version", "registered", "steps", "on_failure",
                   "child_only", "unserved",
                   "versions": [{"workflow", "version", "registered",
-                                "newest", "accepts", "in_flight", "ready",
+                                "newest", "accepts", "legacy_of", "in_flight", "ready",
                                 "workers", "accepted_by", "recorded_at",
                                 "unserved", "input", "on_failure",
                                 "steps"}, ...]}, ...]}
@@ -184,6 +190,8 @@ func printVersions(w io.Writer, vs []durable.VersionInfo) {
 			registered = "newest"
 		case x.Registered:
 			registered = "yes"
+		case x.LegacyOf != "":
+			registered = "legacy"
 		}
 		recorded := "-"
 		if !x.RecordedAt.IsZero() {

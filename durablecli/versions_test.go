@@ -558,7 +558,10 @@ func TestWorkflowsAccepts(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &ws), out)
 	require.Len(t, ws.Workers, 1)
 	require.Equal(t, []string{"cli-deploy@" + vCur}, ws.Workers[0].Versions)
-	require.Equal(t, []string{"cli-deploy@" + vOld}, ws.Workers[0].Accepts)
+	// It accepts the old version, and the legacy version of its own (the
+	// one releases before fingerprint 2 gave it).
+	require.Len(t, ws.Workers[0].Accepts, 2)
+	require.Contains(t, ws.Workers[0].Accepts, "cli-deploy@"+vOld)
 
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -618,4 +621,68 @@ func TestStepDetailOfMaps(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, `maps over "list"`, stepDetail(durable.StepInfo{Kind: durabletype.KindMap, MapOver: "list"}))
 	require.Equal(t, "maps over the run's input", stepDetail(durable.StepInfo{Kind: durabletype.KindMap}))
+}
+
+// TestTriggerWarnsOfStaleVersion: "trigger" from a build of the program
+// older than the workers' (its definition of the workflow is another
+// version) starts the runs and says once, on stderr, that no live worker
+// serves their version; a build with the workers' definition is not
+// warned.
+func TestTriggerWarnsOfStaleVersion(t *testing.T) {
+	t.Parallel()
+	p := newPG(t, true)
+	old, cur := deployWorkflows()
+	startWorkerCmd(t, Config{Name: "app", Workflows: []durable.Definition{cur}}, p, "new")
+
+	oldProg := Config{Name: "app", Workflows: []durable.Definition{old}}
+	code, out, errOut := runConfig(oldProg, p.Flags("trigger", "--workflow", "cli-deploy", "--input", "1", "--count", "3")...)
+	require.Equal(t, 0, code, errOut)
+	clitest.ParseIDs(t, out, 3)
+	want := `app trigger: warning: no live worker serves version "` + old.Version() + `" of workflow "cli-deploy"`
+	require.Equal(t, 1, strings.Count(errOut, want), errOut)
+	require.Contains(t, errOut, `live workers serve "`+cur.Version()+`"`)
+	require.Equal(t, 1, strings.Count(errOut, "\n"), "one line, not the engine's log as well: %s", errOut)
+
+	newProg := Config{Name: "app", Workflows: []durable.Definition{cur}}
+	code, _, errOut = runConfig(newProg, p.Flags("trigger", "--workflow", "cli-deploy", "--input", "1")...)
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, errOut)
+}
+
+// TestLegacyVersionCommands: a run that an older release of durable
+// started, pinned to the legacy id of the program's definition
+// ("8de8fd9e2f04", the fingerprint those releases gave a → b), is shown
+// by "workflows" as the program's version's legacy one, and "worker"
+// completes it where it is.
+func TestLegacyVersionCommands(t *testing.T) {
+	t.Parallel()
+	p := newPG(t, true)
+	ctx := context.Background()
+	const legacy = "8de8fd9e2f04"
+	cur, _ := deployWorkflows()
+	older, _ := deployWorkflows()
+	older.WithVersion(legacy) // as the older release recorded it
+	id, err := older.RunNoWait(ctx, p.Client(t), "acme", 1)
+	require.NoError(t, err)
+
+	prog := Config{Name: "app", Workflows: []durable.Definition{cur}}
+	js := versionsJSON(t, prog, p)
+	require.Equal(t, cur.Version(), js[legacy].LegacyOf)
+	require.Equal(t, 1, js[legacy].InFlight)
+	require.Empty(t, js[cur.Version()].LegacyOf)
+	code, out, errOut := runConfig(prog, p.Flags("workflows")...)
+	require.Equal(t, 0, code, errOut)
+	rows := versionRows(t, out)
+	require.Equal(t, "legacy", rows[legacy][2], out)
+
+	startWorkerCmd(t, prog, p, "new")
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := p.Client(t).Wait(wctx, id)
+	require.NoError(t, err)
+	require.Equal(t, durabletype.RunCompleted, res.Status)
+	require.Equal(t, legacy, res.Version)
+	js = versionsJSON(t, prog, p)
+	require.Equal(t, []string{"new"}, js[legacy].AcceptedBy)
+	require.False(t, js[legacy].Unserved)
 }

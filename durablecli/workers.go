@@ -46,8 +46,9 @@ with RFC 3339 times, "dead_after" a duration such as "30s" ("dead_after_s"
 the same in seconds); "workers" holds the live ones only unless --all. A
 worker's "version" labels its code; "workflows" are the names of the
 workflows it serves, "versions" the versions it serves and "accepts" those
-whose runs it moves to a version it serves (Workflow.Accepts), each as
-"workflow@version". An unserved "version" is the workflow version the runs
+whose runs it moves to a version it serves (Workflow.Accepts) or serves as
+its own (the legacy version that releases before fingerprint 2 gave each
+of its definitions), each as "workflow@version". An unserved "version" is the workflow version the runs
 are pinned to ("" for runs started before versions).
 
 Exit status: 0 done (whether or not versions are unserved), 1 failed

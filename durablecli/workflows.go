@@ -233,8 +233,11 @@ func (c *cli) client(pool *pgxpool.Pool, schema string, set *workflows, name str
 	if err != nil {
 		return nil, err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	e, err := durable.New(s, c.engineConfig(durable.Config{Logger: logger, WorkerID: "durable-" + name}))
+	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
+	if name == "trigger" {
+		h = dropMessage{Handler: h, msg: startWarningLog} // the command prints it (warnStale)
+	}
+	e, err := durable.New(s, c.engineConfig(durable.Config{Logger: slog.New(h), WorkerID: "durable-" + name}))
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,10 @@ type WorkflowVersion struct {
 	// Accepts are the older versions whose runs it accepts, when
 	// registered; never null.
 	Accepts []string `json:"accepts"`
+	// LegacyOf, when set, is the version registered here whose legacy
+	// version (the fingerprint releases before fingerprint 2 gave it)
+	// this is: its runs are served as runs of that version.
+	LegacyOf string `json:"legacy_of,omitempty"`
 	// Input is the Go type of its input; empty when its DAG is unknown.
 	Input string `json:"input"`
 	// Steps is the version's DAG, as registered or as its runs recorded
@@ -138,7 +142,7 @@ func NewWorkflowList(registered []durable.WorkflowInfo, vs []durable.VersionInfo
 func NewWorkflowVersion(v *durable.VersionInfo) WorkflowVersion {
 	return WorkflowVersion{
 		Workflow: v.Workflow, Version: v.Version, Newest: v.Newest, Registered: v.Registered, Accepts: nonNil(v.Accepts),
-		Input: v.Input, Steps: newWorkflowSteps(v.Steps), OnFailure: v.OnFailure, InFlight: v.InFlight, Ready: v.Ready,
+		LegacyOf: v.LegacyOf, Input: v.Input, Steps: newWorkflowSteps(v.Steps), OnFailure: v.OnFailure, InFlight: v.InFlight, Ready: v.Ready,
 		Workers: nonNil(v.Workers), AcceptedBy: nonNil(v.AcceptedBy), Unserved: v.Unserved(), RecordedAt: Time(v.RecordedAt),
 	}
 }

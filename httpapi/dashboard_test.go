@@ -180,7 +180,10 @@ func TestDashboardWorkersQueues(t *testing.T) {
 	))
 	served, err := chromedp.Run(ctx, chromedp.Text(fmt.Sprintf(`#workers tr[data-worker="%s"] td.served`, self)))
 	require.NoError(t, err)
-	require.Regexp(t, `^approval@[0-9a-f]{12}, flaky@[0-9a-f]{12}, greet@[0-9a-f]{12}, paid@[0-9a-f]{12}, slow@[0-9a-f]{12}$`, served,
+	// ... and accepts the legacy version of each (the one releases before
+	// fingerprint 2 gave it).
+	require.Regexp(t, `^approval@[0-9a-f]{12}, flaky@[0-9a-f]{12}, greet@[0-9a-f]{12}, paid@[0-9a-f]{12}, slow@[0-9a-f]{12}\s+`+
+		`accepts approval@[0-9a-f]{12}, flaky@[0-9a-f]{12}, greet@[0-9a-f]{12}, paid@[0-9a-f]{12}, slow@[0-9a-f]{12}$`, served,
 		"the worker lists the versions it serves")
 	require.NoError(t, chromedp.Do(ctx,
 		// The queues: the orphan workflow's queued step, and the totals.

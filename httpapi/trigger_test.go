@@ -1,10 +1,14 @@
 package httpapi_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/httpapi"
 	"github.com/effectivelabs/durable/memstore"
 )
 
@@ -18,4 +22,43 @@ func TestTriggerUnknownWorkflow(t *testing.T) {
 	requireProblem(t, r, 404, "workflow_not_found")
 	require.Equal(t, `no workflow "user-signup" here: this server can start "approval", "flaky", "greet", "paid", "slow"`,
 		r.json(t)["detail"])
+}
+
+// TestTriggerWarnsOfStaleVersion: a server whose engine does not serve
+// the workflow (it only starts runs) and whose definition is not the live
+// workers' version says so in the trigger's response, once for a batch;
+// the run still starts. Triggered where the workers' version is
+// registered, no warning.
+func TestTriggerWarnsOfStaleVersion(t *testing.T) {
+	t.Parallel()
+	s := memstore.New()
+	workers := newEngineEnv(t, s, shipDef("3", "pack", "weigh"))
+	c, err := durable.New(s, durable.Config{Logger: quiet})
+	require.NoError(t, err)
+	require.NoError(t, c.Register(shipDef("2", "pack", "label")))
+	stale := &env{e: c, h: httpapi.New(c, httpapi.Options{Logger: quiet, Authenticate: httpapi.BearerToken(token),
+		Tenant: func(r *http.Request) (string, bool, error) { return r.Header.Get("X-Tenant"), false, nil }})}
+
+	r := stale.do(t, "acme", "POST", "/api/v1/workflows/ship/runs", map[string]any{"input": "a"})
+	require.Equal(t, http.StatusCreated, r.status, r.body)
+	js := r.json(t)
+	require.NotEmpty(t, js["run_id"])
+	require.Contains(t, js["warning"], `no live worker serves version "2" of workflow "ship"`)
+	require.Contains(t, js["warning"], `live workers serve "3"`)
+
+	r = stale.do(t, "acme", "POST", "/api/v1/workflows/ship/runs/batch",
+		map[string]any{"runs": []map[string]any{{"input": "b"}, {"input": "c"}}})
+	require.Equal(t, http.StatusCreated, r.status, r.body)
+	var batch struct {
+		Runs    []map[string]any `json:"runs"`
+		Warning string           `json:"warning"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.body), &batch))
+	require.Len(t, batch.Runs, 2)
+	require.NotContains(t, batch.Runs[0], "warning", "once, on the batch")
+	require.Contains(t, batch.Warning, `version "2"`)
+
+	r = workers.do(t, "acme", "POST", "/api/v1/workflows/ship/runs", map[string]any{"input": "d"})
+	require.Equal(t, http.StatusCreated, r.status, r.body)
+	require.NotContains(t, r.json(t), "warning")
 }

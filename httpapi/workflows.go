@@ -103,6 +103,9 @@ type triggerRequest struct {
 type triggerResponse struct {
 	RunID     uuid.UUID `json:"run_id"`
 	Duplicate bool      `json:"duplicate"`
+	// Warning is durable.Started's: no live worker serves the version
+	// the run was started at, while live workers serve another.
+	Warning string `json:"warning,omitempty"`
 }
 
 // tenantFor returns the tenant a request that names tenant acts for: the
@@ -148,7 +151,7 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, sc scope) erro
 	if st.Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, triggerResponse{RunID: st.RunID, Duplicate: st.Duplicate})
+	writeJSON(w, status, triggerResponse{RunID: st.RunID, Duplicate: st.Duplicate, Warning: st.Warning})
 	return nil
 }
 
@@ -219,6 +222,9 @@ type batchRequest struct {
 // batchResponse says what a batch trigger did, run by run.
 type batchResponse struct {
 	Runs []triggerResponse `json:"runs"`
+	// Warning is that of the runs started (durable.Started.Warning), said
+	// once for the batch.
+	Warning string `json:"warning,omitempty"`
 }
 
 // MaxBatch is the most runs one POST /api/v1/workflows/{name}/runs/batch
@@ -281,6 +287,9 @@ func (h *Handler) triggerBatch(w http.ResponseWriter, r *http.Request, sc scope)
 		out.Runs[i] = triggerResponse{RunID: st.RunID, Duplicate: st.Duplicate}
 		if !st.Duplicate {
 			status = http.StatusCreated
+		}
+		if st.Warning != "" {
+			out.Warning = st.Warning
 		}
 	}
 	writeJSON(w, status, out)
