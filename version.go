@@ -245,6 +245,11 @@ func (d *workflowDef) fingerprintOf(head string, shape func(reflect.Type) string
 			fmt.Fprintf(&b, " child=%q result=%q", s.child.wf.name, s.child.result.name)
 		case s.mapDef != nil && s.mapDef.over != nil:
 			fmt.Fprintf(&b, " over=%q", s.mapDef.over.name)
+		case s.mapDef != nil && s.mapDef.input != nil:
+			// MapInput: its items' type, which a Map's list step's
+			// output covers. (No release before fingerprint 2 had it, so
+			// the legacy fingerprint of every earlier run is unchanged.)
+			b.WriteString(" over=input item " + shape(s.mapDef.item))
 		}
 		b.WriteString(" output " + shape(s.out) + "\n")
 	}

@@ -186,6 +186,7 @@ func MapInput[T, U, I any](w *Workflow[I], name string, items func(in I) []T, fn
 // output. The caller sets where the list comes from.
 func newMapDef[T, U any](fn func(ctx Context, item T) (U, error)) *mapDef {
 	return &mapDef{
+		item: reflect.TypeFor[T](),
 		split: func(c Codec, list any) ([][]byte, error) {
 			items := list.([]T)
 			out := make([][]byte, len(items))
@@ -312,6 +313,7 @@ type childDef struct {
 type mapDef struct {
 	over       *stepDef
 	input      func(in any) any // MapInput: the []T of the run's input
+	item       reflect.Type     // T, the type of an item
 	split      func(c Codec, list any) ([][]byte, error)
 	decodeItem func(c Codec, b []byte) (any, error)
 	run        func(ctx Context, item any) (any, error)

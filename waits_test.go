@@ -601,6 +601,28 @@ func TestMapInputVersion(t *testing.T) {
 	require.NotEqual(t, filler.Version(), input(false), "the filler step is gone")
 	require.NotEqual(t, filler.Version(), input(true), "same steps and parents, but the map takes its list from the input")
 	require.NoError(t, newEngine(t).Register(filler))
+
+	// The items' type counts, as a Map's list step's output does: a
+	// MapInput over the same input whose items are objects is another
+	// version.
+	type priced struct {
+		Lines []struct {
+			Cents int `json:"cents"`
+		} `json:"lines"`
+	}
+	objects := durable.NewWorkflow[priced]("fp-map")
+	durable.MapInput(objects, "square", func(p priced) []struct {
+		Cents int `json:"cents"`
+	} {
+		return p.Lines
+	}, func(ctx durable.Context, l struct {
+		Cents int `json:"cents"`
+	}) (int, error) {
+		return l.Cents, nil
+	})
+	ints := durable.NewWorkflow[priced]("fp-map")
+	durable.MapInput(ints, "square", func(p priced) []int { return nil }, square)
+	require.NotEqual(t, objects.Version(), ints.Version(), "the items' type is covered")
 }
 
 func stepStateOfItem(res *durable.RunResult, step string, k int) durabletype.TaskState {
