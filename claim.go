@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/effectivelabs/durable/internal/service/claimer"
@@ -104,6 +105,13 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 			}
 			if span != nil {
 				endStep(span, &o)
+			}
+			if errors.Is(context.Cause(ctx), ErrStepTimeout) {
+				// The step's own timer ended the attempt: the store
+				// records the timeout, and may have before this outcome
+				// arrives, which is then stale as expected (the completer
+				// logs it at debug level, not as a claim lost).
+				lose(ErrStepTimeout)
 			}
 			stopTimer()
 			cancel(nil)

@@ -1,6 +1,7 @@
 package durable_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -73,6 +74,38 @@ func TestLinearOutputsFlow(t *testing.T) {
 			require.Equal(t, durabletype.TaskCompleted, s.State, s.Name)
 			require.Equal(t, 1, s.Attempts, s.Name)
 			require.Equal(t, []string{"QUEUED/0", "STARTED/1", "COMPLETED/1"}, stepEvents(t, e, res.ID, s.Name), s.Name)
+		}
+	})
+}
+
+// TestRunNoWaitBeforeStart: runs triggered on an engine before its Start
+// wait in the store, and the engine runs them once started.
+func TestRunNoWaitBeforeStart(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, h *harness) {
+		wf := durable.NewWorkflow[int]("early")
+		a := durable.Step(wf, "a", func(ctx durable.Context, in int) (int, error) { return in * 2, nil })
+		e, err := durable.New(h.store, h.config(durable.Config{}))
+		require.NoError(t, err)
+		require.NoError(t, e.Register(wf))
+		ctx := h.ctx(30 * time.Second)
+		var ids []uuid.UUID
+		for i := range 3 {
+			id, err := wf.RunNoWait(ctx, e, "t", i)
+			require.NoError(t, err)
+			ids = append(ids, id)
+		}
+		res, err := e.Get(ctx, ids[0])
+		require.NoError(t, err)
+		require.Equal(t, durabletype.RunRunning, res.Status, "recorded, waiting for a worker")
+		require.NoError(t, e.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, e.Stop(context.Background())) })
+		for i, id := range ids {
+			res := h.wait(e, id, h.duration(time.Minute, 30*time.Second))
+			require.Equal(t, durabletype.RunCompleted, res.Status)
+			v, err := a.Result(res)
+			require.NoError(t, err)
+			require.Equal(t, 2*i, v)
 		}
 	})
 }

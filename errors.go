@@ -194,15 +194,16 @@ type RunError struct {
 	// Status is FAILED or CANCELLED.
 	Status durabletype.RunStatus
 	// Step is the step whose permanent failure failed the run; empty for a
-	// cancelled run.
+	// cancelled run and for a run that failed as a whole (its deadline
+	// passed: Message is "run deadline exceeded").
 	Step string
 	// Message is that step's error message, as recorded, or the reason the
 	// run was cancelled.
 	Message string
 }
 
-// Error names the run, its workflow, and the step that failed and its
-// message, or the reason it was cancelled.
+// Error names the run, its workflow, and the step that failed (if one
+// did) and its message, or the reason it was cancelled.
 func (e *RunError) Error() string {
 	if e.Status == durabletype.RunCancelled {
 		msg := fmt.Sprintf("durable: run %s of %q was cancelled", e.RunID, e.Workflow)
@@ -210,6 +211,9 @@ func (e *RunError) Error() string {
 			msg += ": " + e.Message
 		}
 		return msg
+	}
+	if e.Step == "" {
+		return fmt.Sprintf("durable: run %s of %q failed: %s", e.RunID, e.Workflow, e.Message)
 	}
 	return fmt.Sprintf("durable: run %s of %q failed: step %q: %s", e.RunID, e.Workflow, e.Step, e.Message)
 }

@@ -100,6 +100,8 @@ func TestRunDeadlineCancelsSteps(t *testing.T) {
 		require.ErrorIs(t, err, durable.ErrRunFailed)
 		require.Equal(t, durabletype.RunFailed, res.Status)
 		require.ErrorContains(t, res.Err, "run deadline exceeded")
+		// No step failed: the message names none.
+		require.Equal(t, fmt.Sprintf("durable: run %s of %q failed: run deadline exceeded", res.ID, wf.Name()), res.Err.Error())
 		require.Equal(t, "run deadline exceeded", failure.Load())
 		require.GreaterOrEqual(t, time.Since(start), time.Hour)
 		step, _ := res.Step("crunch")

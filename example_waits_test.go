@@ -12,18 +12,30 @@ import (
 // A step that waits for an event holds no worker: the run goes on when an
 // event with its key is sent for the run's tenant. With a lookback, an
 // event sent shortly before the step began waiting counts too.
+//
+// Not confirmed within 48 hours, the wait is skipped (SkipOnTimeout), and
+// so is "ship", whose only parent it is. "record" has a second parent that
+// completes either way, so it runs in both cases and learns from Output
+// whether the confirmation came.
 func ExampleWaitForEvent() {
 	type Order struct{ ID string }
 	type Confirmation struct{ By string }
 
 	wf := durable.NewWorkflow[Order]("confirm-order")
+	placed := durable.Step(wf, "place", func(ctx durable.Context, o Order) (string, error) { return o.ID, nil })
 	confirmed := durable.WaitForEvent[Confirmation](wf, "confirmed",
 		func(ctx durable.Context, o Order) (string, error) { return "confirm:" + o.ID, nil },
-		durable.WithWaitTimeout(48*time.Hour), durable.SkipOnTimeout(), durable.WithLookback(time.Hour))
+		durable.After(placed), durable.WithWaitTimeout(48*time.Hour), durable.SkipOnTimeout(), durable.WithLookback(time.Hour))
 	durable.Step(wf, "ship", func(ctx durable.Context, o Order) (string, error) {
-		c, _ := confirmed.Output(ctx)
+		c, _ := confirmed.Output(ctx) // runs only once confirmed
 		return "shipped, confirmed by " + c.By, nil
 	}, durable.After(confirmed))
+	durable.Step(wf, "record", func(ctx durable.Context, o Order) (string, error) {
+		if _, ok := confirmed.Output(ctx); !ok {
+			return "timed out", nil
+		}
+		return "confirmed", nil
+	}, durable.After(placed, confirmed))
 
 	e := startExampleEngine(wf)
 	defer e.Stop(context.Background())
@@ -36,10 +48,11 @@ func ExampleWaitForEvent() {
 	fmt.Println(err)
 	res, _ := e.Wait(ctx, id)
 	s, _ := res.Step("ship")
-	fmt.Println(res.Status, string(s.Output))
+	r, _ := res.Step("record")
+	fmt.Println(res.Status, string(s.Output), string(r.Output))
 	// Output:
 	// <nil>
-	// COMPLETED "shipped, confirmed by ada"
+	// COMPLETED "shipped, confirmed by ada" "confirmed"
 }
 
 // A signal goes to one run by ID; it is kept with the run, so it may come

@@ -519,3 +519,37 @@ func TestStopDuringAnOutage(t *testing.T) {
 		require.ErrorIs(t, err, durable.ErrNotRecorded)
 	})
 }
+
+// TestTimedOutAttemptLateOutcomeNotWarned: the outcome of an attempt that
+// returned after its own timeout ended it, when the store had recorded the
+// timeout first (the leader's timer), is stale as expected: logged at
+// debug level, not warned about as a claim lost. Heartbeats are too rare
+// here to tell the step first: the engine knows from the step's own timer.
+func TestTimedOutAttemptLateOutcomeNotWarned(t *testing.T) {
+	both(t, func(t *testing.T, h *harness) {
+		logs := &logRecorder{}
+		release := make(chan struct{})
+		var calls atomic.Int32
+		wf := durable.NewWorkflow[string]("late")
+		durable.Step(wf, "call", func(ctx durable.Context, in string) (string, error) {
+			if calls.Add(1) == 1 {
+				<-release // ignores its context past the timeout
+				return "late", nil
+			}
+			return "retried", nil
+		}, durable.WithTimeout(h.duration(time.Minute, 300*time.Millisecond)),
+			durable.WithRetry(durable.RetryPolicy{MaxRetries: 1, InitialDelay: time.Millisecond}))
+		e := h.start(durable.Config{Concurrency: 2, Logger: logs.logger(), HeartbeatInterval: time.Hour, DeadAfter: 3 * time.Hour}, wf)
+		ctx := h.ctx(time.Minute)
+		id, err := wf.RunNoWait(ctx, e, "t", "x")
+		require.NoError(t, err)
+		res := h.wait(e, id, h.duration(time.Hour, 30*time.Second))
+		require.Equal(t, durabletype.RunCompleted, res.Status, "the timeout was recorded and the step retried")
+		close(release)
+		h.eventually(h.duration(time.Minute, 10*time.Second), func() bool {
+			return logs.count("durable: outcome") > 0
+		}, "the late outcome is logged")
+		require.Equal(t, 1, logs.count("DEBUG durable: outcome not recorded, the attempt timed out"), "%q", logs.msgs)
+		require.Zero(t, logs.count("WARN durable: outcome rejected"))
+	})
+}

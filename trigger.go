@@ -35,8 +35,10 @@ func (w *Workflow[I]) Run(ctx context.Context, e *Engine, tenant string, in I, o
 
 // RunNoWait starts a run of w for tenant with input in and returns its ID
 // without waiting. Wait or Get it later by that ID. On a stopped engine it
-// starts nothing and returns ErrEngineStopped. A trigger that duplicates an
-// earlier one returns the earlier run's ID (Start says which it was).
+// starts nothing and returns ErrEngineStopped. On an engine not started
+// yet it records the run, which waits in the store until an engine that
+// registered w (this one, once started) runs it. A trigger that duplicates
+// an earlier one returns the earlier run's ID (Start says which it was).
 func (w *Workflow[I]) RunNoWait(ctx context.Context, e *Engine, tenant string, in I, opts ...TriggerOption) (uuid.UUID, error) {
 	st, err := w.Start(ctx, e, tenant, in, opts...)
 	return st.RunID, err

@@ -259,7 +259,10 @@ func WithWaitTimeout(d time.Duration) StepOption {
 
 // SkipOnTimeout makes a waiting step that times out (WithWaitTimeout)
 // skipped rather than failed: its children run if they have another
-// completed parent, and are skipped otherwise (the usual cascade).
+// completed parent, and are skipped otherwise (the usual cascade). To
+// branch on the timeout, give a step the wait and a step before it as
+// parents: it runs either way, and the wait's Output reports false after
+// a timeout.
 func SkipOnTimeout() StepOption {
 	return optionFunc(func(s *stepDef, onFailure bool) {
 		if onFailure {

@@ -50,6 +50,15 @@ func TestEventWaitEngine(t *testing.T) {
 			}
 			return "shipped for " + c.By, nil
 		}, durable.After(confirmed))
+		// With a second parent that completes either way, a step runs
+		// whether the wait received its event or timed out, and branches on
+		// Output's ok.
+		recordRef := durable.Step(wf, "record", func(ctx durable.Context, o basket) (string, error) {
+			if c, ok := confirmed.Output(ctx); ok {
+				return "confirmed by " + c.By, nil
+			}
+			return "timed out", nil
+		}, durable.After(sent, confirmed))
 		e := h.start(durable.Config{}, wf)
 		ctx := h.ctx(time.Minute)
 
@@ -74,6 +83,9 @@ func TestEventWaitEngine(t *testing.T) {
 		ship, err := shipRef.Result(res)
 		require.NoError(t, err)
 		require.Equal(t, "shipped for alice", ship)
+		record, err := recordRef.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, "confirmed by alice", record)
 		got, err := confirmed.Result(res)
 		require.NoError(t, err)
 		require.Equal(t, confirmation{By: "alice"}, got)
@@ -84,7 +96,10 @@ func TestEventWaitEngine(t *testing.T) {
 		res = h.wait(e, no, h.duration(72*time.Hour, time.Minute))
 		require.Equal(t, durabletype.RunCompleted, res.Status)
 		require.Equal(t, durabletype.TaskSkipped, states(res)["confirmed"])
-		require.Equal(t, durabletype.TaskSkipped, states(res)["ship"])
+		require.Equal(t, durabletype.TaskSkipped, states(res)["ship"], "its only parent was skipped")
+		record, err = recordRef.Result(res)
+		require.NoError(t, err)
+		require.Equal(t, "timed out", record, "it has a completed parent: it runs, and reads the wait's output as absent")
 
 		// Invalid events are refused, nothing sent.
 		_, err = e.SendEvent(ctx, "acme", "", 1)

@@ -483,7 +483,7 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 			}
 			fmt.Fprintf(tw, "reason\t%s\n", reason)
 		} else {
-			fmt.Fprintf(tw, "failure\tstep %q: %s\n", re.Step, oneLine(re.Message, 200))
+			fmt.Fprintf(tw, "failure\t%s\n", failureText(re))
 		}
 	}
 	tw.Flush()

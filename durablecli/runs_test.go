@@ -126,15 +126,29 @@ func TestRunsShowInFlightAndFailed(t *testing.T) {
 	durable.Step(boom, "explode", func(durable.Context, int) (int, error) {
 		return 0, durable.Terminal(errors.New("kaboom: " + strings.Repeat("x", 200) + "\nsecond line"))
 	})
-	p.StartWorker(t, boom)
+	late := durable.NewWorkflow[int]("cli-test-late")
+	durable.Step(late, "dawdle", func(ctx durable.Context, _ int) (int, error) {
+		<-ctx.Done()
+		return 0, context.Cause(ctx)
+	})
+	p.StartWorker(t, boom, late)
 	ctx := context.Background()
 	client := p.Client(t)
 
-	// A run that failed: its failure and the step's error, on one line.
-	_, err := boom.Run(ctx, client, "t", 1)
+	// A run past its deadline failed as a whole: no step is named.
+	_, err := late.Run(ctx, client, "t", 1, durable.WithRunTimeout(200*time.Millisecond))
 	var re *durable.RunError
 	require.ErrorAs(t, err, &re)
+	require.Empty(t, re.Step)
 	code, out, errOut := runCLI(t, p.Flags("runs", "show", re.RunID.String())...)
+	require.Equal(t, 0, code, "stderr:\n%s", errOut)
+	require.Contains(t, out, "failure   run deadline exceeded\n")
+	require.NotContains(t, out, `step ""`)
+
+	// A run that failed: its failure and the step's error, on one line.
+	_, err = boom.Run(ctx, client, "t", 1)
+	require.ErrorAs(t, err, &re)
+	code, out, errOut = runCLI(t, p.Flags("runs", "show", re.RunID.String())...)
 	require.Equal(t, 0, code, "stderr:\n%s", errOut)
 	require.Contains(t, out, "status    FAILED\n")
 	require.Regexp(t, `(?m)^failure   step "explode": kaboom: x+…$`, out)

@@ -305,9 +305,22 @@ func statusLine(res *durable.RunResult, timeout time.Duration) string {
 	fmt.Fprintf(&b, " in %s", res.FinishedAt.Sub(res.CreatedAt).Round(time.Millisecond))
 	var re *durable.RunError
 	if errors.As(res.Err, &re) {
-		fmt.Fprintf(&b, ": step %q: %s", re.Step, oneLine(re.Message, 200))
+		if f := failureText(re); f != "" {
+			b.WriteString(": " + f)
+		}
 	}
 	return b.String()
+}
+
+// failureText describes a run's failure on one line: the failed step and
+// its message, or the message alone for a run that failed as a whole (its
+// deadline passed) or was cancelled (its reason, if one was given).
+func failureText(re *durable.RunError) string {
+	msg := oneLine(re.Message, 200)
+	if re.Step == "" {
+		return msg
+	}
+	return fmt.Sprintf("step %q: %s", re.Step, msg)
 }
 
 // oneLine returns the first line of s, cut to at most n runes.

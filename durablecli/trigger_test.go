@@ -235,3 +235,20 @@ func TestEngineHook(t *testing.T) {
 		require.Contains(t, errOut, "want name=...", wf)
 	}
 }
+
+// A failure names its step only when a step failed: a run past its
+// deadline failed as a whole, a cancelled run has a reason or none.
+func TestFailureText(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		re   durable.RunError
+		want string
+	}{
+		{durable.RunError{Status: durabletype.RunFailed, Step: "charge", Message: "card declined\nmore"}, `step "charge": card declined …`},
+		{durable.RunError{Status: durabletype.RunFailed, Message: "run deadline exceeded"}, "run deadline exceeded"},
+		{durable.RunError{Status: durabletype.RunCancelled, Message: "by ops"}, "by ops"},
+		{durable.RunError{Status: durabletype.RunCancelled}, ""},
+	} {
+		require.Equal(t, c.want, failureText(&c.re))
+	}
+}

@@ -102,10 +102,11 @@ type taskKey struct {
 
 type laneKey struct{ workflow, tenant string }
 
-// outranking returns the live ready entry of e's lane that outranks every
-// other (fairq.Outranks) if it outranks e, and removes it from the lane's
-// list, which it prunes of dead entries on the way. Priorities rank the
-// entries of one version of the workflow (their runs'), as in pgstore.
+// outranking returns the live ready entry of e's lane that takes e's slot
+// by the rule of priorities (fairq.Displace: e holds the lane's lowest
+// slot), if another does, and removes it from the lane's list, which it
+// prunes of dead entries on the way. Priorities rank the entries of one
+// version of the workflow (their runs'), as in pgstore.
 func (s *Store) outranking(e readyEntry, now time.Time) (readyEntry, bool) {
 	lk := laneKey{e.workflow, e.tenant}
 	list := s.prio[lk]
@@ -113,14 +114,15 @@ func (s *Store) outranking(e readyEntry, now time.Time) (readyEntry, bool) {
 		return readyEntry{}, false
 	}
 	list = slices.DeleteFunc(list, func(x readyEntry) bool { id, ok := s.queued[x.key]; return !ok || id != x.id })
-	best := -1
-	for i, x := range list {
-		if x.key != e.key && !dag.RateExpired(s.rateUntil[x.key], now) && fairq.Outranks(x.priority, x.id, e.priority, e.id) &&
-			s.runs[x.key.run].rec.Version == s.runs[e.key.run].rec.Version &&
-			(best < 0 || fairq.Outranks(x.priority, x.id, list[best].priority, list[best].id)) {
-			best = i
+	lane := []fairq.Queued{{ID: e.id, Priority: e.priority}}
+	for _, x := range list {
+		if x.key != e.key && !dag.RateExpired(s.rateUntil[x.key], now) &&
+			s.runs[x.key.run].rec.Version == s.runs[e.key.run].rec.Version {
+			lane = append(lane, fairq.Queued{ID: x.id, Priority: x.priority})
 		}
 	}
+	moves := fairq.Displace(lane, 1)
+	best := slices.IndexFunc(list, func(x readyEntry) bool { to, ok := moves[x.id]; return ok && to == e.id })
 	if best < 0 {
 		s.setPrio(lk, list)
 		return readyEntry{}, false

@@ -36,6 +36,7 @@ func (s *Store) claimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		claimed []*store.ClaimedTask
 		shapeOf []uuid.UUID
 		idxs    []int
+		prios   []int
 		err     error
 	)
 	if s.priorities.Load() {
@@ -48,10 +49,15 @@ func (s *Store) claimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 		b.Queue(s.q.genericPlans)
 		b.Queue(s.q.claim, p.Workflows, p.Limit, p.WorkerID, now, p.Queues).Query(func(rows pgx.Rows) error {
 			var err error
-			claimed, shapeOf, idxs, err = s.scanClaimed(rows, nil)
+			claimed, shapeOf, idxs, prios, err = s.scanClaimed(rows, nil)
 			return err
 		})
 		err = s.pool.SendBatch(ctx, b).Close()
+		if err == nil {
+			// The claims committed: a failure here only leaves a task in
+			// its slot (an order among equals), not worth losing them for.
+			_ = s.displaceClaimed(ctx, s.pool, claimed, prios, now)
+		}
 	} else {
 		claimed, shapeOf, idxs, err = s.claimCapped(ctx, p, now)
 	}
@@ -119,9 +125,9 @@ func (s *Store) release(ctx context.Context, claimed []*store.ClaimedTask) {
 // scanClaimed reads the rows of a claim statement, and records in
 // s.priorities whether ready tasks above the default priority exist (each
 // row says it).
-func (s *Store) scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int, _ error) {
+func (s *Store) scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int, prios []int, _ error) {
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -130,10 +136,10 @@ func (s *Store) scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedT
 		var kind string
 		var shapeID uuid.UUID
 		var prio bool
-		var item int32
+		var item, priority int32
 		if err := rows.Scan(p16(&c.RunID), &c.Step, &idx, &kind, &c.Attempt, &c.Token, &c.Workflow, &c.Version, &c.Tenant,
-			&c.Input, p16(&shapeID), &c.FailedStep, &c.Error, &prio, &item, &c.ReadyAt, &c.ClaimedAt, &c.TraceParent); err != nil {
-			return nil, nil, nil, err
+			&c.Input, p16(&shapeID), &c.FailedStep, &c.Error, &prio, &item, &c.ReadyAt, &c.ClaimedAt, &c.TraceParent, &priority); err != nil {
+			return nil, nil, nil, nil, err
 		}
 		c.Item = int(item)
 		c.ReadyAt, c.ClaimedAt = c.ReadyAt.UTC(), c.ClaimedAt.UTC()
@@ -147,8 +153,9 @@ func (s *Store) scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedT
 		claimed = append(claimed, c)
 		shapeOf = append(shapeOf, shapeID)
 		idxs = append(idxs, int(idx))
+		prios = append(prios, int(priority))
 	}
-	return claimed, shapeOf, idxs, rows.Err()
+	return claimed, shapeOf, idxs, prios, rows.Err()
 }
 
 // completeClaims fills in what the shapes say (retry policy) and the outputs
@@ -327,8 +334,11 @@ func (s *Store) claimCapped(ctx context.Context, p *store.ClaimTasksParams, now 
 		return nil, nil, nil, tx.Commit(ctx)
 	}
 	rows, qerr := tx.Query(ctx, s.q.claimIDs, chosen, 0, p.WorkerID, now, p.Workflows)
-	claimed, shapeOf, idxs, err = s.scanClaimed(rows, qerr)
+	claimed, shapeOf, idxs, prios, err := s.scanClaimed(rows, qerr)
 	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := s.displaceClaimed(ctx, tx, claimed, prios, now); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {

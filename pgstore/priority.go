@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/internal/core/fairq"
+	"github.com/effectivelabs/durable/store"
 )
 
 // Priorities in the ready queue. A lane's tasks hold its slots (fair ids),
@@ -22,6 +23,14 @@ import (
 // displace to the slots they held. A lane keeps its slots, so fairness
 // between tenants is what it was; among a lane's tasks of one priority the
 // displaced one goes to a later slot.
+//
+// A claim can take a row above the default priority that reorderLanes has
+// not moved to its lane's head (it was queued after this store's last
+// claim, which saw none, so the claim did not reorder first; or queued
+// between the reorder and the claim): the claim passes over the lane's
+// lower rows and takes it in its own slot. displaceClaimed then completes
+// the rule: the lane's lowest lower row, whose slot the claimed one
+// should have taken, moves to the claimed one's slot.
 //
 // Without priorities this costs a probe of the empty partial index per
 // claim statement and per candidate row.
@@ -84,42 +93,21 @@ func (s *Store) reorderLanes(ctx context.Context, workflows, queues []string, li
 				lanes[k] = append(lanes[k], r)
 			}
 		}
-		// Each lane's slots at the head go to its best tasks; the tasks
-		// displaced take the slots those held.
+		// Each lane's slots at the head go by the rule of priorities
+		// (fairq.Displace).
 		var move []pgtype.TID
 		newID := map[int64]int64{} // old id -> new id
-		for _, k := range keys {
-			rows := lanes[k]
-			n := int(ns[slices.Index(keys, k)])
-			slots := make([]int64, 0, n)
-			for _, r := range rows[:n] {
-				slots = append(slots, r.id)
+		for i, k := range keys {
+			lane := make([]fairq.Queued, len(lanes[k]))
+			for j, r := range lanes[k] {
+				lane[j] = fairq.Queued{ID: r.id, Priority: r.priority}
 			}
-			ranked := slices.Clone(rows)
-			slices.SortFunc(ranked, func(a, b readyRow) int {
-				if fairq.Outranks(a.priority, a.id, b.priority, b.id) {
-					return -1
-				}
-				return 1
-			})
-			var freed []int64
-			var displaced []readyRow
-			for i, r := range ranked {
-				if i < n && r.id != slots[i] {
-					newID[r.id] = slots[i]
+			moves := fairq.Displace(lane, int(ns[i]))
+			for _, r := range lanes[k] {
+				if to, ok := moves[r.id]; ok {
+					newID[r.id] = to
 					move = append(move, r.ctid)
-					if !slices.Contains(slots, r.id) {
-						freed = append(freed, r.id)
-					}
 				}
-				if i >= n && slices.Contains(slots, r.id) {
-					displaced = append(displaced, r)
-				}
-			}
-			slices.Sort(freed)
-			for i, r := range displaced {
-				newID[r.id] = freed[i]
-				move = append(move, r.ctid)
 			}
 		}
 		if len(move) == 0 {
@@ -185,4 +173,22 @@ func scanReady(rows pgx.Rows, err error) ([]readyRow, error) {
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// displaceClaimed moves, for each claimed task above the default priority
+// (prios, by claim), the lowest row of its lane below it and of a lower
+// priority to its slot (displaceAfterClaim): the task that the claimed one
+// displaces by the rule of priorities (fairq.Displace), when no reorder
+// put the claimed one at the head of its lane first. Claims are taken in
+// token (slot) order, as the rule takes slots.
+func (s *Store) displaceClaimed(ctx context.Context, q querier, claimed []*store.ClaimedTask, prios []int, now pgtype.Timestamptz) error {
+	for i, c := range claimed {
+		if prios[i] <= 0 {
+			continue
+		}
+		if _, err := q.Exec(ctx, s.q.displaceAfterClaim, c.Workflow, c.Tenant, c.Version, c.Token, int16(prios[i]), now); err != nil {
+			return fmt.Errorf("displace after claim: %w", err)
+		}
+	}
+	return nil
 }

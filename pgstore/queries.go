@@ -53,19 +53,20 @@ type queries struct {
 	dueTimers        string
 	heartbeatTasks   string
 
-	claim          string
-	claimIDs       string
-	claimCandidate string
-	anyPriority    string
-	reorderHead    string
-	reorderBest    string
-	reorderTake    string
-	reorderPut     string
-	tryTenantLocks string
-	runningCounts  string
-	parentOutputs  string
-	funcRecords    string
-	loadRecords    string
+	claim              string
+	claimIDs           string
+	claimCandidate     string
+	anyPriority        string
+	displaceAfterClaim string
+	reorderHead        string
+	reorderBest        string
+	reorderTake        string
+	reorderPut         string
+	tryTenantLocks     string
+	runningCounts      string
+	parentOutputs      string
+	funcRecords        string
+	loadRecords        string
 
 	getRun     string
 	listTasks  string

@@ -281,6 +281,7 @@ func newQueries(schema string) queries {
 		claimIDs:              st.take("claimIDs"),
 		claimCandidate:        st.take("claimCandidate"),
 		anyPriority:           st.take("anyPriority"),
+		displaceAfterClaim:    st.take("displaceAfterClaim"),
 		reorderHead:           st.take("reorderHead"),
 		reorderBest:           st.take("reorderBest"),
 		reorderTake:           st.take("reorderTake"),

@@ -59,7 +59,8 @@ func run(ctx context.Context, out io.Writer, db example.DB) error {
 
 	// A backlog: runs triggered before the engine starts (as while every
 	// worker is busy) wait in the store. The password reset comes last,
-	// with a high priority.
+	// with a high priority: it takes the slot of newsletter-1, which takes
+	// the reset's slot, so the newsletters go 2, 3, 4, 1.
 	var ids []uuid.UUID
 	for i := range 4 {
 		id, err := wf.RunNoWait(ctx, engine, "tenant-1", fmt.Sprintf("newsletter-%d", i+1))

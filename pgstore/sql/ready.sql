@@ -112,7 +112,7 @@ advanced AS (
 SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.version, r.tenant,
        CASE WHEN c.item IS NULL THEN r.input ELSE c.item_input END, r.shape_id,
        coalesce(r.failed_step, ''), coalesce(r.error, ''), (SELECT p FROM prio), coalesce(c.item, 0),
-       c.queued_at, c.started_at, coalesce(r.trace_parent, '')
+       c.queued_at, c.started_at, coalesce(r.trace_parent, ''), r.priority
 FROM claimed c JOIN {{schema}}.runs r ON r.id = c.run_id
 ORDER BY c.token, r.workflow;
 
@@ -156,7 +156,7 @@ advanced AS (
 SELECT c.run_id, c.name, c.idx, c.kind, c.attempt, c.token, r.workflow, r.version, r.tenant,
        CASE WHEN c.item IS NULL THEN r.input ELSE c.item_input END, r.shape_id,
        coalesce(r.failed_step, ''), coalesce(r.error, ''), (SELECT p FROM prio), coalesce(c.item, 0),
-       c.queued_at, c.started_at, coalesce(r.trace_parent, '')
+       c.queued_at, c.started_at, coalesce(r.trace_parent, ''), r.priority
 FROM claimed c JOIN {{schema}}.runs r ON r.id = c.run_id
 ORDER BY c.token, r.workflow;
 
@@ -173,6 +173,20 @@ WHERE array_position($1::text[], workflow) > 0
        ORDER BY h.priority DESC LIMIT 1), 0) <= r.priority
   AND (r.rate_until IS NULL OR r.rate_until > coalesce($6::timestamptz, clock_timestamp()))
 ORDER BY id, workflow LIMIT $5 FOR UPDATE SKIP LOCKED;
+
+-- name: displaceAfterClaim
+-- displaceClaimed (priority.go): after a claim took the ready row $4 (its
+-- id) of priority $5 in the lane of workflow $1, tenant $2 and version $3,
+-- the lowest row of that lane below it and of a lower priority (the task
+-- whose slot it took, fairq.Displace) moves to its id. Rows past their
+-- rate-limit window at $6 are not claimable and keep their slots.
+WITH d AS (
+  SELECT ctid FROM {{schema}}.ready
+  WHERE workflow = $1 AND tenant = $2 AND version = $3 AND id < $4 AND priority < $5
+    AND (rate_until IS NULL OR rate_until > coalesce($6::timestamptz, clock_timestamp()))
+  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+)
+UPDATE {{schema}}.ready r SET id = $4 FROM d WHERE r.ctid = d.ctid;
 
 -- name: anyPriority
 -- Whether any ready task of these workflows is above the default

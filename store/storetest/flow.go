@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -325,6 +326,70 @@ func testPriority(t *testing.T, s store.Store) {
 	bad.Priority = -1
 	_, err = s.CreateRuns(ctx, &store.CreateRunsParams{Now: T0, Runs: []store.NewRun{bad}})
 	require.ErrorIs(t, err, durabletype.ErrInvalidRun)
+}
+
+func testPriorityOrder(t *testing.T, s store.Store) {
+	// The full order of a tenant's runs by the rule of priorities
+	// (fairq.Displace): 4 normal runs, then a high one; claimed one at a
+	// time, the high one takes the first slot and the normal run it
+	// displaces takes the high one's, last: h, n2, n3, n4, n1. Claimed in
+	// one call, the same order.
+	for _, limit := range []int{1, 5} {
+		var ids []uuid.UUID
+		tenant := fmt.Sprintf("order-%d", limit)
+		for _, p := range []int{0, 0, 0, 0, 2} {
+			r := prioRun(tenant, p)
+			create(t, s, T0, r)
+			ids = append(ids, r.ID)
+		}
+		var order []uuid.UUID
+		for len(order) < len(ids) {
+			got := claim(t, s, T0, limit)
+			require.NotEmpty(t, got, "claimed %d of %d", len(order), len(ids))
+			for _, c := range got {
+				order = append(order, c.RunID)
+				mustApply(t, s, T0, complete(c, `1`))
+			}
+		}
+		require.Equal(t, []uuid.UUID{ids[4], ids[1], ids[2], ids[3], ids[0]}, order, "claims of %d", limit)
+	}
+
+	// Two levels: n1 n2 a(1) b(2) c(1): b takes n1's slot, a n2's; n2,
+	// displaced to a's slot, is displaced again by c: b, a, c, n1, n2.
+	var ids []uuid.UUID
+	for _, p := range []int{0, 0, 1, 2, 1} {
+		r := prioRun("levels", p)
+		create(t, s, T0, r)
+		ids = append(ids, r.ID)
+	}
+	var order []uuid.UUID
+	for range ids {
+		c := claimOne(t, s, T0)
+		order = append(order, c.RunID)
+		mustApply(t, s, T0, complete(c, `1`))
+	}
+	require.Equal(t, []uuid.UUID{ids[3], ids[2], ids[4], ids[0], ids[1]}, order)
+
+	// The same when the store knows of priorities before the claim (a
+	// claim has seen one still queued) and claims many at once.
+	create(t, s, T0, prioRun("warm", 1), prioRun("warm", 1))
+	mustApply(t, s, T0, complete(claimOne(t, s, T0), `1`))
+	ids = nil
+	for _, p := range []int{0, 0, 0, 0, 2} {
+		r := prioRun("deep", p)
+		create(t, s, T0, r)
+		ids = append(ids, r.ID)
+	}
+	order = nil
+	for range 10 {
+		for _, c := range claim(t, s, T0, 10) {
+			if c.Tenant == "deep" {
+				order = append(order, c.RunID)
+			}
+			mustApply(t, s, T0, complete(c, `1`))
+		}
+	}
+	require.Equal(t, []uuid.UUID{ids[4], ids[1], ids[2], ids[3], ids[0]}, order)
 }
 
 func testPriorityKeepsFairness(t *testing.T, s store.Store) {

@@ -95,6 +95,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"RunDeadline", testRunDeadline},
 		{"Priority", testPriority},
 		{"PriorityKeepsFairness", testPriorityKeepsFairness},
+		{"PriorityOrder", testPriorityOrder},
 		{"FlowWithConcurrencyKeys", testFlowWithConcurrencyKeys},
 		{"Prune", testPrune},
 		{"PruneRacesReplay", testPruneRacesReplay},

@@ -27,7 +27,10 @@
 // rows it reads.
 package fairq
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // BlockLength is the number of ids in a block, and so the most tenants.
 const BlockLength int64 = 1 << 20
@@ -257,4 +260,57 @@ func Outranks(p1 int, id1 int64, p2 int, id2 int64) bool {
 		return p1 > p2
 	}
 	return id1 < id2
+}
+
+// Queued is a ready task of a lane, as Displace sees it: the slot it holds
+// (its id) and its priority.
+type Queued struct {
+	ID       int64
+	Priority int
+}
+
+// Displace decides who holds the first n slots of a lane (its n lowest
+// ids), and returns the moves, old id to new id, of the tasks that change
+// slots. It is the one rule of priorities in the fair queue, which both
+// stores follow (memstore as it claims, one slot at a time; pgstore as it
+// reorders the head of the queue before a claim, and after a claim that
+// took a task without that reorder):
+//
+// Slots are taken in id order. The slot's task runs in it unless a task
+// of a higher priority queued later in the lane outranks it; then the one
+// that outranks all others (Outranks) takes the slot, and the task it
+// displaces takes the slot that one held, later in the queue. A lane
+// keeps its slots, so the shares between tenants are what they are
+// without priorities; among tasks of one priority, order is first come,
+// first served, except that a task displaced by a higher one moves to that
+// one's later slot.
+//
+// lane must hold the lane's n lowest ids and its n tasks that outrank all
+// others (more is fine); its order does not matter.
+func Displace(lane []Queued, n int) map[int64]int64 {
+	at := slices.Clone(lane) // at[i] is the task holding the i-th slot
+	slices.SortFunc(at, func(a, b Queued) int { return cmp.Compare(a.ID, b.ID) })
+	slots := make([]int64, len(at))
+	for i, q := range at {
+		slots[i] = q.ID
+	}
+	for i := 0; i < n && i < len(at); i++ {
+		best := -1
+		for j := i + 1; j < len(at); j++ {
+			if at[j].Priority > at[i].Priority &&
+				(best < 0 || Outranks(at[j].Priority, slots[j], at[best].Priority, slots[best])) {
+				best = j
+			}
+		}
+		if best >= 0 {
+			at[i], at[best] = at[best], at[i]
+		}
+	}
+	moves := map[int64]int64{}
+	for i, q := range at {
+		if q.ID != slots[i] {
+			moves[q.ID] = slots[i]
+		}
+	}
+	return moves
 }

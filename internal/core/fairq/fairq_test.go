@@ -140,3 +140,30 @@ func TestQueuesPrune(t *testing.T) {
 	require.Contains(t, q.claimers, "tie-2", "of two tied claimers the later name stays")
 	require.NotContains(t, q.claimers, "tie-1")
 }
+
+func TestDisplace(t *testing.T) {
+	q := func(id int64, p int) Queued { return Queued{ID: id, Priority: p} }
+	for _, c := range []struct {
+		name string
+		lane []Queued
+		n    int
+		want map[int64]int64
+	}{
+		{"no priorities", []Queued{q(1, 0), q(2, 0), q(3, 0)}, 3, map[int64]int64{}},
+		// 4 normal, then 1 high: the high takes the first slot, the
+		// displaced one the high one's: h, n2, n3, n4, n1.
+		{"one high, one slot", []Queued{q(1, 0), q(2, 0), q(3, 0), q(4, 0), q(5, 1)}, 1, map[int64]int64{5: 1, 1: 5}},
+		{"one high, every slot", []Queued{q(1, 0), q(2, 0), q(3, 0), q(4, 0), q(5, 1)}, 5, map[int64]int64{5: 1, 1: 5}},
+		// The highest first, then by slot; a displaced task moves again if
+		// its new slot comes up while a higher one waits behind it.
+		{"two levels", []Queued{q(1, 0), q(2, 0), q(3, 1), q(4, 2), q(5, 1)}, 5,
+			map[int64]int64{4: 1, 3: 2, 5: 3, 1: 4, 2: 5}},
+		{"order does not matter", []Queued{q(5, 1), q(4, 2), q(3, 1), q(2, 0), q(1, 0)}, 5,
+			map[int64]int64{4: 1, 3: 2, 5: 3, 1: 4, 2: 5}},
+		{"a slot at the head already best", []Queued{q(1, 2), q(2, 0), q(3, 1)}, 1, map[int64]int64{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, Displace(c.lane, c.n))
+		})
+	}
+}

@@ -40,6 +40,9 @@ type Steps interface {
 	// WasCancelled reports whether the step under ref was stopped because
 	// its run was cancelled.
 	WasCancelled(ref store.TaskRef) bool
+	// WasTimedOut reports whether the step under ref was stopped because
+	// its attempt timed out.
+	WasTimedOut(ref store.TaskRef) bool
 }
 
 // Message is an outcome queued for recording, with what the metrics need
@@ -304,12 +307,17 @@ func (c *Completer[M]) recorded(ctx context.Context, batch []store.Outcome, meta
 }
 
 // stale logs an outcome the store rejected because its claim was no
-// longer current: expected when the step's run was cancelled, a warning
-// otherwise (the step was rescued from this engine: it ran twice).
+// longer current: expected when the step's run was cancelled or its
+// attempt timed out (the store recorded the timeout first), a debug line;
+// a warning otherwise (the step was rescued from this engine: it ran
+// twice).
 func (c *Completer[M]) stale(ctx context.Context, o store.Outcome) {
 	level, msg := slog.LevelWarn, "durable: outcome rejected, the claim is no longer current"
-	if c.cfg.Steps.WasCancelled(o.Task) {
+	switch {
+	case c.cfg.Steps.WasCancelled(o.Task):
 		level, msg = slog.LevelDebug, "durable: outcome not recorded, the run was cancelled"
+	case c.cfg.Steps.WasTimedOut(o.Task):
+		level, msg = slog.LevelDebug, "durable: outcome not recorded, the attempt timed out and was recorded as failed"
 	}
 	c.cfg.Logger.Log(ctx, level, msg, slog.String("run_id", o.Task.RunID.String()), slog.String("step", o.Task.Step))
 }

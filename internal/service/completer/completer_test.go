@@ -58,6 +58,7 @@ type fakeSteps struct {
 	mu        sync.Mutex
 	forgotten []store.TaskRef
 	cancelled map[store.TaskRef]bool
+	timedOut  map[store.TaskRef]bool
 }
 
 func (s *fakeSteps) Forget(batch []store.Outcome) {
@@ -72,6 +73,12 @@ func (s *fakeSteps) WasCancelled(ref store.TaskRef) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cancelled[ref]
+}
+
+func (s *fakeSteps) WasTimedOut(ref store.TaskRef) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.timedOut[ref]
 }
 
 // logs keeps the records logged.
@@ -116,7 +123,7 @@ type bundle struct {
 
 func setup(t *testing.T, batch int) *bundle {
 	t.Helper()
-	b := &bundle{store: &fakeStore{}, steps: &fakeSteps{cancelled: map[store.TaskRef]bool{}}, logs: &logs{}}
+	b := &bundle{store: &fakeStore{}, steps: &fakeSteps{cancelled: map[store.TaskRef]bool{}, timedOut: map[store.TaskRef]bool{}}, logs: &logs{}}
 	b.c = New(Config[int]{
 		Store: b.store, Steps: b.steps, Batch: batch, Queue: 100, Logger: slog.New(b.logs),
 		Wake: func() { b.mu.Lock(); b.wakes++; b.mu.Unlock() },
@@ -327,7 +334,8 @@ func TestRecordedInTx(t *testing.T) {
 }
 
 // An outcome the store rejects as stale is logged: a warning (the step ran
-// twice), or, when its run was cancelled, a debug line.
+// twice), or, when its run was cancelled or its attempt timed out, a debug
+// line.
 func TestStaleLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, 10)
@@ -338,11 +346,13 @@ func TestStaleLogged(t *testing.T) {
 			}
 			return res, nil
 		}
-		sent := b.send(2)
+		sent := b.send(3)
 		b.steps.cancelled[sent[1].Outcome.Task] = true
+		b.steps.timedOut[sent[2].Outcome.Task] = true
 		require.NoError(t, b.c.Start(t.Context()))
 		b.c.Stop()
 		require.Equal(t, []slog.Level{slog.LevelWarn}, b.logs.levels("durable: outcome rejected, the claim is no longer current"))
 		require.Equal(t, []slog.Level{slog.LevelDebug}, b.logs.levels("durable: outcome not recorded, the run was cancelled"))
+		require.Equal(t, []slog.Level{slog.LevelDebug}, b.logs.levels("durable: outcome not recorded, the attempt timed out and was recorded as failed"))
 	})
 }

@@ -133,6 +133,16 @@ func (s *Steps) WasCancelled(ref store.TaskRef) bool {
 	return f != nil && f.lost != nil && errors.Is(f.lost, s.causes.RunCancelled)
 }
 
+// WasTimedOut reports whether the engine stopped the step under claim ref
+// because its attempt timed out (its own timer, or the store's answer to a
+// heartbeat).
+func (s *Steps) WasTimedOut(ref store.TaskRef) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.steps[ref]
+	return f != nil && f.lost != nil && errors.Is(f.lost, s.causes.TimedOut)
+}
+
 // Forget forgets the steps of outcomes that were recorded or given up.
 func (s *Steps) Forget(outcomes []store.Outcome) {
 	s.mu.Lock()
