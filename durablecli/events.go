@@ -36,13 +36,13 @@ tenant's runs waiting for that key (durable.WaitForEvent) receives
 --payload as its output, exactly once, and its run goes on. The payload is
 JSON text, passed on as it is (default null); --payload-file PATH reads it
 from PATH instead ("-": the standard input), for payloads too large for
-the command line. A waiting step that cannot
-read it as the type it awaits (a number where it expects a string, say)
-refuses it and keeps waiting: each refusal is printed on stderr, naming
-the run, the step, where the payload does not fit and the shape the step
-expects, and is recorded in the run's events. The event is also kept for
-a while, for steps that begin waiting later and look back
-(durable.WithLookback); those skip it if it does not fit.
+the command line. A waiting step that cannot read it as the type it
+awaits (a number where it expects a string, say) refuses it and keeps
+waiting: each refusal is printed on stderr, naming the run, the step,
+where the payload does not fit and the shape the step expects, and is
+recorded in the run's events. The event is also kept for a while, for
+steps that begin waiting later and look back (durable.WithLookback);
+those skip it if it does not fit.
 
 Prints how many waiting steps received it, "delivered to N waiting steps"
 (--json: {"delivered": N}, the answer of POST /api/v1/events, with

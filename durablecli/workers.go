@@ -102,11 +102,11 @@ func (c *cli) workersCmd(ctx context.Context, args []string, stdout, stderr io.W
 	printWorkers(stdout, out, *all)
 	for _, u := range out.Unserved {
 		if u.Version == "" {
-			fmt.Fprintf(stderr, "warning: workflow %s has %d queued steps, but no live worker serves it\n", u.Workflow, u.Ready)
+			fmt.Fprintf(stderr, "warning: workflow %s has %s, but no live worker serves it\n", u.Workflow, plural(u.Ready, "queued step"))
 			continue
 		}
-		fmt.Fprintf(stderr, "warning: version %s of workflow %s has %d queued steps, but no live worker serves or accepts it: start a worker of that version, or move its runs: %s\n",
-			u.Version, u.Workflow, u.Ready, upgradeCommand(c.name, u.Workflow, u.Version, servedVersion(ws, u.Workflow, u.Version)))
+		fmt.Fprintf(stderr, "warning: version %s of workflow %s has %s, but no live worker serves or accepts it: start a worker of that version, or move its runs: %s\n",
+			u.Version, u.Workflow, plural(u.Ready, "queued step"), upgradeCommand(c.name, u.Workflow, u.Version, servedVersion(ws, u.Workflow, u.Version)))
 	}
 	return 0
 }

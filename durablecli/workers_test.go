@@ -33,7 +33,7 @@ func TestWorkersCommand(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "no live workers\n", out)
 	v := set.Noop.Version()
-	require.Equal(t, "warning: version "+v+" of workflow bench-noop has 1 queued steps, but no live worker serves or accepts it: "+
+	require.Equal(t, "warning: version "+v+" of workflow bench-noop has 1 queued step, but no live worker serves or accepts it: "+
 		"start a worker of that version, or move its runs: durable runs upgrade --workflow bench-noop --from "+v+" --to VERSION\n", errOut)
 	code, out, errOut = runCLI(t, p.Flags("runs", "show", id.String())...)
 	require.Equal(t, 0, code, errOut)

@@ -402,7 +402,7 @@ function dagSVG(steps, onSelect, id, label) {
     let sub = s.state.toLowerCase();
     if (s.retired) sub += " · retired";
     if (s.attempts > 1) sub += ` · ${s.attempts} attempts`;
-    if (s.items) sub += ` · ${s.items.length} items`;
+    if (s.items) sub += ` · ${s.items.length} item${s.items.length === 1 ? "" : "s"}`;
     const title = `${s.name}: ${s.state}${s.error ? " — " + s.error : ""}` +
       (s.retired ? " — retired: kept for its record; the run moved to a version that does not run this step" : "");
     const node = svg("g", { class: "node " + s.state + (s.retired ? " retired" : ""), "data-step": s.name, "data-state": s.state, "data-layer": p.layer,
