@@ -231,6 +231,9 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 				var due []dag.Due
 				for _, d := range fire {
 					r := c.byID[d.run]
+					if r == nil && c.Left(d.run) != nil {
+						res.Left++
+					}
 					if r == nil || d.idx >= len(r.Tasks) {
 						continue
 					}

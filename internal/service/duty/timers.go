@@ -95,6 +95,11 @@ func (d *Timers) run(ctx context.Context) {
 		if res.HasNext && res.Next < wait {
 			wait = res.Next
 		}
+		if res.Left > 0 {
+			// Timers of runs a newer engine must fire stay due: look again
+			// at the pace of polling, not at once and again.
+			wait = max(wait, d.cfg.PollInterval)
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
