@@ -1,6 +1,7 @@
 package dag
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -30,9 +31,17 @@ import (
 // JSON). A shape this engine cannot read is a *durabletype.ShapeError
 // (matching durabletype.ErrUnknownShape) naming id; the store names the
 // workflow of the run that needs it (ForRun).
+//
+// A field this engine does not know makes the shape unreadable too: it
+// may be how a newer release records a new kind of step, which this
+// engine would otherwise take for a plain one. (No release removed a
+// field of durabletype.Shape: every shape recorded by this engine or an
+// older one decodes.)
 func ReadShape(id string, js []byte) (*Compiled, error) {
 	var sh durabletype.Shape
-	if err := json.Unmarshal(js, &sh); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sh); err != nil {
 		return nil, &durabletype.ShapeError{Shape: id, Reason: fmt.Errorf("decode: %w", err)}
 	}
 	c, err := Compile(&sh)
