@@ -119,6 +119,10 @@ type ShapeError struct {
 	Shape string
 	// Workflow is the workflow of the run (or shape) that needs it.
 	Workflow string
+	// Tenant is the tenant of the run that needs it, when the error is of
+	// a run: a read scoped to another tenant reports ErrRunNotFound
+	// instead. Not part of the message.
+	Tenant string
 	// Reason is why the shape could not be read.
 	Reason error
 }

@@ -83,13 +83,13 @@ type leftRun struct {
 }
 
 // ForRun returns err, a *durabletype.ShapeError of ReadShape, naming the
-// workflow of run rec; other errors are returned as they are.
+// workflow and tenant of run rec; other errors are returned as they are.
 func ForRun(err error, rec *store.Run) error {
 	se, ok := err.(*durabletype.ShapeError)
 	if !ok {
 		return err
 	}
 	cp := *se
-	cp.Workflow = rec.Workflow
+	cp.Workflow, cp.Tenant = rec.Workflow, rec.Tenant
 	return &cp
 }
