@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/store"
 )
@@ -19,14 +20,7 @@ const unreadWarnEvery = 5 * time.Minute
 // rec needs a newer engine: its shape (shapeID) could not be read (err,
 // a *durabletype.ShapeError naming the workflow).
 func (s *Store) warnUnread(rec *store.Run, shapeID uuid.UUID, err error) {
-	now := time.Now()
-	s.mu.Lock()
-	last, seen := s.warned[shapeID]
-	if !seen || now.Sub(last) >= unreadWarnEvery {
-		s.warned[shapeID] = now
-	}
-	s.mu.Unlock()
-	if seen && now.Sub(last) < unreadWarnEvery {
+	if !s.warnDue(shapeID) {
 		return
 	}
 	s.log.Warn("pgstore: run "+rec.ID.String()+" of workflow "+rec.Workflow+" needs a newer engine; left alone",
@@ -60,4 +54,27 @@ func (s *Store) dropUnread(ctx context.Context, claimed []*store.ClaimedTask, sh
 		keptC, keptS, keptI = append(keptC, c), append(keptS, shapeOf[k]), append(keptI, idxs[k])
 	}
 	return keptC, keptS, keptI
+}
+
+// warnUnreadSchedule logs, at most once per schedule every
+// unreadWarnEvery, that schedule sc needs a newer engine (err).
+func (s *Store) warnUnreadSchedule(sc *durabletype.Schedule, err error) {
+	if !s.warnDue(sc.ID) {
+		return
+	}
+	s.log.Warn("pgstore: schedule "+sc.Tenant+"/"+sc.Name+" of workflow "+sc.Workflow+" needs a newer engine; left alone",
+		slog.String("tenant", sc.Tenant), slog.String("schedule", sc.Name), slog.String("workflow", sc.Workflow), slog.Any("error", err))
+}
+
+// warnDue reports whether the warning about key is due (not given in the
+// last unreadWarnEvery), and if so notes it given now.
+func (s *Store) warnDue(key uuid.UUID) bool {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if last, seen := s.warned[key]; seen && now.Sub(last) < unreadWarnEvery {
+		return false
+	}
+	s.warned[key] = now
+	return true
 }

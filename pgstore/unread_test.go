@@ -193,3 +193,39 @@ func TestUnreadableShapeReadsAndActions(t *testing.T) {
 	require.ErrorIs(t, ar[0].Err, durabletype.ErrUnknownShape)
 	require.NoError(t, ar[1].Err)
 }
+
+// TestUnreadableShapeSchedules: a due schedule whose recorded shape this
+// engine cannot read, of a workflow it does not register, is left due for
+// a newer engine (not fired, not broken); the other due schedule fires.
+func TestUnreadableShapeSchedules(t *testing.T) {
+	t.Parallel()
+	newer, pool, schema := setup(t)
+	sh := &durabletype.Shape{Steps: []durabletype.StepSpec{plain("a")}}
+	var scheds []*durabletype.Schedule
+	for _, wf := range []string{"new", "old"} {
+		sc, err := newer.CreateSchedule(ctx, &store.CreateScheduleParams{Now: t0, ID: uuid.New(), Tenant: "t", Name: wf,
+			Workflow: wf, Input: []byte(`{}`), Cron: "* * * * *", TimeZone: "UTC", Shape: sh})
+		require.NoError(t, err)
+		scheds = append(scheds, sc)
+	}
+	table := pgx.Identifier{schema, "schedules"}.Sanitize()
+	_, err := pool.Exec(ctx, "UPDATE "+table+` SET shape = jsonb_set(shape::jsonb, '{steps,0,future}', '{}') WHERE id = $1`, scheds[0].ID)
+	require.NoError(t, err)
+
+	older, logs := olderEngine(t, pool, schema)
+	res, err := older.FireSchedules(ctx, &store.FireSchedulesParams{Now: t0.Add(90 * time.Second), Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, res.Broken, "a newer release's schedule is not broken by an older leader")
+	require.Equal(t, 1, res.Left)
+	require.Len(t, res.Fired, 1)
+	require.Equal(t, "old", res.Fired[0].Name)
+	require.Contains(t, logs.String(), "schedule t/new of workflow new needs a newer engine")
+
+	// An engine that registers the workflow fires it, with the shape it
+	// registered (cronslot.Plan).
+	res, err = older.FireSchedules(ctx, &store.FireSchedulesParams{Now: t0.Add(100 * time.Second), Limit: 10,
+		Shapes: map[string]*durabletype.Shape{"new": sh}})
+	require.NoError(t, err)
+	require.Len(t, res.Fired, 1)
+	require.Equal(t, "new", res.Fired[0].Name)
+}
