@@ -48,7 +48,9 @@ type Config struct {
 
 	// Logger receives what the store's background connections report: the
 	// listener and the leader elector losing their connections and
-	// reconnecting. Defaults to slog.Default().
+	// reconnecting; and, at WARN, the runs and schedules the store leaves
+	// for a newer engine because it cannot read their shapes (once per
+	// shape or schedule every five minutes). Defaults to slog.Default().
 	Logger *slog.Logger
 
 	// TxSteps is the most transactional steps (durable.TxStep) whose
