@@ -229,3 +229,22 @@ func TestUnreadableShapeSchedules(t *testing.T) {
 	require.Len(t, res.Fired, 1)
 	require.Equal(t, "new", res.Fired[0].Name)
 }
+
+// TestUnreadableShapeTimersPassedOver: timers of runs left alone that fill
+// a whole batch do not hold back the timers due after them.
+func TestUnreadableShapeTimersPassedOver(t *testing.T) {
+	t.Parallel()
+	newer, pool, schema := setup(t)
+	nr := newRun("new", "t", &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "x", Sleep: 30 * time.Minute, Retry: once()}}})
+	or := newRun("old", "t", &durabletype.Shape{Steps: []durabletype.StepSpec{{Name: "a", Sleep: time.Hour, Retry: once()}}})
+	require.NoError(t, created(newer.CreateRuns(ctx, &store.CreateRunsParams{Now: t0, Runs: []store.NewRun{nr, or}})))
+	future(t, pool, schema, nr.ID)
+	older, _ := olderEngine(t, pool, schema)
+
+	res, err := older.FireTimers(ctx, &store.FireTimersParams{Now: t0.Add(2 * time.Hour), Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Left, "the earliest timer, left alone")
+	require.Equal(t, 1, res.Fired, "the next one, fired past it")
+	require.NotEqual(t, durabletype.TaskSleeping, taskState(t, older, or.ID))
+	require.Equal(t, durabletype.TaskSleeping, taskState(t, older, nr.ID))
+}

@@ -82,7 +82,7 @@ func (d *Timers) run(ctx context.Context) {
 		}
 		errDelay = 100 * time.Millisecond
 		d.cfg.Settled(ctx, res.Settled)
-		if res.Fired == timerBatch {
+		if res.Fired >= timerBatch { // more than one batch when it looked past runs left alone
 			continue
 		}
 		wait := MaxTimerWait
