@@ -106,6 +106,11 @@ var (
 	// workflow registered in this process does not have, usually because a
 	// deploy changed the workflow while the run was in flight.
 	ErrUnknownStep = errors.New("durable: step not in the registered workflow")
+	// ErrUnknownShape is matched by the error of reading a run whose
+	// recorded shape this engine cannot read (a *durabletype.ShapeError):
+	// a newer release started it with a feature this one does not know.
+	// The engine leaves such runs to an engine that can read them.
+	ErrUnknownShape = durabletype.ErrUnknownShape
 )
 
 // DefinitionError is an error in a workflow definition.

@@ -330,10 +330,24 @@ func (v *TenantRuns) Wait(ctx context.Context, id uuid.UUID) (*RunResult, error)
 	return v.e.Wait(ctx, id)
 }
 
+// otherTenant reports whether the run a GetRun read (run, or err: the
+// *durabletype.ShapeError of a run this engine cannot read) is not
+// tenant's.
+func otherTenant(run *store.Run, err error, tenant string) bool {
+	var se *durabletype.ShapeError
+	switch {
+	case err == nil:
+		return run.Tenant != tenant
+	case errors.As(err, &se):
+		return se.Tenant != tenant
+	}
+	return false
+}
+
 // getRun reads a run, not found when it is another tenant's.
 func (v *TenantRuns) getRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	run, err := v.e.store.GetRun(ctx, id)
-	if err == nil && v.scoped && run.Tenant != v.tenant {
+	if v.scoped && otherTenant(run, err, v.tenant) {
 		err = durabletype.ErrRunNotFound
 	}
 	if err != nil {

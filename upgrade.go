@@ -201,11 +201,11 @@ func (e *Engine) tryUpgrade(ctx context.Context, v *TenantRuns, ids []uuid.UUID,
 // checkUpgrade says whether run id would move from version from to to.
 func (e *Engine) checkUpgrade(ctx context.Context, v *TenantRuns, id uuid.UUID, from string, to *durabletype.Shape) error {
 	run, err := e.store.GetRun(ctx, id)
+	if v.scoped && otherTenant(run, err, v.tenant) {
+		return fmt.Errorf("durable: run %s: %w", id, durabletype.ErrRunNotFound)
+	}
 	if err != nil {
 		return fmt.Errorf("durable: run %s: %w", id, err)
-	}
-	if v.scoped && run.Tenant != v.tenant {
-		return fmt.Errorf("durable: run %s: %w", id, durabletype.ErrRunNotFound)
 	}
 	tasks, err := e.store.ListTasks(ctx, id)
 	if err != nil {

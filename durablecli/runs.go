@@ -425,6 +425,8 @@ func (c *cli) explainRunError(err error, id uuid.UUID, schema string) error {
 		return fmt.Errorf("run %s completed: nothing to replay (--from-step runs a step and its descendants again)", id)
 	case errors.Is(err, durabletype.ErrStepNotFound):
 		return fmt.Errorf("run %s has no such step", id)
+	case errors.Is(err, durabletype.ErrUnknownShape):
+		return fmt.Errorf("run %s was started by a newer release of durable, whose shape this one cannot read (use that release): %w", id, err)
 	case errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000"):
 		return fmt.Errorf("schema %s has no durable tables (wrong --schema, or run \"%s migrate up\"): %w", schema, c.name, err)
 	}

@@ -105,3 +105,38 @@ var ErrInvalidWorker = errors.New("durable/store: invalid worker record")
 // another engine took over. Nothing was written; the caller stops its
 // leader's duties.
 var ErrNotLeader = errors.New("durable/store: not the leader: the term is not the current lease's")
+
+// ErrUnknownShape is matched by a *ShapeError: a run's recorded shape is
+// one this engine cannot read, written by a newer release (a step kind or
+// a field it does not know). The engine leaves such runs alone, for an
+// engine that can read them.
+var ErrUnknownShape = errors.New("durable: run needs a newer engine")
+
+// A ShapeError reports a recorded shape that this engine cannot decode or
+// compile. It matches ErrUnknownShape.
+type ShapeError struct {
+	// Shape identifies the recorded shape (the store's shape id), when known.
+	Shape string
+	// Workflow is the workflow of the run (or shape) that needs it.
+	Workflow string
+	// Tenant is the tenant of the run that needs it, when the error is of
+	// a run: a read scoped to another tenant reports ErrRunNotFound
+	// instead. Not part of the message.
+	Tenant string
+	// Reason is why the shape could not be read.
+	Reason error
+}
+
+func (e *ShapeError) Error() string {
+	msg := "workflow " + e.Workflow + " needs a newer engine: cannot read its shape " + e.Shape
+	if e.Reason != nil {
+		msg += ": " + e.Reason.Error()
+	}
+	return msg
+}
+
+// Unwrap returns the reason.
+func (e *ShapeError) Unwrap() error { return e.Reason }
+
+// Is reports whether target is ErrUnknownShape.
+func (e *ShapeError) Is(target error) bool { return target == ErrUnknownShape }

@@ -124,6 +124,9 @@ func classify(err error) *problem {
 		return &problem{status: http.StatusBadRequest, code: "invalid_version", detail: msg, err: err}
 	case is(durable.ErrUnknownVersion):
 		return &problem{status: http.StatusUnprocessableEntity, code: "unknown_version", detail: msg, err: err}
+	case is(durabletype.ErrUnknownShape):
+		return &problem{status: http.StatusConflict, code: "unknown_shape",
+			detail: "the run was started by a newer release of the engine, which this one cannot read: " + msg, err: err}
 	case is(durable.ErrWorkersUnsupported):
 		return &problem{status: http.StatusNotImplemented, code: "workers_unsupported",
 			detail: "the store keeps no registry of workers", err: err}

@@ -67,6 +67,10 @@ func (s *Store) claimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 	if len(claimed) == 0 {
 		return nil, nil
 	}
+	claimed, shapeOf, idxs = s.dropUnread(ctx, claimed, shapeOf, idxs)
+	if len(claimed) == 0 {
+		return nil, nil
+	}
 	if err := s.completeClaimsRetrying(ctx, claimed, shapeOf, idxs); err != nil {
 		// The claims committed but cannot be run without their parents'
 		// outputs: give them back now instead of leaving them RUNNING until
@@ -163,9 +167,12 @@ func (s *Store) scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedT
 // never change once written, so reading them after the claim committed is
 // safe.
 func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int) error {
-	shapes, err := s.shapesFor(ctx, s.pool, shapeOf)
+	shapes, unread, err := s.shapesFor(ctx, s.pool, shapeOf)
 	if err != nil {
 		return err
+	}
+	for _, err := range unread { // dropUnread took them out
+		return fmt.Errorf("pgstore: claim: %w", err)
 	}
 	var pRuns []uuid.UUID
 	var pNames []string

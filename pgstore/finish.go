@@ -174,6 +174,38 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	if limit <= 0 {
 		limit = -1 // LIMIT NULL: no limit
 	}
+	// A call whose batch of due timers was taken up in part by runs it
+	// left alone (their shapes are unreadable here: dag.Change.Leave)
+	// looks again past them, so that they cannot hold back the timers
+	// behind them; a few rounds at most, then the duty calls again.
+	var passOver []uuid.UUID
+	for round := 0; ; round++ {
+		r, left, full, err := s.fireDue(ctx, p, limit, passOver)
+		if err != nil {
+			return nil, err
+		}
+		res.Fired += r.Fired
+		res.Left += r.Left
+		res.Settled = append(res.Settled, r.Settled...)
+		res.HasNext, res.Next = r.HasNext, r.Next
+		if !full || len(left) == 0 || round == maxPassOver {
+			return res, nil
+		}
+		passOver = append(passOver, left...)
+	}
+}
+
+// maxPassOver is the most extra rounds of one FireTimers call past timers
+// of runs it left alone.
+const maxPassOver = 3
+
+// fireDue fires the timers due, up to limit of them (negative: no limit),
+// but those of the runs of passOver, in one transition. It returns the
+// runs it left alone, and whether the batch of due timers was full.
+func (s *Store) fireDue(ctx context.Context, p *store.FireTimersParams, limit int, passOver []uuid.UUID) (res *store.FireTimersResult, left []uuid.UUID, full bool, _ error) {
+	res = &store.FireTimersResult{}
+	at := stamp(nowOf(p.Now))
+	var next pgtype.Timestamptz
 	type due struct {
 		run  uuid.UUID
 		idx  int
@@ -182,9 +214,9 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	var fire []due
 	var items []itemRef
 	var locks []int64
-	rows, err := s.pool.Query(ctx, s.q.dueTimers, at, nullLimit(limit))
+	rows, err := s.pool.Query(ctx, s.q.dueTimers, at, nullLimit(limit), u16(passOver))
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: due timers: %w", err)
+		return nil, nil, false, fmt.Errorf("pgstore: due timers: %w", err)
 	}
 	for rows.Next() {
 		var d due
@@ -192,7 +224,7 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 		var name, tenant, waitKey pgtype.Text
 		if err := rows.Scan(p16(&d.run), &idx, &name, &tenant, &waitKey); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("pgstore: due timers: %w", err)
+			return nil, nil, false, fmt.Errorf("pgstore: due timers: %w", err)
 		}
 		if waitKey.Valid {
 			if _, sig := dag.ParseWaitKey(waitKey.String); !sig {
@@ -207,14 +239,15 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgstore: due timers: %w", err)
+		return nil, nil, false, fmt.Errorf("pgstore: due timers: %w", err)
 	}
+	full = limit > 0 && len(fire) == limit
 	ids := make([]uuid.UUID, 0, len(fire))
 	for _, d := range fire {
 		ids = append(ids, d.run)
 	}
 	err = retryRaced(func(lockReady bool) error {
-		*res = store.FireTimersResult{}
+		*res, left = store.FireTimersResult{}, nil
 		return s.transition(ctx, &plan{
 			now:       nowOf(p.Now),
 			ids:       distinct(ids),
@@ -231,6 +264,10 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 				var due []dag.Due
 				for _, d := range fire {
 					r := c.byID[d.run]
+					if r == nil && c.Left(d.run) != nil {
+						res.Left++
+						left = append(left, d.run)
+					}
 					if r == nil || d.idx >= len(r.Tasks) {
 						continue
 					}
@@ -262,9 +299,9 @@ func (s *Store) fireTimers(ctx context.Context, p *store.FireTimersParams) (*sto
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
-	return res, nil
+	return res, distinct(left), full, nil
 }
 
 // RescueTasks implements store.Store. One statement finds the candidates

@@ -210,13 +210,20 @@ func (l *loader) build(ctx context.Context, s *Store, q querier, c *change) erro
 	for i := range l.recs {
 		ids[i] = l.recs[i].shapeID
 	}
-	shapes, err := s.shapesFor(ctx, q, ids)
+	shapes, unread, err := s.shapesFor(ctx, q, ids)
 	if err != nil {
 		return err
 	}
 	loadItems := func(r *dag.Run, m int) ([]store.Task, error) { return s.loadMapItems(ctx, q, c, r, m) }
 	for i := range l.recs {
 		rr := &l.recs[i]
+		if err := unread[rr.shapeID]; err != nil {
+			// A newer engine's run: left alone (dag.Change.Leave).
+			err = dag.ForRun(err, &rr.rec)
+			s.warnUnread(&rr.rec, rr.shapeID, err)
+			c.Leave(rr.rec, err)
+			continue
+		}
 		r, err := dag.Load(rr.rec, shapes[rr.shapeID], l.tasks[rr.rec.ID])
 		if err != nil {
 			return fmt.Errorf("pgstore: %w", err)

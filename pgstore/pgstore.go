@@ -48,7 +48,9 @@ type Config struct {
 
 	// Logger receives what the store's background connections report: the
 	// listener and the leader elector losing their connections and
-	// reconnecting. Defaults to slog.Default().
+	// reconnecting; and, at WARN, the runs and schedules the store leaves
+	// for a newer engine because it cannot read their shapes (once per
+	// shape or schedule every five minutes). Defaults to slog.Default().
 	Logger *slog.Logger
 
 	// TxSteps is the most transactional steps (durable.TxStep) whose
@@ -138,6 +140,7 @@ type Store struct {
 	mu     sync.Mutex
 	shapes map[uuid.UUID]*dag.Compiled // decoded and compiled shapes; immutable
 	stored map[uuid.UUID]time.Time     // when shapes were last made sure of in the database
+	warned map[uuid.UUID]time.Time     // when an unreadable shape was last logged (unread.go)
 
 	// incoming is set when the incoming table may hold tasks to promote.
 	// priorities: the last claim saw ready tasks above the default
@@ -242,6 +245,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		q:        newQueries(schema),
 		shapes:   make(map[uuid.UUID]*dag.Compiled),
 		stored:   make(map[uuid.UUID]time.Time),
+		warned:   make(map[uuid.UUID]time.Time),
 		lease:    lease,
 		campaign: make(chan struct{}, 1),
 	}
@@ -373,7 +377,10 @@ func (s *Store) compileShape(sh *durabletype.Shape) (uuid.UUID, []byte, *dag.Com
 }
 
 // shapesFor returns the compiled shapes of ids, loading the ones not cached.
-func (s *Store) shapesFor(ctx context.Context, q querier, ids []uuid.UUID) (map[uuid.UUID]*dag.Compiled, error) {
+// A shape this engine cannot read (dag.ReadShape) is not an error of the
+// call: it is missing from the shapes returned, and unread holds its
+// *durabletype.ShapeError; the caller leaves the runs that need it alone.
+func (s *Store) shapesFor(ctx context.Context, q querier, ids []uuid.UUID) (shapes map[uuid.UUID]*dag.Compiled, unread map[uuid.UUID]error, err error) {
 	out := make(map[uuid.UUID]*dag.Compiled, len(ids))
 	var missing []uuid.UUID
 	s.mu.Lock()
@@ -390,26 +397,29 @@ func (s *Store) shapesFor(ctx context.Context, q querier, ids []uuid.UUID) (map[
 	}
 	s.mu.Unlock()
 	if len(missing) == 0 {
-		return out, nil
+		return out, nil, nil
 	}
 	rows, err := q.Query(ctx, s.q.loadShapes, u16(missing))
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: load shapes: %w", err)
+		return nil, nil, fmt.Errorf("pgstore: load shapes: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id uuid.UUID
 		var js []byte
 		if err := rows.Scan(p16(&id), &js); err != nil {
-			return nil, fmt.Errorf("pgstore: load shapes: %w", err)
+			return nil, nil, fmt.Errorf("pgstore: load shapes: %w", err)
 		}
-		var sh durabletype.Shape
-		if err := json.Unmarshal(js, &sh); err != nil {
-			return nil, fmt.Errorf("pgstore: decode shape %s: %w", id, err)
-		}
-		c, err := dag.Compile(&sh)
+		c, err := dag.ReadShape(id.String(), js)
 		if err != nil {
-			return nil, fmt.Errorf("pgstore: compile stored shape %s: %w", id, err)
+			// Not cached: an engine that cannot read a shape now will not
+			// read it later, but the cache holds only what compiled.
+			if unread == nil {
+				unread = make(map[uuid.UUID]error)
+			}
+			unread[id] = err
+			delete(out, id)
+			continue
 		}
 		s.mu.Lock()
 		if prev, ok := s.shapes[id]; ok {
@@ -421,14 +431,14 @@ func (s *Store) shapesFor(ctx context.Context, q querier, ids []uuid.UUID) (map[
 		out[id] = c
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgstore: load shapes: %w", err)
+		return nil, nil, fmt.Errorf("pgstore: load shapes: %w", err)
 	}
 	for id, c := range out {
 		if c == nil {
-			return nil, fmt.Errorf("pgstore: shape %s not found", id)
+			return nil, nil, fmt.Errorf("pgstore: shape %s not found", id)
 		}
 	}
-	return out, nil
+	return out, unread, nil
 }
 
 // querier is what pgx.Tx, *pgx.Conn and *pgxpool.Pool have in common.

@@ -256,7 +256,7 @@ func TestOrderedStatementsDoNotSort(t *testing.T) {
 	stmts := pgstore.Statements(schema)
 	_, err = tx.Exec(ctx, stmts["genericPlans"])
 	require.NoError(t, err)
-	for name, args := range map[string]string{"dueTimers": "(NULL, 1000)"} {
+	for name, args := range map[string]string{"dueTimers": "(NULL, 1000, NULL)"} {
 		sql := stmts[name]
 		_, err := tx.Exec(ctx, "PREPARE ordered_"+name+" AS "+sql)
 		require.NoError(t, err, name)

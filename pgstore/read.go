@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -33,9 +34,12 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (*store.Run, error) {
 	r.Status = durabletype.RunStatus(status)
 	r.FinishedAt, r.Deadline, r.Priority = tm(fin), tm(deadline), int(prio)
 	r.Parent = parentRef(parent, pStep, pResult)
-	shapes, err := s.shapesFor(ctx, s.pool, []uuid.UUID{shapeID})
+	shapes, unread, err := s.shapesFor(ctx, s.pool, []uuid.UUID{shapeID})
 	if err != nil {
 		return nil, classify(err)
+	}
+	if err := unread[shapeID]; err != nil {
+		return nil, fmt.Errorf("pgstore: run %s: %w", id, dag.ForRun(err, &r))
 	}
 	r.Shape = shapes[shapeID].Shape
 	return &r, nil

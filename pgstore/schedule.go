@@ -14,29 +14,40 @@ import (
 
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/cronslot"
+	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
 var _ store.Scheduler = (*Store)(nil)
 
 func scanSchedule(row pgx.Row) (*durabletype.Schedule, error) {
+	sc, shape, err := scanScheduleRaw(row)
+	if err != nil {
+		return nil, err
+	}
+	sc.Shape = new(durabletype.Shape)
+	if err := json.Unmarshal(shape, sc.Shape); err != nil {
+		return nil, fmt.Errorf("pgstore: schedule %s/%s: decode shape: %w", sc.Tenant, sc.Name, err)
+	}
+	return sc, nil
+}
+
+// scanScheduleRaw reads a schedule without decoding its shape, returned
+// as recorded.
+func scanScheduleRaw(row pgx.Row) (*durabletype.Schedule, []byte, error) {
 	var sc durabletype.Schedule
-	var shape string
+	var shape []byte
 	var next, last pgtype.Timestamptz
 	var lastRun pgtype.UUID
 	if err := row.Scan(p16(&sc.ID), &sc.Tenant, &sc.Name, &sc.Workflow, &sc.Input, &sc.Cron, &sc.TimeZone, &shape,
 		&sc.Paused, &next, &last, &lastRun, &sc.Error, &sc.CreatedAt, &sc.UpdatedAt, &sc.Declared, &sc.DeclaredPaused); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sc.NextAt, sc.LastSlot = tm(next), tm(last)
 	if lastRun.Valid {
 		sc.LastRunID = lastRun.Bytes
 	}
-	sc.Shape = new(durabletype.Shape)
-	if err := json.Unmarshal([]byte(shape), sc.Shape); err != nil {
-		return nil, fmt.Errorf("pgstore: schedule %s/%s: decode shape: %w", sc.Tenant, sc.Name, err)
-	}
-	return &sc, nil
+	return &sc, shape, nil
 }
 
 func (s *Store) dbNow(ctx context.Context, q querier, t time.Time) (time.Time, error) {
@@ -239,11 +250,25 @@ func (s *Store) fireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 			return err
 		}
 		var due []*durabletype.Schedule
+		res.Left = 0
 		for rows.Next() {
-			sc, err := scanSchedule(rows)
+			sc, shape, err := scanScheduleRaw(rows)
 			if err != nil {
 				rows.Close()
 				return err
+			}
+			// A schedule a newer release recorded, with a shape this
+			// engine cannot read, is left to a newer engine: not fired,
+			// not broken.
+			_, unread := dag.ReadShape(sc.ID.String(), shape)
+			if cronslot.Leaves(sc, p.Shapes, unread) {
+				res.Left++
+				s.warnUnreadSchedule(sc, dag.ForRun(unread, &store.Run{Workflow: sc.Workflow, Tenant: sc.Tenant}))
+				continue
+			}
+			sc.Shape = new(durabletype.Shape)
+			if err := json.Unmarshal(shape, sc.Shape); err != nil {
+				sc.Shape = nil // the registered shape is used (cronslot.Leaves)
 			}
 			due = append(due, sc)
 		}
@@ -251,7 +276,7 @@ func (s *Store) fireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		res.More = len(due) == limit
+		res.More = len(due)+res.Left == limit
 
 		type fire struct {
 			sc *durabletype.Schedule

@@ -106,6 +106,8 @@ func scanInbox(rows pgx.Rows) ([]inboxRow, error) {
 // applyInbox applies the loaded messages of the call's runs, in the order
 // they were written.
 func (c *change) applyInbox(rows []inboxRow) {
+	// The messages of a run the call leaves alone stay pending.
+	rows = slices.DeleteFunc(slices.Clone(rows), func(ir inboxRow) bool { return c.KeepsMessages(ir.msg.Run) })
 	msgs := make([]dag.Message, len(rows))
 	for k, ir := range rows {
 		c.inboxDone = append(c.inboxDone, ir.id)

@@ -136,6 +136,10 @@ type FireSchedulesResult struct {
 	Broken []BrokenSchedule
 	// More is set when Limit schedules were due: call again.
 	More bool
+	// Left counts the due schedules the call left to a newer engine: the
+	// shape their runs would start with is one this engine cannot read
+	// (cronslot.Leaves). They stay due, and Next counts them.
+	Left int
 	// Next is the time until the next slot is due, measured on the
 	// store's clock; meaningful only when HasNext (some schedule is
 	// active).

@@ -655,6 +655,10 @@ type FireTimersParams struct {
 // FireTimersResult is the result of Store.FireTimers.
 type FireTimersResult struct {
 	Fired int
+	// Left counts the due timers the call left alone: of runs whose shape
+	// this engine cannot read (dag.Change.Leave). They stay due, for an
+	// engine that can read them, and Next counts them.
+	Left int
 	// Next is the time until the next pending timer is due, measured on the
 	// store's clock; meaningful only when HasNext.
 	Next    time.Duration

@@ -68,6 +68,15 @@ func NextAfter(sc *durabletype.Schedule, now time.Time) (time.Time, error) {
 	return spec.Next(now), nil
 }
 
+// Leaves reports whether the leader leaves due schedule sc to a newer
+// engine, firing nothing and breaking nothing: its runs would start with
+// the schedule's recorded shape (shapes has none of its workflow) and
+// that shape cannot be read here (unread, the error of dag.ReadShape; nil
+// when it reads). See dag.ReadShape.
+func Leaves(sc *durabletype.Schedule, shapes map[string]*durabletype.Shape, unread error) bool {
+	return unread != nil && shapes[sc.Workflow] == nil
+}
+
 // Firing is what to do with one due schedule.
 type Firing struct {
 	Decision

@@ -76,7 +76,13 @@ func (c *Change) Act(p *store.ActOnRunsParams, run func(id uuid.UUID) *Run) ([]s
 		out[k].ID = id
 		r := run(id)
 		switch {
-		case r == nil || (p.Tenant != "" && r.Rec.Tenant != p.Tenant):
+		case r == nil:
+			out[k].Err = durabletype.ErrRunNotFound
+			if l, ok := c.left[id]; ok && (p.Tenant == "" || l.tenant == p.Tenant) {
+				out[k].Err = l.err
+			}
+			continue
+		case p.Tenant != "" && r.Rec.Tenant != p.Tenant:
 			out[k].Err = durabletype.ErrRunNotFound
 			continue
 		case p.Version != "" && r.Rec.Version != p.Version:

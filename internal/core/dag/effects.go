@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/store"
 )
@@ -149,6 +151,9 @@ type Change struct {
 	// Admitted is what admission decided (Commit), nil when the change
 	// involves no keyed task.
 	Admitted *Admitted
+
+	// left are the runs the call leaves alone (Leave).
+	left map[uuid.UUID]leftRun
 }
 
 // TaskAt names task I of run R.

@@ -30,6 +30,10 @@ const MaxNotifiedWait = 5 * time.Minute
 // fireTimeout bounds one FireSchedules call.
 const fireTimeout = 30 * time.Second
 
+// leftScheduleWait is the least wait between calls while due schedules
+// are left to a newer engine (store.FireSchedulesResult.Left).
+const leftScheduleWait = 5 * time.Second
+
 // scheduleBatch is the most schedules fired in one store call.
 const scheduleBatch = 500
 
@@ -137,6 +141,11 @@ func (d *Schedules) run(ctx context.Context) {
 			wait = min(res.Next, MaxScheduleWait)
 		case !notifies:
 			wait = MaxScheduleWait
+		}
+		if res.Left > 0 {
+			// Schedules a newer engine must fire stay due: look again
+			// after a pause, not at once and again.
+			wait = max(wait, leftScheduleWait)
 		}
 		var t *time.Timer
 		var tc <-chan time.Time

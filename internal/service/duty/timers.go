@@ -82,7 +82,7 @@ func (d *Timers) run(ctx context.Context) {
 		}
 		errDelay = 100 * time.Millisecond
 		d.cfg.Settled(ctx, res.Settled)
-		if res.Fired == timerBatch {
+		if res.Fired >= timerBatch { // more than one batch when it looked past runs left alone
 			continue
 		}
 		wait := MaxTimerWait
@@ -94,6 +94,11 @@ func (d *Timers) run(ctx context.Context) {
 		}
 		if res.HasNext && res.Next < wait {
 			wait = res.Next
+		}
+		if res.Left > 0 {
+			// Timers of runs a newer engine must fire stay due: look again
+			// at the pace of polling, not at once and again.
+			wait = max(wait, d.cfg.PollInterval)
 		}
 		t := time.NewTimer(wait)
 		select {
