@@ -28,17 +28,18 @@ serves, listed below) and prints their IDs, one a line. Every run gets the
 same input: --input, encoded as the workflow's input type (JSON by
 default), or the workflow's default input when it has one. The input is
 decoded into the workflow's input type before any run starts: an input
-that does not decode, or is larger than the limit (1 MiB encoded by
-default, Config.MaxInputSize), is a usage error. The runs of a workflow with a
+that does not decode, has a field the type does not have (with JSON: a
+misspelt field is refused, not dropped), or is larger than the limit
+(1 MiB encoded by default, Config.MaxInputSize), is a usage error. The runs of a workflow with a
 default input are started in one transaction; those of others one by one.
 
 The input can come from a file: --input-file PATH reads it from PATH ("-"
 reads the standard input), for inputs too large for the command line.
 --jsonl PATH starts one run per line of PATH ("-": the standard input):
 each line that is not blank is the JSON input of one run. Every line is
-checked first (its JSON, the workflow's input type, --key-field); if any
-is wrong, each such line is reported by number ("line 7: ...") and nothing
-starts (exit 2). The runs then start in one transaction, all or none, and
+checked first, in one pass (its JSON, the workflow's input type and its
+fields, its size, --key-field); if any is wrong, each such line is
+reported by number ("line 7: ...") and nothing starts (exit 2). The runs then start in one transaction, all or none, and
 their IDs are printed in line order. With --key-field F, each run's
 idempotency key is the top-level field F of its input (a string or a
 number), so that running the same file again starts only the lines not
@@ -354,9 +355,12 @@ func (c *cli) triggerLines(ctx context.Context, e *durable.Engine, pool *pgxpool
 	lines, errs := parseJSONLines(b, o.keyField, func(in []byte) error {
 		_, _, err := set.input(o.workflow, string(in), true)
 		if err != nil {
-			err = errors.New(strings.TrimPrefix(err.Error(), "--input for "+o.workflow+": "))
+			return errors.New(strings.TrimPrefix(err.Error(), "--input for "+o.workflow+": "))
 		}
-		return err
+		// The engine's rule, which starting the line applies: the input
+		// type (of a workflow without a default input too), its fields,
+		// the size limit.
+		return e.CheckByName(o.workflow, o.tenant, in, opts...)
 	})
 	if len(errs) > 0 {
 		for _, err := range errs {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -251,4 +253,38 @@ func TestFailureText(t *testing.T) {
 	} {
 		require.Equal(t, c.want, failureText(&c.re))
 	}
+}
+
+// TestTriggerJSONLOnePass: a --jsonl file of a workflow without a default
+// input reports every wrong line in one pass, its JSON, its type and its
+// fields alike (a misspelt field is refused, as the engine's by-name rule
+// says), and starts nothing; --input refuses a misspelt field the same
+// way.
+func TestTriggerJSONLOnePass(t *testing.T) {
+	t.Parallel()
+	p := newPG(t, true)
+	set := newFixtures(0)
+	cfg := Config{Name: "app", Workflows: []durable.Definition{set.Demo.Workflow}} // no default input
+	path := filepath.Join(t.TempDir(), "runs.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"id":"x1","customer":"a","cents":1,"items":[]}
+{"id":"x2","customer":"b","cents":"2","items":[]}
+{"id":"x3","custmer":"c","cents":3,"items":[]}
+{"id":"x4","customer":
+`), 0o600))
+	code, out, errOut := runWith(t, cfg, p.Flags("trigger", "--workflow", "order-processing", "--jsonl", path)...)
+	require.Equal(t, exitUsage, code, errOut)
+	require.Empty(t, out)
+	require.Contains(t, errOut, "line 2: ")
+	require.Contains(t, errOut, `line 3: `)
+	require.Contains(t, errOut, `unknown field "custmer"`)
+	require.Contains(t, errOut, "line 4: invalid JSON")
+	require.NotContains(t, errOut, "line 1:")
+	require.Empty(t, listIDs(t, p, "--limit", "10"), "nothing started")
+
+	code, out, errOut = runWith(t, cfg, p.Flags("trigger", "--workflow", "order-processing",
+		"--input", `{"id":"x3","custmer":"c","cents":3,"items":[]}`)...)
+	require.Equal(t, exitUsage, code, errOut)
+	require.Empty(t, out)
+	require.Contains(t, errOut, `unknown field "custmer"`)
+	require.Empty(t, listIDs(t, p, "--limit", "10"), "nothing started")
 }
