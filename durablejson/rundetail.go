@@ -109,7 +109,9 @@ type Step struct {
 	StartedAt  *time.Time `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at"`
 	// Output, OutputBase64 and OutputOmitted are the step's output as
-	// RunDetail.Input is the run's input.
+	// RunDetail.Input is the run's input. A completed map step's output is
+	// the list its children receive: its items' outputs in item order, a
+	// JSON array (when every item's output is JSON).
 	Output        json.RawMessage `json:"output,omitempty"`
 	OutputBase64  string          `json:"output_base64,omitempty"`
 	OutputOmitted int             `json:"output_omitted,omitempty"`
@@ -320,6 +322,11 @@ func newStep(s *durable.StepResult, item bool, maxValue int) Step {
 		out.Item = &n
 	}
 	out.Output, out.OutputBase64, out.OutputOmitted = Value(s.Output, maxValue)
+	if s.Kind == durabletype.KindMap && !item && s.State == durabletype.TaskCompleted && len(s.Output) == 0 {
+		if list, ok := itemsList(s.Items); ok {
+			out.Output, out.OutputBase64, out.OutputOmitted = Value(list, maxValue)
+		}
+	}
 	if s.Kind == durabletype.KindMap {
 		out.ItemCounts = map[durabletype.TaskState]int{}
 		out.Items = make([]Step, len(s.Items))
@@ -329,6 +336,28 @@ func newStep(s *durable.StepResult, item bool, maxValue int) Step {
 		}
 	}
 	return out
+}
+
+// itemsList is the output of a completed map step as its children
+// receive it: the JSON array of its items' outputs, in item order (an
+// item without output is null); false when an item's output is not JSON
+// (another codec), which no one list can show.
+func itemsList(items []durable.StepResult) ([]byte, bool) {
+	out := []byte{'['}
+	for k := range items {
+		if k > 0 {
+			out = append(out, ',')
+		}
+		b := items[k].Output
+		switch {
+		case len(b) == 0:
+			b = []byte("null")
+		case !json.Valid(b):
+			return nil, false
+		}
+		out = append(out, b...)
+	}
+	return append(out, ']'), true
 }
 
 // Waiting reports whether a step waits for a due time: it sleeps, waits
