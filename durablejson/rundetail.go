@@ -300,9 +300,10 @@ func NewRunDetail(d *RunData, maxValue int) *RunDetail {
 
 // newStep builds the document of a step, or of an item of a map step.
 func newStep(s *durable.StepResult, item bool, maxValue int) Step {
+	attempts, started := Attempts(s)
 	out := Step{
-		Name: s.Name, Kind: s.Kind, Parents: s.Parents, State: s.State, Retired: s.Retired, Attempts: s.Attempts, Error: s.Error,
-		StartedAt: Time(s.StartedAt), FinishedAt: Time(s.FinishedAt), EventKey: s.EventKey, Signal: s.Signal,
+		Name: s.Name, Kind: s.Kind, Parents: s.Parents, State: s.State, Retired: s.Retired, Attempts: attempts, Error: s.Error,
+		StartedAt: Time(started), FinishedAt: Time(s.FinishedAt), EventKey: s.EventKey, Signal: s.Signal,
 	}
 	if out.Kind == "" {
 		out.Kind = durabletype.KindStep
@@ -358,6 +359,22 @@ func itemsList(items []durable.StepResult) ([]byte, bool) {
 		out = append(out, b...)
 	}
 	return append(out, ']'), true
+}
+
+// Attempts returns what a step's record says of its attempts as the
+// API and the CLI show them: their number and when the latest began. A
+// skipped step never ran (its skip is decided when it is claimed, which
+// counts an attempt): 0 attempts, and no start (the zero time), except
+// for a wait skipped on its timeout (SkipOnTimeout), which did wait from
+// its start.
+func Attempts(s *durable.StepResult) (int, time.Time) {
+	if s.State != durabletype.TaskSkipped {
+		return s.Attempts, s.StartedAt
+	}
+	if s.Kind == durabletype.KindEvent {
+		return 0, s.StartedAt
+	}
+	return 0, time.Time{}
 }
 
 // Waiting reports whether a step waits for a due time: it sleeps, waits
