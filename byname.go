@@ -36,7 +36,10 @@ var (
 // workflow, for tenant, with input already encoded by the engine's Codec
 // (JSON by default). The input is checked by decoding it into the
 // workflow's input type: when that fails the error matches ErrInvalidInput
-// and nothing is started. A workflow or tenant that breaks the rule of its
+// and nothing is started. With the JSON codec (the default) the check is
+// strict: a field the input type does not have (a misspelt name) or data
+// after the value fails it too, rather than being ignored, unless
+// WithUnknownFields lets unknown fields through. A workflow or tenant that breaks the rule of its
 // kind fails with an *InvalidValueError (matching ErrInvalidName or
 // ErrInvalidTenant), a valid name not registered with
 // ErrWorkflowNotRegistered. Otherwise it behaves as Workflow.Start, options
@@ -163,7 +166,7 @@ func (e *Engine) newRunByName(def *workflowDef, shape *durabletype.Shape, tenant
 		return store.NewRun{}, err
 	}
 	in, err := def.decodeInput(e.cfg.Codec, input)
-	if err == nil && isJSONCodec(e.cfg.Codec) && def.inType != nil {
+	if err == nil && isJSONCodec(e.cfg.Codec) && def.inType != nil && !o.unknownFields {
 		err = decodeStrict(input, def.inType)
 	}
 	if err != nil {

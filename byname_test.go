@@ -76,6 +76,8 @@ func TestStartByName(t *testing.T) {
 	require.NoError(t, e.CheckByName("job", "t1", []byte(`{"account":"checked"}`)))
 	_, err = e.StartByName(ctx, "job", "t1", []byte(`{"acount":"a"}`))
 	require.ErrorContains(t, err, `unknown field "acount"`)
+	require.NoError(t, e.CheckByName("job", "t1", []byte(`{"account":"a","note":"x"}`), durable.WithUnknownFields()),
+		"WithUnknownFields lets unknown fields through")
 	page, err := e.ListRuns(ctx, durable.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, page.Runs, 1, "a failed trigger or a check started a run")

@@ -29,8 +29,9 @@ same input: --input, encoded as the workflow's input type (JSON by
 default), or the workflow's default input when it has one. The input is
 decoded into the workflow's input type before any run starts: an input
 that does not decode, has a field the type does not have (with JSON: a
-misspelt field is refused, not dropped), or is larger than the limit
-(1 MiB encoded by default, Config.MaxInputSize), is a usage error. The runs of a workflow with a
+misspelt field is refused, not dropped; --allow-unknown-fields lets such
+fields through, ignored), or is larger than the limit (1 MiB encoded by
+default, Config.MaxInputSize), is a usage error. The runs of a workflow with a
 default input are started in one transaction; those of others one by one.
 
 The input can come from a file: --input-file PATH reads it from PATH ("-"
@@ -92,6 +93,7 @@ type triggerOptions struct {
 	priority   int
 	startAfter time.Duration
 	runTimeout time.Duration
+	unknown    bool
 }
 
 func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -105,6 +107,7 @@ func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.W
 	fs.StringVar(&o.inputFile, "input-file", "", `read the input of every run from this file ("-": the standard input), instead of --input`)
 	fs.StringVar(&o.jsonl, "jsonl", "", `start one run per line of this file ("-": the standard input), each line the JSON input of its run, all in one transaction`)
 	fs.StringVar(&o.keyField, "key-field", "", "with --jsonl, each run's idempotency key is this top-level field of its input (a string or a number)")
+	fs.BoolVar(&o.unknown, "allow-unknown-fields", false, "let the inputs hold fields the workflow's input type does not have (ignored; by default refused, as a misspelt field)")
 	fs.BoolVar(&o.wait, "wait", false, "wait for the runs to settle and print their statuses")
 	fs.DurationVar(&o.timeout, "timeout", 0, "with --wait, how long to wait at most (0: no limit)")
 	fs.StringVar(&o.key, "idempotency-key", "", "start no run if one of this workflow and tenant was started with this key (1-255 bytes)")
@@ -185,6 +188,9 @@ func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.W
 	if o.runTimeout > 0 {
 		opts = append(opts, durable.WithRunTimeout(o.runTimeout))
 	}
+	if o.unknown {
+		opts = append(opts, durable.WithUnknownFields())
+	}
 
 	// The workflows and the input are checked before connecting.
 	pool, err := o.db.NewPool(4)
@@ -196,6 +202,7 @@ func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.W
 	if le != nil {
 		return le.report(stderr, prefix)
 	}
+	set.unknownFields = o.unknown
 	e, err := c.client(pool, o.db.Schema, set, "trigger", stderr)
 	if err != nil {
 		return fail(err)

@@ -287,4 +287,22 @@ func TestTriggerJSONLOnePass(t *testing.T) {
 	require.Empty(t, out)
 	require.Contains(t, errOut, `unknown field "custmer"`)
 	require.Empty(t, listIDs(t, p, "--limit", "10"), "nothing started")
+
+	// --allow-unknown-fields: a field the type lacks is ignored, kept in
+	// the recorded input; with a default input too.
+	good := filepath.Join(t.TempDir(), "good.jsonl")
+	require.NoError(t, os.WriteFile(good, []byte(`{"id":"x1","customer":"a","cents":1,"items":[],"source":"crm"}`+"\n"), 0o600))
+	code, out, errOut = runWith(t, cfg, p.Flags("trigger", "--workflow", "order-processing", "--jsonl", good, "--allow-unknown-fields")...)
+	require.Equal(t, 0, code, errOut)
+	clitest.ParseIDs(t, out, 1)
+	code, out, errOut = runCLI(t, p.Flags("trigger", "--workflow", "order-processing", "--input", `{"id":"x5","customer":"e","cents":5,"items":[],"source":"crm"}`)...)
+	require.Equal(t, exitUsage, code, errOut)
+	require.Contains(t, errOut, `unknown field "source"`, "with a default input: refused as well")
+	code, out, errOut = runCLI(t, p.Flags("trigger", "--workflow", "order-processing", "--allow-unknown-fields",
+		"--input", `{"id":"x5","customer":"e","cents":5,"items":[],"source":"crm"}`)...)
+	require.Equal(t, 0, code, errOut)
+	ids := clitest.ParseIDs(t, out, 1)
+	res, err := p.Client(t).Get(context.Background(), ids[0])
+	require.NoError(t, err)
+	require.Contains(t, string(res.Input), `"source":"crm"`)
 }
