@@ -1,9 +1,13 @@
 package durable
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"slices"
 	"time"
 
@@ -32,7 +36,10 @@ var (
 // workflow, for tenant, with input already encoded by the engine's Codec
 // (JSON by default). The input is checked by decoding it into the
 // workflow's input type: when that fails the error matches ErrInvalidInput
-// and nothing is started. A workflow or tenant that breaks the rule of its
+// and nothing is started. With the JSON codec (the default) the check is
+// strict: a field the input type does not have (a misspelt name) or data
+// after the value fails it too, rather than being ignored, unless
+// WithUnknownFields lets unknown fields through. A workflow or tenant that breaks the rule of its
 // kind fails with an *InvalidValueError (matching ErrInvalidName or
 // ErrInvalidTenant), a valid name not registered with
 // ErrWorkflowNotRegistered. Otherwise it behaves as Workflow.Start, options
@@ -111,6 +118,21 @@ func (e *Engine) StartManyByName(ctx context.Context, workflow string, triggers 
 	return e.warnStarted(ctx, workflow, p, started(res)), nil
 }
 
+// CheckByName reports the error StartByName would return for this
+// trigger (an unregistered workflow, a tenant or option that breaks its
+// rule, an input that does not decode into the workflow's input type or
+// is too large), without starting anything or calling the store; nil if
+// StartByName would start it (or find it a duplicate). Tools use it to
+// check every line of a batch before starting any.
+func (e *Engine) CheckByName(workflow, tenant string, input []byte, opts ...TriggerOption) error {
+	def, shape, err := e.byName(workflow)
+	if err != nil {
+		return err
+	}
+	_, err = e.newRunByName(def, shape, tenant, input, opts)
+	return err
+}
+
 // byName returns the registered workflow name and its shape, for a
 // trigger by name.
 func (e *Engine) byName(workflow string) (*workflowDef, *durabletype.Shape, error) {
@@ -144,10 +166,38 @@ func (e *Engine) newRunByName(def *workflowDef, shape *durabletype.Shape, tenant
 		return store.NewRun{}, err
 	}
 	in, err := def.decodeInput(e.cfg.Codec, input)
+	if err == nil && isJSONCodec(e.cfg.Codec) && def.inType != nil && !o.unknownFields {
+		err = decodeStrict(input, def.inType)
+	}
 	if err != nil {
 		return store.NewRun{}, fmt.Errorf("%w: workflow %s: %w", ErrInvalidInput, dag.Quote(def.name), err)
 	}
 	return def.newRun(shape, tenant, input, in, o)
+}
+
+// isJSONCodec reports whether c is the default JSON codec.
+func isJSONCodec(c Codec) bool {
+	switch c.(type) {
+	case JSONCodec, *JSONCodec:
+		return true
+	}
+	return false
+}
+
+// decodeStrict decodes the JSON value b into a new value of type t,
+// refusing a field t does not have and data after the value: the rule of
+// an input given by name, where a misspelt field would otherwise be
+// dropped in silence.
+func decodeStrict(b []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(reflect.New(t).Interface()); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("unexpected data after the value")
+	}
+	return nil
 }
 
 // newRun is the store's record of a new run of d: b is the encoded input,

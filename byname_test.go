@@ -66,13 +66,21 @@ func TestStartByName(t *testing.T) {
 		{"bad tenant", "job", "t\x00", `{"account":"a"}`, nil, durabletype.ErrInvalidTenant},
 		{"empty tenant", "job", "", `{"account":"a"}`, nil, durabletype.ErrInvalidTenant},
 		{"bad option", "job", "t1", `{"account":"a"}`, []durable.TriggerOption{durable.WithStartAfter(-time.Second)}, durable.ErrInvalidTrigger},
+		{"misspelt field", "job", "t1", `{"acount":"a"}`, nil, durable.ErrInvalidInput},
+		{"data after the value", "job", "t1", `{"account":"a"} {}`, nil, durable.ErrInvalidInput},
 	} {
 		_, err := e.StartByName(ctx, c.workflow, c.tenant, []byte(c.input), c.opts...)
 		require.ErrorIs(t, err, c.want, c.name)
+		require.ErrorIs(t, e.CheckByName(c.workflow, c.tenant, []byte(c.input), c.opts...), c.want, "CheckByName: %s", c.name)
 	}
+	require.NoError(t, e.CheckByName("job", "t1", []byte(`{"account":"checked"}`)))
+	_, err = e.StartByName(ctx, "job", "t1", []byte(`{"acount":"a"}`))
+	require.ErrorContains(t, err, `unknown field "acount"`)
+	require.NoError(t, e.CheckByName("job", "t1", []byte(`{"account":"a","note":"x"}`), durable.WithUnknownFields()),
+		"WithUnknownFields lets unknown fields through")
 	page, err := e.ListRuns(ctx, durable.ListOptions{})
 	require.NoError(t, err)
-	require.Len(t, page.Runs, 1, "a failed trigger started a run")
+	require.Len(t, page.Runs, 1, "a failed trigger or a check started a run")
 
 	require.NoError(t, e.Stop(ctx))
 	_, err = e.StartByName(ctx, "job", "t1", []byte(`{"account":"a"}`))

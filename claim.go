@@ -72,6 +72,7 @@ func (e *Engine) startStep(rt *runtime, c *store.ClaimedTask) {
 	}
 	ref := c.Ref()
 	f := rt.steps.Add(ref, cancel)
+	rt.heartbeat.Claimed() // an idle heartbeat vouches for it from now on
 	lose := func(cause error) { rt.steps.Lose(f, cause) }
 	rt.execs.Go(func() {
 		var o store.Outcome

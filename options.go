@@ -31,6 +31,9 @@ type triggerOpts struct {
 	deadline   time.Time
 	timeout    time.Duration
 	priority   Priority
+	// unknownFields lets an input given by name hold fields its type does
+	// not have (WithUnknownFields).
+	unknownFields bool
 }
 
 // Priority orders a tenant's ready steps: those of runs with a higher
@@ -139,6 +142,18 @@ func WithPriority(p Priority) TriggerOption {
 			return fmt.Errorf("%w: priority %d outside [%d, %d]", ErrInvalidTrigger, p, PriorityNormal, PriorityUrgent)
 		}
 		o.priority = p
+		return nil
+	})
+}
+
+// WithUnknownFields lets the input of a trigger by name (StartByName,
+// StartManyByName), decoded with the JSON codec, hold fields its type does
+// not have: they are ignored, kept in the run's recorded input, rather
+// than refused with ErrInvalidInput (a misspelt field). It changes nothing
+// for a typed trigger, whose Go value has no unknown field.
+func WithUnknownFields() TriggerOption {
+	return triggerFunc(func(o *triggerOpts) error {
+		o.unknownFields = true
 		return nil
 	})
 }

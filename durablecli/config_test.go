@@ -96,3 +96,24 @@ func TestWorkflowMistakes(t *testing.T) {
 	require.Equal(t, 2, code, errOut)
 	require.Contains(t, errOut, `app trigger: unknown workflow "x": this program serves no workflow`)
 }
+
+// TestUnknownCommand: an unknown command is one line pointing to the
+// help, with the nearest command when one is a typo away (the program's
+// own commands too), exit 2; no help dumped.
+func TestUnknownCommand(t *testing.T) {
+	cfg := Config{Name: "app", Commands: []Command{{Name: "hello", Summary: "say hello", Run: func(context.Context, []string, io.Writer, io.Writer) int { return 0 }}}}
+	for _, tc := range []struct{ arg, want string }{
+		{"rnus", `app: unknown command "rnus"; see 'app help' (did you mean "runs"?)` + "\n"},
+		{"wroker", `app: unknown command "wroker"; see 'app help' (did you mean "worker"?)` + "\n"},
+		{"halp", `app: unknown command "halp"; see 'app help' (did you mean "help"?)` + "\n"},
+		{"helloo", `app: unknown command "helloo"; see 'app help' (did you mean "hello"?)` + "\n"},
+		{"Trigger", `app: unknown command "Trigger"; see 'app help' (did you mean "trigger"?)` + "\n"},
+		{"deploy", `app: unknown command "deploy"; see 'app help'` + "\n"},
+		{"x", `app: unknown command "x"; see 'app help'` + "\n"},
+	} {
+		code, out, errOut := runConfig(cfg, tc.arg)
+		require.Equal(t, exitUsage, code, tc.arg)
+		require.Empty(t, out)
+		require.Equal(t, tc.want, errOut, tc.arg)
+	}
+}

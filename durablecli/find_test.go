@@ -214,7 +214,7 @@ func TestTriggerJSONL(t *testing.T) {
 			[]string{"--key-field", "items"}, []string{`line 1: --key-field "items": want a string or a number, got "[]"`,
 				`line 2: --key-field "items": want a string or a number, got "[\"x\"]"`}},
 		{`{"id":"y-1","customer":"a","cents":1,"items":[]}` + "\n" + `{"id":"` + strings.Repeat("y", durable.DefaultMaxInputSize) + `"}`,
-			nil, []string{"line 2: durable: payload too large", "(nothing started)"}},
+			nil, []string{"line 2: durable: payload too large", "nothing started"}},
 		{"\n\n", nil, []string{"no line holds an input"}},
 	} {
 		path := write("bad.jsonl", tc.text)

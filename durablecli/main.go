@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -73,8 +74,69 @@ func Run(ctx context.Context, cfg Config, args []string, stdout, stderr io.Write
 			return cmd.Run(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fmt.Fprintf(c.stderr, "%s: unknown command %q\n\n%s", c.name, name, c.usage())
+	fmt.Fprintln(c.stderr, c.unknownCommand(name))
 	return exitUsage
+}
+
+// unknownCommand says that name is no command of the program, on one
+// line, with the closest command's name when one is close (a typo).
+func (c *cli) unknownCommand(name string) string {
+	names := []string{"help"}
+	for n := range standardCommands {
+		names = append(names, n)
+	}
+	for _, cmd := range c.cfg.Commands {
+		names = append(names, cmd.Name)
+	}
+	msg := fmt.Sprintf("%s: unknown command %q; see '%s help'", c.name, name, c.name)
+	if near := closest(name, names); near != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return msg
+}
+
+// closest returns the name of names nearest to s, if it is at most two
+// edits away (an insertion, a deletion, a substitution or a swap of two
+// neighbours each) and shorter than s is long; "" otherwise. Ties go to
+// the name first in sort order.
+func closest(s string, names []string) string {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(s), n); d < bestD && d < len([]rune(s)) {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// the fewest insertions, deletions, substitutions and swaps of two
+// neighbouring runes that turn a into b.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range rb {
+		d[0][j+1] = j + 1
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
 }
 
 // cli is one run of the command line.

@@ -503,9 +503,10 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 		if len(s.Parents) > 0 {
 			parents = strings.Join(s.Parents, ",")
 		}
+		attempts, started := durablejson.Attempts(&s) // a skipped step never ran
 		took := "-"
-		if !s.StartedAt.IsZero() && !s.FinishedAt.IsZero() {
-			took = s.FinishedAt.Sub(s.StartedAt).Round(time.Millisecond).String()
+		if !started.IsZero() && !s.FinishedAt.IsZero() {
+			took = s.FinishedAt.Sub(started).Round(time.Millisecond).String()
 		}
 		due := "-"
 		if durablejson.Waiting(&s) {
@@ -521,7 +522,7 @@ func printRun(w io.Writer, v *runView, opts showOptions) {
 			retired = true
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
-			s.Name, parents, state, s.Attempts, rel(s.StartedAt), rel(s.FinishedAt), took, due, errText)
+			s.Name, parents, state, attempts, rel(started), rel(s.FinishedAt), took, due, errText)
 	}
 	tw.Flush()
 	if retired {

@@ -28,7 +28,9 @@ serves, listed below) and prints their IDs, one a line. Every run gets the
 same input: --input, encoded as the workflow's input type (JSON by
 default), or the workflow's default input when it has one. The input is
 decoded into the workflow's input type before any run starts: an input
-that does not decode, or is larger than the limit (1 MiB encoded by
+that does not decode, has a field the type does not have (with JSON: a
+misspelt field is refused, not dropped; --allow-unknown-fields lets such
+fields through, ignored), or is larger than the limit (1 MiB encoded by
 default, Config.MaxInputSize), is a usage error. The runs of a workflow with a
 default input are started in one transaction; those of others one by one.
 
@@ -36,9 +38,9 @@ The input can come from a file: --input-file PATH reads it from PATH ("-"
 reads the standard input), for inputs too large for the command line.
 --jsonl PATH starts one run per line of PATH ("-": the standard input):
 each line that is not blank is the JSON input of one run. Every line is
-checked first (its JSON, the workflow's input type, --key-field); if any
-is wrong, each such line is reported by number ("line 7: ...") and nothing
-starts (exit 2). The runs then start in one transaction, all or none, and
+checked first, in one pass (its JSON, the workflow's input type and its
+fields, its size, --key-field); if any is wrong, each such line is
+reported by number ("line 7: ...") and nothing starts (exit 2). The runs then start in one transaction, all or none, and
 their IDs are printed in line order. With --key-field F, each run's
 idempotency key is the top-level field F of its input (a string or a
 number), so that running the same file again starts only the lines not
@@ -91,6 +93,7 @@ type triggerOptions struct {
 	priority   int
 	startAfter time.Duration
 	runTimeout time.Duration
+	unknown    bool
 }
 
 func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -104,6 +107,7 @@ func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.W
 	fs.StringVar(&o.inputFile, "input-file", "", `read the input of every run from this file ("-": the standard input), instead of --input`)
 	fs.StringVar(&o.jsonl, "jsonl", "", `start one run per line of this file ("-": the standard input), each line the JSON input of its run, all in one transaction`)
 	fs.StringVar(&o.keyField, "key-field", "", "with --jsonl, each run's idempotency key is this top-level field of its input (a string or a number)")
+	fs.BoolVar(&o.unknown, "allow-unknown-fields", false, "let the inputs hold fields the workflow's input type does not have (ignored; by default refused, as a misspelt field)")
 	fs.BoolVar(&o.wait, "wait", false, "wait for the runs to settle and print their statuses")
 	fs.DurationVar(&o.timeout, "timeout", 0, "with --wait, how long to wait at most (0: no limit)")
 	fs.StringVar(&o.key, "idempotency-key", "", "start no run if one of this workflow and tenant was started with this key (1-255 bytes)")
@@ -184,6 +188,9 @@ func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.W
 	if o.runTimeout > 0 {
 		opts = append(opts, durable.WithRunTimeout(o.runTimeout))
 	}
+	if o.unknown {
+		opts = append(opts, durable.WithUnknownFields())
+	}
 
 	// The workflows and the input are checked before connecting.
 	pool, err := o.db.NewPool(4)
@@ -195,6 +202,7 @@ func (c *cli) triggerCmd(ctx context.Context, args []string, stdout, stderr io.W
 	if le != nil {
 		return le.report(stderr, prefix)
 	}
+	set.unknownFields = o.unknown
 	e, err := c.client(pool, o.db.Schema, set, "trigger", stderr)
 	if err != nil {
 		return fail(err)
@@ -354,9 +362,12 @@ func (c *cli) triggerLines(ctx context.Context, e *durable.Engine, pool *pgxpool
 	lines, errs := parseJSONLines(b, o.keyField, func(in []byte) error {
 		_, _, err := set.input(o.workflow, string(in), true)
 		if err != nil {
-			err = errors.New(strings.TrimPrefix(err.Error(), "--input for "+o.workflow+": "))
+			return errors.New(strings.TrimPrefix(err.Error(), "--input for "+o.workflow+": "))
 		}
-		return err
+		// The engine's rule, which starting the line applies: the input
+		// type (of a workflow without a default input too), its fields,
+		// the size limit.
+		return e.CheckByName(o.workflow, o.tenant, in, opts...)
 	})
 	if len(errs) > 0 {
 		for _, err := range errs {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -251,4 +253,56 @@ func TestFailureText(t *testing.T) {
 	} {
 		require.Equal(t, c.want, failureText(&c.re))
 	}
+}
+
+// TestTriggerJSONLOnePass: a --jsonl file of a workflow without a default
+// input reports every wrong line in one pass, its JSON, its type and its
+// fields alike (a misspelt field is refused, as the engine's by-name rule
+// says), and starts nothing; --input refuses a misspelt field the same
+// way.
+func TestTriggerJSONLOnePass(t *testing.T) {
+	t.Parallel()
+	p := newPG(t, true)
+	set := newFixtures(0)
+	cfg := Config{Name: "app", Workflows: []durable.Definition{set.Demo.Workflow}} // no default input
+	path := filepath.Join(t.TempDir(), "runs.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"id":"x1","customer":"a","cents":1,"items":[]}
+{"id":"x2","customer":"b","cents":"2","items":[]}
+{"id":"x3","custmer":"c","cents":3,"items":[]}
+{"id":"x4","customer":
+`), 0o600))
+	code, out, errOut := runWith(t, cfg, p.Flags("trigger", "--workflow", "order-processing", "--jsonl", path)...)
+	require.Equal(t, exitUsage, code, errOut)
+	require.Empty(t, out)
+	require.Contains(t, errOut, "line 2: ")
+	require.Contains(t, errOut, `line 3: `)
+	require.Contains(t, errOut, `unknown field "custmer"`)
+	require.Contains(t, errOut, "line 4: invalid JSON")
+	require.NotContains(t, errOut, "line 1:")
+	require.Empty(t, listIDs(t, p, "--limit", "10"), "nothing started")
+
+	code, out, errOut = runWith(t, cfg, p.Flags("trigger", "--workflow", "order-processing",
+		"--input", `{"id":"x3","custmer":"c","cents":3,"items":[]}`)...)
+	require.Equal(t, exitUsage, code, errOut)
+	require.Empty(t, out)
+	require.Contains(t, errOut, `unknown field "custmer"`)
+	require.Empty(t, listIDs(t, p, "--limit", "10"), "nothing started")
+
+	// --allow-unknown-fields: a field the type lacks is ignored, kept in
+	// the recorded input; with a default input too.
+	good := filepath.Join(t.TempDir(), "good.jsonl")
+	require.NoError(t, os.WriteFile(good, []byte(`{"id":"x1","customer":"a","cents":1,"items":[],"source":"crm"}`+"\n"), 0o600))
+	code, out, errOut = runWith(t, cfg, p.Flags("trigger", "--workflow", "order-processing", "--jsonl", good, "--allow-unknown-fields")...)
+	require.Equal(t, 0, code, errOut)
+	clitest.ParseIDs(t, out, 1)
+	code, out, errOut = runCLI(t, p.Flags("trigger", "--workflow", "order-processing", "--input", `{"id":"x5","customer":"e","cents":5,"items":[],"source":"crm"}`)...)
+	require.Equal(t, exitUsage, code, errOut)
+	require.Contains(t, errOut, `unknown field "source"`, "with a default input: refused as well")
+	code, out, errOut = runCLI(t, p.Flags("trigger", "--workflow", "order-processing", "--allow-unknown-fields",
+		"--input", `{"id":"x5","customer":"e","cents":5,"items":[],"source":"crm"}`)...)
+	require.Equal(t, 0, code, errOut)
+	ids := clitest.ParseIDs(t, out, 1)
+	res, err := p.Client(t).Get(context.Background(), ids[0])
+	require.NoError(t, err)
+	require.Contains(t, string(res.Input), `"source":"crm"`)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/durablejson"
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/tools/clitest"
 )
@@ -692,4 +693,33 @@ func TestEventsSendRefused(t *testing.T) {
 	got, err := gate.Result(res)
 	require.NoError(t, err)
 	require.True(t, got)
+}
+
+// TestShowSkippedNeverRan: a skipped step never ran: runs show gives it 0
+// attempts, no start and no time taken (its record counts the attempt
+// that decided the skip), as the JSON does; a wait skipped on its timeout
+// keeps the start of its wait.
+func TestShowSkippedNeverRan(t *testing.T) {
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	res := &durable.RunResult{ID: uuid.New(), Workflow: "w", Tenant: "t", Status: durabletype.RunCompleted, CreatedAt: base,
+		Steps: []durable.StepResult{
+			{Name: "ran", State: durabletype.TaskCompleted, Attempts: 2, StartedAt: base.Add(time.Second), FinishedAt: base.Add(3 * time.Second)},
+			{Name: "skipped", State: durabletype.TaskSkipped, Attempts: 1, StartedAt: base.Add(4 * time.Second), FinishedAt: base.Add(4 * time.Second)},
+			{Name: "timedout", Kind: durabletype.KindEvent, State: durabletype.TaskSkipped, Attempts: 1, StartedAt: base.Add(4 * time.Second), FinishedAt: base.Add(time.Hour)},
+		}}
+	var b bytes.Buffer
+	printRun(&b, &runView{res: res, prog: "durable"}, showOptions{})
+	steps := table(t, b.String(), "steps (")
+	require.Equal(t, []string{"ran", "-", "COMPLETED", "2", "+1.000s", "+3.000s", "2s", "-", "-"}, fields(steps[1]))
+	require.Equal(t, []string{"skipped", "-", "SKIPPED", "0", "-", "+4.000s", "-", "-", "-"}, fields(steps[2]))
+	require.Equal(t, "0", fields(steps[3])[3])
+	require.Equal(t, "+4.000s", fields(steps[3])[4])
+
+	doc := durablejson.NewRunDetail(&durablejson.RunData{Run: res}, -1)
+	require.Equal(t, 2, doc.Steps[0].Attempts)
+	require.Zero(t, doc.Steps[1].Attempts)
+	require.Nil(t, doc.Steps[1].StartedAt)
+	require.NotNil(t, doc.Steps[1].FinishedAt)
+	require.Zero(t, doc.Steps[2].Attempts)
+	require.NotNil(t, doc.Steps[2].StartedAt)
 }

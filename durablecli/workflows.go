@@ -44,6 +44,10 @@ type workflows struct {
 	defs   []durable.Definition
 	inputs map[string]Input
 	codec  durable.Codec
+	// unknownFields lets inputs hold fields their type does not have
+	// (trigger --allow-unknown-fields): a default input's workflow is then
+	// started by name, as the others, with durable.WithUnknownFields.
+	unknownFields bool
 }
 
 // loadErr is an error of Load; usage says whether it is a bad flag.
@@ -158,7 +162,7 @@ func (w *workflows) input(name, input string, given bool) ([]byte, starter, erro
 	default:
 		return nil, nil, fmt.Errorf("--input is required: workflow %s has no default input", name)
 	}
-	if typed {
+	if typed && !w.unknownFields {
 		start, err := in.prepare(w.codec, b)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--input for %s: %w", name, err)

@@ -109,7 +109,9 @@ type Step struct {
 	StartedAt  *time.Time `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at"`
 	// Output, OutputBase64 and OutputOmitted are the step's output as
-	// RunDetail.Input is the run's input.
+	// RunDetail.Input is the run's input. A completed map step's output is
+	// the list its children receive: its items' outputs in item order, a
+	// JSON array (when every item's output is JSON).
 	Output        json.RawMessage `json:"output,omitempty"`
 	OutputBase64  string          `json:"output_base64,omitempty"`
 	OutputOmitted int             `json:"output_omitted,omitempty"`
@@ -298,9 +300,10 @@ func NewRunDetail(d *RunData, maxValue int) *RunDetail {
 
 // newStep builds the document of a step, or of an item of a map step.
 func newStep(s *durable.StepResult, item bool, maxValue int) Step {
+	attempts, started := Attempts(s)
 	out := Step{
-		Name: s.Name, Kind: s.Kind, Parents: s.Parents, State: s.State, Retired: s.Retired, Attempts: s.Attempts, Error: s.Error,
-		StartedAt: Time(s.StartedAt), FinishedAt: Time(s.FinishedAt), EventKey: s.EventKey, Signal: s.Signal,
+		Name: s.Name, Kind: s.Kind, Parents: s.Parents, State: s.State, Retired: s.Retired, Attempts: attempts, Error: s.Error,
+		StartedAt: Time(started), FinishedAt: Time(s.FinishedAt), EventKey: s.EventKey, Signal: s.Signal,
 	}
 	if out.Kind == "" {
 		out.Kind = durabletype.KindStep
@@ -320,6 +323,11 @@ func newStep(s *durable.StepResult, item bool, maxValue int) Step {
 		out.Item = &n
 	}
 	out.Output, out.OutputBase64, out.OutputOmitted = Value(s.Output, maxValue)
+	if s.Kind == durabletype.KindMap && !item && s.State == durabletype.TaskCompleted && len(s.Output) == 0 {
+		if list, ok := itemsList(s.Items); ok {
+			out.Output, out.OutputBase64, out.OutputOmitted = Value(list, maxValue)
+		}
+	}
 	if s.Kind == durabletype.KindMap {
 		out.ItemCounts = map[durabletype.TaskState]int{}
 		out.Items = make([]Step, len(s.Items))
@@ -329,6 +337,44 @@ func newStep(s *durable.StepResult, item bool, maxValue int) Step {
 		}
 	}
 	return out
+}
+
+// itemsList is the output of a completed map step as its children
+// receive it: the JSON array of its items' outputs, in item order (an
+// item without output is null); false when an item's output is not JSON
+// (another codec), which no one list can show.
+func itemsList(items []durable.StepResult) ([]byte, bool) {
+	out := []byte{'['}
+	for k := range items {
+		if k > 0 {
+			out = append(out, ',')
+		}
+		b := items[k].Output
+		switch {
+		case len(b) == 0:
+			b = []byte("null")
+		case !json.Valid(b):
+			return nil, false
+		}
+		out = append(out, b...)
+	}
+	return append(out, ']'), true
+}
+
+// Attempts returns what a step's record says of its attempts as the
+// API and the CLI show them: their number and when the latest began. A
+// skipped step never ran (its skip is decided when it is claimed, which
+// counts an attempt): 0 attempts, and no start (the zero time), except
+// for a wait skipped on its timeout (SkipOnTimeout), which did wait from
+// its start.
+func Attempts(s *durable.StepResult) (int, time.Time) {
+	if s.State != durabletype.TaskSkipped {
+		return s.Attempts, s.StartedAt
+	}
+	if s.Kind == durabletype.KindEvent {
+		return 0, s.StartedAt
+	}
+	return 0, time.Time{}
 }
 
 // Waiting reports whether a step waits for a due time: it sleeps, waits

@@ -66,6 +66,32 @@ func TestNewRunDetail(t *testing.T) {
 	require.Nil(t, done["due_at"], "a completed step waits for nothing")
 	require.NotContains(t, done, "items")
 	require.NotContains(t, done, "retired")
+	require.NotContains(t, m, "output", "a map step not completed has no list yet")
+}
+
+// TestNewRunDetailMapOutput: a completed map step's output is the list
+// its children read, its items' outputs in item order; left out when an
+// item's output is not JSON, and over the size limit like any output.
+func TestNewRunDetailMapOutput(t *testing.T) {
+	t.Parallel()
+	mapStep := func(outs ...string) *durable.RunResult {
+		m := durable.StepResult{Name: "m", Kind: durabletype.KindMap, State: durabletype.TaskCompleted, Items: []durable.StepResult{}}
+		for k, o := range outs {
+			m.Items = append(m.Items, durable.StepResult{Name: "m", Kind: durabletype.KindItem, State: durabletype.TaskCompleted, Item: k, Output: []byte(o)})
+		}
+		return &durable.RunResult{ID: uuid.New(), Workflow: "w", Tenant: "t", Status: durabletype.RunCompleted, Steps: []durable.StepResult{m}}
+	}
+	step := func(res *durable.RunResult, max int) durablejson.Step {
+		return durablejson.NewRunDetail(&durablejson.RunData{Run: res}, max).Steps[0]
+	}
+	require.JSONEq(t, `[{"a":1},"b",3]`, string(step(mapStep(`{"a":1}`, `"b"`, `3`), -1).Output))
+	require.JSONEq(t, `[]`, string(step(mapStep(), -1).Output), "no items: an empty list")
+	got := step(mapStep("\x00\x01", `2`), -1)
+	require.Nil(t, got.Output, "not JSON: no list")
+	require.Empty(t, got.OutputBase64)
+	got = step(mapStep(`"aaaa"`, `"bbbb"`), 8)
+	require.Nil(t, got.Output)
+	require.Equal(t, len(`["aaaa","bbbb"]`), got.OutputOmitted)
 }
 
 // TestNewRunDetailFunction: a function's run has kind "function", its

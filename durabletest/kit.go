@@ -106,8 +106,8 @@ type Options struct {
 
 // DefaultTimeout is the Options.Timeout of a zero Options: 30 days of
 // virtual time. Virtual time costs real time in the engine's periodic
-// work (heartbeats, refreshes, the leader's passes): about a real second
-// per two virtual weeks.
+// work (refreshes, the leader's passes, idle polls): about a tenth of a
+// real second per virtual day (BenchmarkVirtualSleep).
 const DefaultTimeout = 30 * 24 * time.Hour
 
 // DefaultTenant is the Options.Tenant of a zero Options.

@@ -319,7 +319,7 @@ func TestEndsWithAStepRunning(t *testing.T) {
 }
 
 // TestLongSleep: a two weeks' sleep passes in virtual time (in about a
-// real second, spent in the engine's periodic work).
+// real second, spent in the engine's periodic work: BenchmarkVirtualSleep).
 func TestLongSleep(t *testing.T) {
 	durabletest.Run(t, func(t *testing.T, k *durabletest.Kit) {
 		wf := durable.NewWorkflow[int]("fortnightly")

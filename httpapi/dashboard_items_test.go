@@ -40,5 +40,10 @@ func TestDashboardDAGItemCount(t *testing.T) {
 		sub, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('`+box+` text.sub').textContent`))
 		require.NoError(t, err)
 		require.Equal(t, c.want, sub)
+		// A DAG that fits the panel is drawn at 100% (a wider one fits:
+		// TestDashboardDAGPanel).
+		zoom, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("dag-zoom").textContent`))
+		require.NoError(t, err)
+		require.Equal(t, "100%", zoom)
 	}
 }

@@ -58,6 +58,7 @@ func TestMapInputShownAsMap(t *testing.T) {
 	require.Len(t, m.Items, 3)
 	require.Equal(t, 2, m.Items[2].Item)
 	require.Equal(t, float64(6), m.Items[2].Output)
+	require.Equal(t, []any{2.0, 4.0, 6.0}, m.Output, "a completed map step's output: the list sum reads")
 	require.Equal(t, float64(12), run.Steps[1].Output)
 
 	r = en.do(t, "acme", "GET", "/api/v1/workflows/doubler", nil)

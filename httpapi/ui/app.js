@@ -419,12 +419,16 @@ function dagSVG(steps, onSelect, id, label) {
 
 // zooms keeps the zoom of each drawing, by its id: "fit", or a scale (1 is
 // 100%). A page drawn again (a run's, at every refresh) keeps its zoom.
+// A drawing not zoomed yet fits: at 100% when it fits the panel, smaller
+// when it does not (at 100% it would cut off its last steps).
 const zooms = new Map();
+const zoomOf = (id) => zooms.get(id) ?? "fit";
 
 // zoomPanel puts a drawing (an SVG of width × height user units) in a
 // panel as wide as the page, which scrolls what does not fit, with a zoom
-// bar: fit (the whole drawing in the panel, at most 100%), zoom out, 100%,
-// zoom in. "Fit" refits when the window is resized.
+// bar: fit (the whole drawing in the panel, at most 100%: the zoom until
+// another is chosen), zoom out, 100%, zoom in. "Fit" refits when the
+// window is resized.
 function zoomPanel(g, id, width, height) {
   const wrap = el("div", { class: "dag-wrap", id: id + "-wrap" }, g);
   const shown = el("span", { class: "muted zoom-level", id: id + "-zoom" });
@@ -435,15 +439,15 @@ function zoomPanel(g, id, width, height) {
     return w > 0 ? Math.min(1, w / width, h / height) : 1;
   };
   const apply = () => {
-    const z = zooms.get(id) || 1;
+    const z = zoomOf(id);
     const k = scaleOf(z);
     g.setAttribute("width", Math.round(width * k));
     g.setAttribute("height", Math.round(height * k));
     g.dataset.zoom = k.toFixed(3);
-    shown.textContent = Math.round(k * 100) + "%" + (z === "fit" ? " (fit)" : "");
+    shown.textContent = Math.round(k * 100) + "%" + (z === "fit" && k < 1 ? " (fit)" : "");
   };
   const set = (z) => { zooms.set(id, z); apply(); };
-  const by = (f) => set(Math.min(4, Math.max(0.05, scaleOf(zooms.get(id) || 1) * f)));
+  const by = (f) => set(Math.min(4, Math.max(0.05, scaleOf(zoomOf(id)) * f)));
   const button = (cls, text, label, onclick) => el("button", { type: "button", class: "zoom " + cls, id: `${id}-${cls}`, "aria-label": label, title: label, onclick }, text);
   const bar = el("div", { class: "dag-zoom" },
     button("fit", "Fit", "fit the whole drawing in the panel", () => set("fit")),
@@ -452,7 +456,7 @@ function zoomPanel(g, id, width, height) {
     button("in", "+", "zoom in", () => by(1.25)),
     shown);
   // Laid out, and at every change of the panel's width: a fit refits.
-  new ResizeObserver(() => { if (zooms.get(id) === "fit") apply(); }).observe(wrap);
+  new ResizeObserver(() => { if (zoomOf(id) === "fit") apply(); }).observe(wrap);
   apply();
   return el("div", { class: "dag-panel" }, bar, wrap);
 }

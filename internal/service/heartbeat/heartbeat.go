@@ -46,8 +46,9 @@ type Config struct {
 // Heartbeat is the heartbeat service.
 type Heartbeat struct {
 	startstop.Base
-	cfg Config
-	now chan struct{}
+	cfg     Config
+	now     chan struct{}
+	claimed chan struct{}
 }
 
 // New returns a heartbeat, not started.
@@ -58,7 +59,7 @@ func New(cfg Config) *Heartbeat {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Heartbeat{cfg: cfg, now: make(chan struct{}, 1)}
+	return &Heartbeat{cfg: cfg, now: make(chan struct{}, 1), claimed: make(chan struct{}, 1)}
 }
 
 // Beat asks the heartbeat to vouch for the claims at once (notifications
@@ -71,8 +72,21 @@ func (h *Heartbeat) Beat() {
 	}
 }
 
+// Claimed says a claim was added to the claims: an idle heartbeat (one
+// that found no claim to vouch for) starts beating again, the first beat
+// an Interval later. It does not block.
+func (h *Heartbeat) Claimed() {
+	select {
+	case h.claimed <- struct{}{}:
+	default:
+	}
+}
+
 // Start starts vouching every Interval, and at once when asked (Beat),
-// until Stop or until ctx is done.
+// until Stop or until ctx is done. A beat that finds no claim makes the
+// heartbeat idle: it sleeps, with no timer, until a claim begins
+// (Claimed), so that an idle engine costs nothing, and virtual time
+// (testing/synctest) passes without a wake-up every Interval.
 func (h *Heartbeat) Start(ctx context.Context) error {
 	h.Go(ctx, h.run)
 	return nil
@@ -84,15 +98,24 @@ func (h *Heartbeat) run(ctx context.Context) {
 	callCtx := context.WithoutCancel(ctx)
 	t := time.NewTicker(h.cfg.Interval)
 	defer t.Stop()
+	tick := t.C // nil while idle
 	for {
 		select {
-		case <-t.C:
+		case <-tick:
 		case <-h.now:
+		case <-h.claimed:
+			if tick == nil {
+				t.Reset(h.cfg.Interval)
+				tick = t.C
+			}
+			continue
 		case <-ctx.Done():
 			return
 		}
 		refs := h.cfg.Claims.Refs()
 		if len(refs) == 0 {
+			t.Stop()
+			tick = nil
 			continue
 		}
 		res, err := h.cfg.Store.Heartbeat(callCtx, &store.HeartbeatParams{Now: h.cfg.Now(), WorkerID: h.cfg.WorkerID, Tasks: refs})

@@ -176,3 +176,63 @@ func TestStopWaitsForHeartbeatInFlight(t *testing.T) {
 		require.Len(t, b.claims.results(), 1)
 	})
 }
+
+// countingClaims counts how often the heartbeat looks at the claims.
+type countingClaims struct {
+	fakeClaims
+	looks int
+}
+
+func (c *countingClaims) Refs() []store.TaskRef {
+	c.mu.Lock()
+	c.looks++
+	c.mu.Unlock()
+	return c.fakeClaims.Refs()
+}
+
+func (c *countingClaims) lookCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.looks
+}
+
+// A heartbeat with no claim to vouch for goes idle: it no longer wakes
+// every Interval (an idle engine costs nothing, and virtual time passes
+// without wake-ups), until a claim begins (Claimed); it then beats an
+// Interval after the claim, and every Interval on.
+func TestIdleUntilClaimed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &fakeStore{}
+		claims := &countingClaims{}
+		hb := New(Config{Store: st, Claims: claims, WorkerID: "w", Interval: 10 * time.Second})
+		require.NoError(t, hb.Start(t.Context()))
+		defer hb.Stop()
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		require.Equal(t, 1, claims.lookCount(), "idle after the first beat found nothing")
+		require.Empty(t, st.stamps())
+
+		hb.Beat() // asked: it looks, and stays idle
+		synctest.Wait()
+		require.Equal(t, 2, claims.lookCount())
+
+		time.Sleep(3 * time.Second)
+		ref := store.TaskRef{RunID: uuid.New(), Step: "s", Token: 1}
+		claims.mu.Lock()
+		claims.refs = []store.TaskRef{ref}
+		claims.mu.Unlock()
+		claimedAt := time.Now()
+		hb.Claimed()
+		time.Sleep(25 * time.Second)
+		synctest.Wait()
+		require.Equal(t, []time.Time{claimedAt.Add(10 * time.Second), claimedAt.Add(20 * time.Second)}, st.stamps())
+
+		claims.mu.Lock()
+		claims.refs = nil
+		claims.mu.Unlock()
+		looks := claims.lookCount()
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		require.Equal(t, looks+1, claims.lookCount(), "idle again")
+	})
+}
