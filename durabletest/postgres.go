@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -13,10 +12,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/internal/tools/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
 )
@@ -141,7 +140,7 @@ func startPostgres(t *testing.T, opts Options) *Kit {
 		t.Fatalf("durabletest: connecting to Options.DatabaseURL: %v", err)
 	}
 	for _, schema := range []string{storeSchema, appSchema} {
-		t.Cleanup(func() { dropSchema(t, pool, schema) })
+		t.Cleanup(func() { pgtest.DropSchema(t, pool, schema) })
 	}
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{appSchema}.Sanitize()); err != nil {
 		t.Fatalf("durabletest: creating schema %s: %v", appSchema, err)
@@ -165,25 +164,6 @@ func newSchemaName() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails since Go 1.24
 	return "durabletest_" + hex.EncodeToString(b[:])
-}
-
-// dropSchema drops schema and all it holds, failing t if it cannot.
-func dropSchema(t testing.TB, pool *pgxpool.Pool, schema string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	// A session that is still ending (a backend whose client hung up a
-	// moment ago) can make the drop lose a deadlock: it is taken again.
-	for attempt := 1; ; attempt++ {
-		_, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		var pgErr *pgconn.PgError
-		if err != nil && attempt < 5 && errors.As(err, &pgErr) && pgErr.Code == "40P01" {
-			continue
-		}
-		if err != nil {
-			t.Errorf("durabletest: dropping schema %s: %v", schema, err)
-		}
-		return
-	}
 }
 
 // now returns the instant the kit compares due times with: virtual time in

@@ -119,24 +119,7 @@ func NewSchemaName() string {
 func EmptySchema(t testing.TB, pool *pgxpool.Pool) string {
 	t.Helper()
 	schema := NewSchemaName()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		// A session of the test that is still ending (a backend whose client
-		// hung up a moment ago) can make the drop lose a deadlock: the drop
-		// is rolled back, and taken again.
-		for attempt := 1; ; attempt++ {
-			_, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-			var pgErr *pgconn.PgError
-			if err != nil && attempt < 5 && errors.As(err, &pgErr) && pgErr.Code == "40P01" {
-				continue
-			}
-			if err != nil {
-				t.Errorf("pgtest: drop schema %s: %v", schema, err)
-			}
-			return
-		}
-	})
+	t.Cleanup(func() { DropSchema(t, pool, schema) })
 	return schema
 }
 
@@ -162,4 +145,24 @@ func Store(t testing.TB) *pgstore.Store {
 		t.Fatalf("pgtest: %v", err)
 	}
 	return s
+}
+
+// DropSchema drops schema and all it holds, if it exists, failing t if it
+// cannot. A session that is still ending (a backend whose client hung up a
+// moment ago) can make the drop lose a deadlock: the drop is rolled back,
+// and taken again.
+func DropSchema(t testing.TB, pool *pgxpool.Pool, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		_, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		var pgErr *pgconn.PgError
+		if err != nil && attempt < 5 && errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+			continue
+		}
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+		return
+	}
 }
