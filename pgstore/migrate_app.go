@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -151,6 +152,8 @@ func sortedApp(app []AppMigration) ([]AppMigration, error) {
 			return nil, invalid(m, "", "version %d is given twice (also to %q)", m.Version, seen[m.Version].Name)
 		case m.Name == "":
 			return nil, invalid(m, "", "a Name is required")
+		case !utf8.ValidString(m.Name):
+			return nil, invalid(m, "", "its Name %q is not valid UTF-8", m.Name)
 		case strings.IndexFunc(m.Name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
 			return nil, invalid(m, "", "its Name %q has control characters", m.Name)
 		case m.Up != "" && m.UpFunc != nil:

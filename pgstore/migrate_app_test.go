@@ -186,6 +186,7 @@ func TestAppMigrationsValidation(t *testing.T) {
 		{[]pgstore.AppMigration{ok, {Version: 1, Name: "b", Up: "SELECT 2"}}, `version 1 is given twice (also to "a")`},
 		{[]pgstore.AppMigration{{Version: 2, Up: "SELECT 1"}}, "a Name is required"},
 		{[]pgstore.AppMigration{{Version: 2, Name: "a\nb", Up: "SELECT 1"}}, "control characters"},
+		{[]pgstore.AppMigration{{Version: 2, Name: "a\xffb", Up: "SELECT 1"}}, "not valid UTF-8"},
 		{[]pgstore.AppMigration{{Version: 2, Name: "a"}}, "its Up SQL is empty"},
 		{[]pgstore.AppMigration{{Version: 2, Name: "a", Up: " \n\t"}}, "its Up SQL is empty"},
 		{[]pgstore.AppMigration{{Version: 2, Name: "a", Up: "SELECT 1", UpFunc: noop}}, "both Up and UpFunc"},
