@@ -62,3 +62,31 @@ func TestTriggerWarnsOfStaleVersion(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.status, r.body)
 	require.NotContains(t, r.json(t), "warning")
 }
+
+// TestTriggerUnknownFields: an input with a field the workflow's input
+// type does not have (a misspelling) is refused with 422 and starts
+// nothing, alone or in a batch; "allow_unknown_fields": true (a client
+// newer than this server's definition) starts it, the field kept in the
+// recorded input.
+func TestTriggerUnknownFields(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t, memstore.New())
+	in := map[string]any{"name": "ada", "nmae": "typo"}
+	r := en.do(t, "acme", "POST", "/api/v1/workflows/greet/runs", map[string]any{"input": in})
+	require.Equal(t, http.StatusUnprocessableEntity, r.status, r.body)
+	require.Contains(t, string(r.body), "nmae")
+	r = en.do(t, "acme", "POST", "/api/v1/workflows/greet/runs/batch",
+		map[string]any{"runs": []map[string]any{{"input": map[string]any{"name": "bo"}}, {"input": in}}})
+	require.Equal(t, http.StatusUnprocessableEntity, r.status, r.body)
+	require.Contains(t, string(r.body), "runs[1]")
+
+	r = en.do(t, "acme", "POST", "/api/v1/workflows/greet/runs", map[string]any{"input": in, "allow_unknown_fields": true})
+	require.Equal(t, http.StatusCreated, r.status, r.body)
+	id := r.json(t)["run_id"].(string)
+	r = en.do(t, "acme", "GET", "/api/v1/runs/"+id, nil)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, string(r.body), `"nmae":"typo"`)
+	r = en.do(t, "acme", "POST", "/api/v1/workflows/greet/runs/batch",
+		map[string]any{"runs": []map[string]any{{"input": in, "allow_unknown_fields": true}}})
+	require.Equal(t, http.StatusCreated, r.status, r.body)
+}

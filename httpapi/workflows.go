@@ -97,6 +97,10 @@ type triggerRequest struct {
 	StartAfter     string          `json:"start_after"`
 	RunTimeout     string          `json:"run_timeout"`
 	Deadline       *time.Time      `json:"deadline"`
+	// AllowUnknownFields lets Input hold fields the input type does not
+	// have (durable.WithUnknownFields): a client newer than this server
+	// may send a field its definition does not know yet.
+	AllowUnknownFields bool `json:"allow_unknown_fields"`
 }
 
 // triggerResponse says what a trigger did.
@@ -176,6 +180,9 @@ func (req *triggerRequest) options(sc scope) (string, []durable.TriggerOption, e
 		return "", nil, err
 	}
 	var opts []durable.TriggerOption
+	if req.AllowUnknownFields {
+		opts = append(opts, durable.WithUnknownFields())
+	}
 	if req.IdempotencyKey != "" {
 		if err := check(dag.IdempotencyKeyRule, "idempotency_key", req.IdempotencyKey); err != nil {
 			return "", nil, err
