@@ -19,8 +19,8 @@ import (
 // migrated one), as a retention that vacuum never follows would: it turns
 // autovacuum off for that table, creates runs of 100 steps each through
 // the store until they have n tasks, deletes the runs (their tasks go
-// with them) and makes the deleting session report its statistics at
-// once, so that the next read of the statistics sees the dead rows.
+// with them), makes the deleting session report its statistics at once,
+// and waits until the statistics count every row it made as dead.
 func DeadTasks(t testing.TB, pool *pgxpool.Pool, schema string, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -64,5 +64,24 @@ func DeadTasks(t testing.TB, pool *pgxpool.Pool, schema string, n int) {
 	}
 	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
 		t.Fatalf("pgtest: flush statistics: %v", err)
+	}
+	// The sessions that inserted the tasks report theirs up to a second
+	// later (or after 10s idle): until they have, the statistics count
+	// some of the deleted rows as live. Wait until every insert is
+	// counted: no live task left, at least n dead.
+	for {
+		var live, dead int64
+		if err := pool.QueryRow(ctx, "SELECT pg_stat_get_live_tuples($1::regclass), pg_stat_get_dead_tuples($1::regclass)",
+			tasks).Scan(&live, &dead); err != nil {
+			t.Fatalf("pgtest: read statistics: %v", err)
+		}
+		if live == 0 && dead >= int64(n) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("pgtest: the statistics of %s show %d live and %d dead rows, want 0 and at least %d", tasks, live, dead, n)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
