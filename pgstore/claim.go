@@ -67,11 +67,11 @@ func (s *Store) claimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 	if len(claimed) == 0 {
 		return nil, nil
 	}
-	claimed, shapeOf, idxs = s.dropUnread(ctx, claimed, shapeOf, idxs)
+	claimed, shapeOf, idxs, shapes := s.dropUnread(ctx, claimed, shapeOf, idxs)
 	if len(claimed) == 0 {
 		return nil, nil
 	}
-	if err := s.completeClaimsRetrying(ctx, claimed, shapeOf, idxs); err != nil {
+	if err := s.completeClaimsRetrying(ctx, claimed, shapeOf, idxs, shapes); err != nil {
 		// The claims committed but cannot be run without their parents'
 		// outputs: give them back now instead of leaving them RUNNING until
 		// a rescue counts a failed attempt.
@@ -101,12 +101,13 @@ const completeBudget = 10 * time.Second
 // good, or completeBudget runs out. A claim that committed is worth keeping:
 // giving it back needs the database as much as completing it does, and a
 // claim neither completed nor released is only rescued after DeadAfter, as
-// a failed attempt of a live worker.
-func (s *Store) completeClaimsRetrying(ctx context.Context, claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int) error {
+// a failed attempt of a live worker. shapes, when not nil, are the claims'
+// shapes, read already.
+func (s *Store) completeClaimsRetrying(ctx context.Context, claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int, shapes map[uuid.UUID]*dag.Compiled) error {
 	deadline := time.Now().Add(completeBudget)
 	delay := 50 * time.Millisecond
 	for {
-		err := s.completeClaims(ctx, claimed, shapeOf, idxs)
+		err := s.completeClaims(ctx, claimed, shapeOf, idxs, shapes)
 		if err == nil || !transient(err) || time.Now().Add(delay).After(deadline) || !sleep.For(ctx, delay) {
 			return err
 		}
@@ -165,14 +166,18 @@ func (s *Store) scanClaimed(rows pgx.Rows, err error) (claimed []*store.ClaimedT
 // completeClaims fills in what the shapes say (retry policy) and the outputs
 // of completed parents (for a map step, its items' outputs). Parent outputs
 // never change once written, so reading them after the claim committed is
-// safe.
-func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int) error {
-	shapes, unread, err := s.shapesFor(ctx, s.pool, shapeOf)
-	if err != nil {
-		return err
-	}
-	for _, err := range unread { // dropUnread took them out
-		return fmt.Errorf("pgstore: claim: %w", err)
+// safe. shapes, when not nil, are the claims' shapes, read already
+// (dropUnread); else they are read here.
+func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int, shapes map[uuid.UUID]*dag.Compiled) error {
+	if shapes == nil {
+		read, unread, err := s.shapesFor(ctx, s.pool, shapeOf)
+		if err != nil {
+			return err
+		}
+		for _, err := range unread { // dropUnread took them out
+			return fmt.Errorf("pgstore: claim: %w", err)
+		}
+		shapes = read
 	}
 	var pRuns []uuid.UUID
 	var pNames []string

@@ -36,11 +36,15 @@ func (s *Store) warnUnread(rec *store.Run, shapeID uuid.UUID, err error) {
 // back (this engine would claim it again at once): it stays RUNNING
 // under this claim until the leader rescues it, as a lost attempt. When
 // the shapes cannot be loaded, claimed is returned as it is, for
-// completeClaims to report.
-func (s *Store) dropUnread(ctx context.Context, claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int) ([]*store.ClaimedTask, []uuid.UUID, []int) {
-	_, unread, err := s.shapesFor(ctx, s.pool, shapeOf)
-	if err != nil || len(unread) == 0 {
-		return claimed, shapeOf, idxs
+// completeClaims to report; else with the shapes it read, for
+// completeClaims to use rather than look them up again.
+func (s *Store) dropUnread(ctx context.Context, claimed []*store.ClaimedTask, shapeOf []uuid.UUID, idxs []int) ([]*store.ClaimedTask, []uuid.UUID, []int, map[uuid.UUID]*dag.Compiled) {
+	shapes, unread, err := s.shapesFor(ctx, s.pool, shapeOf)
+	if err != nil {
+		return claimed, shapeOf, idxs, nil
+	}
+	if len(unread) == 0 {
+		return claimed, shapeOf, idxs, shapes
 	}
 	var keptC []*store.ClaimedTask
 	var keptS []uuid.UUID
@@ -53,7 +57,7 @@ func (s *Store) dropUnread(ctx context.Context, claimed []*store.ClaimedTask, sh
 		}
 		keptC, keptS, keptI = append(keptC, c), append(keptS, shapeOf[k]), append(keptI, idxs[k])
 	}
-	return keptC, keptS, keptI
+	return keptC, keptS, keptI, shapes
 }
 
 // warnUnreadSchedule logs, at most once per schedule every
