@@ -397,6 +397,8 @@ func TestBenchSoak(t *testing.T) {
 		triggered += s["triggered"].(float64)
 		completed += s["completed"].(float64)
 		require.NotEmpty(t, s["tables"])
+		require.Greater(t, s["stats_ms"].(float64), 0.0, "Stats timed at each sample")
+		require.Greater(t, s["list_ms"].(float64), 0.0, "the runs list timed at each sample")
 	}
 	require.Equal(t, 1000.0, triggered)
 	// Every run is accounted for at the final sample: completed by the
@@ -417,6 +419,11 @@ func TestBenchSoak(t *testing.T) {
 	metric(t, rep, "size_growth_pct")
 	metric(t, rep, "throughput_change_pct")
 	metric(t, rep, "p99_change_pct")
+	// The early window opens the run's second half: 5-7s of 10s.
+	require.Greater(t, value(t, rep, "early_stats_ms"), 0.0)
+	require.Greater(t, value(t, rep, "last_list_ms"), 0.0)
+	metric(t, rep, "stats_change_pct")
+	metric(t, rep, "list_change_pct")
 	params := rep["params"].(map[string]any)
 	require.Contains(t, []any{"server", "bench"}, params["autovacuum"])
 	require.Equal(t, 100.0, params["rate"])

@@ -475,10 +475,12 @@ type bencher struct {
 	dbName   string
 	clientDB *pgxpool.Pool
 	client   *durable.Engine
-	set      *workloads.Set
-	logger   *slog.Logger
-	notes    []string // for the report, from setup
-	logMu    sync.Mutex
+	// clientStore is client's store.
+	clientStore *pgstore.Store
+	set         *workloads.Set
+	logger      *slog.Logger
+	notes       []string // for the report, from setup
+	logMu       sync.Mutex
 }
 
 func (b *bencher) logf(format string, args ...any) {
@@ -608,6 +610,7 @@ func (b *bencher) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	b.clientStore = s
 	b.client, err = durable.New(s, durable.Config{WorkerID: "bench-" + b.tag + "-client", Logger: b.logger})
 	return err
 }

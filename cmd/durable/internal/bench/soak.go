@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/effectivelabs/durable"
+	"github.com/effectivelabs/durable/pgstore"
 )
 
 // sampleLag is how long after an interval ends soak reads the runs that
@@ -22,14 +23,23 @@ const sampleLag = time.Second
 // soakTick paces the triggers.
 const soakTick = 20 * time.Millisecond
 
-// plateauTolerance is how much a table may grow after the reference sample
-// and still count as having plateaued; soakTolerance is how far the last
-// window's throughput and p99 may move from the second window's.
+// The goal (issue #32) judges the second half of the run: its sizes flat
+// within 5%, and so its throughput, p99, Stats and first page of the runs
+// list. plateauTolerance is how much a table's peak may grow after the
+// early window and still count as flat; soakTolerance is how far the last
+// window's figures may move from the early window's. soakTimingSlackMs:
+// Stats and the runs list, timed in milliseconds or less, also meet their
+// goal when they move by at most this much (noise alone moves a
+// sub-millisecond timing by more than 5%). soakReads is how many times
+// each sample calls each.
 const (
-	plateauTolerance = 10.0 // %
-	plateauSlackMB   = 1.0  // small tables: growth under this is no growth
-	soakTolerance    = 10.0 // %
-	soakSustained    = 0.95 // of the rate
+	plateauTolerance  = 5.0  // %
+	plateauSlackMB    = 1.0  // small tables: growth under this is no growth
+	soakTolerance     = 5.0  // %
+	soakTimingSlackMs = 1.0  // ms
+	soakSustained     = 0.95 // of the rate
+	soakReads         = 3
+	soakListLimit     = 50
 )
 
 // SoakSample is what soak records for one sampling interval.
@@ -62,6 +72,11 @@ type SoakSample struct {
 	// by anyone (pg_stat_user_tables).
 	Vacuums int             `json:"vacuums"`
 	Tables  []TableSnapshot `json:"tables"`
+	// StatsMs and ListMs time Stats (a 24-hour window) and the first page
+	// of the runs list (ListRuns, 50 runs) at the sample: the median of
+	// soakReads calls each, measured by the client.
+	StatsMs float64 `json:"stats_ms"`
+	ListMs  float64 `json:"list_ms"`
 }
 
 // TableSnapshot is one table of the schema at a sample.
@@ -77,7 +92,6 @@ type TableSnapshot struct {
 	// that were heap-only (no index entry written).
 	Updates    int64 `json:"updates"`
 	HOTUpdates int64 `json:"hot_updates"`
-	deleted    int64
 }
 
 func (s SoakSample) totalBytes() int64 {
@@ -105,17 +119,39 @@ func (s SoakSample) table(name string) (TableSnapshot, bool) {
 	return TableSnapshot{}, false
 }
 
-// soakWindow is a window of soak's intervals: [From, To) seconds.
+// soakWindow is a window of soak's intervals: [From, To) seconds, with
+// what the intervals it covers counted and timed.
 type soakWindow struct {
-	From, To float64
-	seconds  float64
-	runs     int
-	lat      []float64
+	From, To    float64
+	seconds     float64
+	runs        int
+	lat         []float64
+	stats, list []float64 // the samples' StatsMs and ListMs
 }
 
+const soakEps = 1e-6
+
+// covers tells whether the sample's interval lies in the window.
 func (w *soakWindow) covers(s SoakSample) bool {
-	const eps = 1e-6
-	return s.T-s.Seconds >= w.From-eps && s.T <= w.To+eps
+	return s.T-s.Seconds >= w.From-soakEps && s.T <= w.To+soakEps
+}
+
+// holds tells whether the sample was taken in the window (its end, when
+// the table sizes are read, is in [From, To]).
+func (w *soakWindow) holds(s SoakSample) bool {
+	return s.T >= w.From-soakEps && s.T <= w.To+soakEps
+}
+
+// add counts the sample, with its interval's latencies, if it covers it.
+func (w *soakWindow) add(s SoakSample, lat []float64) {
+	if !w.covers(s) {
+		return
+	}
+	w.seconds += s.Seconds
+	w.runs += s.Completed
+	w.lat = append(w.lat, lat...)
+	w.stats = append(w.stats, s.StatsMs)
+	w.list = append(w.list, s.ListMs)
 }
 
 func (w *soakWindow) perSecond() float64 {
@@ -125,11 +161,13 @@ func (w *soakWindow) perSecond() float64 {
 	return float64(w.runs) / w.seconds
 }
 
-// soakWindows returns the windows the goal compares: the second and the
-// last of width min(1m, duration/5).
-func soakWindows(d time.Duration) (second, last *soakWindow) {
+// soakWindows returns the windows the goal compares, of width min(1m,
+// duration/5): the early one opens the judged span, the run's second half
+// (the last 10 minutes of 20), and the last one closes it.
+func soakWindows(d time.Duration) (early, last *soakWindow) {
 	w := min(time.Minute, d/5).Seconds()
-	return &soakWindow{From: w, To: 2 * w}, &soakWindow{From: d.Seconds() - w, To: d.Seconds()}
+	half := d.Seconds() / 2
+	return &soakWindow{From: half, To: half + w}, &soakWindow{From: d.Seconds() - w, To: d.Seconds()}
 }
 
 // soak triggers one-step runs at a fixed rate for the duration, with the
@@ -220,11 +258,11 @@ func (b *bencher) soak(ctx context.Context, rep *Report) error {
 	})
 
 	b.logf("triggering %d runs/s for %s (retention %s; vacuum: %s)", o.Rate, o.Duration, o.Retention, mode)
-	second, last := soakWindows(o.Duration)
+	early, last := soakWindows(o.Duration)
 	var samples []SoakSample
 	var prev *SoakSample
 	var prevSent int64
-	var prevDeleted int64
+	var prevKept int
 	for end := o.Sample; ; end += o.Sample {
 		end = min(end, o.Duration)
 		// The triggers are counted when the interval ends, the database
@@ -257,13 +295,16 @@ func (b *bencher) soak(ctx context.Context, rep *Report) error {
 		if err != nil {
 			return err
 		}
+		if s.StatsMs, s.ListMs, err = b.timeReads(ctx); err != nil {
+			return err
+		}
 		s.T, s.Seconds = end.Seconds(), (end - from).Seconds()
 		s.Triggered, s.TriggerLag = int(n-prevSent), int(max(due(end)-n, 0))
 		prevSent = n
-		if runs, ok := s.table("runs"); ok {
-			s.Pruned = int(runs.deleted - prevDeleted)
-			prevDeleted = runs.deleted
-		}
+		// The runs gone since the previous sample: deleted, or dropped
+		// with their period's partitions (which no row counter counts).
+		s.Pruned = max(prevKept+s.Triggered-s.Kept, 0)
+		prevKept = s.Kept
 		if prev != nil {
 			for _, t := range s.Tables {
 				if p, ok := prev.table(t.Name); ok {
@@ -271,20 +312,15 @@ func (b *bencher) soak(ctx context.Context, rep *Report) error {
 				}
 			}
 		}
-		for _, w := range []*soakWindow{second, last} {
-			if w.covers(s) {
-				w.seconds += s.Seconds
-				w.runs += s.Completed
-				w.lat = append(w.lat, lat...)
-			}
-		}
+		early.add(s, lat)
+		last.add(s, lat)
 		samples = append(samples, s)
 		prev = &samples[len(samples)-1]
 		runs, _ := s.table("runs")
 		tasks, _ := s.table("tasks")
-		b.logf("t=%4.0fs triggered %6.0f/s completed %6.0f/s p50 %7.1fms p99 %7.1fms in flight %7d kept %7d pruned %6.0f/s | runs %6.1fMB (%d dead) tasks %6.1fMB (%d dead) total %6.1fMB",
+		b.logf("t=%4.0fs triggered %6.0f/s completed %6.0f/s p50 %7.1fms p99 %7.1fms in flight %7d kept %7d pruned %6.0f/s | runs %6.1fMB (%d dead) tasks %6.1fMB (%d dead) total %6.1fMB | stats %.1fms list %.2fms",
 			s.T, float64(s.Triggered)/s.Seconds, float64(s.Completed)/s.Seconds, s.P50, s.P99, s.InFlight, s.Kept,
-			float64(s.Pruned)/s.Seconds, mb(runs.Bytes), runs.Dead, mb(tasks.Bytes), tasks.Dead, mb(s.totalBytes()))
+			float64(s.Pruned)/s.Seconds, mb(runs.Bytes), runs.Dead, mb(tasks.Bytes), tasks.Dead, mb(s.totalBytes()), s.StatsMs, s.ListMs)
 		if end >= o.Duration {
 			break
 		}
@@ -293,7 +329,7 @@ func (b *bencher) soak(ctx context.Context, rep *Report) error {
 	bg.Wait()
 	f.stop()
 	rep.Series = samples
-	b.soakReport(rep, samples, second, last, sent.Load(), total)
+	b.soakReport(rep, samples, early, last, sent.Load(), total)
 	if vac != nil {
 		rep.Tables = append(rep.Tables, vac.summary())
 	}
@@ -327,19 +363,24 @@ FROM `+b.table("runs"), from, to).Scan(&s.Kept, &s.InFlight, &s.Settled, &lat)
 	}
 	sum := Summarize(lat)
 	s.Completed, s.P50, s.P95, s.P99, s.Max = sum.N, round2(sum.P50), round2(sum.P95), round2(sum.P99), round2(sum.Max)
+	// A partitioned table (the history's, by period) counts as the sum of
+	// its partitions, which come and go.
 	rows, err := b.monitor.Query(ctx, `
-SELECT c.relname, pg_total_relation_size(c.oid), coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
-       coalesce(s.vacuum_count + s.autovacuum_count, 0), coalesce(s.n_tup_del, 0),
-       coalesce(s.n_tup_upd, 0), coalesce(s.n_tup_hot_upd, 0)
+SELECT `+pgstore.CountsAs("c", "p")+`, sum(coalesce(pg_total_relation_size(c.oid), 0))::int8, sum(coalesce(s.n_live_tup, 0))::int8,
+       sum(coalesce(s.n_dead_tup, 0))::int8, sum(coalesce(s.vacuum_count + s.autovacuum_count, 0))::int8,
+       sum(coalesce(s.n_tup_upd, 0))::int8, sum(coalesce(s.n_tup_hot_upd, 0))::int8
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
+LEFT JOIN pg_class p ON p.oid = i.inhparent
 LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
-WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')`, b.schema)
+WHERE n.nspname = $1 AND c.relkind = 'r'
+GROUP BY 1`, b.schema)
 	if err != nil {
 		return s, nil, fmt.Errorf("sampling the tables: %w", err)
 	}
 	s.Tables, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (TableSnapshot, error) {
 		var t TableSnapshot
-		err := r.Scan(&t.Name, &t.Bytes, &t.Live, &t.Dead, &t.Vacuums, &t.deleted, &t.Updates, &t.HOTUpdates)
+		err := r.Scan(&t.Name, &t.Bytes, &t.Live, &t.Dead, &t.Vacuums, &t.Updates, &t.HOTUpdates)
 		return t, err
 	})
 	if err != nil {
@@ -347,6 +388,26 @@ WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')`, b.schema)
 	}
 	sortTables(s.Tables)
 	return s, lat, nil
+}
+
+// timeReads times what an operator reads while the runs go by: Stats over
+// a day and the first page of the runs list, soakReads times each, in
+// turn; it returns the median of each, in milliseconds.
+func (b *bencher) timeReads(ctx context.Context) (statsMs, listMs float64, err error) {
+	var stats, list []float64
+	for range soakReads {
+		t := time.Now()
+		if _, err := b.client.Stats(ctx, durable.StatsOptions{Window: 24 * time.Hour}); err != nil {
+			return 0, 0, fmt.Errorf("sampling: stats: %w", err)
+		}
+		stats = append(stats, Millis(time.Since(t)))
+		t = time.Now()
+		if _, err := b.client.ListRuns(ctx, durable.ListOptions{Limit: soakListLimit}); err != nil {
+			return 0, 0, fmt.Errorf("sampling: listing runs: %w", err)
+		}
+		list = append(list, Millis(time.Since(t)))
+	}
+	return round3(Percentile(stats, 50)), round3(Percentile(list, 50)), nil
 }
 
 // tableOrder puts the big durable tables first.
@@ -370,12 +431,13 @@ func sortTables(ts []TableSnapshot) {
 	})
 }
 
-// plateau is one table's growth after the reference sample.
+// plateau is one table's growth after the early window: its largest size
+// after it against its largest in it.
 type plateau struct {
 	name                  string
 	atRef, atEnd, maxLate int64 // bytes
-	deadRef, deadEnd      int64
-	deadMax               int64
+	deadRef, deadEnd      int64 // deadRef: the most in the early window
+	deadMax               int64 // the most after it
 }
 
 func (p plateau) growthPct() float64 {
@@ -388,7 +450,7 @@ func (p plateau) growthPct() float64 {
 	return (float64(p.maxLate)/float64(p.atRef) - 1) * 100
 }
 
-// flat tells whether the table plateaued: it grew by at most
+// flat tells whether the table plateaued: its peak grew by at most
 // plateauTolerance, or (a single table) by less than plateauSlackMB.
 func (p plateau) flat() bool {
 	return p.growthPct() <= plateauTolerance || (p.name != allTables && mb(p.maxLate-p.atRef) < plateauSlackMB)
@@ -396,22 +458,33 @@ func (p plateau) flat() bool {
 
 const allTables = "all tables"
 
-// plateaus compares every table's size from the reference sample on (the
-// last at or before 40% of the run: minute 4 of 10) with its size there.
-// The total comes first, named "all tables".
-func plateaus(samples []SoakSample, d time.Duration) (ref float64, ps []plateau) {
-	if len(samples) == 0 {
-		return 0, nil
+// refSpan is when the reference samples were taken: t=From to t=To.
+type refSpan struct{ From, To float64 }
+
+func (r refSpan) String() string {
+	if r.From == r.To {
+		return fmt.Sprintf("t=%.0fs", r.From)
 	}
-	r := 0
-	for i, s := range samples {
-		if s.T <= 0.4*d.Seconds()+1e-6 {
-			r = i
-		}
+	return fmt.Sprintf("t=%.0f-%.0fs", r.From, r.To)
+}
+
+// plateaus compares every table's size after the early window with its
+// size in it, peak against peak: the history's partitions are dropped a
+// period at a time, so a table's size is a sawtooth, and a sample in a
+// trough is no reference. The reference is a table's largest size among
+// the samples taken in the early window (none was: the last one before
+// its end, else the first sample), the growth its largest size after
+// that over the reference; a table that keeps growing grows its peaks
+// too. The total comes first, named "all tables". Without a sample after
+// the reference there is nothing to judge: no plateaus.
+func plateaus(samples []SoakSample, early *soakWindow) (ref refSpan, ps []plateau) {
+	refs, late := plateauSamples(samples, early)
+	if len(refs) == 0 || len(late) == 0 {
+		return refSpan{}, nil
 	}
-	ref = samples[r].T
+	ref = refSpan{refs[0].T, refs[len(refs)-1].T}
 	names := []string{allTables}
-	for _, t := range samples[r].Tables {
+	for _, t := range refs[len(refs)-1].Tables {
 		names = append(names, t.Name)
 	}
 	get := func(s SoakSample, name string) (int64, int64) {
@@ -423,15 +496,41 @@ func plateaus(samples []SoakSample, d time.Duration) (ref float64, ps []plateau)
 	}
 	for _, n := range names {
 		p := plateau{name: n}
-		p.atRef, p.deadRef = get(samples[r], n)
-		p.atEnd, p.deadEnd = get(samples[len(samples)-1], n)
-		for _, s := range samples[r:] {
+		for _, s := range refs {
+			size, dead := get(s, n)
+			p.atRef, p.deadRef = max(p.atRef, size), max(p.deadRef, dead)
+		}
+		for _, s := range late {
 			size, dead := get(s, n)
 			p.maxLate, p.deadMax = max(p.maxLate, size), max(p.deadMax, dead)
 		}
+		p.atEnd, p.deadEnd = get(late[len(late)-1], n)
 		ps = append(ps, p)
 	}
 	return ref, ps
+}
+
+// plateauSamples splits the samples into the reference ones (taken in the
+// early window, or the last before its end, or the first) and those after.
+func plateauSamples(samples []SoakSample, early *soakWindow) (refs, late []SoakSample) {
+	last := -1 // the last sample before the window's end
+	for i, s := range samples {
+		switch {
+		case early.holds(s):
+			refs = append(refs, s)
+		case s.T > early.To+soakEps:
+			late = append(late, s)
+		default:
+			last = i
+		}
+	}
+	if len(refs) > 0 || len(samples) == 0 {
+		return refs, late
+	}
+	if last < 0 {
+		return samples[:1], late[1:]
+	}
+	return samples[last : last+1], late
 }
 
 // soakAccount reconciles the intervals' counts with the final sample, taken
@@ -468,7 +567,7 @@ func pctChange(from, to float64) float64 {
 	return (to/from - 1) * 100
 }
 
-func (b *bencher) soakReport(rep *Report, samples []SoakSample, second, last *soakWindow, sent, total int64) {
+func (b *bencher) soakReport(rep *Report, samples []SoakSample, early, last *soakWindow, sent, total int64) {
 	o := b.o
 	var pruned, vacuums int
 	for _, s := range samples {
@@ -479,47 +578,8 @@ func (b *bencher) soakReport(rep *Report, samples []SoakSample, second, last *so
 	dur := o.Duration.Seconds()
 	rep.Add("triggered_per_s", "triggered, whole run", float64(sent)/dur, "runs/s", 0)
 	rep.Add("completed_per_s", "completed, whole run", float64(acct.settled)/dur, "runs/s", 0)
-	wname := func(w *soakWindow) string {
-		if w.To-w.From == 60 {
-			return fmt.Sprintf("minute %.0f", w.To/60)
-		}
-		return fmt.Sprintf("%.0f-%.0fs", w.From, w.To)
-	}
-	if second.seconds > 0 && last.seconds > 0 {
-		s2, sl := Summarize(second.lat), Summarize(last.lat)
-		label := "2nd window (" + wname(second) + ")"
-		lastLabel := "last window (" + wname(last) + ")"
-		rep.Add("second_runs_per_s", "throughput, "+label, second.perSecond(), "runs/s", 0)
-		rep.AddGoal("last_runs_per_s", "throughput, "+lastLabel, last.perSecond(), "runs/s", 0, AtLeast(soakSustained*float64(o.Rate)))
-		rep.AddGoal("throughput_change_pct", "  last vs 2nd", pctChange(second.perSecond(), last.perSecond()), "%", 1, AtLeast(-soakTolerance))
-		rep.Add("second_p50_ms", "trigger → completed p50, "+label, s2.P50, "ms", 1)
-		rep.Add("last_p50_ms", "trigger → completed p50, "+lastLabel, sl.P50, "ms", 1)
-		rep.Add("second_p99_ms", "trigger → completed p99, "+label, s2.P99, "ms", 1)
-		rep.Add("last_p99_ms", "trigger → completed p99, "+lastLabel, sl.P99, "ms", 1)
-		rep.AddGoal("p99_change_pct", "  last vs 2nd", pctChange(s2.P99, sl.P99), "%", 1, AtMost(soakTolerance))
-	} else {
-		rep.Note("the windows compared (%s) are shorter than the sample interval %s: no comparison", wname(second), o.Sample)
-	}
-	ref, ps := plateaus(samples, o.Duration)
-	if len(ps) > 0 {
-		all := ps[0]
-		rep.AddGoal("size_growth_pct", fmt.Sprintf("all tables' size: growth after t=%.0fs", ref), all.growthPct(), "%", 1, AtMost(plateauTolerance))
-		rep.Add("size_ref_mb", fmt.Sprintf("  size at t=%.0fs", ref), mb(all.atRef), "MB", 1)
-		rep.Add("size_end_mb", "  size at the end", mb(all.atEnd), "MB", 1)
-		rep.Add("dead_max", fmt.Sprintf("  dead tuples, most after t=%.0fs", ref), float64(all.deadMax), "tuples", 0)
-		rep.Add("dead_end", "  dead tuples at the end", float64(all.deadEnd), "tuples", 0)
-		t := Table{Title: fmt.Sprintf("PLATEAU: each table (with indexes) from t=%.0fs on (flat: grew under %.0f%% or %.0f MB)", ref, plateauTolerance, plateauSlackMB),
-			Columns: []string{"table", "MB at ref", "MB max after", "MB at end", "growth %", "dead at ref", "dead max after", "dead at end", "flat"}}
-		for _, p := range ps {
-			flat := "yes"
-			if !p.flat() {
-				flat = "NO"
-			}
-			g := math.Round(p.growthPct()*10) / 10
-			t.Rows = append(t.Rows, []any{p.name, mb(p.atRef), mb(p.maxLate), mb(p.atEnd), g, p.deadRef, p.deadMax, p.deadEnd, flat})
-		}
-		rep.Tables = append(rep.Tables, t)
-	}
+	b.soakWindowsReport(rep, early, last)
+	soakPlateauReport(rep, samples, early)
 	if len(samples) > 0 {
 		end := samples[len(samples)-1]
 		if runs, ok := end.table("runs"); ok && runs.Updates > 0 {
@@ -542,16 +602,96 @@ func (b *bencher) soakReport(rep *Report, samples []SoakSample, second, last *so
 	rep.Tables = append(rep.Tables, soakTables(samples)...)
 	rep.Note("latency is trigger → completed from the database: runs.created_at (the trigger's transaction) → finished_at, of the runs that settled in each interval")
 	rep.Note("each sample reads the runs table once, whole (finished_at has no index), without parallel workers, and the sizes from pg_total_relation_size; dead tuples are pg_stat_user_tables.n_dead_tup")
+	rep.Note("each sample then times Stats (window 24h) and the first page of the runs list (%d runs), %d calls each in turn, the median kept, measured by the client (its round trip included)",
+		soakListLimit, soakReads)
 	if sent < total {
 		rep.Note("the trigger loop fell behind: %s of %s runs triggered", FormatNumber(float64(sent), 0), FormatNumber(float64(total), 0))
 	}
 }
 
+// windowName names a window: "minute 11", or "600-630s" when it is not a
+// minute long.
+func windowName(w *soakWindow) string {
+	if w.To-w.From == 60 {
+		return fmt.Sprintf("minute %.0f", w.To/60)
+	}
+	return fmt.Sprintf("%.0f-%.0fs", w.From, w.To)
+}
+
+// soakWindowsReport compares the last window with the early one:
+// throughput, p50 and p99 trigger → completed, Stats and the runs list.
+func (b *bencher) soakWindowsReport(rep *Report, early, last *soakWindow) {
+	o := b.o
+	rep.Note("the verdicts judge the run's second half: the last window (%s) against the early window (%s) that opens it, the sizes after the early window against the sizes in it",
+		windowName(last), windowName(early))
+	if early.seconds <= 0 || last.seconds <= 0 {
+		rep.Note("the windows compared (%s, %s) are shorter than the sample interval %s: no comparison",
+			windowName(early), windowName(last), o.Sample)
+		return
+	}
+	se, sl := Summarize(early.lat), Summarize(last.lat)
+	label := "early window (" + windowName(early) + ")"
+	lastLabel := "last window (" + windowName(last) + ")"
+	vs := "  last vs early"
+	rep.Add("early_runs_per_s", "throughput, "+label, early.perSecond(), "runs/s", 0)
+	rep.AddGoal("last_runs_per_s", "throughput, "+lastLabel, last.perSecond(), "runs/s", 0, AtLeast(soakSustained*float64(o.Rate)))
+	rep.AddGoal("throughput_change_pct", vs, pctChange(early.perSecond(), last.perSecond()), "%", 1, AtLeast(-soakTolerance))
+	rep.Add("early_p50_ms", "trigger → completed p50, "+label, se.P50, "ms", 1)
+	rep.Add("last_p50_ms", "trigger → completed p50, "+lastLabel, sl.P50, "ms", 1)
+	rep.Add("early_p99_ms", "trigger → completed p99, "+label, se.P99, "ms", 1)
+	rep.Add("last_p99_ms", "trigger → completed p99, "+lastLabel, sl.P99, "ms", 1)
+	rep.AddGoal("p99_change_pct", vs, pctChange(se.P99, sl.P99), "%", 1, AtMost(soakTolerance))
+	timing := func(key, what string, e, l []float64) {
+		me, ml := Percentile(e, 50), Percentile(l, 50)
+		rep.Add("early_"+key+"_ms", what+", median, "+label, me, "ms", 2)
+		rep.Add("last_"+key+"_ms", what+", median, "+lastLabel, ml, "ms", 2)
+		rep.AddGoalOr(key+"_change_pct", vs, pctChange(me, ml), "%", 1, AtMost(soakTolerance),
+			fmt.Sprintf("or within %.0f ms", soakTimingSlackMs), ml-me <= soakTimingSlackMs)
+	}
+	timing("stats", "Stats (window 24h)", early.stats, last.stats)
+	timing("list", fmt.Sprintf("runs list, first page (%d)", soakListLimit), early.list, last.list)
+	rep.Note("Stats and the runs list meet their goal when the last window's median is at most %.0f%% or at most %.0f ms slower than the early window's: sub-millisecond timings are noise-bound (the first page takes about half a millisecond), noise alone moves them by more than %.0f%%",
+		soakTolerance, soakTimingSlackMs, soakTolerance)
+}
+
+// soakPlateauReport judges the sizes: each table's peak after the early
+// window against its peak in it.
+func soakPlateauReport(rep *Report, samples []SoakSample, early *soakWindow) {
+	ref, ps := plateaus(samples, early)
+	if len(ps) == 0 {
+		if len(samples) > 0 {
+			rep.Note("no sample after the early window (%s): no verdict on the sizes", windowName(early))
+		}
+		return
+	}
+	after := fmt.Sprintf("after t=%.0fs", ref.To)
+	all := ps[0]
+	rep.AddGoal("size_growth_pct", fmt.Sprintf("all tables' size: largest %s vs largest at %s", after, ref), all.growthPct(), "%", 1, AtMost(plateauTolerance))
+	rep.Add("size_ref_mb", fmt.Sprintf("  largest at %s", ref), mb(all.atRef), "MB", 1)
+	rep.Add("size_max_mb", "  largest "+after, mb(all.maxLate), "MB", 1)
+	rep.Add("size_end_mb", "  size at the end", mb(all.atEnd), "MB", 1)
+	rep.Add("dead_max", "  dead tuples, most "+after, float64(all.deadMax), "tuples", 0)
+	rep.Add("dead_end", "  dead tuples at the end", float64(all.deadEnd), "tuples", 0)
+	t := Table{Title: fmt.Sprintf("PLATEAU: each table (with indexes), its largest size %s against its largest at %s (flat: grew under %.0f%% or %.0f MB; all tables: %.0f%%)",
+		after, ref, plateauTolerance, plateauSlackMB, plateauTolerance),
+		Columns: []string{"table", "MB max at ref", "MB max after", "MB at end", "growth %", "dead max at ref", "dead max after", "dead at end", "flat"}}
+	for _, p := range ps {
+		flat := "yes"
+		if !p.flat() {
+			flat = "NO"
+		}
+		g := math.Round(p.growthPct()*10) / 10
+		t.Rows = append(t.Rows, []any{p.name, mb(p.atRef), mb(p.maxLate), mb(p.atEnd), g, p.deadRef, p.deadMax, p.deadEnd, flat})
+	}
+	rep.Tables = append(rep.Tables, t)
+	rep.Note("the sizes are judged by their peaks: the history's partitions go a period at a time, so the total is a sawtooth, and a sample in a trough is no reference")
+}
+
 // soakTables renders the series: the runs, the table sizes and the dead
 // tuples over time.
 func soakTables(samples []SoakSample) []Table {
-	series := Table{Title: "SERIES (per interval; rates per second; latency trigger → completed, ms)",
-		Columns: []string{"t s", "triggered/s", "completed/s", "p50", "p99", "max", "in flight", "kept", "pruned/s", "vacuums", "MB", "dead"}}
+	series := Table{Title: "SERIES (per interval; rates per second; latency trigger → completed, ms; Stats and the runs list's first page at the sample, median of 3, ms)",
+		Columns: []string{"t s", "triggered/s", "completed/s", "p50", "p99", "max", "in flight", "kept", "pruned/s", "vacuums", "MB", "dead", "stats", "list"}}
 	var names []string
 	if len(samples) > 0 {
 		for _, t := range samples[len(samples)-1].Tables {
@@ -563,7 +703,7 @@ func soakTables(samples []SoakSample) []Table {
 	for _, s := range samples {
 		per := func(n int) float64 { return math.Round(float64(n) / s.Seconds) }
 		series.Rows = append(series.Rows, []any{s.T, per(s.Triggered), per(s.Completed), s.P50, s.P99, s.Max,
-			s.InFlight, s.Kept, per(s.Pruned), s.Vacuums, mb(s.totalBytes()), s.totalDead()})
+			s.InFlight, s.Kept, per(s.Pruned), s.Vacuums, mb(s.totalBytes()), s.totalDead(), s.StatsMs, s.ListMs})
 		sr, dr := []any{s.T}, []any{s.T}
 		for _, n := range names {
 			t, _ := s.table(n)

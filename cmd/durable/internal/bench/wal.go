@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/effectivelabs/durable/pgstore"
 )
 
 // WAL attribution (Options.WAL, `durable bench --wal`) for the single, dag
@@ -193,21 +195,36 @@ func (p *walProbe) close() {
 // TOAST tables (with their indexes) to their names.
 func (p *walProbe) loadRels(ctx context.Context) error {
 	rows, err := p.b.monitor.Query(ctx, `
-WITH rels AS (
-  SELECT c.oid, c.relname::text AS name, coalesce(t.relname, c.relname)::text AS tbl, c.relkind::text AS kind, c.reltablespace
+WITH parent AS ( -- a partition's table is its partitioned table's (migration 017)
+  SELECT c.oid, `+pgstore.CountsAs("c", "pp")+` AS tbl
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN pg_inherits ih ON ih.inhrelid = c.oid LEFT JOIN pg_class pp ON pp.oid = ih.inhparent
+  WHERE n.nspname = $1 AND c.relkind = 'r'
+), rels AS (
+  -- named as the partitioned table's: tasks_default and tasks_p20261129t000000 are tasks, their
+  -- tasks_default_pkey and tasks_p20261129t000000_pkey are tasks_pkey
+  SELECT c.oid,
+         CASE WHEN pc.tbl IS NOT NULL THEN pc.tbl
+              WHEN pt.tbl IS NOT NULL AND starts_with(c.relname::text, t.relname::text)
+                THEN pt.tbl || substr(c.relname::text, length(t.relname::text) + 1)
+              ELSE c.relname::text END AS name,
+         coalesce(pt.tbl, pc.tbl, c.relname::text) AS tbl, c.relkind::text AS kind, c.reltablespace
   FROM pg_class c
   JOIN pg_namespace n ON n.oid = c.relnamespace
   LEFT JOIN pg_index i ON i.indexrelid = c.oid
   LEFT JOIN pg_class t ON t.oid = i.indrelid
+  LEFT JOIN parent pt ON pt.oid = i.indrelid
+  LEFT JOIN parent pc ON pc.oid = c.oid
   WHERE n.nspname = $1 AND c.relkind IN ('r', 'i', 'S')
   UNION ALL
-  SELECT tc.oid, c.relname || ' (TOAST)', c.relname, 'toast', tc.reltablespace
+  SELECT tc.oid, c.relname || ' (TOAST)', p.tbl, 'toast', tc.reltablespace
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_class tc ON tc.oid = c.reltoastrelid
+  JOIN parent p ON p.oid = c.oid
   WHERE n.nspname = $1
   UNION ALL
-  SELECT ti.indexrelid, c.relname || ' (TOAST index)', c.relname, 'toast', ic.reltablespace
+  SELECT ti.indexrelid, c.relname || ' (TOAST index)', p.tbl, 'toast', ic.reltablespace
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_index ti ON ti.indrelid = c.reltoastrelid
-  JOIN pg_class ic ON ic.oid = ti.indexrelid
+  JOIN pg_class ic ON ic.oid = ti.indexrelid JOIN parent p ON p.oid = c.oid
   WHERE n.nspname = $1
 )
 SELECT name, tbl, kind, reltablespace, pg_relation_filenode(oid) FROM rels WHERE pg_relation_filenode(oid) IS NOT NULL`, p.b.schema)
@@ -275,10 +292,11 @@ WITH w AS (
 ), x AS (
   SELECT xid, CASE
     WHEN xid = 0 THEN 'none'
-    WHEN bool_or(rel = $3 AND rmgr IN ('Heap', 'Heap2') AND rtype ~ '^(MULTI_)?INSERT') THEN 'create'
-    WHEN bool_or(rel = $4 AND rmgr = 'Heap' AND rtype = 'DELETE') THEN 'claim'
-    WHEN bool_or((rel = $3 AND rmgr = 'Heap' AND rtype ~ 'UPDATE') OR rel = $5) THEN 'settle'
-    WHEN bool_or(rel = $6 AND rmgr IN ('Heap', 'Heap2') AND rtype ~ '^(UPDATE|HOT_UPDATE|(MULTI_)?INSERT)') THEN 'finish'
+    WHEN bool_or(rel = ANY($3::text[]) AND rmgr IN ('Heap', 'Heap2') AND rtype ~ '^(MULTI_)?INSERT') THEN 'create'
+    WHEN bool_or(rel = ANY($4::text[]) AND rmgr = 'Heap' AND rtype = 'DELETE') THEN 'claim'
+    WHEN bool_or((rel = ANY($3::text[]) AND rmgr = 'Heap' AND rtype ~ 'UPDATE') OR rel = ANY($5::text[])) THEN 'settle'
+    WHEN bool_or(rel = ANY($6::text[]) AND rmgr IN ('Heap', 'Heap2') AND rtype ~ '^(UPDATE|HOT_UPDATE|(MULTI_)?INSERT)') THEN 'finish'
+    WHEN bool_or(rel = ANY($8::text[])) THEN 'periods'
     WHEN bool_or(rel = ANY($7::text[])) THEN 'other'
     ELSE 'foreign' END AS class
   FROM g GROUP BY xid
@@ -287,14 +305,16 @@ SELECT CASE WHEN g.xid <> 0 THEN x.class WHEN g.rel = ANY($7::text[]) THEN 'none
        coalesce(g.rel, ''), g.rmgr, g.rtype, sum(g.n)::bigint, sum(g.len)::bigint, sum(g.fpi)::bigint, sum(g.multi)::bigint
 FROM g JOIN x USING (xid) GROUP BY 1, 2, 3, 4`
 
-// relOf returns the file of the schema's table name.
-func (p *walProbe) relOf(table string) string {
+// relOf returns the files of the schema's table name: of its partitions,
+// for a partitioned table (runs, tasks and events: migration 017).
+func (p *walProbe) relOf(table string) []string {
+	var out []string
 	for f, r := range p.rels {
 		if r.name == table && r.kind == "table" {
-			return f.String()
+			out = append(out, f.String())
 		}
 	}
-	return ""
+	return out
 }
 
 // walRange is the attribution of a range of WAL.
@@ -354,7 +374,7 @@ func (p *walProbe) attribute(ctx context.Context, from, to uint64) (*walRange, e
 		}
 	}
 	rows, err := p.b.monitor.Query(ctx, q, formatLSN(from), formatLSN(to),
-		p.relOf("runs"), p.relOf("ready"), p.relOf("run_counts"), p.relOf("tasks"), mine)
+		p.relOf("runs"), p.relOf("ready"), p.relOf("run_counts"), p.relOf("tasks"), mine, p.relOf("history_partitions"))
 	if err != nil {
 		return nil, fmt.Errorf("reading the WAL back: %w", err)
 	}
@@ -400,6 +420,8 @@ func walOperation(class, table, rtype string) string {
 		return "outside transactions"
 	case "foreign":
 		return "others (other sessions, checkpoints)"
+	case "periods":
+		return "periods (the leader making and dropping the history's partitions)"
 	}
 	return "other"
 }
