@@ -285,29 +285,34 @@ func TestFunctionNondeterminism(t *testing.T) {
 			return a, nil
 		}, durable.FuncVersion("1"))
 
-		ctx := h.ctx(time.Minute)
-		old := h.start(durable.Config{}, v1())
-		ids := make([]string, 2)
-		for k := range ids {
+		ctx := h.ctx(5 * time.Minute)
+		// asleep starts a run on the old code and stops that engine once
+		// the run sleeps after its first call. Each run is started just
+		// before the deploy that resumes it: a run asleep while the bad
+		// deploy is up could wake there and fail too.
+		asleep := func() uuid.UUID {
+			old := h.start(durable.Config{}, v1())
 			id, err := v1().RunNoWait(ctx, old, "acme", "x")
 			require.NoError(t, err)
-			ids[k] = id.String()
 			h.eventually(h.duration(time.Minute, 10*time.Second), func() bool { return stepState(t, old, id, "main") == durabletype.TaskSleeping }, "asleep")
+			require.NoError(t, old.Stop(ctx))
+			return id
 		}
-		require.NoError(t, old.Stop(ctx))
 
-		// A deploy that changed the code under the runs: the first run
-		// resumes on it and fails, naming both calls.
+		// A deploy that changed the code under the run: it resumes on it
+		// and fails, naming both calls.
+		first := asleep()
 		bad := h.start(durable.Config{}, changed)
-		res := h.wait(bad, uuidOf(t, ids[0]), time.Minute)
+		res := h.wait(bad, first, time.Minute)
 		require.Equal(t, durabletype.RunFailed, res.Status)
 		require.ErrorContains(t, res.Err, `call 0 is step "pack" in the run's history, but the code now calls step "wrap"`)
 		require.NoError(t, bad.Stop(ctx))
 
 		// The same change behind Patched: the old run keeps its path, a
 		// new run takes the new one.
+		second := asleep()
 		good := h.start(durable.Config{}, patched)
-		res = h.wait(good, uuidOf(t, ids[1]), time.Minute)
+		res = h.wait(good, second, time.Minute)
 		require.Equal(t, durabletype.RunCompleted, res.Status, "error: %v", res.Err)
 		out, err := patched.Output(res)
 		require.NoError(t, err)
