@@ -39,7 +39,7 @@ func (e *Engine) newLeader(rt *runtime) *leader.Leader {
 	}
 	if e.cfg.Retention > 0 || e.cfg.EventRetention > 0 {
 		duties = append(duties, duty.NewRetention(duty.RetentionConfig{
-			Common: common, Runs: e.cfg.Retention, PruneRuns: e.Prune,
+			Common: common, Runs: e.cfg.Retention, PruneRuns: e.retain,
 			Events: e.cfg.EventRetention, Store: e.store, Batch: pruneBatch,
 		}))
 	}

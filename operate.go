@@ -246,12 +246,22 @@ func (e *Engine) Stats(ctx context.Context, opts StatsOptions) (*durabletype.Sta
 // tasks and events, in batches of pruneBatch, each a short transaction. It
 // reports how many it deleted. Runs not settled are never deleted.
 func (e *Engine) Prune(ctx context.Context, olderThan time.Duration) (int, error) {
+	return e.prune(ctx, olderThan, false)
+}
+
+// retain is the leader's retention: Prune, letting the store keep runs a
+// little longer to delete whole periods at once (store.PruneRunsParams.Lazy).
+func (e *Engine) retain(ctx context.Context, olderThan time.Duration) (int, error) {
+	return e.prune(ctx, olderThan, true)
+}
+
+func (e *Engine) prune(ctx context.Context, olderThan time.Duration, lazy bool) (int, error) {
 	if olderThan < 0 {
 		return 0, fmt.Errorf("%w: negative age %s", ErrInvalidFilter, olderThan)
 	}
 	total := 0
 	for {
-		res, err := e.store.PruneRuns(ctx, &store.PruneRunsParams{Now: e.now(), OlderThan: olderThan, Limit: pruneBatch})
+		res, err := e.store.PruneRuns(ctx, &store.PruneRunsParams{Now: e.now(), OlderThan: olderThan, Limit: pruneBatch, Lazy: lazy})
 		if err != nil {
 			return total, fmt.Errorf("durable: prune: %w", err)
 		}

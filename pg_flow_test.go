@@ -156,7 +156,11 @@ func TestPGStepTimeoutHungWorker(t *testing.T) {
 		}
 		return "retried", nil
 	}, durable.WithTimeout(500*time.Millisecond), durable.WithRetry(durable.RetryPolicy{MaxRetries: 1, InitialDelay: time.Millisecond}))
-	e := pgStart(t, env.store, durable.Config{Concurrency: 4}, wf)
+	// The worker stays alive: a DeadAfter far beyond the test keeps a
+	// loaded machine's late heartbeat from turning the hung attempt into a
+	// lost one (given back without spending a retry), which is not what
+	// this test is about.
+	e := pgStart(t, env.store, durable.Config{Concurrency: 4, DeadAfter: time.Minute}, wf)
 	defer close(release)
 	ctx := pgCtx(t, 60*time.Second)
 	id, err := wf.RunNoWait(ctx, e, "t", "x")

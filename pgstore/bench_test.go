@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/effectivelabs/durable/durabletype"
-	"github.com/effectivelabs/durable/internal/tools/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
 )
@@ -24,11 +23,7 @@ const (
 
 func benchStore(b *testing.B) *pgstore.Store {
 	b.Helper()
-	pool := pgtest.Pool(b)
-	s, err := pgstore.New(pool, &pgstore.Config{Schema: pgtest.Schema(b, pool)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, _, s := benchSchema(b)
 	return s
 }
 

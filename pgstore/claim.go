@@ -52,7 +52,7 @@ func (s *Store) claimTasks(ctx context.Context, p *store.ClaimTasksParams) ([]*s
 			claimed, shapeOf, idxs, prios, err = s.scanClaimed(rows, nil)
 			return err
 		})
-		err = s.pool.SendBatch(ctx, b).Close()
+		err = s.sendBatch(ctx, s.pool, b).Close()
 		if err == nil {
 			// The claims committed: a failure here only leaves a task in
 			// its slot (an order among equals), not worth losing them for.
@@ -228,7 +228,7 @@ func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask
 	if len(pRuns) == 0 {
 		return nil
 	}
-	rows, err := s.pool.Query(ctx, s.q.parentOutputs, u16(pRuns), pNames)
+	rows, err := s.pool.Query(ctx, s.routed(s.q.parentOutputs, u16(pRuns)), u16(pRuns), pNames)
 	if err != nil {
 		return fmt.Errorf("pgstore: parent outputs: %w", err)
 	}
@@ -435,7 +435,7 @@ func probeRow(row pgx.Row, to *atomic.Bool) error {
 // steps: for each (run, step, name range, claim), the outputs of the
 // step's items in item order, if it completed.
 func (s *Store) mapOutputs(ctx context.Context, claimed []*store.ClaimedTask, runs []uuid.UUID, steps, lo, hi []string, claims []int) error {
-	rows, err := s.pool.Query(ctx, s.q.mapOutputs, u16(runs), steps, lo, hi)
+	rows, err := s.pool.Query(ctx, s.routed(s.q.mapOutputs, u16(runs)), u16(runs), steps, lo, hi)
 	if err != nil {
 		return fmt.Errorf("pgstore: map outputs: %w", err)
 	}
@@ -480,7 +480,7 @@ func (s *Store) mapOutputs(ctx context.Context, claimed []*store.ClaimedTask, ru
 // completed reports whether a task is COMPLETED.
 func (s *Store) completed(ctx context.Context, run uuid.UUID, name string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, s.q.taskCompleted, [16]byte(run), name).Scan(&ok)
+	err := s.pool.QueryRow(ctx, s.routed(s.q.taskCompleted, [16]byte(run)), [16]byte(run), name).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("pgstore: map outputs: %w", err)
 	}
@@ -495,7 +495,7 @@ func (s *Store) funcRecords(ctx context.Context, funcs map[uuid.UUID]*store.Clai
 	for id := range funcs {
 		ids = append(ids, id)
 	}
-	rows, err := s.pool.Query(ctx, s.q.funcRecords, u16(ids))
+	rows, err := s.pool.Query(ctx, s.routed(s.q.funcRecords, u16(ids)), u16(ids))
 	if err != nil {
 		return fmt.Errorf("pgstore: function records: %w", err)
 	}

@@ -77,6 +77,15 @@ func transient(err error) bool {
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutdown, crash, starting
 			pgErr.Code == "40001", pgErr.Code == "40P01": // serialization failure, deadlock
 			return true
+		case pgErr.Code == "42P01" && partitionName.MatchString(pgErr.Message):
+			// A period's partition, dropped since the store read the
+			// periods (history.go): it uses the parent tables next.
+			return true
+		case pgErr.Code == "23514" && freeConstraintName.MatchString(pgErr.ConstraintName):
+			// A run id in the range of a period being made, far ahead
+			// of the clock: the default partition takes it once the
+			// period is made or given up (history.go, freeDefaults).
+			return true
 		}
 		return false
 	}

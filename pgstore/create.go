@@ -49,7 +49,7 @@ func (s *Store) createRuns(ctx context.Context, p *store.CreateRunsParams) (*sto
 			clear(s.stored)
 			s.mu.Unlock()
 		case errors.As(err, &pgErr) && pgErr.Code == "23505" && attempt < 3 &&
-			(pgErr.ConstraintName == "runs_idem_key_idx" || pgErr.ConstraintName == "runs_pkey"):
+			(pgErr.ConstraintName == "runs_idem_key_idx" || isRunIDTaken(pgErr)):
 			// Another transaction created one of these runs (its key or
 			// ID) after we looked: look again, and it is a duplicate.
 		default:
@@ -332,7 +332,7 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 		defer own.close(ctx)
 		q = own
 	}
-	if err := q.SendBatch(ctx, b).Close(); err != nil {
+	if err := s.sendBatch(ctx, q, b).Close(); err != nil {
 		return nil, nil, s.createError(err)
 	}
 	res, err := rec.dedupe(prep.p.Runs)
@@ -406,6 +406,7 @@ func (s *Store) create(ctx context.Context, tx pgx.Tx, prep *createPrep, deferre
 func (s *Store) insertNewRuns(ctx context.Context, q querier, c *change, res *store.CreateRunsResult, prep *createPrep) error {
 	b := &pgx.Batch{}
 	inserted := map[uuid.UUID]bool{}
+	b.Queue(s.q.skipTakenKeys, "on")
 	c.queueNewRunsWith(&s.q, true, b).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id uuid.UUID
@@ -416,7 +417,8 @@ func (s *Store) insertNewRuns(ctx context.Context, q querier, c *change, res *st
 		}
 		return rows.Err()
 	})
-	if err := q.SendBatch(ctx, b).Close(); err != nil {
+	b.Queue(s.q.skipTakenKeys, "off")
+	if err := s.sendBatch(ctx, q, b).Close(); err != nil {
 		return s.createError(err)
 	}
 	c.runsInserted = true
@@ -435,7 +437,7 @@ func (s *Store) insertNewRuns(ctx context.Context, q querier, c *change, res *st
 	}
 	b = &pgx.Batch{}
 	found := s.queueRecorded(b, skipped)
-	if err := q.SendBatch(ctx, b).Close(); err != nil {
+	if err := s.sendBatch(ctx, q, b).Close(); err != nil {
 		return s.createError(err)
 	}
 	again, err := found.dedupe(skipped)
@@ -457,7 +459,7 @@ func (s *Store) createError(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
-		case pgErr.Code == "23505" && pgErr.ConstraintName == "runs_pkey":
+		case isRunIDTaken(pgErr):
 			return fmt.Errorf("pgstore: %s: %w", pgErr.Detail, durabletype.ErrRunExists)
 		case pgErr.Code == "2200H": // sequence_generator_limit_exceeded
 			return fmt.Errorf("pgstore: %w", durabletype.ErrTooManyTenants)

@@ -129,7 +129,7 @@ func (s *Store) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (*store
 		}
 		return rows.Err()
 	})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := s.sendBatch(ctx, s.pool, b).Close(); err != nil {
 		return nil, classify(fmt.Errorf("pgstore: heartbeat: %w", err))
 	}
 	for i, ref := range p.Tasks {

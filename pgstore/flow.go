@@ -163,7 +163,7 @@ func (t *pgTx) Counters(ctx context.Context, w *dag.Admission, heads map[string]
 			return rows.Err()
 		})
 	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if err := t.s.sendBatch(ctx, tx, b).Close(); err != nil {
 		if errors.Is(err, errRaced) {
 			return nil, err
 		}

@@ -92,7 +92,7 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 		keys = sortedLanes(keys)
 		b := &pgx.Batch{}
 		c.queueLaneLock(&s.q, b, keys)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		if err := s.sendBatch(ctx, tx, b).Close(); err != nil {
 			return err
 		}
 		if missing := c.missingLanes(keys); len(missing) > 0 {
@@ -117,7 +117,7 @@ func (s *Store) promote(ctx context.Context) (int, error) {
 		c.queueLaneWrites(&s.q, b)
 		b.Queue(s.q.insertReady, ids, runs, tasks, wfs, tenants, pgtype.Timestamptz{}, prios, []pgtype.Timestamptz(nil), versions)
 		b.Queue(s.q.notify, s.channel, []string{string(store.TopicReady)})
-		return tx.SendBatch(ctx, b).Close()
+		return s.sendBatch(ctx, tx, b).Close()
 	})
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: promote incoming tasks: %w", err)

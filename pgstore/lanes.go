@@ -133,7 +133,7 @@ func (s *Store) ensureLanes(ctx context.Context, tx querier, c *change, keys, mi
 	b.Queue(s.q.ensureTenants, slices.Compact(names), [][16]byte{})
 	b.Queue(s.q.ensureLanes, wfs, tenants)
 	c.queueLaneLock(&s.q, b, keys)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if err := s.sendBatch(ctx, tx, b).Close(); err != nil {
 		return s.createError(err)
 	}
 	if missing := c.missingLanes(keys); len(missing) > 0 {

@@ -309,17 +309,27 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 	if limit == 0 {
 		return res, nil
 	}
+	dropped, err := s.maintainHistory(ctx, nowOf(p.Now), p.OlderThan, p.Lazy)
+	if err != nil {
+		return nil, classify(s.notLeader(ctx, fmt.Errorf("pgstore: prune runs: the history's periods: %w", err)))
+	}
+	rows := s.q.pruneRuns
+	if p.Lazy {
+		rows = s.q.pruneRunsDefault
+	}
 	plans, args := s.plans(ctx)
 	b := &pgx.Batch{}
 	b.Queue(plans, args...)
-	b.Queue(s.q.pruneRuns, stamp(nowOf(p.Now)), int64(p.OlderThan/time.Microsecond), limit).Exec(func(ct pgconn.CommandTag) error {
-		res.Deleted = int(ct.RowsAffected())
+	deleted := 0
+	b.Queue(rows, stamp(nowOf(p.Now)), int64(p.OlderThan/time.Microsecond), limit).Exec(func(ct pgconn.CommandTag) error {
+		deleted = int(ct.RowsAffected())
 		return nil
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, classify(s.notLeader(ctx, fmt.Errorf("pgstore: prune runs: %w", err)))
 	}
-	if res.Deleted < limit {
+	res.Deleted = dropped + deleted
+	if deleted < limit {
 		b := &pgx.Batch{}
 		b.Queue(plans, args...)
 		b.Queue(s.q.pruneCounts, stamp(nowOf(p.Now)), int64(p.OlderThan/time.Microsecond))

@@ -21,6 +21,7 @@ import (
 // commit and returns the connection to the pool (which discards a connection
 // still inside a transaction, should the rollback fail too).
 type ownTx struct {
+	s         *Store
 	conn      *pgxpool.Conn
 	committed bool
 }
@@ -42,7 +43,7 @@ func (s *Store) beginOwn(ctx context.Context, b *pgx.Batch) (*ownTx, error) {
 	}
 	plans, args := s.plans(ctx)
 	b.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: "BEGIN"}, {SQL: plans, Arguments: args}}, b.QueuedQueries...)
-	return &ownTx{conn: conn}, nil
+	return &ownTx{s: s, conn: conn}, nil
 }
 
 // queueCommit appends the commit to b, the transaction's last batch.
@@ -78,7 +79,7 @@ func (t *ownTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 }
 
 func (t *ownTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return t.conn.SendBatch(ctx, b)
+	return t.s.sendBatch(ctx, t.conn, b)
 }
 
 // send sends a batch and, when commit is set, commits in the same round trip.
@@ -86,7 +87,7 @@ func (t *ownTx) send(ctx context.Context, b *pgx.Batch, commit bool) error {
 	if commit {
 		t.queueCommit(b)
 	}
-	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
+	if err := t.s.sendBatch(ctx, t.conn, b).Close(); err != nil {
 		return err
 	}
 	if commit && !t.committed {

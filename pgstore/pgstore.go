@@ -164,6 +164,8 @@ type Store struct {
 	// Config.Direct.
 	direct *pgx.ConnConfig
 	deaf   bool
+	// router sends statements to the history's partitions (history.go).
+	router router
 }
 
 var (
@@ -249,6 +251,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		lease:    lease,
 		campaign: make(chan struct{}, 1),
 	}
+	st.router.args = routesFor(schema)
 	st.incoming.Store(true)
 	return st, nil
 }

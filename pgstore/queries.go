@@ -10,14 +10,24 @@ import "strings"
 // loadShapes"; see statements.go): a field is added with its statement.
 type queries struct {
 	genericPlans string
-	fencedPlans  string
-	listPlans    string
-	queuePlans   string
-	now          string
-	loadShapes   string
-	insertShapes string
-	reshapeRuns  string
-	listVersions string
+	// history.go
+	historyPeriods      string
+	insertHistoryPeriod string
+	deleteHistoryPeriod string
+	goneTables          string
+	freeConstraints     string
+	skipTakenKeys       string
+	lockHistory         string
+	defaultHolds        string
+	historyNow          string
+	fencedPlans         string
+	listPlans           string
+	queuePlans          string
+	now                 string
+	loadShapes          string
+	insertShapes        string
+	reshapeRuns         string
+	listVersions        string
 
 	runsExist     string
 	keysExist     string
@@ -74,14 +84,15 @@ type queries struct {
 	runExists  string
 	listWaits  string
 
-	statsReady    string
-	statsTasks    string
-	statsInflight string
-	statsCounts   string
-	pruneCounts   string
-	compactCounts string
-	pruneRuns     string
-	pruneShapes   string
+	statsReady       string
+	statsTasks       string
+	statsInflight    string
+	statsCounts      string
+	pruneCounts      string
+	compactCounts    string
+	pruneRuns        string
+	pruneRunsDefault string
+	pruneShapes      string
 
 	// insertRuns, insertChildRuns and insertRunsNew with the runs' trace
 	// parents.

@@ -26,13 +26,17 @@ import (
 //
 // The lock stops every claim and enqueue for as long as the transaction
 // holds it: the time to read and write back at most recycleReadLimit small
-// rows (a few milliseconds for the usual few hundred), and at most
+// rows (a few milliseconds for the usual few hundred, about 100 ms for
+// recycleMaxLive: a backlog of a few seconds, such as a pause of the
+// workers leaves, must not keep the table from being recycled, or claims
+// slow down on its dead rows, the backlog stays, and the table grows for
+// good: the soak of 2026-11-29 (2) saw that with a limit of 5,000), and at most
 // recycleLockTimeout waiting for the transactions that use the table to
 // end (a longer wait gives up, to try again at the next pass, since every
 // transaction that asks for the table meanwhile queues behind the lock).
 const (
 	recycleMinBytes    = 1 << 20
-	recycleMaxLive     = 5_000
+	recycleMaxLive     = 50_000
 	recycleReadLimit   = 4 * recycleMaxLive
 	recycleLockTimeout = 100 * time.Millisecond
 )

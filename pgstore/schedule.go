@@ -305,7 +305,7 @@ func (s *Store) fireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 		}
 		exists := map[uuid.UUID]bool{}
 		if len(ids) > 0 {
-			rs, err := tx.Query(ctx, s.q.runsExist, u16(ids))
+			rs, err := tx.Query(ctx, s.routed(s.q.runsExist, u16(ids)), u16(ids))
 			if err != nil {
 				return err
 			}
@@ -358,7 +358,7 @@ func (s *Store) fireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 			b.Queue(s.q.breakSchedules, brokenT, brokenN, brokenE, at)
 		}
 		if b.Len() > 0 {
-			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			if err := s.sendBatch(ctx, tx, b).Close(); err != nil {
 				return err
 			}
 		}

@@ -95,11 +95,19 @@ type sqlBlock struct {
 	file, name string
 	fragment   bool
 	sql        string // constants substituted; {{schema}} left
+	// route is N of a "-- route: $N" line: the statement touches only rows
+	// of runs, tasks and events of the runs whose ids argument N holds, so
+	// that the store may send it naming their period's partitions
+	// (history.go); 0 when it has none.
+	route int
+	// includes names the fragments the statement includes.
+	includes []string
 }
 
 var (
 	blockHeader = regexp.MustCompile(`^-- (name|fragment): ([A-Za-z_][A-Za-z0-9_]*)\s*$`)
 	placeholder = regexp.MustCompile(`\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}`)
+	routeLine   = regexp.MustCompile(`^-- route: \$([1-9][0-9]*)\s*$`)
 	include     = regexp.MustCompile(`\{\{([A-Za-z_][A-Za-z0-9_]*)\(([A-Za-z_][A-Za-z0-9_]*)=([^{}()]*)\)\}\}`)
 )
 
@@ -141,6 +149,11 @@ func parseSQLFile(file, text string) ([]sqlBlock, error) {
 		if strings.HasPrefix(trimmed, "--") {
 			if strings.HasPrefix(trimmed, "-- name:") || strings.HasPrefix(trimmed, "-- fragment:") {
 				return nil, fmt.Errorf("%s:%d: malformed block header %q", file, i+1, line)
+			}
+			if m := routeLine.FindStringSubmatch(trimmed); m != nil && cur != nil && !cur.fragment {
+				cur.route, _ = strconv.Atoi(m[1])
+			} else if strings.HasPrefix(trimmed, "-- route:") {
+				return nil, fmt.Errorf("%s:%d: malformed route line %q", file, i+1, line)
 			}
 			continue // documentation
 		}
@@ -205,6 +218,7 @@ func loadSQLBlocks(fsys fs.FS) (map[string]sqlBlock, error) {
 			b.sql = include.ReplaceAllStringFunc(b.sql, func(p string) string {
 				m := include.FindStringSubmatch(p)
 				if f, ok := out[m[1]]; ok && f.fragment && !b.fragment {
+					b.includes = append(b.includes, m[1])
 					return strings.ReplaceAll(f.sql, "{{"+m[2]+"}}", m[3])
 				}
 				bad = append(bad, p)
@@ -237,6 +251,15 @@ func newQueries(schema string) queries {
 	st := &statements{schema: schema, blocks: sqlBlocks(), used: map[string]bool{}}
 	q := queries{
 		genericPlans:          st.take("genericPlans"),
+		historyPeriods:        st.take("historyPeriods"),
+		insertHistoryPeriod:   st.take("insertHistoryPeriod"),
+		deleteHistoryPeriod:   st.take("deleteHistoryPeriod"),
+		goneTables:            st.take("goneTables"),
+		freeConstraints:       st.take("freeConstraints"),
+		skipTakenKeys:         st.take("skipTakenKeys"),
+		lockHistory:           st.take("lockHistory"),
+		defaultHolds:          st.take("defaultHolds"),
+		historyNow:            st.take("historyNow"),
 		fencedPlans:           st.take("fencedPlans"),
 		listPlans:             st.take("listPlans"),
 		queuePlans:            st.take("queuePlans"),
@@ -303,6 +326,7 @@ func newQueries(schema string) queries {
 		pruneCounts:           st.take("pruneCounts"),
 		compactCounts:         st.take("compactCounts"),
 		pruneRuns:             st.take("pruneRuns"),
+		pruneRunsDefault:      st.take("pruneRunsDefault"),
 		pruneShapes:           st.take("pruneShapes"),
 		insertRunsTraced:      st.take("insertRunsTraced"),
 		insertChildRunsTraced: st.take("insertChildRunsTraced"),
@@ -362,6 +386,18 @@ func newQueries(schema string) queries {
 	}
 	st.checkUsed()
 	return q
+}
+
+// routesFor returns the routed statements of sql/ (those with a "-- route:
+// $N" line) rendered for schema, each with the index of its argument N.
+func routesFor(schema string) map[string]int {
+	out := map[string]int{}
+	for _, b := range sqlBlocks() {
+		if b.route > 0 {
+			out[render(schema, b.sql)] = b.route - 1
+		}
+	}
+	return out
 }
 
 // statements hands out the statements of sql/ by name, once each.

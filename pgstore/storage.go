@@ -18,8 +18,10 @@ var _ store.StorageReader = (*Store)(nil)
 // the statistics views, with the server's autovacuum and track_counts
 // settings, in one statement. It lists the tables the catalog has rather
 // than a list of its own, so that whatever tables a migration adds (or
-// partitions) are read too. The one-row left join returns the settings
-// even for a schema without tables.
+// partitions) are read too. A partitioned table (the history's: runs,
+// tasks, events; migration 017) reads as one, the sum of its partitions:
+// its periods come and go, the table stays. The one-row left join returns
+// the settings even for a schema without tables.
 //
 // The sizes are the size functions' (pg_total_relation_size: heap, TOAST
 // and indexes; pg_table_size: heap and TOAST; pg_indexes_size), which take
@@ -30,32 +32,45 @@ var _ store.StorageReader = (*Store)(nil)
 // behind that view for the schema's tables only: the view computes them
 // for every table of the database before any filter, which costs 2-3
 // times the whole query on a database of 1,400 relations.
-const storageSQL = `
+var storageSQL = `
 SELECT now(), current_setting('autovacuum')::boolean, current_setting('track_counts')::boolean,
-       t.name, t.partition_of, t.live, t.dead, t.total, t.heap, t.indexes,
+       t.name, '', t.live, t.dead, t.total, t.heap, t.indexes,
        t.last_vacuum, t.last_autovacuum, t.last_analyze, t.last_autoanalyze, t.autovacuum
 FROM (SELECT 1) AS one
 LEFT JOIN (
-    SELECT c.relname::text AS name,
-           coalesce(p.relname::text, '') AS partition_of,
-           pg_stat_get_live_tuples(c.oid) AS live,
-           pg_stat_get_dead_tuples(c.oid) AS dead,
-           coalesce(pg_total_relation_size(c.oid), 0) AS total,
-           coalesce(pg_table_size(c.oid), 0) AS heap,
-           coalesce(pg_indexes_size(c.oid), 0) AS indexes,
-           pg_stat_get_last_vacuum_time(c.oid) AS last_vacuum,
-           pg_stat_get_last_autovacuum_time(c.oid) AS last_autovacuum,
-           pg_stat_get_last_analyze_time(c.oid) AS last_analyze,
-           pg_stat_get_last_autoanalyze_time(c.oid) AS last_autoanalyze,
-           coalesce((SELECT o.option_value::boolean FROM pg_options_to_table(c.reloptions) AS o
-                     WHERE o.option_name = 'autovacuum_enabled'), true) AS autovacuum
+    SELECT ` + CountsAs("c", "p") + ` AS name,
+           sum(pg_stat_get_live_tuples(c.oid))::int8 AS live,
+           sum(pg_stat_get_dead_tuples(c.oid))::int8 AS dead,
+           sum(coalesce(pg_total_relation_size(c.oid), 0))::int8 AS total,
+           sum(coalesce(pg_table_size(c.oid), 0))::int8 AS heap,
+           sum(coalesce(pg_indexes_size(c.oid), 0))::int8 AS indexes,
+           max(pg_stat_get_last_vacuum_time(c.oid)) AS last_vacuum,
+           max(pg_stat_get_last_autovacuum_time(c.oid)) AS last_autovacuum,
+           max(pg_stat_get_last_analyze_time(c.oid)) AS last_analyze,
+           max(pg_stat_get_last_autoanalyze_time(c.oid)) AS last_autoanalyze,
+           bool_and(coalesce((SELECT o.option_value::boolean FROM pg_options_to_table(c.reloptions) AS o
+                              WHERE o.option_name = 'autovacuum_enabled'), true)) AS autovacuum
     FROM pg_class AS c
     JOIN pg_namespace AS n ON n.oid = c.relnamespace
     LEFT JOIN pg_inherits AS i ON i.inhrelid = c.oid
     LEFT JOIN pg_class AS p ON p.oid = i.inhparent
     WHERE n.nspname = $1 AND c.relkind IN ('r', 'm')
+    GROUP BY 1
 ) AS t ON true
 ORDER BY t.name`
+
+// CountsAs is the SQL expression naming the table that the relation
+// aliased rel (of pg_class) counts as, parent being its partitioned table
+// (through pg_inherits; NULL for none): a history period's partition
+// counts as its partitioned table, even while it is being made (not yet
+// attached) or dropped (detached, renamed *_gone), so that storage
+// figures and metric labels do not come and go with the periods
+// (history.go).
+func CountsAs(rel, parent string) string {
+	return fmt.Sprintf(`CASE WHEN %[1]s.relname ~ '^(runs|tasks|events)_p[0-9]{8}t[0-9]{6}(_gone)?$' `+
+		`THEN substring(%[1]s.relname::text FROM '^(runs|tasks|events)_') `+
+		`ELSE coalesce(%[2]s.relname::text, %[1]s.relname::text) END`, rel, parent)
+}
 
 // Storage implements store.StorageReader: the storage figures of every
 // table of the store's schema, read from PostgreSQL's catalog in one

@@ -78,6 +78,36 @@ func TestStorage(t *testing.T) {
 	require.Empty(t, tableOf(t, st, "workers").Attention)
 }
 
+// TestStoragePeriodsBetweenStates: a history period's tables count as
+// their partitioned table's while they are being made (not attached yet)
+// or dropped (detached and renamed *_gone), so that the tables listed,
+// and the metrics labelled by them, do not come and go with the periods;
+// a table of the schema that only looks alike is listed as itself.
+func TestStoragePeriodsBetweenStates(t *testing.T) {
+	t.Parallel()
+	s, pool, schema := setup(t)
+	id := pgx.Identifier{schema}.Sanitize()
+	for _, q := range []string{
+		`CREATE TABLE ` + id + `.runs_p20990101t000000 (LIKE ` + id + `.runs INCLUDING INDEXES)`,
+		`CREATE TABLE ` + id + `.tasks_p20990101t000000_gone (LIKE ` + id + `.tasks INCLUDING INDEXES)`,
+		`CREATE TABLE ` + id + `.runs_p2099 (x int)`,
+	} {
+		_, err := pool.Exec(ctx, q)
+		require.NoError(t, err, q)
+	}
+	st, err := s.Storage(ctx)
+	require.NoError(t, err)
+	var names []string
+	for _, tb := range st.Tables {
+		names = append(names, tb.Name)
+	}
+	require.NotContains(t, names, "runs_p20990101t000000")
+	require.NotContains(t, names, "tasks_p20990101t000000_gone")
+	require.Contains(t, names, "runs_p2099")
+	require.Contains(t, names, "runs")
+	require.Contains(t, names, "tasks")
+}
+
 // TestStorageEmptySchema: a schema without tables reads as none, with the
 // server's settings.
 func TestStorageEmptySchema(t *testing.T) {

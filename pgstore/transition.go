@@ -210,7 +210,7 @@ func (s *Store) transact(ctx context.Context, p *plan) (*change, error) {
 // then applies p and persists the change on q; own, when set, is the
 // store's own transaction q, which commits with the writes.
 func (s *Store) transactOn(ctx context.Context, q querier, own *ownTx, b *pgx.Batch, l *loader, p *plan) (*change, error) {
-	if err := q.SendBatch(ctx, b).Close(); err != nil {
+	if err := s.sendBatch(ctx, q, b).Close(); err != nil {
 		return nil, fmt.Errorf("pgstore: load runs: %w", err)
 	}
 	now := p.now

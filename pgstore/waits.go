@@ -167,7 +167,7 @@ func (t *pgTx) FirstMessages(ctx context.Context, qs []dag.WaitQuery) ([]dag.Fou
 			return scanFound(rows, found, signals)
 		})
 	}
-	if err := t.q.SendBatch(ctx, b).Close(); err != nil {
+	if err := t.s.sendBatch(ctx, t.q, b).Close(); err != nil {
 		return nil, fmt.Errorf("pgstore: waits: %w", err)
 	}
 	return found, nil
@@ -311,7 +311,7 @@ func (s *Store) sendEvents(ctx context.Context, tx pgx.Tx, p *store.SendEventsPa
 	})
 	if tx != nil {
 		b.Queue(s.q.notify, s.channel, []string{string(store.TopicInbox)})
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		if err := s.sendBatch(ctx, tx, b).Close(); err != nil {
 			return nil, fmt.Errorf("pgstore: send events: %w", err)
 		}
 		slices.Sort(messages)
@@ -415,7 +415,7 @@ func (s *Store) applyPending(ctx context.Context, p *store.ApplyInboxParams, upT
 		return rows.Err()
 	})
 	s.fenceBatch(ctx, b)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := s.sendBatch(ctx, s.pool, b).Close(); err != nil {
 		return nil, classify(fmt.Errorf("pgstore: pending messages: %w", err))
 	}
 	res := &store.ApplyInboxResult{}

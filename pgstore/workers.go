@@ -39,7 +39,7 @@ func (s *Store) RegisterWorker(ctx context.Context, p *store.RegisterWorkerParam
 	}
 	_, err := s.pool.Exec(ctx, s.q.registerWorker,
 		w.ID, w.Host, w.Version, workflows, w.Concurrency, w.InFlight, w.Leader, w.DeadAfter.Microseconds(),
-		stamp(nowOf(p.Now)), p.Started, accepts)
+		stamp(nowOf(p.Now)), p.Started, accepts, schemaLevel())
 	if err != nil {
 		return classify(fmt.Errorf("pgstore: register worker: %w", err))
 	}

@@ -90,7 +90,7 @@ func (t *pgTx) Write(ctx context.Context, dc *dag.Change) error {
 		c.queueLaneLock(&s.q, b, keys)
 	}
 	if b.Len() > 0 {
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		if err := t.s.sendBatch(ctx, tx, b).Close(); err != nil {
 			if errors.Is(err, errRaced) {
 				return err
 			}
@@ -127,7 +127,7 @@ func (t *pgTx) Write(ctx context.Context, dc *dag.Change) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if err := t.s.sendBatch(ctx, tx, b).Close(); err != nil {
 		return writeError(err)
 	}
 	return nil
@@ -137,7 +137,7 @@ func (t *pgTx) Write(ctx context.Context, dc *dag.Change) error {
 // exists (a child run's; see dag.Tx.NewRun) fails it with ErrRunExists.
 func writeError(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "runs_pkey" {
+	if errors.As(err, &pgErr) && isRunIDTaken(pgErr) {
 		return fmt.Errorf("pgstore: write: %w: %w", err, durabletype.ErrRunExists)
 	}
 	return fmt.Errorf("pgstore: write: %w", err)

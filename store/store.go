@@ -888,6 +888,13 @@ type PruneRunsParams struct {
 	OlderThan time.Duration
 	// Limit is the most runs deleted in one call.
 	Limit int
+	// Lazy lets the store keep settled runs past the cutoff, for at most a
+	// quarter of OlderThan (and a day), so that it deletes whole periods of
+	// runs at once instead of run by run (pgstore drops the partitions of
+	// a period: docs/operating.md, "Retention"). The leader's retention
+	// sets it; an operator's prune (Engine.Prune) does not. A store may
+	// ignore it.
+	Lazy bool
 }
 
 // PruneRunsResult is the result of Store.PruneRuns.

@@ -8,6 +8,7 @@
 SELECT nextval('{{schema}}.event_blocks'), clock_timestamp();
 
 -- name: insertEvents
+-- route: $1
 INSERT INTO {{schema}}.events (run_id, id, step, type, attempt, at, detail, due_at)
 SELECT run_id, id, step, type, attempt, at, nullif(detail, ''), due_at
 FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::text[], $8::timestamptz[])

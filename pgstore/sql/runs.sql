@@ -3,22 +3,26 @@
 -- by create.go.
 
 -- name: runsExist
+-- route: $1
 -- No LIMIT: "LIMIT 1" invites a sequential scan expected to stop at the
 -- first match, which is wrong for a check that finds nothing.
 SELECT id, workflow, tenant FROM {{schema}}.runs WHERE id = ANY($1::uuid[]);
 
 -- name: keysExist
--- Runs holding idempotency keys, through their unique index.
-SELECT r.id, r.workflow, r.tenant, r.idem_key FROM unnest($1::text[], $2::text[], $3::text[]) AS k(workflow, tenant, key)
-JOIN {{schema}}.runs r ON r.workflow = k.workflow AND r.tenant = k.tenant AND r.idem_key = k.key
-WHERE r.idem_key IS NOT NULL;
+-- Runs holding idempotency keys, through the keys' table (migration 017:
+-- a partitioned table holds no unique index but on its partition key).
+SELECT r.id, r.workflow, r.tenant, x.key FROM unnest($1::text[], $2::text[], $3::text[]) AS k(workflow, tenant, key)
+JOIN {{schema}}.idem_keys x ON x.workflow = k.workflow AND x.tenant = k.tenant AND x.key = k.key
+JOIN {{schema}}.runs r ON r.id = x.run_id;
 
 -- name: lockRuns
+-- route: $1
 SELECT id, workflow, tenant, shape_id, status, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at,
        priority, deadline_at, parent_id, parent_step, parent_result, version
 FROM {{schema}}.runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE;
 
 -- name: insertRuns
+-- route: $1
 -- New runs from arrays; the arrays of features no run of the batch uses
 -- may be NULL (unnest pads them with NULLs).
 --
@@ -40,6 +44,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::byte
   AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at, version);
 
 -- name: insertChildRuns
+-- route: $1
 -- insertRuns with the parents of child runs ($15-$17).
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
                              idem_key, priority, deadline_at, version, parent_id, parent_step, parent_result)
@@ -52,6 +57,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::byte
        parent_id, parent_step, parent_result);
 
 -- name: insertRunsTraced
+-- route: $1
 -- insertRuns with the runs' trace parents ($15).
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
                              idem_key, priority, deadline_at, version, trace_parent)
@@ -64,6 +70,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::byte
        trace_parent);
 
 -- name: insertChildRunsTraced
+-- route: $1
 -- insertRuns with the parents of child runs ($15-$17) and the runs' trace
 -- parents ($18).
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
@@ -77,6 +84,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::byte
        parent_id, parent_step, parent_result, trace_parent);
 
 -- name: insertRunsNew
+-- route: $1
 -- insertRuns inside a caller's transaction: a run another transaction
 -- creates at the same moment (its key or ID) is skipped instead of
 -- aborting the caller's transaction, and reported as a duplicate.
@@ -90,6 +98,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::byte
 ON CONFLICT DO NOTHING RETURNING id;
 
 -- name: insertRunsNewTraced
+-- route: $1
 -- insertRunsNew with the runs' trace parents ($15).
 INSERT INTO {{schema}}.runs (id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, unsuccessful,
                              idem_key, priority, deadline_at, version, trace_parent)
@@ -103,6 +112,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::byte
 ON CONFLICT DO NOTHING RETURNING id;
 
 -- name: updateRuns
+-- route: $1
 -- unsuccessful follows status (see insertRuns).
 UPDATE {{schema}}.runs r
 SET status = u.status, failed_step = nullif(u.failed_step, ''), error = nullif(u.error, ''), finished_at = u.finished_at,
@@ -112,6 +122,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $
 WHERE r.id = u.id;
 
 -- name: reshapeRuns
+-- route: $1
 -- Runs moved to another version (queueReshapes): their records, the
 -- version of their queue rows, and their on-failure task's index (it
 -- follows the steps, which may be more now).
@@ -130,7 +141,7 @@ WITH u AS (
   WHERE x.ctid = ANY (ARRAY (SELECT unnest(ARRAY (SELECT y.ctid FROM {{schema}}.concurrency_waiting y WHERE y.run_id = u.id)) FROM u))
 )
 UPDATE {{schema}}.tasks t SET idx = (SELECT u.handler FROM u WHERE u.id = t.run_id)
-WHERE t.ctid = ANY (ARRAY (SELECT (SELECT y.ctid FROM {{schema}}.tasks y WHERE y.run_id = u.id AND y.name = '{{onFailureTask}}') FROM u));
+WHERE t.run_id = ANY (ARRAY (SELECT u.id FROM u)) AND t.name = '{{onFailureTask}}';
 
 -- name: getRun
 SELECT id, workflow, tenant, status, input, coalesce(failed_step, ''), coalesce(error, ''), created_at, finished_at, shape_id,
@@ -176,15 +187,16 @@ UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'RUNNING' AND ({{tenant}
 UNION SELECT run_id FROM {{schema}}.tasks WHERE state = 'WAITING' AND ({{tenant}}::text IS NULL OR tenant = {{tenant}})
 UNION SELECT id FROM {{schema}}.runs WHERE status IN ({{heldStatuses}}) AND ({{tenant}}::text IS NULL OR tenant = {{tenant}})
 
--- name: pruneRuns
--- Retention: the oldest settled runs that finished $2 microseconds before
--- $1 (the database's now() when NULL), skipping runs a transition holds,
--- with their events, signals and inbox (their tasks go with them, by the
--- trigger runs_delete_tasks: migration 012).
+-- fragment: pruneFrom
+-- Retention: the oldest settled runs of {{table}} (runs, or a partition of
+-- it) that finished $2 microseconds before $1 (the database's now() when
+-- NULL), skipping runs a transition holds, with their events, signals and
+-- inbox, deleted through runs, whose trigger takes their tasks and keys
+-- (runs_delete_tasks: migrations 012 and 017).
 WITH cutoff AS (
   SELECT coalesce($1, now()) - $2::bigint * interval '1 microsecond' AS at
 ), doomed AS (
-  SELECT id FROM {{schema}}.runs
+  SELECT id FROM {{schema}}.{{table}}
   WHERE created_at < (SELECT at FROM cutoff) AND finished_at < (SELECT at FROM cutoff)
   ORDER BY created_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
 ), events_gone AS (
@@ -194,4 +206,15 @@ WITH cutoff AS (
 ), inbox_gone AS (
   DELETE FROM {{schema}}.inbox i USING doomed d WHERE i.run_id = d.id
 )
-DELETE FROM {{schema}}.runs r USING doomed d WHERE r.id = d.id;
+DELETE FROM {{schema}}.runs r USING doomed d WHERE r.id = d.id
+
+-- name: pruneRuns
+-- Retention of every run (pruneFrom): an operator's prune, exact
+-- (store.PruneRunsParams.Lazy unset).
+{{pruneFrom(table=runs)}};
+
+-- name: pruneRunsDefault
+-- Retention of the runs in the default partition only (migration 017):
+-- the leader's (store.PruneRunsParams.Lazy), which deletes the runs of the
+-- periods' partitions with the partitions (history.go).
+{{pruneFrom(table=runs_default)}};

@@ -88,3 +88,10 @@ SELECT pg_advisory_xact_lock(k.key) FROM unnest($1::bigint[]) WITH ORDINALITY AS
 -- reporting which were.
 SELECT k.name, pg_try_advisory_xact_lock(k.key)
 FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS k(name, key, ord) ORDER BY k.ord;
+
+-- name: skipTakenKeys
+-- Inside a caller's transaction, runs whose idempotency key another
+-- transaction took are skipped instead of failing the insert (and the
+-- caller's transaction: migration 017's take_idem_key): $1 is 'on' before
+-- insertRunsNew, 'off' after.
+SELECT set_config('durable.skip_taken_keys', $1::text, true);

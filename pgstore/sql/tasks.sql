@@ -3,6 +3,7 @@
 -- tasks, read through partial indexes.
 
 -- name: loadTasks
+-- route: $1
 -- The steps of the runs a transition locked, in shape order, as scanTask
 -- reads them (loadItems and loadMapItems read the same columns, and the
 -- items' number and input).
@@ -17,17 +18,17 @@ SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, 
 FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) AND name < '~' ORDER BY run_id, idx;
 
 -- name: loadItems
+-- route: $1
 -- Items by key: those the outcomes, timers and rescues of a call name.
 -- The columns of loadTasks, and the items' number and input.
 SELECT run_id, name, kind, state, attempt, token, coalesce(worker, ''), due_at, coalesce(error, ''), started_at, finished_at,
        coalesce(q_id, 0), q_at, coalesce(q_attempt, 0), coalesce(s_id, 0), coalesce(c_id, 0), heartbeat_at, timeout_at,
        coalesce(ckey, ''), coalesce(rkey, ''), wait_key, child_id, items, items_left, coalesce(lost, 0), coalesce(item, 0), item_input
-FROM {{schema}}.tasks t
-WHERE t.ctid = ANY (ARRAY (
-  SELECT (SELECT t2.ctid FROM {{schema}}.tasks t2 WHERE t2.run_id = u.run_id AND t2.name = u.name)
-  FROM unnest($1::uuid[], $2::text[]) AS u(run_id, name)));
+FROM unnest($1::uuid[], $2::text[]) AS u(rid, rname)
+JOIN {{schema}}.tasks t ON t.run_id = u.rid AND t.name = u.rname;
 
 -- name: loadMapItems
+-- route: $1
 -- Every item of a map step, or every record of a function's body: the
 -- range of their names in the primary key ($2 <= name < $3; see
 -- dag.ItemPrefix). The columns of loadItems.
@@ -38,6 +39,7 @@ FROM {{schema}}.tasks
 WHERE run_id = $1 AND name >= $2 AND name < $3 ORDER BY item;
 
 -- name: insertTasks
+-- route: $1
 -- Tasks from arrays. Tasks of batches without waits, maps or items (most)
 -- are written by this statement, without their columns; insertTasksWaits
 -- is the same with them (a change to one goes to the other).
@@ -52,6 +54,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[
        q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us);
 
 -- name: insertTasksWaits
+-- route: $1
 -- insertTasks with the items' numbers and inputs ($22-$23), and the child
 -- run a function's record starts ($24).
 INSERT INTO {{schema}}.tasks (run_id, name, tenant, idx, kind, state, attempt, token, worker, due_at, output, error, started_at, finished_at,
@@ -67,6 +70,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[
        q_id, q_at, q_attempt, s_id, c_id, timeout_at, timeout_us, item, item_input, child_id);
 
 -- name: updateTasks
+-- route: $1
 -- Tasks from arrays, by key. As with insertTasks, updateTasksWaits is the
 -- same with the columns of waits and maps (a change to one goes to the
 -- other).
@@ -84,6 +88,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::tex
 WHERE t.run_id = u.run_id AND t.name = u.name;
 
 -- name: updateTasksWaits
+-- route: $1
 -- updateTasks with the columns of waits and maps ($19-$23; an item's
 -- input changes only when its map step fans out again after a replay).
 UPDATE {{schema}}.tasks t
@@ -103,16 +108,19 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[], $5::bigint[], $6::tex
 WHERE t.run_id = u.run_id AND t.name = u.name;
 
 -- name: setKeys
+-- route: $1
 -- The concurrency and rate-limit keys of keyed tasks (flow.go).
 UPDATE {{schema}}.tasks t SET ckey = nullif(u.ckey, ''), rkey = nullif(u.rkey, '')
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS u(run_id, name, ckey, rkey)
 WHERE t.run_id = u.run_id AND t.name = u.name;
 
 -- name: deleteItems
+-- route: $1
 DELETE FROM {{schema}}.tasks t USING unnest($1::uuid[], $2::text[]) AS u(run_id, name)
 WHERE t.run_id = u.run_id AND t.name = u.name;
 
 -- name: mapOutputs
+-- route: $1
 -- The outputs of the items of completed map steps, for the claims of
 -- their children: ($1, $2, $3, $4) name each map step's run, step and
 -- item name range.
@@ -124,9 +132,11 @@ JOIN {{schema}}.tasks t ON t.run_id = u.run_id AND t.name >= u.lo AND t.name < u
 ORDER BY u.ord, t.item;
 
 -- name: taskCompleted
+-- route: $1
 SELECT EXISTS (SELECT 1 FROM {{schema}}.tasks WHERE run_id = $1 AND name = $2 AND state = 'COMPLETED');
 
 -- name: loadRecords
+-- route: $1
 -- Every record of the function bodies ($1, $2: runs and bodies; $3, $4:
 -- the range of their records' names, dag.ItemPrefix), in one statement for
 -- every body a call names. The columns of loadItems.
@@ -138,12 +148,14 @@ JOIN {{schema}}.tasks t ON t.run_id = u.run_id AND t.name >= u.lo AND t.name < u
 ORDER BY t.run_id, t.item;
 
 -- name: funcRecords
+-- route: $1
 -- The records of the function bodies claimed ($1): every item of their
 -- runs (a function's run has no other), through the primary key.
 SELECT run_id, name, kind, state, attempt, output, coalesce(error, ''), child_id, coalesce(item, 0), item_input
 FROM {{schema}}.tasks WHERE run_id = ANY($1::uuid[]) AND name >= '~' ORDER BY run_id, item;
 
 -- name: parentOutputs
+-- route: $1
 SELECT t.run_id, t.name, t.output FROM {{schema}}.tasks t
 JOIN unnest($1::uuid[], $2::text[]) AS u(run_id, name) ON t.run_id = u.run_id AND t.name = u.name
 WHERE t.state = 'COMPLETED';
@@ -152,6 +164,7 @@ WHERE t.state = 'COMPLETED';
 SELECT tenant, count(*) FROM {{schema}}.tasks WHERE state = 'RUNNING' AND tenant = ANY($1::text[]) GROUP BY tenant;
 
 -- name: heartbeatTasks
+-- route: $1
 -- Stamps the listed claims whose tasks run under them (skipping rows a
 -- transition holds: it is finishing them) and reads the tasks back, as
 -- they were before the statement, for dag.Current to tell which claims
@@ -162,10 +175,11 @@ WITH u AS (
 ),
 stamped AS (
   UPDATE {{schema}}.tasks t SET heartbeat_at = coalesce($4, now())
-  WHERE t.ctid IN (
-    SELECT t2.ctid FROM {{schema}}.tasks t2 JOIN u ON t2.run_id = u.run_id AND t2.name = u.name
+  FROM (
+    SELECT t2.run_id, t2.name FROM {{schema}}.tasks t2 JOIN u ON t2.run_id = u.run_id AND t2.name = u.name
     WHERE t2.state = 'RUNNING' AND t2.token = u.token
-    FOR UPDATE OF t2 SKIP LOCKED)
+    FOR UPDATE OF t2 SKIP LOCKED) l
+  WHERE t.run_id = l.run_id AND t.name = l.name
 )
 SELECT u.ord, t.kind, t.state, t.token, r.status, coalesce(t.error, '')
 FROM u

@@ -4,9 +4,11 @@
 -- name: registerWorker
 -- An upsert; the start time is set when the worker has just started
 -- ($10), kept otherwise.
-INSERT INTO {{schema}}.workers AS w (id, host, version, workflows, concurrency, in_flight, leader, dead_after, started_at, last_seen, accepts)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9::timestamptz, now()), coalesce($9::timestamptz, now()), $11)
+INSERT INTO {{schema}}.workers AS w (id, host, version, workflows, concurrency, in_flight, leader, dead_after, started_at, last_seen, accepts,
+                                     schema_level)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9::timestamptz, now()), coalesce($9::timestamptz, now()), $11, $12)
 ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version, workflows = excluded.workflows, accepts = excluded.accepts,
+    schema_level = excluded.schema_level,
     concurrency = excluded.concurrency, in_flight = excluded.in_flight, leader = excluded.leader,
     dead_after = excluded.dead_after, last_seen = excluded.last_seen,
     started_at = CASE WHEN $10::boolean THEN excluded.started_at ELSE w.started_at END;

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/store"
 )
 
@@ -526,6 +527,61 @@ func testPruneFinishedBeforeCreated(t *testing.T, s store.Store) {
 	require.Equal(t, 1, prune(at(3*time.Hour+time.Second)), "created and settled before the cutoff: pruned")
 	_, err := s.GetRun(ctx, r.ID)
 	require.ErrorIs(t, err, durabletype.ErrRunNotFound)
+}
+
+// testPruneLazy: the leader's retention (PruneRunsParams.Lazy) may keep a
+// settled run past the cutoff, by at most a quarter of OlderThan, to delete
+// whole periods (pgstore drops its partitions), but never deletes a run in
+// flight or settled after the cutoff, and a run it keeps stays whole: a
+// run in flight when its period goes still completes. Runs with
+// time-ordered ids (the engine's) and others (a caller's UUIDv4) alike.
+func testPruneLazy(t *testing.T, s store.Store) {
+	prune := func(now time.Time) int {
+		t.Helper()
+		res, err := s.PruneRuns(ctx, &store.PruneRunsParams{Now: now, OlderThan: time.Hour, Limit: 100, Lazy: true})
+		require.NoError(t, err)
+		return res.Deleted
+	}
+	require.Zero(t, prune(T0), "nothing to delete (a store may prepare its periods)")
+	mk := func(timeOrdered bool) store.NewRun {
+		r := newRun("wf", "t", shape(step("a")))
+		if timeOrdered {
+			r.ID = dag.TimeOrderedID(r.ID, at(time.Minute))
+		}
+		return r
+	}
+	done, flying, legacy := mk(true), mk(true), mk(false)
+	create(t, s, at(time.Minute), done, flying, legacy)
+	var flyingClaim *store.ClaimedTask
+	for range 3 {
+		c := claimOne(t, s, at(2*time.Minute))
+		if c.RunID == flying.ID {
+			flyingClaim = c
+			continue
+		}
+		mustApply(t, s, at(2*time.Minute), complete(c, `1`))
+	}
+	require.NotNil(t, flyingClaim)
+
+	// An hour after they settled, nothing has passed the cutoff long enough.
+	prune(at(time.Hour + 2*time.Minute))
+	for _, id := range []uuid.UUID{done.ID, flying.ID, legacy.ID} {
+		run(t, s, id)
+	}
+	// A quarter of the retention later, the settled runs are gone.
+	require.Equal(t, 2, prune(at(time.Hour+2*time.Minute+16*time.Minute)))
+	for _, id := range []uuid.UUID{done.ID, legacy.ID} {
+		_, err := s.GetRun(ctx, id)
+		require.ErrorIs(t, err, durabletype.ErrRunNotFound)
+	}
+	require.Equal(t, durabletype.RunRunning, run(t, s, flying.ID).Status, "a run in flight is kept")
+	mustApply(t, s, at(2*time.Hour), complete(flyingClaim, `1`))
+	require.Equal(t, durabletype.RunCompleted, run(t, s, flying.ID).Status)
+	tasks, err := s.ListTasks(ctx, flying.ID)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	require.Zero(t, prune(at(2*time.Hour+time.Minute)), "settled a minute ago")
+	require.Equal(t, 1, prune(at(4*time.Hour)))
 }
 
 // testPruneRacesReplay: a prune and a replay of the same expired run at

@@ -100,6 +100,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Prune", testPrune},
 		{"PruneRacesReplay", testPruneRacesReplay},
 		{"PruneFinishedBeforeCreated", testPruneFinishedBeforeCreated},
+		{"PruneLazy", testPruneLazy},
 		{"Stats", testStats},
 		{"StatsCounts", testStatsCounts},
 		{"InFlightIsOneMeaning", testInFlightIsOneMeaning},

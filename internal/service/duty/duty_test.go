@@ -273,9 +273,38 @@ func TestRetention(t *testing.T) {
 		time.Sleep(45 * sec)
 		synctest.Wait()
 		d.Stop()
-		require.Equal(t, []time.Duration{time.Hour, time.Hour}, runs)
-		require.Equal(t, []time.Duration{0, 0, 30 * sec}, st.gaps("events", begin), "a full batch, then the rest; again after 30s")
+		// The bubble's clock starts on a minute: passes at once, then a
+		// tenth of the interval past each multiple of it (3s, 33s).
+		require.Equal(t, []time.Duration{time.Hour, time.Hour, time.Hour}, runs)
+		require.Equal(t, []time.Duration{0, 0, 3 * sec, 30 * sec}, st.gaps("events", begin), "a full batch, then the rest; again at 3s and 33s")
 	})
+}
+
+// TestNextPass: the retention's passes fall a tenth of the interval past
+// each multiple of it on the clock, whenever the last pass ended, so that
+// they do not drift by their own time.
+func TestNextPass(t *testing.T) {
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, "2026-11-29T"+s+"Z")
+		require.NoError(t, err)
+		return v
+	}
+	for _, tc := range []struct {
+		now      string
+		interval time.Duration
+		want     time.Duration
+	}{
+		{"10:00:00", 15 * sec, 1500 * time.Millisecond},
+		{"10:00:01.4", 15 * sec, 100 * time.Millisecond},
+		{"10:00:01.5", 15 * sec, 15 * sec},
+		{"10:00:07.3", 15 * sec, 9200 * time.Millisecond},
+		{"10:00:14.9", 15 * sec, 1600 * time.Millisecond},
+		{"10:00:59", time.Minute, 7 * sec},
+		{"10:00:06.5", time.Minute, 59500 * time.Millisecond},
+		{"10:00:00.05", sec, 50 * time.Millisecond},
+	} {
+		require.Equal(t, tc.want, nextPass(at(tc.now), tc.interval), "%+v", tc)
+	}
 }
 
 // Schedules fires at once, then waits for the next slot it knows of (a

@@ -88,10 +88,31 @@ func (d *Retention) run(ctx context.Context) {
 				log.Debug("durable: pruned events", slog.Int("events", n), slog.Duration("retention", d.cfg.Events))
 			}
 		}
-		if !sleep.For(ctx, d.Interval()) {
+		// The process's clock paces the passes (virtual under
+		// testing/synctest), not Now: a clock an engine is given may
+		// stand still, and every wait would then be the same, as short as a
+		// nanosecond: passes back to back.
+		if !sleep.For(ctx, nextPass(time.Now(), d.Interval())) {
 			return
 		}
 	}
+}
+
+// nextPass is how long to wait at now before the next pass: passes fall
+// at a fixed offset (a tenth of interval) after each multiple of interval
+// on the clock, rather than interval after the last pass ended, which
+// would drift by the passes' own time. The history's periods begin at
+// multiples of their length (pgstore's historyPeriodFor), so passes at a
+// fixed phase find their expired periods at a fixed rhythm (one each time
+// with a minute's retention), not, as the phase drifts past a period's
+// expiry, none and then two: the storage held stays level, where a
+// period kept one pass longer showed as 6% more (bench --scenario soak).
+func nextPass(now time.Time, interval time.Duration) time.Duration {
+	next := now.Truncate(interval).Add(interval / 10)
+	if !next.After(now) {
+		next = next.Add(interval)
+	}
+	return next.Sub(now)
 }
 
 // pruneEvents deletes the events sent more than Events ago, Batch at a
