@@ -436,6 +436,7 @@ func (s *Store) insertNewRuns(ctx context.Context, q querier, c *change, res *st
 		}
 	}
 	b = &pgx.Batch{}
+	queueReleaseKeys(&s.q, b, skipped)
 	found := s.queueRecorded(b, skipped)
 	if err := s.sendBatch(ctx, q, b).Close(); err != nil {
 		return s.createError(err)
@@ -452,6 +453,23 @@ func (s *Store) insertNewRuns(ctx context.Context, q querier, c *change, res *st
 	}
 	c.drop(func(r *dag.Run) bool { return !inserted[r.Rec.ID] })
 	return nil
+}
+
+// queueReleaseKeys queues the release of the keys that the runs skipped
+// took on their way in: the trigger takes a run's key before the insert
+// meets its ID, which a transaction that committed meanwhile holds, and
+// ON CONFLICT then skips the run but not the key (releaseSkippedKeys).
+func queueReleaseKeys(q *queries, b *pgx.Batch, skipped []store.NewRun) {
+	var ids [][16]byte
+	var wfs, tenants, keys []string
+	for _, r := range skipped {
+		if r.IdempotencyKey != "" {
+			ids, wfs, tenants, keys = append(ids, r.ID), append(wfs, r.Workflow), append(tenants, r.Tenant), append(keys, r.IdempotencyKey)
+		}
+	}
+	if len(ids) > 0 {
+		b.Queue(q.releaseSkippedKeys, ids, wfs, tenants, keys)
+	}
 }
 
 // createError maps database errors of CreateRuns to the store's errors.

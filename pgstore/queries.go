@@ -32,23 +32,26 @@ type queries struct {
 	runsExist     string
 	keysExist     string
 	insertRunsNew string
-	ensureTenants string
-	ensureLanes   string
-	lockLanes     string
-	readFrontiers string
-	pruneFrontier string
-	leaderCheck   string
-	eventBlock    string
-	updateLanes   string
-	lockRuns      string
-	loadTasks     string
-	lockReady     string
-	deleteReady   string
-	insertRuns    string
-	updateRuns    string
-	countSettled  string
-	insertTasks   string
-	updateTasks   string
+	// releaseSkippedKeys releases the keys insertRunsNew's trigger took for
+	// runs it then skipped.
+	releaseSkippedKeys string
+	ensureTenants      string
+	ensureLanes        string
+	lockLanes          string
+	readFrontiers      string
+	pruneFrontier      string
+	leaderCheck        string
+	eventBlock         string
+	updateLanes        string
+	lockRuns           string
+	loadTasks          string
+	lockReady          string
+	deleteReady        string
+	insertRuns         string
+	updateRuns         string
+	countSettled       string
+	insertTasks        string
+	updateTasks        string
 	// The same for batches with waits, maps or items, and child runs.
 	insertTasksWaits string
 	updateTasksWaits string

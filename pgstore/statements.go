@@ -271,6 +271,7 @@ func newQueries(schema string) queries {
 		runsExist:             st.take("runsExist"),
 		keysExist:             st.take("keysExist"),
 		insertRunsNew:         st.take("insertRunsNew"),
+		releaseSkippedKeys:    st.take("releaseSkippedKeys"),
 		ensureTenants:         st.take("ensureTenants"),
 		ensureLanes:           st.take("ensureLanes"),
 		lockLanes:             st.take("lockLanes"),

@@ -97,6 +97,18 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::byte
   AS u(id, workflow, tenant, shape_id, status, input, failed_step, error, created_at, finished_at, idem_key, priority, deadline_at, version)
 ON CONFLICT DO NOTHING RETURNING id;
 
+-- name: releaseSkippedKeys
+-- After insertRunsNew, for the runs it skipped: the trigger (take_idem_key)
+-- took a run's key before the insert met its ID, taken by a transaction
+-- that committed meanwhile, and ON CONFLICT DO NOTHING skipped the run,
+-- not the key. A key that points at a run which does not hold it is
+-- released.
+DELETE FROM {{schema}}.idem_keys k
+USING unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS u(id, workflow, tenant, key)
+WHERE k.workflow = u.workflow AND k.tenant = u.tenant AND k.key = u.key AND k.run_id = u.id
+  AND NOT EXISTS (SELECT 1 FROM {{schema}}.runs r
+                  WHERE r.id = u.id AND r.workflow = u.workflow AND r.tenant = u.tenant AND r.idem_key = u.key);
+
 -- name: insertRunsNewTraced
 -- route: $1
 -- insertRunsNew with the runs' trace parents ($15).
