@@ -230,6 +230,7 @@ func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask
 	}
 	rows, err := s.pool.Query(ctx, s.routed(s.q.parentOutputs, u16(pRuns)), u16(pRuns), pNames)
 	if err != nil {
+		s.forgetPeriods(err) // a period dropped since the store read them
 		return fmt.Errorf("pgstore: parent outputs: %w", err)
 	}
 	defer rows.Close()
@@ -437,6 +438,7 @@ func probeRow(row pgx.Row, to *atomic.Bool) error {
 func (s *Store) mapOutputs(ctx context.Context, claimed []*store.ClaimedTask, runs []uuid.UUID, steps, lo, hi []string, claims []int) error {
 	rows, err := s.pool.Query(ctx, s.routed(s.q.mapOutputs, u16(runs)), u16(runs), steps, lo, hi)
 	if err != nil {
+		s.forgetPeriods(err) // a period dropped since the store read them
 		return fmt.Errorf("pgstore: map outputs: %w", err)
 	}
 	defer rows.Close()
@@ -482,6 +484,7 @@ func (s *Store) completed(ctx context.Context, run uuid.UUID, name string) (bool
 	var ok bool
 	err := s.pool.QueryRow(ctx, s.routed(s.q.taskCompleted, [16]byte(run)), [16]byte(run), name).Scan(&ok)
 	if err != nil {
+		s.forgetPeriods(err) // a period dropped since the store read them
 		return false, fmt.Errorf("pgstore: map outputs: %w", err)
 	}
 	return ok, nil
@@ -497,6 +500,7 @@ func (s *Store) funcRecords(ctx context.Context, funcs map[uuid.UUID]*store.Clai
 	}
 	rows, err := s.pool.Query(ctx, s.routed(s.q.funcRecords, u16(ids)), u16(ids))
 	if err != nil {
+		s.forgetPeriods(err) // a period dropped since the store read them
 		return fmt.Errorf("pgstore: function records: %w", err)
 	}
 	defer rows.Close()

@@ -137,3 +137,19 @@ func Recycle(ctx context.Context, s *Store, table string) (bool, error) { return
 
 // MigrateLockKey is the advisory lock key Migrate takes for schema.
 func MigrateLockKey(schema string) int64 { return lockKey("migrate", schema) }
+
+// CacheVariant makes s keep the SQL of a routed statement for the period
+// suffix, as routing a statement there does.
+func CacheVariant(s *Store, suffix string) {
+	s.router.variant(s.q.taskCompleted, suffix)
+}
+
+// VariantSuffixes lists the periods whose routed statements s keeps.
+func VariantSuffixes(s *Store) []string {
+	var out []string
+	s.router.variants.Range(func(k, _ any) bool {
+		out = append(out, k.(routeKey).suffix)
+		return true
+	})
+	return out
+}

@@ -152,9 +152,14 @@ type router struct {
 	variants sync.Map
 	// reading is set while the periods are being read.
 	reading atomic.Bool
+	// warned is when warnHistory last logged (Unix nanoseconds).
+	warned atomic.Int64
 }
 
 type routeKey struct{ sql, suffix string }
+
+// periodSuffix matches the suffixes suffixOf makes.
+var periodSuffix = regexp.MustCompile(`^p[0-9]{8}t[0-9]{6}$`)
 
 // partitionName matches the name of a period's partition in an error.
 var partitionName = regexp.MustCompile(`(runs|tasks|events)_p[0-9]{8}t[0-9]{6}`)
@@ -185,9 +190,8 @@ const (
 
 // routed is sql naming the partitions of the period of the run ids ids
 // when sql is routed and they are all in one period the store knows (see
-// route), for a statement sent alone; the errors of such statements are
-// not seen by the store (forgetPeriods): the next read of the periods
-// forgets a dropped one.
+// route), for a statement sent alone; its caller hands the store its
+// error (forgetPeriods), so that a period dropped since is forgotten.
 func (s *Store) routed(sql string, ids any) string {
 	b := pgx.Batch{QueuedQueries: []*pgx.QueuedQuery{{SQL: sql, Arguments: []any{ids}}}}
 	if arg, ok := s.router.args[sql]; !ok || arg != 0 {
@@ -259,21 +263,28 @@ func (s *Store) readPeriodsSoon() {
 		defer s.router.reading.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := s.readPeriods(ctx, s.pool); err != nil {
+		if _, err := s.readPeriods(ctx, s.pool); err != nil {
 			s.log.Debug("durable: reading the history's periods", "error", err)
 		}
 	}()
 }
 
 // readPeriods reads the periods from history_partitions, for the store
-// to route its statements with.
-func (s *Store) readPeriods(ctx context.Context, q querier) error {
+// to route its statements with, and returns them. The statements it
+// rewrote for periods no longer there are forgotten.
+func (s *Store) readPeriods(ctx context.Context, q querier) (*historyPeriods, error) {
 	h, err := s.periodsIn(ctx, q)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.router.periods.Store(h)
-	return nil
+	s.router.variants.Range(func(k, _ any) bool {
+		if suffix := k.(routeKey).suffix; suffix != "default" && !slices.ContainsFunc(h.list, func(p historyPeriod) bool { return p.suffix == suffix }) {
+			s.router.variants.Delete(k)
+		}
+		return true
+	})
+	return h, nil
 }
 
 // periodsIn reads the periods from history_partitions.
@@ -288,6 +299,11 @@ func (s *Store) periodsIn(ctx context.Context, q querier) (*historyPeriods, erro
 		var p historyPeriod
 		if err := rows.Scan(p16(&p.lo), p16(&p.hi), &p.suffix); err != nil {
 			return nil, err
+		}
+		if !periodSuffix.MatchString(p.suffix) || p.suffix != suffixOf(timeOf(p.lo)) {
+			// The name goes into statements as it is: only the names
+			// suffixOf makes are taken.
+			return nil, fmt.Errorf("pgstore: history_partitions lists a period named %q, which durable does not make", p.suffix)
 		}
 		h.list = append(h.list, p)
 	}
@@ -348,13 +364,15 @@ func (s *Store) lockHistory(ctx context.Context, tx pgx.Tx, then string) error {
 // less than retention ago) to the default partitions first, and, when
 // create is set, creates the partitions of the periods ahead (up to two
 // periods of length historyPeriodFor(retention) past now). It reports how
-// many settled runs it deleted.
-func (s *Store) maintainHistory(ctx context.Context, at time.Time, retention time.Duration, create bool) (int, error) {
+// many settled runs it deleted, and whether a period that expired a whole
+// period ago or more is still there (its drop keeps waiting for locks):
+// its runs are then to be deleted row by row.
+func (s *Store) maintainHistory(ctx context.Context, at time.Time, retention time.Duration, create bool) (deleted int, overdue bool, err error) {
 	period := historyPeriodFor(retention)
 	var now time.Time
 	var old bool
 	if err := s.pool.QueryRow(ctx, s.q.historyNow, historyMigration).Scan(&now, &old); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if old && create {
 		create = false
@@ -363,14 +381,16 @@ func (s *Store) maintainHistory(ctx context.Context, at time.Time, retention tim
 	if !at.IsZero() {
 		now = at
 	}
-	if err := s.readPeriods(ctx, s.pool); err != nil {
-		return 0, err
+	h, err := s.readPeriods(ctx, s.pool)
+	if err != nil {
+		return 0, false, err
 	}
 	if err := s.dropGone(ctx); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	h := s.router.periods.Load()
-	deleted := 0
+	if err := s.clearFree(ctx); err != nil {
+		return 0, false, err
+	}
 	for _, p := range h.list {
 		if timeOf(p.hi).Add(retention).After(now) {
 			break
@@ -381,11 +401,17 @@ func (s *Store) maintainHistory(ctx context.Context, at time.Time, retention tim
 			return err
 		})
 		if lockTimedOut(err) { // the next pass tries again
-			s.log.Debug("durable: dropping a history period waited too long for its locks; next pass", "period", p.suffix)
+			overdue = !timeOf(p.hi).Add(retention + period).After(now)
+			if overdue {
+				s.warnHistory("durable: dropping an expired history period keeps waiting for its locks (a long transaction on the history's tables?); its runs are deleted row by row meanwhile",
+					"period", p.suffix)
+			} else {
+				s.log.Debug("durable: dropping a history period waited too long for its locks; next pass", "period", p.suffix)
+			}
 			break
 		}
 		if err != nil {
-			return deleted, err
+			return deleted, overdue, err
 		}
 		deleted += n
 	}
@@ -393,7 +419,10 @@ func (s *Store) maintainHistory(ctx context.Context, at time.Time, retention tim
 		if !create || retention <= 0 {
 			break
 		}
-		h := s.router.periods.Load()
+		h, err := s.knownPeriods(ctx)
+		if err != nil {
+			return deleted, overdue, err
+		}
 		newest := timeOf(h.newest())
 		if len(h.list) > 0 && !newest.Before(now.Add(2*period)) {
 			break
@@ -406,7 +435,7 @@ func (s *Store) maintainHistory(ctx context.Context, at time.Time, retention tim
 			lo = now.Truncate(period).Add(period)
 		}
 		hi := lo.Truncate(period).Add(period)
-		err := s.retryLocks(ctx, func() error {
+		err = s.retryLocks(ctx, func() error {
 			return s.createPeriod(ctx, historyPeriod{lo: boundOf(lo), hi: boundOf(hi), suffix: suffixOf(lo)}, !lo.Before(now.Add(freeAhead)))
 		})
 		if lockTimedOut(err) { // the next pass tries again
@@ -417,10 +446,34 @@ func (s *Store) maintainHistory(ctx context.Context, at time.Time, retention tim
 			break
 		}
 		if err != nil {
-			return deleted, err
+			return deleted, overdue, err
 		}
 	}
-	return deleted, nil
+	return deleted, overdue, nil
+}
+
+// knownPeriods is what the store knows of the periods, read again when it
+// knows nothing (a statement found a partition gone: forgetPeriods).
+func (s *Store) knownPeriods(ctx context.Context) (*historyPeriods, error) {
+	if h := s.router.periods.Load(); h != nil {
+		return h, nil
+	}
+	return s.readPeriods(ctx, s.pool)
+}
+
+// historyWarnEvery is how often at most the store warns that the history's
+// periods cannot be kept as they should (warnHistory).
+const historyWarnEvery = 10 * time.Minute
+
+// warnHistory logs a warning about the history's periods, at most once
+// every historyWarnEvery: the leader's retention tries every pass.
+func (s *Store) warnHistory(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	last := s.router.warned.Load()
+	if last != 0 && time.Duration(now-last) < historyWarnEvery || !s.router.warned.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn(msg, args...)
 }
 
 // createPeriod creates a period's partitions, unless a period overlapping
@@ -443,13 +496,18 @@ func (s *Store) maintainHistory(ctx context.Context, at time.Time, retention tim
 // range cannot be recorded in the default partition, and a period that
 // begins sooner may be reached by the clock (periods shorter than a
 // minute) before it is attached.
-func (s *Store) createPeriod(ctx context.Context, p historyPeriod, free bool) error {
+func (s *Store) createPeriod(ctx context.Context, p historyPeriod, free bool) (err error) {
 	var proved, held, made bool
 	if err := s.preparePeriod(ctx, p); err != nil {
 		return err
 	}
-	var err error
 	if free {
+		defer func() {
+			if err != nil {
+				// Best effort: the next pass clears what is left.
+				_ = s.clearFree(ctx)
+			}
+		}()
 		if proved, err = s.freeDefaults(ctx, p); err != nil {
 			return err
 		}
@@ -553,25 +611,48 @@ func freeConstraint(table, suffix string) string {
 // freeConstraintName matches the names freeConstraint makes.
 var freeConstraintName = regexp.MustCompile(`^(runs|tasks|events)_default_free_p[0-9]{8}t[0-9]{6}$`)
 
-// dropFree drops the default partitions' constraints of freeDefaults.
-func (s *Store) dropFree(ctx context.Context, tx pgx.Tx) error {
-	rows, err := tx.Query(ctx, s.q.freeConstraints, s.schema)
-	if err != nil {
+// clearFree drops the constraints of freeDefaults that a creation left
+// (it gave way, failed or died between adding them and the attach): left
+// there, the clock reaches their period, and every run whose id falls in it
+// is refused by the default partitions until a creation of that period
+// succeeds. Each pass starts with it, and a creation that fails ends with
+// it; with nothing left, it is one read of the catalog.
+func (s *Store) clearFree(ctx context.Context) error {
+	found, err := s.freeConstraints(ctx, s.pool)
+	if err != nil || len(found) == 0 {
 		return err
 	}
-	type named struct{ Table, Name string }
-	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[named])
+	return s.historyTx(ctx, func(tx pgx.Tx, _ *historyPeriods) error { return s.dropFree(ctx, tx) })
+}
+
+// freeConstraintRow is a constraint of freeDefaults, with its table.
+type freeConstraintRow struct{ Table, Name string }
+
+// freeConstraints lists the constraints of freeDefaults there are.
+func (s *Store) freeConstraints(ctx context.Context, q querier) ([]freeConstraintRow, error) {
+	rows, err := q.Query(ctx, s.q.freeConstraints, s.schema)
+	if err != nil {
+		return nil, err
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[freeConstraintRow])
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(found, func(c freeConstraintRow) bool { return !freeConstraintName.MatchString(c.Name) }), nil
+}
+
+// dropFree drops the default partitions' constraints of freeDefaults.
+func (s *Store) dropFree(ctx context.Context, tx pgx.Tx) error {
+	found, err := s.freeConstraints(ctx, tx)
 	if err != nil {
 		return err
 	}
 	schema := pgx.Identifier{s.schema}.Sanitize()
 	var stmts []string
 	for _, c := range found {
-		if freeConstraintName.MatchString(c.Name) {
-			// IF EXISTS: the drop of a partitioned table's removed its
-			// partition's inherited copy.
-			stmts = append(stmts, fmt.Sprintf(`ALTER TABLE %s.%s DROP CONSTRAINT IF EXISTS %s`, schema, pgx.Identifier{c.Table}.Sanitize(), pgx.Identifier{c.Name}.Sanitize()))
-		}
+		// IF EXISTS: the drop of a partitioned table's removed its
+		// partition's inherited copy.
+		stmts = append(stmts, fmt.Sprintf(`ALTER TABLE %s.%s DROP CONSTRAINT IF EXISTS %s`, schema, pgx.Identifier{c.Table}.Sanitize(), pgx.Identifier{c.Name}.Sanitize()))
 	}
 	return execSimple(ctx, tx, stmts...)
 }
@@ -768,7 +849,7 @@ func (s *Store) dropTables(ctx context.Context, names []string) error {
 // table locks of a change: lockHistory). The store
 // reads the periods again after it, whether it committed or not.
 func (s *Store) historyTx(ctx context.Context, fn func(pgx.Tx, *historyPeriods) error) error {
-	defer func() { _ = s.readPeriods(ctx, s.pool) }()
+	defer func() { _, _ = s.readPeriods(ctx, s.pool) }()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return err

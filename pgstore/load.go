@@ -266,6 +266,7 @@ func (s *Store) loadMapItems(ctx context.Context, q querier, c *change, r *dag.R
 	prefix := dag.ItemPrefix(r.Shape.Name(m))
 	rows, err := q.Query(ctx, s.routed(s.q.loadMapItems, [16]byte(r.Rec.ID)), [16]byte(r.Rec.ID), prefix, upperBound(prefix))
 	if err != nil {
+		s.forgetPeriods(err) // a period dropped since the store read them
 		return nil, err
 	}
 	defer rows.Close()

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -309,12 +310,21 @@ func (s *Store) PruneRuns(ctx context.Context, p *store.PruneRunsParams) (*store
 	if limit == 0 {
 		return res, nil
 	}
-	dropped, err := s.maintainHistory(ctx, nowOf(p.Now), p.OlderThan, p.Lazy)
+	dropped, overdue, err := s.maintainHistory(ctx, nowOf(p.Now), p.OlderThan, p.Lazy)
 	if err != nil {
-		return nil, classify(s.notLeader(ctx, fmt.Errorf("pgstore: prune runs: the history's periods: %w", err)))
+		err = s.notLeader(ctx, fmt.Errorf("pgstore: prune runs: the history's periods: %w", err))
+		if errors.Is(err, durabletype.ErrNotLeader) || ctx.Err() != nil {
+			return nil, classify(err)
+		}
+		// The periods cannot be kept (a role without DDL rights, the
+		// database refusing a change): the settled runs are deleted row
+		// by row, as before the periods, rather than kept forever.
+		s.warnHistory("durable: the history's periods cannot be created or dropped; settled runs are deleted row by row instead (dead rows for VACUUM to reclaim)",
+			"error", err)
+		overdue = true
 	}
 	rows := s.q.pruneRuns
-	if p.Lazy {
+	if p.Lazy && !overdue {
 		rows = s.q.pruneRunsDefault
 	}
 	plans, args := s.plans(ctx)

@@ -307,6 +307,7 @@ func (s *Store) fireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 		if len(ids) > 0 {
 			rs, err := tx.Query(ctx, s.routed(s.q.runsExist, u16(ids)), u16(ids))
 			if err != nil {
+				s.forgetPeriods(err) // a period dropped since the store read them
 				return err
 			}
 			for rs.Next() {
