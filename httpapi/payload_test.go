@@ -71,10 +71,11 @@ func TestPayloadRefused(t *testing.T) {
 func TestPayloadSizes(t *testing.T) {
 	t.Parallel()
 	wf := durable.NewWorkflow[string]("big")
-	durable.Step(wf, "grow", func(ctx durable.Context, in string) (string, error) {
+	grow := durable.Step(wf, "grow", func(ctx durable.Context, in string) (string, error) {
 		return strings.Repeat(in, 100), nil
 	})
-	durable.WaitForSignal[string](wf, "gate", "go")
+	// After grow: once gate waits, grow's output is there to read.
+	durable.WaitForSignal[string](wf, "gate", "go", durable.After(grow))
 	e, err := durable.New(memstore.New(), durable.Config{Logger: quiet, MaxInputSize: 1000, MaxEventSize: 100})
 	require.NoError(t, err)
 	require.NoError(t, e.Register(wf))
