@@ -228,9 +228,8 @@ func (s *Store) completeClaims(ctx context.Context, claimed []*store.ClaimedTask
 	if len(pRuns) == 0 {
 		return nil
 	}
-	rows, err := s.pool.Query(ctx, s.routed(s.q.parentOutputs, u16(pRuns)), u16(pRuns), pNames)
+	rows, err := s.queryRouted(ctx, s.pool, s.q.parentOutputs, u16(pRuns), pNames)
 	if err != nil {
-		s.forgetPeriods(err) // a period dropped since the store read them
 		return fmt.Errorf("pgstore: parent outputs: %w", err)
 	}
 	defer rows.Close()
@@ -436,9 +435,8 @@ func probeRow(row pgx.Row, to *atomic.Bool) error {
 // steps: for each (run, step, name range, claim), the outputs of the
 // step's items in item order, if it completed.
 func (s *Store) mapOutputs(ctx context.Context, claimed []*store.ClaimedTask, runs []uuid.UUID, steps, lo, hi []string, claims []int) error {
-	rows, err := s.pool.Query(ctx, s.routed(s.q.mapOutputs, u16(runs)), u16(runs), steps, lo, hi)
+	rows, err := s.queryRouted(ctx, s.pool, s.q.mapOutputs, u16(runs), steps, lo, hi)
 	if err != nil {
-		s.forgetPeriods(err) // a period dropped since the store read them
 		return fmt.Errorf("pgstore: map outputs: %w", err)
 	}
 	defer rows.Close()
@@ -498,9 +496,8 @@ func (s *Store) funcRecords(ctx context.Context, funcs map[uuid.UUID]*store.Clai
 	for id := range funcs {
 		ids = append(ids, id)
 	}
-	rows, err := s.pool.Query(ctx, s.routed(s.q.funcRecords, u16(ids)), u16(ids))
+	rows, err := s.queryRouted(ctx, s.pool, s.q.funcRecords, u16(ids))
 	if err != nil {
-		s.forgetPeriods(err) // a period dropped since the store read them
 		return fmt.Errorf("pgstore: function records: %w", err)
 	}
 	defer rows.Close()

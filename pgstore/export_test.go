@@ -153,3 +153,19 @@ func VariantSuffixes(s *Store) []string {
 	})
 	return out
 }
+
+// ReadRecords runs the routed statement that reads a function run's
+// records (queryRouted) for run, and reads its rows.
+func ReadRecords(ctx context.Context, s *Store, run uuid.UUID) error {
+	rows, err := s.queryRouted(ctx, s.pool, s.q.funcRecords, [][16]byte{run})
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	return rows.Err()
+}
+
+// KnowsPeriods reports whether s routes with periods it read.
+func KnowsPeriods(s *Store) bool { return s.router.periods.Load() != nil }

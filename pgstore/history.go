@@ -154,6 +154,11 @@ type router struct {
 	reading atomic.Bool
 	// warned is when warnHistory last logged (Unix nanoseconds).
 	warned atomic.Int64
+	// forgot counts the times the store forgot the periods: a read that
+	// began before one of them does not store what it read (readPeriods),
+	// which may name a partition dropped since. mu orders the two.
+	forgot atomic.Uint64
+	mu     sync.Mutex
 }
 
 type routeKey struct{ sql, suffix string }
@@ -191,7 +196,8 @@ const (
 // routed is sql naming the partitions of the period of the run ids ids
 // when sql is routed and they are all in one period the store knows (see
 // route), for a statement sent alone; its caller hands the store its
-// error (forgetPeriods), so that a period dropped since is forgotten.
+// error (forgetPeriods, queryRouted), so that a period dropped since is
+// forgotten.
 func (s *Store) routed(sql string, ids any) string {
 	b := pgx.Batch{QueuedQueries: []*pgx.QueuedQuery{{SQL: sql, Arguments: []any{ids}}}}
 	if arg, ok := s.router.args[sql]; !ok || arg != 0 {
@@ -199,6 +205,32 @@ func (s *Store) routed(sql string, ids any) string {
 	}
 	s.route(&b)
 	return b.QueuedQueries[0].SQL
+}
+
+// queryRouted queries sql, routed by its first argument (routed), on q:
+// an error of the query or of its rows that names a dropped partition
+// makes the store forget the periods (forgetPeriods).
+func (s *Store) queryRouted(ctx context.Context, q querier, sql string, args ...any) (pgx.Rows, error) {
+	rows, err := q.Query(ctx, s.routed(sql, args[0]), args...)
+	if err != nil {
+		s.forgetPeriods(err)
+		return nil, err
+	}
+	return routedRows{rows, s}, nil
+}
+
+// routedRows are the rows of queryRouted.
+type routedRows struct {
+	pgx.Rows
+	s *Store
+}
+
+func (r routedRows) Err() error {
+	err := r.Rows.Err()
+	if err != nil {
+		r.s.forgetPeriods(err)
+	}
+	return err
 }
 
 // route rewrites the routed statements of b whose runs are all in one
@@ -273,11 +305,16 @@ func (s *Store) readPeriodsSoon() {
 // to route its statements with, and returns them. The statements it
 // rewrote for periods no longer there are forgotten.
 func (s *Store) readPeriods(ctx context.Context, q querier) (*historyPeriods, error) {
+	forgot := s.router.forgot.Load()
 	h, err := s.periodsIn(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	s.router.periods.Store(h)
+	s.router.mu.Lock()
+	if s.router.forgot.Load() == forgot {
+		s.router.periods.Store(h)
+	}
+	s.router.mu.Unlock()
 	s.router.variants.Range(func(k, _ any) bool {
 		if suffix := k.(routeKey).suffix; suffix != "default" && !slices.ContainsFunc(h.list, func(p historyPeriod) bool { return p.suffix == suffix }) {
 			s.router.variants.Delete(k)
@@ -317,7 +354,10 @@ func (s *Store) periodsIn(ctx context.Context, q querier) (*historyPeriods, erro
 func (s *Store) forgetPeriods(err error) {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		s.router.mu.Lock()
+		s.router.forgot.Add(1)
 		s.router.periods.Store(nil)
+		s.router.mu.Unlock()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -226,4 +227,45 @@ func TestHistoryRoutesForgetDroppedPeriods(t *testing.T) {
 	require.NotContains(t, periods(t, pool, schema), ps[0])
 	require.NotContains(t, pgstore.VariantSuffixes(s), ps[0].Suffix)
 	require.Contains(t, pgstore.VariantSuffixes(s), "default")
+}
+
+// TestHistoryRoutedRowsForgetDroppedPeriod: a statement a store sends
+// alone to a period's partitions, prepared on its connection before the
+// period was dropped, fails once as it reads its rows (not as it is sent);
+// the store then forgets the periods, and the next one goes through the
+// parent tables, without waiting for the store's next read of the periods.
+func TestHistoryRoutedRowsForgetDroppedPeriod(t *testing.T) {
+	t.Parallel()
+	admin, pool, schema := setup(t)
+	const retention = time.Hour
+	_, err := admin.PruneRuns(ctx, &store.PruneRunsParams{OlderThan: retention, Limit: 500, Lazy: true})
+	require.NoError(t, err)
+	ps := periods(t, pool, schema)
+	r := newRun("wf", "t", &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}})
+	r.ID = dag.TimeOrderedID(uuid.New(), timeOfBound(ps[0].Lo).Add(time.Minute))
+	require.NoError(t, created(admin.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
+
+	cfg := pool.Config()
+	cfg.MaxConns, cfg.MinConns = 1, 0 // one connection: the statement prepared there is the one used again
+	one, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(one.Close)
+	s, err := pgstore.New(one, &pgstore.Config{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, pgstore.ReadRecords(ctx, s, r.ID)) // reads the periods in the background
+	require.Eventually(t, func() bool { return pgstore.KnowsPeriods(s) }, time.Minute, time.Millisecond)
+	require.NoError(t, pgstore.ReadRecords(ctx, s, r.ID)) // prepared for the period's partitions
+
+	later := timeOfBound(ps[0].Hi).Add(retention + time.Second)
+	_, err = admin.PruneRuns(ctx, &store.PruneRunsParams{Now: later, OlderThan: retention, Limit: 500, Lazy: true})
+	require.NoError(t, err)
+	require.NotContains(t, periods(t, pool, schema), ps[0])
+	require.Equal(t, schema+".runs_default", partitionOf(t, pool, schema, "runs", r.ID), "kept: in flight")
+
+	err = pgstore.ReadRecords(ctx, s, r.ID)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "42P01", pgErr.Code, "the partition is gone: %v", err)
+	require.False(t, pgstore.KnowsPeriods(s), "forgotten at once")
+	require.NoError(t, pgstore.ReadRecords(ctx, s, r.ID))
 }

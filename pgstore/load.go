@@ -264,9 +264,8 @@ func (l *loader) build(ctx context.Context, s *Store, q querier, c *change) erro
 // transaction (dag.Run.LoadItems).
 func (s *Store) loadMapItems(ctx context.Context, q querier, c *change, r *dag.Run, m int) ([]store.Task, error) {
 	prefix := dag.ItemPrefix(r.Shape.Name(m))
-	rows, err := q.Query(ctx, s.routed(s.q.loadMapItems, [16]byte(r.Rec.ID)), [16]byte(r.Rec.ID), prefix, upperBound(prefix))
+	rows, err := s.queryRouted(ctx, q, s.q.loadMapItems, [16]byte(r.Rec.ID), prefix, upperBound(prefix))
 	if err != nil {
-		s.forgetPeriods(err) // a period dropped since the store read them
 		return nil, err
 	}
 	defer rows.Close()

@@ -305,9 +305,8 @@ func (s *Store) fireSchedules(ctx context.Context, p *store.FireSchedulesParams)
 		}
 		exists := map[uuid.UUID]bool{}
 		if len(ids) > 0 {
-			rs, err := tx.Query(ctx, s.routed(s.q.runsExist, u16(ids)), u16(ids))
+			rs, err := s.queryRouted(ctx, tx, s.q.runsExist, u16(ids))
 			if err != nil {
-				s.forgetPeriods(err) // a period dropped since the store read them
 				return err
 			}
 			for rs.Next() {
