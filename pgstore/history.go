@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
@@ -152,8 +153,9 @@ type router struct {
 	variants sync.Map
 	// reading is set while the periods are being read.
 	reading atomic.Bool
-	// warned is when warnHistory last logged (Unix nanoseconds).
-	warned atomic.Int64
+	// warned and noted are when warnHistory and the note of a worker
+	// predating the periods were last logged (Unix nanoseconds).
+	warned, noted atomic.Int64
 	// forgot counts the times the store forgot the periods: a read that
 	// began before one of them does not store what it read (readPeriods),
 	// which may name a partition dropped since. mu orders the two.
@@ -416,7 +418,7 @@ func (s *Store) maintainHistory(ctx context.Context, at time.Time, retention tim
 	}
 	if old && create {
 		create = false
-		s.log.Info("durable: no new history period while a worker's engine predates migration 017 (a rolling deploy under way)")
+		s.logEvery(&s.router.noted, slog.LevelInfo, "durable: no new history period while a worker's engine predates migration 017 (a rolling deploy under way, or its record not yet expired)")
 	}
 	if !at.IsZero() {
 		now = at
@@ -508,12 +510,18 @@ const historyWarnEvery = 10 * time.Minute
 // warnHistory logs a warning about the history's periods, at most once
 // every historyWarnEvery: the leader's retention tries every pass.
 func (s *Store) warnHistory(msg string, args ...any) {
+	s.logEvery(&s.router.warned, slog.LevelWarn, msg, args...)
+}
+
+// logEvery logs msg at level unless it logged through last (Unix
+// nanoseconds) less than historyWarnEvery ago.
+func (s *Store) logEvery(last *atomic.Int64, level slog.Level, msg string, args ...any) {
 	now := time.Now().UnixNano()
-	last := s.router.warned.Load()
-	if last != 0 && time.Duration(now-last) < historyWarnEvery || !s.router.warned.CompareAndSwap(last, now) {
+	was := last.Load()
+	if was != 0 && time.Duration(now-was) < historyWarnEvery || !last.CompareAndSwap(was, now) {
 		return
 	}
-	s.log.Warn(msg, args...)
+	s.log.Log(context.Background(), level, msg, args...)
 }
 
 // createPeriod creates a period's partitions, unless a period overlapping
@@ -722,6 +730,21 @@ func (s *Store) preparePeriod(ctx context.Context, p historyPeriod) error {
 			stmts = append(stmts,
 				fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s.%[2]s_%[3]s (LIKE %[1]s.%[2]s INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING STORAGE INCLUDING INDEXES) WITH (fillfactor = %[4]d)`,
 					schema, t.name, p.suffix, t.fillfactor))
+		}
+		// The roles that may use the partitioned tables may use the
+		// period's partitions, which the stores name directly (a role
+		// with only DML rights: docs/operating.md).
+		rows, err := tx.Query(ctx, s.q.tableGrants, s.schema)
+		if err != nil {
+			return err
+		}
+		type grant struct{ Table, Privilege, Grantee string }
+		grants, err := pgx.CollectRows(rows, pgx.RowToStructByPos[grant])
+		if err != nil {
+			return err
+		}
+		for _, g := range grants {
+			stmts = append(stmts, fmt.Sprintf(`GRANT %s ON %s.%s TO %s`, g.Privilege, schema, pgx.Identifier{g.Table + "_" + p.suffix}.Sanitize(), g.Grantee))
 		}
 		return execSimple(ctx, tx, stmts...)
 	})

@@ -269,3 +269,27 @@ func TestHistoryRoutedRowsForgetDroppedPeriod(t *testing.T) {
 	require.False(t, pgstore.KnowsPeriods(s), "forgotten at once")
 	require.NoError(t, pgstore.ReadRecords(ctx, s, r.ID))
 }
+
+// TestHistoryWaitsForOldWorkersRecords: no period is made while the
+// record of a worker of a release before the periods is there, live or
+// not (one frozen past its DeadAfter may come back, with statements that
+// assume one table); once the record is gone (the worker stopped, or the
+// leader expired it), the periods start.
+func TestHistoryWaitsForOldWorkersRecords(t *testing.T) {
+	t.Parallel()
+	s, pool, schema := setup(t)
+	const retention = time.Hour
+	workers := pgx.Identifier{schema, "workers"}.Sanitize()
+	_, err := pool.Exec(ctx, "INSERT INTO "+workers+` (id, concurrency, in_flight, dead_after, started_at, last_seen, schema_level)
+VALUES ('old', 10, 1, 1000000, now() - interval '2 hours', now() - interval '1 hour', 0)`)
+	require.NoError(t, err)
+	_, err = s.PruneRuns(ctx, &store.PruneRunsParams{OlderThan: retention, Limit: 500, Lazy: true})
+	require.NoError(t, err)
+	require.Empty(t, periods(t, pool, schema), "an old worker dead for an hour may come back")
+
+	_, err = pool.Exec(ctx, "DELETE FROM "+workers+" WHERE id = 'old'")
+	require.NoError(t, err)
+	_, err = s.PruneRuns(ctx, &store.PruneRunsParams{OlderThan: retention, Limit: 500, Lazy: true})
+	require.NoError(t, err)
+	require.NotEmpty(t, periods(t, pool, schema))
+}

@@ -70,3 +70,23 @@ WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO ' || $1 || '.runs%'`
 	require.False(t, res.Runs[0].Duplicate, "the key was never the other run's")
 	require.Equal(t, fresh.ID, res.Runs[0].ID)
 }
+
+// TestDeletedRunFreesKeysPointingAtIt: deleting a run frees every key that
+// points at it, one it does not hold too (left by an engine before the
+// keys' table whose insert took the key and then skipped the run for its
+// ID, taken by another run).
+func TestDeletedRunFreesKeysPointingAtIt(t *testing.T) {
+	t.Parallel()
+	s, pool, schema := setup(t)
+	sh := &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}}
+	r := newRun("wf", "t", sh)
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{r}})))
+	keys := pgx.Identifier{schema, "idem_keys"}.Sanitize()
+	_, err := pool.Exec(ctx, "INSERT INTO "+keys+" (workflow, tenant, key, run_id) VALUES ('wf', 't', 'stray', $1)", r.ID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "DELETE FROM "+pgx.Identifier{schema, "runs"}.Sanitize()+" WHERE id = $1", r.ID)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+keys).Scan(&n))
+	require.Zero(t, n)
+}

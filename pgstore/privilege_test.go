@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,8 +17,10 @@ import (
 
 	"github.com/effectivelabs/durable"
 	"github.com/effectivelabs/durable/durabletype"
+	"github.com/effectivelabs/durable/internal/core/dag"
 	"github.com/effectivelabs/durable/internal/tools/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
+	"github.com/effectivelabs/durable/store"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -126,4 +129,59 @@ func TestLeastPrivilegeWorker(t *testing.T) {
 	for _, tb := range st.Tables {
 		require.Positive(t, tb.TotalBytes, tb.Name)
 	}
+}
+
+// TestHistoryKeepsGrants: a role with only DML rights, granted on the
+// tables before migration 017, keeps them across it (on the partitioned
+// tables, the keys' and the periods' tables), and on the partitions of
+// the periods a leader of the owner's makes later: it creates, claims,
+// completes and prunes runs, in the default partitions and a period's.
+func TestHistoryKeepsGrants(t *testing.T) {
+	t.Parallel()
+	admin := pgtest.Pool(t)
+	schema := pgtest.EmptySchema(t, admin)
+	_, err := pgstore.Migrate(ctx, admin, &pgstore.MigrateConfig{Schema: schema, Direction: pgstore.Up, Steps: 16})
+	require.NoError(t, err)
+	pool := leastPrivilegeRole(t, admin, schema) // granted at 016
+	_, err = pgstore.Migrate(ctx, admin, &pgstore.MigrateConfig{Schema: schema})
+	require.NoError(t, err)
+
+	owner, err := pgstore.New(admin, &pgstore.Config{Schema: schema})
+	require.NoError(t, err)
+	const retention = time.Hour
+	_, err = owner.PruneRuns(ctx, &store.PruneRunsParams{OlderThan: retention, Limit: 500, Lazy: true})
+	require.NoError(t, err)
+	ps := periods(t, admin, schema)
+	require.NotEmpty(t, ps, "the owner's leader made periods")
+
+	s, err := pgstore.New(pool, &pgstore.Config{Schema: schema})
+	require.NoError(t, err)
+	sh := &durabletype.Shape{Steps: []durabletype.StepSpec{step("a")}}
+	inPeriod := newRun("wf", "t", sh)
+	inPeriod.ID, inPeriod.IdempotencyKey = dag.TimeOrderedID(uuid.New(), timeOfBound(ps[0].Lo).Add(time.Minute)), "k1"
+	inDefault := newRun("wf", "t", sh)
+	inDefault.IdempotencyKey = "k2"
+	require.NoError(t, created(s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{inPeriod, inDefault}})))
+	require.Equal(t, schema+".runs_"+ps[0].Suffix, partitionOf(t, admin, schema, "runs", inPeriod.ID))
+	cs := claimAll(t, s, "wf", 10)
+	require.Len(t, cs, 2)
+	for _, c := range cs {
+		res, err := s.FinishTasks(ctx, &store.FinishTasksParams{Outcomes: []store.Outcome{complete(c)}})
+		require.NoError(t, err)
+		require.Equal(t, store.FinishApplied, res[0].Status)
+	}
+	for _, id := range []uuid.UUID{inPeriod.ID, inDefault.ID} {
+		r, err := s.GetRun(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, durabletype.RunCompleted, r.Status)
+	}
+	// An operator's exact prune, as the role: row by row, keys freed.
+	res, err := s.PruneRuns(ctx, &store.PruneRunsParams{Now: timeOfBound(ps[len(ps)-1].Hi).Add(2 * retention), OlderThan: retention, Limit: 500})
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Deleted)
+	again := newRun("wf", "t", sh)
+	again.IdempotencyKey = "k1"
+	cr, err := s.CreateRuns(ctx, &store.CreateRunsParams{Runs: []store.NewRun{again}})
+	require.NoError(t, err)
+	require.False(t, cr.Runs[0].Duplicate, "k1 was freed with its run")
 }

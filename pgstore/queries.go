@@ -16,6 +16,7 @@ type queries struct {
 	deleteHistoryPeriod string
 	goneTables          string
 	freeConstraints     string
+	tableGrants         string
 	skipTakenKeys       string
 	lockHistory         string
 	defaultHolds        string

@@ -256,6 +256,7 @@ func newQueries(schema string) queries {
 		deleteHistoryPeriod:   st.take("deleteHistoryPeriod"),
 		goneTables:            st.take("goneTables"),
 		freeConstraints:       st.take("freeConstraints"),
+		tableGrants:           st.take("tableGrants"),
 		skipTakenKeys:         st.take("skipTakenKeys"),
 		lockHistory:           st.take("lockHistory"),
 		defaultHolds:          st.take("defaultHolds"),

@@ -1,3 +1,7 @@
+-- No store changes the periods meanwhile (pgstore's historyTx takes this
+-- lock): a period made after this migration read them would be left
+-- behind.
+SELECT pg_advisory_xact_lock(hashtextextended('durable history ' || (SELECT nspname FROM pg_namespace WHERE oid = '{{schema}}'::regnamespace), 0));
 ALTER TABLE {{schema}}.workers DROP COLUMN schema_level;
 -- Back to plain tables: every period's rows move into the default
 -- partitions, which become the tables again.
@@ -7,6 +11,13 @@ DECLARE
   t text;
   i record;
 BEGIN
+  -- The partitions of a period a drop detached but did not drop yet
+  -- (pgstore's dropGone): their runs had expired.
+  FOR i IN SELECT c.relname FROM pg_class c
+           WHERE c.relnamespace = '{{schema}}'::regnamespace AND c.relkind = 'r'
+             AND c.relname ~ '^(runs|tasks|events)_p[0-9]{8}t[0-9]{6}_gone$' LOOP
+    EXECUTE format('DROP TABLE {{schema}}.%I', i.relname);
+  END LOOP;
   -- The constraints a period's creation left (pgstore's freeDefaults):
   -- on the plain tables they would refuse the runs of that period's range
   -- once the clock reaches it. The partitioned tables' first.

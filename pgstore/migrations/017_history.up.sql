@@ -22,6 +22,11 @@
 -- know a run id taken by that name (the periods' partitions have
 -- runs_<suffix>_pkey; the partitioned table's own is runs_id_pkey).
 
+-- The tables in the order the claims take them (tasks, then runs), so
+-- that a claim under way never waits for the migration while holding what
+-- the migration waits for.
+LOCK TABLE {{schema}}.tasks, {{schema}}.runs, {{schema}}.events IN ACCESS EXCLUSIVE MODE;
+
 DROP TRIGGER runs_delete_tasks ON {{schema}}.runs;
 
 -- A constraint a period's creation left on a default partition (its
@@ -125,7 +130,10 @@ CREATE TRIGGER runs_take_idem_key BEFORE INSERT ON {{schema}}.runs
 CREATE OR REPLACE FUNCTION {{schema}}.delete_tasks_of_runs() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   DELETE FROM {{schema}}.tasks t USING gone g WHERE t.run_id = g.id;
-  DELETE FROM {{schema}}.idem_keys k USING gone g WHERE k.run_id = g.id AND g.idem_key IS NOT NULL;
+  -- Every key pointing at a run deleted, whether the run holds it or not
+  -- (an engine before 017 whose insert took a key, then skipped its run
+  -- for an ID another transaction took: the key is left pointing there).
+  DELETE FROM {{schema}}.idem_keys k USING gone g WHERE k.run_id = g.id;
   RETURN NULL;
 END
 $$;
@@ -140,6 +148,27 @@ CREATE TABLE {{schema}}.history_partitions (
     hi     uuid NOT NULL CONSTRAINT history_partitions_range_check CHECK (hi > lo),
     suffix text COLLATE "C" NOT NULL UNIQUE
 );
+
+-- The roles granted rights on the tables keep them: on the partitioned
+-- tables (the tables renamed to _default keep theirs), and, as on runs, on
+-- the keys' and the periods' tables (the triggers write the keys with the
+-- rights of the role that inserts or deletes a run). A period's partitions
+-- get them when they are made (pgstore's preparePeriod).
+DO $$
+DECLARE
+  g record;
+BEGIN
+  FOR g IN SELECT t.dst, a.privilege_type,
+                  CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END AS grantee
+           FROM (VALUES ('runs_default', 'runs'), ('tasks_default', 'tasks'), ('events_default', 'events'),
+                        ('runs_default', 'idem_keys'), ('runs_default', 'history_partitions')) AS t(src, dst)
+           JOIN pg_class c ON c.oid = format('{{schema}}.%I', t.src)::regclass
+           CROSS JOIN LATERAL aclexplode(c.relacl) a
+           WHERE a.grantee <> c.relowner LOOP
+    EXECUTE format('GRANT %s ON {{schema}}.%I TO %s', g.privilege_type, g.dst, g.grantee);
+  END LOOP;
+END
+$$;
 
 -- The newest migration the engine of each worker knows: the leader
 -- creates no period while a live worker's engine predates this migration

@@ -2,11 +2,13 @@
 -- runs, tasks and events, one set per period of run ids [lo, hi).
 
 -- name: historyNow
--- The database's time, and whether a live worker's engine predates the
+-- The database's time, and whether a worker's engine predates the
 -- partitioned history ($1: the migration that made it): the leader then
--- creates no period (history.go).
-SELECT now(), EXISTS (SELECT 1 FROM {{schema}}.workers
-                      WHERE schema_level < $1 AND last_seen + dead_after * interval '1 microsecond' > now());
+-- creates no period (history.go). Not only the live workers: one that
+-- froze past its DeadAfter may come back, with statements that assume one
+-- table. A worker that stops removes its record; the leader removes those
+-- of workers not seen for a day.
+SELECT now(), EXISTS (SELECT 1 FROM {{schema}}.workers WHERE schema_level < $1);
 
 -- name: historyPeriods
 SELECT lo, hi, suffix FROM {{schema}}.history_partitions ORDER BY lo;
@@ -106,6 +108,16 @@ SELECT count(*) FROM kept
 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = $1 AND c.relkind = 'r' AND NOT c.relispartition
   AND c.relname ~ '^(runs|tasks|events)_p[0-9]{8}t[0-9]{6}_gone$';
+
+-- name: tableGrants
+-- The rights granted on the partitioned tables of the schema $1, but their
+-- owner's, as (table, privilege, grantee): a period's partitions get them
+-- too (preparePeriod), for the statements that name them directly.
+SELECT c.relname::text, a.privilege_type::text,
+       CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace CROSS JOIN LATERAL aclexplode(c.relacl) a
+WHERE n.nspname = $1 AND c.relname IN ('runs', 'tasks', 'events') AND a.grantee <> c.relowner
+ORDER BY 1, 2, 3;
 
 -- name: freeConstraints
 -- The constraints of the default partitions of the schema $1 that exclude
