@@ -398,7 +398,9 @@ func TestSleepSurvivesFullStop(t *testing.T) {
 		build := func() *durable.Workflow[int] {
 			wf := durable.NewWorkflow[int]("restart")
 			a := durable.Step(wf, "a", noop[int])
-			nap := durable.Sleep(wf, "nap", h.duration(time.Hour, time.Second), durable.After(a))
+			// On PostgreSQL, long enough for both engines to stop before it
+			// is due, on a loaded machine too.
+			nap := durable.Sleep(wf, "nap", h.duration(time.Hour, 5*time.Second), durable.After(a))
 			durable.Step(wf, "after", func(ctx durable.Context, in int) (int, error) {
 				after.inc("after")
 				return in, nil

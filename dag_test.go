@@ -323,7 +323,9 @@ func TestWaitWakesOnNotify(t *testing.T) {
 		if h.virtual {
 			require.Zero(t, lat[len(lat)-1], "a one-step Run takes no virtual time")
 		}
-		require.Less(t, lat[len(lat)/2], 500*time.Millisecond, "median trigger→return latency")
+		// On PostgreSQL the bound leaves room for a loaded machine (-race,
+		// other packages' tests); the latency itself is a benchmark's.
+		require.Less(t, lat[len(lat)/2], h.duration(500*time.Millisecond, 2*time.Second), "median trigger→return latency")
 
 		start := time.Now()
 		res, err := slow.Run(ctx, e, "t", 1)
@@ -335,6 +337,8 @@ func TestWaitWakesOnNotify(t *testing.T) {
 		if h.virtual {
 			require.Zero(t, afterStep, "Wait was not woken by the run's notification")
 		}
-		require.Less(t, afterStep, time.Second, "Wait was not woken by the run's notification")
+		// Without the notification, Wait's next poll would come about 2 s
+		// after the step ended.
+		require.Less(t, afterStep, 1500*time.Millisecond, "Wait was not woken by the run's notification")
 	})
 }

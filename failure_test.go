@@ -84,7 +84,9 @@ func TestFlakyStepBackoffSchedule(t *testing.T) {
 				require.Zero(t, late, "attempt %d starts exactly when due", k+2)
 				require.True(t, r.DueAt.Equal(attempts[k+1]), "the RETRYING event says when the next attempt is due")
 			}
-			require.Less(t, late, 2*time.Second, "attempt %d started %s after its due time", k+2, late)
+			// On PostgreSQL, room for the leader's start and a loaded
+			// machine: the first retry is due right after the engine starts.
+			require.Less(t, late, 5*time.Second, "attempt %d started %s after its due time", k+2, late)
 			t.Logf("retry %d: due %s after the failure, started %s after due", k+1, delay, late)
 		}
 		if h.virtual {
@@ -277,8 +279,9 @@ func TestFailureCancelsInFlightSibling(t *testing.T) {
 		require.ErrorIs(t, err, durable.ErrRunFailed)
 		require.ErrorIs(t, <-cause, durable.ErrClaimLost)
 		// In virtual time, within one heartbeat interval; on PostgreSQL, with
-		// slack for the round trips (and well before DeadAfter).
-		require.LessOrEqual(t, time.Since(start), heartbeat+h.duration(0, 2*time.Second), "cancelled at the next heartbeat")
+		// slack for the round trips on a loaded machine (and before
+		// DeadAfter, which a rescue would wait for).
+		require.LessOrEqual(t, time.Since(start), heartbeat+h.duration(0, 4*time.Second), "cancelled at the next heartbeat")
 		s, _ := res.Step("slow")
 		require.Equal(t, durabletype.TaskCancelled, s.State)
 		s, _ = res.Step("bad")

@@ -167,8 +167,11 @@ func longStep(name string, release <-chan struct{}, executions *atomic.Int32, st
 func TestOutageLongerThanDeadAfterRescuesNothing(t *testing.T) {
 	t.Parallel()
 	both(t, func(t *testing.T, h *harness) {
-		heartbeat := h.duration(5*time.Second, 500*time.Millisecond)
-		deadAfter := h.duration(30*time.Second, 2*time.Second)
+		// On PostgreSQL, a heartbeat of a second: the worker's first beat
+		// after the outage lands a second or more before the leader may
+		// rescue (2×HeartbeatInterval of contact), on a loaded machine too.
+		heartbeat := h.duration(5*time.Second, time.Second)
+		deadAfter := h.duration(30*time.Second, 4*time.Second)
 		release := make(chan struct{})
 		var executions atomic.Int32
 		started := make(chan int, 4)

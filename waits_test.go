@@ -31,7 +31,9 @@ type confirmation struct {
 
 func TestEventWaitEngine(t *testing.T) {
 	both(t, func(t *testing.T, h *harness) {
-		timeout := h.duration(48*time.Hour, 2*time.Second)
+		// On PostgreSQL, long enough for the event to reach yes's wait on a
+		// loaded machine (both runs must wait first); only no waits it out.
+		timeout := h.duration(48*time.Hour, 8*time.Second)
 		wf := durable.NewWorkflow[basket]("confirm")
 		sent := durable.Step(wf, "send-email", func(ctx durable.Context, o basket) (string, error) {
 			return "mail-" + o.ID, nil

@@ -311,7 +311,10 @@ func sleeping(t *testing.T, e *durable.Engine, tenant string) uuid.UUID {
 		res, err := e.Get(ctx, id)
 		require.NoError(t, err)
 		s, _ := res.Step("fraud-window")
-		return s.State == durabletype.TaskSleeping
+		prepared, _ := res.Step("prepare-shipment")
+		// Both of charge's successors: the run rests until the window
+		// ends (nothing ready or running).
+		return s.State == durabletype.TaskSleeping && prepared.State == durabletype.TaskCompleted
 	}, 30*time.Second, 20*time.Millisecond)
 	return id
 }

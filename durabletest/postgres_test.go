@@ -235,7 +235,9 @@ func newPing() *durable.Workflow[int] {
 // A step blocked in its own code keeps the engine busy: Idle then fails
 // after Options.Timeout, saying which step runs.
 func TestPostgresIdle(t *testing.T) {
-	onPostgres(t, durabletest.Options{Timeout: 3 * time.Second}, func(t *testing.T, k *durabletest.Kit) {
+	// Long enough for the chain and its child run on a loaded machine;
+	// only the blocked step's Idle waits it out.
+	onPostgres(t, durabletest.Options{Timeout: 8 * time.Second}, func(t *testing.T, k *durabletest.Kit) {
 		child := durable.NewWorkflow[int]("child")
 		pong := durable.Step(child, "pong", func(ctx durable.Context, n int) (int, error) { return n, nil })
 		wf := durable.NewWorkflow[int]("chain")

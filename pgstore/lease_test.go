@@ -103,7 +103,9 @@ func setupPool(t *testing.T) (*pgxpool.Pool, string) {
 func TestLeaderLeaseExpiryTakeover(t *testing.T) {
 	t.Parallel()
 	pool, schema := setupPool(t)
-	frozen := leaseStore(t, pool, schema, 300*time.Millisecond)
+	// Long enough for the next Acquire to find it held on a loaded
+	// machine; the takeover below waits for it to expire.
+	frozen := leaseStore(t, pool, schema, 3*time.Second)
 	old, err := pgstore.Acquire(ctx, frozen, "frozen")
 	require.NoError(t, err)
 	require.Positive(t, old)
@@ -153,7 +155,9 @@ func TestLeaderLeaseExpiredUnclaimed(t *testing.T) {
 func TestLeaderLeaseFenceHoldsTakeover(t *testing.T) {
 	t.Parallel()
 	pool, schema := setupPool(t)
-	s := leaseStore(t, pool, schema, 200*time.Millisecond)
+	// Long enough for the fence below to find it current on a loaded
+	// machine; the takeover waits for it to expire.
+	s := leaseStore(t, pool, schema, 2*time.Second)
 	term, err := pgstore.Acquire(ctx, s, "old")
 	require.NoError(t, err)
 	tx, err := pool.Begin(ctx)
