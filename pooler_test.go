@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -87,12 +85,12 @@ type poolerEnv struct {
 	pooled string
 	base   pgstore.Config
 	schema string
-	logs   *logBuffer
+	logs   *pgtest.SyncBuffer
 	logger *slog.Logger
 }
 
 func newPoolerEnv(t *testing.T, pooled string, base pgstore.Config) *poolerEnv {
-	env := &poolerEnv{t: t, pooled: pooled, base: base, logs: &logBuffer{}}
+	env := &poolerEnv{t: t, pooled: pooled, base: base, logs: &pgtest.SyncBuffer{}}
 	env.logger = slog.New(slog.NewTextHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	env.schema = pgtest.Schema(t, env.pool(4)) // migrated through the pooler
 	return env
@@ -274,22 +272,4 @@ func testBehindPooler(t *testing.T, pooled string, base pgstore.Config) {
 	require.Equal(t, durabletype.RunCancelled, res.Status)
 
 	env.requireCleanLog()
-}
-
-// logBuffer collects log lines from several goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"bytes"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/effectivelabs/durable/durabletype"
 	"github.com/effectivelabs/durable/internal/core/dag"
+	"github.com/effectivelabs/durable/internal/tools/pgtest"
 	"github.com/effectivelabs/durable/pgstore"
 	"github.com/effectivelabs/durable/store"
 )
@@ -30,24 +30,6 @@ func settledIn(t *testing.T, s *pgstore.Store, wf string, in time.Time) uuid.UUI
 	_, err := s.FinishTasks(ctx, &store.FinishTasksParams{Outcomes: []store.Outcome{complete(cs[0])}})
 	require.NoError(t, err)
 	return r.ID
-}
-
-// syncBuffer is a log destination safe for the store's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // holdLock holds lock (a LOCK TABLE statement) in a transaction of pool's
@@ -79,7 +61,7 @@ func TestHistoryRetentionWithoutDDLRights(t *testing.T) {
 	require.Equal(t, schema+".runs_"+ps[0].Suffix, partitionOf(t, pool, schema, "runs", inPeriod))
 	require.Equal(t, schema+".runs_default", partitionOf(t, pool, schema, "runs", inDefault))
 
-	var logs syncBuffer
+	var logs pgtest.SyncBuffer
 	dml := leastPrivilegeRole(t, pool, schema)
 	s, err := pgstore.New(dml, &pgstore.Config{Schema: schema, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)

@@ -100,7 +100,7 @@ ignore_startup_parameters = extra_float_digits
 		if os.Geteuid() == 0 {
 			args = []string{"-u", "nobody", ini}
 		}
-		var out syncBuffer
+		var out SyncBuffer
 		cmd := exec.Command(bin, args...)
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
@@ -181,19 +181,22 @@ func waitConnect(url string, exited <-chan struct{}) error {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a process's output and a reader.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for writers in several goroutines (a
+// process's output, a logger's) and a reader.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+// String returns what was written.
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
