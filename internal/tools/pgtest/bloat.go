@@ -43,6 +43,14 @@ func DeadTasks(t testing.TB, pool *pgxpool.Pool, schema string, n int) {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
+	inserted := func() int64 {
+		var ins int64
+		if err := pool.QueryRow(ctx, "SELECT pg_stat_get_tuples_inserted($1::regclass)", tasks).Scan(&ins); err != nil {
+			t.Fatalf("pgtest: read statistics: %v", err)
+		}
+		return ins
+	}
+	before := inserted()
 	const steps, batch = 100, 20
 	sh := &durabletype.Shape{}
 	for i := range steps {
@@ -57,6 +65,17 @@ func DeadTasks(t testing.TB, pool *pgxpool.Pool, schema string, n int) {
 		}
 		if _, err := s.CreateRuns(ctx, &p); err != nil {
 			t.Fatalf("pgtest: create runs: %v", err)
+		}
+	}
+	// The statistics clamp the live count at zero: were the delete
+	// reported before an insert, that insert's rows would count as live
+	// for good. So every insert is reported first: the sessions that
+	// made them report up to a second later (or after 10s idle).
+	for inserted() < before+int64(n) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("pgtest: the statistics of %s never counted the %d rows inserted", tasks, n)
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	conn, err := pool.Acquire(ctx)
@@ -75,10 +94,8 @@ func DeadTasks(t testing.TB, pool *pgxpool.Pool, schema string, n int) {
 	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
 		t.Fatalf("pgtest: flush statistics: %v", err)
 	}
-	// The sessions that inserted the tasks report theirs up to a second
-	// later (or after 10s idle): until they have, the statistics count
-	// some of the deleted rows as live. Wait until every insert is
-	// counted: no live task left, at least n dead.
+	// Wait until the delete is counted: no live task left, at least n
+	// dead.
 	for {
 		var live, dead int64
 		if err := pool.QueryRow(ctx, "SELECT pg_stat_get_live_tuples($1::regclass), pg_stat_get_dead_tuples($1::regclass)",
