@@ -208,7 +208,7 @@ func TestLeaderLeaseFenceHoldsTakeover(t *testing.T) {
 func TestLeaderStepsDownWhenLeaseTaken(t *testing.T) {
 	t.Parallel()
 	pool, schema := setupPool(t)
-	s := leaseStore(t, pool, schema, 300*time.Millisecond)
+	s := leaseStore(t, pool, schema, 3*time.Second)
 	leads := leading(t, s, "leader")
 	lead := nextLead(t, leads, "first")
 	_, err := pool.Exec(ctx, "UPDATE "+schema+".leader SET term = term + 1, worker = 'thief', expires_at = now() + interval '1 hour'")

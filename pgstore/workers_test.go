@@ -21,7 +21,7 @@ func TestElectorRefreshesLeaderRecord(t *testing.T) {
 	past := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, id := range []string{"leader", "other"} {
 		require.NoError(t, s.RegisterWorker(ctx, &store.RegisterWorkerParams{Now: past, Started: true,
-			Worker: store.Worker{ID: id, Concurrency: 1, DeadAfter: time.Second}}))
+			Worker: store.Worker{ID: id, Concurrency: 1, DeadAfter: time.Minute}}))
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
