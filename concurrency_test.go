@@ -76,7 +76,7 @@ func TestConcurrencyKeys(t *testing.T) {
 			}, durable.After(a))
 		}
 		for range 3 {
-			h.startOn(h.another(), durable.Config{Concurrency: 8}, wf)
+			h.startOn(h.another(), durable.Config{Concurrency: 8, DeadAfter: h.duration(30*time.Second, 10*time.Second)}, wf)
 		}
 		client := h.client()
 		ctx := h.ctx(h.duration(time.Hour, time.Minute))
@@ -113,7 +113,7 @@ func TestRateLimitKeys(t *testing.T) {
 		durable.Step(wf, "call", func(ctx durable.Context, o purchase) (int, error) { return o.N, nil },
 			durable.WithRateLimit(func(o purchase) string { return o.Customer }, n, per))
 		for range 3 {
-			h.startOn(h.another(), durable.Config{Concurrency: 8}, wf)
+			h.startOn(h.another(), durable.Config{Concurrency: 8, DeadAfter: h.duration(30*time.Second, 10*time.Second)}, wf)
 		}
 		client := h.client()
 		ctx := h.ctx(h.duration(time.Hour, time.Minute))

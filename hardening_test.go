@@ -194,7 +194,9 @@ func TestOutcomeNobodyCanRecord(t *testing.T) {
 			}
 			return h.store.FinishTasks(ctx, p)
 		})
-		e := h.launchOn(hs, durable.Config{}, wf)
+		// Nothing here waits for a rescue: one of the poisoned step while
+		// the fine run is slow would record a second outcome given up.
+		e := h.launchOn(hs, durable.Config{DeadAfter: time.Hour}, wf)
 		ctx := h.ctx(time.Minute)
 		mu.Lock()
 		id, err := wf.RunNoWait(ctx, e, "t", "poison")
@@ -221,7 +223,11 @@ func TestOutcomeNobodyCanRecord(t *testing.T) {
 // is not rescued, and completes.
 func TestReclaimWhileTheOldAttemptRuns(t *testing.T) {
 	both(t, func(t *testing.T, h *harness) {
-		dead := h.deadAfter()
+		// On PostgreSQL a DeadAfter of some seconds: the new attempt's
+		// heartbeats must each get through within it on a loaded machine.
+		dead := h.duration(h.deadAfter(), 3*time.Second)
+		var blocked atomic.Bool
+		blocked.Store(true)
 		var attempts atomic.Int32
 		oldCause := make(chan error, 1)
 		secondStarted := make(chan struct{})
@@ -237,23 +243,22 @@ func TestReclaimWhileTheOldAttemptRuns(t *testing.T) {
 				}
 				return "old", nil
 			case 2:
+				blocked.Store(false) // from its claim on, nothing stands between its heartbeats and the store
 				close(secondStarted)
-				time.Sleep(4 * dead) // outlives DeadAfter several times: only heartbeats keep it
+				time.Sleep(2 * dead) // outlives DeadAfter: only heartbeats keep it
 				return "new", nil
 			}
 			return "", durable.Terminal(errors.New("a third attempt: the second one was rescued while alive"))
 		}) // no retries: a lost attempt spends none
 
 		hs := &hookStore{Store: h.store}
-		var blocked atomic.Bool
-		blocked.Store(true)
 		hs.setHeartbeat(func(ctx context.Context, p *store.HeartbeatParams) (*store.HeartbeatResult, error) {
 			if blocked.Load() {
 				return nil, durabletype.Transient(errors.New("injected: heartbeat lost"))
 			}
 			return h.store.Heartbeat(ctx, p)
 		})
-		e := h.startOn(hs, durable.Config{Concurrency: 4}, wf)
+		e := h.startOn(hs, durable.Config{Concurrency: 4, DeadAfter: dead}, wf)
 		ctx := h.ctx(20 * dead)
 		id, err := wf.RunNoWait(ctx, e, "t", 1)
 		require.NoError(t, err)
@@ -262,7 +267,6 @@ func TestReclaimWhileTheOldAttemptRuns(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("the rescued step was not claimed again")
 		}
-		blocked.Store(false)
 		require.ErrorIs(t, <-oldCause, durable.ErrClaimLost, "the old attempt learns its claim is lost")
 		res, err := e.Wait(ctx, id)
 		require.NoError(t, err)

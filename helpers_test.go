@@ -174,15 +174,19 @@ func (l *leaderLog) stats() (most int, turns []string) {
 	return l.most, append([]string(nil), l.turns...)
 }
 
-func (l *leaderLog) said(worker, msg string) bool {
+func (l *leaderLog) said(worker, msg string) bool { return l.count(worker, msg) > 0 }
+
+// count returns how many times worker logged msg.
+func (l *leaderLog) count(worker, msg string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	n := 0
 	for _, m := range l.msgs[worker] {
 		if m == msg {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 type leaderHandler struct {

@@ -200,7 +200,7 @@ func TestPGPriorityOnEngines(t *testing.T) {
 		mu.Unlock()
 		return in, nil
 	})
-	e := pgStart(t, env.store, durable.Config{Concurrency: 1, ClaimBatch: 1}, wf)
+	e := pgStart(t, env.store, durable.Config{Concurrency: 1, ClaimBatch: 1, DeadAfter: time.Minute}, wf)
 	ctx := pgCtx(t, 60*time.Second)
 	gateID, err := wf.RunNoWait(ctx, e, "t", "gate")
 	require.NoError(t, err)

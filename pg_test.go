@@ -76,7 +76,11 @@ func TestPGManyEnginesOneDatabase(t *testing.T) {
 	workers := []string{"pg-e0", "pg-e1", "pg-e2"}
 	engines := map[string]*durable.Engine{}
 	for _, w := range workers {
-		engines[w] = pgStart(t, env.newStore(t), durable.Config{
+		// The default lease: the turns are asserted, and the test's short
+		// one could lapse on a loaded machine; a stop hands over at once.
+		s, err := pgstore.New(env.pool, &pgstore.Config{Schema: env.schema})
+		require.NoError(t, err)
+		engines[w] = pgStart(t, s, durable.Config{
 			WorkerID: w, Logger: leaders.logger(), Concurrency: 8,
 			HeartbeatInterval: time.Second, DeadAfter: 10 * time.Second,
 		}, build())

@@ -48,7 +48,7 @@ func TestStress(t *testing.T) {
 			durable.Step(wf, "join", count, durable.After(mids...))
 			return []durable.Definition{wf}
 		}
-		engines := h.startMany(4, durable.Config{Concurrency: 4}, build)
+		engines := h.startMany(4, durable.Config{Concurrency: 4, HeartbeatInterval: h.duration(5*time.Second, time.Second), DeadAfter: h.duration(30*time.Second, 10*time.Second)}, build)
 		wf := build()[0].(*durable.Workflow[int])
 		ctx := h.ctx(2 * time.Minute)
 		triggers := make([]durable.Trigger[int], runs)

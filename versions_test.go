@@ -739,7 +739,8 @@ func TestStartWarnsOfStaleVersion(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, st.Warning, "no worker serves the workflow yet")
 
-		h.start(durable.Config{WorkerID: "new"}, cur)
+		// Live at the moment the client reads it, on a loaded machine too.
+		h.start(durable.Config{WorkerID: "new", DeadAfter: h.duration(h.deadAfter(), 10*time.Second)}, cur)
 		if h.virtual {
 			time.Sleep(time.Minute + time.Second) // past what the client read
 		} else {

@@ -60,10 +60,13 @@ func TestWorkers(t *testing.T) {
 			durable.Step(other, "noop", func(ctx durable.Context, n int) (int, error) { return n, nil })
 			return wf, other
 		}
+		// Live is read at single moments: on PostgreSQL a DeadAfter that a
+		// loaded machine's late refresh does not outlast.
+		dead := h.duration(h.deadAfter(), 10*time.Second)
 		wfA, _ := build()
-		h.startOn(h.another(), durable.Config{WorkerID: "workers-a", Concurrency: 3, Version: "v-test"}, wfA)
+		h.startOn(h.another(), durable.Config{WorkerID: "workers-a", Concurrency: 3, Version: "v-test", DeadAfter: dead}, wfA)
 		wfB, otherB := build()
-		b := h.startOn(h.another(), durable.Config{WorkerID: "workers-b"}, wfB, otherB)
+		b := h.startOn(h.another(), durable.Config{WorkerID: "workers-b", DeadAfter: dead}, wfB, otherB)
 		c := h.client()
 
 		// Both are listed as soon as Start returns; one of them leads.
@@ -79,7 +82,7 @@ func TestWorkers(t *testing.T) {
 		require.Equal(t, []string{"workers-other", "workers-wf"}, ws[1].Workflows)
 		for _, w := range ws {
 			require.True(t, w.Live, "%s is live", w.ID)
-			require.Equal(t, h.deadAfter(), w.DeadAfter)
+			require.Equal(t, dead, w.DeadAfter)
 			require.NotEmpty(t, w.Host)
 			require.False(t, w.StartedAt.IsZero())
 			require.False(t, w.LastSeen.Before(w.StartedAt))
@@ -88,7 +91,7 @@ func TestWorkers(t *testing.T) {
 		require.False(t, ws[0].Serves("workers-other"))
 		// Three refreshes in memory (virtual time: a refresh that did not
 		// happen fails the test); on PostgreSQL, room for a loaded machine.
-		within := h.duration(3*dag.WorkerRefresh(h.deadAfter()), 15*time.Second)
+		within := h.duration(3*dag.WorkerRefresh(dead), 15*time.Second)
 		h.eventually(within, func() bool {
 			ws, err = c.Workers(ctx)
 			require.NoError(t, err)

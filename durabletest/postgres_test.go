@@ -237,7 +237,7 @@ func newPing() *durable.Workflow[int] {
 func TestPostgresIdle(t *testing.T) {
 	// Long enough for the chain and its child run on a loaded machine;
 	// only the blocked step's Idle waits it out.
-	onPostgres(t, durabletest.Options{Timeout: 8 * time.Second}, func(t *testing.T, k *durabletest.Kit) {
+	onPostgres(t, durabletest.Options{Timeout: 20 * time.Second}, func(t *testing.T, k *durabletest.Kit) {
 		child := durable.NewWorkflow[int]("child")
 		pong := durable.Step(child, "pong", func(ctx durable.Context, n int) (int, error) { return n, nil })
 		wf := durable.NewWorkflow[int]("chain")

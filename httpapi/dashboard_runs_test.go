@@ -27,7 +27,7 @@ import (
 func newEngineEnv(t *testing.T, s store.Store, defs ...durable.Definition) *env {
 	t.Helper()
 	e, err := durable.New(s, durable.Config{Logger: quiet, PollInterval: 50 * time.Millisecond,
-		HeartbeatInterval: 200 * time.Millisecond, DeadAfter: time.Second})
+		HeartbeatInterval: 200 * time.Millisecond, DeadAfter: 10 * time.Second}) // live at every read on a loaded machine
 	require.NoError(t, err)
 	require.NoError(t, e.Register(defs...))
 	require.NoError(t, e.Start(context.Background()))

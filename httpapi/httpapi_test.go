@@ -103,7 +103,7 @@ func newEnv(t testing.TB, s store.Store) *env {
 	durable.Sleep(slow, "nap", time.Hour)
 
 	e, err := durable.New(s, durable.Config{Logger: quiet, PollInterval: 50 * time.Millisecond,
-		HeartbeatInterval: 200 * time.Millisecond, DeadAfter: time.Second})
+		HeartbeatInterval: 200 * time.Millisecond, DeadAfter: 10 * time.Second}) // live at every read on a loaded machine
 	require.NoError(t, err)
 	require.NoError(t, e.Register(greet, flaky, approval, paid, slow))
 	require.NoError(t, e.Start(context.Background()))

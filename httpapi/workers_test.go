@@ -104,7 +104,7 @@ func testWorkers(t *testing.T, s store.Store) {
 	require.NotEmpty(t, w.Host)
 	require.Equal(t, []string{"approval", "flaky", "greet", "paid", "slow"}, w.Workflows)
 	require.Equal(t, 100, w.Concurrency)
-	require.Equal(t, "1s", w.DeadAfter)
+	require.Equal(t, "10s", w.DeadAfter)
 	require.False(t, w.StartedAt.IsZero())
 	require.False(t, w.LastSeen.Before(w.StartedAt))
 	require.Len(t, v.Unserved, 1)

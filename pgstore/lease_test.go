@@ -113,7 +113,7 @@ func TestLeaderLeaseExpiryTakeover(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, again, "a lease held is not taken")
 
-	next := leaseStore(t, pool, schema, 300*time.Millisecond)
+	next := leaseStore(t, pool, schema, 3*time.Second) // its renewals must not lapse while the test writes
 	lead := nextLead(t, leading(t, next, "next"), "takeover")
 	term, _ := store.TermOf(lead)
 	require.Equal(t, old+1, term, "the next term")

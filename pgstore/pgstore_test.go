@@ -274,7 +274,7 @@ func TestElector(t *testing.T) {
 	cands := map[string]*candidate{}
 	for i := range 3 {
 		id := fmt.Sprintf("e%d", i)
-		s := leaseStore(t, pool, schema, time.Second)
+		s := leaseStore(t, pool, schema, 3*time.Second) // renewals that a loaded machine does not let lapse
 		cctx, cancel := context.WithCancel(ctx)
 		c := &candidate{cancel: cancel, done: make(chan error, 1)}
 		cands[id] = c

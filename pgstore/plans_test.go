@@ -444,9 +444,9 @@ func TestStoreTransactionsTimeOutIdle(t *testing.T) {
 	require.NoError(t, err)
 	_, err = htx.Exec(ctx, stmts["genericPlans"])
 	require.NoError(t, err)
-	_, err = htx.Exec(ctx, "SET LOCAL idle_in_transaction_session_timeout = '200ms'")
-	require.NoError(t, err)
-	_, err = htx.Exec(ctx, "SELECT pg_advisory_xact_lock(4242)")
+	// One statement: a pause between the two would end the session before
+	// it took the lock.
+	_, err = htx.Exec(ctx, "SELECT pg_advisory_xact_lock(4242), set_config('idle_in_transaction_session_timeout', '200ms', true)")
 	require.NoError(t, err)
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
