@@ -202,6 +202,38 @@ func TestLeaderLeaseFenceHoldsTakeover(t *testing.T) {
 	require.Equal(t, term+1, a.term, "the takeover follows the commit")
 }
 
+// TestLeaderRenewsBesideAStuckFencedWrite: a fenced write that waits (here
+// held open; in a frozen-leader takeover, the new leader's rescue waits for
+// the locks of the frozen process's open transaction until the server ends
+// its session) does not hold up its own leader's renewal: the leader keeps
+// its lease instead of losing it to the wait. A takeover still waits for
+// the fenced write (TestLeaderLeaseFenceHoldsTakeover).
+func TestLeaderRenewsBesideAStuckFencedWrite(t *testing.T) {
+	t.Parallel()
+	pool, schema := setupPool(t)
+	s := leaseStore(t, pool, schema, time.Minute)
+	term, err := pgstore.Acquire(ctx, s, "leader")
+	require.NoError(t, err)
+	require.Positive(t, term)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "SELECT "+schema+".fence($1)", term)
+	require.NoError(t, err)
+
+	// Were the renewal to wait for the fenced transaction, it would wait
+	// until that ends: the deadline only bounds the failure.
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	renewed, err := pgstore.Renew(rctx, s, term)
+	require.NoError(t, err, "the renewal does not wait for the leader's own fenced write")
+	require.True(t, renewed)
+	// And the fenced write still commits under the term.
+	_, err = tx.Exec(ctx, "SELECT "+schema+".fence($1)", term)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+}
+
 // TestLeaderStepsDownWhenLeaseTaken: a leader whose lease another took
 // (here by hand) stops leading at its next renewal, and does not lead
 // again while the other holds the lease.
