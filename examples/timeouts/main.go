@@ -51,7 +51,7 @@ func run(ctx context.Context, out io.Writer, db example.DB) error {
 			return "", context.Cause(ctx)
 		}
 		return "charged " + order, nil
-	}, durable.WithTimeout(100*time.Millisecond),
+	}, durable.WithTimeout(time.Second), // the store times an attempt out from its claim until its outcome is recorded
 		durable.WithRetry(durable.RetryPolicy{MaxRetries: 2, InitialDelay: 50 * time.Millisecond}))
 
 	// A queue timeout: no engine here serves "export".
