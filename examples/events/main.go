@@ -32,7 +32,7 @@ type Confirmation struct{ By string }
 
 // ConfirmTimeout is how long an order waits for its confirmation: 48 hours
 // in production, short here.
-const ConfirmTimeout = 500 * time.Millisecond
+const ConfirmTimeout = 2 * time.Second
 
 func main() {
 	if err := run(context.Background(), os.Stdout, example.FromEnv()); err != nil {

@@ -23,7 +23,7 @@ import (
 
 // TrialLength is how long the trial lasts: 14*24*time.Hour in production,
 // short here so that the example ends soon.
-const TrialLength = 300 * time.Millisecond
+const TrialLength = 2 * time.Second
 
 func main() {
 	if err := run(context.Background(), os.Stdout, example.FromEnv()); err != nil {

@@ -14,7 +14,7 @@ func TestMain(m *testing.M) { exampletest.Main(m) }
 // second, no sooner than its sleep's length.
 func TestSleep(t *testing.T) {
 	exampletest.Run(t, run, func(t *testing.T, out string) {
-		require.Contains(t, out, "step trial is SLEEPING until its due time (300ms after it began)\n"+
+		require.Contains(t, out, "step trial is SLEEPING until its due time (2s after it began)\n"+
 			"the engine stopped; the run sleeps on in the store\n"+
 			"COMPLETED: trial-ended mail to ada@example.com\n"+
 			"slept at least the trial's length: true\n")

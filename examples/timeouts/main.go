@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/effectivelabs/durable"
@@ -37,17 +36,19 @@ func main() {
 }
 
 func run(ctx context.Context, out io.Writer, db example.DB) error {
-	var mu sync.Mutex
-	var causes []error // why the charge's attempts were cancelled
+	// Why the charge's first attempt was cancelled: its goroutine may
+	// report it after the run has already completed on the retry.
+	causes := make(chan error, 1)
 
 	// A step timeout: the provider hangs on the first attempt.
 	charge := durable.NewWorkflow[string]("charge")
 	durable.Step(charge, "call-provider", func(ctx durable.Context, order string) (string, error) {
 		if ctx.Attempt() == 1 {
 			<-ctx.Done() // hangs until the timeout cancels the attempt
-			mu.Lock()
-			causes = append(causes, context.Cause(ctx))
-			mu.Unlock()
+			select {
+			case causes <- context.Cause(ctx):
+			default:
+			}
 			return "", context.Cause(ctx)
 		}
 		return "charged " + order, nil
@@ -87,9 +88,13 @@ func run(ctx context.Context, out io.Writer, db example.DB) error {
 		return err
 	}
 	s, _ := res.Step("call-provider")
-	mu.Lock()
-	timedOut := len(causes) == 1 && errors.Is(causes[0], durable.ErrStepTimeout)
-	mu.Unlock()
+	var cause error
+	select {
+	case cause = <-causes:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	timedOut := errors.Is(cause, durable.ErrStepTimeout)
 	fmt.Fprintf(out, "charge: %s after %d attempts, the first cancelled by its timeout: %t\n", res.Status, s.Attempts, timedOut)
 
 	res, err = export.Run(ctx, engine, "tenant-1", "report.csv")

@@ -31,7 +31,7 @@ type Order struct {
 
 // Delay is how long the reminder waits before it starts: a day in
 // production, short here.
-const Delay = 300 * time.Millisecond
+const Delay = time.Second
 
 func main() {
 	if err := run(context.Background(), os.Stdout, example.FromEnv()); err != nil {
