@@ -100,6 +100,12 @@ type FuncTxWriter func(ctx durable.Context, tx any, nonce string) error
 // is likely to die mid-step.
 func newFunctions(o Options) (*durable.Function[FuncInput, FuncOutput], *durable.Function[FuncInput, string]) {
 	retry := durable.WithRetry(durable.RetryPolicy{MaxRetries: 20, InitialDelay: 100 * time.Millisecond, MaxDelay: time.Second})
+	// A body runs as long as its run, and the chaos kills a worker about
+	// every second: one run's body caught by three kills in a row (the
+	// default limit, which fails the run as a poison step) is chance here,
+	// not a body that kills its worker. TestDefaultsSurviveKills proves the
+	// default limit.
+	lost := durable.FuncLostLimit(10)
 	// execute records an execution of call and works.
 	execute := func(ctx durable.Context) (string, error) {
 		nonce := strconv.FormatUint(rand.Uint64(), 36)
@@ -134,7 +140,7 @@ func newFunctions(o Options) (*durable.Function[FuncInput, FuncOutput], *durable
 			return "", err
 		}
 		return a + "+" + b, nil
-	})
+	}, lost)
 
 	fn := durable.NewFunction(Func, func(ctx durable.FuncContext, in FuncInput) (FuncOutput, error) {
 		var out FuncOutput
@@ -205,6 +211,6 @@ func newFunctions(o Options) (*durable.Function[FuncInput, FuncOutput], *durable
 			return out, err
 		}
 		return out, nil
-	})
+	}, lost)
 	return fn, child
 }
